@@ -1,0 +1,25 @@
+//! autocode: drives coding-agent CLIs (OpenCode, Codex, Claude Code and tools registered with
+//! one TOML file) through a pipeline of roles whose every report is checked, never believed.
+//!
+//! Module map (each module is crate-like: it owns its types and exposes a small surface):
+//! - [`ids`] and [`role`]: newtypes and the exhaustive role/sandbox enums shared by everything.
+//! - [`provider`]: the provider registry (built-ins, bundled and user TOML), validation,
+//!   placeholder expansion, model families and auth checks.
+//! - [`agent_env`]: the pure policy that decides which variables an agent process sees.
+//! - [`transport`]: turns a stage request into the exact process to launch, per CLI.
+//! - [`events`]: reads each CLI's raw stream into one normalized event stream.
+//! - [`supervise`]: the process-ownership boundary; the only place that starts processes and the
+//!   only place with `unsafe`.
+//! - [`scripted_model`]: a loopback model server that lets the real CLIs run offline.
+//! - [`cli`]: the command-line surface; [`error`]: the edge error with exit codes and hints.
+
+pub mod agent_env;
+pub mod cli;
+pub mod error;
+pub mod events;
+pub mod ids;
+pub mod provider;
+pub mod role;
+pub mod scripted_model;
+pub mod supervise;
+pub mod transport;

@@ -1,0 +1,5 @@
+//! The `autocode` binary: parse arguments, run, map the outcome to an exit code.
+
+fn main() -> std::process::ExitCode {
+    autocode::cli::main()
+}

@@ -1,0 +1,1 @@
+// (placeholder: filled by the events_fixtures work)
