@@ -18,6 +18,7 @@ pub mod cli;
 pub mod error;
 pub mod events;
 pub mod ids;
+pub mod pause;
 pub mod provider;
 pub mod role;
 pub mod scripted_model;

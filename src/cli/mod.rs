@@ -1,5 +1,58 @@
-//! The command-line surface.
+//! The command-line surface: argument parsing (clap derive), dispatch, and the edge between
+//! typed module errors and exit codes.
+//!
+//! stdout is for data (`--json` everywhere), stderr for people; logs go through `tracing` to
+//! stderr (`-v`, `-vv`; `RUST_LOG` overrides). `main` stays thin: each command lives in its own
+//! file and returns `Result<ExitCode, EdgeError>`.
 
-pub fn main() -> std::process::ExitCode {
-    std::process::ExitCode::SUCCESS
+mod explain;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::error::EdgeError;
+
+/// autocode: hand an objective to a team of coding agents and get a result you can trust.
+#[derive(Debug, Parser)]
+#[command(name = "autocode", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// More log output on stderr (-v info, -vv debug, -vvv trace). RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Explain a pause code and print the command that continues it.
+    Explain(explain::ExplainArgs),
+}
+
+/// Parses the arguments, runs the command and maps its outcome to an exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    output::init_tracing(cli.verbose);
+    let outcome = match cli.command {
+        Command::Explain(args) => explain::run(args),
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("{}", error.render());
+            error.exit_code()
+        }
+    }
+}
+
+/// Builds the async runtime for commands that start processes or serve sockets.
+#[allow(dead_code)]
+fn runtime() -> Result<tokio::runtime::Runtime, EdgeError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(EdgeError::internal)
 }
