@@ -33,12 +33,13 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, EdgeError> {
         output::print_stdout(crate::pause::render_markdown().trim_end())?;
         return Ok(ExitCode::SUCCESS);
     }
-    let codes: Vec<PauseCode> = match &args.code {
-        Some(text) => vec![text.parse::<PauseCode>().map_err(|e| {
-            EdgeError::usage(e).hint("`autocode explain` lists every pause code")
-        })?],
-        None => PauseCode::ALL.to_vec(),
-    };
+    let codes: Vec<PauseCode> =
+        match &args.code {
+            Some(text) => vec![text.parse::<PauseCode>().map_err(|e| {
+                EdgeError::usage(e).hint("`autocode explain` lists every pause code")
+            })?],
+            None => PauseCode::ALL.to_vec(),
+        };
     let explained: Vec<Explained> = codes
         .into_iter()
         .map(|code| Explained {

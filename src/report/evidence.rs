@@ -1,0 +1,380 @@
+//! Evidence: every command a report cites must be a command that really ran in this attempt.
+//!
+//! For event transports a cited check `{command, exit_code, evidence_ref}` names `event:<id>`, and
+//! must match exactly one command event of the attempt's own stream with the same command and the
+//! same exit code; an event whose exit code is unknown is never evidence. For report-file tools the
+//! reference is a capture receipt written by `autocode capture`, bound to the attempt by a nonce
+//! and to its output by a sha256. Nothing here trusts the report's own words.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// A command event taken from the attempt's own normalized stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandRecord {
+    /// `event:<provider id>`.
+    pub evidence_id: String,
+    pub command: String,
+    pub exit_code: Option<i32>,
+}
+
+/// A check as a report cites it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CitedCheck {
+    pub command: String,
+    pub exit_code: i64,
+    pub evidence_ref: String,
+}
+
+/// The receipt `autocode capture` writes for report-file tools.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaptureReceipt {
+    pub format_version: u32,
+    pub command: Vec<String>,
+    pub exit_code: Option<i32>,
+    pub output: String,
+    pub output_sha256: String,
+    /// The value of `AUTOCODE_CAPTURE_CONTEXT` the capture ran under.
+    pub context: String,
+}
+
+pub const CAPTURE_RECEIPT_FORMAT: u32 = 1;
+
+/// What is wrong with one cited check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(tag = "problem", rename_all = "snake_case")]
+pub enum EvidenceProblem {
+    #[error("{evidence_ref} is not an event of this attempt")]
+    UnknownEvent { evidence_ref: String },
+    #[error("{evidence_ref} names {count} command events; evidence must name exactly one")]
+    Ambiguous { evidence_ref: String, count: usize },
+    #[error("{evidence_ref} ran {recorded:?}, not the cited {cited:?}")]
+    CommandMismatch {
+        evidence_ref: String,
+        cited: String,
+        recorded: String,
+    },
+    #[error("{evidence_ref} exited {recorded}, not the cited {cited}")]
+    ExitCodeMismatch {
+        evidence_ref: String,
+        cited: i64,
+        recorded: i32,
+    },
+    #[error(
+        "{evidence_ref} has no known exit code (backgrounded, interrupted or denied) and is never evidence"
+    )]
+    UnknownExitCode { evidence_ref: String },
+    #[error("{evidence_ref:?} is not an event reference (expected event:<id>)")]
+    NotAnEventRef { evidence_ref: String },
+    #[error("capture receipt {evidence_ref}: {reason}")]
+    BadReceipt {
+        evidence_ref: String,
+        reason: String,
+    },
+}
+
+/// The finding for one cited check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvidenceFinding {
+    pub check: CitedCheck,
+    /// `None` when the check is backed by exactly one matching command.
+    pub problem: Option<EvidenceProblem>,
+}
+
+/// Collapses runs of whitespace and unwraps one level of `bash -lc '…'` / `sh -c "…"`, the form
+/// in which Codex reports the commands its model asked for.
+pub fn normalize_command(command: &str) -> String {
+    let collapsed = command.split_whitespace().collect::<Vec<_>>().join(" ");
+    for shell in [
+        "/bin/bash -lc ",
+        "/bin/bash -c ",
+        "bash -lc ",
+        "bash -c ",
+        "/bin/sh -c ",
+        "sh -c ",
+        "/usr/bin/bash -lc ",
+        "/usr/bin/zsh -lc ",
+        "zsh -lc ",
+    ] {
+        if let Some(rest) = collapsed.strip_prefix(shell) {
+            if let Some(inner) = unquote_whole(rest) {
+                return inner.split_whitespace().collect::<Vec<_>>().join(" ");
+            }
+        }
+    }
+    collapsed
+}
+
+/// `'…'` (with `'\''` escapes) or `"…"` spanning the whole argument.
+fn unquote_whole(arg: &str) -> Option<String> {
+    if arg.len() >= 2 && arg.starts_with('\'') && arg.ends_with('\'') {
+        let inner = &arg[1..arg.len() - 1];
+        return Some(inner.replace("'\\''", "'"));
+    }
+    if arg.len() >= 2 && arg.starts_with('"') && arg.ends_with('"') {
+        let inner = &arg[1..arg.len() - 1];
+        if !inner.contains('"') || inner.contains("\\\"") {
+            return Some(inner.replace("\\\"", "\""));
+        }
+    }
+    None
+}
+
+/// Checks cited checks against the attempt's command events.
+pub fn check_event_evidence(
+    checks: &[CitedCheck],
+    records: &[CommandRecord],
+) -> Vec<EvidenceFinding> {
+    checks
+        .iter()
+        .map(|check| EvidenceFinding {
+            check: check.clone(),
+            problem: event_problem(check, records),
+        })
+        .collect()
+}
+
+fn event_problem(check: &CitedCheck, records: &[CommandRecord]) -> Option<EvidenceProblem> {
+    let evidence_ref = check.evidence_ref.trim().to_owned();
+    if !evidence_ref.starts_with("event:") || evidence_ref.len() <= "event:".len() {
+        return Some(EvidenceProblem::NotAnEventRef { evidence_ref });
+    }
+    let named: Vec<&CommandRecord> = records
+        .iter()
+        .filter(|r| r.evidence_id == evidence_ref)
+        .collect();
+    let record = match named.as_slice() {
+        [] => return Some(EvidenceProblem::UnknownEvent { evidence_ref }),
+        [one] => *one,
+        many => {
+            return Some(EvidenceProblem::Ambiguous {
+                evidence_ref,
+                count: many.len(),
+            });
+        }
+    };
+    if normalize_command(&record.command) != normalize_command(&check.command) {
+        return Some(EvidenceProblem::CommandMismatch {
+            evidence_ref,
+            cited: check.command.clone(),
+            recorded: record.command.clone(),
+        });
+    }
+    match record.exit_code {
+        None => Some(EvidenceProblem::UnknownExitCode { evidence_ref }),
+        Some(code) if i64::from(code) != check.exit_code => {
+            Some(EvidenceProblem::ExitCodeMismatch {
+                evidence_ref,
+                cited: check.exit_code,
+                recorded: code,
+            })
+        }
+        Some(_) => None,
+    }
+}
+
+/// sha256 hex of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Checks one cited check against the bytes of the capture receipt it names.
+pub fn check_receipt_evidence(
+    check: &CitedCheck,
+    receipt_bytes: Option<&[u8]>,
+    attempt_context: &str,
+) -> EvidenceFinding {
+    let problem = receipt_problem(check, receipt_bytes, attempt_context).map(|reason| {
+        EvidenceProblem::BadReceipt {
+            evidence_ref: check.evidence_ref.clone(),
+            reason,
+        }
+    });
+    EvidenceFinding {
+        check: check.clone(),
+        problem,
+    }
+}
+
+fn receipt_problem(
+    check: &CitedCheck,
+    receipt_bytes: Option<&[u8]>,
+    attempt_context: &str,
+) -> Option<String> {
+    let Some(bytes) = receipt_bytes else {
+        return Some("no such receipt file".into());
+    };
+    let receipt: CaptureReceipt = match serde_json::from_slice(bytes) {
+        Ok(receipt) => receipt,
+        Err(e) => return Some(format!("not a capture receipt: {e}")),
+    };
+    if receipt.format_version != CAPTURE_RECEIPT_FORMAT {
+        return Some(format!(
+            "receipt format {} is not {CAPTURE_RECEIPT_FORMAT}",
+            receipt.format_version
+        ));
+    }
+    if receipt.context != attempt_context {
+        return Some("the receipt was captured for another attempt".into());
+    }
+    if sha256_hex(receipt.output.as_bytes()) != receipt.output_sha256 {
+        return Some("the receipt's output does not match its sha256 (edited)".into());
+    }
+    let recorded = receipt.command.join(" ");
+    if normalize_command(&recorded) != normalize_command(&check.command) {
+        return Some(format!(
+            "the receipt ran {recorded:?}, not the cited {:?}",
+            check.command
+        ));
+    }
+    match receipt.exit_code {
+        None => Some("the captured command has no exit code (killed by a signal)".into()),
+        Some(code) if i64::from(code) != check.exit_code => Some(format!(
+            "the captured command exited {code}, not the cited {}",
+            check.exit_code
+        )),
+        Some(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str, command: &str, exit: Option<i32>) -> CommandRecord {
+        CommandRecord {
+            evidence_id: format!("event:{id}"),
+            command: command.into(),
+            exit_code: exit,
+        }
+    }
+
+    fn cite(command: &str, exit: i64, evidence_ref: &str) -> CitedCheck {
+        CitedCheck {
+            command: command.into(),
+            exit_code: exit,
+            evidence_ref: evidence_ref.into(),
+        }
+    }
+
+    fn problem(check: CitedCheck, records: &[CommandRecord]) -> Option<EvidenceProblem> {
+        check_event_evidence(&[check], records).remove(0).problem
+    }
+
+    #[test]
+    fn normalizes_codex_shell_wrappers() {
+        let cases = [
+            (
+                "/bin/bash -lc 'echo hello > out.txt && cat out.txt'",
+                "echo hello > out.txt && cat out.txt",
+            ),
+            (
+                "/bin/bash -lc 'ls /nonexistent; exit 3'",
+                "ls /nonexistent; exit 3",
+            ),
+            ("bash -c \"pytest -q\"", "pytest -q"),
+            ("  cargo   test ", "cargo test"),
+            ("/bin/bash -lc 'echo '\\''x'\\'''", "echo 'x'"),
+            ("python3 -c 'print(1)'", "python3 -c 'print(1)'"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(normalize_command(input), want, "{input}");
+        }
+    }
+
+    #[test]
+    fn event_evidence_table() {
+        let records = vec![
+            record("item_2", "/bin/bash -lc 'pytest -q'", Some(0)),
+            record("item_4", "/bin/bash -lc 'ls /nope; exit 3'", Some(3)),
+            record("toolu_9", "sleep 100 &", None),
+            record("dup", "true", Some(0)),
+            record("dup", "true", Some(0)),
+        ];
+        assert_eq!(
+            problem(cite("pytest -q", 0, "event:item_2"), &records),
+            None
+        );
+        assert_eq!(
+            problem(cite("ls /nope; exit 3", 3, "event:item_4"), &records),
+            None
+        );
+        assert!(matches!(
+            problem(cite("ls /nope; exit 3", 0, "event:item_4"), &records),
+            Some(EvidenceProblem::ExitCodeMismatch { recorded: 3, .. })
+        ));
+        assert!(matches!(
+            problem(cite("pytest -q", 0, "event:item_99"), &records),
+            Some(EvidenceProblem::UnknownEvent { .. })
+        ));
+        assert!(matches!(
+            problem(cite("cargo test", 0, "event:item_2"), &records),
+            Some(EvidenceProblem::CommandMismatch { .. })
+        ));
+        assert!(matches!(
+            problem(cite("sleep 100 &", 0, "event:toolu_9"), &records),
+            Some(EvidenceProblem::UnknownExitCode { .. })
+        ));
+        assert!(matches!(
+            problem(cite("true", 0, "event:dup"), &records),
+            Some(EvidenceProblem::Ambiguous { count: 2, .. })
+        ));
+        assert!(matches!(
+            problem(cite("pytest -q", 0, "item_2"), &records),
+            Some(EvidenceProblem::NotAnEventRef { .. })
+        ));
+        assert!(matches!(
+            problem(cite("pytest -q", 0, "event:"), &records),
+            Some(EvidenceProblem::NotAnEventRef { .. })
+        ));
+    }
+
+    fn receipt(context: &str, output: &str, exit: Option<i32>) -> Vec<u8> {
+        serde_json::to_vec(&CaptureReceipt {
+            format_version: CAPTURE_RECEIPT_FORMAT,
+            command: vec!["pytest".into(), "-q".into()],
+            exit_code: exit,
+            output: output.into(),
+            output_sha256: sha256_hex(output.as_bytes()),
+            context: context.into(),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn receipt_evidence_table() {
+        let check = cite("pytest -q", 0, ".autocode/evidence/t.json");
+        let ok = receipt("nonce-1", "1 passed", Some(0));
+        assert_eq!(
+            check_receipt_evidence(&check, Some(&ok), "nonce-1").problem,
+            None
+        );
+        assert!(
+            check_receipt_evidence(&check, Some(&ok), "nonce-2")
+                .problem
+                .is_some()
+        );
+        assert!(
+            check_receipt_evidence(&check, None, "nonce-1")
+                .problem
+                .is_some()
+        );
+        let failing = receipt("nonce-1", "1 failed", Some(1));
+        assert!(
+            check_receipt_evidence(&check, Some(&failing), "nonce-1")
+                .problem
+                .is_some()
+        );
+        let mut edited: CaptureReceipt = serde_json::from_slice(&ok).unwrap();
+        edited.output = "all good".into();
+        let edited = serde_json::to_vec(&edited).unwrap();
+        let finding = check_receipt_evidence(&check, Some(&edited), "nonce-1");
+        assert!(finding.problem.unwrap().to_string().contains("sha256"));
+        assert!(
+            check_receipt_evidence(&check, Some(b"not json"), "nonce-1")
+                .problem
+                .is_some()
+        );
+    }
+}

@@ -1,0 +1,272 @@
+//! Stage reports: the JSON each stage must return, checked against its schema and never believed.
+//!
+//! The schemas live in `schemas/<stage>.schema.json` (JSON Schema 2020-12, closed objects) and are
+//! compiled into the binary; the same text is handed to the CLIs (`--output-schema`,
+//! `--json-schema`, or the prompt). Validation lists every violation with its instance path so a
+//! report-only repair can be told exactly what was wrong. [`evidence`] checks the commands a
+//! report cites against the attempt's own command events.
+
+pub mod evidence;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The kinds of stage report, one schema each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReportKind {
+    Requirements,
+    Plan,
+    PlanReview,
+    Build,
+    Test,
+    Completion,
+}
+
+impl ReportKind {
+    pub const ALL: [ReportKind; 6] = [
+        ReportKind::Requirements,
+        ReportKind::Plan,
+        ReportKind::PlanReview,
+        ReportKind::Build,
+        ReportKind::Test,
+        ReportKind::Completion,
+    ];
+
+    /// The stable name, also the schema's file stem.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReportKind::Requirements => "requirements",
+            ReportKind::Plan => "plan",
+            ReportKind::PlanReview => "plan_review",
+            ReportKind::Build => "build",
+            ReportKind::Test => "test",
+            ReportKind::Completion => "completion",
+        }
+    }
+
+    /// The schema text exactly as shipped in `schemas/`.
+    pub fn schema_text(self) -> &'static str {
+        match self {
+            ReportKind::Requirements => include_str!("../../schemas/requirements.schema.json"),
+            ReportKind::Plan => include_str!("../../schemas/plan.schema.json"),
+            ReportKind::PlanReview => include_str!("../../schemas/plan_review.schema.json"),
+            ReportKind::Build => include_str!("../../schemas/build.schema.json"),
+            ReportKind::Test => include_str!("../../schemas/test.schema.json"),
+            ReportKind::Completion => include_str!("../../schemas/completion.schema.json"),
+        }
+    }
+
+    /// The schema as JSON. The embedded files are checked by a test, so this cannot fail at run
+    /// time unless the binary itself is corrupt.
+    pub fn schema(self) -> Value {
+        serde_json::from_str(self.schema_text()).unwrap_or(Value::Null)
+    }
+
+    /// The top-level field names of the schema (used by the shell-command final-message rule).
+    pub fn top_level_fields(self) -> Vec<String> {
+        self.schema()
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|props| props.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// One way a report breaks its schema.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchemaViolation {
+    /// JSON Pointer to the offending value (`""` is the whole report).
+    pub instance_path: String,
+    pub message: String,
+}
+
+/// Why a final message is not an acceptable report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ReportRejection {
+    #[error("the final message is not a JSON report: {error}")]
+    NotJson { error: String },
+    #[error("the report is not a JSON object")]
+    NotAnObject,
+    #[error("the report breaks its schema in {} place(s): {}", violations.len(), render_violations(violations))]
+    Schema { violations: Vec<SchemaViolation> },
+}
+
+fn render_violations(violations: &[SchemaViolation]) -> String {
+    violations
+        .iter()
+        .map(|v| {
+            let at = if v.instance_path.is_empty() {
+                "/"
+            } else {
+                &v.instance_path
+            };
+            format!("{at}: {}", v.message)
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Reads a final message as a JSON object. The whole message must be the object, optionally
+/// wrapped in one Markdown code fence (a common model habit that changes nothing).
+pub fn parse_report_text(text: &str) -> Result<Value, ReportRejection> {
+    let trimmed = text.trim();
+    let body = strip_single_fence(trimmed).unwrap_or(trimmed);
+    let value: Value = serde_json::from_str(body).map_err(|e| ReportRejection::NotJson {
+        error: e.to_string(),
+    })?;
+    if !value.is_object() {
+        return Err(ReportRejection::NotAnObject);
+    }
+    Ok(value)
+}
+
+fn strip_single_fence(text: &str) -> Option<&str> {
+    let rest = text.strip_prefix("```")?;
+    let rest = rest.strip_suffix("```")?;
+    let newline = rest.find('\n')?;
+    let (info, body) = rest.split_at(newline);
+    let info = info.trim();
+    if !(info.is_empty() || info.eq_ignore_ascii_case("json")) || body.contains("```") {
+        return None;
+    }
+    Some(body.trim())
+}
+
+/// Validates `report` against the schema of `kind`, listing every violation.
+pub fn validate(kind: ReportKind, report: &Value) -> Result<(), ReportRejection> {
+    if !report.is_object() {
+        return Err(ReportRejection::NotAnObject);
+    }
+    let schema = kind.schema();
+    let validator = match jsonschema::draft202012::new(&schema) {
+        Ok(validator) => validator,
+        Err(e) => {
+            return Err(ReportRejection::Schema {
+                violations: vec![SchemaViolation {
+                    instance_path: String::new(),
+                    message: format!(
+                        "the embedded {} schema does not compile: {e}",
+                        kind.as_str()
+                    ),
+                }],
+            });
+        }
+    };
+    let mut violations: Vec<SchemaViolation> = validator
+        .iter_errors(report)
+        .map(|error| SchemaViolation {
+            instance_path: error.instance_path().to_string(),
+            message: error.to_string(),
+        })
+        .collect();
+    if violations.is_empty() {
+        return Ok(());
+    }
+    violations.sort_by(|a, b| a.instance_path.cmp(&b.instance_path));
+    Err(ReportRejection::Schema { violations })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_embedded_schema_compiles_and_is_closed() {
+        for kind in ReportKind::ALL {
+            let schema: Value = serde_json::from_str(kind.schema_text())
+                .unwrap_or_else(|e| panic!("{} schema is not JSON: {e}", kind.as_str()));
+            assert_eq!(
+                schema["$schema"],
+                "https://json-schema.org/draft/2020-12/schema"
+            );
+            assert_eq!(schema["additionalProperties"], false, "{}", kind.as_str());
+            jsonschema::draft202012::new(&schema).unwrap();
+            // Strict structured-output APIs want every property required.
+            let required: Vec<&str> = schema["required"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap())
+                .collect();
+            for field in kind.top_level_fields() {
+                assert!(required.contains(&field.as_str()), "{field} not required");
+            }
+        }
+    }
+
+    fn valid_build() -> Value {
+        json!({
+            "status": "done",
+            "summary": "Added the flag",
+            "files_changed": ["src/main.py"],
+            "checks": [{"command": "python -m pytest", "exit_code": 0, "evidence_ref": "event:item_3"}],
+            "blockers": []
+        })
+    }
+
+    #[test]
+    fn a_valid_report_passes() {
+        assert_eq!(validate(ReportKind::Build, &valid_build()), Ok(()));
+    }
+
+    #[test]
+    fn every_violation_is_listed_with_its_path() {
+        let mut report = valid_build();
+        report["status"] = json!("finished");
+        report["checks"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("exit_code");
+        report["extra"] = json!(1);
+        let Err(ReportRejection::Schema { violations }) = validate(ReportKind::Build, &report)
+        else {
+            panic!("expected schema violations");
+        };
+        let paths: Vec<&str> = violations
+            .iter()
+            .map(|v| v.instance_path.as_str())
+            .collect();
+        assert!(paths.contains(&"/status"), "{paths:?}");
+        assert!(paths.contains(&"/checks/0"), "{paths:?}");
+        assert!(paths.contains(&""), "{paths:?}");
+        let rendered = ReportRejection::Schema { violations }.to_string();
+        assert!(rendered.contains("/status"), "{rendered}");
+    }
+
+    #[test]
+    fn report_text_parsing() {
+        assert!(parse_report_text(r#"{"a":1}"#).is_ok());
+        assert!(parse_report_text("```json\n{\"a\":1}\n```").is_ok());
+        assert!(parse_report_text("```\n{\"a\":1}\n```").is_ok());
+        assert!(matches!(
+            parse_report_text("Here it is: {\"a\":1}"),
+            Err(ReportRejection::NotJson { .. })
+        ));
+        assert_eq!(parse_report_text("[1]"), Err(ReportRejection::NotAnObject));
+        assert!(parse_report_text("```python\n{\"a\":1}\n```").is_err());
+        assert!(parse_report_text("").is_err());
+    }
+
+    #[test]
+    fn open_questions_are_capped_at_three() {
+        let q = json!({"id": "q1", "question": "Which DB?", "proposed_default": "sqlite"});
+        let report = json!({
+            "summary": "s", "goals": ["g"], "constraints": [],
+            "acceptance_criteria": [{"id": "c1", "text": "t"}],
+            "open_questions": [q, q, q, q]
+        });
+        let Err(ReportRejection::Schema { violations }) =
+            validate(ReportKind::Requirements, &report)
+        else {
+            panic!("four questions must be refused");
+        };
+        assert!(
+            violations
+                .iter()
+                .any(|v| v.instance_path == "/open_questions")
+        );
+    }
+}
