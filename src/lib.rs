@@ -23,6 +23,7 @@ pub mod provider;
 pub mod report;
 pub mod role;
 pub mod scripted_model;
+pub mod snapshot;
 pub mod store;
 pub mod supervise;
 pub mod transport;

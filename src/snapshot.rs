@@ -1,0 +1,392 @@
+//! Workspace snapshots: what a read-only stage must not change, and what a builder did change.
+//!
+//! A snapshot covers tracked files and untracked files that are not ignored (`git ls-files -co
+//! --exclude-standard`; a plain directory walk outside git), always excluding `.autocode/` and
+//! `.git/`. Content is hashed with sha256, but a [`StatCache`] keyed by (size, mtime, ctime,
+//! inode) lets an unchanged large tree be snapshotted again without reading it. A file whose
+//! mtime is too close to the moment it was hashed is not trusted from the cache (the "racy git"
+//! problem: a write in the same timestamp tick would be invisible).
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
+use std::fs;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::supervise::{self, Exit, LaunchSpec, StdinSource, StdioMode};
+
+pub const SNAPSHOT_FORMAT: u32 = 1;
+
+/// Directories never part of a snapshot.
+const EXCLUDED_DIRS: [&str; 2] = [".autocode", ".git"];
+
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("cannot list the files of {root}: {reason}")]
+    Listing { root: PathBuf, reason: String },
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// The state of one file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum FileState {
+    File {
+        size: u64,
+        sha256: String,
+        executable: bool,
+    },
+    Symlink {
+        target: String,
+    },
+    /// Listed (tracked) but absent from disk.
+    Missing,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub format_version: u32,
+    /// Paths relative to the workspace, `/`-separated.
+    pub files: BTreeMap<String, FileState>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+struct StatKey {
+    size: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+    ino: u64,
+    mode: u32,
+}
+
+/// Hashes of files keyed by their stat data, kept between snapshots of the same tree.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct StatCache {
+    entries: HashMap<String, (StatKey, String)>,
+    #[serde(skip)]
+    pub hits: u64,
+    #[serde(skip)]
+    pub misses: u64,
+}
+
+/// How a file differs between two snapshots.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    pub path: String,
+    pub kind: ChangeKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    Added,
+    Removed,
+    Modified,
+}
+
+/// Lists the files a snapshot covers. Git workspaces ask git (through the boundary); other
+/// directories are walked.
+pub async fn list_files(
+    root: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<Vec<String>, SnapshotError> {
+    if !root.join(".git").exists() {
+        let mut out = Vec::new();
+        walk(root, root, &mut out).map_err(|source| SnapshotError::Read {
+            path: root.to_owned(),
+            source,
+        })?;
+        out.sort();
+        return Ok(out);
+    }
+    let spec = LaunchSpec {
+        label: "snapshot listing".into(),
+        program: OsString::from("git"),
+        args: ["ls-files", "-z", "-c", "-o", "--exclude-standard"]
+            .into_iter()
+            .map(OsString::from)
+            .collect(),
+        env: env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect(),
+        cwd: root.to_owned(),
+        stdin: StdinSource::Null,
+        stdio: StdioMode::Captured { limit: 256 << 20 },
+        timeout: Some(Duration::from_secs(120)),
+    };
+    let listing_error = |reason: String| SnapshotError::Listing {
+        root: root.to_owned(),
+        reason,
+    };
+    let finished = supervise::run(spec)
+        .await
+        .map_err(|e| listing_error(e.to_string()))?;
+    if finished.exit != Exit::Code(0) {
+        return Err(listing_error(format!(
+            "git ls-files ended with {:?}: {}",
+            finished.exit,
+            String::from_utf8_lossy(&finished.stderr).trim()
+        )));
+    }
+    let mut out: Vec<String> = finished
+        .stdout
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .filter(|p| !is_excluded(p))
+        .collect();
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+fn is_excluded(rel: &str) -> bool {
+    EXCLUDED_DIRS
+        .iter()
+        .any(|dir| rel == *dir || rel.starts_with(&format!("{dir}/")))
+}
+
+fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) -> io::Result<()> {
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        let Ok(rel) = path.strip_prefix(root) else {
+            continue;
+        };
+        let rel = rel.to_string_lossy().replace('\\', "/");
+        if is_excluded(&rel) {
+            continue;
+        }
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            walk(root, &path, out)?;
+        } else {
+            out.push(rel);
+        }
+    }
+    Ok(())
+}
+
+/// Takes a snapshot of `files` under `root`, reusing `cache` for files whose stat is unchanged.
+pub fn take(
+    root: &Path,
+    files: &[String],
+    cache: &mut StatCache,
+) -> Result<Snapshot, SnapshotError> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i128)
+        .unwrap_or(0);
+    take_at(root, files, cache, now)
+}
+
+/// [`take`] with the clock given (nanoseconds since the epoch), so the settle rule is testable.
+fn take_at(
+    root: &Path,
+    files: &[String],
+    cache: &mut StatCache,
+    now: i128,
+) -> Result<Snapshot, SnapshotError> {
+    let mut out = BTreeMap::new();
+    for rel in files {
+        let path = root.join(rel);
+        let meta = match fs::symlink_metadata(&path) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                out.insert(rel.clone(), FileState::Missing);
+                continue;
+            }
+            Err(source) => return Err(SnapshotError::Read { path, source }),
+        };
+        let state = if meta.file_type().is_symlink() {
+            let target = fs::read_link(&path).map_err(|source| SnapshotError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            FileState::Symlink {
+                target: target.to_string_lossy().into_owned(),
+            }
+        } else if meta.is_file() {
+            let key = StatKey {
+                size: meta.size(),
+                mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+                ctime_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
+                ino: meta.ino(),
+                mode: meta.mode(),
+            };
+            // A file changed within the last two seconds may change again in the same tick.
+            let settled = now - key.mtime_ns.max(key.ctime_ns) > 2_000_000_000;
+            let cached = cache
+                .entries
+                .get(rel)
+                .filter(|(k, _)| *k == key && settled)
+                .map(|(_, sha)| sha.clone());
+            let sha256 = match cached {
+                Some(sha) => {
+                    cache.hits += 1;
+                    sha
+                }
+                None => {
+                    cache.misses += 1;
+                    let sha = hash_file(&path)?;
+                    cache.entries.insert(rel.clone(), (key, sha.clone()));
+                    sha
+                }
+            };
+            FileState::File {
+                size: meta.size(),
+                sha256,
+                executable: meta.mode() & 0o111 != 0,
+            }
+        } else {
+            continue;
+        };
+        out.insert(rel.clone(), state);
+    }
+    cache.entries.retain(|path, _| out.contains_key(path));
+    Ok(Snapshot {
+        format_version: SNAPSHOT_FORMAT,
+        files: out,
+    })
+}
+
+fn hash_file(path: &Path) -> Result<String, SnapshotError> {
+    let mut file = fs::File::open(path).map_err(|source| SnapshotError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut hasher = Sha256::new();
+    io::copy(&mut file, &mut hasher).map_err(|source| SnapshotError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+/// The changes from `before` to `after`, in path order. A listed-but-missing file counts as absent.
+pub fn diff(before: &Snapshot, after: &Snapshot) -> Vec<Change> {
+    let present =
+        |s: &Snapshot, p: &str| matches!(s.files.get(p), Some(st) if *st != FileState::Missing);
+    let mut paths: Vec<&String> = before.files.keys().chain(after.files.keys()).collect();
+    paths.sort();
+    paths.dedup();
+    paths
+        .into_iter()
+        .filter_map(|path| {
+            let kind = match (present(before, path), present(after, path)) {
+                (false, true) => ChangeKind::Added,
+                (true, false) => ChangeKind::Removed,
+                (true, true) if before.files.get(path) != after.files.get(path) => {
+                    ChangeKind::Modified
+                }
+                _ => return None,
+            };
+            Some(Change {
+                path: path.clone(),
+                kind,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(root: &Path, cache: &mut StatCache) -> Snapshot {
+        let mut files = Vec::new();
+        walk(root, root, &mut files).unwrap();
+        files.sort();
+        take(root, &files, cache).unwrap()
+    }
+
+    #[test]
+    fn detects_added_removed_and_modified_files_but_not_autocode_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::write(root.join("a.txt"), "a").unwrap();
+        fs::write(root.join("b.txt"), "b").unwrap();
+        fs::create_dir_all(root.join(".autocode/runs")).unwrap();
+        let mut cache = StatCache::default();
+        let before = snap(root, &mut cache);
+        assert_eq!(before.files.len(), 2);
+        fs::write(root.join("a.txt"), "changed").unwrap();
+        fs::remove_file(root.join("b.txt")).unwrap();
+        fs::write(root.join("c.txt"), "c").unwrap();
+        fs::write(root.join(".autocode/runs/x.json"), "{}").unwrap();
+        let after = snap(root, &mut cache);
+        let changes = diff(&before, &after);
+        let summary: Vec<(String, ChangeKind)> =
+            changes.into_iter().map(|c| (c.path, c.kind)).collect();
+        assert_eq!(
+            summary,
+            vec![
+                ("a.txt".into(), ChangeKind::Modified),
+                ("b.txt".into(), ChangeKind::Removed),
+                ("c.txt".into(), ChangeKind::Added),
+            ]
+        );
+        assert!(diff(&after, &after).is_empty());
+    }
+
+    #[test]
+    fn a_same_size_rewrite_is_seen_even_with_a_warm_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::write(root.join("a.txt"), "aaaa").unwrap();
+        let mut cache = StatCache::default();
+        let before = snap(root, &mut cache);
+        fs::write(root.join("a.txt"), "bbbb").unwrap();
+        let after = snap(root, &mut cache);
+        assert_eq!(diff(&before, &after).len(), 1);
+    }
+
+    #[test]
+    fn settled_files_come_from_the_cache_and_a_restored_mtime_does_not_hide_a_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::write(root.join("a.txt"), "aaaa").unwrap();
+        fs::write(root.join("b.txt"), "bbbb").unwrap();
+        let mut files = Vec::new();
+        walk(root, root, &mut files).unwrap();
+        files.sort();
+        let later = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as i128
+            + 10_000_000_000;
+        let mut cache = StatCache::default();
+        let first = take_at(root, &files, &mut cache, later).unwrap();
+        assert_eq!((cache.hits, cache.misses), (0, 2));
+        let second = take_at(root, &files, &mut cache, later).unwrap();
+        assert_eq!((cache.hits, cache.misses), (2, 2));
+        assert_eq!(first, second);
+        // Same size, mtime put back: ctime still moves, so the cache is not fooled.
+        let path = root.join("a.txt");
+        let mtime = fs::metadata(&path).unwrap().modified().unwrap();
+        fs::write(&path, "zzzz").unwrap();
+        fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+        let third = take_at(root, &files, &mut cache, later + 10_000_000_000).unwrap();
+        assert_eq!(diff(&first, &third).len(), 1);
+    }
+}
