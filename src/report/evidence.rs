@@ -136,6 +136,9 @@ pub fn check_event_evidence(
 
 fn event_problem(check: &CitedCheck, records: &[CommandRecord]) -> Option<EvidenceProblem> {
     let evidence_ref = check.evidence_ref.trim().to_owned();
+    if evidence_ref == UNNAMED_EVENT_REF {
+        return unnamed_event_problem(check, records);
+    }
     if !evidence_ref.starts_with("event:") || evidence_ref.len() <= "event:".len() {
         return Some(EvidenceProblem::NotAnEventRef { evidence_ref });
     }
@@ -170,6 +173,41 @@ fn event_problem(check: &CitedCheck, records: &[CommandRecord]) -> Option<Eviden
             })
         }
         Some(_) => None,
+    }
+}
+
+/// The reference a model uses when its CLI does not show it the id of its own command events
+/// (Codex numbers items client-side). It resolves only when exactly one command event of the
+/// attempt ran the same command with the same, known exit code; anything else is rejected.
+pub const UNNAMED_EVENT_REF: &str = "event:?";
+
+fn unnamed_event_problem(check: &CitedCheck, records: &[CommandRecord]) -> Option<EvidenceProblem> {
+    let evidence_ref = UNNAMED_EVENT_REF.to_owned();
+    let cited = normalize_command(&check.command);
+    let same_command: Vec<&CommandRecord> = records
+        .iter()
+        .filter(|r| normalize_command(&r.command) == cited)
+        .collect();
+    let matching: Vec<&&CommandRecord> = same_command
+        .iter()
+        .filter(|r| r.exit_code.map(i64::from) == Some(check.exit_code))
+        .collect();
+    match (matching.len(), same_command.as_slice()) {
+        (1, _) => None,
+        (0, []) => Some(EvidenceProblem::UnknownEvent { evidence_ref }),
+        (0, [one]) => Some(match one.exit_code {
+            None => EvidenceProblem::UnknownExitCode { evidence_ref },
+            Some(recorded) => EvidenceProblem::ExitCodeMismatch {
+                evidence_ref,
+                cited: check.exit_code,
+                recorded,
+            },
+        }),
+        (0, _) => Some(EvidenceProblem::UnknownEvent { evidence_ref }),
+        (count, _) => Some(EvidenceProblem::Ambiguous {
+            evidence_ref,
+            count,
+        }),
     }
 }
 
@@ -327,6 +365,34 @@ mod tests {
         assert!(matches!(
             problem(cite("pytest -q", 0, "event:"), &records),
             Some(EvidenceProblem::NotAnEventRef { .. })
+        ));
+    }
+
+    #[test]
+    fn unnamed_references_resolve_only_to_one_exact_command() {
+        let records = vec![
+            record("item_2", "/bin/bash -lc 'pytest -q'", Some(0)),
+            record("item_4", "/bin/bash -lc 'ls /nope; exit 3'", Some(3)),
+            record("item_6", "/bin/bash -lc 'make'", Some(0)),
+            record("item_8", "/bin/bash -lc 'make'", Some(0)),
+            record("item_9", "sleep 5 &", None),
+        ];
+        assert_eq!(problem(cite("pytest -q", 0, "event:?"), &records), None);
+        assert!(matches!(
+            problem(cite("ls /nope; exit 3", 0, "event:?"), &records),
+            Some(EvidenceProblem::ExitCodeMismatch { recorded: 3, .. })
+        ));
+        assert!(matches!(
+            problem(cite("cargo test", 0, "event:?"), &records),
+            Some(EvidenceProblem::UnknownEvent { .. })
+        ));
+        assert!(matches!(
+            problem(cite("make", 0, "event:?"), &records),
+            Some(EvidenceProblem::Ambiguous { count: 2, .. })
+        ));
+        assert!(matches!(
+            problem(cite("sleep 5 &", 0, "event:?"), &records),
+            Some(EvidenceProblem::UnknownExitCode { .. })
         ));
     }
 
