@@ -22,6 +22,7 @@ pub mod pause;
 pub mod provider;
 pub mod report;
 pub mod role;
+pub mod run;
 pub mod scripted_model;
 pub mod snapshot;
 pub mod store;

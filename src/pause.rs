@@ -96,7 +96,7 @@ pause_codes! {
         "look at validation.json in the stage directory, then autocode resume RUN --abandon-stage ATTEMPT to run the stage again";
     /// A read-only stage changed the workspace.
     PausedDiscoveryWrite = "PAUSED_DISCOVERY_WRITE",
-        "A read-only stage changed files in the workspace; its report was rejected.",
+        "A read-only stage changed files in the workspace, or a judging stage changed source files; its report was rejected.",
         "inspect and revert the change named in the message, then autocode resume RUN --abandon-stage ATTEMPT";
     /// Plan review rounds ran out.
     PausedPlanningBudget = "PAUSED_PLANNING_BUDGET",
@@ -114,6 +114,10 @@ pause_codes! {
     PausedProcessCleanup = "PAUSED_PROCESS_CLEANUP",
         "The boundary could not verify that every process of a stage is gone (no POLLHUP from the listener).",
         "check for survivors named in supervision.json, stop them, then autocode resume RUN";
+    /// The completion reviewer reported the work blocked.
+    PausedBlocked = "PAUSED_BLOCKED",
+        "The completion reviewer reported that the milestone cannot proceed without a decision from you.",
+        "read the reviewer's summary with autocode status RUN, change what blocks it, then autocode resume RUN --abandon-stage ATTEMPT";
     /// autocode stopped while a stage was running and its artifacts do not make it adoptable.
     PausedInterrupted = "PAUSED_INTERRUPTED",
         "autocode stopped while a stage was running, and the stage's artifacts do not hold a complete, valid, verified report; the attempt is kept.",
@@ -211,7 +215,7 @@ mod tests {
         ] {
             assert!(strings.contains(&required), "{required} missing");
         }
-        assert_eq!(strings.len(), 21);
+        assert_eq!(strings.len(), 22);
     }
 
     #[test]

@@ -1,0 +1,4 @@
+//! The run engine: roles, stages, checked reports, evidence, checkpoints, pause codes and resume.
+
+pub mod flow;
+pub mod state;

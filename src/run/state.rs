@@ -1,0 +1,368 @@
+//! The typed run state: one document (`run.json`) with a format version, never a bag of keys.
+//!
+//! It records everything needed to continue a run exactly where it stopped: the objective, the
+//! routes, the accepted brief and answers, the plan revisions and the approval, per-milestone
+//! progress and rework counters, every stage attempt, the usage ledger, the transport identities
+//! and the pause. It is rewritten atomically after every step (`store::write_json`).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::ids::{ProviderName, RunId, SessionId};
+use crate::pause::PauseCode;
+use crate::report::ReportKind;
+use crate::role::Role;
+
+pub const RUN_FORMAT: u64 = 1;
+
+/// Which model a role runs on, through which provider.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Route {
+    pub provider: ProviderName,
+    pub model: String,
+    pub effort: Option<String>,
+    /// A Codex `model_provider` override (`--<role>-provider`).
+    pub codex_model_provider: Option<String>,
+}
+
+/// Where the run's agents work.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Isolation {
+    /// A git worktree on its own branch; the user's working tree is untouched.
+    Worktree { path: PathBuf, branch: String },
+    /// The workspace itself (`--in-place`, or not a git repository).
+    InPlace,
+}
+
+/// Budgets checked before each stage and enforced during it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Budgets {
+    pub max_usd: Option<f64>,
+    pub max_minutes: Option<u64>,
+    pub max_stage_minutes: Option<u64>,
+    pub max_idle_minutes: Option<u64>,
+    pub max_tokens: Option<u64>,
+}
+
+/// Usage in one convention: input excludes cache reads; output includes reasoning. Unknown
+/// stays unknown (`None`), never zero.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UsageTotals {
+    pub input_tokens: Option<u64>,
+    pub cache_read_tokens: Option<u64>,
+    pub cache_write_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub reasoning_tokens: Option<u64>,
+    pub cost_usd: Option<f64>,
+    /// Where the cost came from: `provider`, `price_table` or absent when unknown.
+    pub cost_source: Option<String>,
+}
+
+impl UsageTotals {
+    /// Adds `other` into `self`: a known value plus an unknown one stays known only if it was
+    /// already known (the total is then a lower bound, flagged by `partial`).
+    pub fn add(&mut self, other: &UsageTotals) {
+        fn add_u(a: &mut Option<u64>, b: Option<u64>) {
+            if let Some(b) = b {
+                *a = Some(a.unwrap_or(0) + b);
+            }
+        }
+        add_u(&mut self.input_tokens, other.input_tokens);
+        add_u(&mut self.cache_read_tokens, other.cache_read_tokens);
+        add_u(&mut self.cache_write_tokens, other.cache_write_tokens);
+        add_u(&mut self.output_tokens, other.output_tokens);
+        add_u(&mut self.reasoning_tokens, other.reasoning_tokens);
+        if let Some(cost) = other.cost_usd {
+            self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + cost);
+            if self.cost_source.is_none() {
+                self.cost_source = other.cost_source.clone();
+            }
+        }
+    }
+
+    /// All tokens counted against `--max-tokens`: input, cache reads and writes, output.
+    pub fn total_tokens(&self) -> u64 {
+        [
+            self.input_tokens,
+            self.cache_read_tokens,
+            self.cache_write_tokens,
+            self.output_tokens,
+        ]
+        .into_iter()
+        .flatten()
+        .sum()
+    }
+}
+
+/// Where the run stands. Milestone indexes are 0-based into the approved plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "phase", rename_all = "snake_case")]
+pub enum Phase {
+    Requirements,
+    Questions,
+    Plan,
+    PlanReview,
+    Approval,
+    Build { milestone: usize },
+    Test { milestone: usize },
+    CompletionReview { milestone: usize },
+    FinalGate,
+    Complete,
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum AttemptStatus {
+    /// Started and not yet judged (a crash leaves this; resume judges it from its artifacts).
+    Running,
+    /// A valid, verified report was accepted.
+    Accepted,
+    /// The report or the attempt was rejected; `reason` says why.
+    Rejected { reason: String },
+    /// The attempt ended in a pause.
+    Paused { code: PauseCode },
+    /// Set aside by `resume --abandon-stage`.
+    Abandoned,
+}
+
+/// One stage attempt (`stages/<NNN>-<role>-<attempt>/`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    /// Run-wide sequence number (the NNN of the directory).
+    pub seq: u32,
+    pub role: Role,
+    pub report_kind: ReportKind,
+    /// 1-based attempt number within this stage (repairs and retries count up).
+    pub attempt: u32,
+    /// Directory name under `stages/`.
+    pub dir: String,
+    pub route: Route,
+    pub purpose: AttemptPurpose,
+    pub session: Option<SessionId>,
+    pub status: AttemptStatus,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub usage: UsageTotals,
+    /// The milestone this attempt worked on, when any.
+    pub milestone: Option<usize>,
+}
+
+/// Why an attempt was launched.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum AttemptPurpose {
+    /// The stage's first attempt.
+    Fresh,
+    /// A report-only repair of the previous attempt (same session where the transport keeps one).
+    ReportRepair { of_seq: u32, problems: Vec<String> },
+    /// The one same-session correction of a shell-command final message.
+    ShellCommandCorrection { of_seq: u32 },
+    /// The one automatic retry of a pure retryable transport error.
+    TransportRetry { of_seq: u32 },
+    /// Builder rework after failed checks or a REWORK decision.
+    Rework { round: u32, strong: bool },
+}
+
+/// An open question from the requirements stage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Question {
+    pub id: String,
+    pub question: String,
+    pub proposed_default: String,
+}
+
+/// How a question got its answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Answer {
+    pub text: String,
+    /// `user` (terminal or `--answer`) or `default` (`--yes`, recorded as such).
+    pub source: String,
+}
+
+/// An approved or pending plan revision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanRevision {
+    pub revision: u32,
+    pub plan: Value,
+    pub sha256: String,
+}
+
+impl PlanRevision {
+    /// `r<N>:<sha256 of the plan>`: an approval applies to exactly this revision.
+    pub fn token(&self) -> String {
+        format!("r{}:{}", self.revision, self.sha256)
+    }
+}
+
+/// A finding that must be resolved before completion.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    pub id: String,
+    pub milestone: usize,
+    pub text: String,
+    pub source: String,
+}
+
+/// The verified verdict of one acceptance criterion.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CriterionResult {
+    pub milestone: usize,
+    pub criterion_id: String,
+    /// PASS only when the tester said PASS, its evidence verified, and every cited check exited
+    /// 0 again when autocode replayed it in a clean copy.
+    pub verdict: String,
+    pub checks: Vec<String>,
+    pub detail: String,
+}
+
+/// Per-milestone rework counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MilestoneProgress {
+    /// Builder attempts that were judged (first, retry, strong).
+    pub builder_rounds: u32,
+    pub strong_attempt_used: bool,
+    pub accepted: bool,
+}
+
+/// A pause, as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PauseRecord {
+    pub code: PauseCode,
+    pub reason: String,
+    pub next_step: String,
+    pub at: DateTime<Utc>,
+    /// The attempt directory the pause concerns, when any.
+    pub attempt: Option<String>,
+    /// When the pause ends by itself (a rate limit's reset time), if known.
+    pub resume_after: Option<DateTime<Utc>>,
+}
+
+/// The one typed run state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunState {
+    pub format_version: u64,
+    pub run_id: RunId,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub objective: String,
+    /// The workspace the user named.
+    pub workspace: PathBuf,
+    /// Where the agents work (the worktree, or the workspace in place).
+    pub work_tree: PathBuf,
+    pub isolation: Isolation,
+    pub provider: ProviderName,
+    pub routes: BTreeMap<Role, Route>,
+    /// `--single-model`: verifier independence knowingly waived.
+    pub independence_waived: bool,
+    /// `--yes`: defaults and plan approval accepted up front (recorded).
+    pub accept_defaults: bool,
+    pub budgets: Budgets,
+    pub phase: Phase,
+    pub questions: Vec<Question>,
+    pub answers: BTreeMap<String, Answer>,
+    pub brief: Option<Value>,
+    pub plan_revisions: Vec<PlanRevision>,
+    /// Blocking concerns of the last plan review, handed to the planner's revision.
+    pub plan_concerns: Vec<String>,
+    pub plan_review_rounds: u32,
+    pub approved_plan: Option<String>,
+    pub milestones: BTreeMap<usize, MilestoneProgress>,
+    pub open_findings: Vec<Finding>,
+    pub criteria: Vec<CriterionResult>,
+    /// Failure signature → how often it was seen (three times at one source pauses).
+    pub failure_counts: BTreeMap<String, u32>,
+    pub attempts: Vec<AttemptRecord>,
+    pub usage: UsageTotals,
+    /// Active seconds spent in stages (wall time of attempts).
+    pub active_seconds: u64,
+    /// Transport identity per provider, recorded at the first stage.
+    pub transport_identities: BTreeMap<String, Value>,
+    pub pause: Option<PauseRecord>,
+    pub completed_at: Option<DateTime<Utc>>,
+    /// The builder's stronger attempt, resolved from the provider when the run was created.
+    pub builder_retry: Option<BuilderRetryPolicy>,
+}
+
+/// The builder's stronger attempt and where checkers move during it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuilderRetryPolicy {
+    pub strong_model: String,
+    pub strong_effort: String,
+    pub checker_model: String,
+}
+
+impl RunState {
+    pub fn latest_plan(&self) -> Option<&PlanRevision> {
+        self.plan_revisions.last()
+    }
+
+    /// The approved plan, if the approval matches the latest revision exactly.
+    pub fn approved_plan(&self) -> Option<&PlanRevision> {
+        let latest = self.latest_plan()?;
+        (self.approved_plan.as_deref() == Some(latest.token().as_str())).then_some(latest)
+    }
+
+    pub fn next_seq(&self) -> u32 {
+        self.attempts.iter().map(|a| a.seq).max().unwrap_or(0) + 1
+    }
+
+    /// The attempt still marked running, if autocode stopped in the middle of one.
+    pub fn running_attempt(&self) -> Option<&AttemptRecord> {
+        self.attempts
+            .iter()
+            .rev()
+            .find(|a| a.status == AttemptStatus::Running)
+    }
+
+    /// The latest session of `role` on `route`, for resuming a same-stage correction.
+    pub fn last_session(&self, seq: u32) -> Option<&SessionId> {
+        self.attempts
+            .iter()
+            .find(|a| a.seq == seq)
+            .and_then(|a| a.session.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_addition_keeps_unknown_unknown() {
+        let mut total = UsageTotals::default();
+        total.add(&UsageTotals {
+            input_tokens: Some(400),
+            output_tokens: Some(40),
+            ..Default::default()
+        });
+        assert_eq!(total.cost_usd, None);
+        assert_eq!(total.cache_read_tokens, None);
+        total.add(&UsageTotals {
+            input_tokens: Some(500),
+            cache_read_tokens: Some(610),
+            cost_usd: Some(0.01),
+            cost_source: Some("provider".into()),
+            ..Default::default()
+        });
+        assert_eq!(total.input_tokens, Some(900));
+        assert_eq!(total.cache_read_tokens, Some(610));
+        assert_eq!(total.cost_usd, Some(0.01));
+        assert_eq!(total.total_tokens(), 900 + 610 + 40);
+    }
+
+    #[test]
+    fn plan_tokens_bind_revision_and_hash() {
+        let rev = PlanRevision {
+            revision: 2,
+            plan: serde_json::json!({}),
+            sha256: "ab".repeat(32),
+        };
+        assert_eq!(rev.token(), format!("r2:{}", "ab".repeat(32)));
+    }
+}
