@@ -1,4 +1,5 @@
 //! The run engine: roles, stages, checked reports, evidence, checkpoints, pause codes and resume.
 
 pub mod flow;
+pub mod replay;
 pub mod state;
