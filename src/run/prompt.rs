@@ -1,0 +1,237 @@
+//! Stage prompts: what each role is told, built from the typed run state.
+//!
+//! A prompt carries the objective, the context the role needs (brief, answers, plan, milestone,
+//! open findings), the rules of its sandbox, how to cite evidence on its transport, and the report
+//! schema. Repairs and corrections are short follow-ups in the same session when the transport
+//! keeps one, so they do not repeat the context.
+
+use serde_json::Value;
+
+use super::flow::{StagePlan, criteria_of, milestones};
+use super::state::RunState;
+use crate::report::ReportKind;
+use crate::report::evidence::UNNAMED_EVENT_REF;
+use crate::role::{Role, SandboxMode};
+
+/// How commands become evidence on the stage's transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvidenceStyle {
+    /// The CLI's own command events (OpenCode, Codex, Claude Code, `opencode_events` tools).
+    Events,
+    /// `autocode capture` receipts (report-file tools).
+    CaptureReceipts,
+}
+
+fn role_brief(role: Role) -> &'static str {
+    match role {
+        Role::Requirements => {
+            "You are the requirements gatherer. Read the workspace and turn the objective into a brief: goals, constraints, acceptance criteria (each testable), and at most three open questions, each with a proposed default. Ask only questions whose answer would change the work."
+        }
+        Role::Planner => {
+            "You are the planner. Write a plan of small milestones. Every acceptance criterion is verified by a shell command that exits 0 exactly when it holds (a check, run from the workspace root), or is marked human_review when no command can decide it."
+        }
+        Role::PlanReviewer => {
+            "You are the plan reviewer, working independently of the planner. Approve the plan, or list concerns; mark a concern blocking only when the plan would fail the objective or its checks would not prove the criteria."
+        }
+        Role::Builder => {
+            "You are the builder. Change the workspace to meet this milestone's acceptance criteria. Run the checks yourself before you report. Do not commit, push, or change branches."
+        }
+        Role::Tester => {
+            "You are the tester. Judge this milestone: run every check command, and report PASS or FAIL per criterion with the commands you ran. Do not change source files: you may write only under .autocode/. A check that did not exit 0 is a FAIL; autocode re-runs every check you report passing."
+        }
+        Role::CompletionReviewer => {
+            "You are the completion reviewer. Decide, from the plan, the test results and the workspace: CONTINUE (this milestone is done and more remain), REWORK (with blocking findings), BLOCKED (a human decision is needed), or COMPLETE (the last milestone is done and the objective is met)."
+        }
+        Role::Resolver => {
+            "You are the resolver. Diagnose why the work is stuck and say what should change."
+        }
+    }
+}
+
+fn pretty(value: &Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_default()
+}
+
+/// The full prompt of a fresh stage attempt.
+pub fn stage_prompt(
+    state: &RunState,
+    plan: &StagePlan,
+    sandbox: SandboxMode,
+    evidence: EvidenceStyle,
+) -> String {
+    let mut out = String::new();
+    out.push_str(role_brief(plan.role));
+    out.push_str("\n\n# Objective\n\n");
+    out.push_str(state.objective.trim());
+    out.push('\n');
+    if let Some(brief) = &state.brief {
+        out.push_str("\n# Brief (accepted)\n\n```json\n");
+        out.push_str(&pretty(brief));
+        out.push_str("\n```\n");
+    }
+    if !state.answers.is_empty() {
+        out.push_str("\n# Answers to the open questions\n\n");
+        for (id, answer) in &state.answers {
+            out.push_str(&format!("- {id}: {} ({})\n", answer.text, answer.source));
+        }
+    }
+    match plan.role {
+        Role::Planner if !state.plan_concerns.is_empty() => {
+            if let Some(previous) = state.latest_plan() {
+                out.push_str(&format!(
+                    "\n# Your previous plan (revision {})\n\n```json\n{}\n```\n",
+                    previous.revision,
+                    pretty(&previous.plan)
+                ));
+            }
+            out.push_str(
+                "\n# Blocking concerns from the plan review: revise the plan to address them\n\n",
+            );
+            for concern in &state.plan_concerns {
+                out.push_str(&format!("- {concern}\n"));
+            }
+        }
+        Role::PlanReviewer => {
+            if let Some(latest) = state.latest_plan() {
+                out.push_str(&format!(
+                    "\n# The plan to review (revision {})\n\n```json\n{}\n```\n",
+                    latest.revision,
+                    pretty(&latest.plan)
+                ));
+            }
+        }
+        Role::Builder | Role::Tester | Role::CompletionReviewer | Role::Resolver => {
+            if let Some(m) = plan.milestone {
+                let all = milestones(state);
+                if let Some(milestone) = all.get(m) {
+                    out.push_str(&format!(
+                        "\n# Milestone {} of {}\n\n```json\n{}\n```\n",
+                        m + 1,
+                        all.len(),
+                        pretty(milestone)
+                    ));
+                }
+                let criteria = criteria_of(state, m);
+                if plan.role == Role::Tester && !criteria.is_empty() {
+                    out.push_str("\n# Checks to run (one per criterion)\n\n");
+                    for (id, check) in &criteria {
+                        match check {
+                            Some(check) => out.push_str(&format!("- {id}: `{check}`\n")),
+                            None => out
+                                .push_str(&format!("- {id}: human review (report HUMAN_REVIEW)\n")),
+                        }
+                    }
+                }
+                if plan.role == Role::CompletionReviewer {
+                    let results: Vec<_> =
+                        state.criteria.iter().filter(|c| c.milestone == m).collect();
+                    if !results.is_empty() {
+                        out.push_str(
+                            "\n# Verified criteria (after autocode replayed the checks)\n\n",
+                        );
+                        for c in results {
+                            out.push_str(&format!("- {}: {}\n", c.criterion_id, c.verdict));
+                        }
+                    }
+                }
+                let findings: Vec<_> = state
+                    .open_findings
+                    .iter()
+                    .filter(|f| f.milestone == m)
+                    .collect();
+                if !findings.is_empty() {
+                    out.push_str("\n# Open findings to fix\n\n");
+                    for f in findings {
+                        out.push_str(&format!("- {} ({}): {}\n", f.id, f.source, f.text));
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    out.push_str("\n# Rules\n\n");
+    match sandbox {
+        SandboxMode::ReadOnly => out.push_str("- This stage is read-only: do not create, change or delete any file. autocode compares the workspace before and after.\n"),
+        SandboxMode::WorkspaceWrite if plan.role == Role::Builder => {
+            out.push_str("- Work only inside the workspace. Leave no background process running: autocode stops the whole process family when the stage ends.\n")
+        }
+        SandboxMode::WorkspaceWrite => out.push_str("- Do not change source files; write only under .autocode/.\n"),
+    }
+    if matches!(plan.kind, ReportKind::Build | ReportKind::Test) {
+        match evidence {
+            EvidenceStyle::Events => out.push_str(&format!(
+                "- Every check you report must be a command you ran in this session, cited as {{\"command\", \"exit_code\", \"evidence_ref\"}}: the exact command text, its real exit code, and evidence_ref \"event:<id>\" with the id of your tool call, or \"{UNNAMED_EVENT_REF}\" when you cannot see it (autocode then requires exactly one command in this session with that text and exit code). Commands that ran in the background have no exit code and are not evidence.\n"
+            )),
+            EvidenceStyle::CaptureReceipts => out.push_str(
+                "- Run every check you report through `autocode capture --output .autocode/evidence/NAME.json -- COMMAND ARGS` (a new NAME each time) and cite it as {\"command\", \"exit_code\", \"evidence_ref\": \".autocode/evidence/NAME.json\"}.\n",
+            ),
+        }
+    }
+    out.push_str(&format!(
+        "\n# Report\n\nFinish with your report: one JSON object, and nothing else, that validates against this JSON Schema ({} report):\n\n```json\n{}\n```\n",
+        plan.kind.as_str(),
+        plan.kind.schema_text().trim()
+    ));
+    out
+}
+
+/// The follow-up asking for a report-only repair.
+pub fn repair_prompt(kind: ReportKind, problems: &[String], same_session: bool) -> String {
+    let mut out = String::from("autocode rejected your report:\n\n");
+    for p in problems {
+        out.push_str(&format!("- {p}\n"));
+    }
+    out.push_str("\nReply with the corrected JSON report only. Do not change the workspace.");
+    if !same_session {
+        out.push_str(&format!(
+            " The report must validate against this schema:\n\n```json\n{}\n```\n",
+            kind.schema_text().trim()
+        ));
+    }
+    out
+}
+
+/// The one same-session correction of a final message that was a shell command.
+pub fn shell_command_correction(command_json: &str) -> String {
+    format!(
+        "Your final message was a shell command ({command_json}) instead of the JSON report. autocode did not run it. Reply with the JSON report alone, with no command."
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::flow::tests::new_state;
+    use crate::run::state::AttemptPurpose;
+
+    #[test]
+    fn prompts_carry_objective_rules_and_schema() {
+        let state = new_state();
+        let plan = StagePlan {
+            role: Role::Requirements,
+            kind: ReportKind::Requirements,
+            milestone: None,
+            purpose: AttemptPurpose::Fresh,
+        };
+        let text = stage_prompt(&state, &plan, SandboxMode::ReadOnly, EvidenceStyle::Events);
+        assert!(text.contains("do it"));
+        assert!(text.contains("read-only"));
+        assert!(text.contains("\"open_questions\""));
+        assert!(!text.contains("evidence_ref\": \".autocode"));
+        let build = StagePlan {
+            role: Role::Builder,
+            kind: ReportKind::Build,
+            milestone: Some(0),
+            purpose: AttemptPurpose::Fresh,
+        };
+        let text = stage_prompt(
+            &state,
+            &build,
+            SandboxMode::WorkspaceWrite,
+            EvidenceStyle::CaptureReceipts,
+        );
+        assert!(text.contains("autocode capture --output"));
+        let repair = repair_prompt(ReportKind::Build, &["/status: bad".into()], true);
+        assert!(repair.contains("/status: bad") && !repair.contains("$schema"));
+    }
+}
