@@ -4,3 +4,4 @@ pub mod flow;
 pub mod prompt;
 pub mod replay;
 pub mod state;
+pub mod workspace;

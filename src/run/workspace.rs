@@ -1,0 +1,195 @@
+//! Workspace isolation: a run works in a git worktree on its own branch, so the user's working
+//! tree is untouched (`--in-place` opts out). Uncommitted changes in the workspace are named (the
+//! worktree starts from HEAD and does not see them), never silently left behind. A run that
+//! fails to start, or `autocode clean`, removes its worktree and branch.
+//!
+//! Every git command goes through the boundary's launch function.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::ids::RunId;
+use crate::supervise::{self, Exit, LaunchSpec, StdinSource, StdioMode};
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    #[error("`git {args}` failed in {dir}: {detail}")]
+    Git {
+        args: String,
+        dir: PathBuf,
+        detail: String,
+    },
+}
+
+/// Runs git with `args` in `dir` and returns its stdout.
+pub async fn git(
+    dir: &Path,
+    args: &[&str],
+    env: &BTreeMap<String, String>,
+) -> Result<String, WorkspaceError> {
+    let spec = LaunchSpec {
+        label: format!("git {}", args.first().copied().unwrap_or_default()),
+        program: OsString::from("git"),
+        args: args.iter().map(OsString::from).collect(),
+        env: env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect(),
+        cwd: dir.to_owned(),
+        stdin: StdinSource::Null,
+        stdio: StdioMode::Captured { limit: 16 << 20 },
+        timeout: Some(Duration::from_secs(120)),
+    };
+    let failed = |detail: String| WorkspaceError::Git {
+        args: args.join(" "),
+        dir: dir.to_owned(),
+        detail,
+    };
+    let finished = supervise::run(spec)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    match finished.exit {
+        Exit::Code(0) => Ok(String::from_utf8_lossy(&finished.stdout).into_owned()),
+        other => Err(failed(format!(
+            "{other:?}: {}",
+            String::from_utf8_lossy(&finished.stderr).trim()
+        ))),
+    }
+}
+
+/// Whether `dir` is the top of a git work tree with at least one commit.
+pub async fn is_git_repo_with_head(dir: &Path, env: &BTreeMap<String, String>) -> bool {
+    let top = git(dir, &["rev-parse", "--show-toplevel"], env).await;
+    let head = git(dir, &["rev-parse", "--verify", "HEAD"], env).await;
+    match (top, head) {
+        (Ok(top), Ok(_)) => {
+            let top = PathBuf::from(top.trim());
+            std::fs::canonicalize(&top).ok() == std::fs::canonicalize(dir).ok()
+        }
+        _ => false,
+    }
+}
+
+/// Uncommitted changes (`git status --porcelain`), excluding autocode's own directory.
+pub async fn uncommitted_changes(
+    dir: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<Vec<String>, WorkspaceError> {
+    let out = git(
+        dir,
+        &["status", "--porcelain", "--untracked-files=all"],
+        env,
+    )
+    .await?;
+    Ok(out
+        .lines()
+        .filter(|l| l.len() > 3 && !l[3..].starts_with(".autocode/"))
+        .map(str::to_owned)
+        .collect())
+}
+
+/// The worktree path and branch of a run.
+pub fn worktree_location(workspace: &Path, run_id: &RunId) -> (PathBuf, String) {
+    (
+        workspace.join(".autocode/worktrees").join(run_id.as_str()),
+        format!("autocode/{run_id}"),
+    )
+}
+
+/// Creates the run's worktree on a new branch from HEAD.
+pub async fn create_worktree(
+    workspace: &Path,
+    run_id: &RunId,
+    env: &BTreeMap<String, String>,
+) -> Result<(PathBuf, String), WorkspaceError> {
+    let (path, branch) = worktree_location(workspace, run_id);
+    let path_text = path.to_string_lossy().into_owned();
+    git(
+        workspace,
+        &[
+            "worktree", "add", "--quiet", "-b", &branch, &path_text, "HEAD",
+        ],
+        env,
+    )
+    .await?;
+    Ok((path, branch))
+}
+
+/// Removes a run's worktree and branch (both may already be gone).
+pub async fn remove_worktree(
+    workspace: &Path,
+    run_id: &RunId,
+    env: &BTreeMap<String, String>,
+) -> Result<(), WorkspaceError> {
+    let (path, branch) = worktree_location(workspace, run_id);
+    if path.exists() {
+        let path_text = path.to_string_lossy().into_owned();
+        git(
+            workspace,
+            &["worktree", "remove", "--force", &path_text],
+            env,
+        )
+        .await?;
+    }
+    git(workspace, &["worktree", "prune"], env).await?;
+    let listed = git(workspace, &["branch", "--list", &branch], env).await?;
+    if !listed.trim().is_empty() {
+        git(workspace, &["branch", "-D", &branch], env).await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env() -> BTreeMap<String, String> {
+        let mut env: BTreeMap<String, String> = [
+            ("PATH", std::env::var("PATH").unwrap_or_default()),
+            ("GIT_AUTHOR_NAME", "t".into()),
+            ("GIT_AUTHOR_EMAIL", "t@example.invalid".into()),
+            ("GIT_COMMITTER_NAME", "t".into()),
+            ("GIT_COMMITTER_EMAIL", "t@example.invalid".into()),
+            ("GIT_CONFIG_NOSYSTEM", "1".into()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        env.insert(
+            "HOME".into(),
+            std::env::temp_dir().to_string_lossy().into_owned(),
+        );
+        env
+    }
+
+    #[tokio::test]
+    async fn worktree_lifecycle_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        let env = env();
+        git(ws, &["init", "-q", "-b", "main"], &env).await.unwrap();
+        std::fs::write(ws.join("a.txt"), "a").unwrap();
+        git(ws, &["add", "."], &env).await.unwrap();
+        git(ws, &["commit", "-qm", "seed"], &env).await.unwrap();
+        assert!(is_git_repo_with_head(ws, &env).await);
+        std::fs::write(ws.join("dirty.txt"), "d").unwrap();
+        let dirty = uncommitted_changes(ws, &env).await.unwrap();
+        assert_eq!(dirty, vec!["?? dirty.txt".to_string()]);
+
+        let run = RunId::new("20261129-x").unwrap();
+        let (path, branch) = create_worktree(ws, &run, &env).await.unwrap();
+        assert!(path.join("a.txt").exists());
+        assert!(!path.join("dirty.txt").exists());
+        assert_eq!(branch, "autocode/20261129-x");
+        remove_worktree(ws, &run, &env).await.unwrap();
+        assert!(!path.exists());
+        let branches = git(ws, &["branch", "--list", "autocode/*"], &env)
+            .await
+            .unwrap();
+        assert!(branches.trim().is_empty());
+        // Idempotent.
+        remove_worktree(ws, &run, &env).await.unwrap();
+    }
+}
