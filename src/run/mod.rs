@@ -1,5 +1,6 @@
 //! The run engine: roles, stages, checked reports, evidence, checkpoints, pause codes and resume.
 
+pub mod budget;
 pub mod flow;
 pub mod prompt;
 pub mod replay;
