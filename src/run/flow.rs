@@ -625,6 +625,11 @@ pub(crate) mod tests {
             pause: None,
             completed_at: None,
             builder_retry: None,
+            route_overrides: BTreeMap::new(),
+            overrides_milestone: None,
+            report_file_roles: vec![],
+            last_shell_command: None,
+            pending_adoption: None,
         }
     }
 

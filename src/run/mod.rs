@@ -1,6 +1,7 @@
 //! The run engine: roles, stages, checked reports, evidence, checkpoints, pause codes and resume.
 
 pub mod budget;
+pub mod driver;
 pub mod flow;
 pub mod prompt;
 pub mod replay;

@@ -287,6 +287,15 @@ pub struct RunState {
     pub completed_at: Option<DateTime<Utc>>,
     /// The builder's stronger attempt, resolved from the provider when the run was created.
     pub builder_retry: Option<BuilderRetryPolicy>,
+    /// Routes moved for the stronger attempt of one milestone (builder and checkers).
+    pub route_overrides: BTreeMap<Role, Route>,
+    pub overrides_milestone: Option<usize>,
+    /// Roles whose transport reports through a file (their evidence is capture receipts).
+    pub report_file_roles: Vec<Role>,
+    /// The shell command a stage returned instead of its report, for the correction prompt.
+    pub last_shell_command: Option<String>,
+    /// A report adopted from an attempt interrupted by a crash, applied on the next step.
+    pub pending_adoption: Option<Value>,
 }
 
 /// The builder's stronger attempt and where checkers move during it.
@@ -306,6 +315,21 @@ impl RunState {
     pub fn approved_plan(&self) -> Option<&PlanRevision> {
         let latest = self.latest_plan()?;
         (self.approved_plan.as_deref() == Some(latest.token().as_str())).then_some(latest)
+    }
+
+    /// The route `role` runs on for `milestone`, with the stronger attempt's overrides.
+    pub fn route_for(&self, role: Role, milestone: Option<usize>) -> Route {
+        if milestone.is_some() && milestone == self.overrides_milestone {
+            if let Some(route) = self.route_overrides.get(&role) {
+                return route.clone();
+            }
+        }
+        self.routes.get(&role).cloned().unwrap_or_else(|| Route {
+            provider: self.provider.clone(),
+            model: String::new(),
+            effort: None,
+            codex_model_provider: None,
+        })
     }
 
     pub fn next_seq(&self) -> u32 {

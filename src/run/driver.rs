@@ -1,0 +1,749 @@
+//! The driver: owns the run state, asks the flow what comes next, runs stage attempts through a
+//! [`StageRunner`], handles repairs, corrections, the one transport retry and pauses, and
+//! checkpoints after every step.
+//!
+//! Every change to the state is followed by an atomic `run.json` write and an `activity.jsonl`
+//! line, and an attempt is recorded as `running` *before* it launches, so a crash at any point
+//! leaves a state that `resume` can judge: a running attempt is adopted only if its artifacts
+//! hold a complete, valid, verified report, and is otherwise `PAUSED_INTERRUPTED`.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::budget::{self, StageLimits};
+use super::flow::{self, Next, PauseDecision, StagePlan};
+use super::prompt;
+use super::state::{
+    AttemptPurpose, AttemptRecord, AttemptStatus, CriterionResult, PauseRecord, Phase,
+    PlanRevision, Question, RunState, UsageTotals,
+};
+use crate::ids::SessionId;
+use crate::pause::PauseCode;
+use crate::report::ReportKind;
+use crate::role::Role;
+use crate::store::{self, StoreError};
+
+/// At most this many report-only repairs per stage before `PAUSED_INVALID_OUTPUT`.
+pub const MAX_REPORT_REPAIRS: u32 = 2;
+
+/// What one attempt came to, as judged by the runner (schema, evidence, snapshot, cleanup).
+#[derive(Debug, Clone)]
+pub struct AttemptOutcome {
+    pub session: Option<SessionId>,
+    pub usage: UsageTotals,
+    pub duration: Duration,
+    pub result: AttemptResult,
+}
+
+#[derive(Debug, Clone)]
+pub enum AttemptResult {
+    /// A report that validated against its schema and whose evidence verified.
+    Report(Value),
+    /// The report was rejected; a repair may fix it. `shell_command` is set when the final
+    /// message was a shell command (the reference's defect), which gets one correction first.
+    Rejected {
+        problems: Vec<String>,
+        shell_command: Option<String>,
+    },
+    /// The attempt cannot be repaired by asking again: pause (or retry once when
+    /// `retryable_transport`).
+    Stopped {
+        code: PauseCode,
+        reason: String,
+        retryable_transport: bool,
+        resume_after: Option<DateTime<Utc>>,
+    },
+}
+
+/// Everything a runner needs to launch one attempt.
+#[derive(Debug, Clone)]
+pub struct AttemptContext {
+    pub plan: StagePlan,
+    pub record: AttemptRecord,
+    pub stage_dir: PathBuf,
+    pub prompt: String,
+    /// The session to continue (repairs and corrections on session-keeping transports).
+    pub resume_session: Option<SessionId>,
+    pub limits: StageLimits,
+}
+
+/// A check replayed by autocode itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayResult {
+    pub command: String,
+    pub passed: bool,
+    pub detail: String,
+}
+
+/// Launches and judges attempts. The real runner drives CLIs through the boundary.
+pub trait StageRunner {
+    fn run_attempt(
+        &mut self,
+        state: &RunState,
+        ctx: AttemptContext,
+    ) -> impl Future<Output = AttemptOutcome>;
+
+    /// Whether repairs of this role can continue the same session.
+    fn keeps_sessions(&self, state: &RunState, role: Role) -> bool;
+
+    /// The model family of `model` (the cross-model rules use it).
+    fn model_family(&self, model: &str) -> String;
+
+    /// Replays check commands in a clean copy of the run's tree. `Err` is a pause.
+    fn replay(
+        &mut self,
+        state: &RunState,
+        commands: &[String],
+    ) -> impl Future<Output = Result<Vec<ReplayResult>, PauseDecision>>;
+
+    /// Judges an attempt left `running` by a crash, from its saved artifacts alone: `Some`
+    /// with the report when it is complete, valid and verified.
+    fn judge_interrupted(&mut self, state: &RunState, attempt: &AttemptRecord) -> Option<Value>;
+}
+
+/// Questions and approvals, answered on a terminal or not at all.
+pub trait Interaction {
+    fn answer_questions(&mut self, questions: &[Question]) -> Option<Vec<(String, String)>>;
+    fn approve_plan(&mut self, plan: &PlanRevision) -> bool;
+    /// One line per finished attempt and per pause (stderr for people).
+    fn note(&mut self, line: &str);
+}
+
+/// How a drive ended.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum DriveOutcome {
+    Complete,
+    Paused { pause: PauseRecord },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The run's directory and its state, written atomically on every change.
+pub struct RunHandle {
+    pub dir: PathBuf,
+    pub state: RunState,
+}
+
+#[derive(Serialize)]
+struct Activity<'a> {
+    at: DateTime<Utc>,
+    event: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<&'a str>,
+}
+
+impl RunHandle {
+    pub fn state_path(dir: &Path) -> PathBuf {
+        dir.join("run.json")
+    }
+
+    pub fn checkpoint(&mut self) -> Result<(), StoreError> {
+        self.state.updated_at = Utc::now();
+        store::write_json(&Self::state_path(&self.dir), &self.state)
+    }
+
+    pub fn activity(&self, event: &str, detail: Option<&str>) -> Result<(), StoreError> {
+        store::append_json_line(
+            &self.dir.join("activity.jsonl"),
+            &Activity {
+                at: Utc::now(),
+                event,
+                detail,
+            },
+        )
+    }
+
+    fn pause(
+        &mut self,
+        decision: PauseDecision,
+        attempt: Option<String>,
+    ) -> Result<DriveOutcome, StoreError> {
+        self.pause_until(decision, attempt, None)
+    }
+
+    fn pause_until(
+        &mut self,
+        decision: PauseDecision,
+        attempt: Option<String>,
+        resume_after: Option<DateTime<Utc>>,
+    ) -> Result<DriveOutcome, StoreError> {
+        let next_step = decision
+            .code
+            .next_step()
+            .replace("RUN", self.state.run_id.as_str())
+            .replace("ATTEMPT", attempt.as_deref().unwrap_or("ATTEMPT"));
+        let record = PauseRecord {
+            code: decision.code,
+            reason: decision.reason,
+            next_step,
+            at: Utc::now(),
+            attempt,
+            resume_after,
+        };
+        self.state.pause = Some(record.clone());
+        self.checkpoint()?;
+        self.activity(&format!("paused {}", record.code), Some(&record.reason))?;
+        Ok(DriveOutcome::Paused { pause: record })
+    }
+}
+
+/// Drives the run until it completes or pauses.
+pub async fn drive<R: StageRunner, I: Interaction>(
+    run: &mut RunHandle,
+    runner: &mut R,
+    ui: &mut I,
+) -> Result<DriveOutcome, DriverError> {
+    run.state.pause = None;
+    if let Some(outcome) = judge_running_attempt(run, runner)? {
+        return Ok(outcome);
+    }
+    loop {
+        match flow::next(&run.state) {
+            Next::Done => return Ok(DriveOutcome::Complete),
+            Next::Questions(questions) => {
+                if run.state.accept_defaults {
+                    flow::accept_defaults(&mut run.state);
+                } else if let Some(answers) = ui.answer_questions(&questions) {
+                    if let Err(problem) = flow::apply_answers(&mut run.state, &answers) {
+                        ui.note(&problem);
+                    }
+                } else {
+                    let ids: Vec<String> = questions
+                        .iter()
+                        .map(|q| {
+                            format!("{} ({}; default: {})", q.id, q.question, q.proposed_default)
+                        })
+                        .collect();
+                    return Ok(run.pause(
+                        PauseDecision::new(
+                            PauseCode::WaitingForUser,
+                            format!("open questions: {}", ids.join("; ")),
+                        ),
+                        None,
+                    )?);
+                }
+                run.checkpoint()?;
+            }
+            Next::Approval(plan) => {
+                if ui.approve_plan(&plan) {
+                    let token = plan.token();
+                    if let Err(problem) = flow::apply_approval(&mut run.state, &token) {
+                        ui.note(&problem);
+                    }
+                    run.activity("plan approved", Some(&token))?;
+                    run.checkpoint()?;
+                } else {
+                    return Ok(run.pause(
+                        PauseDecision::new(
+                            PauseCode::AwaitingPlanApproval,
+                            format!(
+                                "plan revision {} waits for approval: {}",
+                                plan.revision,
+                                plan.token()
+                            ),
+                        ),
+                        None,
+                    )?);
+                }
+            }
+            Next::FinalGate => {
+                let commands = all_checks(&run.state);
+                let replayed = match runner.replay(&run.state, &commands).await {
+                    Ok(replayed) => replayed,
+                    Err(pause) => return Ok(run.pause(pause, None)?),
+                };
+                let final_results = final_replay_results(&run.state, &replayed);
+                let refusals = flow::completion_gate(&run.state, &final_results);
+                if refusals.is_empty() {
+                    run.state.phase = Phase::Complete;
+                    run.state.completed_at = Some(Utc::now());
+                    run.checkpoint()?;
+                    run.activity("complete", None)?;
+                    ui.note("complete: every criterion verified and replayed on the final tree");
+                    return Ok(DriveOutcome::Complete);
+                }
+                run.activity("completion gate refused", Some(&refusals.join("; ")))?;
+                ui.note(&format!("completion gate refused: {}", refusals.join("; ")));
+                let last = flow::milestones(&run.state).len().saturating_sub(1);
+                let findings = final_results
+                    .iter()
+                    .filter(|r| r.verdict != "PASS")
+                    .map(|r| super::state::Finding {
+                        id: r.criterion_id.clone(),
+                        milestone: last,
+                        text: r.detail.clone(),
+                        source: "final_gate".into(),
+                    })
+                    .collect::<Vec<_>>();
+                if findings.is_empty() {
+                    // Nothing the builder can fix: the gate's refusal is the pause.
+                    return Ok(run.pause(
+                        PauseDecision::new(PauseCode::PausedRepeatedFailure, refusals.join("; ")),
+                        None,
+                    )?);
+                }
+                run.state.milestones.entry(last).or_default().accepted = false;
+                if let Err(pause) = flow::rework(&mut run.state, last, findings, "final_gate") {
+                    return Ok(run.pause(pause, None)?);
+                }
+                run.checkpoint()?;
+            }
+            Next::Launch(plan) => {
+                if let Some(pause) = budget::check_before_stage(&run.state) {
+                    return Ok(run.pause(pause, None)?);
+                }
+                let report = match run_stage(run, runner, ui, &plan).await? {
+                    Ok(report) => report,
+                    Err(outcome) => return Ok(outcome),
+                };
+                if let Err(pause) = apply_report(run, runner, &plan, &report).await? {
+                    return Ok(run.pause(pause, None)?);
+                }
+                run.checkpoint()?;
+            }
+        }
+    }
+}
+
+/// An attempt left running by a crash: adopt it only with a complete, valid, verified report.
+fn judge_running_attempt<R: StageRunner>(
+    run: &mut RunHandle,
+    runner: &mut R,
+) -> Result<Option<DriveOutcome>, DriverError> {
+    let Some(attempt) = run.state.running_attempt().cloned() else {
+        return Ok(None);
+    };
+    let adopted = runner.judge_interrupted(&run.state, &attempt);
+    let index = run
+        .state
+        .attempts
+        .iter()
+        .position(|a| a.seq == attempt.seq)
+        .unwrap_or_default();
+    match adopted {
+        Some(report) => {
+            run.state.attempts[index].status = AttemptStatus::Accepted;
+            run.state.attempts[index].finished_at = Some(Utc::now());
+            run.activity("adopted interrupted attempt", Some(&attempt.dir))?;
+            // The report is applied by replaying the flow step it belongs to.
+            run.state.pending_adoption = Some(report);
+            run.checkpoint()?;
+            Ok(None)
+        }
+        None => {
+            run.state.attempts[index].status = AttemptStatus::Paused {
+                code: PauseCode::PausedInterrupted,
+            };
+            let reason = format!(
+                "autocode stopped while attempt {} ({}) was running, and its artifacts hold no complete, valid, verified report",
+                attempt.dir, attempt.role
+            );
+            Ok(Some(run.pause(
+                PauseDecision::new(PauseCode::PausedInterrupted, reason),
+                Some(attempt.dir.clone()),
+            )?))
+        }
+    }
+}
+
+/// Runs a stage's attempts until a report is accepted (`Ok(Ok(report))`) or the run pauses
+/// (`Ok(Err(outcome))`).
+async fn run_stage<R: StageRunner, I: Interaction>(
+    run: &mut RunHandle,
+    runner: &mut R,
+    ui: &mut I,
+    plan: &StagePlan,
+) -> Result<Result<Value, DriveOutcome>, DriverError> {
+    if let Some(report) = run.state.pending_adoption.take() {
+        return Ok(Ok(report));
+    }
+    let keeps_sessions = runner.keeps_sessions(&run.state, plan.role);
+    let mut purpose = plan.purpose.clone();
+    let mut resume_session: Option<SessionId> = None;
+    let mut repairs = 0u32;
+    let mut correction_used = false;
+    let mut transport_retry_used = false;
+    let mut attempt_no = 1u32;
+    loop {
+        if let (AttemptPurpose::Rework { strong: true, .. }, Some(milestone)) =
+            (&purpose, plan.milestone)
+        {
+            set_strong_overrides(&mut run.state, runner, milestone);
+        }
+        let seq = run.state.next_seq();
+        let dir = format!("{seq:03}-{}-{attempt_no}", plan.role);
+        let route = run.state.route_for(plan.role, plan.milestone);
+        let record = AttemptRecord {
+            seq,
+            role: plan.role,
+            report_kind: plan.kind,
+            attempt: attempt_no,
+            dir: dir.clone(),
+            route,
+            purpose: purpose.clone(),
+            session: resume_session.clone(),
+            status: AttemptStatus::Running,
+            started_at: Utc::now(),
+            finished_at: None,
+            usage: UsageTotals::default(),
+            milestone: plan.milestone,
+        };
+        let sandbox = plan.role.sandbox();
+        let prompt_text = match &purpose {
+            AttemptPurpose::ReportRepair { problems, .. } => {
+                prompt::repair_prompt(plan.kind, problems, resume_session.is_some())
+            }
+            AttemptPurpose::ShellCommandCorrection { .. } => {
+                let command = run.state.last_shell_command.clone().unwrap_or_default();
+                prompt::shell_command_correction(&command)
+            }
+            _ => prompt::stage_prompt(
+                &run.state,
+                plan,
+                sandbox,
+                runner_evidence_style(&run.state, plan.role),
+            ),
+        };
+        // A repair on a fresh session needs the whole context again.
+        let prompt_text =
+            if resume_session.is_none() && matches!(purpose, AttemptPurpose::ReportRepair { .. }) {
+                format!(
+                    "{}\n\n{}",
+                    prompt::stage_prompt(
+                        &run.state,
+                        plan,
+                        sandbox,
+                        runner_evidence_style(&run.state, plan.role)
+                    ),
+                    prompt_text
+                )
+            } else {
+                prompt_text
+            };
+        run.state.attempts.push(record.clone());
+        run.checkpoint()?;
+        run.activity("attempt started", Some(&dir))?;
+        let ctx = AttemptContext {
+            plan: plan.clone(),
+            record,
+            stage_dir: run.dir.join("stages").join(&dir),
+            prompt: prompt_text,
+            resume_session: resume_session.clone(),
+            limits: budget::stage_limits(&run.state),
+        };
+        let outcome = runner.run_attempt(&run.state, ctx).await;
+        let index = run.state.attempts.len() - 1;
+        {
+            let attempt = &mut run.state.attempts[index];
+            attempt.session = outcome.session.clone().or(attempt.session.clone());
+            attempt.usage = outcome.usage.clone();
+            attempt.finished_at = Some(Utc::now());
+        }
+        run.state.usage.add(&outcome.usage);
+        run.state.active_seconds += outcome.duration.as_secs();
+        let session = run.state.attempts[index].session.clone();
+        let (problems, shell_command) = match outcome.result {
+            AttemptResult::Report(report) => {
+                let problems = flow::semantic_problems(&run.state, plan, &report);
+                if problems.is_empty() {
+                    run.state.attempts[index].status = AttemptStatus::Accepted;
+                    run.checkpoint()?;
+                    run.activity("attempt accepted", Some(&dir))?;
+                    ui.note(&attempt_line(
+                        &run.state.attempts[index],
+                        "accepted",
+                        outcome.duration,
+                    ));
+                    return Ok(Ok(report));
+                }
+                (problems, None)
+            }
+            AttemptResult::Rejected {
+                problems,
+                shell_command,
+            } => (problems, shell_command),
+            AttemptResult::Stopped {
+                code,
+                reason,
+                retryable_transport,
+                resume_after,
+            } => {
+                ui.note(&attempt_line(
+                    &run.state.attempts[index],
+                    &format!("stopped: {code}"),
+                    outcome.duration,
+                ));
+                if !retryable_transport || transport_retry_used {
+                    run.state.attempts[index].status = AttemptStatus::Paused { code };
+                    return Ok(Err(run.pause_until(
+                        PauseDecision::new(code, reason),
+                        Some(dir),
+                        resume_after,
+                    )?));
+                }
+                transport_retry_used = true;
+                run.state.attempts[index].status = AttemptStatus::Rejected {
+                    reason: format!("retryable transport error: {reason}"),
+                };
+                purpose = AttemptPurpose::TransportRetry { of_seq: seq };
+                resume_session = None;
+                run.checkpoint()?;
+                attempt_no += 1;
+                continue;
+            }
+        };
+        let reason = problems.join("; ");
+        run.state.attempts[index].status = AttemptStatus::Rejected {
+            reason: reason.clone(),
+        };
+        ui.note(&attempt_line(
+            &run.state.attempts[index],
+            &format!("rejected: {reason}"),
+            outcome.duration,
+        ));
+        if let (Some(command), false, true, Some(_)) =
+            (&shell_command, correction_used, keeps_sessions, &session)
+        {
+            correction_used = true;
+            run.state.last_shell_command = Some(command.clone());
+            purpose = AttemptPurpose::ShellCommandCorrection { of_seq: seq };
+            resume_session = session.clone();
+        } else if repairs < MAX_REPORT_REPAIRS {
+            repairs += 1;
+            let mut problems = problems;
+            if shell_command.is_some() {
+                problems.push(
+                    "the rejected report is a shell command: there is nothing to repair, send the JSON report"
+                        .into(),
+                );
+            }
+            purpose = AttemptPurpose::ReportRepair {
+                of_seq: seq,
+                problems,
+            };
+            resume_session = if keeps_sessions {
+                session.clone()
+            } else {
+                None
+            };
+        } else {
+            let code = if shell_command.is_some() {
+                PauseCode::PausedRepeatedFailure
+            } else {
+                PauseCode::PausedInvalidOutput
+            };
+            run.state.attempts[index].status = AttemptStatus::Paused { code };
+            return Ok(Err(run.pause(
+                PauseDecision::new(
+                    code,
+                    format!(
+                        "the {} report was still rejected after {repairs} repair(s): {reason}",
+                        plan.kind.as_str()
+                    ),
+                ),
+                Some(dir),
+            )?));
+        }
+        run.checkpoint()?;
+        attempt_no += 1;
+        if let Some(pause) = budget::check_before_stage(&run.state) {
+            return Ok(Err(run.pause(pause, None)?));
+        }
+    }
+}
+
+/// The builder's stronger attempt: the builder moves to the strong model, and a tester or
+/// completion reviewer on the strong model's family moves to the checker model, until the next
+/// milestone.
+fn set_strong_overrides<R: StageRunner>(state: &mut RunState, runner: &R, milestone: usize) {
+    let Some(policy) = state.builder_retry.clone() else {
+        return;
+    };
+    if state.overrides_milestone == Some(milestone) {
+        return;
+    }
+    state.route_overrides.clear();
+    state.overrides_milestone = Some(milestone);
+    if let Some(builder) = state.routes.get(&Role::Builder) {
+        let mut strong = builder.clone();
+        strong.model = policy.strong_model.clone();
+        strong.effort = Some(policy.strong_effort.clone());
+        state.route_overrides.insert(Role::Builder, strong);
+    }
+    let strong_family = runner.model_family(&policy.strong_model);
+    for checker in [Role::Tester, Role::CompletionReviewer] {
+        if let Some(route) = state.routes.get(&checker) {
+            if runner.model_family(&route.model) == strong_family {
+                let mut moved = route.clone();
+                moved.model = policy.checker_model.clone();
+                state.route_overrides.insert(checker, moved);
+            }
+        }
+    }
+}
+
+fn runner_evidence_style(state: &RunState, role: Role) -> prompt::EvidenceStyle {
+    if state.report_file_roles.contains(&role) {
+        prompt::EvidenceStyle::CaptureReceipts
+    } else {
+        prompt::EvidenceStyle::Events
+    }
+}
+
+fn attempt_line(attempt: &AttemptRecord, outcome: &str, duration: Duration) -> String {
+    let tokens = attempt.usage.total_tokens();
+    format!(
+        "{:<20} {:<32} {:<40} {:>6.1}s {:>8} tokens",
+        attempt.dir,
+        format!("{}/{}", attempt.route.provider, attempt.route.model),
+        outcome,
+        duration.as_secs_f64(),
+        tokens
+    )
+}
+
+/// Moves the run on with an accepted report. `Ok(Err(pause))` pauses.
+async fn apply_report<R: StageRunner>(
+    run: &mut RunHandle,
+    runner: &mut R,
+    plan: &StagePlan,
+    report: &Value,
+) -> Result<Result<(), PauseDecision>, DriverError> {
+    let state = &mut run.state;
+    let result = match plan.kind {
+        ReportKind::Requirements => {
+            flow::apply_requirements(state, report);
+            Ok(())
+        }
+        ReportKind::Plan => {
+            flow::apply_plan(state, report);
+            Ok(())
+        }
+        ReportKind::PlanReview => flow::apply_plan_review(state, report),
+        ReportKind::Build => {
+            flow::apply_build(state, plan.milestone.unwrap_or_default());
+            Ok(())
+        }
+        ReportKind::Test => {
+            let milestone = plan.milestone.unwrap_or_default();
+            let results = match verify_test_report(runner, &run.state, milestone, report).await {
+                Ok(results) => results,
+                Err(pause) => return Ok(Err(pause)),
+            };
+            flow::apply_test(&mut run.state, milestone, results)
+        }
+        ReportKind::Completion => {
+            flow::apply_completion(state, plan.milestone.unwrap_or_default(), report)
+        }
+    };
+    Ok(result)
+}
+
+/// The tester's verdicts after autocode replays every check it reported passing.
+async fn verify_test_report<R: StageRunner>(
+    runner: &mut R,
+    state: &RunState,
+    milestone: usize,
+    report: &Value,
+) -> Result<Vec<CriterionResult>, PauseDecision> {
+    let criteria = report["criteria"].as_array().cloned().unwrap_or_default();
+    let mut commands = Vec::new();
+    for c in &criteria {
+        if c["verdict"] == "PASS" {
+            for check in c["checks"].as_array().into_iter().flatten() {
+                if let Some(command) = check["command"].as_str() {
+                    commands.push(command.to_owned());
+                }
+            }
+        }
+    }
+    let replayed = runner.replay(state, &commands).await?;
+    let mut results = Vec::new();
+    for c in criteria {
+        let id = c["criterion_id"].as_str().unwrap_or_default().to_owned();
+        let verdict = c["verdict"].as_str().unwrap_or("FAIL").to_owned();
+        let checks: Vec<String> = c["checks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|k| k["command"].as_str().map(str::to_owned))
+            .collect();
+        let (verdict, detail) = if verdict == "PASS" {
+            let failed: Vec<&ReplayResult> = replayed
+                .iter()
+                .filter(|r| checks.contains(&r.command) && !r.passed)
+                .collect();
+            if failed.is_empty() {
+                ("PASS".to_owned(), "verified by replay".to_owned())
+            } else {
+                (
+                    "FAIL".to_owned(),
+                    format!(
+                        "the tester reported PASS, but autocode's replay failed: {}",
+                        failed
+                            .iter()
+                            .map(|r| format!("`{}`: {}", r.command, r.detail))
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    ),
+                )
+            }
+        } else {
+            (verdict, c["notes"].as_str().unwrap_or_default().to_owned())
+        };
+        results.push(CriterionResult {
+            milestone,
+            criterion_id: id,
+            verdict,
+            checks,
+            detail,
+        });
+    }
+    Ok(results)
+}
+
+/// Every check command of every milestone of the approved plan.
+fn all_checks(state: &RunState) -> Vec<String> {
+    let count = flow::milestones(state).len();
+    (0..count)
+        .flat_map(|m| flow::criteria_of(state, m))
+        .filter_map(|(_, check)| check)
+        .collect()
+}
+
+fn final_replay_results(state: &RunState, replayed: &[ReplayResult]) -> Vec<CriterionResult> {
+    let count = flow::milestones(state).len();
+    let mut out = Vec::new();
+    for m in 0..count {
+        for (id, check) in flow::criteria_of(state, m) {
+            let Some(check) = check else { continue };
+            let result = replayed.iter().find(|r| r.command == check);
+            let (verdict, detail) = match result {
+                Some(r) if r.passed => ("PASS", String::new()),
+                Some(r) => (
+                    "FAIL",
+                    format!("`{check}` failed on the final tree: {}", r.detail),
+                ),
+                None => ("FAIL", format!("`{check}` was not replayed")),
+            };
+            out.push(CriterionResult {
+                milestone: m,
+                criterion_id: id,
+                verdict: verdict.into(),
+                checks: vec![check],
+                detail,
+            });
+        }
+    }
+    out
+}
