@@ -344,7 +344,21 @@ pub fn is_loopback_url(url: &str) -> bool {
     host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-/// Checks the first stream row (`{"type":"system","subtype":"init",...,"apiKeySource":...}`).
+/// How many leading rows [`find_init_row`] looks at: the init row comes first, except that
+/// `--bare` puts a `system/ui_invalidate` row before it.
+pub const INIT_ROW_WINDOW: usize = 8;
+
+/// The stream's `system/init` row among its first [`INIT_ROW_WINDOW`] rows.
+pub fn find_init_row<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    lines.into_iter().take(INIT_ROW_WINDOW).find(|line| {
+        serde_json::from_str::<Value>(line.trim()).is_ok_and(|row| {
+            row.get("type").and_then(Value::as_str) == Some("system")
+                && row.get("subtype").and_then(Value::as_str) == Some("init")
+        })
+    })
+}
+
+/// Checks the stream's init row (`{"type":"system","subtype":"init",...,"apiKeySource":...}`).
 pub fn check_init_row(line: &str, route: &ClaudeBillingRoute) -> Result<(), BillingRefusal> {
     let row: Value = serde_json::from_str(line.trim()).map_err(|_| BillingRefusal::NotInitRow)?;
     if row.get("type").and_then(Value::as_str) != Some("system")
@@ -384,7 +398,8 @@ mod tests {
             ok(r#"{"loggedIn":true,"authMethod":"oauth_token"}"#).map(|l| l.auth_method),
             Ok(ClaudeAuthMethod::OauthToken)
         );
-        let cases: &[(&str, fn(&BillingRefusal) -> bool)] = &[
+        type RefusalCheck = fn(&BillingRefusal) -> bool;
+        let cases: &[(&str, RefusalCheck)] = &[
             (r#"{"loggedIn":false}"#, |r| {
                 *r == BillingRefusal::NotLoggedIn
             }),
