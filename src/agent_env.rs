@@ -540,6 +540,25 @@ mod tests {
         assert!(env.withheld.is_empty());
     }
 
+    proptest::proptest! {
+        #[test]
+        fn every_name_lands_in_exactly_one_place(
+            vars in proptest::collection::vec(("[A-Za-z_]{1,12}", ".{0,24}"), 0..16),
+            pass in proptest::option::of("[A-Za-z_,]{0,20}"),
+        ) {
+            let env = agent_environment(vars.clone(), &["Z_FORBIDDEN".into()], pass.as_deref());
+            let names: std::collections::BTreeSet<&String> = vars.iter().map(|(k, _)| k).collect();
+            let withheld = env.withheld_names();
+            proptest::prop_assert!(withheld.windows(2).all(|w| w[0] < w[1]), "sorted, unique");
+            for name in &names {
+                let kept = env.kept.contains_key(*name);
+                let held = withheld.contains(&name.as_str());
+                proptest::prop_assert!(kept != held, "{name}: kept={kept} withheld={held}");
+            }
+            proptest::prop_assert_eq!(env.kept.len() + withheld.len(), names.len());
+        }
+    }
+
     #[test]
     fn reason_strings_are_stable() {
         for reason in [

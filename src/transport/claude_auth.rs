@@ -565,6 +565,19 @@ mod tests {
         assert!(check_agent_env(&switched, true).is_err());
     }
 
+    proptest::proptest! {
+        #[test]
+        fn checks_never_panic(text in ".{0,64}", json_like in "[{}\\[\\]\":,a-zA-Z_ 0-9]{0,64}") {
+            let _ = check_auth_status(&text);
+            let _ = check_auth_status(&json_like);
+            let _ = check_project_settings("p", &text);
+            let _ = check_project_settings("p", &json_like);
+            let _ = check_init_row(&json_like, &ClaudeBillingRoute::Subscription);
+            let _ = is_loopback_url(&text);
+            let _ = is_loopback_url(&format!("http://{text}"));
+        }
+    }
+
     #[test]
     fn loopback_urls() {
         for url in [

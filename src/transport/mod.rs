@@ -334,6 +334,53 @@ mod tests {
         assert!(check_model("a b").is_err());
     }
 
+    fn request(
+        provider: &str,
+        model: &str,
+        effort: Option<String>,
+        version: Option<String>,
+    ) -> StageRequest {
+        StageRequest {
+            role: Role::Planner,
+            route: Route {
+                provider: ProviderName::new(provider).unwrap(),
+                model: model.into(),
+                effort: effort.clone(),
+                codex_model_provider: effort,
+            },
+            workspace: "/ws".into(),
+            sandbox: SandboxMode::ReadOnly,
+            prompt: "p".into(),
+            schema_path: "/s/schema.json".into(),
+            schema_json: serde_json::json!({"type": "object"}),
+            report_path: "/s/report.json".into(),
+            run_dir: "/r".into(),
+            stage_dir: "/s".into(),
+            resume_session: None,
+            env: AgentEnvironment::default(),
+            cli_version: version,
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn planning_never_panics_and_never_splits_values(
+            model in ".{0,24}",
+            effort in proptest::option::of(".{0,12}"),
+            version in proptest::option::of("[v0-9. a-z-]{0,10}"),
+        ) {
+            for provider in ["opencode", "codex", "claude"] {
+                let req = request(provider, &model, effort.clone(), version.clone());
+                if let Ok(plan) = plan_launch(&req) {
+                    // Accepted values reach the CLI as whole arguments, never as options.
+                    proptest::prop_assert!(!plan.args.iter().any(|a| a.contains('\n')));
+                    proptest::prop_assert!(plan.args.iter().any(|a| a.contains(model.as_str())));
+                    proptest::prop_assert!(!model.starts_with('-'));
+                }
+            }
+        }
+    }
+
     #[test]
     fn builtin_names() {
         for t in BuiltinTransport::ALL {
