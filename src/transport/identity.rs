@@ -7,6 +7,10 @@
 //! through a caller-given reader, so tests and the driver share one code path. A changed
 //! identity pauses a saved run (`PAUSED_TRANSPORT_CHANGED`); [`compare`] lists the changes.
 //!
+//! For a built-in transport it also pins a digest of autocode's own launch policy (the fixed
+//! flags, tool lists, denials and removed variables, see [`launch_policy_text`]), so a saved
+//! run notices when an autocode upgrade changes how its CLI is launched.
+//!
 //! Config files per transport:
 //! - every transport: the provider TOML bytes the caller loaded (label `provider_toml`);
 //! - opencode: `$XDG_CONFIG_HOME/opencode/opencode.json` and `.jsonc` (XDG default
@@ -32,6 +36,55 @@ pub const IDENTITY_ENV: [&str; 7] = [
     "OPENCODE_CONFIG_DIR",
     "OPENCODE_CONFIG_CONTENT",
 ];
+
+/// A canonical description of how autocode launches a built-in transport: the plans of a
+/// canonical request (placeholder model, effort, paths, an empty environment) for each sandbox,
+/// fresh and resumed. Derived from the planning code itself, so any change to a fixed flag, tool
+/// list, denial or added variable changes it.
+pub fn launch_policy_text(transport: BuiltinTransport) -> String {
+    use super::{Route, StageRequest};
+    use crate::agent_env::AgentEnvironment;
+    use crate::ids::{ProviderName, SessionId};
+    use crate::role::{Role, SandboxMode};
+    let mut text = String::new();
+    for sandbox in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
+        for resume in [false, true] {
+            let request = StageRequest {
+                role: Role::Builder,
+                route: Route {
+                    provider: match ProviderName::new(transport.as_str()) {
+                        Ok(name) => name,
+                        Err(e) => return format!("unplannable: {e}"),
+                    },
+                    model: "PROVIDER/MODEL".into(),
+                    effort: Some("high".into()),
+                    codex_model_provider: None,
+                },
+                workspace: "/WS".into(),
+                sandbox,
+                prompt: String::new(),
+                schema_path: "/STAGE/schema.json".into(),
+                schema_json: serde_json::json!({}),
+                report_path: "/STAGE/report.json".into(),
+                run_dir: "/RUN".into(),
+                stage_dir: "/STAGE".into(),
+                resume_session: resume
+                    .then(|| SessionId::new("SESSION"))
+                    .and_then(Result::ok),
+                env: AgentEnvironment::default(),
+                cli_version: None,
+            };
+            match super::plan_launch(&request) {
+                Ok(plan) => text.push_str(&format!(
+                    "{} {:?}\nenv {:?}\nfiles {:?}\n",
+                    plan.program, plan.args, plan.env, plan.files
+                )),
+                Err(e) => text.push_str(&format!("unplannable: {e}\n")),
+            }
+        }
+    }
+    text
+}
 
 /// The state of one config file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,6 +115,8 @@ pub struct TransportIdentity {
     pub transport: String,
     pub executable: Option<PathBuf>,
     pub version: Option<String>,
+    /// sha256 of [`launch_policy_text`] for a built-in transport.
+    pub launch_policy: Option<String>,
     /// Config label → digest.
     pub configs: BTreeMap<String, ConfigDigest>,
     /// Variable name → sha256 of its value, `None` when unset.
@@ -84,6 +139,7 @@ pub enum IdentityChange {
         old: Option<String>,
         new: Option<String>,
     },
+    LaunchPolicy,
     Config {
         label: String,
         old: Option<ConfigDigest>,
@@ -219,6 +275,9 @@ impl TransportIdentity {
             transport: input.transport.to_string(),
             executable: input.executable.clone(),
             version: input.version.clone(),
+            launch_policy: input
+                .builtin
+                .map(|b| sha256_hex(launch_policy_text(b).as_bytes())),
             configs,
             env,
         }
@@ -263,6 +322,9 @@ pub fn compare(old: &TransportIdentity, new: &TransportIdentity) -> Vec<Identity
             old: old.version.clone(),
             new: new.version.clone(),
         });
+    }
+    if old.launch_policy != new.launch_policy {
+        changes.push(IdentityChange::LaunchPolicy);
     }
     let labels: std::collections::BTreeSet<&String> =
         old.configs.keys().chain(new.configs.keys()).collect();
@@ -368,6 +430,13 @@ mod tests {
                 hex: sha256_hex(b"{}")
             }
         );
+        assert_eq!(
+            old.launch_policy,
+            Some(sha256_hex(
+                launch_policy_text(BuiltinTransport::Claude).as_bytes()
+            ))
+        );
+        assert!(launch_policy_text(BuiltinTransport::Claude).contains("Bash(git push:*)"));
         let json = serde_json::to_string(&old).unwrap();
         assert!(
             !json.contains("127.0.0.1"),
@@ -416,11 +485,28 @@ mod tests {
             &files(BTreeMap::new()),
         );
         assert_eq!(toml.configs.len(), 1);
+        assert_eq!(toml.launch_policy, None);
         assert!(
             compare(&old, &toml)
                 .iter()
                 .any(|c| matches!(c, IdentityChange::Transport { .. }))
         );
+        assert!(compare(&old, &toml).contains(&IdentityChange::LaunchPolicy));
+    }
+
+    #[test]
+    fn launch_policies_are_plannable_and_distinct() {
+        let texts: Vec<String> = BuiltinTransport::ALL
+            .into_iter()
+            .map(launch_policy_text)
+            .collect();
+        for text in &texts {
+            assert!(!text.contains("unplannable"), "{text}");
+            assert_eq!(text.lines().count(), 12, "{text}");
+        }
+        assert!(texts[1].contains("sandbox_mode"));
+        assert!(texts[0].contains("OPENCODE_CONFIG_CONTENT"));
+        assert_ne!(texts[0], texts[1]);
     }
 
     #[test]
