@@ -1,0 +1,540 @@
+//! Transport identity: what a saved run pins about the CLI it launches, and how it changed.
+//!
+//! An identity holds the resolved executable path, the version, the sha256 of each config file
+//! the CLI reads that autocode can see, and the sha256 of each identity-changing environment
+//! value (never the value). Which files and variables count is decided by pure functions
+//! ([`config_sources`], [`IDENTITY_ENV`]); [`TransportIdentity::collect`] reads the files
+//! through a caller-given reader, so tests and the driver share one code path. A changed
+//! identity pauses a saved run (`PAUSED_TRANSPORT_CHANGED`); [`compare`] lists the changes.
+//!
+//! For a built-in transport it also pins a digest of autocode's own launch policy (the fixed
+//! flags, tool lists, denials and removed variables, see [`launch_policy_text`]), so a saved
+//! run notices when an autocode upgrade changes how its CLI is launched.
+//!
+//! Config files per transport:
+//! - every transport: the provider TOML bytes the caller loaded (label `provider_toml`);
+//! - opencode: `$XDG_CONFIG_HOME/opencode/opencode.json` and `.jsonc` (XDG default
+//!   `$HOME/.config`), the `OPENCODE_CONFIG` file, the workspace `opencode.json` and `.jsonc`;
+//! - claude: `<workspace>/.claude/settings.json`;
+//! - codex: `$CODEX_HOME/config.toml` (default `$HOME/.codex`).
+
+use super::BuiltinTransport;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Environment variables whose values change which configuration or endpoint a CLI uses.
+/// `CLAUDE_CODE_MAX_OUTPUT_TOKENS` is deliberately not one of them.
+pub const IDENTITY_ENV: [&str; 7] = [
+    "ANTHROPIC_BASE_URL",
+    "CLAUDE_CONFIG_DIR",
+    "CODEX_HOME",
+    "OPENAI_BASE_URL",
+    "OPENCODE_CONFIG",
+    "OPENCODE_CONFIG_DIR",
+    "OPENCODE_CONFIG_CONTENT",
+];
+
+/// A canonical description of how autocode launches a built-in transport: the plans of a
+/// canonical request (placeholder model, effort, paths, an empty environment) for each sandbox,
+/// fresh and resumed. Derived from the planning code itself, so any change to a fixed flag, tool
+/// list, denial or added variable changes it.
+pub fn launch_policy_text(transport: BuiltinTransport) -> String {
+    use super::{Route, StageRequest};
+    use crate::agent_env::AgentEnvironment;
+    use crate::ids::{ProviderName, SessionId};
+    use crate::role::{Role, SandboxMode};
+    let mut text = String::new();
+    for sandbox in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
+        for resume in [false, true] {
+            let request = StageRequest {
+                role: Role::Builder,
+                route: Route {
+                    provider: match ProviderName::new(transport.as_str()) {
+                        Ok(name) => name,
+                        Err(e) => return format!("unplannable: {e}"),
+                    },
+                    model: "PROVIDER/MODEL".into(),
+                    effort: Some("high".into()),
+                    codex_model_provider: None,
+                },
+                workspace: "/WS".into(),
+                sandbox,
+                prompt: String::new(),
+                schema_path: "/STAGE/schema.json".into(),
+                schema_json: serde_json::json!({}),
+                report_path: "/STAGE/report.json".into(),
+                run_dir: "/RUN".into(),
+                stage_dir: "/STAGE".into(),
+                resume_session: resume
+                    .then(|| SessionId::new("SESSION"))
+                    .and_then(Result::ok),
+                env: AgentEnvironment::default(),
+                cli_version: None,
+            };
+            match super::plan_launch(&request) {
+                Ok(plan) => text.push_str(&format!(
+                    "{} {:?}\nenv {:?}\nfiles {:?}\n",
+                    plan.program, plan.args, plan.env, plan.files
+                )),
+                Err(e) => text.push_str(&format!("unplannable: {e}\n")),
+            }
+        }
+    }
+    text
+}
+
+/// The state of one config file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ConfigDigest {
+    Absent,
+    Sha256 {
+        hex: String,
+    },
+    /// It exists but could not be read (the error kind, e.g. `permission denied`).
+    Unreadable {
+        error: String,
+    },
+}
+
+/// One config file the CLI reads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigSource {
+    /// A stable label (`global_opencode_json`, `workspace_claude_settings`, ...).
+    pub label: String,
+    pub path: PathBuf,
+}
+
+/// What a saved run pins about its transport.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransportIdentity {
+    /// The provider name (`opencode`, `codex`, `claude`, or a registered tool).
+    pub transport: String,
+    pub executable: Option<PathBuf>,
+    pub version: Option<String>,
+    /// sha256 of [`launch_policy_text`] for a built-in transport.
+    pub launch_policy: Option<String>,
+    /// Config label → digest.
+    pub configs: BTreeMap<String, ConfigDigest>,
+    /// Variable name → sha256 of its value, `None` when unset.
+    pub env: BTreeMap<String, Option<String>>,
+}
+
+/// One difference between two identities. Environment changes name the variable only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum IdentityChange {
+    Transport {
+        old: String,
+        new: String,
+    },
+    Executable {
+        old: Option<PathBuf>,
+        new: Option<PathBuf>,
+    },
+    Version {
+        old: Option<String>,
+        new: Option<String>,
+    },
+    LaunchPolicy,
+    Config {
+        label: String,
+        old: Option<ConfigDigest>,
+        new: Option<ConfigDigest>,
+    },
+    Env {
+        name: String,
+    },
+}
+
+/// The hex sha256 of some bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The config files a built-in transport reads, given the agents' environment.
+pub fn config_sources(
+    transport: BuiltinTransport,
+    workspace: &Path,
+    env: &BTreeMap<String, String>,
+) -> Vec<ConfigSource> {
+    let home = env.get("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    let source = |label: &str, path: PathBuf| ConfigSource {
+        label: label.into(),
+        path,
+    };
+    let mut sources = Vec::new();
+    match transport {
+        BuiltinTransport::Opencode => {
+            let xdg = env
+                .get("XDG_CONFIG_HOME")
+                .filter(|x| !x.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| home.as_ref().map(|h| h.join(".config")));
+            if let Some(xdg) = xdg {
+                let dir = xdg.join("opencode");
+                sources.push(source("global_opencode_json", dir.join("opencode.json")));
+                sources.push(source("global_opencode_jsonc", dir.join("opencode.jsonc")));
+            }
+            if let Some(custom) = env.get("OPENCODE_CONFIG").filter(|c| !c.is_empty()) {
+                sources.push(source("opencode_config_file", PathBuf::from(custom)));
+            }
+            sources.push(source(
+                "workspace_opencode_json",
+                workspace.join("opencode.json"),
+            ));
+            sources.push(source(
+                "workspace_opencode_jsonc",
+                workspace.join("opencode.jsonc"),
+            ));
+        }
+        BuiltinTransport::Claude => {
+            sources.push(source(
+                "workspace_claude_settings",
+                workspace.join(".claude").join("settings.json"),
+            ));
+        }
+        BuiltinTransport::Codex => {
+            let codex_home = env
+                .get("CODEX_HOME")
+                .filter(|c| !c.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| home.as_ref().map(|h| h.join(".codex")));
+            if let Some(codex_home) = codex_home {
+                sources.push(source("codex_config_toml", codex_home.join("config.toml")));
+            }
+        }
+    }
+    sources
+}
+
+/// The digest of a file read result (`NotFound` is [`ConfigDigest::Absent`]).
+pub fn digest_of(read: io::Result<Vec<u8>>) -> ConfigDigest {
+    match read {
+        Ok(bytes) => ConfigDigest::Sha256 {
+            hex: sha256_hex(&bytes),
+        },
+        Err(e) if e.kind() == io::ErrorKind::NotFound => ConfigDigest::Absent,
+        Err(e) => ConfigDigest::Unreadable {
+            error: e.kind().to_string(),
+        },
+    }
+}
+
+/// The inputs of an identity.
+#[derive(Debug, Clone)]
+pub struct IdentityInput<'a> {
+    /// The provider name.
+    pub transport: &'a str,
+    /// The built-in transport, when the provider is one (selects its config files).
+    pub builtin: Option<BuiltinTransport>,
+    pub executable: Option<PathBuf>,
+    pub version: Option<String>,
+    /// The provider TOML bytes, for a registered (or user-overridden) provider.
+    pub provider_toml: Option<&'a [u8]>,
+    pub workspace: &'a Path,
+    /// The agents' environment.
+    pub env: &'a BTreeMap<String, String>,
+}
+
+impl TransportIdentity {
+    /// Builds the identity, reading config files through `read` (`std::fs::read` in
+    /// production).
+    pub fn collect(
+        input: &IdentityInput<'_>,
+        read: &dyn Fn(&Path) -> io::Result<Vec<u8>>,
+    ) -> TransportIdentity {
+        let mut configs = BTreeMap::new();
+        if let Some(toml) = input.provider_toml {
+            configs.insert(
+                "provider_toml".to_string(),
+                ConfigDigest::Sha256 {
+                    hex: sha256_hex(toml),
+                },
+            );
+        }
+        if let Some(builtin) = input.builtin {
+            for source in config_sources(builtin, input.workspace, input.env) {
+                configs.insert(source.label, digest_of(read(&source.path)));
+            }
+        }
+        let env = IDENTITY_ENV
+            .iter()
+            .map(|name| {
+                (
+                    name.to_string(),
+                    input.env.get(*name).map(|v| sha256_hex(v.as_bytes())),
+                )
+            })
+            .collect();
+        TransportIdentity {
+            transport: input.transport.to_string(),
+            executable: input.executable.clone(),
+            version: input.version.clone(),
+            launch_policy: input
+                .builtin
+                .map(|b| sha256_hex(launch_policy_text(b).as_bytes())),
+            configs,
+            env,
+        }
+    }
+}
+
+/// Resolves a program name the way a launch with this `PATH` would (a name holding `/` is
+/// taken as a path). Returns the first executable regular file found.
+pub fn resolve_executable(program: &str, path_env: Option<&str>) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let is_executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let path = PathBuf::from(program);
+        return is_executable(&path).then_some(path);
+    }
+    path_env?
+        .split(':')
+        .filter(|dir| !dir.is_empty())
+        .map(|dir| Path::new(dir).join(program))
+        .find(|candidate| is_executable(candidate))
+}
+
+/// The differences between a saved identity and the current one.
+pub fn compare(old: &TransportIdentity, new: &TransportIdentity) -> Vec<IdentityChange> {
+    let mut changes = Vec::new();
+    if old.transport != new.transport {
+        changes.push(IdentityChange::Transport {
+            old: old.transport.clone(),
+            new: new.transport.clone(),
+        });
+    }
+    if old.executable != new.executable {
+        changes.push(IdentityChange::Executable {
+            old: old.executable.clone(),
+            new: new.executable.clone(),
+        });
+    }
+    if old.version != new.version {
+        changes.push(IdentityChange::Version {
+            old: old.version.clone(),
+            new: new.version.clone(),
+        });
+    }
+    if old.launch_policy != new.launch_policy {
+        changes.push(IdentityChange::LaunchPolicy);
+    }
+    let labels: std::collections::BTreeSet<&String> =
+        old.configs.keys().chain(new.configs.keys()).collect();
+    for label in labels {
+        let (a, b) = (old.configs.get(label), new.configs.get(label));
+        if a != b {
+            changes.push(IdentityChange::Config {
+                label: label.clone(),
+                old: a.cloned(),
+                new: b.cloned(),
+            });
+        }
+    }
+    let names: std::collections::BTreeSet<&String> = old.env.keys().chain(new.env.keys()).collect();
+    for name in names {
+        let a = old.env.get(name).cloned().flatten();
+        let b = new.env.get(name).cloned().flatten();
+        if a != b {
+            changes.push(IdentityChange::Env { name: name.clone() });
+        }
+    }
+    changes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn files(map: BTreeMap<PathBuf, Vec<u8>>) -> impl Fn(&Path) -> io::Result<Vec<u8>> {
+        move |p: &Path| {
+            map.get(p)
+                .cloned()
+                .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+        }
+    }
+
+    #[test]
+    fn sha256_is_the_standard_digest() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn sources_follow_the_environment() {
+        let ws = Path::new("/ws");
+        let e = env(&[("HOME", "/home/u")]);
+        let oc = config_sources(BuiltinTransport::Opencode, ws, &e);
+        let paths: Vec<_> = oc.iter().map(|s| s.path.display().to_string()).collect();
+        assert_eq!(
+            paths,
+            [
+                "/home/u/.config/opencode/opencode.json",
+                "/home/u/.config/opencode/opencode.jsonc",
+                "/ws/opencode.json",
+                "/ws/opencode.jsonc"
+            ]
+        );
+        let e = env(&[
+            ("HOME", "/home/u"),
+            ("XDG_CONFIG_HOME", "/xdg"),
+            ("OPENCODE_CONFIG", "/etc/oc.json"),
+            ("CODEX_HOME", "/ch"),
+        ]);
+        let oc = config_sources(BuiltinTransport::Opencode, ws, &e);
+        assert_eq!(oc[0].path, Path::new("/xdg/opencode/opencode.json"));
+        assert!(oc.iter().any(|s| s.path == Path::new("/etc/oc.json")));
+        let cx = config_sources(BuiltinTransport::Codex, ws, &e);
+        assert_eq!(cx[0].path, Path::new("/ch/config.toml"));
+        let cx = config_sources(BuiltinTransport::Codex, ws, &env(&[("HOME", "/h")]));
+        assert_eq!(cx[0].path, Path::new("/h/.codex/config.toml"));
+        let cl = config_sources(BuiltinTransport::Claude, ws, &e);
+        assert_eq!(cl[0].path, Path::new("/ws/.claude/settings.json"));
+    }
+
+    #[test]
+    fn identity_and_changes() {
+        let ws = Path::new("/ws");
+        let e1 = env(&[("HOME", "/h"), ("ANTHROPIC_BASE_URL", "http://127.0.0.1:1")]);
+        let mut disk = BTreeMap::new();
+        disk.insert(PathBuf::from("/ws/.claude/settings.json"), b"{}".to_vec());
+        let input = IdentityInput {
+            transport: "claude",
+            builtin: Some(BuiltinTransport::Claude),
+            executable: Some("/usr/bin/claude".into()),
+            version: Some("2.1.328".into()),
+            provider_toml: None,
+            workspace: ws,
+            env: &e1,
+        };
+        let old = TransportIdentity::collect(&input, &files(disk.clone()));
+        assert_eq!(
+            old.configs["workspace_claude_settings"],
+            ConfigDigest::Sha256 {
+                hex: sha256_hex(b"{}")
+            }
+        );
+        assert_eq!(
+            old.launch_policy,
+            Some(sha256_hex(
+                launch_policy_text(BuiltinTransport::Claude).as_bytes()
+            ))
+        );
+        assert!(launch_policy_text(BuiltinTransport::Claude).contains("Bash(git push:*)"));
+        let json = serde_json::to_string(&old).unwrap();
+        assert!(
+            !json.contains("127.0.0.1"),
+            "env values never stored: {json}"
+        );
+        assert_eq!(compare(&old, &old), []);
+
+        disk.insert(
+            PathBuf::from("/ws/.claude/settings.json"),
+            b"{\"x\":1}".to_vec(),
+        );
+        let e2 = env(&[("HOME", "/h"), ("ANTHROPIC_BASE_URL", "http://127.0.0.1:2")]);
+        let new = TransportIdentity::collect(
+            &IdentityInput {
+                version: Some("2.1.329".into()),
+                env: &e2,
+                ..input.clone()
+            },
+            &files(disk),
+        );
+        let changes = compare(&old, &new);
+        assert_eq!(changes.len(), 3, "{changes:?}");
+        assert!(matches!(&changes[0], IdentityChange::Version { .. }));
+        assert!(
+            matches!(&changes[1], IdentityChange::Config { label, .. } if label == "workspace_claude_settings")
+        );
+        assert_eq!(
+            changes[2],
+            IdentityChange::Env {
+                name: "ANTHROPIC_BASE_URL".into()
+            }
+        );
+
+        let gone = TransportIdentity::collect(&input, &files(BTreeMap::new()));
+        assert_eq!(
+            gone.configs["workspace_claude_settings"],
+            ConfigDigest::Absent
+        );
+        let toml = TransportIdentity::collect(
+            &IdentityInput {
+                transport: "kilocode",
+                builtin: None,
+                provider_toml: Some(b"name = \"kilocode\""),
+                ..input.clone()
+            },
+            &files(BTreeMap::new()),
+        );
+        assert_eq!(toml.configs.len(), 1);
+        assert_eq!(toml.launch_policy, None);
+        assert!(
+            compare(&old, &toml)
+                .iter()
+                .any(|c| matches!(c, IdentityChange::Transport { .. }))
+        );
+        assert!(compare(&old, &toml).contains(&IdentityChange::LaunchPolicy));
+    }
+
+    #[test]
+    fn launch_policies_are_plannable_and_distinct() {
+        let texts: Vec<String> = BuiltinTransport::ALL
+            .into_iter()
+            .map(launch_policy_text)
+            .collect();
+        for text in &texts {
+            assert!(!text.contains("unplannable"), "{text}");
+            assert_eq!(text.lines().count(), 12, "{text}");
+        }
+        assert!(texts[1].contains("sandbox_mode"));
+        assert!(texts[0].contains("OPENCODE_CONFIG_CONTENT"));
+        assert_ne!(texts[0], texts[1]);
+    }
+
+    #[test]
+    fn unreadable_is_distinct_from_absent() {
+        let d = digest_of(Err(io::Error::from(io::ErrorKind::PermissionDenied)));
+        assert!(matches!(d, ConfigDigest::Unreadable { .. }));
+        assert_eq!(
+            digest_of(Err(io::Error::from(io::ErrorKind::NotFound))),
+            ConfigDigest::Absent
+        );
+    }
+
+    #[test]
+    fn executables_resolve_through_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("mycli");
+        std::fs::write(&bin, "#!/bin/sh\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let plain = dir.path().join("notexec");
+        std::fs::write(&plain, "").unwrap();
+        let path = format!("/nonexistent:{}", dir.path().display());
+        assert_eq!(resolve_executable("mycli", Some(&path)), Some(bin.clone()));
+        assert_eq!(resolve_executable("notexec", Some(&path)), None);
+        assert_eq!(resolve_executable("mycli", None), None);
+        assert_eq!(
+            resolve_executable(bin.to_str().unwrap(), None),
+            Some(bin.clone())
+        );
+    }
+}
