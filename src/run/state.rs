@@ -19,15 +19,7 @@ use crate::role::Role;
 
 pub const RUN_FORMAT: u64 = 1;
 
-/// Which model a role runs on, through which provider.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Route {
-    pub provider: ProviderName,
-    pub model: String,
-    pub effort: Option<String>,
-    /// A Codex `model_provider` override (`--<role>-provider`).
-    pub codex_model_provider: Option<String>,
-}
+pub use crate::transport::Route;
 
 /// Where the run's agents work.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
