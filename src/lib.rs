@@ -19,6 +19,7 @@ pub mod error;
 pub mod events;
 pub mod ids;
 pub mod pause;
+pub mod prices;
 pub mod provider;
 pub mod report;
 pub mod role;
