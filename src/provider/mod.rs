@@ -1,1 +1,26 @@
-//! (placeholder: owned by the provider registry work)
+//! The provider registry: built-in, bundled and user provider configurations, their validation,
+//! placeholder expansion, model families, the cross-model check and the probes.
+//!
+//! Owns: the provider TOML format ([`config`]), command templates ([`template`]), model families
+//! ([`family`]), verifier pairs on one family ([`cross_model`]), lookup and listing
+//! ([`registry`]) and version/models/auth/connection probes ([`probe`]).
+//! Invariants: a configuration handed out has been validated; files inside a project or
+//! workspace are never loaded (the registry only reads the explicit paths it is given); the
+//! names `opencode`, `claude` and `codex` always mean the built-ins. Design: `docs/providers-registry.md`.
+
+pub mod config;
+pub mod cross_model;
+pub mod family;
+pub mod location;
+pub mod probe;
+pub mod registry;
+pub mod template;
+
+pub use config::{
+    AuthConfig, AuthRoute, Billing, BuilderRetry, ConfigError, ConfigProblem, ConfigWarning,
+    ConnectionConfig, LoadedConfig, ModelListing, OutputMode, PromptMode, ProviderConfig,
+    RouteSpec, SandboxAdapter, load_config,
+};
+pub use cross_model::{SameFamilyPair, same_family_pairs};
+pub use family::{Family, family_of};
+pub use template::{ExpandError, Placeholder, TemplateValues, expand};
