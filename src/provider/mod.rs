@@ -8,6 +8,7 @@
 //! workspace are never loaded (the registry only reads the explicit paths it is given); the
 //! names `opencode`, `claude` and `codex` always mean the built-ins. Design: `docs/providers-registry.md`.
 
+pub mod builtin;
 pub mod config;
 pub mod cross_model;
 pub mod family;
@@ -23,4 +24,8 @@ pub use config::{
 };
 pub use cross_model::{SameFamilyPair, same_family_pairs};
 pub use family::{Family, family_of};
+pub use registry::{
+    ConfigPaths, ConfigSource, DefaultProvider, DefaultSource, IgnoredConfig, IgnoredReason,
+    LoadStatus, ProviderKind, ProviderListing, Registry, RegistryError, ResolvedProvider,
+};
 pub use template::{ExpandError, Placeholder, TemplateValues, expand};
