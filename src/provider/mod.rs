@@ -24,6 +24,10 @@ pub use config::{
 };
 pub use cross_model::{SameFamilyPair, same_family_pairs};
 pub use family::{Family, family_of};
+pub use probe::{
+    AuthReport, ConnectionStatus, ModelsReport, ProbeContext, ProbeError, check_auth,
+    connection_status, evaluate_auth, probe_models, probe_version, resolve_on_path,
+};
 pub use registry::{
     ConfigPaths, ConfigSource, DefaultProvider, DefaultSource, IgnoredConfig, IgnoredReason,
     LoadStatus, ProviderKind, ProviderListing, Registry, RegistryError, ResolvedProvider,
