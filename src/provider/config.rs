@@ -392,7 +392,7 @@ pub fn load_config(path: &Path, text: &str) -> Result<LoadedConfig, ConfigError>
             source_line: position.and_then(|p| line_text(text, p.line).map(str::to_owned)),
         }
     };
-    let doc = match toml::de::DeTable::parse(text) {
+    let doc = match parse_document(text) {
         Ok(doc) => doc,
         Err(error) => {
             let offset = error.span().map(|s| s.start);
@@ -463,6 +463,22 @@ pub fn load_config(path: &Path, text: &str) -> Result<LoadedConfig, ConfigError>
         warnings,
         same_family_pairs,
     })
+}
+
+/// Parses the span-carrying document. On failure, the error that comes first in the text: the
+/// parser recovers and may report a consequence (a missing comma on the next line) before its
+/// cause (an unterminated string).
+pub(crate) fn parse_document(
+    text: &str,
+) -> Result<toml::Spanned<toml::de::DeTable<'_>>, toml::de::Error> {
+    let (doc, errors) = toml::de::DeTable::parse_recoverable(text);
+    match errors
+        .into_iter()
+        .min_by_key(|e| e.span().map_or(usize::MAX, |s| s.start))
+    {
+        Some(first) => Err(first),
+        None => Ok(doc),
+    }
 }
 
 fn check_argv(key: KeyPath, argv: &[String], what: &'static str) -> Result<(), Invalid> {

@@ -12,6 +12,8 @@ pub mod builtin;
 pub mod config;
 pub mod cross_model;
 pub mod family;
+#[cfg(test)]
+mod fixture_tests;
 pub mod location;
 pub mod probe;
 pub mod registry;

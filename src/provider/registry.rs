@@ -532,7 +532,7 @@ fn default_from_settings(path: &Path, bytes: &[u8]) -> Result<Option<ProviderNam
             source_line: position.and_then(|p| line_text(text, p.line).map(str::to_owned)),
         }
     };
-    let doc = toml::de::DeTable::parse(text).map_err(|e| {
+    let doc = super::config::parse_document(text).map_err(|e| {
         located(
             e.span().map(|s| s.start),
             "default_provider",
