@@ -280,9 +280,34 @@ pub enum ConfigProblem {
     NameMismatch { name: String, file_stem: String },
 }
 
-/// A configuration that failed to load, with where and why.
+/// A configuration that failed to load, with where and why (boxed: it travels in `Result`s;
+/// read its fields through `Deref`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ConfigError {
+#[serde(transparent)]
+pub struct ConfigError(Box<ConfigErrorDetail>);
+
+impl ConfigError {
+    pub fn new(detail: ConfigErrorDetail) -> Self {
+        ConfigError(Box::new(detail))
+    }
+}
+
+impl std::ops::Deref for ConfigError {
+    type Target = ConfigErrorDetail;
+    fn deref(&self) -> &ConfigErrorDetail {
+        &self.0
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The content of a [`ConfigError`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConfigErrorDetail {
     pub file: PathBuf,
     pub position: Option<Position>,
     /// The key path the problem is about (`auth.routes[0].pattern`), when known.
@@ -293,7 +318,7 @@ pub struct ConfigError {
     pub source_line: Option<String>,
 }
 
-impl fmt::Display for ConfigError {
+impl fmt::Display for ConfigErrorDetail {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.file.display())?;
         if let Some(p) = self.position {
@@ -384,13 +409,13 @@ fn serde_path(path: &serde_ignored::Path<'_>) -> KeyPath {
 pub fn load_config(path: &Path, text: &str) -> Result<LoadedConfig, ConfigError> {
     let fail = |offset: Option<usize>, key: Option<String>, problem| {
         let position = offset.map(|o| position_of(text, o));
-        ConfigError {
+        ConfigError::new(ConfigErrorDetail {
             file: path.to_owned(),
             position,
             key,
             problem,
             source_line: position.and_then(|p| line_text(text, p.line).map(str::to_owned)),
-        }
+        })
     };
     let doc = match parse_document(text) {
         Ok(doc) => doc,

@@ -55,7 +55,8 @@ mod tests {
     #[test]
     fn pairs_table() {
         use Role::*;
-        let cases: Vec<(Vec<(Role, &str)>, Vec<(Role, Role, &str)>)> = vec![
+        type Case<'a> = (Vec<(Role, &'a str)>, Vec<(Role, Role, &'a str)>);
+        let cases: Vec<Case> = vec![
             // independent everywhere
             (
                 vec![

@@ -72,36 +72,36 @@ enum WordMatch {
 }
 
 /// The vendor vocabulary, in priority order.
-const VENDOR_WORDS: &[(&str, WordMatch, fn() -> Family)] = &[
-    ("gpt", WordMatch::Prefix, || Family::OpenAi),
-    ("chatgpt", WordMatch::Prefix, || Family::OpenAi),
-    ("o1", WordMatch::Exact, || Family::OpenAi),
-    ("o3", WordMatch::Exact, || Family::OpenAi),
-    ("o4", WordMatch::Exact, || Family::OpenAi),
-    ("codex", WordMatch::Prefix, || Family::OpenAi),
-    ("openai", WordMatch::Exact, || Family::OpenAi),
-    ("claude", WordMatch::Prefix, || Family::Anthropic),
-    ("sonnet", WordMatch::Exact, || Family::Anthropic),
-    ("opus", WordMatch::Exact, || Family::Anthropic),
-    ("haiku", WordMatch::Exact, || Family::Anthropic),
-    ("anthropic", WordMatch::Exact, || Family::Anthropic),
-    ("glm", WordMatch::Prefix, || Family::Glm),
-    ("chatglm", WordMatch::Prefix, || Family::Glm),
-    ("zhipu", WordMatch::Prefix, || Family::Glm),
-    ("zai", WordMatch::Exact, || Family::Glm),
-    ("mimo", WordMatch::Prefix, || Family::Mimo),
-    ("xiaomi", WordMatch::Prefix, || Family::Mimo),
-    ("qwen", WordMatch::Prefix, || Family::Qwen),
-    ("qwq", WordMatch::Prefix, || Family::Qwen),
-    ("alibaba", WordMatch::Exact, || Family::Qwen),
-    ("dashscope", WordMatch::Exact, || Family::Qwen),
-    ("deepseek", WordMatch::Prefix, || Family::DeepSeek),
-    ("kimi", WordMatch::Prefix, || Family::Kimi),
-    ("moonshot", WordMatch::Prefix, || Family::Kimi),
-    ("minimax", WordMatch::Prefix, || Family::MiniMax),
-    ("abab", WordMatch::Prefix, || Family::MiniMax),
-    ("gemini", WordMatch::Prefix, || Family::Gemini),
-    ("google", WordMatch::Exact, || Family::Gemini),
+const VENDOR_WORDS: &[(&str, WordMatch, Family)] = &[
+    ("gpt", WordMatch::Prefix, Family::OpenAi),
+    ("chatgpt", WordMatch::Prefix, Family::OpenAi),
+    ("o1", WordMatch::Exact, Family::OpenAi),
+    ("o3", WordMatch::Exact, Family::OpenAi),
+    ("o4", WordMatch::Exact, Family::OpenAi),
+    ("codex", WordMatch::Prefix, Family::OpenAi),
+    ("openai", WordMatch::Exact, Family::OpenAi),
+    ("claude", WordMatch::Prefix, Family::Anthropic),
+    ("sonnet", WordMatch::Exact, Family::Anthropic),
+    ("opus", WordMatch::Exact, Family::Anthropic),
+    ("haiku", WordMatch::Exact, Family::Anthropic),
+    ("anthropic", WordMatch::Exact, Family::Anthropic),
+    ("glm", WordMatch::Prefix, Family::Glm),
+    ("chatglm", WordMatch::Prefix, Family::Glm),
+    ("zhipu", WordMatch::Prefix, Family::Glm),
+    ("zai", WordMatch::Exact, Family::Glm),
+    ("mimo", WordMatch::Prefix, Family::Mimo),
+    ("xiaomi", WordMatch::Prefix, Family::Mimo),
+    ("qwen", WordMatch::Prefix, Family::Qwen),
+    ("qwq", WordMatch::Prefix, Family::Qwen),
+    ("alibaba", WordMatch::Exact, Family::Qwen),
+    ("dashscope", WordMatch::Exact, Family::Qwen),
+    ("deepseek", WordMatch::Prefix, Family::DeepSeek),
+    ("kimi", WordMatch::Prefix, Family::Kimi),
+    ("moonshot", WordMatch::Prefix, Family::Kimi),
+    ("minimax", WordMatch::Prefix, Family::MiniMax),
+    ("abab", WordMatch::Prefix, Family::MiniMax),
+    ("gemini", WordMatch::Prefix, Family::Gemini),
+    ("google", WordMatch::Exact, Family::Gemini),
 ];
 
 fn words(segment: &str) -> impl Iterator<Item = &str> {
@@ -116,7 +116,7 @@ fn family_of_word(word: &str) -> Option<Family> {
             WordMatch::Exact => word == *vendor,
             WordMatch::Prefix => word.starts_with(vendor),
         };
-        hit.then(family)
+        hit.then(|| family.clone())
     })
 }
 

@@ -20,9 +20,9 @@ pub mod registry;
 pub mod template;
 
 pub use config::{
-    AuthConfig, AuthRoute, Billing, BuilderRetry, ConfigError, ConfigProblem, ConfigWarning,
-    ConnectionConfig, LoadedConfig, ModelListing, OutputMode, PromptMode, ProviderConfig,
-    RouteSpec, SandboxAdapter, load_config,
+    AuthConfig, AuthRoute, Billing, BuilderRetry, ConfigError, ConfigErrorDetail, ConfigProblem,
+    ConfigWarning, ConnectionConfig, LoadedConfig, ModelListing, OutputMode, PromptMode,
+    ProviderConfig, RouteSpec, SandboxAdapter, load_config,
 };
 pub use cross_model::{SameFamilyPair, same_family_pairs};
 pub use family::{Family, family_of};

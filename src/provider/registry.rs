@@ -16,7 +16,8 @@ use sha2::{Digest, Sha256};
 
 use super::builtin::{BUILTIN_NAMES, BUNDLED, builtin, bundled_label, bundled_text, is_builtin};
 use super::config::{
-    ConfigError, ConfigProblem, ConfigWarning, LoadedConfig, ProviderConfig, load_config,
+    ConfigError, ConfigErrorDetail, ConfigProblem, ConfigWarning, LoadedConfig, ProviderConfig,
+    load_config,
 };
 use super::cross_model::SameFamilyPair;
 use super::location::{KeyPath, line_text, locate, position_of};
@@ -193,7 +194,7 @@ pub enum RegistryError {
         user_dir: PathBuf,
     },
     #[error("{0}")]
-    Config(Box<ConfigError>),
+    Config(ConfigError),
     #[error("cannot read {path}: {source}", path = .path.display())]
     Read {
         path: PathBuf,
@@ -208,7 +209,7 @@ pub enum RegistryError {
 
 impl From<ConfigError> for RegistryError {
     fn from(error: ConfigError) -> Self {
-        RegistryError::Config(Box::new(error))
+        RegistryError::Config(error)
     }
 }
 
@@ -242,13 +243,13 @@ fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, RegistryError> {
 }
 
 fn unreadable(path: &Path, message: String) -> ConfigError {
-    ConfigError {
+    ConfigError::new(ConfigErrorDetail {
         file: path.to_owned(),
         position: None,
         key: None,
         problem: ConfigProblem::Unreadable { message },
         source_line: None,
-    }
+    })
 }
 
 fn load_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedConfig, ConfigError> {
@@ -524,13 +525,13 @@ fn default_from_settings(path: &Path, bytes: &[u8]) -> Result<Option<ProviderNam
         std::str::from_utf8(bytes).map_err(|e| unreadable(path, format!("not UTF-8 ({e})")))?;
     let located = |offset: Option<usize>, key: &str, problem: ConfigProblem| {
         let position = offset.map(|o| position_of(text, o));
-        ConfigError {
+        ConfigError::new(ConfigErrorDetail {
             file: path.to_owned(),
             position,
             key: Some(key.to_owned()),
             problem,
             source_line: position.and_then(|p| line_text(text, p.line).map(str::to_owned)),
-        }
+        })
     };
     let doc = super::config::parse_document(text).map_err(|e| {
         located(
