@@ -160,3 +160,58 @@ fn unknown_key_fixture_warns_with_its_line() {
         )
     );
 }
+
+mod properties {
+    use super::super::builtin::bundled_text;
+    use super::super::config::load_config;
+    use super::super::family::family_of;
+    use super::super::location::position_of;
+    use super::super::template::{TemplateValues, expand, parse_arg};
+    use proptest::prelude::*;
+    use std::path::Path;
+
+    proptest! {
+        #[test]
+        fn template_parsing_never_panics(arg in ".{0,40}") {
+            let _ = parse_arg(&arg);
+            let _ = expand(std::slice::from_ref(&arg), &TemplateValues::default());
+        }
+
+        #[test]
+        fn brace_free_literals_expand_to_themselves(args in proptest::collection::vec("[^{}]{1,12}", 0..6)) {
+            prop_assert_eq!(expand(&args, &TemplateValues::default()), Ok(args.clone()));
+        }
+
+        #[test]
+        fn escaped_braces_round_trip(text in "[a-z{}]{0,20}") {
+            let escaped = text.replace('{', "{{").replace('}', "}}");
+            prop_assert_eq!(expand(&[escaped], &TemplateValues::default()), Ok(vec![text]));
+        }
+
+        #[test]
+        fn family_of_never_panics(id in ".{0,40}") {
+            prop_assert!(!family_of(&id).as_str().is_empty());
+        }
+
+        #[test]
+        fn loading_arbitrary_text_never_panics(text in ".{0,200}") {
+            let _ = load_config(Path::new("p.toml"), &text);
+        }
+
+        #[test]
+        fn truncated_bundled_files_fail_inside_the_text(cut in 0usize..2000) {
+            let text = bundled_text("kilocode").unwrap_or_default();
+            let mut cut = cut.min(text.len());
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            let truncated = &text[..cut];
+            if let Err(error) = load_config(Path::new("kilocode.toml"), truncated) {
+                if let Some(position) = error.position {
+                    let end = position_of(truncated, truncated.len());
+                    prop_assert!(position.line <= end.line, "{}", error);
+                }
+            }
+        }
+    }
+}

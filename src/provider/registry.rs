@@ -203,6 +203,8 @@ pub enum RegistryError {
     },
     #[error("neither XDG_CONFIG_HOME nor HOME is set to an absolute path")]
     NoConfigHome,
+    #[error("{0}")]
+    InvalidName(#[source] InvalidId),
     #[error("AUTOCODE_PROVIDER: {0}")]
     InvalidEnvDefault(#[source] InvalidId),
 }
@@ -329,6 +331,12 @@ impl Registry {
             known: self.list().into_iter().map(|l| l.name).collect(),
             user_dir: self.paths.user_dir.clone(),
         })
+    }
+
+    /// [`Registry::resolve`] for a name as typed (`--provider NAME`).
+    pub fn resolve_name(&self, name: &str) -> Result<ResolvedProvider, RegistryError> {
+        let name = ProviderName::new(name).map_err(RegistryError::InvalidName)?;
+        self.resolve(&name)
     }
 
     /// The `*.toml` files in the user directory, sorted, as (stem, path).
