@@ -206,11 +206,11 @@ mod properties {
                 cut -= 1;
             }
             let truncated = &text[..cut];
-            if let Err(error) = load_config(Path::new("kilocode.toml"), truncated) {
-                if let Some(position) = error.position {
-                    let end = position_of(truncated, truncated.len());
-                    prop_assert!(position.line <= end.line, "{}", error);
-                }
+            if let Err(error) = load_config(Path::new("kilocode.toml"), truncated)
+                && let Some(position) = error.position
+            {
+                let end = position_of(truncated, truncated.len());
+                prop_assert!(position.line <= end.line, "{}", error);
             }
         }
     }
