@@ -441,10 +441,18 @@ pub fn load_config(path: &Path, text: &str) -> Result<LoadedConfig, ConfigError>
         Ok(config) => config,
         Err(error) => {
             let offset = error.span().map(|s| s.start);
-            let key = offset
-                .map(|o| path_at(doc.get_ref(), o))
-                .filter(|k| !k.is_root())
-                .map(|k| k.to_string());
+            // A missing field is reported on its table's span: name the field under that table
+            // (the whole document's span means the top level).
+            let table = match error.span() {
+                Some(span) if span == doc.span() => KeyPath::root(),
+                Some(span) => path_at(doc.get_ref(), span.start),
+                None => KeyPath::root(),
+            };
+            let key = match missing_field(error.message()) {
+                Some(field) => Some(table.push_key(field)),
+                None => Some(table).filter(|k| !k.is_root()),
+            }
+            .map(|k| k.to_string());
             return Err(fail(
                 offset,
                 key,
@@ -488,6 +496,15 @@ pub fn load_config(path: &Path, text: &str) -> Result<LoadedConfig, ConfigError>
         warnings,
         same_family_pairs,
     })
+}
+
+/// The field named by serde's "missing field `x`" message.
+fn missing_field(message: &str) -> Option<&str> {
+    message
+        .trim()
+        .strip_prefix("missing field `")?
+        .split('`')
+        .next()
 }
 
 /// Parses the span-carrying document. On failure, the error that comes first in the text: the

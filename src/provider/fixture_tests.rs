@@ -215,3 +215,40 @@ mod properties {
         }
     }
 }
+#[test]
+fn missing_fields_name_the_field_under_its_table() {
+    let base = super::builtin::bundled_text("kilocode").unwrap_or_default();
+    let cases = [
+        (
+            "command = [\"kilo\", \"run\", \"--auto\", \"--dir\", \"{workspace}\", \"--model\", \"{model}\", \"--variant\", \"{effort}\", \"--format\", \"json\"]\n",
+            "",
+            "kilocode.toml:1:1: key `command`: missing field `command`",
+        ),
+        (
+            "command = [\"kilo\", \"auth\", \"list\"]\n",
+            "",
+            "kilocode.toml:17:1: key `auth.command`: missing field `command`",
+        ),
+        (
+            "expect = \"oauth\"\n\n[[auth.routes]]\nmodels = \"alibaba",
+            "\n[[auth.routes]]\nmodels = \"alibaba",
+            "kilocode.toml:21:1: key `auth.routes[0].expect`: missing field `expect`",
+        ),
+        (
+            "terra = { model = \"openai/gpt-5.6-terra\", effort",
+            "terra = { effort",
+            "kilocode.toml:11:9: key `roles.terra.model`: missing field `model`",
+        ),
+    ];
+    for (from, to, want) in cases {
+        let text = base.replacen(from, to, 1);
+        assert_ne!(text, base, "{from}");
+        match load_config(Path::new("kilocode.toml"), &text) {
+            Ok(_) => panic!("{from}: loaded"),
+            Err(error) => {
+                let rendered = error.to_string();
+                assert!(rendered.starts_with(want), "{rendered}");
+            }
+        }
+    }
+}

@@ -24,7 +24,10 @@ const CAPTURE_LIMIT: usize = 1 << 20;
 /// How probes run: the complete environment, the working directory, the time limit.
 #[derive(Debug, Clone)]
 pub struct ProbeContext {
+    /// Everything the probe sees (nothing is inherited). Pass the agents' filtered environment
+    /// so a check sees what a stage will see; `forbid_env` is checked against it too.
     pub env: Env,
+    /// Prefer a neutral directory: tools such as OpenCode read project config from their cwd.
     pub cwd: PathBuf,
     pub timeout: Duration,
 }
