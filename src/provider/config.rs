@@ -373,7 +373,8 @@ pub struct LoadedConfig {
 }
 
 /// A validation failure before it is placed in a file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("key `{key}`: {problem}")]
 pub struct Invalid {
     pub key: KeyPath,
     pub problem: ConfigProblem,
