@@ -1,0 +1,853 @@
+//! Probes of a provider's tool: version, models, login (auth routes) and connection status.
+//!
+//! Every process goes through [`crate::supervise::run`] with the environment the caller gives
+//! (nothing is inherited), stdin from /dev/null, captured output and a timeout. Commands are
+//! argv arrays run without a shell; the program is resolved on the given env's `PATH` by
+//! [`resolve_on_path`]. The decisions are pure functions ([`evaluate_auth`],
+//! [`parse_model_lines`], [`first_line`], [`classify_status`]) so they are table-tested without
+//! processes. A connection status command's output is never returned.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::config::{AuthRoute, Billing, ModelListing, ProviderConfig};
+use super::registry::Env;
+use crate::supervise::{self, Exit, LaunchSpec, StdinSource, StdioMode};
+
+/// Output kept per stream: listings are small; a runaway tool is cut here.
+const CAPTURE_LIMIT: usize = 1 << 20;
+
+/// How probes run: the complete environment, the working directory, the time limit.
+#[derive(Debug, Clone)]
+pub struct ProbeContext {
+    /// Everything the probe sees (nothing is inherited). Pass the agents' filtered environment
+    /// so a check sees what a stage will see; `forbid_env` is checked against it too.
+    pub env: Env,
+    /// Prefer a neutral directory: tools such as OpenCode read project config from their cwd.
+    pub cwd: PathBuf,
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ProbeError {
+    #[error("the provider has no {what}")]
+    NotConfigured { what: &'static str },
+    #[error("`{program}` is not on PATH")]
+    NotOnPath { program: String },
+    #[error("cannot run `{program}`: {message}")]
+    Launch { program: String, message: String },
+    #[error("`{command}` timed out after {seconds}s")]
+    TimedOut { command: String, seconds: u64 },
+    #[error("`{command}` failed ({exit}){detail}", exit = exit_text(*.exit), detail = tail_text(.stderr_tail))]
+    Failed {
+        command: String,
+        exit: Exit,
+        /// The last lines of stderr, ANSI stripped.
+        stderr_tail: String,
+    },
+}
+
+fn exit_text(exit: Exit) -> String {
+    match exit {
+        Exit::Code(code) => format!("exit {code}"),
+        Exit::Signal(signal) => format!("signal {signal}"),
+        Exit::TimedOut => "timed out".to_owned(),
+    }
+}
+
+fn tail_text(tail: &str) -> String {
+    if tail.is_empty() {
+        String::new()
+    } else {
+        format!(": {tail}")
+    }
+}
+
+/// The executable `name` resolves to on `path_var` (a `PATH` value). A name holding `/` is taken
+/// as a path. Empty and relative `PATH` entries are skipped: they would depend on the cwd.
+pub fn resolve_on_path(name: &str, path_var: &OsStr) -> Option<PathBuf> {
+    fn executable(path: &Path) -> bool {
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    }
+    if name.is_empty() {
+        return None;
+    }
+    if name.contains('/') {
+        let path = PathBuf::from(name);
+        return executable(&path).then_some(path);
+    }
+    std::env::split_paths(path_var)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(name))
+        .find(|candidate| executable(candidate))
+}
+
+/// Terminal escape codes removed, invalid UTF-8 replaced.
+pub fn clean_text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(&strip_ansi_escapes::strip(bytes)).into_owned()
+}
+
+/// The first non-blank line, trimmed.
+pub fn first_line(text: &str) -> Option<String> {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(str::to_owned)
+}
+
+/// One model id per line; blank lines dropped, lines trimmed.
+pub fn parse_model_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn stderr_tail(bytes: &[u8]) -> String {
+    let text = clean_text(bytes);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(3)..].join(" | ")
+}
+
+async fn run_argv(
+    label: &str,
+    argv: &[String],
+    ctx: &ProbeContext,
+    stdin: StdinSource,
+    stdio: StdioMode,
+) -> Result<supervise::Finished, ProbeError> {
+    let (program, args) = argv.split_first().ok_or(ProbeError::NotConfigured {
+        what: "command (it is empty)",
+    })?;
+    let path_var = ctx
+        .env
+        .get(&OsString::from("PATH"))
+        .cloned()
+        .unwrap_or_default();
+    let resolved = resolve_on_path(program, &path_var).ok_or_else(|| ProbeError::NotOnPath {
+        program: program.clone(),
+    })?;
+    let spec = LaunchSpec {
+        label: label.to_owned(),
+        program: resolved.into_os_string(),
+        args: args.iter().map(OsString::from).collect(),
+        env: ctx.env.clone(),
+        cwd: ctx.cwd.clone(),
+        stdin,
+        stdio,
+        timeout: Some(ctx.timeout),
+    };
+    let finished = supervise::run(spec).await.map_err(|e| ProbeError::Launch {
+        program: program.clone(),
+        message: e.to_string(),
+    })?;
+    if finished.exit == Exit::TimedOut {
+        return Err(ProbeError::TimedOut {
+            command: argv.join(" "),
+            seconds: ctx.timeout.as_secs(),
+        });
+    }
+    Ok(finished)
+}
+
+async fn run_ok(label: &str, argv: &[String], ctx: &ProbeContext) -> Result<String, ProbeError> {
+    let finished = run_argv(
+        label,
+        argv,
+        ctx,
+        StdinSource::Null,
+        StdioMode::Captured {
+            limit: CAPTURE_LIMIT,
+        },
+    )
+    .await?;
+    if finished.exit != Exit::Code(0) {
+        return Err(ProbeError::Failed {
+            command: argv.join(" "),
+            exit: finished.exit,
+            stderr_tail: stderr_tail(&finished.stderr),
+        });
+    }
+    Ok(clean_text(&finished.stdout))
+}
+
+/// The tool's version: the first line of `version_command`'s output.
+pub async fn probe_version(
+    config: &ProviderConfig,
+    ctx: &ProbeContext,
+) -> Result<String, ProbeError> {
+    let argv = config
+        .version_command
+        .as_ref()
+        .ok_or(ProbeError::NotConfigured {
+            what: "version_command",
+        })?;
+    let out = run_ok("version probe", argv, ctx).await?;
+    first_line(&out).ok_or_else(|| ProbeError::Failed {
+        command: argv.join(" "),
+        exit: Exit::Code(0),
+        stderr_tail: "it printed no version".to_owned(),
+    })
+}
+
+/// Where a model list came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelsSource {
+    Command,
+    Static,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ModelsReport {
+    pub source: ModelsSource,
+    pub models: Vec<String>,
+}
+
+/// The tool's models: `models_command`'s lines, or the static list.
+pub async fn probe_models(
+    config: &ProviderConfig,
+    ctx: &ProbeContext,
+) -> Result<ModelsReport, ProbeError> {
+    match config.model_listing() {
+        ModelListing::Static(models) => Ok(ModelsReport {
+            source: ModelsSource::Static,
+            models: models.to_vec(),
+        }),
+        ModelListing::Command(argv) => {
+            let out = run_ok("models probe", argv, ctx).await?;
+            Ok(ModelsReport {
+                source: ModelsSource::Command,
+                models: parse_model_lines(&out),
+            })
+        }
+        ModelListing::None => Err(ProbeError::NotConfigured {
+            what: "models_command or models list",
+        }),
+    }
+}
+
+/// The verdict on one auth route.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum RouteOutcome {
+    /// Every match equals `expect`.
+    Pass,
+    /// The pattern matched nothing: the login is absent.
+    NoMatch,
+    /// Some match differs from `expect` (the login has the wrong mode).
+    Mismatch { found: Vec<String> },
+    /// The pattern does not compile (loading refuses this; kept total).
+    BadPattern { message: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RouteCheck {
+    /// The route's model prefix.
+    pub models: String,
+    pub name: String,
+    pub billing: Option<Billing>,
+    pub expect: String,
+    /// The selected models this route serves.
+    pub selected: Vec<String>,
+    #[serde(flatten)]
+    pub outcome: RouteOutcome,
+}
+
+/// The login check's verdict (`ok` false pauses with `PAUSED_BILLING_ROUTE`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuthReport {
+    pub ok: bool,
+    pub routes: Vec<RouteCheck>,
+    /// Selected models no declared route serves (only when routes are declared).
+    pub unrouted_models: Vec<String>,
+    /// `forbid_env` names present in the environment (names only, never values).
+    pub forbidden_env: Vec<String>,
+    /// Why the listing command failed, when it did.
+    pub listing_failed: Option<String>,
+}
+
+impl AuthReport {
+    fn recompute_ok(&mut self) {
+        self.ok = self.listing_failed.is_none()
+            && self.forbidden_env.is_empty()
+            && self.unrouted_models.is_empty()
+            && self.routes.iter().all(|r| r.outcome == RouteOutcome::Pass);
+    }
+}
+
+fn route_for<'a>(model: &str, routes: &'a [AuthRoute]) -> Option<(usize, &'a AuthRoute)> {
+    routes
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| model.starts_with(&r.models))
+        .max_by_key(|(i, r)| (r.models.len(), std::cmp::Reverse(*i)))
+}
+
+fn judge(listing: &str, route: &AuthRoute) -> RouteOutcome {
+    let pattern = match regex::Regex::new(&route.pattern) {
+        Ok(p) => p,
+        Err(e) => {
+            return RouteOutcome::BadPattern {
+                message: e.to_string(),
+            };
+        }
+    };
+    // Each line on its own: `^`/`$` anchor at line ends with or without `(?m)`.
+    let found: Vec<String> = listing
+        .lines()
+        .map(|l| l.trim_end_matches('\r'))
+        .flat_map(|line| {
+            pattern
+                .captures_iter(line)
+                .filter_map(|c| c.get(1).or_else(|| c.get(0)).map(|m| m.as_str().to_owned()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    if found.is_empty() {
+        RouteOutcome::NoMatch
+    } else if found.iter().all(|f| *f == route.expect) {
+        RouteOutcome::Pass
+    } else {
+        RouteOutcome::Mismatch { found }
+    }
+}
+
+/// Judges an auth listing for the selected `models`: each model goes to the route with the
+/// longest matching prefix; every route that serves a selected model must match `expect` on
+/// every match of its pattern (group 1, else the whole match), and at least once. ANSI codes
+/// are stripped first. `forbidden_env` and `listing_failed` are left empty for the caller.
+pub fn evaluate_auth(listing: &str, routes: &[AuthRoute], models: &[String]) -> AuthReport {
+    let listing = clean_text(listing.as_bytes());
+    let mut selected: Vec<Vec<String>> = vec![Vec::new(); routes.len()];
+    let mut unrouted = Vec::new();
+    for model in models {
+        match route_for(model, routes) {
+            Some((i, _)) => {
+                if let Some(list) = selected.get_mut(i)
+                    && !list.contains(model)
+                {
+                    list.push(model.clone());
+                }
+            }
+            None if !routes.is_empty() && !unrouted.contains(model) => unrouted.push(model.clone()),
+            None => {}
+        }
+    }
+    let checks = routes
+        .iter()
+        .zip(selected)
+        .filter(|(_, models)| !models.is_empty())
+        .map(|(route, selected)| RouteCheck {
+            models: route.models.clone(),
+            name: route.display_name().to_owned(),
+            billing: route.billing,
+            expect: route.expect.clone(),
+            selected,
+            outcome: judge(&listing, route),
+        })
+        .collect();
+    let mut report = AuthReport {
+        ok: false,
+        routes: checks,
+        unrouted_models: unrouted,
+        forbidden_env: Vec::new(),
+        listing_failed: None,
+    };
+    report.recompute_ok();
+    report
+}
+
+/// The `forbid` names set (even to an empty value) in `env`.
+pub fn forbidden_env_present(forbid: &[String], env: &Env) -> Vec<String> {
+    forbid
+        .iter()
+        .filter(|name| env.contains_key(&OsString::from(name.as_str())))
+        .cloned()
+        .collect()
+}
+
+/// Runs the `[auth]` check for the selected `models` in `ctx.env` (which is also the
+/// environment `forbid_env` is checked against).
+pub async fn check_auth(
+    config: &ProviderConfig,
+    models: &[String],
+    ctx: &ProbeContext,
+) -> Result<AuthReport, ProbeError> {
+    let auth = config.auth.as_ref().ok_or(ProbeError::NotConfigured {
+        what: "[auth] table",
+    })?;
+    let (listing, failed) = match run_ok("auth probe", &auth.command, ctx).await {
+        Ok(listing) => (listing, None),
+        Err(error @ (ProbeError::Failed { .. } | ProbeError::TimedOut { .. })) => {
+            (String::new(), Some(error.to_string()))
+        }
+        Err(other) => return Err(other),
+    };
+    let mut report = evaluate_auth(&listing, &auth.routes, models);
+    report.forbidden_env = forbidden_env_present(&auth.forbid_env, &ctx.env);
+    report.listing_failed = failed;
+    report.recompute_ok();
+    Ok(report)
+}
+
+/// What a `[connection]` status command said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum ConnectionStatus {
+    /// Exit 0: credentials present.
+    Present,
+    /// Exit 1: sign-in required.
+    SignInRequired,
+    /// Any other ending: the check itself failed.
+    CheckFailed { exit: Exit },
+    /// No `status_command`: login is not checked.
+    Unchecked,
+}
+
+/// The status command's exit, classified.
+pub fn classify_status(exit: Exit) -> ConnectionStatus {
+    match exit {
+        Exit::Code(0) => ConnectionStatus::Present,
+        Exit::Code(1) => ConnectionStatus::SignInRequired,
+        other => ConnectionStatus::CheckFailed { exit: other },
+    }
+}
+
+/// Runs `[connection].status_command`; its output is discarded.
+pub async fn connection_status(
+    config: &ProviderConfig,
+    ctx: &ProbeContext,
+) -> Result<ConnectionStatus, ProbeError> {
+    let Some(argv) = config
+        .connection
+        .as_ref()
+        .and_then(|c| c.status_command.as_ref())
+    else {
+        return Ok(ConnectionStatus::Unchecked);
+    };
+    let finished = match run_argv(
+        "connection status",
+        argv,
+        ctx,
+        StdinSource::Null,
+        StdioMode::Captured { limit: 0 },
+    )
+    .await
+    {
+        Ok(finished) => finished,
+        Err(ProbeError::TimedOut { .. }) => {
+            return Ok(ConnectionStatus::CheckFailed {
+                exit: Exit::TimedOut,
+            });
+        }
+        Err(other) => return Err(other),
+    };
+    Ok(classify_status(finished.exit))
+}
+
+/// Runs `[connection].login_command` on the terminal (interactive) and returns how it ended.
+pub async fn run_login(config: &ProviderConfig, ctx: &ProbeContext) -> Result<Exit, ProbeError> {
+    let argv = config
+        .connection
+        .as_ref()
+        .and_then(|c| c.login_command.as_ref())
+        .ok_or(ProbeError::NotConfigured {
+            what: "[connection] login_command",
+        })?;
+    let finished = run_argv(
+        "connection login",
+        argv,
+        ctx,
+        StdinSource::Inherit,
+        StdioMode::Terminal,
+    )
+    .await?;
+    Ok(finished.exit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::builtin::{builtin, bundled_text};
+    use crate::provider::config::load_config;
+    use crate::provider::config::{AuthConfig, ConnectionConfig};
+
+    fn route(models: &str, pattern: &str, expect: &str) -> AuthRoute {
+        AuthRoute {
+            models: models.into(),
+            pattern: pattern.into(),
+            expect: expect.into(),
+            name: None,
+            billing: None,
+        }
+    }
+
+    fn kilo_routes() -> Vec<AuthRoute> {
+        let loaded = load_config(
+            Path::new("kilocode.toml"),
+            bundled_text("kilocode").unwrap(),
+        )
+        .unwrap();
+        loaded.config.auth.unwrap().routes
+    }
+
+    fn ms(models: &[&str]) -> Vec<String> {
+        models.iter().map(|m| m.to_string()).collect()
+    }
+
+    const KILO_LISTING: &str = "\u{1b}[1mCredentials\u{1b}[0m ~/.local/share/kilo/auth.json\n\
+        \u{1b}[32m●\u{1b}[0m OpenAI \u{1b}[2moauth\u{1b}[0m\n\
+        • Zhipu AI Coding Plan api\n\
+        ● Alibaba Token Plan oauth\r\n\
+        \n2 credentials\n";
+
+    #[test]
+    fn auth_table() {
+        let routes = kilo_routes();
+        // (models, ok, per-route outcomes in route order, unrouted)
+        type Case = (
+            &'static [&'static str],
+            bool,
+            Vec<(&'static str, RouteOutcome)>,
+            &'static [&'static str],
+        );
+        let cases: Vec<Case> = vec![
+            (
+                &["openai/gpt-5.6-sol"],
+                true,
+                vec![("openai/", RouteOutcome::Pass)],
+                &[],
+            ),
+            (
+                &["openai/gpt-5.6-sol", "zhipuai-coding-plan/glm-5.3"],
+                true,
+                vec![
+                    ("openai/", RouteOutcome::Pass),
+                    ("zhipuai-coding-plan/", RouteOutcome::Pass),
+                ],
+                &[],
+            ),
+            (
+                &["alibaba-token-plan/qwen3.8-max"],
+                false,
+                vec![(
+                    "alibaba-token-plan/",
+                    RouteOutcome::Mismatch {
+                        found: vec!["oauth".into()],
+                    },
+                )],
+                &[],
+            ),
+            (
+                &["kilo/x"],
+                false,
+                vec![("kilo/", RouteOutcome::NoMatch)],
+                &[],
+            ),
+            (
+                &["zai-coding-plan/glm-4.6"],
+                false,
+                vec![("zai-coding-plan/", RouteOutcome::NoMatch)],
+                &[],
+            ),
+            (&["mistral/large"], false, vec![], &["mistral/large"]),
+            (&[], true, vec![], &[]),
+        ];
+        for (models, ok, outcomes, unrouted) in cases {
+            let report = evaluate_auth(KILO_LISTING, &routes, &ms(models));
+            let got: Vec<_> = report
+                .routes
+                .iter()
+                .map(|r| (r.models.as_str(), r.outcome.clone()))
+                .collect();
+            assert_eq!(got, outcomes, "{models:?}");
+            assert_eq!(report.ok, ok, "{models:?}");
+            assert_eq!(report.unrouted_models, ms(unrouted), "{models:?}");
+        }
+    }
+
+    #[test]
+    fn auth_details() {
+        // every match must equal expect
+        let routes = vec![route("gpt-", r"^Logged in using (\w+)$", "ChatGPT")];
+        let two = "Logged in using ChatGPT\nLogged in using ApiKey\n";
+        let r = evaluate_auth(two, &routes, &ms(&["gpt-6-sol"]));
+        assert_eq!(
+            r.routes[0].outcome,
+            RouteOutcome::Mismatch {
+                found: ms(&["ChatGPT", "ApiKey"])
+            }
+        );
+        // whole match when there is no group
+        let routes = vec![route("gpt-", r"ChatGPT", "ChatGPT")];
+        assert!(evaluate_auth("using ChatGPT", &routes, &ms(&["gpt-x"])).ok);
+        // no routes declared: nothing required
+        assert!(evaluate_auth("", &[], &ms(&["anything"])).ok);
+        // the longest prefix wins
+        let routes = vec![route("openai/", "A", "A"), route("openai/gpt-", "B", "B")];
+        let r = evaluate_auth("B", &routes, &ms(&["openai/gpt-6"]));
+        assert_eq!(r.routes.len(), 1);
+        assert_eq!((r.routes[0].models.as_str(), r.ok), ("openai/gpt-", true));
+        // a model selected twice is listed once; the name defaults to the prefix
+        let r = evaluate_auth("A", &routes[..1], &ms(&["openai/x", "openai/x"]));
+        assert_eq!(r.routes[0].selected, ms(&["openai/x"]));
+        assert_eq!(r.routes[0].name, "openai/");
+        // codex_receipts' own pattern with (?m)
+        let codex = load_config(
+            Path::new("codex_receipts.toml"),
+            bundled_text("codex_receipts").unwrap(),
+        )
+        .unwrap();
+        let routes = codex.config.auth.unwrap().routes;
+        assert!(evaluate_auth("Logged in using ChatGPT\n", &routes, &ms(&["gpt-6-sol"])).ok);
+        assert!(
+            !evaluate_auth(
+                "Logged in using an API key - sk-...\n",
+                &routes,
+                &ms(&["gpt-6-sol"])
+            )
+            .ok
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["routes"][0]["outcome"], "pass");
+    }
+
+    #[test]
+    fn pure_helpers() {
+        assert_eq!(
+            first_line("\n  kilo 1.2.3  \nmore"),
+            Some("kilo 1.2.3".into())
+        );
+        assert_eq!(first_line("\n \n"), None);
+        assert_eq!(
+            parse_model_lines(&clean_text(b"\x1b[1mopenai/gpt-6-sol\x1b[0m\n\n  glm-5 \n")),
+            ms(&["openai/gpt-6-sol", "glm-5"])
+        );
+        assert_eq!(classify_status(Exit::Code(0)), ConnectionStatus::Present);
+        assert_eq!(
+            classify_status(Exit::Code(1)),
+            ConnectionStatus::SignInRequired
+        );
+        assert_eq!(
+            classify_status(Exit::Code(2)),
+            ConnectionStatus::CheckFailed {
+                exit: Exit::Code(2)
+            }
+        );
+        assert_eq!(
+            classify_status(Exit::Signal(9)),
+            ConnectionStatus::CheckFailed {
+                exit: Exit::Signal(9)
+            }
+        );
+        let env: Env = [("OPENAI_API_KEY", ""), ("HOME", "/h")]
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect();
+        assert_eq!(
+            forbidden_env_present(&ms(&["OPENAI_API_KEY", "CODEX_API_KEY"]), &env),
+            ms(&["OPENAI_API_KEY"])
+        );
+    }
+
+    struct Bin {
+        dir: tempfile::TempDir,
+    }
+
+    impl Bin {
+        fn new() -> Self {
+            Bin {
+                dir: tempfile::tempdir().unwrap(),
+            }
+        }
+        fn script(&self, name: &str, body: &str) -> PathBuf {
+            let path = self.dir.path().join(name);
+            std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+            path
+        }
+        fn ctx(&self, extra: &[(&str, &str)]) -> ProbeContext {
+            let mut env: Env = extra
+                .iter()
+                .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+                .collect();
+            let path = format!("{}:/usr/bin:/bin", self.dir.path().display());
+            env.insert("PATH".into(), path.into());
+            ProbeContext {
+                env,
+                cwd: self.dir.path().to_owned(),
+                timeout: Duration::from_secs(20),
+            }
+        }
+    }
+
+    #[test]
+    fn resolve_on_path_rules() {
+        let bin = Bin::new();
+        let tool = bin.script("faketool", "exit 0");
+        let plain = bin.dir.path().join("notexec");
+        std::fs::write(&plain, "x").unwrap();
+        let path_var = OsString::from(format!("rel/dir::{}", bin.dir.path().display()));
+        assert_eq!(resolve_on_path("faketool", &path_var), Some(tool.clone()));
+        assert_eq!(resolve_on_path("notexec", &path_var), None);
+        assert_eq!(resolve_on_path("missing", &path_var), None);
+        assert_eq!(resolve_on_path("", &path_var), None);
+        assert_eq!(
+            resolve_on_path(tool.to_str().unwrap(), OsStr::new("")),
+            Some(tool)
+        );
+        // relative PATH entries are skipped
+        assert_eq!(resolve_on_path("faketool", OsStr::new("rel")), None);
+    }
+
+    fn config_with(
+        version: &[&str],
+        models: &[&str],
+        auth: &[&str],
+        status: &[&str],
+    ) -> ProviderConfig {
+        let mut config = builtin("opencode").unwrap();
+        config.version_command = Some(ms(version));
+        config.models_command = Some(ms(models));
+        config.auth = Some(AuthConfig {
+            command: ms(auth),
+            forbid_env: ms(&["OPENAI_API_KEY"]),
+            routes: kilo_routes(),
+        });
+        config.connection = Some(ConnectionConfig {
+            login_command: None,
+            status_command: Some(ms(status)),
+        });
+        config
+    }
+
+    #[tokio::test]
+    async fn probes_run_through_the_boundary() {
+        let bin = Bin::new();
+        bin.script(
+            "fk",
+            r#"case "$1" in
+  --version) printf '\033[1mfk 1.18.33\033[0m\nbuild abc\n' ;;
+  models) printf 'openai/gpt-5.6-sol\n\n  zhipuai-coding-plan/glm-5.3\n' ;;
+  auth) printf '%s\n' "$AUTH_LISTING" ;;
+  status) exit "$STATUS_CODE" ;;
+  fail) echo "bad thing" >&2; exit 3 ;;
+esac"#,
+        );
+        let config = config_with(
+            &["fk", "--version"],
+            &["fk", "models"],
+            &["fk", "auth"],
+            &["fk", "status"],
+        );
+        let ctx = bin.ctx(&[("AUTH_LISTING", "● OpenAI oauth"), ("STATUS_CODE", "1")]);
+        assert_eq!(probe_version(&config, &ctx).await.unwrap(), "fk 1.18.33");
+        let models = probe_models(&config, &ctx).await.unwrap();
+        assert_eq!(models.source, ModelsSource::Command);
+        assert_eq!(
+            models.models,
+            ms(&["openai/gpt-5.6-sol", "zhipuai-coding-plan/glm-5.3"])
+        );
+        let report = check_auth(&config, &ms(&["openai/gpt-5.6-sol"]), &ctx)
+            .await
+            .unwrap();
+        assert!(report.ok, "{report:?}");
+        let report = check_auth(&config, &ms(&["zhipuai-coding-plan/glm-5.3"]), &ctx)
+            .await
+            .unwrap();
+        assert!(!report.ok);
+        assert_eq!(
+            connection_status(&config, &ctx).await.unwrap(),
+            ConnectionStatus::SignInRequired
+        );
+        let ctx0 = bin.ctx(&[("STATUS_CODE", "0"), ("OPENAI_API_KEY", "sk")]);
+        assert_eq!(
+            connection_status(&config, &ctx0).await.unwrap(),
+            ConnectionStatus::Present
+        );
+        let ctx7 = bin.ctx(&[("STATUS_CODE", "7")]);
+        assert_eq!(
+            connection_status(&config, &ctx7).await.unwrap(),
+            ConnectionStatus::CheckFailed {
+                exit: Exit::Code(7)
+            }
+        );
+        // forbid_env is checked against the given environment
+        let report = check_auth(&config, &ms(&["openai/gpt-5.6-sol"]), &ctx0)
+            .await
+            .unwrap();
+        assert_eq!(report.forbidden_env, ms(&["OPENAI_API_KEY"]));
+        assert!(!report.ok);
+        // a failing listing fails the check, with the reason
+        let failing = config_with(
+            &["fk", "fail"],
+            &["fk", "fail"],
+            &["fk", "fail"],
+            &["fk", "status"],
+        );
+        let report = check_auth(&failing, &ms(&["openai/x"]), &ctx)
+            .await
+            .unwrap();
+        assert!(!report.ok);
+        assert!(
+            report
+                .listing_failed
+                .as_deref()
+                .unwrap_or("")
+                .contains("(exit 3): bad thing"),
+            "{report:?}"
+        );
+        let e = probe_version(&failing, &ctx).await.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ProbeError::Failed {
+                    exit: Exit::Code(3),
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        // static lists and missing tools
+        let codex = builtin("codex").unwrap();
+        assert_eq!(
+            probe_models(&codex, &ctx).await.unwrap().source,
+            ModelsSource::Static
+        );
+        let missing = config_with(&["no-such-tool-xyz"], &["x"], &["x"], &["x"]);
+        assert_eq!(
+            probe_version(&missing, &ctx).await.unwrap_err(),
+            ProbeError::NotOnPath {
+                program: "no-such-tool-xyz".into()
+            }
+        );
+        let claude = builtin("claude").unwrap();
+        assert!(matches!(
+            probe_models(&claude, &ctx).await,
+            Err(ProbeError::NotConfigured { .. })
+        ));
+        assert_eq!(
+            connection_status(&claude, &ctx).await.unwrap(),
+            ConnectionStatus::Unchecked
+        );
+    }
+
+    #[tokio::test]
+    async fn probes_time_out() {
+        let bin = Bin::new();
+        bin.script("slow", "exec sleep 30");
+        let mut config = builtin("opencode").unwrap();
+        config.version_command = Some(ms(&["slow"]));
+        let mut ctx = bin.ctx(&[]);
+        ctx.timeout = Duration::from_millis(200);
+        let e = probe_version(&config, &ctx).await.unwrap_err();
+        assert!(matches!(e, ProbeError::TimedOut { .. }), "{e}");
+    }
+}
