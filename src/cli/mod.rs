@@ -5,8 +5,11 @@
 //! stderr (`-v`, `-vv`; `RUST_LOG` overrides). `main` stays thin: each command lives in its own
 //! file and returns `Result<ExitCode, EdgeError>`.
 
+mod connections;
+mod context;
 mod explain;
 mod output;
+mod providers;
 
 use std::process::ExitCode;
 
@@ -28,6 +31,14 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// List and inspect providers (built-ins, bundled and user TOML configs).
+    #[command(subcommand)]
+    Providers(providers::ProvidersCommand),
+    /// Providers' sign-in state and login commands.
+    #[command(subcommand)]
+    Connections(connections::ConnectionsCommand),
+    /// The models a provider offers.
+    Models(providers::ModelsArgs),
     /// Explain a pause code and print the command that continues it.
     Explain(explain::ExplainArgs),
 }
@@ -37,6 +48,9 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     output::init_tracing(cli.verbose);
     let outcome = match cli.command {
+        Command::Providers(command) => providers::run(command),
+        Command::Models(args) => providers::models(args),
+        Command::Connections(command) => connections::run(command),
         Command::Explain(args) => explain::run(args),
     };
     match outcome {
@@ -49,7 +63,6 @@ pub fn main() -> ExitCode {
 }
 
 /// Builds the async runtime for commands that start processes or serve sockets.
-#[allow(dead_code)]
 fn runtime() -> Result<tokio::runtime::Runtime, EdgeError> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()

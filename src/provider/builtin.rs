@@ -8,7 +8,9 @@
 
 use std::collections::BTreeMap;
 
-use super::config::{BuilderRetry, OutputMode, PromptMode, ProviderConfig, RouteSpec};
+use super::config::{
+    BuilderRetry, ConnectionConfig, OutputMode, PromptMode, ProviderConfig, RouteSpec,
+};
 use crate::ids::ProviderName;
 use crate::role::RoleKey;
 
@@ -87,7 +89,10 @@ fn opencode() -> Option<ProviderConfig> {
         ]),
         auth: None,
         builder_retry: None,
-        connection: None,
+        connection: Some(ConnectionConfig {
+            login_command: Some(argv(&["opencode", "auth", "login"])),
+            status_command: None,
+        }),
     })
 }
 
@@ -135,7 +140,10 @@ fn codex() -> Option<ProviderConfig> {
         ]),
         auth: None,
         builder_retry: None,
-        connection: None,
+        connection: Some(ConnectionConfig {
+            login_command: Some(argv(&["codex", "login"])),
+            status_command: Some(argv(&["codex", "login", "status"])),
+        }),
     })
 }
 
@@ -173,7 +181,10 @@ fn claude() -> Option<ProviderConfig> {
             checker_model: OPUS.to_owned(),
             strong_effort: "xhigh".to_owned(),
         }),
-        connection: None,
+        connection: Some(ConnectionConfig {
+            login_command: Some(argv(&["claude", "auth", "login"])),
+            status_command: Some(argv(&["claude", "auth", "status"])),
+        }),
     })
 }
 

@@ -127,3 +127,17 @@ mod tests {
         );
     }
 }
+
+impl std::fmt::Display for SameFamilyPair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} ({}) checks {} ({}) on the same model family `{}`",
+            self.verifier,
+            self.verifier_model,
+            self.checked,
+            self.checked_model,
+            self.family.as_str()
+        )
+    }
+}

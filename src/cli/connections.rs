@@ -1,0 +1,151 @@
+//! `autocode connections list|check|login`: the sign-in state of each provider, from its
+//! `[connection]` table. The status command makes no model request: exit 0 = credentials present,
+//! 1 = sign-in required, anything else = the check failed. Its output is never printed. The login
+//! command runs attached to the terminal.
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde::Serialize;
+
+use super::context::Context;
+use super::output;
+use crate::error::{EdgeError, exit};
+use crate::provider::{self, ConnectionStatus, ProviderKind};
+use crate::supervise::Exit;
+
+#[derive(Debug, Subcommand)]
+pub enum ConnectionsCommand {
+    /// Every provider and how its sign-in is checked.
+    List(ListArgs),
+    /// Run a provider's status command (no model traffic).
+    Check(ProviderArg),
+    /// Run a provider's login command on this terminal.
+    Login(ProviderArg),
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ProviderArg {
+    #[arg(long)]
+    pub provider: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct ConnectionRow {
+    name: String,
+    kind: ProviderKind,
+    login_command: Option<Vec<String>>,
+    status_command: Option<Vec<String>>,
+}
+
+#[derive(Debug, Serialize)]
+struct CheckOutput {
+    provider: String,
+    #[serde(flatten)]
+    status: ConnectionStatus,
+}
+
+pub fn run(command: ConnectionsCommand) -> Result<ExitCode, EdgeError> {
+    let ctx = Context::from_process()?;
+    match command {
+        ConnectionsCommand::List(args) => {
+            let rows: Vec<ConnectionRow> = ctx
+                .registry
+                .list()
+                .into_iter()
+                .filter_map(|l| {
+                    let resolved = ctx.registry.resolve_name(&l.name).ok()?;
+                    let conn = resolved.config.connection.clone().unwrap_or_default();
+                    Some(ConnectionRow {
+                        name: l.name,
+                        kind: l.kind,
+                        login_command: conn.login_command,
+                        status_command: conn.status_command,
+                    })
+                })
+                .collect();
+            if args.json {
+                output::print_json(&rows)?;
+            } else {
+                let text: Vec<String> = rows
+                    .iter()
+                    .map(|r| {
+                        format!(
+                            "{:<16} status: {:<28} login: {}",
+                            r.name,
+                            r.status_command
+                                .as_ref()
+                                .map(|c| c.join(" "))
+                                .unwrap_or_else(|| "unchecked".into()),
+                            r.login_command
+                                .as_ref()
+                                .map(|c| c.join(" "))
+                                .unwrap_or_else(|| "none configured".into())
+                        )
+                    })
+                    .collect();
+                output::print_stdout(&text.join("\n"))?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ConnectionsCommand::Check(args) => {
+            let resolved = ctx.resolve(Some(&args.provider))?;
+            let probe = ctx.probe_context(Some(&resolved));
+            let status = super::runtime()?
+                .block_on(provider::connection_status(&resolved.config, &probe))
+                .map_err(EdgeError::internal)?;
+            let ok = matches!(
+                status,
+                ConnectionStatus::Present | ConnectionStatus::Unchecked
+            );
+            let out = CheckOutput {
+                provider: resolved.name.to_string(),
+                status,
+            };
+            if args.json {
+                output::print_json(&out)?;
+            } else {
+                let text = match status {
+                    ConnectionStatus::Present => "credentials present".to_owned(),
+                    ConnectionStatus::SignInRequired => format!(
+                        "sign-in required: autocode connections login --provider {}",
+                        resolved.name
+                    ),
+                    ConnectionStatus::CheckFailed { exit } => {
+                        format!("the status check failed ({exit:?})")
+                    }
+                    ConnectionStatus::Unchecked => {
+                        "unchecked: the provider has no [connection] status_command".to_owned()
+                    }
+                };
+                output::print_stdout(&format!("{}: {text}", resolved.name))?;
+            }
+            Ok(ExitCode::from(if ok { exit::OK } else { exit::FAILED }))
+        }
+        ConnectionsCommand::Login(args) => {
+            let resolved = ctx.resolve(Some(&args.provider))?;
+            let mut probe = ctx.probe_context(Some(&resolved));
+            // An interactive login may take as long as the person needs.
+            probe.timeout = std::time::Duration::from_secs(24 * 3600);
+            let exit = super::runtime()?
+                .block_on(provider::probe::run_login(&resolved.config, &probe))
+                .map_err(|e| {
+                    EdgeError::usage(e).hint(
+                        "add login_command to the provider's [connection] table, or sign in with the tool itself",
+                    )
+                })?;
+            Ok(match exit {
+                Exit::Code(0) => ExitCode::SUCCESS,
+                _ => ExitCode::from(exit::FAILED),
+            })
+        }
+    }
+}
