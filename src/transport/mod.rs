@@ -27,6 +27,7 @@ pub mod claude_auth;
 pub mod codex;
 pub mod identity;
 pub mod opencode;
+pub mod toml_tool;
 
 use crate::agent_env::AgentEnvironment;
 use crate::ids::{ProviderName, SessionId};
@@ -179,6 +180,10 @@ pub enum PlanError {
     OpencodeInlineConfig { error: String },
     #[error("the report schema cannot be serialized: {error}")]
     Schema { error: String },
+    #[error("provider {provider:?}: its command template cannot be expanded: {error}")]
+    Template { provider: String, error: String },
+    #[error("provider {provider:?} has no `resume` template, so a session cannot be continued")]
+    NoResume { provider: String },
 }
 
 /// The built-in transports. The strings are the reserved provider names.
@@ -227,6 +232,18 @@ pub fn plan_launch(request: &StageRequest) -> Result<LaunchPlan, PlanError> {
         None => Err(PlanError::NotBuiltin {
             provider: request.route.provider.to_string(),
         }),
+    }
+}
+
+/// Plans a stage on `config`'s provider: a built-in transport, or the TOML tool's template.
+pub fn plan_for_provider(
+    request: &StageRequest,
+    config: &crate::provider::ProviderConfig,
+) -> Result<LaunchPlan, PlanError> {
+    if BuiltinTransport::for_provider(&request.route.provider).is_some() {
+        plan_launch(request)
+    } else {
+        toml_tool::plan(request, config)
     }
 }
 

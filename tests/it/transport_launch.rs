@@ -635,3 +635,92 @@ fn a_broken_git_file_is_an_error_not_a_guess() {
     let err = ensure_git_exclusions(dir.path()).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
 }
+
+/// TOML-registered tools: the bundled kilocode config, expanded for a stage.
+#[test]
+fn toml_tool_kilocode_plans_with_and_without_effort_and_resumes() {
+    use autocode::provider::builtin::bundled_text;
+    use autocode::provider::load_config;
+    use autocode::transport::{plan_for_provider, toml_tool};
+
+    let text = bundled_text("kilocode").unwrap();
+    let config = load_config(Path::new("providers/kilocode.toml"), text)
+        .unwrap()
+        .config;
+    let req = request(
+        "kilocode",
+        Role::Builder,
+        "openai/gpt-5.6-terra",
+        Some("medium"),
+    );
+    let plan = plan_for_provider(&req, &config).unwrap();
+    assert_eq!(plan.program, "kilo");
+    assert_eq!(
+        plan.args,
+        [
+            "run",
+            "--auto",
+            "--dir",
+            WS,
+            "--model",
+            "openai/gpt-5.6-terra",
+            "--variant",
+            "medium",
+            "--format",
+            "json"
+        ]
+    );
+    assert_eq!(plan.stdin, req.prompt.as_bytes());
+    assert_eq!(plan.cwd, Path::new(WS));
+    assert_no_secret_reaches_the_child(&plan);
+    // No effort: `--variant {effort}` disappears entirely.
+    let plan = toml_tool::plan(&request("kilocode", Role::Builder, "m/x", None), &config).unwrap();
+    assert!(!plan.args.iter().any(|a| a == "--variant" || a.is_empty()));
+    // Resume appends the resume template.
+    let mut resumed = request("kilocode", Role::Tester, "m/x", None);
+    resumed.resume_session = Some(autocode::ids::SessionId::new("ses_abc").unwrap());
+    let plan = toml_tool::plan(&resumed, &config).unwrap();
+    assert_eq!(&plan.args[plan.args.len() - 2..], ["--session", "ses_abc"]);
+}
+
+#[test]
+fn toml_tool_prompt_file_and_report_file() {
+    use autocode::provider::load_config;
+    use autocode::transport::toml_tool;
+
+    let text = r#"
+name = "filetool"
+command = ["filetool", "--prompt", "{prompt_file}", "--out", "{report}", "--schema", "{schema}"]
+prompt = "file"
+output = "report_file"
+models = ["alpha-1", "beta-2"]
+version_command = ["filetool", "--version"]
+
+[roles]
+astra = { model = "alpha-1" }
+terra = { model = "alpha-1" }
+sol = { model = "beta-2" }
+completion = { model = "beta-2" }
+glm = { model = "alpha-1" }
+plan_reviewer = { model = "beta-2" }
+"#;
+    let config = load_config(Path::new("filetool.toml"), text)
+        .unwrap()
+        .config;
+    let req = request("filetool", Role::Tester, "beta-2", None);
+    let plan = toml_tool::plan(&req, &config).unwrap();
+    assert!(plan.stdin.is_empty());
+    let prompt_path = Path::new(STAGE).join("prompt.md");
+    assert!(
+        plan.files
+            .iter()
+            .any(|f| f.path == prompt_path && f.contents == req.prompt)
+    );
+    assert!(plan.files.iter().any(|f| f.path == req.schema_path));
+    assert_eq!(plan.args[1], prompt_path.to_string_lossy());
+    assert_eq!(plan.args[3], req.report_path.to_string_lossy());
+    // This tool has no resume template: a session cannot be continued.
+    let mut resumed = req.clone();
+    resumed.resume_session = Some(autocode::ids::SessionId::new("s1").unwrap());
+    assert!(toml_tool::plan(&resumed, &config).is_err());
+}
