@@ -364,7 +364,8 @@ type HttpResponse = Response<Full<Bytes>>;
 
 fn respond(status: u16, content_type: &str, body: String) -> HttpResponse {
     let mut response = Response::new(Full::new(Bytes::from(body)));
-    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    *response.status_mut() =
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     if let Ok(value) = HeaderValue::from_str(content_type) {
         response.headers_mut().insert(CONTENT_TYPE, value);
     }
@@ -378,10 +379,10 @@ fn json_response(status: u16, body: &Value) -> HttpResponse {
 async fn handle(state: Arc<State>, request: Request<Incoming>) -> Result<HttpResponse, HangUp> {
     let seq = state.seq.fetch_add(1, Ordering::Relaxed).saturating_add(1);
     let method = request.method().clone();
-    let path = request
-        .uri()
-        .path_and_query()
-        .map_or_else(|| request.uri().path().to_owned(), |pq| pq.as_str().to_owned());
+    let path = request.uri().path_and_query().map_or_else(
+        || request.uri().path().to_owned(),
+        |pq| pq.as_str().to_owned(),
+    );
     let route = request.uri().path().trim_end_matches('/').to_owned();
     let header = |name| {
         request
@@ -435,7 +436,10 @@ async fn handle(state: Arc<State>, request: Request<Incoming>) -> Result<HttpRes
         return Ok(response);
     };
     entry.api = Some(api);
-    let body = match Limited::new(request.into_body(), MAX_BODY_BYTES).collect().await {
+    let body = match Limited::new(request.into_body(), MAX_BODY_BYTES)
+        .collect()
+        .await
+    {
         Ok(collected) => collected.to_bytes(),
         Err(error) => {
             entry.action = Action::BadRequest;
@@ -484,9 +488,10 @@ fn choose_conversation<'a>(
         .enumerate()
         .find(|(_, conversation)| match &conversation.match_rule {
             MatchRule::Default => true,
-            MatchRule::PromptContains(needle) => {
-                request.prompts.iter().any(|prompt| prompt.contains(needle.as_str()))
-            }
+            MatchRule::PromptContains(needle) => request
+                .prompts
+                .iter()
+                .any(|prompt| prompt.contains(needle.as_str())),
             MatchRule::LastPromptContains(needle) => request
                 .prompts
                 .last()

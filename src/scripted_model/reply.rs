@@ -344,13 +344,28 @@ mod tests {
     #[test]
     fn shell_arguments_follow_each_cli_schema() {
         let cases = [
-            (tool("bash", json!({"properties":{"command":{"type":"string"}}})), json!({"command":"ls"})),
-            (tool("exec_command", json!({"properties":{"cmd":{"type":"string"}}})), json!({"cmd":"ls"})),
             (
-                tool("Bash", json!({"properties":{"command":{"type":"string"},"description":{"type":"string"}}})),
+                tool("bash", json!({"properties":{"command":{"type":"string"}}})),
+                json!({"command":"ls"}),
+            ),
+            (
+                tool(
+                    "exec_command",
+                    json!({"properties":{"cmd":{"type":"string"}}}),
+                ),
+                json!({"cmd":"ls"}),
+            ),
+            (
+                tool(
+                    "Bash",
+                    json!({"properties":{"command":{"type":"string"},"description":{"type":"string"}}}),
+                ),
                 json!({"command":"ls","description":DEFAULT_DESCRIPTION}),
             ),
-            (tool("shell", json!({"properties":{"command":{"type":"array"}}})), json!({"command":["bash","-lc","ls"]})),
+            (
+                tool("shell", json!({"properties":{"command":{"type":"array"}}})),
+                json!({"command":["bash","-lc","ls"]}),
+            ),
         ];
         for (offered, expected) in cases {
             let name = offered.name.clone();
@@ -374,12 +389,18 @@ mod tests {
             thinking: None,
             repeat: 1,
         };
-        let opencode = request(vec![tool("write", json!({"properties":{"filePath":{},"content":{}}}))]);
+        let opencode = request(vec![tool(
+            "write",
+            json!({"properties":{"filePath":{},"content":{}}}),
+        )]);
         assert_eq!(
             tool_call(plan_step(&step, &opencode, 0).unwrap()).arguments,
             json!({"filePath":"a/b.txt","content":"x\n"})
         );
-        let claude = request(vec![tool("Write", json!({"properties":{"file_path":{},"content":{}}}))]);
+        let claude = request(vec![tool(
+            "Write",
+            json!({"properties":{"file_path":{},"content":{}}}),
+        )]);
         assert_eq!(
             tool_call(plan_step(&step, &claude, 0).unwrap()).arguments,
             json!({"file_path":"a/b.txt","content":"x\n"})

@@ -93,13 +93,12 @@ enum Entry {
 impl ModelRequest {
     /// Parses `body` as a request of `api`.
     pub fn parse(api: Api, body: &[u8]) -> Result<ModelRequest, RequestError> {
-        let value: Value =
-            serde_json::from_slice(body).map_err(|error| RequestError::NotJson(error.to_string()))?;
+        let value: Value = serde_json::from_slice(body)
+            .map_err(|error| RequestError::NotJson(error.to_string()))?;
         let object = value.as_object().ok_or(RequestError::NotAnObject)?;
         let mut entries: Vec<(Entry, String)> = Vec::new();
         let mut system_text = String::new();
-        let tools;
-        match api {
+        let tools: Vec<OfferedTool> = match api {
             Api::ChatCompletions => {
                 for message in array(object, "messages") {
                     let role = str_field(message, "role").unwrap_or_default();
@@ -115,7 +114,7 @@ impl ModelRequest {
                     };
                     entries.push((entry, text));
                 }
-                tools = array(object, "tools")
+                array(object, "tools")
                     .filter_map(|tool| {
                         let function = tool.get("function")?;
                         Some(OfferedTool {
@@ -123,7 +122,7 @@ impl ModelRequest {
                             schema: function.get("parameters").cloned(),
                         })
                     })
-                    .collect();
+                    .collect()
             }
             Api::Responses => {
                 if let Some(instructions) = object.get("instructions").and_then(Value::as_str) {
@@ -153,7 +152,7 @@ impl ModelRequest {
                     }
                     _ => {}
                 }
-                tools = array(object, "tools")
+                array(object, "tools")
                     .filter_map(|tool| {
                         let name = str_field(tool, "name").or_else(|| str_field(tool, "type"))?;
                         Some(OfferedTool {
@@ -161,7 +160,7 @@ impl ModelRequest {
                             schema: tool.get("parameters").cloned(),
                         })
                     })
-                    .collect();
+                    .collect()
             }
             Api::AnthropicMessages => {
                 system_text.push_str(&content_text(object.get("system")));
@@ -183,17 +182,16 @@ impl ModelRequest {
                     };
                     entries.push((entry, text));
                 }
-                tools = array(object, "tools")
+                array(object, "tools")
                     .filter_map(|tool| {
                         Some(OfferedTool {
                             name: str_field(tool, "name")?.to_owned(),
                             schema: tool.get("input_schema").cloned(),
                         })
                     })
-                    .collect();
+                    .collect()
             }
-        }
-        let tools: Vec<OfferedTool> = tools;
+        };
         let assistant_turns = count_model_runs(entries.iter().map(|(entry, _)| *entry));
         let since_last_prompt = match entries.iter().rposition(|(e, _)| *e == Entry::Prompt) {
             Some(position) => count_model_runs(
@@ -215,7 +213,10 @@ impl ModelRequest {
                 .get("model")
                 .and_then(Value::as_str)
                 .map(str::to_owned),
-            stream: object.get("stream").and_then(Value::as_bool).unwrap_or(false),
+            stream: object
+                .get("stream")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
             include_usage: object
                 .get("stream_options")
                 .and_then(|options| options.get("include_usage"))
@@ -311,7 +312,10 @@ mod tests {
         assert!(!agent.title_call);
         assert_eq!(agent.assistant_turns, 1);
         assert_eq!(agent.prompts, vec!["do it".to_owned()]);
-        assert_eq!(agent.tool("bash").unwrap().property_type("command"), Some("string"));
+        assert_eq!(
+            agent.tool("bash").unwrap().property_type("command"),
+            Some("string")
+        );
     }
 
     #[test]
@@ -369,12 +373,33 @@ mod tests {
 
     #[test]
     fn real_fixture_bodies_parse() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real-clis");
+        let root =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real-clis");
         let cases = [
-            ("opencode/happy/mock/full_002_v1_chat_completions.json", Api::ChatCompletions, true, 0),
-            ("opencode/happy/mock/full_003_v1_chat_completions_tools.json", Api::ChatCompletions, false, 10),
-            ("codex/happy/mock/full_002_v1_responses_tools.json", Api::Responses, false, 9),
-            ("claude/happy/mock/full_002_v1_messages_tools.json", Api::AnthropicMessages, false, 8),
+            (
+                "opencode/happy/mock/full_002_v1_chat_completions.json",
+                Api::ChatCompletions,
+                true,
+                0,
+            ),
+            (
+                "opencode/happy/mock/full_003_v1_chat_completions_tools.json",
+                Api::ChatCompletions,
+                false,
+                10,
+            ),
+            (
+                "codex/happy/mock/full_002_v1_responses_tools.json",
+                Api::Responses,
+                false,
+                9,
+            ),
+            (
+                "claude/happy/mock/full_002_v1_messages_tools.json",
+                Api::AnthropicMessages,
+                false,
+                8,
+            ),
         ];
         for (file, api, title_call, tool_count) in cases {
             let capture: Value =

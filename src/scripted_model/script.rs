@@ -389,17 +389,32 @@ mod tests {
     #[test]
     fn faults_precede_their_turn_until_served() {
         let conversation = conversation(vec![text(1), error(2), text(1)]);
-        assert_eq!(conversation.resolve(1, |_| 0), Resolved::Fault { step_index: 1 });
-        assert_eq!(conversation.resolve(1, |_| 1), Resolved::Fault { step_index: 1 });
-        assert_eq!(conversation.resolve(1, |_| 2), Resolved::Turn { step_index: 2 });
+        assert_eq!(
+            conversation.resolve(1, |_| 0),
+            Resolved::Fault { step_index: 1 }
+        );
+        assert_eq!(
+            conversation.resolve(1, |_| 1),
+            Resolved::Fault { step_index: 1 }
+        );
+        assert_eq!(
+            conversation.resolve(1, |_| 2),
+            Resolved::Turn { step_index: 2 }
+        );
         // A fault never applies to an earlier turn.
-        assert_eq!(conversation.resolve(0, |_| 0), Resolved::Turn { step_index: 0 });
+        assert_eq!(
+            conversation.resolve(0, |_| 0),
+            Resolved::Turn { step_index: 0 }
+        );
     }
 
     #[test]
     fn trailing_faults_apply_after_the_last_turn() {
         let conversation = conversation(vec![error(3)]);
-        assert_eq!(conversation.resolve(0, |_| 2), Resolved::Fault { step_index: 0 });
+        assert_eq!(
+            conversation.resolve(0, |_| 2),
+            Resolved::Fault { step_index: 0 }
+        );
         assert_eq!(conversation.resolve(0, |_| 3), Resolved::Exhausted);
     }
 
@@ -447,7 +462,8 @@ report = { status = "done", checks = [] }
 
     #[test]
     fn invalid_scripts_give_typed_errors() {
-        let unknown_key = "[[conversation]]\nname='a'\n[[conversation.step]]\nkind='text'\ntext='x'\nbogus=1\n";
+        let unknown_key =
+            "[[conversation]]\nname='a'\n[[conversation.step]]\nkind='text'\ntext='x'\nbogus=1\n";
         assert!(matches!(
             Script::parse(unknown_key, ScriptSyntax::Toml, Path::new("a.toml")),
             Err(ScriptError::Toml { .. })
@@ -458,7 +474,8 @@ report = { status = "done", checks = [] }
             Script::parse(bad_status, ScriptSyntax::Toml, Path::new("a.toml")),
             Err(ScriptError::Invalid { .. })
         ));
-        let zero_times = "[[conversation]]\nname='a'\n[[conversation.step]]\nkind='garbage'\ntimes=0\n";
+        let zero_times =
+            "[[conversation]]\nname='a'\n[[conversation.step]]\nkind='garbage'\ntimes=0\n";
         assert!(matches!(
             Script::parse(zero_times, ScriptSyntax::Toml, Path::new("a.toml")),
             Err(ScriptError::Invalid { .. })

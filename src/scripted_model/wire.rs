@@ -132,7 +132,10 @@ fn sse_data(out: &mut String, value: &Value) {
 }
 
 fn sse_event(out: &mut String, value: &Value) {
-    let name = value.get("type").and_then(Value::as_str).unwrap_or("message");
+    let name = value
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("message");
     out.push_str("event: ");
     out.push_str(name);
     out.push('\n');
@@ -173,7 +176,10 @@ mod chat {
                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
         };
         let mut out = String::new();
-        sse_data(&mut out, &chunk(json!({"role": "assistant", "content": ""}), None));
+        sse_data(
+            &mut out,
+            &chunk(json!({"role": "assistant", "content": ""}), None),
+        );
         if let Some(thinking) = &answer.thinking {
             for piece in pieces(thinking) {
                 sse_data(&mut out, &chunk(json!({"reasoning_content": piece}), None));
@@ -244,13 +250,17 @@ mod responses {
                               "summary": [{"type": "summary_text", "text": thinking}]}));
         }
         if let Some(text) = &answer.text {
-            items.push(json!({"type": "message", "id": ids.with("msg"), "role": "assistant",
+            items.push(
+                json!({"type": "message", "id": ids.with("msg"), "role": "assistant",
                 "status": "completed",
-                "content": [{"type": "output_text", "text": text, "annotations": []}]}));
+                "content": [{"type": "output_text", "text": text, "annotations": []}]}),
+            );
         }
         if let Some(call) = &answer.tool_call {
-            items.push(json!({"type": "function_call", "id": ids.with("fc"), "call_id": ids.with("call"),
-                "name": call.name, "arguments": call.arguments.to_string(), "status": "completed"}));
+            items.push(
+                json!({"type": "function_call", "id": ids.with("fc"), "call_id": ids.with("call"),
+                "name": call.name, "arguments": call.arguments.to_string(), "status": "completed"}),
+            );
         }
         items
     }
@@ -291,48 +301,91 @@ mod responses {
             match kind {
                 "reasoning" => {
                     added["summary"] = json!([]);
-                    emit(&mut out, json!({"type": "response.output_item.added", "output_index": index, "item": added}));
+                    emit(
+                        &mut out,
+                        json!({"type": "response.output_item.added", "output_index": index, "item": added}),
+                    );
                     let text = answer.thinking.as_deref().unwrap_or_default();
-                    emit(&mut out, json!({"type": "response.reasoning_summary_part.added", "item_id": item_id,
-                        "output_index": index, "summary_index": 0, "part": {"type": "summary_text", "text": ""}}));
+                    emit(
+                        &mut out,
+                        json!({"type": "response.reasoning_summary_part.added", "item_id": item_id,
+                        "output_index": index, "summary_index": 0, "part": {"type": "summary_text", "text": ""}}),
+                    );
                     for piece in pieces(text) {
-                        emit(&mut out, json!({"type": "response.reasoning_summary_text.delta", "item_id": item_id,
-                            "output_index": index, "summary_index": 0, "delta": piece}));
+                        emit(
+                            &mut out,
+                            json!({"type": "response.reasoning_summary_text.delta", "item_id": item_id,
+                            "output_index": index, "summary_index": 0, "delta": piece}),
+                        );
                     }
-                    emit(&mut out, json!({"type": "response.reasoning_summary_text.done", "item_id": item_id,
-                        "output_index": index, "summary_index": 0, "text": text}));
-                    emit(&mut out, json!({"type": "response.reasoning_summary_part.done", "item_id": item_id,
-                        "output_index": index, "summary_index": 0, "part": {"type": "summary_text", "text": text}}));
+                    emit(
+                        &mut out,
+                        json!({"type": "response.reasoning_summary_text.done", "item_id": item_id,
+                        "output_index": index, "summary_index": 0, "text": text}),
+                    );
+                    emit(
+                        &mut out,
+                        json!({"type": "response.reasoning_summary_part.done", "item_id": item_id,
+                        "output_index": index, "summary_index": 0, "part": {"type": "summary_text", "text": text}}),
+                    );
                 }
                 "message" => {
                     added["content"] = json!([]);
                     added["status"] = json!("in_progress");
-                    emit(&mut out, json!({"type": "response.output_item.added", "output_index": index, "item": added}));
+                    emit(
+                        &mut out,
+                        json!({"type": "response.output_item.added", "output_index": index, "item": added}),
+                    );
                     let text = answer.text.as_deref().unwrap_or_default();
-                    emit(&mut out, json!({"type": "response.content_part.added", "item_id": item_id,
+                    emit(
+                        &mut out,
+                        json!({"type": "response.content_part.added", "item_id": item_id,
                         "output_index": index, "content_index": 0,
-                        "part": {"type": "output_text", "text": "", "annotations": []}}));
+                        "part": {"type": "output_text", "text": "", "annotations": []}}),
+                    );
                     for piece in pieces(text) {
-                        emit(&mut out, json!({"type": "response.output_text.delta", "item_id": item_id,
-                            "output_index": index, "content_index": 0, "delta": piece}));
+                        emit(
+                            &mut out,
+                            json!({"type": "response.output_text.delta", "item_id": item_id,
+                            "output_index": index, "content_index": 0, "delta": piece}),
+                        );
                     }
-                    emit(&mut out, json!({"type": "response.output_text.done", "item_id": item_id,
-                        "output_index": index, "content_index": 0, "text": text}));
-                    emit(&mut out, json!({"type": "response.content_part.done", "item_id": item_id,
+                    emit(
+                        &mut out,
+                        json!({"type": "response.output_text.done", "item_id": item_id,
+                        "output_index": index, "content_index": 0, "text": text}),
+                    );
+                    emit(
+                        &mut out,
+                        json!({"type": "response.content_part.done", "item_id": item_id,
                         "output_index": index, "content_index": 0,
-                        "part": {"type": "output_text", "text": text, "annotations": []}}));
+                        "part": {"type": "output_text", "text": text, "annotations": []}}),
+                    );
                 }
                 _ => {
-                    let arguments = item.get("arguments").and_then(Value::as_str).unwrap_or_default().to_owned();
+                    let arguments = item
+                        .get("arguments")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned();
                     added["arguments"] = json!("");
                     added["status"] = json!("in_progress");
-                    emit(&mut out, json!({"type": "response.output_item.added", "output_index": index, "item": added}));
+                    emit(
+                        &mut out,
+                        json!({"type": "response.output_item.added", "output_index": index, "item": added}),
+                    );
                     for piece in pieces(&arguments) {
-                        emit(&mut out, json!({"type": "response.function_call_arguments.delta", "item_id": item_id,
-                            "output_index": index, "delta": piece}));
+                        emit(
+                            &mut out,
+                            json!({"type": "response.function_call_arguments.delta", "item_id": item_id,
+                            "output_index": index, "delta": piece}),
+                        );
                     }
-                    emit(&mut out, json!({"type": "response.function_call_arguments.done", "item_id": item_id,
-                        "output_index": index, "arguments": arguments}));
+                    emit(
+                        &mut out,
+                        json!({"type": "response.function_call_arguments.done", "item_id": item_id,
+                        "output_index": index, "arguments": arguments}),
+                    );
                 }
             }
             emit(
@@ -376,14 +429,18 @@ mod anthropic {
     fn blocks(answer: &Answer, ids: &Ids) -> Vec<Value> {
         let mut blocks = Vec::new();
         if let Some(thinking) = &answer.thinking {
-            blocks.push(json!({"type": "thinking", "thinking": thinking, "signature": THINKING_SIGNATURE}));
+            blocks.push(
+                json!({"type": "thinking", "thinking": thinking, "signature": THINKING_SIGNATURE}),
+            );
         }
         if let Some(text) = &answer.text {
             blocks.push(json!({"type": "text", "text": text}));
         }
         if let Some(call) = &answer.tool_call {
-            blocks.push(json!({"type": "tool_use", "id": ids.with("toolu"), "name": call.name,
-                               "input": call.arguments}));
+            blocks.push(
+                json!({"type": "tool_use", "id": ids.with("toolu"), "name": call.name,
+                               "input": call.arguments}),
+            );
         }
         blocks
     }
@@ -396,39 +453,66 @@ mod anthropic {
 
     pub(super) fn stream(answer: &Answer, model: &str, ids: &Ids) -> String {
         let mut out = String::new();
-        sse_event(&mut out, &json!({"type": "message_start", "message": {
+        sse_event(
+            &mut out,
+            &json!({"type": "message_start", "message": {
             "id": ids.with("msg"), "type": "message", "role": "assistant", "model": model,
-            "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage(answer, 1)}}));
+            "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage(answer, 1)}}),
+        );
         for (index, block) in blocks(answer, ids).into_iter().enumerate() {
-            let kind = block.get("type").and_then(Value::as_str).unwrap_or_default();
+            let kind = block
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
             match kind {
                 "thinking" => {
-                    sse_event(&mut out, &json!({"type": "content_block_start", "index": index,
-                        "content_block": {"type": "thinking", "thinking": "", "signature": ""}}));
+                    sse_event(
+                        &mut out,
+                        &json!({"type": "content_block_start", "index": index,
+                        "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+                    );
                     for piece in pieces(answer.thinking.as_deref().unwrap_or_default()) {
-                        sse_event(&mut out, &json!({"type": "content_block_delta", "index": index,
-                            "delta": {"type": "thinking_delta", "thinking": piece}}));
+                        sse_event(
+                            &mut out,
+                            &json!({"type": "content_block_delta", "index": index,
+                            "delta": {"type": "thinking_delta", "thinking": piece}}),
+                        );
                     }
-                    sse_event(&mut out, &json!({"type": "content_block_delta", "index": index,
-                        "delta": {"type": "signature_delta", "signature": THINKING_SIGNATURE}}));
+                    sse_event(
+                        &mut out,
+                        &json!({"type": "content_block_delta", "index": index,
+                        "delta": {"type": "signature_delta", "signature": THINKING_SIGNATURE}}),
+                    );
                 }
                 "text" => {
-                    sse_event(&mut out, &json!({"type": "content_block_start", "index": index,
-                        "content_block": {"type": "text", "text": ""}}));
+                    sse_event(
+                        &mut out,
+                        &json!({"type": "content_block_start", "index": index,
+                        "content_block": {"type": "text", "text": ""}}),
+                    );
                     for piece in pieces(answer.text.as_deref().unwrap_or_default()) {
-                        sse_event(&mut out, &json!({"type": "content_block_delta", "index": index,
-                            "delta": {"type": "text_delta", "text": piece}}));
+                        sse_event(
+                            &mut out,
+                            &json!({"type": "content_block_delta", "index": index,
+                            "delta": {"type": "text_delta", "text": piece}}),
+                        );
                     }
                 }
                 _ => {
                     let mut start = block.clone();
                     start["input"] = json!({});
-                    sse_event(&mut out, &json!({"type": "content_block_start", "index": index,
-                        "content_block": start}));
+                    sse_event(
+                        &mut out,
+                        &json!({"type": "content_block_start", "index": index,
+                        "content_block": start}),
+                    );
                     let input = block.get("input").map(Value::to_string).unwrap_or_default();
                     for piece in pieces(&input) {
-                        sse_event(&mut out, &json!({"type": "content_block_delta", "index": index,
-                            "delta": {"type": "input_json_delta", "partial_json": piece}}));
+                        sse_event(
+                            &mut out,
+                            &json!({"type": "content_block_delta", "index": index,
+                            "delta": {"type": "input_json_delta", "partial_json": piece}}),
+                        );
                     }
                 }
             }
@@ -437,9 +521,12 @@ mod anthropic {
                 &json!({"type": "content_block_stop", "index": index}),
             );
         }
-        sse_event(&mut out, &json!({"type": "message_delta",
+        sse_event(
+            &mut out,
+            &json!({"type": "message_delta",
             "delta": {"stop_reason": stop_reason(answer.finish), "stop_sequence": null},
-            "usage": usage(answer, answer.usage.output)}));
+            "usage": usage(answer, answer.usage.output)}),
+        );
         sse_event(&mut out, &json!({"type": "message_stop"}));
         out
     }

@@ -47,8 +47,7 @@ async fn http(
 ) -> std::io::Result<HttpReply> {
     let mut stream = TcpStream::connect(addr).await?;
     let body = body.map(Value::to_string).unwrap_or_default();
-    let mut request =
-        format!("{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n");
+    let mut request = format!("{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n");
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }
@@ -65,7 +64,10 @@ async fn http(
     stream.read_to_end(&mut raw).await?;
     let text = String::from_utf8_lossy(&raw).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| {
-        std::io::Error::new(std::io::ErrorKind::UnexpectedEof, format!("no response: {text:?}"))
+        std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("no response: {text:?}"),
+        )
     })?;
     let mut lines = head.lines();
     let status = lines
@@ -176,12 +178,23 @@ async fn chat_completions_stream_tool_call_then_report_text() {
     assert_eq!(first.status, 200);
     assert_eq!(first.headers["content-type"], "text/event-stream");
     let frames = sse(&first.body);
-    assert_eq!(frames.last().map(|(_, data)| data), Some(&Value::Null), "ends with [DONE]");
-    let chunks: Vec<&Value> = frames.iter().map(|(_, data)| data).filter(|d| !d.is_null()).collect();
+    assert_eq!(
+        frames.last().map(|(_, data)| data),
+        Some(&Value::Null),
+        "ends with [DONE]"
+    );
+    let chunks: Vec<&Value> = frames
+        .iter()
+        .map(|(_, data)| data)
+        .filter(|d| !d.is_null())
+        .collect();
     assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
     let reasoning: String = chunks
         .iter()
-        .filter_map(|c| c.pointer("/choices/0/delta/reasoning_content").and_then(Value::as_str))
+        .filter_map(|c| {
+            c.pointer("/choices/0/delta/reasoning_content")
+                .and_then(Value::as_str)
+        })
         .collect();
     assert_eq!(reasoning, "I should create out.txt with the shell tool.");
     let head = chunks
@@ -191,7 +204,10 @@ async fn chat_completions_stream_tool_call_then_report_text() {
     assert_eq!(head, "bash");
     let arguments: String = chunks
         .iter()
-        .filter_map(|c| c.pointer("/choices/0/delta/tool_calls/0/function/arguments").and_then(Value::as_str))
+        .filter_map(|c| {
+            c.pointer("/choices/0/delta/tool_calls/0/function/arguments")
+                .and_then(Value::as_str)
+        })
         .collect();
     assert_eq!(
         serde_json::from_str::<Value>(&arguments).unwrap(),
@@ -234,7 +250,10 @@ async fn chat_completions_stream_tool_call_then_report_text() {
         .collect();
     assert_eq!(
         summary,
-        vec![(Some(0), Action::ToolCall, Some("bash")), (Some(1), Action::Text, None)]
+        vec![
+            (Some(0), Action::ToolCall, Some("bash")),
+            (Some(1), Action::Text, None)
+        ]
     );
     assert_eq!(log[0].tools, vec!["bash".to_owned()]);
     assert_eq!(log[0].stream, Some(true));
@@ -254,7 +273,10 @@ async fn opencode_title_call_does_not_consume_a_step() {
     )
     .await;
     let object: Value = serde_json::from_str(&title.body).unwrap();
-    assert_eq!(object["choices"][0]["message"]["content"], "Mock session title");
+    assert_eq!(
+        object["choices"][0]["message"]["content"],
+        "Mock session title"
+    );
     let agent = post(
         server.addr(),
         "/v1/chat/completions",
@@ -286,7 +308,10 @@ async fn responses_stream_event_sequence() {
         "response.output_item.added",
         "response.reasoning_summary_part.added",
     ];
-    expected.extend(std::iter::repeat_n("response.reasoning_summary_text.delta", 3));
+    expected.extend(std::iter::repeat_n(
+        "response.reasoning_summary_text.delta",
+        3,
+    ));
     expected.extend([
         "response.reasoning_summary_text.done",
         "response.reasoning_summary_part.done",
@@ -305,13 +330,19 @@ async fn responses_stream_event_sequence() {
         "response.completed",
     ]);
     assert_eq!(names, expected);
-    let sequence: Vec<u64> = frames.iter().filter_map(|(_, d)| d["sequence_number"].as_u64()).collect();
+    let sequence: Vec<u64> = frames
+        .iter()
+        .filter_map(|(_, d)| d["sequence_number"].as_u64())
+        .collect();
     assert_eq!(sequence, (0..frames.len() as u64).collect::<Vec<_>>());
     let call = &frames[frames.len() - 2].1["item"];
     assert_eq!(call["type"], "function_call");
     assert_eq!(call["name"], "exec_command");
     let arguments: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
-    assert_eq!(arguments, json!({"cmd": "echo hello > out.txt && cat out.txt"}));
+    assert_eq!(
+        arguments,
+        json!({"cmd": "echo hello > out.txt && cat out.txt"})
+    );
     let completed = &frames[frames.len() - 1].1["response"];
     assert_eq!(completed["status"], "completed");
     assert_eq!(
@@ -345,7 +376,10 @@ async fn responses_stream_event_sequence() {
     let done = &frames[frames.len() - 2].1["item"];
     assert_eq!(done["type"], "message");
     assert_eq!(done["content"][0]["type"], "output_text");
-    assert_eq!(frames[frames.len() - 1].1["response"]["usage"]["input_tokens"], 1100);
+    assert_eq!(
+        frames[frames.len() - 1].1["response"]["usage"]["input_tokens"],
+        1100
+    );
     server.shutdown().await;
 }
 
@@ -367,10 +401,21 @@ text = "This answer was cut"
     assert_eq!(object["object"], "response");
     assert_eq!(object["status"], "incomplete");
     assert_eq!(object["incomplete_details"]["reason"], "max_output_tokens");
-    assert_eq!(object["output"][0]["content"][0]["text"], "This answer was cut");
-    let streamed = post(server.addr(), "/v1/responses", json!({"model": "m", "input": "go", "stream": true})).await;
+    assert_eq!(
+        object["output"][0]["content"][0]["text"],
+        "This answer was cut"
+    );
+    let streamed = post(
+        server.addr(),
+        "/v1/responses",
+        json!({"model": "m", "input": "go", "stream": true}),
+    )
+    .await;
     let frames = sse(&streamed.body);
-    assert_eq!(types(&frames).last().map(String::as_str), Some("response.incomplete"));
+    assert_eq!(
+        types(&frames).last().map(String::as_str),
+        Some("response.incomplete")
+    );
     let chat = post(
         server.addr(),
         "/v1/chat/completions",
@@ -478,7 +523,10 @@ text = "finally"
         statuses.push(reply.status);
         match reply.status {
             429 => {
-                assert_eq!(reply.headers.get("retry-after").map(String::as_str), Some("1"));
+                assert_eq!(
+                    reply.headers.get("retry-after").map(String::as_str),
+                    Some("1")
+                );
                 let error: Value = serde_json::from_str(&reply.body).unwrap();
                 assert_eq!(
                     error,
@@ -532,13 +580,12 @@ async fn garbage_is_neither_sse_nor_json() {
         .filter_map(|line| line.strip_prefix("data: "))
         .collect();
     assert!(!data_lines.is_empty());
-    assert!(data_lines.iter().all(|data| serde_json::from_str::<Value>(data).is_err()));
-    let plain = post(
-        server.addr(),
-        "/v1/responses",
-        json!({"input": "go"}),
-    )
-    .await;
+    assert!(
+        data_lines
+            .iter()
+            .all(|data| serde_json::from_str::<Value>(data).is_err())
+    );
+    let plain = post(server.addr(), "/v1/responses", json!({"input": "go"})).await;
     assert!(serde_json::from_str::<Value>(&plain.body).is_err());
     let ok = post(server.addr(), "/v1/responses", json!({"input": "go"})).await;
     assert!(ok.body.contains("\"ok\""));
@@ -547,10 +594,8 @@ async fn garbage_is_neither_sse_nor_json() {
 
 #[tokio::test]
 async fn hang_ends_at_its_timeout_or_at_shutdown() {
-    let timed = start(
-        "[[conversation]]\nname='h'\n[[conversation.step]]\nkind='hang'\nseconds=1\n",
-    )
-    .await;
+    let timed =
+        start("[[conversation]]\nname='h'\n[[conversation.step]]\nkind='hang'\nseconds=1\n").await;
     let started = std::time::Instant::now();
     let result = http(
         timed.addr(),
@@ -569,12 +614,22 @@ async fn hang_ends_at_its_timeout_or_at_shutdown() {
     let forever = start("[[conversation]]\nname='h'\n[[conversation.step]]\nkind='hang'\n").await;
     let addr = forever.addr();
     let client = tokio::spawn(async move {
-        http(addr, "POST", "/v1/messages", &[], Some(&json!({"messages": []}))).await
+        http(
+            addr,
+            "POST",
+            "/v1/messages",
+            &[],
+            Some(&json!({"messages": []})),
+        )
+        .await
     });
     // Wait (bounded) until the server has logged the hanging request, then shut down.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while forever.requests().is_empty() {
-        assert!(std::time::Instant::now() < deadline, "the hanging request never arrived");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the hanging request never arrived"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     tokio::time::timeout(Duration::from_secs(10), forever.shutdown())
@@ -597,17 +652,31 @@ async fn side_endpoints_and_404s_are_logged() {
     let openai: Value = serde_json::from_str(&openai.body).unwrap();
     assert_eq!(openai["object"], "list");
     assert_eq!(openai["data"][0]["id"], "mock-model");
-    let anthropic = http(addr, "GET", "/v1/models", &[("anthropic-version", "2023-06-01")], None)
-        .await
-        .unwrap();
+    let anthropic = http(
+        addr,
+        "GET",
+        "/v1/models",
+        &[("anthropic-version", "2023-06-01")],
+        None,
+    )
+    .await
+    .unwrap();
     let anthropic: Value = serde_json::from_str(&anthropic.body).unwrap();
     assert_eq!(anthropic["data"][0]["type"], "model");
     assert_eq!(anthropic["has_more"], false);
-    let missing = http(addr, "POST", "/v1/messages/count_tokens", &[("user-agent", "probe/1")], Some(&json!({})))
+    let missing = http(
+        addr,
+        "POST",
+        "/v1/messages/count_tokens",
+        &[("user-agent", "probe/1")],
+        Some(&json!({})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(missing.status, 404);
+    let bad = http(addr, "POST", "/v1/chat/completions", &[], None)
         .await
         .unwrap();
-    assert_eq!(missing.status, 404);
-    let bad = http(addr, "POST", "/v1/chat/completions", &[], None).await.unwrap();
     assert_eq!(bad.status, 400);
     let log = server.requests();
     let summary: Vec<(&str, &str, Action, Option<u16>)> = log
@@ -620,8 +689,18 @@ async fn side_endpoints_and_404s_are_logged() {
             ("HEAD", "/api/hello", Action::Hello, Some(200)),
             ("GET", "/v1/models", Action::Models, Some(200)),
             ("GET", "/v1/models", Action::Models, Some(200)),
-            ("POST", "/v1/messages/count_tokens", Action::NotFound, Some(404)),
-            ("POST", "/v1/chat/completions", Action::BadRequest, Some(400)),
+            (
+                "POST",
+                "/v1/messages/count_tokens",
+                Action::NotFound,
+                Some(404)
+            ),
+            (
+                "POST",
+                "/v1/chat/completions",
+                Action::BadRequest,
+                Some(400)
+            ),
         ]
     );
     assert_eq!(log[3].user_agent.as_deref(), Some("probe/1"));
@@ -661,8 +740,11 @@ text = "first step 1"
     let unmatched = json!({"messages": [{"role": "user", "content": "other"}]});
     let reply = post(server.addr(), "/v1/chat/completions", unmatched).await;
     assert_eq!(reply.status, 400);
-    let conversations: Vec<Option<String>> =
-        server.requests().into_iter().map(|e| e.conversation).collect();
+    let conversations: Vec<Option<String>> = server
+        .requests()
+        .into_iter()
+        .map(|e| e.conversation)
+        .collect();
     assert_eq!(
         conversations,
         vec![Some("first".to_owned()), Some("followup".to_owned()), None]
@@ -727,7 +809,8 @@ async fn serve_until_prints_the_address_and_writes_the_log_file() {
     let script_path = dir.path().join("script.json");
     std::fs::write(
         &script_path,
-        json!({"conversation": [{"name": "j", "step": [{"kind": "text", "text": "from json"}]}]}).to_string(),
+        json!({"conversation": [{"name": "j", "step": [{"kind": "text", "text": "from json"}]}]})
+            .to_string(),
     )
     .unwrap();
     let log_path = dir.path().join("requests.jsonl");
@@ -739,7 +822,10 @@ async fn serve_until_prints_the_address_and_writes_the_log_file() {
         log: Some(log_path.clone()),
     };
     let serving = tokio::spawn(async move {
-        let mut out = AddressSink { sent: Some(address_tx), buffer: Vec::new() };
+        let mut out = AddressSink {
+            sent: Some(address_tx),
+            buffer: Vec::new(),
+        };
         let result = serve_until(args, &mut out, async {
             let _ = stop_rx.await;
         })
@@ -792,12 +878,28 @@ impl Write for AddressSink {
 async fn bad_script_files_are_typed_errors() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.toml");
-    std::fs::write(&path, "[[conversation]]\nname = 'x'\n[[conversation.step]]\nkind = 'teleport'\n").unwrap();
-    let args = ServeArgs { script: path, port: 0, log: None };
-    let error = serve_until(args, &mut Vec::new(), async {}).await.unwrap_err();
+    std::fs::write(
+        &path,
+        "[[conversation]]\nname = 'x'\n[[conversation.step]]\nkind = 'teleport'\n",
+    )
+    .unwrap();
+    let args = ServeArgs {
+        script: path,
+        port: 0,
+        log: None,
+    };
+    let error = serve_until(args, &mut Vec::new(), async {})
+        .await
+        .unwrap_err();
     assert!(error.to_string().contains("bad.toml"), "{error}");
-    let missing = ServeArgs { script: dir.path().join("missing.toml"), port: 0, log: None };
-    let error = serve_until(missing, &mut Vec::new(), async {}).await.unwrap_err();
+    let missing = ServeArgs {
+        script: dir.path().join("missing.toml"),
+        port: 0,
+        log: None,
+    };
+    let error = serve_until(missing, &mut Vec::new(), async {})
+        .await
+        .unwrap_err();
     assert!(error.to_string().contains("cannot read script"), "{error}");
 }
 
@@ -842,7 +944,15 @@ fn sandbox() -> Sandbox {
     for args in [
         &["init", "-q"][..],
         &["add", "-A"][..],
-        &["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", "init"][..],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            "commit",
+            "-qm",
+            "init",
+        ][..],
     ] {
         let status = Command::new("git")
             .args(args)
@@ -901,7 +1011,11 @@ fn run_cli(mut command: Command, stdin: &str) -> CliRun {
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     };
-    assert!(!timed_out, "the CLI ran longer than {CLI_TIMEOUT:?}\n{}", run.describe());
+    assert!(
+        !timed_out,
+        "the CLI ran longer than {CLI_TIMEOUT:?}\n{}",
+        run.describe()
+    );
     run
 }
 
@@ -927,7 +1041,10 @@ fn base_command(binary: &Path, sandbox: &Sandbox) -> Command {
         .env_clear()
         .current_dir(&sandbox.workspace)
         .env("HOME", &sandbox.home)
-        .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        .env(
+            "PATH",
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        )
         .env("LANG", "C.UTF-8")
         .env("TERM", "dumb");
     command
@@ -973,7 +1090,11 @@ fn real_opencode_happy_path() {
         "autoupdate": false, "share": "disabled",
         "permission": {"bash": "allow", "edit": "allow", "external_directory": "allow"}
     });
-    std::fs::write(config_home.join("opencode/opencode.json"), config.to_string()).unwrap();
+    std::fs::write(
+        config_home.join("opencode/opencode.json"),
+        config.to_string(),
+    )
+    .unwrap();
     let mut command = base_command(&binary, &sandbox);
     command
         .env("XDG_CONFIG_HOME", &config_home)
@@ -984,7 +1105,14 @@ fn real_opencode_happy_path() {
         .env("OPENCODE_DISABLE_MODELS_FETCH", "1")
         .env("OPENCODE_DISABLE_SHARE", "1")
         .env("OPENCODE_DISABLE_LSP_DOWNLOAD", "1")
-        .args(["run", "--format", "json", "--model", "mock/mock-model", HAPPY_PROMPT]);
+        .args([
+            "run",
+            "--format",
+            "json",
+            "--model",
+            "mock/mock-model",
+            HAPPY_PROMPT,
+        ]);
     let run = run_cli(command, "");
     let log = server.requests();
     runtime.block_on(server.shutdown());
@@ -1000,7 +1128,10 @@ fn real_opencode_happy_path() {
         "{}",
         run.describe()
     );
-    assert!(log.iter().all(|e| e.path == "/v1/chat/completions" && e.stream == Some(true)));
+    assert!(
+        log.iter()
+            .all(|e| e.path == "/v1/chat/completions" && e.stream == Some(true))
+    );
     let events = run.events();
     let tool = events
         .iter()
@@ -1059,7 +1190,13 @@ env_key = "MOCK_API_KEY"
         .env("MOCK_API_KEY", "dummy")
         .args(["exec", "--json", "--skip-git-repo-check", "-C"])
         .arg(&sandbox.workspace)
-        .args(["--sandbox", "workspace-write", "-m", "mock-model", "--output-schema"])
+        .args([
+            "--sandbox",
+            "workspace-write",
+            "-m",
+            "mock-model",
+            "--output-schema",
+        ])
         .arg(&schema)
         .arg("-o")
         .arg(&report_file)
@@ -1090,7 +1227,10 @@ env_key = "MOCK_API_KEY"
         .iter()
         .find(|e| e["type"] == "item.completed" && e["item"]["type"] == "reasoning")
         .unwrap_or_else(|| panic!("a reasoning item\n{}", run.describe()));
-    assert_eq!(reasoning["item"]["text"], "I should create out.txt with the shell tool.");
+    assert_eq!(
+        reasoning["item"]["text"],
+        "I should create out.txt with the shell tool."
+    );
     let completed = events
         .iter()
         .find(|e| e["type"] == "turn.completed")
@@ -1114,9 +1254,26 @@ fn real_claude_happy_path() {
         .env("DISABLE_ERROR_REPORTING", "1")
         .env("DISABLE_AUTOUPDATER", "1")
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .args(["-p", "--output-format", "stream-json", "--verbose", "--json-schema", REPORT_SCHEMA])
-        .args(["--tools", "Bash,Read,Edit,Write,Glob,Grep", "--model", "mock-model"])
-        .args(["--permission-mode", "dontAsk", "--allowedTools", "Bash,Read,Edit,Write,Glob,Grep"]);
+        .args([
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--json-schema",
+            REPORT_SCHEMA,
+        ])
+        .args([
+            "--tools",
+            "Bash,Read,Edit,Write,Glob,Grep",
+            "--model",
+            "mock-model",
+        ])
+        .args([
+            "--permission-mode",
+            "dontAsk",
+            "--allowedTools",
+            "Bash,Read,Edit,Write,Glob,Grep",
+        ]);
     let run = run_cli(command, HAPPY_PROMPT);
     let log = server.requests();
     runtime.block_on(server.shutdown());
@@ -1126,7 +1283,11 @@ fn real_claude_happy_path() {
         log_summary(&log),
         vec![
             (Action::ToolCall, Some("Bash".to_owned()), Some(0)),
-            (Action::ToolCall, Some("StructuredOutput".to_owned()), Some(1)),
+            (
+                Action::ToolCall,
+                Some("StructuredOutput".to_owned()),
+                Some(1)
+            ),
         ],
         "{}",
         run.describe()
