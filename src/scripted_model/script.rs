@@ -454,6 +454,24 @@ report = { status = "done", checks = [] }
     }
 
     #[test]
+    fn the_documented_example_script_parses() {
+        let doc = include_str!("../../docs/scripted-model.md");
+        let section = doc.split("## Script format").nth(1).unwrap();
+        let example = section
+            .split("```toml")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .unwrap();
+        let script = Script::parse(example, ScriptSyntax::Toml, Path::new("doc.toml")).unwrap();
+        assert_eq!(script.conversations.len(), 2);
+        assert_eq!(
+            script.conversations[0].count_turns,
+            TurnCounting::SinceLastPrompt
+        );
+        assert_eq!(script.conversations[1].steps.len(), 3);
+    }
+
+    #[test]
     fn json_script_parses() {
         let text = r#"{"conversations":[{"name":"d","match":"default","steps":[{"kind":"text","text":"hi"}]}]}"#;
         let script = Script::parse(text, ScriptSyntax::Json, Path::new("s.json")).unwrap();
