@@ -655,3 +655,44 @@ impl State {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The log's action strings are API (documented in docs/scripted-model.md).
+    #[test]
+    fn action_strings_are_stable() {
+        let expected = [
+            (Action::ToolCall, "tool_call"),
+            (Action::Text, "text"),
+            (Action::Length, "length"),
+            (Action::Title, "title"),
+            (Action::HttpError, "http_error"),
+            (Action::Hang, "hang"),
+            (Action::Garbage, "garbage"),
+            (Action::Exhausted, "exhausted"),
+            (Action::NoMatch, "no_match"),
+            (Action::BadRequest, "bad_request"),
+            (Action::Unplayable, "unplayable"),
+            (Action::Models, "models"),
+            (Action::Hello, "hello"),
+            (Action::NotFound, "not_found"),
+        ];
+        let doc = include_str!("../../docs/scripted-model.md");
+        for (action, name) in expected {
+            assert_eq!(serde_json::to_value(action).unwrap(), json!(name));
+            assert!(doc.contains(name), "{name} is documented");
+        }
+    }
+
+    #[test]
+    fn models_list_has_both_forms() {
+        let models = vec!["a".to_owned(), "b".to_owned()];
+        let openai = models_body(&models, false);
+        assert_eq!(openai["data"][1]["id"], "b");
+        let anthropic = models_body(&models, true);
+        assert_eq!(anthropic["first_id"], "a");
+        assert_eq!(anthropic["last_id"], "b");
+    }
+}

@@ -412,4 +412,89 @@ mod tests {
             assert!(request.stream, "{file}");
         }
     }
+
+    fn json_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            prop::sample::select(vec![
+                "messages",
+                "role",
+                "user",
+                "assistant",
+                "tool",
+                "system",
+                "content",
+                "text",
+                "type",
+                "message",
+                "function_call",
+                "reasoning",
+                "tool_result",
+                "tools",
+                "name",
+                "function",
+                "input",
+                "parameters",
+                "input_schema",
+                "You are a title generator",
+            ])
+            .prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 64, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec(
+                    (
+                        prop::sample::select(vec![
+                            "messages",
+                            "input",
+                            "tools",
+                            "role",
+                            "content",
+                            "type",
+                            "text",
+                            "function",
+                            "name",
+                            "system",
+                            "stream",
+                            "model",
+                            "instructions",
+                        ]),
+                        inner
+                    ),
+                    0..6
+                )
+                .prop_map(|entries| Value::Object(
+                    entries
+                        .into_iter()
+                        .map(|(key, value)| (key.to_owned(), value))
+                        .collect()
+                )),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parsing_never_panics_on_odd_json(value in json_value()) {
+            let body = value.to_string();
+            for api in [Api::ChatCompletions, Api::Responses, Api::AnthropicMessages] {
+                if let Ok(request) = ModelRequest::parse(api, body.as_bytes()) {
+                    proptest::prop_assert!(
+                        request.assistant_turns_since_last_prompt <= request.assistant_turns
+                    );
+                }
+            }
+        }
+
+        #[test]
+        fn parsing_never_panics_on_bytes(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..256)) {
+            for api in [Api::ChatCompletions, Api::Responses, Api::AnthropicMessages] {
+                let _ = ModelRequest::parse(api, &bytes);
+            }
+        }
+    }
 }

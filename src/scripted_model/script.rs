@@ -509,4 +509,43 @@ report = { status = "done", checks = [] }
             Err(ScriptError::Json { line: 1, .. })
         ));
     }
+
+    fn any_step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (1u32..4).prop_map(text),
+            (1u32..4).prop_map(error),
+            (1u32..3).prop_map(|times| Step::Garbage { times }),
+        ]
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn resolve_points_at_the_right_kind_of_step(
+            steps in proptest::collection::vec(any_step(), 1..8),
+            turn in 0usize..12,
+            served in 0u32..4,
+        ) {
+            let conversation = conversation(steps);
+            match conversation.resolve(turn, |_| served) {
+                Resolved::Turn { step_index } => {
+                    proptest::prop_assert!(conversation.steps[step_index].turn_slots().is_some());
+                }
+                Resolved::Fault { step_index } => {
+                    let times = conversation.steps[step_index].fault_times();
+                    proptest::prop_assert!(times.is_some_and(|times| served < times));
+                }
+                Resolved::Exhausted => {
+                    let slots: u32 = conversation.steps.iter().filter_map(Step::turn_slots).sum();
+                    proptest::prop_assert!(turn >= slots as usize);
+                }
+            }
+        }
+
+        #[test]
+        fn script_parsing_never_panics(text in "\\PC{0,200}") {
+            let _ = Script::parse(&text, ScriptSyntax::Toml, Path::new("p.toml"));
+            let _ = Script::parse(&text, ScriptSyntax::Json, Path::new("p.json"));
+        }
+    }
 }
