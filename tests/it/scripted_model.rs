@@ -921,7 +921,9 @@ fn cli_binary(name: &str) -> PathBuf {
         .join(name);
     assert!(
         path.exists(),
-        "{} is missing: install the pinned CLIs with `npm ci --prefix tests/clis`",
+        "{} is missing: install the pinned CLIs with `npm ci --prefix tests/clis` (if the \
+         registry lacks opencode's other-platform packages, `npm install --prefix tests/clis` \
+         installs the same locked versions)",
         path.display()
     );
     path
