@@ -1178,6 +1178,67 @@ env_key = "MOCK_API_KEY"
         }
     }
 
+    /// The session id the run reports (OpenCode `sessionID`, Codex `thread_id`, Claude
+    /// `session_id`).
+    fn session_id(self, run: &CliRun) -> String {
+        let events = run.events();
+        let id = events.iter().find_map(|e| {
+            let field = match self {
+                Cli::OpenCode => &e["sessionID"],
+                Cli::Codex => &e["thread_id"],
+                Cli::Claude => &e["session_id"],
+            };
+            field.as_str().map(str::to_owned)
+        });
+        id.unwrap_or_else(|| panic!("no session id\n{}", run.describe()))
+    }
+
+    /// The command that resumes `session` with a new prompt (same HOME, config and workspace).
+    fn resume(
+        self,
+        sandbox: &Sandbox,
+        server: &RunningServer,
+        session: &str,
+        prompt: &str,
+    ) -> (Command, String) {
+        let (fresh, stdin) = self.prepare(sandbox, server, prompt);
+        let mut command = Command::new(fresh.get_program());
+        command.env_clear().current_dir(&sandbox.workspace);
+        for (name, value) in fresh.get_envs() {
+            if let Some(value) = value {
+                command.env(name, value);
+            }
+        }
+        match self {
+            Cli::OpenCode => {
+                command
+                    .args(["run", "--format", "json", "--model", "mock/mock-model"])
+                    .args(["--session", session, prompt]);
+            }
+            Cli::Codex => {
+                command
+                    .args(["exec", "resume", "--json", "--skip-git-repo-check"])
+                    .args(["-m", "mock-model", "--output-schema"])
+                    .arg(sandbox.home.join("schema.json"))
+                    .arg("-o")
+                    .arg(Cli::report_file(sandbox))
+                    .args([session, "-"]);
+            }
+            Cli::Claude => {
+                command.args(fresh.get_args()).args(["--resume", session]);
+            }
+        }
+        (command, stdin)
+    }
+
+    fn shell_tool(self) -> &'static str {
+        match self {
+            Cli::OpenCode => "bash",
+            Cli::Codex => "exec_command",
+            Cli::Claude => "Bash",
+        }
+    }
+
     /// The log summary of a happy shell-then-report run.
     fn happy_log(self) -> Vec<(Action, Option<String>, Option<usize>)> {
         let tool = |name: &str| Some(name.to_owned());
@@ -1397,5 +1458,92 @@ report = {{ status = "done", summary = "Created out.txt containing hello.", chec
         );
         assert_eq!(log_summary(&own), expected, "{cli:?}\n{}", run.describe());
         assert_eq!(own[0].status, Some(429));
+    }
+}
+
+/// Each CLI resumes its session with a second prompt; the `followup` conversation (matched on
+/// the last prompt, turns counted since it) plays from its step 0 although the history already
+/// holds the first turn's calls.
+#[test]
+fn real_clis_resume_into_a_followup_conversation() {
+    let script_text = format!(
+        r#"
+[[conversation]]
+name = "followup"
+match = {{ last_prompt_contains = "SECOND" }}
+count_turns = "since_last_prompt"
+[[conversation.step]]
+kind = "shell"
+command = "cat out.txt && ls"
+[[conversation.step]]
+kind = "report"
+report = {{ status = "done", summary = "second", checks = [] }}
+{SHELL_THEN_REPORT}"#
+    );
+    let (runtime, server) = server_on_runtime(&script_text);
+    let clis = [Cli::OpenCode, Cli::Codex, Cli::Claude];
+    let second_prompt = "SECOND: check out.txt again and report.\n";
+    let runs: Vec<(Cli, CliRun, CliRun, String)> = std::thread::scope(|scope| {
+        let server = &server;
+        let handles: Vec<_> = clis
+            .into_iter()
+            .map(|cli| {
+                scope.spawn(move || {
+                    let sandbox = sandbox();
+                    let (command, stdin) = cli.prepare(&sandbox, server, HAPPY_PROMPT);
+                    let first = run_cli(command, &stdin);
+                    let session = cli.session_id(&first);
+                    let (command, stdin) = cli.resume(&sandbox, server, &session, second_prompt);
+                    let second = run_cli(command, &stdin);
+                    (cli, first, second, session)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| handle.join().expect("CLI thread"))
+            .collect()
+    });
+    let log = server.requests();
+    runtime.block_on(server.shutdown());
+    for (cli, first, second, session) in &runs {
+        assert_eq!(first.code, Some(0), "{cli:?} first\n{}", first.describe());
+        assert_eq!(
+            second.code,
+            Some(0),
+            "{cli:?} resumed\n{}",
+            second.describe()
+        );
+        assert_eq!(
+            &cli.session_id(second),
+            session,
+            "{cli:?} keeps its session"
+        );
+        let agent = match cli {
+            Cli::OpenCode => "opencode/",
+            Cli::Codex => "codex_exec/",
+            Cli::Claude => "claude-cli/",
+        };
+        let followup: Vec<(Option<String>, Option<usize>)> = log
+            .iter()
+            .filter(|e| {
+                e.conversation.as_deref() == Some("followup")
+                    && e.user_agent
+                        .as_deref()
+                        .is_some_and(|ua| ua.starts_with(agent))
+            })
+            .map(|e| (e.tool.clone(), e.step))
+            .collect();
+        let shell = Some(cli.shell_tool().to_owned());
+        let last_tool = match cli {
+            Cli::Claude => Some("StructuredOutput".to_owned()),
+            Cli::OpenCode | Cli::Codex => None,
+        };
+        assert_eq!(
+            followup,
+            vec![(shell, Some(0)), (last_tool, Some(1))],
+            "{cli:?}\n{}",
+            second.describe()
+        );
     }
 }
