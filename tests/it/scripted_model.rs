@@ -1390,9 +1390,10 @@ fn real_claude_happy_path() {
 }
 
 /// One server, three CLIs at once, each in its own conversation (chosen by a prompt marker)
-/// that starts with one 429: every CLI retries (honouring `retry-after`) and then succeeds.
+/// that starts with one 429: every CLI retries (honouring `retry-after`), then writes a file
+/// through its write tool (a heredoc for Codex), runs the shell and reports.
 #[test]
-fn real_clis_share_one_server_and_retry_a_429() {
+fn real_clis_share_one_server_retry_a_429_and_write_a_file() {
     let mut script_text = String::new();
     let clis = [Cli::OpenCode, Cli::Codex, Cli::Claude];
     for cli in clis {
@@ -1405,6 +1406,10 @@ match = {{ prompt_contains = "[{name}]" }}
 kind = "http_error"
 status = 429
 retry_after = 1
+[[conversation.step]]
+kind = "write_file"
+path = "notes/written.txt"
+content = "line one\nline 'two' $HOME\n"
 [[conversation.step]]
 kind = "shell"
 command = "echo hello > out.txt && cat out.txt"
@@ -1450,14 +1455,27 @@ report = {{ status = "done", summary = "Created out.txt containing hello.", chec
             .filter(|e| e.conversation.as_deref() == Some(name))
             .cloned()
             .collect();
-        let mut expected = vec![(Action::HttpError, None, Some(0))];
+        // Codex has no write tool: the write goes through its shell as a heredoc.
+        let write_tool = match cli {
+            Cli::OpenCode => "write",
+            Cli::Codex => "exec_command",
+            Cli::Claude => "Write",
+        };
+        let mut expected = vec![
+            (Action::HttpError, None, Some(0)),
+            (Action::ToolCall, Some(write_tool.to_owned()), Some(0)),
+        ];
         expected.extend(
             cli.happy_log()
                 .into_iter()
-                .filter(|(action, _, _)| *action != Action::Title),
+                .filter(|(action, _, _)| *action != Action::Title)
+                .map(|(action, tool, step)| (action, tool, step.map(|step| step + 1))),
         );
         assert_eq!(log_summary(&own), expected, "{cli:?}\n{}", run.describe());
         assert_eq!(own[0].status, Some(429));
+        let written = std::fs::read_to_string(sandbox.workspace.join("notes/written.txt"))
+            .unwrap_or_else(|error| panic!("{cli:?} written.txt: {error}\n{}", run.describe()));
+        assert_eq!(written, "line one\nline 'two' $HOME\n");
     }
 }
 
