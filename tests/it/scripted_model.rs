@@ -1383,6 +1383,19 @@ fn real_claude_happy_path() {
         .iter()
         .find(|e| e["type"] == "result")
         .unwrap_or_else(|| panic!("a result row\n{}", run.describe()));
+    let thinking = events.iter().find_map(|e| {
+        let content = e["message"]["content"].as_array()?;
+        content
+            .iter()
+            .find(|block| block["type"] == "thinking")
+            .and_then(|block| block["thinking"].as_str())
+    });
+    assert_eq!(
+        thinking,
+        Some("I should create out.txt with the shell tool."),
+        "{}",
+        run.describe()
+    );
     assert_eq!(result["usage"]["input_tokens"], 2100);
     assert_eq!(result["usage"]["cache_read_input_tokens"], 1210);
     assert_eq!(result["usage"]["cache_creation_input_tokens"], 601);
