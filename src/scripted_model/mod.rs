@@ -569,16 +569,19 @@ impl State {
                 }
                 resolved
             };
-            let step_index = match resolved {
-                Resolved::Turn { step_index } | Resolved::Fault { step_index } => step_index,
-                Resolved::Exhausted => {
-                    entry.action = Action::Exhausted;
-                    usize::MAX
-                }
+            let step = match resolved {
+                Resolved::Turn { step_index } | Resolved::Fault { step_index } => conversation
+                    .steps
+                    .get(step_index)
+                    .map(|step| (step_index, step)),
+                Resolved::Exhausted => None,
             };
-            match conversation.steps.get(step_index) {
-                None => Plan::Answer(Answer::text(EXHAUSTED_TEXT, turn)),
-                Some(step) => {
+            match step {
+                None => {
+                    entry.action = Action::Exhausted;
+                    Plan::Answer(Answer::text(EXHAUSTED_TEXT, turn))
+                }
+                Some((step_index, step)) => {
                     entry.script_step = Some(step_index);
                     match reply::plan_step(step, request, turn) {
                         Ok(plan) => plan,
