@@ -1,0 +1,460 @@
+//! Turns a script step and a normalized request into an API-neutral reply plan: the answer
+//! (thinking, text, one tool call, finish reason, usage) or the fault to serve.
+//!
+//! Invariants: tool calls only name tools the request offers, with the arguments filled the way
+//! that tool's schema spells them; usage numbers depend only on the step index, exactly like the
+//! prototype mock (so fixture numbers can be compared).
+
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use super::request::{ModelRequest, OfferedTool};
+use super::script::Step;
+
+/// Why the model stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    Stop,
+    ToolCall,
+    Length,
+}
+
+/// Deterministic token usage of the answer at step `k` (the prototype mock's numbers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    /// All prompt tokens, cached ones included.
+    pub input: u64,
+    pub cached: u64,
+    /// Anthropic `cache_creation_input_tokens`.
+    pub cache_creation: u64,
+    /// All output tokens, reasoning included.
+    pub output: u64,
+    pub reasoning: u64,
+}
+
+impl Usage {
+    pub fn for_step(step: usize) -> Usage {
+        let k = u64::try_from(step).unwrap_or(u64::MAX);
+        Usage {
+            input: 1000u64.saturating_add(k.saturating_mul(100)),
+            cached: 600u64.saturating_add(k.saturating_mul(10)),
+            cache_creation: 300u64.saturating_add(k),
+            output: 40u64.saturating_add(k),
+            reasoning: 12u64.saturating_add(k),
+        }
+    }
+}
+
+/// One tool call of an answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub name: String,
+    pub arguments: Value,
+}
+
+/// A successful model answer, before it is put in a wire format.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    pub thinking: Option<String>,
+    pub text: Option<String>,
+    pub tool_call: Option<ToolCall>,
+    pub finish: Finish,
+    pub usage: Usage,
+}
+
+impl Answer {
+    pub fn text(text: impl Into<String>, step: usize) -> Answer {
+        Answer {
+            thinking: None,
+            text: Some(text.into()),
+            tool_call: None,
+            finish: Finish::Stop,
+            usage: Usage::for_step(step),
+        }
+    }
+}
+
+/// An HTTP error to serve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpFault {
+    pub status: u16,
+    pub retry_after: Option<u32>,
+    pub message: String,
+}
+
+/// Everything a model request can get.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plan {
+    Answer(Answer),
+    Error(HttpFault),
+    /// Answer nothing until shutdown or the timeout.
+    Hang(Option<Duration>),
+    Garbage,
+}
+
+/// A step that cannot be played against this request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("the request offers no shell tool (looked for {looked_for}); offered: {offered}")]
+    NoShellTool {
+        looked_for: &'static str,
+        offered: String,
+    },
+}
+
+/// Shell tools by name, in preference order.
+const SHELL_TOOLS: [&str; 4] = ["bash", "Bash", "exec_command", "shell"];
+/// Claude Code's structured-output tool.
+const STRUCTURED_OUTPUT_TOOL: &str = "StructuredOutput";
+/// Used for Claude's Bash `description` when the step gives none (the prototype's text).
+const DEFAULT_DESCRIPTION: &str = "Run the scripted mock command";
+
+/// Plans the reply to `request` for `step`, the script step answering assistant turn `turn`.
+pub fn plan_step(step: &Step, request: &ModelRequest, turn: usize) -> Result<Plan, PlanError> {
+    let usage = Usage::for_step(turn);
+    let answer = |thinking: &Option<String>, text: Option<String>, tool_call: Option<ToolCall>| {
+        let finish = if tool_call.is_some() {
+            Finish::ToolCall
+        } else {
+            Finish::Stop
+        };
+        Plan::Answer(Answer {
+            thinking: thinking.clone(),
+            text,
+            tool_call,
+            finish,
+            usage,
+        })
+    };
+    Ok(match step {
+        Step::Shell {
+            command,
+            description,
+            thinking,
+            ..
+        } => answer(
+            thinking,
+            None,
+            Some(shell_call(request, command, description.as_deref())?),
+        ),
+        Step::WriteFile {
+            path,
+            content,
+            thinking,
+            ..
+        } => {
+            let call = match write_call(request, path, content) {
+                Some(call) => call,
+                None => shell_call(request, &heredoc_command(path, content), None)?,
+            };
+            answer(thinking, None, Some(call))
+        }
+        Step::Text { text, thinking, .. } => answer(thinking, Some(text.clone()), None),
+        Step::Report {
+            report, thinking, ..
+        } => {
+            if request.tool(STRUCTURED_OUTPUT_TOOL).is_some() {
+                let call = ToolCall {
+                    name: STRUCTURED_OUTPUT_TOOL.to_owned(),
+                    arguments: report.clone(),
+                };
+                answer(thinking, None, Some(call))
+            } else {
+                answer(thinking, Some(report.to_string()), None)
+            }
+        }
+        Step::Length { text, .. } => Plan::Answer(Answer {
+            thinking: None,
+            text: Some(text.clone()),
+            tool_call: None,
+            finish: Finish::Length,
+            usage,
+        }),
+        Step::HttpError {
+            status,
+            retry_after,
+            message,
+            ..
+        } => Plan::Error(HttpFault {
+            status: *status,
+            retry_after: *retry_after,
+            message: message
+                .clone()
+                .unwrap_or_else(|| format!("mock {status} error")),
+        }),
+        Step::Hang { seconds, .. } => Plan::Hang(seconds.map(Duration::from_secs)),
+        Step::Garbage { .. } => Plan::Garbage,
+    })
+}
+
+/// The shell tool call for `command`, arguments spelled the way the offered tool wants them.
+fn shell_call(
+    request: &ModelRequest,
+    command: &str,
+    description: Option<&str>,
+) -> Result<ToolCall, PlanError> {
+    let tool = SHELL_TOOLS
+        .iter()
+        .find_map(|name| request.tool(name))
+        .ok_or_else(|| PlanError::NoShellTool {
+            looked_for: "bash, Bash, exec_command, shell",
+            offered: request.tool_names().join(", "),
+        })?;
+    let mut arguments = Map::new();
+    if tool.has_property("cmd") && !tool.has_property("command") {
+        arguments.insert("cmd".into(), json!(command));
+    } else if tool.property_type("command") == Some("array") {
+        // The older Codex `shell` tool takes an argv.
+        arguments.insert("command".into(), json!(["bash", "-lc", command]));
+    } else {
+        arguments.insert("command".into(), json!(command));
+    }
+    if tool.has_property("description") {
+        arguments.insert(
+            "description".into(),
+            json!(description.unwrap_or(DEFAULT_DESCRIPTION)),
+        );
+    }
+    Ok(ToolCall {
+        name: tool.name.clone(),
+        arguments: Value::Object(arguments),
+    })
+}
+
+/// The write tool call (`write {filePath, content}`, `Write {file_path, content}`), if offered.
+fn write_call(request: &ModelRequest, path: &str, content: &str) -> Option<ToolCall> {
+    let tool: &OfferedTool = request.tool("write").or_else(|| request.tool("Write"))?;
+    let path_key = ["filePath", "file_path", "path"]
+        .into_iter()
+        .find(|key| tool.has_property(key))
+        .unwrap_or(if tool.name == "write" {
+            "filePath"
+        } else {
+            "file_path"
+        });
+    Some(ToolCall {
+        name: tool.name.clone(),
+        arguments: json!({ path_key: path, "content": content }),
+    })
+}
+
+/// A shell command that writes `content` to `path` exactly (a trailing newline is kept as given).
+pub fn heredoc_command(path: &str, content: &str) -> String {
+    let mut delimiter = "AUTOCODE_EOF".to_owned();
+    while content.lines().any(|line| line == delimiter) {
+        delimiter.push('_');
+    }
+    let quoted = shell_quote(path);
+    // The heredoc always ends the text with a newline; `printf %s "$(cat)"` would drop all
+    // trailing newlines, so the file is written and the one extra newline truncated instead.
+    let body = if content.ends_with('\n') {
+        content.to_owned()
+    } else {
+        format!("{content}\n")
+    };
+    let trim = if content.ends_with('\n') || content.is_empty() {
+        String::new()
+    } else {
+        format!(" && truncate -s -1 {quoted}")
+    };
+    let write = if content.is_empty() {
+        format!(": > {quoted}")
+    } else {
+        format!("cat > {quoted} <<'{delimiter}'\n{body}{delimiter}\n")
+    };
+    let parent = std::path::Path::new(path)
+        .parent()
+        .map(|parent| parent.to_string_lossy().into_owned())
+        .filter(|parent| !parent.is_empty());
+    let mkdir = match parent {
+        Some(parent) => format!("mkdir -p {} && ", shell_quote(&parent)),
+        None => String::new(),
+    };
+    if trim.is_empty() {
+        format!("{mkdir}{write}")
+    } else {
+        // The heredoc must end the command line, so the truncation runs after it.
+        format!("{mkdir}{write}true{trim}")
+    }
+}
+
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scripted_model::request::Api;
+
+    fn request(tools: Vec<OfferedTool>) -> ModelRequest {
+        ModelRequest {
+            api: Api::ChatCompletions,
+            model: None,
+            stream: true,
+            include_usage: true,
+            tools,
+            assistant_turns: 0,
+            assistant_turns_since_last_prompt: 0,
+            prompts: vec![],
+            title_call: false,
+        }
+    }
+
+    fn tool(name: &str, schema: Value) -> OfferedTool {
+        OfferedTool {
+            name: name.into(),
+            schema: Some(schema),
+        }
+    }
+
+    fn shell(command: &str) -> Step {
+        Step::Shell {
+            command: command.into(),
+            description: None,
+            thinking: None,
+            repeat: 1,
+        }
+    }
+
+    fn tool_call(plan: Plan) -> ToolCall {
+        match plan {
+            Plan::Answer(Answer {
+                tool_call: Some(call),
+                finish: Finish::ToolCall,
+                ..
+            }) => call,
+            other => panic!("expected a tool call, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn usage_matches_the_prototype() {
+        let first = Usage::for_step(0);
+        let second = Usage::for_step(1);
+        assert_eq!(first.input + second.input, 2100);
+        assert_eq!(first.cached + second.cached, 1210);
+        assert_eq!(first.output + second.output, 81);
+        assert_eq!(first.reasoning + second.reasoning, 25);
+        assert_eq!(first.cache_creation + second.cache_creation, 601);
+    }
+
+    #[test]
+    fn shell_arguments_follow_each_cli_schema() {
+        let cases = [
+            (
+                tool("bash", json!({"properties":{"command":{"type":"string"}}})),
+                json!({"command":"ls"}),
+            ),
+            (
+                tool(
+                    "exec_command",
+                    json!({"properties":{"cmd":{"type":"string"}}}),
+                ),
+                json!({"cmd":"ls"}),
+            ),
+            (
+                tool(
+                    "Bash",
+                    json!({"properties":{"command":{"type":"string"},"description":{"type":"string"}}}),
+                ),
+                json!({"command":"ls","description":DEFAULT_DESCRIPTION}),
+            ),
+            (
+                tool("shell", json!({"properties":{"command":{"type":"array"}}})),
+                json!({"command":["bash","-lc","ls"]}),
+            ),
+        ];
+        for (offered, expected) in cases {
+            let name = offered.name.clone();
+            let call = tool_call(plan_step(&shell("ls"), &request(vec![offered]), 0).unwrap());
+            assert_eq!(call.name, name);
+            assert_eq!(call.arguments, expected);
+        }
+    }
+
+    #[test]
+    fn shell_without_a_shell_tool_is_an_error() {
+        let result = plan_step(&shell("ls"), &request(vec![tool("read", json!({}))]), 0);
+        assert!(matches!(result, Err(PlanError::NoShellTool { .. })));
+    }
+
+    #[test]
+    fn write_file_uses_the_write_tool_or_a_heredoc() {
+        let step = Step::WriteFile {
+            path: "a/b.txt".into(),
+            content: "x\n".into(),
+            thinking: None,
+            repeat: 1,
+        };
+        let opencode = request(vec![tool(
+            "write",
+            json!({"properties":{"filePath":{},"content":{}}}),
+        )]);
+        assert_eq!(
+            tool_call(plan_step(&step, &opencode, 0).unwrap()).arguments,
+            json!({"filePath":"a/b.txt","content":"x\n"})
+        );
+        let claude = request(vec![tool(
+            "Write",
+            json!({"properties":{"file_path":{},"content":{}}}),
+        )]);
+        assert_eq!(
+            tool_call(plan_step(&step, &claude, 0).unwrap()).arguments,
+            json!({"file_path":"a/b.txt","content":"x\n"})
+        );
+        let codex = request(vec![tool("exec_command", json!({"properties":{"cmd":{}}}))]);
+        let call = tool_call(plan_step(&step, &codex, 0).unwrap());
+        assert_eq!(
+            call.arguments,
+            json!({"cmd":"mkdir -p 'a' && cat > 'a/b.txt' <<'AUTOCODE_EOF'\nx\nAUTOCODE_EOF\n"})
+        );
+    }
+
+    #[test]
+    fn heredoc_writes_exact_content_through_a_real_shell() {
+        let dir = tempfile::tempdir().unwrap();
+        let contents = [
+            "plain\n",
+            "no newline",
+            "",
+            "AUTOCODE_EOF\nline with 'quotes' and $HOME\n\n",
+        ];
+        for (index, content) in contents.into_iter().enumerate() {
+            let path = format!("sub dir/f{index}.txt");
+            let status = std::process::Command::new("bash")
+                .arg("-c")
+                .arg(heredoc_command(&path, content))
+                .current_dir(dir.path())
+                .status()
+                .unwrap();
+            assert!(status.success());
+            let written = std::fs::read_to_string(dir.path().join(&path)).unwrap();
+            assert_eq!(written, content, "content {index}");
+        }
+    }
+
+    #[test]
+    fn report_is_structured_output_when_offered_else_json_text() {
+        let step = Step::Report {
+            report: json!({"status":"done"}),
+            thinking: None,
+            repeat: 1,
+        };
+        let claude = request(vec![tool(STRUCTURED_OUTPUT_TOOL, json!({}))]);
+        assert_eq!(
+            tool_call(plan_step(&step, &claude, 1).unwrap()).arguments,
+            json!({"status":"done"})
+        );
+        match plan_step(&step, &request(vec![]), 1).unwrap() {
+            Plan::Answer(answer) => {
+                assert_eq!(answer.text.as_deref(), Some(r#"{"status":"done"}"#));
+                assert_eq!(answer.finish, Finish::Stop);
+                assert_eq!(answer.usage, Usage::for_step(1));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
