@@ -10,6 +10,7 @@ mod context;
 mod explain;
 mod output;
 mod providers;
+mod scripted_model;
 
 use std::process::ExitCode;
 
@@ -41,6 +42,9 @@ pub enum Command {
     Models(providers::ModelsArgs),
     /// Explain a pause code and print the command that continues it.
     Explain(explain::ExplainArgs),
+    /// The scripted model server: real CLIs against a script, offline.
+    #[command(subcommand)]
+    ScriptedModel(scripted_model::ScriptedModelCommand),
 }
 
 /// Parses the arguments, runs the command and maps its outcome to an exit code.
@@ -52,6 +56,7 @@ pub fn main() -> ExitCode {
         Command::Models(args) => providers::models(args),
         Command::Connections(command) => connections::run(command),
         Command::Explain(args) => explain::run(args),
+        Command::ScriptedModel(command) => scripted_model::run(command),
     };
     match outcome {
         Ok(code) => code,
