@@ -127,8 +127,14 @@ pub async fn run(spec: LaunchSpec) -> Result<Finished, LaunchError> {
         })),
         _ => None,
     };
-    let stdout = child.stdout.take().map(|s| tokio::spawn(read_capped(s, limit)));
-    let stderr = child.stderr.take().map(|s| tokio::spawn(read_capped(s, limit)));
+    let stdout = child
+        .stdout
+        .take()
+        .map(|s| tokio::spawn(read_capped(s, limit)));
+    let stderr = child
+        .stderr
+        .take()
+        .map(|s| tokio::spawn(read_capped(s, limit)));
     let waited = match spec.timeout {
         Some(limit) => tokio::time::timeout(limit, child.wait()).await.ok(),
         None => Some(child.wait().await),
