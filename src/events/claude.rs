@@ -42,7 +42,7 @@ struct WireLine<'a> {
     api_key_source: LenientStr<'a>,
     /// An object for `assistant`/`user` rows, a string for `system/permission_denied`.
     #[serde(borrow, default)]
-    message: Option<StrOr<'a, WireMessage<'a>>>,
+    message: Option<Box<StrOr<'a, WireMessage<'a>>>>,
     #[serde(borrow, default)]
     tool_use_result: Option<StrOr<'a, WireToolUseResult<'a>>>,
     #[serde(borrow, default)]
@@ -72,7 +72,7 @@ struct WireLine<'a> {
     #[serde(borrow, default)]
     permission_denials: Option<Vec<WireDenial<'a>>>,
     #[serde(default)]
-    usage: Option<WireUsage>,
+    usage: Option<Box<WireUsage>>,
     #[serde(default)]
     total_cost_usd: Option<f64>,
     #[serde(borrow, default)]
@@ -293,7 +293,7 @@ impl ClaudeParser {
                 if let Some(id) = tool_use_id {
                     self.remember_denied(id);
                 }
-                let message = match &wire.message {
+                let message = match wire.message.as_deref() {
                     Some(StrOr::Str(s)) => s.to_string(),
                     _ => String::new(),
                 };
@@ -322,7 +322,7 @@ impl ClaudeParser {
     }
 
     fn blocks<'w, 'a>(wire: &'w WireLine<'a>) -> &'w [WireBlock<'a>] {
-        match &wire.message {
+        match wire.message.as_deref() {
             Some(StrOr::Other(WireMessage {
                 content: Some(StrOr::Other(blocks)),
             })) => blocks,

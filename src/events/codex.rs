@@ -28,7 +28,7 @@ struct WireLine<'a> {
     #[serde(borrow, default)]
     thread_id: LenientStr<'a>,
     #[serde(borrow, default)]
-    item: Option<WireItem<'a>>,
+    item: Option<Box<WireItem<'a>>>,
     #[serde(default)]
     usage: Option<WireUsage>,
     #[serde(borrow, default)]

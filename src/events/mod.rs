@@ -22,7 +22,7 @@ pub mod stop;
 mod types;
 
 use std::fmt::Write as _;
-use std::io::{self, BufRead};
+use std::io::{self, BufRead, Read};
 
 pub use claude::{ClaudeParser, MAX_PENDING_TOOLS};
 pub use codex::CodexParser;
@@ -171,58 +171,51 @@ pub enum Line<'a> {
 }
 
 /// Split `reader` into lines of at most `max_line_bytes`, calling `on_line` for each. Memory
-/// is one line buffer of at most the cap. Returns the number of lines.
+/// is one line buffer of at most the cap plus one byte. Returns the number of lines.
+///
+/// `read_until` is used because std's newline search is word-at-a-time (the byte loop it
+/// replaced cost a tenth of the parse time).
 pub fn read_lines(
     mut reader: impl BufRead,
     max_line_bytes: usize,
     mut on_line: impl FnMut(Line<'_>),
 ) -> io::Result<u64> {
+    let limit = u64::try_from(max_line_bytes).unwrap_or(u64::MAX);
     let mut buffer: Vec<u8> = Vec::with_capacity(64 * 1024);
-    let mut oversized: Option<u64> = None;
     let mut lines = 0u64;
     loop {
-        let available = match reader.fill_buf() {
-            Ok(bytes) => bytes,
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-            Err(error) => return Err(error),
-        };
-        if available.is_empty() {
-            if let Some(bytes) = oversized {
-                lines += 1;
-                on_line(Line::Oversized { bytes });
-            } else if !buffer.is_empty() {
-                lines += 1;
-                on_line(Line::Complete(&buffer));
-            }
+        buffer.clear();
+        let read = (&mut reader)
+            .take(limit.saturating_add(1))
+            .read_until(b'\n', &mut buffer)?;
+        if read == 0 {
             return Ok(lines);
         }
-        let newline = available.iter().position(|&b| b == b'\n');
-        let chunk_end = newline.unwrap_or(available.len());
-        let chunk = &available[..chunk_end];
-        match &mut oversized {
-            Some(bytes) => *bytes += chunk.len() as u64,
-            None if buffer.len() + chunk.len() > max_line_bytes => {
-                oversized = Some((buffer.len() + chunk.len()) as u64);
+        lines += 1;
+        if buffer.last() == Some(&b'\n') {
+            buffer.pop();
+            on_line(Line::Complete(&buffer));
+        } else if buffer.len() <= max_line_bytes {
+            // The last line, without a newline.
+            on_line(Line::Complete(&buffer));
+        } else {
+            // Over the cap: discard the rest of the line, one cap-sized piece at a time.
+            let mut total = buffer.len() as u64;
+            loop {
                 buffer.clear();
+                let read = (&mut reader)
+                    .take(limit.max(1))
+                    .read_until(b'\n', &mut buffer)?;
+                if read == 0 {
+                    break;
+                }
+                if buffer.last() == Some(&b'\n') {
+                    total += read as u64 - 1;
+                    break;
+                }
+                total += read as u64;
             }
-            None if newline.is_some() && buffer.is_empty() => {
-                // The common case: the whole line is in the reader's buffer; no copy.
-                lines += 1;
-                on_line(Line::Complete(chunk));
-                reader.consume(chunk_end + 1);
-                continue;
-            }
-            None => buffer.extend_from_slice(chunk),
-        }
-        let consumed = chunk_end + usize::from(newline.is_some());
-        reader.consume(consumed);
-        if newline.is_some() {
-            lines += 1;
-            match oversized.take() {
-                Some(bytes) => on_line(Line::Oversized { bytes }),
-                None => on_line(Line::Complete(&buffer)),
-            }
-            buffer.clear();
+            on_line(Line::Oversized { bytes: total });
         }
     }
 }

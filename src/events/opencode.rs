@@ -28,7 +28,7 @@ struct WireLine<'a> {
     #[serde(borrow, rename = "sessionID", default)]
     session_id: LenientStr<'a>,
     #[serde(borrow, default)]
-    part: Option<WirePart<'a>>,
+    part: Option<Box<WirePart<'a>>>,
     #[serde(default)]
     error: Option<WireError>,
 }
@@ -44,7 +44,7 @@ struct WirePart<'a> {
     #[serde(borrow, default)]
     id: LenientStr<'a>,
     #[serde(borrow, default)]
-    state: Option<WireToolState<'a>>,
+    state: Option<Box<WireToolState<'a>>>,
     #[serde(borrow, default)]
     reason: LenientStr<'a>,
     #[serde(default)]
@@ -211,7 +211,7 @@ impl OpencodeParser {
                 }
                 self.terminal = Terminal::MidStep;
             }
-            "step_finish" => self.step_finish(wire.part.as_ref(), out),
+            "step_finish" => self.step_finish(wire.part.as_deref(), out),
             "error" => {
                 self.flush_texts(out, false);
                 let signal = error_signal(wire.error.as_ref());

@@ -324,11 +324,6 @@ pub fn classify_error(signal: &ErrorSignal) -> StopClass {
     StopClass::Unclassified
 }
 
-static STATUS_IN_TEXT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(?:last status:?|status(?: code)?:?|http|api error:?|\()\s*([1-5]\d\d)\b")
-        .expect("literal regex is valid")
-});
-
 static RESET_IN_TEXT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)(?:resets?(?: at)?|try again (?:at|in)|retry after)\s+([^.\n·]+)")
         .expect("literal regex is valid")
@@ -337,16 +332,50 @@ static RESET_IN_TEXT: LazyLock<Regex> = LazyLock::new(|| {
 static EPOCH_SUFFIX: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\|(\d{9,11})\s*$").expect("literal regex is valid"));
 
-/// An HTTP status mentioned in a provider message (`last status: 429`, `(429)`, `API Error: 500`).
+/// An HTTP status mentioned in a provider message (`last status: 429`, `(429)`,
+/// `API Error: 500`, `HTTP 503`): a 3-digit number from 100 to 599 right after one of those
+/// markers. Hand-written rather than a regex because it runs on every error line.
 pub fn http_status_in_text(message: &str) -> Option<u16> {
-    STATUS_IN_TEXT
-        .captures(message)
-        .and_then(|c| c.get(1))
-        .and_then(|m| m.as_str().parse().ok())
+    const MARKERS: [&str; 6] = ["status:", "status", "(", "http", "api error:", "api error"];
+    let bytes = message.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if !bytes[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && bytes[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i - start != 3 {
+            continue;
+        }
+        let Ok(status) = message[start..i].parse::<u16>() else {
+            continue;
+        };
+        if !(100..=599).contains(&status) {
+            continue;
+        }
+        let before = message[..start].trim_end().to_ascii_lowercase();
+        let after_ok = bytes.get(i).is_none_or(|b| !b.is_ascii_alphanumeric());
+        if after_ok && MARKERS.iter().any(|m| before.ends_with(m)) {
+            return Some(status);
+        }
+    }
+    None
 }
 
 /// A reset time in a provider message (`resets 3pm`, `…|1767225600`, `try again in 20s`).
 pub fn reset_hint(message: &str) -> Option<String> {
+    let lower = message.to_ascii_lowercase();
+    if !message.contains('|')
+        && !["reset", "try again", "retry after"]
+            .iter()
+            .any(|n| lower.contains(n))
+    {
+        return None;
+    }
     if let Some(epoch) = EPOCH_SUFFIX.captures(message).and_then(|c| c.get(1)) {
         return Some(epoch.as_str().to_owned());
     }
