@@ -595,7 +595,7 @@ impl ClaudeParser {
     pub fn finish_into(mut self, out: &mut Vec<NormalizedEvent>) -> StreamSummary {
         self.flush_text(out, false);
         let stop = match std::mem::replace(&mut self.terminal, Terminal::Nothing) {
-            Terminal::Nothing => Stop::new(StopClass::StartFailure),
+            Terminal::Nothing => Stop::new(self.tally.nothing_stop()),
             Terminal::Running => Stop::new(StopClass::CutStream),
             Terminal::Result(stop) => stop,
         };

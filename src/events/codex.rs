@@ -406,14 +406,7 @@ impl CodexParser {
     pub fn finish_into(mut self, out: &mut Vec<NormalizedEvent>) -> StreamSummary {
         self.flush_message(out, false);
         let (stop, report) = match &self.terminal {
-            Terminal::Nothing => (
-                Stop::new(if self.tally.lines == 0 {
-                    StopClass::StartFailure
-                } else {
-                    StopClass::CutStream
-                }),
-                None,
-            ),
+            Terminal::Nothing => (Stop::new(self.tally.nothing_stop()), None),
             Terminal::InTurn => (Stop::new(StopClass::CutStream), None),
             // After turn.failed the -o file is empty and no message is the report.
             Terminal::Failed(signal) => (Stop::from_signal(signal), None),

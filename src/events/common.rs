@@ -12,7 +12,7 @@ use std::marker::PhantomData;
 use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::stop::{Stop, is_retryable_transport_signal};
+use super::stop::{Stop, StopClass, is_retryable_transport_signal};
 use super::types::{
     CodexThreadTotals, FinalReport, MalformedLine, NormalizedEvent, StreamSummary, TransportKind,
     UNKNOWN_RAW_CAP, Usage, truncate_to,
@@ -160,6 +160,16 @@ impl Tally {
         self.lines += 1;
         let trimmed = line.trim_ascii();
         (!trimmed.is_empty()).then_some(trimmed)
+    }
+
+    /// The stop of a stream that never reached a terminal event: a start failure when it
+    /// produced nothing at all, else a cut stream.
+    pub fn nothing_stop(&self) -> StopClass {
+        if self.events == 0 {
+            StopClass::StartFailure
+        } else {
+            StopClass::CutStream
+        }
     }
 
     pub fn oversized(&mut self, out: &mut Vec<NormalizedEvent>, bytes: u64, cap: usize) {

@@ -525,6 +525,28 @@ mod tests {
         assert!(text.contains("report: none"), "{text}");
     }
 
+    #[test]
+    fn empty_stream_is_a_start_failure_and_garbage_a_cut_stream() {
+        for transport in TransportKind::ALL {
+            let empty = normalize_stream(transport, &b"\n\n"[..], None).unwrap();
+            assert_eq!(
+                empty.summary.stop.class,
+                StopClass::StartFailure,
+                "{transport}"
+            );
+            assert_eq!(empty.summary.lines, 2);
+            assert!(empty.events.is_empty());
+            let garbage = normalize_stream(transport, &b"garbage\n"[..], None).unwrap();
+            assert_eq!(
+                garbage.summary.stop.class,
+                StopClass::CutStream,
+                "{transport}"
+            );
+            assert_eq!(garbage.summary.malformed_lines, 1);
+            assert!(!is_retryable_transport_error(&garbage.summary));
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
 

@@ -382,11 +382,7 @@ impl OpencodeParser {
         // Texts after the last step_finish belong to a step that never finished.
         self.flush_texts(out, false);
         let stop = match &self.terminal {
-            Terminal::Nothing => Stop::new(if self.tally.malformed_lines > 0 {
-                StopClass::CutStream
-            } else {
-                StopClass::StartFailure
-            }),
+            Terminal::Nothing => Stop::new(self.tally.nothing_stop()),
             Terminal::MidStep => Stop::new(StopClass::CutStream),
             Terminal::Error(signal) => Stop::from_signal(signal),
             Terminal::StepFinished { reason } => Stop::new(match reason.as_str() {
