@@ -199,6 +199,10 @@ pub struct ClaudeParser {
     denied_ids: VecDeque<String>,
     report: Option<serde_json::Value>,
     terminal: Terminal,
+    /// The session's cost before this call (resumed sessions).
+    previous_session_cost: Option<f64>,
+    /// The session's cost after this call, from the `result` row.
+    session_cost: Option<f64>,
 }
 
 impl Default for ClaudeParser {
@@ -208,8 +212,18 @@ impl Default for ClaudeParser {
 }
 
 impl ClaudeParser {
+    /// A parser for a call that starts a new session.
     pub fn new() -> ClaudeParser {
+        ClaudeParser::with_previous_session_cost(None)
+    }
+
+    /// A parser for a call that resumes a session whose cost so far was
+    /// `previous_session_cost_usd` (the previous summary's `claude_session_cost_usd`): Claude
+    /// Code's `total_cost_usd` is the session's total, so this call's cost is the difference.
+    pub fn with_previous_session_cost(previous_session_cost_usd: Option<f64>) -> ClaudeParser {
         ClaudeParser {
+            previous_session_cost: previous_session_cost_usd,
+            session_cost: None,
             tally: Tally::new(TransportKind::Claude),
             pending_text: None,
             pending_tools: VecDeque::new(),
@@ -523,6 +537,9 @@ impl ClaudeParser {
                 },
             );
         }
+        if wire.total_cost_usd.is_some() {
+            self.session_cost = wire.total_cost_usd;
+        }
         if let Some(usage) = &wire.usage {
             let thinking = usage
                 .output_tokens_details
@@ -536,7 +553,9 @@ impl ClaudeParser {
                 // Claude Code writes 0 when the API reported no thinking count (the mock's
                 // thinking blocks still show 0), so 0 is indistinguishable from unknown.
                 reasoning_tokens: thinking.filter(|t| *t > 0),
-                cost_usd: wire.total_cost_usd,
+                cost_usd: wire
+                    .total_cost_usd
+                    .map(|total| (total - self.previous_session_cost.unwrap_or(0.0)).max(0.0)),
             };
             self.tally.emit(out, NormalizedEvent::Usage { usage });
         }
@@ -608,7 +627,9 @@ impl ClaudeParser {
                 },
             );
         }
-        self.tally.into_summary(report, stop, None)
+        let mut summary = self.tally.into_summary(report, stop, None);
+        summary.claude_session_cost_usd = self.session_cost;
+        summary
     }
 
     pub fn finish(self) -> StreamSummary {

@@ -196,6 +196,7 @@ impl Tally {
             final_report,
             usage: self.usage,
             codex_thread_totals,
+            claude_session_cost_usd: None,
             stop,
             malformed_lines: self.malformed_lines,
             first_malformed: self.first_malformed,

@@ -64,6 +64,9 @@ pub struct ParseOptions {
     pub report_file: Option<Vec<u8>>,
     /// Codex: the thread's totals after its previous call (resume), from the previous summary.
     pub codex_previous_total: Option<CodexThreadTotals>,
+    /// Claude: the session's cost after its previous call (resume), from the previous
+    /// summary's `claude_session_cost_usd`.
+    pub claude_previous_session_cost_usd: Option<f64>,
     /// Line cap; `None` means [`DEFAULT_MAX_LINE_BYTES`].
     pub max_line_bytes: Option<usize>,
 }
@@ -132,7 +135,9 @@ impl AnyParser {
                 }
                 AnyParser::Codex(parser)
             }
-            TransportKind::Claude => AnyParser::Claude(ClaudeParser::new()),
+            TransportKind::Claude => AnyParser::Claude(ClaudeParser::with_previous_session_cost(
+                options.claude_previous_session_cost_usd,
+            )),
         }
     }
 }

@@ -125,6 +125,10 @@ struct WireErrorData {
     response_headers: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
+/// The most text bytes held for one step; past it the held texts are emitted as not final
+/// and the step gives no report (keeps memory bounded on a pathological stream).
+pub const MAX_HELD_STEP_TEXT_BYTES: usize = 16 * 1024 * 1024;
+
 /// What the stream's last significant event was; decides the stop.
 #[derive(Debug)]
 enum Terminal {
@@ -143,6 +147,10 @@ pub struct OpencodeParser {
     tally: Tally,
     /// Texts of the current step, held until its `step_finish` says whether it is the last.
     step_texts: Vec<String>,
+    step_text_bytes: usize,
+    /// The current step's texts outgrew [`MAX_HELD_STEP_TEXT_BYTES`].
+    step_overflowed: bool,
+    text_cap: usize,
     report: Option<String>,
     terminal: Terminal,
 }
@@ -158,6 +166,9 @@ impl OpencodeParser {
         OpencodeParser {
             tally: Tally::new(TransportKind::Opencode),
             step_texts: Vec::new(),
+            step_text_bytes: 0,
+            step_overflowed: false,
+            text_cap: MAX_HELD_STEP_TEXT_BYTES,
             report: None,
             terminal: Terminal::Nothing,
         }
@@ -184,10 +195,16 @@ impl OpencodeParser {
         match wire.kind.as_ref() {
             "step_start" => {
                 self.flush_texts(out, false);
+                self.step_overflowed = false;
                 self.terminal = Terminal::MidStep;
             }
             "text" => {
                 if let Some(text) = wire.part.as_ref().and_then(|p| p.text.as_deref()) {
+                    if self.step_text_bytes + text.len() > self.text_cap {
+                        self.flush_texts(out, false);
+                        self.step_overflowed = true;
+                    }
+                    self.step_text_bytes += text.len();
                     self.step_texts.push(text.to_owned());
                 }
                 self.terminal = Terminal::MidStep;
@@ -238,6 +255,7 @@ impl OpencodeParser {
     }
 
     fn flush_texts(&mut self, out: &mut Vec<NormalizedEvent>, is_final: bool) {
+        self.step_text_bytes = 0;
         for text in std::mem::take(&mut self.step_texts) {
             self.tally
                 .emit(out, NormalizedEvent::Text { text, is_final });
@@ -249,11 +267,13 @@ impl OpencodeParser {
             .and_then(|p| p.reason.as_deref())
             .unwrap_or("")
             .to_owned();
-        let is_final = reason == "stop";
-        if is_final {
-            self.report = (!self.step_texts.is_empty()).then(|| self.step_texts.concat());
+        let is_final = reason == "stop" && !self.step_overflowed;
+        if reason == "stop" {
+            self.report =
+                (is_final && !self.step_texts.is_empty()).then(|| self.step_texts.concat());
         }
         self.flush_texts(out, is_final);
+        self.step_overflowed = false;
         if let Some(tokens) = part.and_then(|p| p.tokens.as_ref()) {
             let reasoning = tokens.reasoning;
             let usage = Usage {
@@ -493,6 +513,31 @@ mod tests {
             })
             .collect();
         assert_eq!(texts, [true]);
+    }
+
+    #[test]
+    fn oversized_step_text_is_not_final_and_gives_no_report() {
+        let mut parser = OpencodeParser::new();
+        parser.text_cap = 10;
+        let mut events = Vec::new();
+        for line in [
+            r#"{"type":"step_start","sessionID":"ses_1","part":{}}"#,
+            r#"{"type":"text","sessionID":"ses_1","part":{"text":"0123456789"}}"#,
+            r#"{"type":"text","sessionID":"ses_1","part":{"text":"abc"}}"#,
+            r#"{"type":"step_finish","sessionID":"ses_1","part":{"reason":"stop"}}"#,
+        ] {
+            parser.feed_line_into(line.as_bytes(), &mut events);
+        }
+        let summary = parser.finish_into(&mut events);
+        assert_eq!(summary.final_report, None);
+        let finals: Vec<bool> = events
+            .iter()
+            .filter_map(|e| match e {
+                NormalizedEvent::Text { is_final, .. } => Some(*is_final),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(finals, [false, false]);
     }
 
     #[test]

@@ -370,6 +370,9 @@ pub struct StreamSummary {
     pub usage: Usage,
     /// Codex only: the thread's cumulative totals after this call.
     pub codex_thread_totals: Option<CodexThreadTotals>,
+    /// Claude only: the session's cumulative `total_cost_usd` after this call (Claude Code
+    /// reports a session total; store it and pass it to the session's next call).
+    pub claude_session_cost_usd: Option<f64>,
     pub stop: Stop,
     pub malformed_lines: u64,
     pub first_malformed: Option<MalformedLine>,

@@ -429,3 +429,26 @@ fn claude_api_key_source_and_retries() {
         }
     )));
 }
+
+#[test]
+fn claude_resumed_cost_is_the_difference_from_the_session_total() {
+    let happy = normalize_case("claude", "happy").summary;
+    let session_after_happy = happy.claude_session_cost_usd.expect("a reported cost");
+    let stdout = fs::read(fixtures_root().join("claude/resume/stdout.jsonl")).unwrap();
+    let options = autocode::events::ParseOptions {
+        claude_previous_session_cost_usd: Some(session_after_happy),
+        ..Default::default()
+    };
+    let resumed =
+        autocode::events::parse_stream(TransportKind::Claude, &stdout[..], &options, |_| {})
+            .unwrap();
+    // The resume row reports the session's total (twice the first call); usage is per call.
+    let own_cost = resumed.usage.cost_usd.expect("cost");
+    assert!((own_cost - session_after_happy).abs() < 1e-9, "{own_cost}");
+    assert!(
+        resumed
+            .claude_session_cost_usd
+            .is_some_and(|c| c > 2.0 * session_after_happy - 1e-9)
+    );
+    assert_eq!(resumed.usage.input_tokens, happy.usage.input_tokens);
+}
