@@ -389,9 +389,15 @@ pub fn reset_hint(message: &str) -> Option<String> {
 /// `Error:` line (ANSI colours stripped). Earlier lines are never read: tool output that
 /// mentions an error is not the provider's reason.
 pub fn classify_log_tail(log: &[u8]) -> Option<ErrorSignal> {
-    let stripped = strip_ansi_escapes::strip(log);
+    // Only the last non-blank line matters; strip colours from that line alone so a long log
+    // costs nothing.
+    let last_raw = log
+        .split(|&b| b == b'\n')
+        .rev()
+        .find(|line| !strip_ansi_escapes::strip(line).trim_ascii().is_empty())?;
+    let stripped = strip_ansi_escapes::strip(last_raw);
     let text = String::from_utf8_lossy(&stripped);
-    let last = text.lines().rev().find(|l| !l.trim().is_empty())?.trim();
+    let last = text.trim();
     let message = last
         .strip_prefix("ERROR:")
         .or_else(|| last.strip_prefix("Error:"))?

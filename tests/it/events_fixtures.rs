@@ -452,3 +452,25 @@ fn claude_resumed_cost_is_the_difference_from_the_session_total() {
     );
     assert_eq!(resumed.usage.input_tokens, happy.usage.input_tokens);
 }
+
+#[test]
+fn log_tail_decides_only_when_the_stream_cannot() {
+    // Codex without --json prints plain text; the ERROR line that ends the log decides.
+    let plain = b"[2026-11-29T19:00:00] OpenAI Codex v0.169.0\nworkdir: /tmp/ws\n";
+    let normalized = normalize_stream(TransportKind::Codex, &plain[..], None).unwrap();
+    assert_eq!(normalized.summary.stop.class, StopClass::CutStream);
+    let stop = stop_with_log_tail(
+        &normalized.summary,
+        b"ERROR: exceeded retry limit, last status: 429 Too Many Requests\n",
+    );
+    assert_eq!(stop.class, StopClass::RateLimit);
+    assert_eq!(stop.pause_code, Some(PauseCode::RateLimit));
+    // A completed stream is not overridden by an ERROR line in its log.
+    let happy = normalize_case("codex", "happy");
+    let stop = stop_with_log_tail(&happy.summary, b"ERROR: 429 Too Many Requests\n");
+    assert_eq!(stop.class, StopClass::Completed);
+    // The real stderr tails of the captures never decide by themselves.
+    let wire_chat = normalize_case("codex", "wire_chat");
+    let stop = stop_with_log_tail(&wire_chat.summary, &stderr_of("codex", "wire_chat"));
+    assert_eq!(stop.class, StopClass::StartFailure);
+}
