@@ -531,6 +531,31 @@ mod tests {
     }
 
     #[test]
+    fn a_changed_session_id_is_reported() {
+        let stream = concat!(
+            r#"{"type":"step_start","sessionID":"ses_a","part":{}}"#,
+            "\n",
+            r#"{"type":"step_start","sessionID":"ses_b","part":{}}"#,
+            "\n",
+            r#"{"type":"step_start","sessionID":"ses_b","part":{}}"#,
+            "\n",
+        );
+        let normalized =
+            normalize_stream(TransportKind::Opencode, stream.as_bytes(), None).unwrap();
+        assert_eq!(normalized.summary.session_id.as_deref(), Some("ses_a"));
+        assert_eq!(
+            normalized.summary.conflicting_session_id.as_deref(),
+            Some("ses_b")
+        );
+        let sessions = normalized
+            .events
+            .iter()
+            .filter(|e| matches!(e, NormalizedEvent::SessionStarted { .. }))
+            .count();
+        assert_eq!(sessions, 2);
+    }
+
+    #[test]
     fn empty_stream_is_a_start_failure_and_garbage_a_cut_stream() {
         for transport in TransportKind::ALL {
             let empty = normalize_stream(transport, &b"\n\n"[..], None).unwrap();

@@ -310,6 +310,21 @@ impl NormalizedEvent {
         }
     }
 
+    /// The command evidence this event is, if any: a finished command whose exit code the CLI
+    /// reported (succeeded or failed). Denied, interrupted, backgrounded or unreadable commands
+    /// are never evidence.
+    pub fn command_evidence(&self) -> Option<(&EvidenceId, i32)> {
+        match self {
+            NormalizedEvent::CommandFinished {
+                evidence_id,
+                exit_code: Some(code),
+                status: CommandStatus::Succeeded | CommandStatus::Failed,
+                ..
+            } => Some((evidence_id, *code)),
+            _ => None,
+        }
+    }
+
     /// Whether this event is work or content (as opposed to bookkeeping: session, retry, usage,
     /// notice, provider error, unknown). The retry predicate requires a stream with none.
     pub fn is_content(&self) -> bool {

@@ -295,7 +295,18 @@ fn command_evidence_per_cli() {
         ),
     ];
     for (cli, case, exit, status, id_prefix) in cases {
-        let found = commands(&normalize_case(cli, case));
+        let normalized = normalize_case(cli, case);
+        let evidence: Vec<i32> = normalized
+            .events
+            .iter()
+            .filter_map(|e| e.command_evidence().map(|(_, code)| code))
+            .collect();
+        assert_eq!(
+            evidence,
+            exit.iter().copied().collect::<Vec<_>>(),
+            "{cli}/{case}"
+        );
+        let found = commands(&normalized);
         assert_eq!(found.len(), 1, "{cli}/{case}: {found:?}");
         let (id, found_exit, found_status) = &found[0];
         assert!(id.starts_with(id_prefix), "{cli}/{case}: {id}");
