@@ -591,6 +591,23 @@ mod tests {
         }
 
         #[test]
+        fn read_lines_matches_a_plain_split(
+            bytes in proptest::collection::vec(prop::sample::select(vec![b'a', b'b', b'\n', b'\r']), 0..200),
+            cap in 1usize..12,
+            buffer in 1usize..20,
+        ) {
+            let mut expected: Vec<Result<Vec<u8>, u64>> = bytes
+                .split(|&b| b == b'\n')
+                .map(|line| if line.len() <= cap { Ok(line.to_vec()) } else { Err(line.len() as u64) })
+                .collect();
+            // A trailing newline does not start another line.
+            if bytes.is_empty() || bytes.last() == Some(&b'\n') {
+                expected.pop();
+            }
+            prop_assert_eq!(collect_lines(&bytes, cap, buffer), expected);
+        }
+
+        #[test]
         fn no_parser_panics_on_json_shaped_lines(
             kind in prop::sample::select(vec![
                 "step_start", "text", "tool_use", "step_finish", "error", "reasoning",
