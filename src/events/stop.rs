@@ -231,7 +231,6 @@ pub fn classify_error(signal: &ErrorSignal) -> StopClass {
         &[
             "max_output_tokens",
             "output token maximum",
-            "max_tokens",
             "finish reason length",
             "finish_reason: length",
         ],
@@ -581,6 +580,19 @@ mod tests {
                 StopClass::OutputCap,
             ),
             ("", None, Some("refusal"), StopClass::ContentRefusal),
+            (
+                "Incomplete response returned, reason: max_output_tokens",
+                None,
+                None,
+                StopClass::OutputCap,
+            ),
+            // A request that asks for too many output tokens is a bad request, not a cut answer.
+            (
+                "max_tokens: 64000 > 32000, which is the maximum allowed number of output tokens",
+                Some(400),
+                None,
+                StopClass::Unclassified,
+            ),
             ("something odd", None, None, StopClass::Unclassified),
         ];
         for (message, status, kind, expected) in table {
