@@ -833,8 +833,17 @@ esac"#,
             probe_models(&claude, &ctx).await,
             Err(ProbeError::NotConfigured { .. })
         ));
+        // The built-in claude checks its login with `claude auth status`, here not on PATH.
         assert_eq!(
-            connection_status(&claude, &ctx).await.unwrap(),
+            connection_status(&claude, &ctx).await.unwrap_err(),
+            ProbeError::NotOnPath {
+                program: "claude".into()
+            }
+        );
+        let mut unchecked = claude.clone();
+        unchecked.connection = None;
+        assert_eq!(
+            connection_status(&unchecked, &ctx).await.unwrap(),
             ConnectionStatus::Unchecked
         );
     }
