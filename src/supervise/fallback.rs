@@ -70,7 +70,7 @@ impl Family {
     pub fn cleanup(&self) -> CleanupReport {
         CleanupReport
     }
-    pub fn release(&self) {}
+    pub fn release(&self, _killed: &[i32]) {}
     pub fn receipt(
         &self,
         _: &CleanupReport,

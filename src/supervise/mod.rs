@@ -568,7 +568,7 @@ async fn drive(mut drive: Drive) -> Result<Finished, LaunchError> {
             .and_then(Result::ok);
     }
     let cleanup_time = cleanup_started.elapsed();
-    family.release();
+    family.release(&report.killed);
     if let Some(task) = drive.stdin_task.take() {
         task.abort();
     }

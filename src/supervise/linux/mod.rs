@@ -251,9 +251,10 @@ impl Family {
     }
 
     /// The root was reaped: forget it, reap orphans, stop servicing, give back the terminal.
-    pub fn release(&self) {
+    pub fn release(&self, killed: &[i32]) {
         lock(active_roots()).remove(&self.shared.root_pid);
-        reap_orphans();
+        reap_killed(killed);
+        reap_orphans(&self.targets());
         keeper::release(&self.shared);
         if self.took_terminal {
             // SAFETY: signal/tcsetpgrp/getpgrp with integer arguments; SIGTTOU is ignored for
@@ -299,8 +300,35 @@ impl Family {
     }
 }
 
-/// Reaps zombies that reached us as subreaper, except roots still awaited and the keeper.
-pub fn reap_orphans() {
+/// Reaps the processes cleanup killed that are (or are about to be) our children: after
+/// POLLHUP they are dead, but their exit (and reparenting to us as subreaper) may still be in
+/// flight, so each is followed briefly.
+fn reap_killed(killed: &[i32]) {
+    let own = std::process::id() as i32;
+    let deadline = Instant::now() + Duration::from_millis(500);
+    let mut pending: Vec<i32> = killed.to_vec();
+    while !pending.is_empty() && Instant::now() < deadline {
+        pending.retain(|&pid| match family::read_stat(pid) {
+            None => false,
+            Some(stat) if stat.ppid == own => {
+                let mut status = 0;
+                // SAFETY: waitpid(2) on our own SIGKILLed child, writing one int we own.
+                unsafe { libc::waitpid(pid, &mut status, 0) };
+                false
+            }
+            // Its parent (a dying family member, or init) still holds it.
+            Some(_) => true,
+        });
+        if !pending.is_empty() {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// Reaps zombies of this family that reached us as subreaper (never a root another launch
+/// still awaits, nor the keeper, nor a child some other code in this process waits for: only
+/// zombies still showing one of the family's sessions or groups).
+fn reap_orphans(targets: &family::Targets) {
     let own = std::process::id() as i32;
     let keeper = keeper::keeper_pid();
     let roots = lock(active_roots());
@@ -309,6 +337,7 @@ pub fn reap_orphans() {
             && stat.state == 'Z'
             && !roots.contains(&stat.pid)
             && Some(stat.pid) != keeper
+            && (targets.sessions.contains(&stat.session) || targets.groups.contains(&stat.pgrp))
         {
             sys::reap_nohang(stat.pid);
         }
