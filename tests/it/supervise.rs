@@ -216,7 +216,9 @@ for _ in range(count):
         while True:
             time.sleep(100)
 deadline = time.time() + 20
-while time.time() < deadline and len(open(out, "a+").read().splitlines()) < count:
+def announced():
+    return len(open(out).read().splitlines()) if os.path.exists(out) else 0
+while time.time() < deadline and announced() < count:
     time.sleep(0.005)
 print(open(out).read(), end="")
 "#;
