@@ -385,7 +385,7 @@ fn keeper_killed_autocode_takes_over() {
     let file = dir.path().join("pids");
     let go = dir.path().join("go");
     let script = python(dir.path(), "stage.py", STAGE);
-    let mut autocode = Command::new(BIN)
+    let autocode = Command::new(BIN)
         .args(["supervise", "--json", "--timeout", "30", "--"])
         .args([
             "python3",

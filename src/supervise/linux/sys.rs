@@ -433,6 +433,8 @@ mod tests {
     use super::*;
 
     #[test]
+    // libc's types are u64 only on 64-bit targets; the casts keep the test portable.
+    #[allow(clippy::unnecessary_cast)]
     fn constants_match_libc() {
         assert_eq!(SECCOMP_SET_MODE_FILTER, libc::SECCOMP_SET_MODE_FILTER);
         assert_eq!(SECCOMP_GET_ACTION_AVAIL, libc::SECCOMP_GET_ACTION_AVAIL);
