@@ -215,7 +215,10 @@ pub fn register(
         launch.serviced_by_keeper.store(true, Ordering::SeqCst);
     } else {
         launch.keeper_lost.store(keeper_started(), Ordering::SeqCst);
-        start_in_process(&launch, None)?;
+        if let Err(error) = start_in_process(&launch, None) {
+            lock(&owner.launches).remove(&id);
+            return Err(error);
+        }
     }
     drop(keeper);
     Ok(launch)

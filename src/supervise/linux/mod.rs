@@ -189,7 +189,13 @@ pub async fn start(
         receipt_path,
         &probe.kernel,
     )
-    .map_err(|error| io_error(spec, error))?;
+    .map_err(|error| {
+        // Nobody services this listener: end the root now rather than leave it unowned.
+        let _ = child.kill();
+        let _ = child.wait();
+        lock(active_roots()).remove(&root_pid);
+        io_error(spec, error)
+    })?;
     Ok(Started {
         child,
         family: Family {
