@@ -290,6 +290,46 @@ fn a_second_listener_is_refused_and_an_ordinary_filter_allowed() {
     assert_eq!(outcome.receipt.denied[0].syscall, "seccomp");
 }
 
+fn status_field(status: &str, key: &str) -> String {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(key))
+        .unwrap_or_else(|| panic!("{key} missing in {status}"))
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn the_family_runs_without_boundary_capabilities_and_with_no_new_privs() {
+    let outcome = supervise_json(&["cat", "/proc/self/status"]);
+    assert_verified(&outcome.receipt);
+    let status = &outcome.stdout;
+    assert_eq!(status_field(status, "NoNewPrivs:"), "1");
+    assert_eq!(status_field(status, "Seccomp_filters:"), "1");
+    for key in ["CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"] {
+        let set = u64::from_str_radix(&status_field(status, key), 16).unwrap();
+        for cap in [21, 19, 16, 17, 39, 38, 33, 32] {
+            assert_eq!(set & (1 << cap), 0, "{key} still holds capability {cap}");
+        }
+    }
+}
+
+#[test]
+fn group_mode_refuses_joining_a_group_outside_the_family() {
+    // `autocode supervise` keeps the terminal: the root has its own group in the caller's
+    // session, so the caller's group is reachable by setpgid and must be refused.
+    let script = "import os\ntry:\n    os.setpgid(0, os.getpgid(os.getppid()))\n    print('joined')\nexcept PermissionError:\n    print('refused')\nos.setpgid(0, 0)\nprint('own group ok')";
+    let outcome = supervise_json(&["python3", "-c", script]);
+    assert_eq!(
+        outcome.stdout.lines().take(2).collect::<Vec<_>>(),
+        ["refused", "own group ok"]
+    );
+    assert_verified(&outcome.receipt);
+    assert_eq!(outcome.receipt.root_sid, None);
+    assert_eq!(outcome.receipt.denied.len(), 1, "{:?}", outcome.receipt);
+    assert_eq!(outcome.receipt.denied[0].syscall, "setpgid");
+}
+
 const STAGE: &str = r#"
 import os, subprocess, sys, time
 out, go = sys.argv[1], sys.argv[2]
