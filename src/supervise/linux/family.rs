@@ -98,7 +98,7 @@ pub struct Targets {
 }
 
 impl Targets {
-    fn contains(&self, stat: &Stat) -> bool {
+    pub fn contains(&self, stat: &Stat) -> bool {
         self.sessions.contains(&stat.session) || self.groups.contains(&stat.pgrp)
     }
 }

@@ -259,8 +259,11 @@ impl Family {
     /// The root was reaped: forget it, reap orphans, stop servicing, give back the terminal.
     pub fn release(&self, killed: &[i32]) {
         lock(active_roots()).remove(&self.shared.root_pid);
-        reap_killed(killed);
-        reap_orphans(&self.targets());
+        let targets = self.targets();
+        let root = self.shared.root_pid;
+        let killed: Vec<i32> = killed.iter().copied().filter(|&pid| pid != root).collect();
+        reap_killed(&killed, &targets);
+        reap_orphans(&targets);
         keeper::release(&self.shared);
         if self.took_terminal {
             // SAFETY: signal/tcsetpgrp/getpgrp with integer arguments; SIGTTOU is ignored for
@@ -309,13 +312,15 @@ impl Family {
 /// Reaps the processes cleanup killed that are (or are about to be) our children: after
 /// POLLHUP they are dead, but their exit (and reparenting to us as subreaper) may still be in
 /// flight, so each is followed briefly.
-fn reap_killed(killed: &[i32]) {
+fn reap_killed(killed: &[i32], targets: &family::Targets) {
     let own = std::process::id() as i32;
     let deadline = Instant::now() + Duration::from_millis(500);
     let mut pending: Vec<i32> = killed.to_vec();
     while !pending.is_empty() && Instant::now() < deadline {
         pending.retain(|&pid| match family::read_stat(pid) {
             None => false,
+            // A recycled pid: not ours to wait for.
+            Some(stat) if !targets.contains(&stat) => false,
             Some(stat) if stat.ppid == own => {
                 let mut status = 0;
                 // SAFETY: waitpid(2) on our own SIGKILLed child, writing one int we own.
@@ -326,7 +331,7 @@ fn reap_killed(killed: &[i32]) {
             Some(_) => true,
         });
         if !pending.is_empty() {
-            std::thread::yield_now();
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 }
@@ -343,7 +348,7 @@ fn reap_orphans(targets: &family::Targets) {
             && stat.state == 'Z'
             && !roots.contains(&stat.pid)
             && Some(stat.pid) != keeper
-            && (targets.sessions.contains(&stat.session) || targets.groups.contains(&stat.pgrp))
+            && targets.contains(&stat)
         {
             sys::reap_nohang(stat.pid);
         }
