@@ -307,8 +307,13 @@ fn serve_in_process(launch: &LaunchShared, stop: RawFd) {
         }
         let revents = fds[0].revents;
         if revents & libc::POLLIN != 0 {
-            if let Ok(Some(notif)) = sys::notif_recv(listener) {
-                policy::handle(listener, &notif, &launch.policy, &mut SharedJournal(launch));
+            match sys::notif_recv(listener) {
+                Ok(Some(notif)) => {
+                    policy::handle(listener, &notif, &launch.policy, &mut SharedJournal(launch))
+                }
+                Ok(None) => {}
+                // Unreadable listener: stop rather than spin; stage-end cleanup still applies.
+                Err(_) => return,
             }
         } else if revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
             // No task uses the filter any more: nothing can ever be notified again.
@@ -596,8 +601,15 @@ impl Keeper {
             return;
         };
         let listener = launch.listener.as_fd();
-        let Ok(Some(notif)) = sys::notif_recv(listener) else {
-            return;
+        let notif = match sys::notif_recv(listener) {
+            Ok(Some(notif)) => notif,
+            Ok(None) => return,
+            Err(_) => {
+                // A listener that cannot be read would spin this loop; stop polling it (its
+                // family stays a cleanup target at autocode's stage end).
+                launch.hung_up = true;
+                return;
+            }
         };
         let socket = self.socket.as_fd();
         send(
