@@ -595,3 +595,41 @@ pub fn write_receipt(path: &Path, receipt: &Receipt) -> io::Result<()> {
     std::fs::write(&partial, bytes)?;
     std::fs::rename(&partial, path)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_probe_serializes_for_doctor() {
+        let value = serde_json::to_value(probe()).expect("serializable probe");
+        assert!(value.is_object(), "{value}");
+    }
+
+    #[test]
+    fn receipts_round_trip_and_omit_a_missing_session_boundary() {
+        let receipt = Receipt {
+            mode: "sampled_process_group".into(),
+            label: "x".into(),
+            kernel: "k".into(),
+            session_boundary: None,
+            root_pid: 1,
+            root_sid: None,
+            root_pgid: 1,
+            sessions: vec![2],
+            groups: vec![],
+            denied: vec![],
+            killed: vec![2],
+            keeper_lost: false,
+            owner_lost: false,
+            verified: false,
+            ended_by: EndedBy::IdleTimeout,
+            run_ms: 1.5,
+            cleanup_ms: 0.5,
+        };
+        let text = serde_json::to_string(&receipt).unwrap();
+        assert!(!text.contains("session_boundary"), "{text}");
+        assert!(text.contains(r#""ended_by":"idle_timeout""#), "{text}");
+        assert_eq!(serde_json::from_str::<Receipt>(&text).unwrap(), receipt);
+    }
+}
