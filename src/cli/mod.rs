@@ -11,6 +11,7 @@ mod explain;
 mod output;
 mod providers;
 mod scripted_model;
+mod supervise;
 
 use std::process::ExitCode;
 
@@ -40,6 +41,8 @@ pub enum Command {
     Connections(connections::ConnectionsCommand),
     /// The models a provider offers.
     Models(providers::ModelsArgs),
+    /// Run any command under the process-ownership boundary and print its receipt.
+    Supervise(supervise::SuperviseArgs),
     /// Explain a pause code and print the command that continues it.
     Explain(explain::ExplainArgs),
     /// The scripted model server: real CLIs against a script, offline.
@@ -47,14 +50,26 @@ pub enum Command {
     ScriptedModel(scripted_model::ScriptedModelCommand),
 }
 
+impl Command {
+    fn starts_processes(&self) -> bool {
+        !matches!(self, Command::Explain(_))
+    }
+}
+
 /// Parses the arguments, runs the command and maps its outcome to an exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The keeper must be forked before any thread exists (the tokio runtime included), and only
+    // commands that start processes need it.
+    if cli.command.starts_processes() {
+        crate::supervise::init_before_threads();
+    }
     output::init_tracing(cli.verbose);
     let outcome = match cli.command {
         Command::Providers(command) => providers::run(command),
         Command::Models(args) => providers::models(args),
         Command::Connections(command) => connections::run(command),
+        Command::Supervise(args) => supervise::run(args),
         Command::Explain(args) => explain::run(args),
         Command::ScriptedModel(command) => scripted_model::run(command),
     };

@@ -1,16 +1,40 @@
 //! The process-ownership boundary: the only place in autocode that starts processes.
 //!
-//! (Interim implementation: a process group with a timeout. The seccomp user-notification
-//! boundary replaces the internals behind this same surface.)
+//! Theory of operation (details and diagram in `docs/supervision.md`): every launch's root is
+//! forked by one long-lived spawner thread, put in its own session (or group, when it needs the
+//! terminal), stripped of the capabilities that could defeat the boundary, and given a seccomp
+//! filter whose listener notifies setsid, setpgid and seccomp(NEW_LISTENER). A keeper process
+//! (forked by [`init_before_threads`]) answers those notifications, recording every new session
+//! or group before it exists. When the root exits, times out, goes idle or is cancelled, the
+//! whole family (root session/group + every recorded one) is killed until the kernel reports,
+//! by POLLHUP on the listener, that no process carries the filter any more: only then is the
+//! receipt `verified`.
+//!
+//! Invariants: nothing else in the crate forks or execs (a test greps `src/`); the environment
+//! is exactly `LaunchSpec::env`; stdout and stderr are drained concurrently and a survivor
+//! holding a pipe is killed, never waited for; every launch yields one [`Receipt`]; unverified
+//! cleanup is reported (`verified: false`), never hidden.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::path::PathBuf;
-use std::process::Stdio;
-use std::time::Duration;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::task::JoinHandle;
+
+#[cfg_attr(target_os = "linux", path = "linux/mod.rs")]
+#[cfg_attr(not(target_os = "linux"), path = "fallback.rs")]
+mod platform;
+
+mod command;
+
+pub use command::supervise_command;
+pub use platform::Probe;
 
 /// Everything needed to start one process. The environment is complete: nothing is inherited.
 #[derive(Debug, Clone)]
@@ -32,7 +56,8 @@ pub struct LaunchSpec {
 pub enum StdinSource {
     Null,
     Bytes(Vec<u8>),
-    /// The terminal (interactive commands such as a provider's login).
+    /// The terminal (interactive commands such as a provider's login). The root then keeps
+    /// autocode's session in its own process group instead of a new session.
     Inherit,
 }
 
@@ -44,13 +69,56 @@ pub enum StdioMode {
     Terminal,
 }
 
+/// Extra knobs of a launch; `Default` is what [`run`] uses.
+#[derive(Debug, Clone)]
+pub struct LaunchOptions {
+    /// Tee of stdout (created/truncated), cut at `log_limit` with a marker line.
+    pub stdout_log: Option<PathBuf>,
+    /// Tee of stderr (created/truncated), cut at `log_limit` with a marker line.
+    pub stderr_log: Option<PathBuf>,
+    pub log_limit: u64,
+    /// No output on stdout or stderr for this long ends the stage like a timeout.
+    pub idle_timeout: Option<Duration>,
+    /// Between SIGTERM to the family and the SIGKILL loop.
+    pub grace: Duration,
+    /// Where the keeper writes the receipt if autocode dies mid-launch.
+    pub receipt_path: Option<PathBuf>,
+}
+
+impl Default for LaunchOptions {
+    fn default() -> Self {
+        Self {
+            stdout_log: None,
+            stderr_log: None,
+            log_limit: 64 * 1024 * 1024,
+            idle_timeout: None,
+            grace: Duration::from_secs(3),
+            receipt_path: None,
+        }
+    }
+}
+
 /// How the launched process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum Exit {
     Code(i32),
     Signal(i32),
+    /// The stage timeout or the idle timeout ran out (the receipt's `ended_by` says which).
     TimedOut,
+}
+
+/// Why the boundary ended the family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndedBy {
+    /// The root exited on its own; the rest of the family was cleaned up.
+    RootExit,
+    Timeout,
+    IdleTimeout,
+    Cancelled,
+    /// autocode died; the keeper ended the family (receipt written by the keeper).
+    OwnerLost,
 }
 
 /// The outcome of a launch run to completion.
@@ -62,12 +130,40 @@ pub struct Finished {
     pub receipt: Receipt,
 }
 
-/// What the boundary can say about the family after the launch.
-#[derive(Debug, Clone, Serialize)]
+/// A call the boundary refused, as the receipt lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeniedCall {
+    pub syscall: String,
+    pub pid: i32,
+    pub reason: String,
+}
+
+/// What the boundary can say about the family after the launch (one per launch).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Receipt {
+    /// `seccomp_keeper`, `seccomp_in_process` (no keeper was started), or
+    /// `sampled_process_group` (non-Linux fallback).
     pub mode: String,
+    pub label: String,
+    pub kernel: String,
+    /// Absent on the non-Linux fallback: no kernel proof of family extinction there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_boundary: Option<String>,
     pub root_pid: u32,
+    pub root_sid: Option<i32>,
+    pub root_pgid: i32,
+    /// Sessions and groups the family created (recorded before they existed).
+    pub sessions: Vec<i32>,
+    pub groups: Vec<i32>,
+    pub denied: Vec<DeniedCall>,
+    pub killed: Vec<i32>,
+    pub keeper_lost: bool,
+    pub owner_lost: bool,
+    /// The kernel reported that no process carries this launch's filter any more.
     pub verified: bool,
+    pub ended_by: EndedBy,
+    pub run_ms: f64,
+    pub cleanup_ms: f64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -84,113 +180,456 @@ pub enum LaunchError {
         #[source]
         source: std::io::Error,
     },
+    /// The host lacks a feature of the process-ownership boundary; nothing was started.
+    #[error("refusing to launch: this host lacks {missing}")]
+    Refused { missing: String },
+}
+
+/// Forks the keeper process. Call it first thing in `main`, before any thread (the tokio
+/// runtime included) exists. Returns whether a keeper runs; with threads already present it
+/// does nothing and launches are serviced in-process (mode `seccomp_in_process`).
+pub fn init_before_threads() -> bool {
+    platform::init_before_threads().unwrap_or(false)
+}
+
+/// The boundary's view of this host (for `autocode doctor`).
+pub fn probe() -> Probe {
+    platform::probe()
 }
 
 /// Runs `spec` to completion and returns its exit, its captured output and the receipt.
 pub async fn run(spec: LaunchSpec) -> Result<Finished, LaunchError> {
-    let mut command = tokio::process::Command::new(&spec.program);
-    command
-        .args(&spec.args)
-        .env_clear()
-        .envs(&spec.env)
-        .current_dir(&spec.cwd)
-        .process_group(0)
-        .kill_on_drop(true);
-    command.stdin(match spec.stdin {
-        StdinSource::Null => Stdio::null(),
-        StdinSource::Bytes(_) => Stdio::piped(),
-        StdinSource::Inherit => Stdio::inherit(),
-    });
-    let limit = match spec.stdio {
-        StdioMode::Captured { limit } => {
-            command.stdout(Stdio::piped()).stderr(Stdio::piped());
-            limit
+    run_with(spec, LaunchOptions::default()).await
+}
+
+/// [`run`] with options (logs, idle timeout, grace, receipt path).
+pub async fn run_with(spec: LaunchSpec, options: LaunchOptions) -> Result<Finished, LaunchError> {
+    let mut running = spawn_inner(spec, options, false).await?;
+    running.finish_inner().await
+}
+
+/// Starts `spec` and returns at once; read stdout from [`Running::stdout`] line by line, then
+/// call [`Running::finish`].
+pub async fn spawn(spec: LaunchSpec, options: LaunchOptions) -> Result<Running, LaunchError> {
+    spawn_inner(spec, options, true).await
+}
+
+/// Stdout of a running stage: read it (e.g. `BufReader::new(out).lines()`) or drop it.
+pub type StageStdout = tokio::io::DuplexStream;
+
+/// A launch in progress.
+pub struct Running {
+    root_pid: u32,
+    stdout: Option<StageStdout>,
+    cancel: Canceller,
+    driver: Option<JoinHandle<Result<Finished, LaunchError>>>,
+}
+
+/// Cancels a running launch from anywhere (SIGTERM, grace, kill loop).
+#[derive(Debug, Clone)]
+pub struct Canceller(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Canceller {
+    pub fn cancel(&self) {
+        self.0.send_replace(true);
+    }
+}
+
+impl Running {
+    pub fn root_pid(&self) -> u32 {
+        self.root_pid
+    }
+
+    /// Takes the stdout stream (once). Unread output is backpressure on the agent; drop the
+    /// stream if you do not want it.
+    pub fn stdout(&mut self) -> Option<StageStdout> {
+        self.stdout.take()
+    }
+
+    pub fn canceller(&self) -> Canceller {
+        self.cancel.clone()
+    }
+
+    /// Waits for the end (root exit, timeout, idle timeout or cancellation) and the verified
+    /// cleanup of the whole family.
+    pub async fn finish(mut self) -> Result<Finished, LaunchError> {
+        self.finish_inner().await
+    }
+
+    async fn finish_inner(&mut self) -> Result<Finished, LaunchError> {
+        // Stdout nobody took is still drained (into `Finished::stdout`, capped).
+        self.stdout = None;
+        let Some(driver) = self.driver.take() else {
+            return Err(LaunchError::Io {
+                label: "launch".into(),
+                source: io::Error::other("finish called twice"),
+            });
+        };
+        driver.await.map_err(|error| LaunchError::Io {
+            label: "launch".into(),
+            source: io::Error::other(error.to_string()),
+        })?
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.driver.is_some() {
+            // Dropped without finish: the family is ended in the background.
+            self.cancel.cancel();
         }
-        StdioMode::Terminal => {
-            command.stdout(Stdio::inherit()).stderr(Stdio::inherit());
-            0
+    }
+}
+
+/// Milliseconds since the launch started at which output was last seen.
+struct Activity {
+    origin: Instant,
+    last_ms: AtomicU64,
+}
+
+impl Activity {
+    fn touch(&self) {
+        let now = self.origin.elapsed().as_millis() as u64;
+        self.last_ms.store(now, Ordering::Relaxed);
+    }
+    fn last(&self) -> Instant {
+        self.origin + Duration::from_millis(self.last_ms.load(Ordering::Relaxed))
+    }
+}
+
+/// A log file capped at `limit` bytes, with a marker where it was cut.
+struct LogTee {
+    file: tokio::fs::File,
+    written: u64,
+    limit: u64,
+    cut: bool,
+}
+
+impl LogTee {
+    async fn open(path: &Path, limit: u64) -> io::Result<Self> {
+        Ok(Self {
+            file: tokio::fs::File::create(path).await?,
+            written: 0,
+            limit,
+            cut: false,
+        })
+    }
+
+    async fn write(&mut self, bytes: &[u8]) {
+        if self.cut {
+            return;
         }
-    };
-    let mut child = command.spawn().map_err(|source| LaunchError::Spawn {
-        program: spec.program.clone(),
-        source,
-    })?;
-    let root_pid = child.id().unwrap_or(0);
+        let room = self.limit.saturating_sub(self.written) as usize;
+        let keep = bytes.len().min(room);
+        if let Some(kept) = bytes.get(..keep)
+            && self.file.write_all(kept).await.is_ok()
+        {
+            self.written += keep as u64;
+        }
+        if keep < bytes.len() {
+            self.cut = true;
+            let marker = format!("\n[autocode: log cut at {} bytes]\n", self.limit);
+            let _ = self.file.write_all(marker.as_bytes()).await;
+        }
+    }
+
+    async fn close(mut self) {
+        let _ = self.file.flush().await;
+    }
+}
+
+/// Drains one pipe: tee to the log, forward to the stream, keep up to `limit` bytes.
+async fn pump(
+    mut pipe: tokio::net::unix::pipe::Receiver,
+    mut log: Option<LogTee>,
+    mut forward: Option<tokio::io::DuplexStream>,
+    limit: usize,
+    activity: Arc<Activity>,
+) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        activity.touch();
+        let Some(chunk) = buf.get(..n) else { break };
+        let room = limit.saturating_sub(kept.len());
+        kept.extend_from_slice(chunk.get(..n.min(room)).unwrap_or_default());
+        if let Some(log) = log.as_mut() {
+            log.write(chunk).await;
+        }
+        if let Some(stream) = forward.as_mut()
+            && stream.write_all(chunk).await.is_err()
+        {
+            // The reader dropped the stream: keep draining into the log only.
+            forward = None;
+        }
+    }
+    if let Some(log) = log {
+        log.close().await;
+    }
+    kept
+}
+
+fn pipe_receiver(
+    fd: Option<impl Into<std::os::fd::OwnedFd>>,
+) -> io::Result<Option<tokio::net::unix::pipe::Receiver>> {
+    fd.map(|fd| tokio::net::unix::pipe::Receiver::from_owned_fd(fd.into()))
+        .transpose()
+}
+
+async fn spawn_inner(
+    spec: LaunchSpec,
+    options: LaunchOptions,
+    stream_stdout: bool,
+) -> Result<Running, LaunchError> {
+    let probe = platform::admit()?;
     let io_err = |source| LaunchError::Io {
         label: spec.label.clone(),
         source,
     };
-    let stdin_task = match (spec.stdin, child.stdin.take()) {
-        (StdinSource::Bytes(bytes), Some(mut pipe)) => Some(tokio::spawn(async move {
-            // A child that exits without reading its stdin is not an error of ours.
-            let _ = pipe.write_all(&bytes).await;
-        })),
+    let open_log = |path: Option<PathBuf>| async move {
+        match path {
+            Some(path) => LogTee::open(&path, options.log_limit).await.map(Some),
+            None => Ok(None),
+        }
+    };
+    let stdout_log = open_log(options.stdout_log.clone()).await.map_err(io_err)?;
+    let stderr_log = open_log(options.stderr_log.clone()).await.map_err(io_err)?;
+    let receipt_path = options
+        .receipt_path
+        .as_ref()
+        .map(|path| std::path::absolute(path).unwrap_or_else(|_| path.clone()));
+    let started_at = Instant::now();
+    let platform::Started { mut child, family } =
+        platform::start(&spec, receipt_path, &probe).await?;
+    let root_pid = child.id();
+    let activity = Arc::new(Activity {
+        origin: started_at,
+        last_ms: AtomicU64::new(0),
+    });
+    let limit = match spec.stdio {
+        StdioMode::Captured { limit } => limit,
+        StdioMode::Terminal => 0,
+    };
+    let stdin_task = match (&spec.stdin, child.stdin.take()) {
+        (StdinSource::Bytes(bytes), Some(pipe)) => {
+            let bytes = bytes.clone();
+            let pipe =
+                tokio::net::unix::pipe::Sender::from_owned_fd(pipe.into()).map_err(io_err)?;
+            Some(tokio::spawn(async move {
+                let mut pipe = pipe;
+                // A child that exits without reading its stdin is not an error of ours.
+                let _ = pipe.write_all(&bytes).await;
+            }))
+        }
         _ => None,
     };
-    let stdout = child
-        .stdout
-        .take()
-        .map(|s| tokio::spawn(read_capped(s, limit)));
-    let stderr = child
-        .stderr
-        .take()
-        .map(|s| tokio::spawn(read_capped(s, limit)));
-    let waited = match spec.timeout {
-        Some(limit) => tokio::time::timeout(limit, child.wait()).await.ok(),
-        None => Some(child.wait().await),
+    let (stream_reader, stream_writer) = if stream_stdout {
+        let (reader, writer) = tokio::io::duplex(256 * 1024);
+        (Some(reader), Some(writer))
+    } else {
+        (None, None)
     };
-    let exit = match waited {
-        Some(status) => {
-            let status = status.map_err(io_err)?;
-            use std::os::unix::process::ExitStatusExt;
-            match (status.code(), status.signal()) {
-                (Some(code), _) => Exit::Code(code),
-                (None, Some(signal)) => Exit::Signal(signal),
-                (None, None) => Exit::Code(-1),
-            }
+    let stdout_pipe = pipe_receiver(child.stdout.take()).map_err(io_err)?;
+    let stderr_pipe = pipe_receiver(child.stderr.take()).map_err(io_err)?;
+    let stdout_task = stdout_pipe.map(|pipe| {
+        tokio::spawn(pump(
+            pipe,
+            stdout_log,
+            stream_writer,
+            limit,
+            activity.clone(),
+        ))
+    });
+    let stderr_task =
+        stderr_pipe.map(|pipe| tokio::spawn(pump(pipe, stderr_log, None, limit, activity.clone())));
+    let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
+    let driver = tokio::spawn(drive(Drive {
+        child,
+        family,
+        timeout: spec.timeout,
+        idle_timeout: options.idle_timeout,
+        grace: options.grace,
+        cancelled: cancel_rx,
+        activity,
+        started_at,
+        stdin_task,
+        stdout_task,
+        stderr_task,
+    }));
+    Ok(Running {
+        root_pid,
+        stdout: stream_reader,
+        cancel: Canceller(Arc::new(cancel_tx)),
+        driver: Some(driver),
+    })
+}
+
+struct Drive {
+    child: std::process::Child,
+    family: platform::Family,
+    timeout: Option<Duration>,
+    idle_timeout: Option<Duration>,
+    grace: Duration,
+    cancelled: tokio::sync::watch::Receiver<bool>,
+    activity: Arc<Activity>,
+    started_at: Instant,
+    stdin_task: Option<JoinHandle<()>>,
+    stdout_task: Option<JoinHandle<Vec<u8>>>,
+    stderr_task: Option<JoinHandle<Vec<u8>>>,
+}
+
+async fn wait_idle(activity: &Activity, idle: Option<Duration>) {
+    let Some(idle) = idle else {
+        return std::future::pending().await;
+    };
+    loop {
+        let due = activity.last() + idle;
+        if Instant::now() >= due {
+            return;
         }
-        None => Exit::TimedOut,
-    };
-    // The whole group goes, whatever the root did.
-    let _ = nix::sys::signal::killpg(
-        nix::unistd::Pid::from_raw(root_pid as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-    let _ = child.wait().await;
-    if let Some(task) = stdin_task {
-        let _ = task.await;
+        tokio::time::sleep_until(due.into()).await;
     }
-    let stdout = match stdout {
-        Some(task) => task.await.unwrap_or_default(),
-        None => Vec::new(),
+}
+
+async fn wait_deadline(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// How long pipes may stay open after the family is verified gone (a descriptor passed to a
+/// process outside the family): then the drain is abandoned, never waited for.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+async fn collect(task: Option<JoinHandle<Vec<u8>>>) -> Vec<u8> {
+    let Some(mut task) = task else {
+        return Vec::new();
     };
-    let stderr = match stderr {
-        Some(task) => task.await.unwrap_or_default(),
-        None => Vec::new(),
+    match tokio::time::timeout(DRAIN_LIMIT, &mut task).await {
+        Ok(Ok(kept)) => kept,
+        Ok(Err(_)) => Vec::new(),
+        Err(_) => {
+            task.abort();
+            Vec::new()
+        }
+    }
+}
+
+fn exit_of(status: std::process::ExitStatus) -> Exit {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => Exit::Code(code),
+        (None, Some(signal)) => Exit::Signal(signal),
+        (None, None) => Exit::Code(-1),
+    }
+}
+
+async fn drive(mut drive: Drive) -> Result<Finished, LaunchError> {
+    let deadline = drive.timeout.map(|timeout| drive.started_at + timeout);
+    let family = Arc::new(drive.family);
+    let mut root_exit = std::pin::pin!(platform::wait_exit(&mut drive.child));
+    let mut status = None;
+    let ended_by = tokio::select! {
+        waited = &mut root_exit => {
+            status = waited.ok();
+            EndedBy::RootExit
+        }
+        () = wait_deadline(deadline) => EndedBy::Timeout,
+        () = wait_idle(&drive.activity, drive.idle_timeout) => EndedBy::IdleTimeout,
+        _ = drive.cancelled.wait_for(|cancelled| *cancelled) => EndedBy::Cancelled,
     };
+    let run_time = drive.started_at.elapsed();
+    let cleanup_started = Instant::now();
+    if ended_by != EndedBy::RootExit {
+        let (terminating, grace) = (family.clone(), drive.grace);
+        let _ = tokio::task::spawn_blocking(move || {
+            terminating.terminate();
+            terminating.wait_gone(grace)
+        })
+        .await;
+    }
+    let cleaning = family.clone();
+    let report = tokio::task::spawn_blocking(move || cleaning.cleanup())
+        .await
+        .map_err(|error| LaunchError::Io {
+            label: "cleanup".into(),
+            source: io::Error::other(error.to_string()),
+        })?;
+    if status.is_none() {
+        // The family is dead (or cleanup gave up); the root's status is there to collect.
+        status = tokio::time::timeout(DRAIN_LIMIT, &mut root_exit)
+            .await
+            .ok()
+            .and_then(Result::ok);
+    }
+    let cleanup_time = cleanup_started.elapsed();
+    family.release(&report.killed);
+    if let Some(task) = drive.stdin_task.take() {
+        task.abort();
+    }
+    let stdout = collect(drive.stdout_task.take()).await;
+    let stderr = collect(drive.stderr_task.take()).await;
+    let exit = match ended_by {
+        EndedBy::Timeout | EndedBy::IdleTimeout => Exit::TimedOut,
+        _ => status.map_or(Exit::Signal(libc::SIGKILL), exit_of),
+    };
+    let receipt = family.receipt(&report, ended_by, run_time, cleanup_time);
     Ok(Finished {
         exit,
         stdout,
         stderr,
-        receipt: Receipt {
-            mode: "process_group".into(),
-            root_pid,
-            verified: false,
-        },
+        receipt,
     })
 }
 
-async fn read_capped(mut reader: impl tokio::io::AsyncRead + Unpin, limit: usize) -> Vec<u8> {
-    let mut kept = Vec::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        match reader.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let room = limit.saturating_sub(kept.len());
-                kept.extend_from_slice(&buf[..n.min(room)]);
-            }
-        }
+/// Writes a receipt atomically (`.partial` then rename).
+pub fn write_receipt(path: &Path, receipt: &Receipt) -> io::Result<()> {
+    let bytes = serde_json::to_vec_pretty(receipt).map_err(io::Error::other)?;
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    std::fs::write(&partial, bytes)?;
+    std::fs::rename(&partial, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_probe_serializes_for_doctor() {
+        let value = serde_json::to_value(probe()).expect("serializable probe");
+        assert!(value.is_object(), "{value}");
     }
-    kept
+
+    #[test]
+    fn receipts_round_trip_and_omit_a_missing_session_boundary() {
+        let receipt = Receipt {
+            mode: "sampled_process_group".into(),
+            label: "x".into(),
+            kernel: "k".into(),
+            session_boundary: None,
+            root_pid: 1,
+            root_sid: None,
+            root_pgid: 1,
+            sessions: vec![2],
+            groups: vec![],
+            denied: vec![],
+            killed: vec![2],
+            keeper_lost: false,
+            owner_lost: false,
+            verified: false,
+            ended_by: EndedBy::IdleTimeout,
+            run_ms: 1.5,
+            cleanup_ms: 0.5,
+        };
+        let text = serde_json::to_string(&receipt).unwrap();
+        assert!(!text.contains("session_boundary"), "{text}");
+        assert!(text.contains(r#""ended_by":"idle_timeout""#), "{text}");
+        assert_eq!(serde_json::from_str::<Receipt>(&text).unwrap(), receipt);
+    }
 }

@@ -1,0 +1,105 @@
+//! `autocode supervise [--json] [--timeout SECS] -- CMD ARGS…`: any command under the boundary,
+//! with the caller's environment, working directory and terminal.
+//!
+//! Invariants: the command's exit code passes through (a signal becomes 128 + signal, a timeout
+//! 124, a refused or failed launch 2); the receipt goes to stderr for people or, with `--json`,
+//! as one JSON document on stdout.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{Exit, LaunchOptions, LaunchSpec, Receipt, StdinSource, StdioMode};
+
+/// Exit code of a launch that timed out (as `timeout(1)`).
+pub const EXIT_TIMED_OUT: i32 = 124;
+/// Exit code when the launch was refused or could not start.
+pub const EXIT_LAUNCH_FAILED: i32 = 2;
+
+/// Runs `argv` under the boundary and returns the exit code to leave with.
+pub async fn supervise_command(
+    argv: Vec<OsString>,
+    timeout: Option<Duration>,
+    json: bool,
+    receipt_path: Option<PathBuf>,
+) -> i32 {
+    let Some((program, args)) = argv.split_first() else {
+        eprintln!(
+            "autocode supervise: no command given (usage: autocode supervise [--json] [--timeout SECS] -- CMD ARGS…)"
+        );
+        return EXIT_LAUNCH_FAILED;
+    };
+    let cwd = match std::env::current_dir() {
+        Ok(cwd) => cwd,
+        Err(error) => {
+            eprintln!("autocode supervise: no working directory: {error}");
+            return EXIT_LAUNCH_FAILED;
+        }
+    };
+    let spec = LaunchSpec {
+        label: format!("supervise {}", program.to_string_lossy()),
+        program: program.clone(),
+        args: args.to_vec(),
+        env: std::env::vars_os().collect(),
+        cwd,
+        stdin: StdinSource::Inherit,
+        stdio: StdioMode::Terminal,
+        timeout,
+    };
+    let options = LaunchOptions {
+        receipt_path: receipt_path.clone(),
+        ..LaunchOptions::default()
+    };
+    let finished = match super::run_with(spec, options).await {
+        Ok(finished) => finished,
+        Err(error) => {
+            eprintln!("autocode supervise: {error}");
+            return EXIT_LAUNCH_FAILED;
+        }
+    };
+    if let Some(path) = &receipt_path
+        && let Err(error) = super::write_receipt(path, &finished.receipt)
+    {
+        eprintln!(
+            "autocode supervise: cannot write the receipt to {}: {error}",
+            path.display()
+        );
+    }
+    if json {
+        match serde_json::to_string(&finished.receipt) {
+            Ok(text) => println!("{text}"),
+            Err(error) => eprintln!("autocode supervise: {error}"),
+        }
+    } else {
+        eprintln!("{}", describe(&finished.receipt));
+    }
+    match finished.exit {
+        Exit::Code(code) => code,
+        Exit::Signal(signal) => 128 + signal,
+        Exit::TimedOut => EXIT_TIMED_OUT,
+    }
+}
+
+/// One line for people.
+pub fn describe(receipt: &Receipt) -> String {
+    format!(
+        "autocode supervise: {} (root {}, {} session(s), {} group(s) recorded, {} denied, {} killed{}) in {:.1} ms + cleanup {:.1} ms",
+        if receipt.verified {
+            "family gone, verified by the kernel"
+        } else {
+            "CLEANUP NOT VERIFIED"
+        },
+        receipt.root_pid,
+        receipt.sessions.len(),
+        receipt.groups.len(),
+        receipt.denied.len(),
+        receipt.killed.len(),
+        if receipt.keeper_lost {
+            ", keeper lost"
+        } else {
+            ""
+        },
+        receipt.run_ms,
+        receipt.cleanup_ms,
+    )
+}

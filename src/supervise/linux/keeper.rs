@@ -1,0 +1,674 @@
+//! The keeper process and autocode's side of it (the owner registry).
+//!
+//! The keeper is forked by [`init_before_threads`] while autocode is still single-threaded, in
+//! its own session, non-dumpable, connected by a SOCK_SEQPACKET lifeline. Each launch's
+//! listener is duplicated to it. It answers notifications; it streams the id in flight, then
+//! every journal entry, before answering, so autocode always knows at least what the keeper
+//! acted on. Keeper lost (EOF) → autocode services the listeners itself. Autocode lost (EOF) →
+//! the keeper kills every family and writes each launch's receipt to its `receipt_path`.
+//!
+//! Invariants: a launch is registered (in the map) before its listener reaches the keeper;
+//! exactly one party services a listener at a time; a notification in flight at keeper loss is
+//! answered by autocode.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::family;
+use super::policy::{self, Entry, Journal, Policy, Records};
+use super::sys::{self, SeccompNotif};
+
+/// autocode → keeper.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ToKeeper {
+    /// Carries the listener as SCM_RIGHTS.
+    Register {
+        launch: u64,
+        label: String,
+        root_pid: i32,
+        policy: Policy,
+        receipt_path: Option<PathBuf>,
+        kernel: String,
+    },
+    Release {
+        launch: u64,
+    },
+}
+
+/// keeper → autocode.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum FromKeeper {
+    InFlight {
+        launch: u64,
+        id: u64,
+        pid: u32,
+        nr: i32,
+        arch: u32,
+        args: [u64; 6],
+    },
+    Journal {
+        launch: u64,
+        entry: Entry,
+    },
+    Answered {
+        launch: u64,
+        id: u64,
+    },
+}
+
+const MESSAGE_LIMIT: usize = 64 * 1024;
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panicking holder cannot leave these maps half-updated in a way that matters more than
+    // losing the boundary would.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+// ------------------------------------------------------------------ autocode's side
+
+/// One launch as autocode tracks it.
+pub struct LaunchShared {
+    pub id: u64,
+    pub root_pid: i32,
+    pub policy: Policy,
+    pub listener: OwnedFd,
+    pub records: Mutex<Records>,
+    inflight: Mutex<Option<SeccompNotif>>,
+    pub keeper_lost: AtomicBool,
+    pub serviced_by_keeper: AtomicBool,
+    servicer: Mutex<Option<InProcess>>,
+}
+
+impl LaunchShared {
+    pub fn records(&self) -> Records {
+        lock(&self.records).clone()
+    }
+}
+
+struct InProcess {
+    stop: OwnedFd,
+    thread: std::thread::JoinHandle<()>,
+}
+
+struct KeeperLink {
+    socket: OwnedFd,
+    pid: i32,
+    alive: bool,
+}
+
+struct Owner {
+    keeper: Mutex<Option<KeeperLink>>,
+    launches: Mutex<HashMap<u64, Arc<LaunchShared>>>,
+    next_id: Mutex<u64>,
+}
+
+static OWNER: OnceLock<Owner> = OnceLock::new();
+/// Set only by `init_before_threads` (so a library caller without it gets in-process mode).
+static KEEPER_AT_START: OnceLock<Option<(OwnedFd, i32)>> = OnceLock::new();
+
+fn owner() -> &'static Owner {
+    OWNER.get_or_init(|| {
+        sys::become_owner();
+        let keeper = KEEPER_AT_START
+            .get()
+            .and_then(|started| started.as_ref())
+            .and_then(|(socket, pid)| {
+                let socket = socket.try_clone().ok()?;
+                let reader = socket.try_clone().ok()?;
+                let keeper_pid = *pid;
+                std::thread::Builder::new()
+                    .name("autocode-keeper-link".into())
+                    .spawn(move || read_keeper(reader, keeper_pid))
+                    .ok()?;
+                Some(KeeperLink {
+                    socket,
+                    pid: keeper_pid,
+                    alive: true,
+                })
+            });
+        Owner {
+            keeper: Mutex::new(keeper),
+            launches: Mutex::new(HashMap::new()),
+            next_id: Mutex::new(1),
+        }
+    })
+}
+
+/// The keeper's pid, while it is alive.
+pub fn keeper_pid() -> Option<i32> {
+    lock(&owner().keeper)
+        .as_ref()
+        .filter(|link| link.alive)
+        .map(|link| link.pid)
+}
+
+/// Whether a keeper process was started for this autocode.
+pub fn keeper_started() -> bool {
+    KEEPER_AT_START
+        .get()
+        .is_some_and(|started| started.is_some())
+}
+
+/// Registers a launch's listener: with the keeper when alive, else serviced in-process.
+pub fn register(
+    listener: OwnedFd,
+    root_pid: i32,
+    policy: Policy,
+    label: &str,
+    receipt_path: Option<PathBuf>,
+    kernel: &str,
+) -> io::Result<Arc<LaunchShared>> {
+    let owner = owner();
+    let id = {
+        let mut next = lock(&owner.next_id);
+        *next += 1;
+        *next
+    };
+    let launch = Arc::new(LaunchShared {
+        id,
+        root_pid,
+        policy,
+        listener,
+        records: Mutex::new(Records::default()),
+        inflight: Mutex::new(None),
+        keeper_lost: AtomicBool::new(false),
+        serviced_by_keeper: AtomicBool::new(false),
+        servicer: Mutex::new(None),
+    });
+    lock(&owner.launches).insert(id, launch.clone());
+    let mut keeper = lock(&owner.keeper);
+    let handed_over = match keeper.as_mut() {
+        Some(link) if link.alive => {
+            let message = ToKeeper::Register {
+                launch: id,
+                label: label.to_owned(),
+                root_pid,
+                policy,
+                receipt_path,
+                kernel: kernel.to_owned(),
+            };
+            let bytes = serde_json::to_vec(&message).map_err(io::Error::other)?;
+            let sent = sys::send_with_fd(
+                link.socket.as_raw_fd(),
+                &bytes,
+                Some(launch.listener.as_raw_fd()),
+            );
+            if sent.is_err() {
+                link.alive = false;
+            }
+            sent.is_ok()
+        }
+        _ => false,
+    };
+    if handed_over {
+        launch.serviced_by_keeper.store(true, Ordering::SeqCst);
+    } else {
+        launch.keeper_lost.store(keeper_started(), Ordering::SeqCst);
+        if let Err(error) = start_in_process(&launch, None) {
+            lock(&owner.launches).remove(&id);
+            return Err(error);
+        }
+    }
+    drop(keeper);
+    Ok(launch)
+}
+
+/// Ends a launch's servicing (after its cleanup) and forgets it.
+pub fn release(launch: &LaunchShared) {
+    let owner = owner();
+    lock(&owner.launches).remove(&launch.id);
+    if let Some(link) = lock(&owner.keeper).as_ref().filter(|link| link.alive)
+        && let Ok(bytes) = serde_json::to_vec(&ToKeeper::Release { launch: launch.id })
+    {
+        let _ = sys::send_with_fd(link.socket.as_raw_fd(), &bytes, None);
+    }
+    if let Some(servicer) = lock(&launch.servicer).take() {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes we own to an eventfd we own.
+        unsafe {
+            libc::write(
+                servicer.stop.as_raw_fd(),
+                &one as *const u64 as *const libc::c_void,
+                8,
+            );
+        }
+        let _ = servicer.thread.join();
+    }
+}
+
+/// Journal of an in-process servicer: straight into the shared records.
+struct SharedJournal<'a>(&'a LaunchShared);
+
+impl Journal for SharedJournal<'_> {
+    fn records(&self) -> Records {
+        self.0.records()
+    }
+    fn write(&mut self, entry: &Entry) {
+        lock(&self.0.records).apply(entry);
+    }
+}
+
+fn start_in_process(launch: &Arc<LaunchShared>, pending: Option<SeccompNotif>) -> io::Result<()> {
+    // SAFETY: eventfd(2) with integer flags; the result is checked before it is owned.
+    let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor nobody else owns.
+    let stop = unsafe { OwnedFd::from_raw_fd(raw) };
+    let stop_raw = stop.as_raw_fd();
+    let shared = launch.clone();
+    let thread = std::thread::Builder::new()
+        .name(format!("autocode-listener-{}", launch.id))
+        .spawn(move || {
+            let listener = shared.listener.as_fd();
+            if let Some(notif) = pending {
+                policy::handle(
+                    listener,
+                    &notif,
+                    &shared.policy,
+                    &mut SharedJournal(&shared),
+                );
+            }
+            serve_in_process(&shared, stop_raw);
+        })?;
+    *lock(&launch.servicer) = Some(InProcess { stop, thread });
+    Ok(())
+}
+
+fn serve_in_process(launch: &LaunchShared, stop: RawFd) {
+    let listener = launch.listener.as_fd();
+    loop {
+        let mut fds = [
+            libc::pollfd {
+                fd: listener.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: stop,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        if sys::poll_many(&mut fds, -1).is_err() || fds[1].revents != 0 {
+            return;
+        }
+        let revents = fds[0].revents;
+        if revents & libc::POLLIN != 0 {
+            match sys::notif_recv(listener) {
+                Ok(Some(notif)) => {
+                    policy::handle(listener, &notif, &launch.policy, &mut SharedJournal(launch))
+                }
+                Ok(None) => {}
+                // Unreadable listener: stop rather than spin; stage-end cleanup still applies.
+                Err(_) => return,
+            }
+        } else if revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+            // No task uses the filter any more: nothing can ever be notified again.
+            return;
+        }
+    }
+}
+
+fn read_keeper(socket: OwnedFd, keeper_pid: i32) {
+    let mut buf = vec![0u8; MESSAGE_LIMIT];
+    loop {
+        let Ok((len, _)) = sys::recv_with_fd(socket.as_raw_fd(), &mut buf) else {
+            break;
+        };
+        if len == 0 {
+            break;
+        }
+        let Some(message) = buf
+            .get(..len)
+            .and_then(|bytes| serde_json::from_slice::<FromKeeper>(bytes).ok())
+        else {
+            continue;
+        };
+        let launches = lock(&owner().launches);
+        match message {
+            FromKeeper::InFlight {
+                launch,
+                id,
+                pid,
+                nr,
+                arch,
+                args,
+            } => {
+                if let Some(launch) = launches.get(&launch) {
+                    let mut notif = SeccompNotif {
+                        id,
+                        pid,
+                        ..SeccompNotif::default()
+                    };
+                    notif.data.nr = nr;
+                    notif.data.arch = arch;
+                    notif.data.args = args;
+                    *lock(&launch.inflight) = Some(notif);
+                }
+            }
+            FromKeeper::Journal { launch, entry } => {
+                if let Some(launch) = launches.get(&launch) {
+                    lock(&launch.records).apply(&entry);
+                }
+            }
+            FromKeeper::Answered { launch, id } => {
+                if let Some(launch) = launches.get(&launch) {
+                    let mut inflight = lock(&launch.inflight);
+                    if inflight.is_some_and(|notif| notif.id == id) {
+                        *inflight = None;
+                    }
+                }
+            }
+        }
+    }
+    take_over(keeper_pid);
+}
+
+/// The keeper is gone: service every listener here, answering what it left in flight.
+fn take_over(keeper_pid: i32) {
+    let owner = owner();
+    let mut keeper = lock(&owner.keeper);
+    if let Some(link) = keeper.as_mut() {
+        link.alive = false;
+    }
+    let launches: Vec<_> = lock(&owner.launches).values().cloned().collect();
+    for launch in launches {
+        launch.keeper_lost.store(true, Ordering::SeqCst);
+        if launch.serviced_by_keeper.swap(false, Ordering::SeqCst) {
+            let pending = lock(&launch.inflight).take();
+            // A listener nobody services would hang its family's setsid; there is no better
+            // fallback than the stage-end cleanup if even a thread cannot start.
+            let _ = start_in_process(&launch, pending);
+        }
+    }
+    drop(keeper);
+    let mut status = 0;
+    // SAFETY: waitpid(2) on our own child, writing one int we own.
+    unsafe { libc::waitpid(keeper_pid, &mut status, 0) };
+}
+
+// ------------------------------------------------------------------ the keeper process
+
+/// Forks the keeper. Must run while the process has exactly one thread (first thing in
+/// `main`); with more threads it does nothing and launches are serviced in-process.
+pub fn init_before_threads() -> io::Result<bool> {
+    if KEEPER_AT_START.get().is_some() {
+        return Ok(keeper_started());
+    }
+    let threads = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix("Threads:"))
+                .and_then(|value| value.trim().parse::<u32>().ok())
+        });
+    if threads != Some(1) {
+        let _ = KEEPER_AT_START.set(None);
+        return Ok(false);
+    }
+    let (ours, theirs) = sys::seqpacket_pair()?;
+    // SAFETY: the process is single-threaded (checked above), so the child may run arbitrary
+    // code: no lock can be held by a thread that does not exist in the child.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        drop(ours);
+        keeper_main(theirs);
+    }
+    drop(theirs);
+    let _ = KEEPER_AT_START.set(Some((ours, pid)));
+    sys::become_owner();
+    Ok(true)
+}
+
+fn keeper_main(socket: OwnedFd) -> ! {
+    // SAFETY: plain syscalls in the single-threaded keeper; descriptors 0-2 are replaced by
+    // /dev/null so the keeper never holds autocode's pipes open, and everything but the
+    // lifeline is closed.
+    unsafe {
+        libc::setsid();
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if null >= 0 {
+            for fd in 0..3 {
+                libc::dup2(null, fd);
+            }
+        }
+        libc::dup2(socket.as_raw_fd(), 3);
+        libc::fcntl(3, libc::F_SETFD, libc::FD_CLOEXEC);
+        libc::close_range(4, u32::MAX, 0);
+    }
+    std::mem::forget(socket);
+    // SAFETY: fd 3 is the lifeline just placed there; nothing else owns it.
+    let socket = unsafe { OwnedFd::from_raw_fd(3) };
+    Keeper {
+        socket,
+        launches: HashMap::new(),
+    }
+    .run();
+    // SAFETY: leaving without running the parent's exit handlers (which belong to autocode).
+    unsafe { libc::_exit(0) }
+}
+
+struct KeeperLaunch {
+    label: String,
+    root_pid: i32,
+    policy: Policy,
+    listener: OwnedFd,
+    receipt_path: Option<PathBuf>,
+    kernel: String,
+    records: Records,
+    hung_up: bool,
+    started: std::time::SystemTime,
+}
+
+struct Keeper {
+    socket: OwnedFd,
+    launches: HashMap<u64, KeeperLaunch>,
+}
+
+/// The keeper's journal: its own memory, then the lifeline (the owner may already be dead; the
+/// keeper's copy is what its cleanup uses then).
+struct KeeperJournal<'a> {
+    socket: BorrowedFd<'a>,
+    launch: u64,
+    records: &'a mut Records,
+}
+
+fn send(socket: BorrowedFd<'_>, message: &FromKeeper) {
+    if let Ok(bytes) = serde_json::to_vec(message) {
+        let _ = sys::send_with_fd(socket.as_raw_fd(), &bytes, None);
+    }
+}
+
+impl Journal for KeeperJournal<'_> {
+    fn records(&self) -> Records {
+        self.records.clone()
+    }
+    fn write(&mut self, entry: &Entry) {
+        self.records.apply(entry);
+        send(
+            self.socket,
+            &FromKeeper::Journal {
+                launch: self.launch,
+                entry: entry.clone(),
+            },
+        );
+    }
+}
+
+impl Keeper {
+    fn run(mut self) {
+        let mut buf = vec![0u8; MESSAGE_LIMIT];
+        loop {
+            let ids: Vec<u64> = self
+                .launches
+                .iter()
+                .filter(|(_, launch)| !launch.hung_up)
+                .map(|(id, _)| *id)
+                .collect();
+            let mut fds = vec![libc::pollfd {
+                fd: self.socket.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            }];
+            for id in &ids {
+                if let Some(launch) = self.launches.get(id) {
+                    fds.push(libc::pollfd {
+                        fd: launch.listener.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    });
+                }
+            }
+            if sys::poll_many(&mut fds, -1).is_err() {
+                break;
+            }
+            for (id, pollfd) in ids.iter().zip(fds.iter().skip(1)) {
+                if pollfd.revents & libc::POLLIN != 0 {
+                    self.serve(*id);
+                } else if pollfd.revents != 0
+                    && let Some(launch) = self.launches.get_mut(id)
+                {
+                    launch.hung_up = true;
+                }
+            }
+            if fds[0].revents != 0 {
+                match sys::recv_with_fd(self.socket.as_raw_fd(), &mut buf) {
+                    Ok((len, fd)) if len > 0 => {
+                        if let Some(bytes) = buf.get(..len) {
+                            self.control(bytes, fd);
+                        }
+                    }
+                    _ => break,
+                }
+            }
+        }
+        self.owner_lost();
+    }
+
+    fn control(&mut self, bytes: &[u8], fd: Option<OwnedFd>) {
+        match serde_json::from_slice::<ToKeeper>(bytes) {
+            Ok(ToKeeper::Register {
+                launch,
+                label,
+                root_pid,
+                policy,
+                receipt_path,
+                kernel,
+            }) => {
+                if let Some(listener) = fd {
+                    self.launches.insert(
+                        launch,
+                        KeeperLaunch {
+                            label,
+                            root_pid,
+                            policy,
+                            listener,
+                            receipt_path,
+                            kernel,
+                            records: Records::default(),
+                            hung_up: false,
+                            started: std::time::SystemTime::now(),
+                        },
+                    );
+                }
+            }
+            Ok(ToKeeper::Release { launch }) => {
+                self.launches.remove(&launch);
+            }
+            Err(_) => {}
+        }
+    }
+
+    fn serve(&mut self, id: u64) {
+        let Some(launch) = self.launches.get_mut(&id) else {
+            return;
+        };
+        let listener = launch.listener.as_fd();
+        let notif = match sys::notif_recv(listener) {
+            Ok(Some(notif)) => notif,
+            Ok(None) => return,
+            Err(_) => {
+                // A listener that cannot be read would spin this loop; stop polling it (its
+                // family stays a cleanup target at autocode's stage end).
+                launch.hung_up = true;
+                return;
+            }
+        };
+        let socket = self.socket.as_fd();
+        send(
+            socket,
+            &FromKeeper::InFlight {
+                launch: id,
+                id: notif.id,
+                pid: notif.pid,
+                nr: notif.data.nr,
+                arch: notif.data.arch,
+                args: notif.data.args,
+            },
+        );
+        let mut journal = KeeperJournal {
+            socket,
+            launch: id,
+            records: &mut launch.records,
+        };
+        policy::handle(listener, &notif, &launch.policy, &mut journal);
+        send(
+            socket,
+            &FromKeeper::Answered {
+                launch: id,
+                id: notif.id,
+            },
+        );
+    }
+
+    /// autocode is gone: end every family and leave a receipt for each.
+    fn owner_lost(self) {
+        for launch in self.launches.into_values() {
+            let started = Instant::now();
+            let records = launch.records.clone();
+            let policy = launch.policy;
+            let root_pid = launch.root_pid;
+            let cleanup = family::kill_until_gone(
+                launch.listener.as_fd(),
+                || records.targets(&policy, root_pid),
+                Instant::now() + family::CLEANUP_LIMIT,
+            );
+            let Some(path) = &launch.receipt_path else {
+                continue;
+            };
+            let receipt = super::build_receipt(super::ReceiptParts {
+                mode: super::MODE_KEEPER,
+                label: launch.label,
+                kernel: launch.kernel,
+                root_pid,
+                policy,
+                records,
+                killed: cleanup.killed.into_iter().collect(),
+                keeper_lost: false,
+                owner_lost: true,
+                verified: cleanup.verified,
+                ended_by: crate::supervise::EndedBy::OwnerLost,
+                run: launch.started.elapsed().unwrap_or(Duration::ZERO),
+                cleanup: started.elapsed(),
+            });
+            let _ = crate::supervise::write_receipt(path, &receipt);
+        }
+    }
+}

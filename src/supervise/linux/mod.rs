@@ -1,0 +1,411 @@
+//! The Linux boundary: seccomp user notification on setsid/setpgid/seccomp(NEW_LISTENER),
+//! a keeper process, and cleanup verified by the kernel's POLLHUP.
+//!
+//! Invariants: every fork happens on one long-lived spawner thread (PDEATHSIG fires when the
+//! forking *thread* exits, so never a tokio worker or blocking-pool thread); a launch is
+//! refused before any spawn when the probe finds a feature missing; orphans that reach us as
+//! subreaper are reaped, but never a root another launch still waits for.
+
+mod child;
+mod family;
+mod keeper;
+mod policy;
+mod probe;
+mod sys;
+
+use std::collections::BTreeSet;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
+use std::time::{Duration, Instant};
+
+pub use probe::Probe;
+
+use super::{EndedBy, LaunchError, LaunchSpec, Receipt, StdinSource, StdioMode};
+
+pub const MODE_KEEPER: &str = "seccomp_keeper";
+pub const MODE_IN_PROCESS: &str = "seccomp_in_process";
+pub const SESSION_BOUNDARY: &str = "seccomp_user_notification";
+
+/// See [`super::init_before_threads`].
+pub fn init_before_threads() -> io::Result<bool> {
+    keeper::init_before_threads()
+}
+
+pub fn probe() -> Probe {
+    probe::probe()
+}
+
+/// Refuses the launch, naming what is missing, unless the host has every feature.
+pub fn admit() -> Result<Probe, LaunchError> {
+    let probe = probe::probe();
+    let missing = probe.missing();
+    if missing.is_empty() {
+        Ok(probe)
+    } else {
+        Err(LaunchError::Refused {
+            missing: missing.join("; "),
+        })
+    }
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The one thread that forks. It never exits, so PDEATHSIG only fires when autocode dies.
+fn spawner() -> &'static Mutex<mpsc::Sender<Job>> {
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
+    SPAWNER.get_or_init(|| {
+        let (sender, receiver) = mpsc::channel::<Job>();
+        let spawned = std::thread::Builder::new()
+            .name("autocode-spawner".into())
+            .spawn(move || {
+                for job in receiver {
+                    job();
+                }
+            });
+        if let Err(error) = spawned {
+            // Without the spawner no launch can happen; every request then fails (the jobs'
+            // reply channels are dropped), which surfaces as a spawn error.
+            tracing::error!("cannot start the spawner thread: {error}");
+        }
+        Mutex::new(sender)
+    })
+}
+
+/// Roots whose exit status a launch still waits for: the orphan reaper must leave them alone.
+fn active_roots() -> &'static Mutex<BTreeSet<i32>> {
+    static ROOTS: OnceLock<Mutex<BTreeSet<i32>>> = OnceLock::new();
+    ROOTS.get_or_init(|| Mutex::new(BTreeSet::new()))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A started root and its family.
+pub struct Started {
+    pub child: std::process::Child,
+    pub family: Family,
+}
+
+/// The family of one launch, as the boundary tracks it.
+pub struct Family {
+    shared: Arc<keeper::LaunchShared>,
+    label: String,
+    kernel: String,
+    took_terminal: bool,
+}
+
+fn io_error(spec: &LaunchSpec, source: io::Error) -> LaunchError {
+    LaunchError::Spawn {
+        program: spec.program.clone(),
+        source,
+    }
+}
+
+/// Starts the root of a launch under the boundary.
+pub async fn start(
+    spec: &LaunchSpec,
+    receipt_path: Option<PathBuf>,
+    probe: &Probe,
+) -> Result<Started, LaunchError> {
+    let interactive =
+        matches!(spec.stdin, StdinSource::Inherit) || spec.stdio == StdioMode::Terminal;
+    let take_terminal = matches!(spec.stdin, StdinSource::Inherit)
+        // SAFETY: isatty on fd 0 only inspects it.
+        && unsafe { libc::isatty(0) } == 1;
+    let (ours, theirs) = sys::seqpacket_pair().map_err(|error| io_error(spec, error))?;
+    let plan = child::ChildPlan {
+        new_session: !interactive,
+        take_terminal,
+        parent: std::process::id() as i32,
+        socket: theirs.as_raw_fd(),
+        filter_flags: if probe.wait_killable_recv {
+            sys::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
+        } else {
+            0
+        },
+    };
+    let mut command = std::process::Command::new(&spec.program);
+    command
+        .args(&spec.args)
+        .env_clear()
+        .envs(&spec.env)
+        .current_dir(&spec.cwd);
+    command.stdin(match spec.stdin {
+        StdinSource::Null => Stdio::null(),
+        StdinSource::Bytes(_) => Stdio::piped(),
+        StdinSource::Inherit => Stdio::inherit(),
+    });
+    match spec.stdio {
+        StdioMode::Captured { .. } => command.stdout(Stdio::piped()).stderr(Stdio::piped()),
+        StdioMode::Terminal => command.stdout(Stdio::inherit()).stderr(Stdio::inherit()),
+    };
+    // SAFETY: `ChildPlan::enter` makes raw system calls only, on values computed above.
+    unsafe {
+        command.pre_exec(move || plan.enter());
+    }
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let job: Job = Box::new(move || {
+        let roots = active_roots();
+        let mut roots = lock(roots);
+        let spawned = command.spawn();
+        if let Ok(child) = &spawned {
+            roots.insert(child.id() as i32);
+        }
+        drop(roots);
+        let _ = reply.send(spawned);
+    });
+    lock(spawner())
+        .send(job)
+        .map_err(|_| io_error(spec, io::Error::other("the spawner thread is gone")))?;
+    let mut child = answer
+        .await
+        .map_err(|_| io_error(spec, io::Error::other("the spawner thread is gone")))?
+        .map_err(|error| io_error(spec, error))?;
+    drop(theirs);
+    let root_pid = child.id() as i32;
+    let listener = receive_listener(&ours).map_err(|error| {
+        let _ = child.kill();
+        let _ = child.wait();
+        lock(active_roots()).remove(&root_pid);
+        io_error(spec, error)
+    })?;
+    let policy = policy::Policy {
+        new_session: !interactive,
+        root_pgid: root_pid,
+    };
+    let shared = keeper::register(
+        listener,
+        root_pid,
+        policy,
+        &spec.label,
+        receipt_path,
+        &probe.kernel,
+    )
+    .map_err(|error| {
+        // Nobody services this listener: end the root now rather than leave it unowned.
+        let _ = child.kill();
+        let _ = child.wait();
+        lock(active_roots()).remove(&root_pid);
+        io_error(spec, error)
+    })?;
+    Ok(Started {
+        child,
+        family: Family {
+            shared,
+            label: spec.label.clone(),
+            kernel: probe.kernel.clone(),
+            took_terminal: take_terminal,
+        },
+    })
+}
+
+fn receive_listener(socket: &OwnedFd) -> io::Result<OwnedFd> {
+    // The child sent it before exec, and spawn() returned only after exec: it is queued.
+    if sys::poll_one(socket.as_fd(), libc::POLLIN, 5_000)? & libc::POLLIN == 0 {
+        return Err(io::Error::other("the child did not send its listener"));
+    }
+    let mut buf = [0u8; 8];
+    match sys::recv_with_fd(socket.as_raw_fd(), &mut buf)? {
+        (_, Some(fd)) => Ok(fd),
+        (_, None) => Err(io::Error::other("the child's message carried no listener")),
+    }
+}
+
+/// What the family cleanup found.
+pub struct CleanupReport {
+    pub killed: Vec<i32>,
+    pub verified: bool,
+}
+
+impl Family {
+    fn targets(&self) -> family::Targets {
+        self.shared
+            .records()
+            .targets(&self.shared.policy, self.shared.root_pid)
+    }
+
+    /// SIGTERM to every member (timeout, idle timeout, cancellation).
+    pub fn terminate(&self) -> Vec<i32> {
+        family::terminate(&self.targets())
+    }
+
+    /// Waits up to `grace` for the kernel to report the family gone.
+    pub fn wait_gone(&self, grace: Duration) -> bool {
+        let millis = grace.as_millis().min(i32::MAX as u128) as i32;
+        family::listener_hung_up(self.shared.listener.as_fd(), millis)
+    }
+
+    /// SIGKILL until nothing is visible, verified by POLLHUP; then reap what came to us.
+    pub fn cleanup(&self) -> CleanupReport {
+        let cleanup = family::kill_until_gone(
+            self.shared.listener.as_fd(),
+            || self.targets(),
+            Instant::now() + family::CLEANUP_LIMIT,
+        );
+        CleanupReport {
+            killed: cleanup.killed.into_iter().collect(),
+            verified: cleanup.verified,
+        }
+    }
+
+    /// The root was reaped: forget it, reap orphans, stop servicing, give back the terminal.
+    pub fn release(&self, killed: &[i32]) {
+        lock(active_roots()).remove(&self.shared.root_pid);
+        let targets = self.targets();
+        let root = self.shared.root_pid;
+        let killed: Vec<i32> = killed.iter().copied().filter(|&pid| pid != root).collect();
+        reap_killed(&killed, &targets);
+        reap_orphans(&targets);
+        keeper::release(&self.shared);
+        if self.took_terminal {
+            // SAFETY: signal/tcsetpgrp/getpgrp with integer arguments; SIGTTOU is ignored for
+            // the moment we, a background group now, take the terminal back.
+            unsafe {
+                let previous = libc::signal(libc::SIGTTOU, libc::SIG_IGN);
+                libc::tcsetpgrp(0, libc::getpgrp());
+                libc::signal(libc::SIGTTOU, previous);
+            }
+        }
+    }
+
+    pub fn receipt(
+        &self,
+        report: &CleanupReport,
+        ended_by: EndedBy,
+        run: Duration,
+        cleanup: Duration,
+    ) -> Receipt {
+        let records = self.shared.records();
+        let mode = if self.shared.serviced_by_keeper.load(Ordering::SeqCst)
+            || self.shared.keeper_lost.load(Ordering::SeqCst)
+        {
+            MODE_KEEPER
+        } else {
+            MODE_IN_PROCESS
+        };
+        build_receipt(ReceiptParts {
+            mode,
+            label: self.label.clone(),
+            kernel: self.kernel.clone(),
+            root_pid: self.shared.root_pid,
+            policy: self.shared.policy,
+            records,
+            killed: report.killed.clone(),
+            keeper_lost: self.shared.keeper_lost.load(Ordering::SeqCst),
+            owner_lost: false,
+            verified: report.verified,
+            ended_by,
+            run,
+            cleanup,
+        })
+    }
+}
+
+/// Reaps the processes cleanup killed that are (or are about to be) our children: after
+/// POLLHUP they are dead, but their exit (and reparenting to us as subreaper) may still be in
+/// flight, so each is followed briefly.
+fn reap_killed(killed: &[i32], targets: &family::Targets) {
+    let own = std::process::id() as i32;
+    let deadline = Instant::now() + Duration::from_millis(500);
+    let mut pending: Vec<i32> = killed.to_vec();
+    while !pending.is_empty() && Instant::now() < deadline {
+        pending.retain(|&pid| match family::read_stat(pid) {
+            None => false,
+            // A recycled pid: not ours to wait for.
+            Some(stat) if !targets.contains(&stat) => false,
+            Some(stat) if stat.ppid == own => {
+                let mut status = 0;
+                // SAFETY: waitpid(2) on our own SIGKILLed child, writing one int we own.
+                unsafe { libc::waitpid(pid, &mut status, 0) };
+                false
+            }
+            // Its parent (a dying family member, or init) still holds it.
+            Some(_) => true,
+        });
+        if !pending.is_empty() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// Reaps zombies of this family that reached us as subreaper (never a root another launch
+/// still awaits, nor the keeper, nor a child some other code in this process waits for: only
+/// zombies still showing one of the family's sessions or groups).
+fn reap_orphans(targets: &family::Targets) {
+    let own = std::process::id() as i32;
+    let keeper = keeper::keeper_pid();
+    let roots = lock(active_roots());
+    for stat in family::scan() {
+        if stat.ppid == own
+            && stat.state == 'Z'
+            && !roots.contains(&stat.pid)
+            && Some(stat.pid) != keeper
+            && targets.contains(&stat)
+        {
+            sys::reap_nohang(stat.pid);
+        }
+    }
+}
+
+pub(crate) struct ReceiptParts {
+    pub mode: &'static str,
+    pub label: String,
+    pub kernel: String,
+    pub root_pid: i32,
+    pub policy: policy::Policy,
+    pub records: policy::Records,
+    pub killed: Vec<i32>,
+    pub keeper_lost: bool,
+    pub owner_lost: bool,
+    pub verified: bool,
+    pub ended_by: EndedBy,
+    pub run: Duration,
+    pub cleanup: Duration,
+}
+
+pub(crate) fn build_receipt(parts: ReceiptParts) -> Receipt {
+    Receipt {
+        mode: parts.mode.to_owned(),
+        label: parts.label,
+        kernel: parts.kernel,
+        session_boundary: Some(SESSION_BOUNDARY.to_owned()),
+        root_pid: parts.root_pid.max(0) as u32,
+        root_sid: parts.policy.new_session.then_some(parts.root_pid),
+        root_pgid: parts.policy.root_pgid,
+        sessions: parts.records.sessions.into_iter().collect(),
+        groups: parts.records.groups.into_iter().collect(),
+        denied: parts.records.denied,
+        killed: parts.killed,
+        keeper_lost: parts.keeper_lost,
+        owner_lost: parts.owner_lost,
+        verified: parts.verified,
+        ended_by: parts.ended_by,
+        run_ms: parts.run.as_secs_f64() * 1e3,
+        cleanup_ms: parts.cleanup.as_secs_f64() * 1e3,
+    }
+}
+
+/// Waits for the root to exit (pidfd readiness, no thread) and reaps it.
+pub async fn wait_exit(child: &mut std::process::Child) -> io::Result<std::process::ExitStatus> {
+    let pidfd = sys::pidfd_open(child.id() as i32)?;
+    // SAFETY: the AsyncFd owns the OwnedFd, which stays open and unchanged until it is dropped.
+    let ready = unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE)
+    }
+    .map_err(io::Error::from)?;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        let mut guard = ready.readable().await?;
+        guard.clear_ready();
+    }
+}

@@ -1,0 +1,313 @@
+//! How one notification is answered, shared by the keeper process and by autocode's in-process
+//! servicer (used when there is no keeper, or after the keeper is lost).
+//!
+//! Invariants: a new session or group is journaled BEFORE the call is continued, so cleanup
+//! knows every session before it exists; the notification's TID is mapped to its TGID through
+//! /proc and the notification id re-checked AFTER that read (pid-reuse guard); a second
+//! listener, a caller invisible in our pid namespace, and (in group mode) a move into a foreign
+//! group are answered EPERM.
+
+use std::collections::BTreeSet;
+use std::os::fd::BorrowedFd;
+
+use serde::{Deserialize, Serialize};
+
+pub use crate::supervise::DeniedCall;
+
+use super::family;
+use super::sys::{self, NotifiedCall, SeccompNotif, SeccompNotifResp};
+
+/// How the root was placed: its own session, or its own group in autocode's session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Policy {
+    pub new_session: bool,
+    pub root_pgid: i32,
+}
+
+/// What the boundary learned about a family while it ran.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Records {
+    pub sessions: BTreeSet<i32>,
+    pub groups: BTreeSet<i32>,
+    pub denied: Vec<DeniedCall>,
+}
+
+/// One journal entry, made durable before the answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Entry {
+    Session { id: i32 },
+    Group { id: i32 },
+    Denied { call: DeniedCall },
+}
+
+impl Records {
+    pub fn apply(&mut self, entry: &Entry) {
+        match entry {
+            Entry::Session { id } => {
+                self.sessions.insert(*id);
+            }
+            Entry::Group { id } => {
+                self.groups.insert(*id);
+            }
+            Entry::Denied { call } => self.denied.push(call.clone()),
+        }
+    }
+
+    /// The cleanup targets: the root's session (session mode) and group, plus every record.
+    pub fn targets(&self, policy: &Policy, root_pid: i32) -> family::Targets {
+        let mut targets = family::Targets {
+            sessions: self.sessions.clone(),
+            groups: self.groups.clone(),
+        };
+        if policy.new_session {
+            targets.sessions.insert(root_pid);
+        }
+        targets.groups.insert(policy.root_pgid);
+        targets
+    }
+}
+
+/// Where entries go before a call is answered.
+pub trait Journal {
+    fn records(&self) -> Records;
+    fn write(&mut self, entry: &Entry);
+}
+
+/// The decision for one call, given who made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Continue(Vec<Entry>),
+    Deny(&'static str),
+}
+
+/// Who called, as /proc showed it.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    pub tgid: i32,
+    pub nested_pid_namespace: bool,
+}
+
+/// Pure policy: what to do with `call(args)` made by `caller`.
+pub fn decide(
+    call: NotifiedCall,
+    args: &[u64; 6],
+    caller: Caller,
+    policy: &Policy,
+    records: &Records,
+    session_of: impl Fn(i32) -> Option<i32>,
+) -> Verdict {
+    match call {
+        // setsid acts on the thread group: the new session id is the TGID.
+        NotifiedCall::Setsid => Verdict::Continue(vec![Entry::Session { id: caller.tgid }]),
+        NotifiedCall::Setpgid => {
+            // The kernel reads both as pid_t (int): truncation is the ABI.
+            let (pid, pgid) = (args[0] as i32, args[1] as i32);
+            if caller.nested_pid_namespace && (pid != 0 || pgid != 0) {
+                return Verdict::Deny("setpgid with pid-namespace-local numbers");
+            }
+            let target = if pid == 0 { caller.tgid } else { pid };
+            let group = if pgid == 0 { target } else { pgid };
+            if policy.new_session || group == target {
+                // Session mode: the kernel only allows groups of the caller's session, which is
+                // already a target; recording the group is belt and braces.
+                return Verdict::Continue(vec![Entry::Group { id: group }]);
+            }
+            let family_group = group == policy.root_pgid
+                || records.groups.contains(&group)
+                || session_of(group).is_some_and(|sid| records.sessions.contains(&sid));
+            if family_group {
+                Verdict::Continue(Vec::new())
+            } else {
+                Verdict::Deny("setpgid into a group outside the family")
+            }
+        }
+        NotifiedCall::Seccomp => Verdict::Deny("a second notification listener"),
+        NotifiedCall::Other => Verdict::Deny("unexpected notified system call"),
+    }
+}
+
+fn respond(listener: BorrowedFd<'_>, id: u64, verdict: &Verdict) {
+    let response = match verdict {
+        Verdict::Continue(_) => SeccompNotifResp {
+            id,
+            flags: sys::SECCOMP_USER_NOTIF_FLAG_CONTINUE,
+            ..SeccompNotifResp::default()
+        },
+        Verdict::Deny(_) => SeccompNotifResp {
+            id,
+            error: -libc::EPERM,
+            ..SeccompNotifResp::default()
+        },
+    };
+    // ENOENT: the caller died meanwhile; any other error leaves it pending and killable, which
+    // cleanup handles.
+    let _ = sys::notif_send(listener, &response);
+}
+
+/// Answers one received notification: identify, journal, then answer.
+pub fn handle(
+    listener: BorrowedFd<'_>,
+    notif: &SeccompNotif,
+    policy: &Policy,
+    journal: &mut dyn Journal,
+) {
+    let call = NotifiedCall::of(&notif.data);
+    let caller = if notif.pid == 0 {
+        None
+    } else {
+        family::read_status(notif.pid as i32).and_then(|status| {
+            Some(Caller {
+                tgid: status.tgid?,
+                nested_pid_namespace: status.ns_pid_depth > 1,
+            })
+        })
+    };
+    // Checked after the /proc read: if the caller died and its TID was reused, the id is gone.
+    if !sys::notif_id_valid(listener, notif.id) {
+        return;
+    }
+    let verdict = match caller {
+        None => Verdict::Deny("caller invisible in autocode's pid namespace"),
+        Some(caller) => decide(
+            call,
+            &notif.data.args,
+            caller,
+            policy,
+            &journal.records(),
+            |pgid| family::read_stat(pgid).map(|stat| stat.session),
+        ),
+    };
+    match &verdict {
+        Verdict::Continue(entries) => entries.iter().for_each(|entry| journal.write(entry)),
+        Verdict::Deny(reason) => journal.write(&Entry::Denied {
+            call: DeniedCall {
+                syscall: call.name().to_owned(),
+                pid: caller.map_or(notif.pid as i32, |caller| caller.tgid),
+                reason: (*reason).to_owned(),
+            },
+        }),
+    }
+    respond(listener, notif.id, &verdict);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SESSION: Policy = Policy {
+        new_session: true,
+        root_pgid: 100,
+    };
+    const GROUP: Policy = Policy {
+        new_session: false,
+        root_pgid: 100,
+    };
+
+    fn caller(tgid: i32) -> Caller {
+        Caller {
+            tgid,
+            nested_pid_namespace: false,
+        }
+    }
+
+    fn no_sessions(_: i32) -> Option<i32> {
+        None
+    }
+
+    #[test]
+    fn setsid_records_the_thread_group() {
+        let verdict = decide(
+            NotifiedCall::Setsid,
+            &[0; 6],
+            caller(321),
+            &SESSION,
+            &Records::default(),
+            no_sessions,
+        );
+        assert_eq!(verdict, Verdict::Continue(vec![Entry::Session { id: 321 }]));
+    }
+
+    #[test]
+    fn setpgid_new_group_is_recorded_in_both_modes() {
+        for policy in [SESSION, GROUP] {
+            let verdict = decide(
+                NotifiedCall::Setpgid,
+                &[0, 0, 0, 0, 0, 0],
+                caller(555),
+                &policy,
+                &Records::default(),
+                no_sessions,
+            );
+            assert_eq!(verdict, Verdict::Continue(vec![Entry::Group { id: 555 }]));
+        }
+    }
+
+    #[test]
+    fn group_mode_refuses_a_foreign_group_and_allows_family_groups() {
+        let mut records = Records::default();
+        records.groups.insert(700);
+        records.sessions.insert(800);
+        let join = |pgid: u64, records: &Records| {
+            decide(
+                NotifiedCall::Setpgid,
+                &[0, pgid, 0, 0, 0, 0],
+                caller(555),
+                &GROUP,
+                records,
+                |group| (group == 801).then_some(800),
+            )
+        };
+        assert!(matches!(join(1, &records), Verdict::Deny(_)));
+        assert_eq!(join(100, &records), Verdict::Continue(Vec::new()));
+        assert_eq!(join(700, &records), Verdict::Continue(Vec::new()));
+        assert_eq!(join(801, &records), Verdict::Continue(Vec::new()));
+    }
+
+    #[test]
+    fn nested_namespace_numbers_and_second_listeners_are_refused() {
+        let nested = Caller {
+            tgid: 9,
+            nested_pid_namespace: true,
+        };
+        let records = Records::default();
+        assert!(matches!(
+            decide(
+                NotifiedCall::Setpgid,
+                &[5, 5, 0, 0, 0, 0],
+                nested,
+                &SESSION,
+                &records,
+                no_sessions
+            ),
+            Verdict::Deny(_)
+        ));
+        assert!(matches!(
+            decide(
+                NotifiedCall::Seccomp,
+                &[1, 8, 0, 0, 0, 0],
+                caller(9),
+                &SESSION,
+                &records,
+                no_sessions
+            ),
+            Verdict::Deny(_)
+        ));
+    }
+
+    #[test]
+    fn targets_include_root_and_records() {
+        let mut records = Records::default();
+        records.apply(&Entry::Session { id: 42 });
+        records.apply(&Entry::Group { id: 43 });
+        let targets = records.targets(&SESSION, 10);
+        assert_eq!(targets.sessions, BTreeSet::from([10, 42]));
+        assert_eq!(targets.groups, BTreeSet::from([43, 100]));
+        let targets = records.targets(&GROUP, 10);
+        assert_eq!(
+            targets.sessions,
+            BTreeSet::from([42]),
+            "group mode never targets our session"
+        );
+    }
+}
