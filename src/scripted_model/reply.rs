@@ -413,8 +413,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn heredoc_writes_exact_content_through_a_real_shell() {
+    #[tokio::test]
+    async fn heredoc_writes_exact_content_through_a_real_shell() {
         let dir = tempfile::tempdir().unwrap();
         let contents = [
             "plain\n",
@@ -424,13 +424,18 @@ mod tests {
         ];
         for (index, content) in contents.into_iter().enumerate() {
             let path = format!("sub dir/f{index}.txt");
-            let status = std::process::Command::new("bash")
-                .arg("-c")
-                .arg(heredoc_command(&path, content))
-                .current_dir(dir.path())
-                .status()
-                .unwrap();
-            assert!(status.success());
+            let spec = crate::supervise::LaunchSpec {
+                label: "heredoc check".into(),
+                program: "bash".into(),
+                args: vec!["-c".into(), heredoc_command(&path, content).into()],
+                env: std::env::vars_os().collect(),
+                cwd: dir.path().to_owned(),
+                stdin: crate::supervise::StdinSource::Null,
+                stdio: crate::supervise::StdioMode::Captured { limit: 4096 },
+                timeout: Some(std::time::Duration::from_secs(30)),
+            };
+            let finished = crate::supervise::run(spec).await.unwrap();
+            assert_eq!(finished.exit, crate::supervise::Exit::Code(0));
             let written = std::fs::read_to_string(dir.path().join(&path)).unwrap();
             assert_eq!(written, content, "content {index}");
         }
