@@ -85,7 +85,11 @@ pub fn run(args: DoctorArgs) -> Result<ExitCode, EdgeError> {
     } else {
         output::print_stdout(&render(&report))?;
     }
-    Ok(ExitCode::from(if report.ok { exit::OK } else { exit::FAILED }))
+    Ok(ExitCode::from(if report.ok {
+        exit::OK
+    } else {
+        exit::FAILED
+    }))
 }
 
 pub async fn diagnose(
@@ -102,7 +106,9 @@ pub async fn diagnose(
         .and_then(|p| provider::resolve_on_path(p, &ctx.path_var()));
     let mut version = None;
     match (&program, &executable) {
-        (Some(program), None) => problems.push(format!("`{program}` is not installed (not on PATH)")),
+        (Some(program), None) => {
+            problems.push(format!("`{program}` is not installed (not on PATH)"))
+        }
         (_, Some(_)) => match provider::probe_version(&resolved.config, &probe).await {
             Ok(v) => version = Some(v),
             Err(e) => problems.push(format!("version: {e}")),
@@ -210,10 +216,7 @@ async fn claude_login(
 
 fn render(r: &DoctorReport) -> String {
     let mark = |ok: bool| if ok { "ok  " } else { "FAIL" };
-    let mut out = format!(
-        "provider {} ({})\n",
-        r.provider.name, r.provider.source
-    );
+    let mut out = format!("provider {} ({})\n", r.provider.name, r.provider.source);
     match (&r.executable, &r.program) {
         (Some(path), _) => out.push_str(&format!(
             "{} executable {} {}\n",
@@ -221,7 +224,9 @@ fn render(r: &DoctorReport) -> String {
             path.display(),
             r.version.as_deref().unwrap_or("(version unknown)")
         )),
-        (None, Some(program)) => out.push_str(&format!("{} {program}: not installed\n", mark(false))),
+        (None, Some(program)) => {
+            out.push_str(&format!("{} {program}: not installed\n", mark(false)))
+        }
         (None, None) => {}
     }
     if let Some(auth) = &r.auth {
@@ -232,7 +237,11 @@ fn render(r: &DoctorReport) -> String {
     }
     if let Some(claude) = &r.claude {
         match &claude.login {
-            Ok(login) => out.push_str(&format!("{} claude login {:?}\n", mark(true), login.auth_method)),
+            Ok(login) => out.push_str(&format!(
+                "{} claude login {:?}\n",
+                mark(true),
+                login.auth_method
+            )),
             Err(e) => out.push_str(&format!("{} claude login: {e}\n", mark(false))),
         }
         if let Err(e) = &claude.project_settings {
@@ -241,9 +250,9 @@ fn render(r: &DoctorReport) -> String {
     }
     let missing = r.boundary.missing();
     out.push_str(&format!(
-        "{} process boundary (seccomp user notification, kernel {}){}\n",
+        "{} process boundary: {}{}\n",
         mark(missing.is_empty()),
-        r.boundary.kernel,
+        r.boundary.summary(),
         if missing.is_empty() {
             String::new()
         } else {
@@ -252,10 +261,17 @@ fn render(r: &DoctorReport) -> String {
     ));
     if !r.withheld_env.is_empty() {
         let names: Vec<&str> = r.withheld_env.iter().map(|w| w.name.as_str()).collect();
-        out.push_str(&format!("     withheld from agents: {}\n", names.join(", ")));
+        out.push_str(&format!(
+            "     withheld from agents: {}\n",
+            names.join(", ")
+        ));
     }
     for ignored in &r.ignored_configs {
-        out.push_str(&format!("     ignored: {} ({})\n", ignored.path.display(), ignored.message));
+        out.push_str(&format!(
+            "     ignored: {} ({})\n",
+            ignored.path.display(),
+            ignored.message
+        ));
     }
     for p in &r.problems {
         out.push_str(&format!("problem: {p}\n"));

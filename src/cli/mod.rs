@@ -7,6 +7,8 @@
 
 mod connections;
 mod context;
+mod doctor;
+mod events;
 mod explain;
 mod output;
 mod providers;
@@ -36,6 +38,11 @@ pub enum Command {
     /// List and inspect providers (built-ins, bundled and user TOML configs).
     #[command(subcommand)]
     Providers(providers::ProvidersCommand),
+    /// Is this machine ready: executable, version, login, withheld variables, the boundary.
+    Doctor(doctor::DoctorArgs),
+    /// Normalize a captured CLI stream into autocode's events.
+    #[command(subcommand)]
+    Events(events::EventsCommand),
     /// Providers' sign-in state and login commands.
     #[command(subcommand)]
     Connections(connections::ConnectionsCommand),
@@ -52,7 +59,7 @@ pub enum Command {
 
 impl Command {
     fn starts_processes(&self) -> bool {
-        !matches!(self, Command::Explain(_))
+        !matches!(self, Command::Explain(_) | Command::Events(_))
     }
 }
 
@@ -69,6 +76,8 @@ pub fn main() -> ExitCode {
         Command::Providers(command) => providers::run(command),
         Command::Models(args) => providers::models(args),
         Command::Connections(command) => connections::run(command),
+        Command::Doctor(args) => doctor::run(args),
+        Command::Events(command) => events::run(command),
         Command::Supervise(args) => supervise::run(args),
         Command::Explain(args) => explain::run(args),
         Command::ScriptedModel(command) => scripted_model::run(command),

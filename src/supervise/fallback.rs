@@ -24,6 +24,21 @@ pub struct Probe {
     pub session_boundary: bool,
 }
 
+impl Probe {
+    /// One line for people (`autocode doctor`).
+    pub fn summary(&self) -> String {
+        format!(
+            "{} fallback: process-group sampling, no kernel proof that every descendant exited",
+            self.platform
+        )
+    }
+
+    /// Nothing refuses a launch on the fallback (it prints a notice instead).
+    pub fn missing(&self) -> Vec<&'static str> {
+        Vec::new()
+    }
+}
+
 pub fn init_before_threads() -> io::Result<bool> {
     Ok(false)
 }

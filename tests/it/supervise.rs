@@ -586,11 +586,7 @@ fn two_hundred_sequential_launches_leak_nothing() {
         assert!(finished.receipt.verified, "{:?}", finished.receipt);
         assert_eq!(finished.receipt.killed.len(), 1);
     }
-    assert_eq!(
-        boundary_fds(),
-        fds_before,
-        "listener or pidfd leaked"
-    );
+    assert_eq!(boundary_fds(), fds_before, "listener or pidfd leaked");
     assert_eq!(
         named("leakcheck"),
         Vec::<String>::new(),

@@ -111,6 +111,19 @@ pub fn probe() -> Probe {
 }
 
 impl Probe {
+    /// One line for people (`autocode doctor`).
+    pub fn summary(&self) -> String {
+        format!(
+            "seccomp user notification boundary, kernel {}{}",
+            self.kernel,
+            if self.zombie_release_at_exit {
+                ""
+            } else {
+                " (zombies hold the filter until reaped: autocode reaps as subreaper)"
+            }
+        )
+    }
+
     /// The features whose absence refuses a launch, by name (empty: launches may proceed).
     pub fn missing(&self) -> Vec<&'static str> {
         let mut missing = Vec::new();
