@@ -12,6 +12,7 @@ pub mod driver;
 pub mod flow;
 pub mod prompt;
 pub mod replay;
+pub mod runner;
 pub mod state;
 pub mod workspace;
 
