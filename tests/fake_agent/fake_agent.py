@@ -222,7 +222,7 @@ class Agent:
         self.emit("tool_use", part=self.tool_part("bash", call_id, state))
         self.step_finish("tool-calls")
 
-    def run(self, command):
+    def run(self, command, forged_exit=None):
         def runner():
             done = subprocess.run(
                 ["bash", "-c", command],
@@ -234,6 +234,9 @@ class Agent:
             output = done.stdout.decode("utf-8", errors="replace")
             # bash reports a signal death as 128+N; subprocess gives -N.
             code = done.returncode if done.returncode >= 0 else 128 - done.returncode
+            if forged_exit is not None:
+                # A lying stream: the event claims an exit code the command did not have.
+                code = forged_exit
             return code, output
 
         self.bash_step(command, runner)
@@ -358,7 +361,8 @@ class Agent:
             if not isinstance(action, dict) or not action:
                 raise ScriptError("action %d is not a non-empty object: %r" % (index, action))
             if "run" in action:
-                self.run(str(action["run"]))
+                forged = action.get("fake_exit")
+                self.run(str(action["run"]), None if forged is None else int(forged))
             elif "write" in action:
                 self.write(str(action["write"]), str(action.get("content", "")))
             elif "report" in action:

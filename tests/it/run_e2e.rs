@@ -398,3 +398,646 @@ fn fake_agent_daemon_outlives_the_agent_and_hang_waits_until_killed() {
         "ended_without_answer"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Whole runs: the real binary drives the fake agent through every role.
+// ---------------------------------------------------------------------------------------------
+
+/// The plan's one acceptance check (read-only, so judging stages may run it).
+const CHECK: &str = "grep -qx hello hello.txt";
+/// What a builder runs to do the work.
+const BUILD: &str = "printf 'hello\\n' > hello.txt";
+/// autocode's exit code when `run`/`resume` paused.
+const PAUSED_EXIT: i32 = 3;
+
+/// An isolated HOME holding `autocode/providers/fake.toml`, a seeded git workspace and a script.
+struct Harness {
+    root: tempfile::TempDir,
+}
+
+struct Finished {
+    code: Option<i32>,
+    json: Value,
+    stderr: String,
+}
+
+impl Finished {
+    fn pause_code(&self) -> Option<&str> {
+        self.json["pause"]["code"].as_str()
+    }
+
+    fn assert_paused(&self, code: &str) {
+        assert_eq!(self.code, Some(PAUSED_EXIT), "{self:?}");
+        assert_eq!(self.pause_code(), Some(code), "{self:?}");
+        assert!(self.stderr.contains(code), "the pause code is on stderr: {self:?}");
+    }
+
+    fn assert_complete(&self) {
+        assert_eq!(self.code, Some(0), "{self:?}");
+        assert_eq!(self.json["outcome"], "complete", "{self:?}");
+    }
+}
+
+impl std::fmt::Debug for Finished {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {:?}\n--- json\n{:#}\n--- stderr\n{}",
+            self.code, self.json, self.stderr
+        )
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args(["-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .stdout(Stdio::null())
+        .status()
+        .expect("git");
+    assert!(status.success(), "git {args:?} in {}", dir.display());
+}
+
+impl Harness {
+    /// `roles`: TOML lines for the `[roles]` table; `extra`: more TOML appended.
+    fn with_roles(script: Value, roles: &str, extra: &str) -> Harness {
+        let root = tempfile::tempdir().expect("tempdir");
+        let harness = Harness { root };
+        for dir in [harness.home(), harness.workspace()] {
+            fs::create_dir_all(dir).expect("mkdir");
+        }
+        let providers = harness.home().join(".config/autocode/providers");
+        fs::create_dir_all(&providers).expect("providers dir");
+        let command = [
+            "python3".to_owned(),
+            fake_agent_path().display().to_string(),
+            "--script".into(),
+            harness.script().display().to_string(),
+            "--role".into(),
+            "{role}".into(),
+            "--workspace".into(),
+            "{workspace}".into(),
+            "--model".into(),
+            "{model}".into(),
+        ];
+        let toml = format!(
+            "name = \"fake\"\ncommand = {}\nresume = [\"--session\", \"{{session}}\"]\nprompt = \"stdin\"\noutput = \"opencode_events\"\n\n[roles]\n{roles}\n{extra}",
+            serde_json::to_string(&command).expect("argv as a TOML array")
+        );
+        fs::write(providers.join("fake.toml"), toml).expect("write fake.toml");
+        harness.set_script(script);
+        let ws = harness.workspace();
+        git(&ws, &["init", "-q"]);
+        fs::write(ws.join("README.md"), "seed\n").expect("seed");
+        fs::write(ws.join(".gitignore"), "build/\n").expect("gitignore");
+        git(&ws, &["add", "-A"]);
+        git(&ws, &["commit", "-qm", "seed"]);
+        harness
+    }
+
+    /// Independent families: planning and building on `alpha-*`, every verifier on `beta-*`.
+    fn new(script: Value) -> Harness {
+        Harness::with_roles(script, INDEPENDENT_ROLES, "")
+    }
+
+    fn home(&self) -> PathBuf {
+        self.root.path().join("home")
+    }
+
+    fn workspace(&self) -> PathBuf {
+        self.root.path().join("ws")
+    }
+
+    fn script(&self) -> PathBuf {
+        self.root.path().join("script.json")
+    }
+
+    fn state(&self) -> PathBuf {
+        self.root.path().join("script.json.state")
+    }
+
+    fn set_script(&self, script: Value) {
+        fs::write(
+            self.script(),
+            serde_json::to_vec_pretty(&script).expect("script"),
+        )
+        .expect("write script");
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(BIN);
+        let home = self.home();
+        command
+            .args(args)
+            .current_dir(self.root.path())
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .env("XDG_DATA_HOME", home.join(".local/share"))
+            .env("XDG_CACHE_HOME", home.join(".cache"))
+            .env("XDG_STATE_HOME", home.join(".local/state"))
+            .env("LANG", "C.UTF-8")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .stdin(Stdio::null());
+        command
+    }
+
+    fn autocode(&self, args: &[&str]) -> Finished {
+        let out = self
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run autocode");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let json = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| {
+            // The --json document is the last non-empty stdout line when anything precedes it.
+            stdout
+                .lines()
+                .rev()
+                .find_map(|l| serde_json::from_str(l).ok())
+                .unwrap_or(Value::Null)
+        });
+        Finished {
+            code: out.status.code(),
+            json,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    fn ws_arg(&self) -> String {
+        self.workspace().display().to_string()
+    }
+
+    /// `autocode run OBJECTIVE --workspace WS --provider fake --json EXTRA...`
+    fn run(&self, extra: &[&str]) -> Finished {
+        let ws = self.ws_arg();
+        let mut args = vec![
+            "run",
+            "Create hello.txt containing hello",
+            "--workspace",
+            &ws,
+            "--provider",
+            "fake",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        self.autocode(&args)
+    }
+
+    fn resume(&self, extra: &[&str]) -> Finished {
+        let ws = self.ws_arg();
+        let mut args = vec!["resume", "--workspace", &ws, "--json"];
+        args.extend_from_slice(extra);
+        self.autocode(&args)
+    }
+
+    fn status(&self) -> Finished {
+        let ws = self.ws_arg();
+        self.autocode(&["status", "--workspace", &ws, "--json"])
+    }
+
+    /// The fake agent's call log: (role, attempt, model, resumed) per call, in order.
+    fn calls(&self) -> Vec<Value> {
+        fs::read_to_string(self.state().join("calls.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("calls.jsonl line"))
+            .collect()
+    }
+
+    fn roles_called(&self) -> Vec<String> {
+        self.calls()
+            .iter()
+            .map(|c| c["role"].as_str().expect("role").to_owned())
+            .collect()
+    }
+
+    fn prompt_of(&self, role: &str, attempt: u32) -> String {
+        fs::read_to_string(self.state().join(format!("prompts/{role}-{attempt}.md")))
+            .unwrap_or_default()
+    }
+
+    /// The tree the run worked in (its worktree, or the workspace `--in-place`).
+    fn work_tree(finished: &Finished) -> PathBuf {
+        PathBuf::from(finished.json["work_tree"].as_str().expect("work_tree in --json"))
+    }
+}
+
+const INDEPENDENT_ROLES: &str = r#"glm = { model = "alpha-large" }
+requirements = { model = "alpha-large" }
+plan_reviewer = { model = "beta-large" }
+terra = { model = "alpha-large" }
+sol = { model = "beta-large" }
+completion = { model = "beta-large" }
+astra = { model = "alpha-large" }
+"#;
+
+const STRONG_RETRY: &str = r#"
+[builder_retry]
+strong_model = "alpha-huge"
+checker_model = "beta-huge"
+"#;
+
+// ---- the reports of a run that goes well -----------------------------------------------------
+
+fn requirements_ok() -> Value {
+    json!([{"report": {
+        "summary": "A file hello.txt that says hello.",
+        "goals": ["hello.txt exists and contains hello"],
+        "constraints": [],
+        "acceptance_criteria": [{"id": "AC1", "text": "hello.txt contains exactly hello"}],
+        "open_questions": []
+    }}])
+}
+
+fn plan_ok() -> Value {
+    json!([{"report": {
+        "summary": "One milestone: write hello.txt.",
+        "milestones": [{
+            "id": "M1",
+            "title": "Write hello.txt",
+            "description": "Create hello.txt with the single line hello.",
+            "acceptance_criteria": [
+                {"id": "AC1", "text": "hello.txt is exactly hello", "check": CHECK,
+                 "human_review": false}
+            ]
+        }]
+    }}])
+}
+
+fn approve() -> Value {
+    json!([{"report": {"verdict": "approve", "summary": "The plan is sound.", "concerns": []}}])
+}
+
+fn build_report() -> Value {
+    json!({"report": {
+        "status": "done",
+        "summary": "Wrote hello.txt.",
+        "files_changed": ["hello.txt"],
+        "checks": [{"command": CHECK, "exit_code": 0, "evidence_ref": "{{last_event}}"}],
+        "blockers": []
+    }})
+}
+
+fn build_ok() -> Value {
+    json!([{"run": BUILD}, {"run": CHECK}, build_report()])
+}
+
+fn test_report(verdict: &str, exit_code: i64) -> Value {
+    json!({"report": {
+        "milestone_id": "M1",
+        "summary": "Checked hello.txt.",
+        "criteria": [{
+            "criterion_id": "AC1",
+            "verdict": verdict,
+            "checks": [{"command": CHECK, "exit_code": exit_code,
+                        "evidence_ref": "{{last_event}}"}],
+            "notes": ""
+        }]
+    }})
+}
+
+fn test_pass() -> Value {
+    json!([{"run": CHECK}, test_report("PASS", 0)])
+}
+
+fn test_fail() -> Value {
+    json!([{"run": CHECK}, test_report("FAIL", 1)])
+}
+
+fn complete() -> Value {
+    json!([{"report": {"decision": "COMPLETE", "summary": "Done.", "findings": []}}])
+}
+
+/// A script where every role succeeds at its first attempt.
+fn happy_script() -> serde_json::Map<String, Value> {
+    let script = json!({
+        "requirements": [requirements_ok()],
+        "planner": [plan_ok()],
+        "plan_reviewer": [approve()],
+        "builder": [build_ok()],
+        "tester": [test_pass()],
+        "completion_reviewer": [complete()]
+    });
+    match script {
+        Value::Object(map) => map,
+        _ => unreachable!("a JSON object literal"),
+    }
+}
+
+fn script_with(overrides: &[(&str, Value)]) -> Value {
+    let mut script = happy_script();
+    for (role, attempts) in overrides {
+        script.insert((*role).to_owned(), attempts.clone());
+    }
+    Value::Object(script)
+}
+
+const PIPELINE: [&str; 6] = [
+    "requirements",
+    "planner",
+    "plan_reviewer",
+    "builder",
+    "tester",
+    "completion_reviewer",
+];
+
+#[test]
+fn run_happy_path_completes_with_every_role_once() {
+    let harness = Harness::new(script_with(&[]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_complete();
+    assert_eq!(harness.roles_called(), PIPELINE);
+    // The work happened in the run's tree, and each role ran on its own route.
+    let tree = Harness::work_tree(&finished);
+    assert_eq!(
+        fs::read_to_string(tree.join("hello.txt")).expect("hello.txt"),
+        "hello\n"
+    );
+    let models: Vec<String> = harness
+        .calls()
+        .iter()
+        .map(|c| c["model"].as_str().expect("model").to_owned())
+        .collect();
+    assert_eq!(
+        models,
+        ["alpha-large", "alpha-large", "beta-large", "alpha-large", "beta-large", "beta-large"]
+    );
+    // The builder was told the objective and the report schema on stdin.
+    let prompt = harness.prompt_of("builder", 1);
+    assert!(prompt.contains("Create hello.txt containing hello"), "{prompt}");
+    assert!(prompt.contains("\"files_changed\""), "{prompt}");
+    // Usage adds up: every call made 2 or 3 steps of the deterministic formula.
+    let status = harness.status();
+    assert_eq!(status.code, Some(0), "{status:?}");
+    assert!(status.json.is_object(), "{status:?}");
+}
+
+#[test]
+fn run_pauses_cross_model_before_any_launch() {
+    // The tester on the builder's family: independence is not waived, so nothing runs.
+    let harness = Harness::new(script_with(&[]));
+    let finished = harness.run(&["--yes", "--tester-model", "alpha-small"]);
+    finished.assert_paused("PAUSED_CROSS_MODEL");
+    assert!(harness.calls().is_empty(), "an agent was launched");
+}
+
+#[test]
+fn run_pauses_when_the_planner_writes_a_file() {
+    let planner = json!([[{"write": "notes.md", "content": "my plan\n"},
+                          plan_ok().get(0).cloned().expect("report")]]);
+    let harness = Harness::new(script_with(&[("planner", planner)]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_paused("PAUSED_DISCOVERY_WRITE");
+    assert!(
+        finished.json["pause"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("notes.md"),
+        "{finished:?}"
+    );
+    assert_eq!(harness.roles_called(), ["requirements", "planner"]);
+}
+
+#[test]
+fn run_pauses_when_the_tester_edits_source() {
+    let tester = json!([[{"run": "printf 'hello\\n' > hello.txt"}, {"run": CHECK},
+                         test_report("PASS", 0)]]);
+    let builder = json!([[{"run": "printf 'hi\\n' > hello.txt"}, {"run": CHECK},
+                          {"report": {"status": "done", "summary": "Wrote it.",
+                                      "files_changed": ["hello.txt"], "checks": [],
+                                      "blockers": []}}]]);
+    let harness = Harness::new(script_with(&[("tester", tester), ("builder", builder)]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_paused("PAUSED_DISCOVERY_WRITE");
+    assert!(
+        finished.json["pause"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("hello.txt"),
+        "{finished:?}"
+    );
+}
+
+#[test]
+fn run_rejects_a_tester_citing_a_missing_event_and_repairs_in_the_same_session() {
+    let lying = json!([{"run": CHECK}, {"report": {
+        "milestone_id": "M1",
+        "summary": "Checked.",
+        "criteria": [{"criterion_id": "AC1", "verdict": "PASS",
+                      "checks": [{"command": CHECK, "exit_code": 0,
+                                  "evidence_ref": "event:call_does_not_exist"}],
+                      "notes": ""}]
+    }}]);
+    // The repair: the same session, no new command, the right reference.
+    let repaired = json!([{"run": CHECK}, test_report("PASS", 0)]);
+    let harness = Harness::new(script_with(&[("tester", json!([lying, repaired]))]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_complete();
+    let testers: Vec<Value> = harness
+        .calls()
+        .into_iter()
+        .filter(|c| c["role"] == "tester")
+        .collect();
+    assert_eq!(testers.len(), 2);
+    assert_eq!(testers[1]["resumed"], true);
+    assert_eq!(testers[1]["session"], testers[0]["session"]);
+    let repair = harness.prompt_of("tester", 2);
+    assert!(repair.contains("call_does_not_exist"), "{repair}");
+}
+
+#[test]
+fn run_replay_refutes_a_tester_whose_stream_lies_about_a_failing_check() {
+    // The first build is wrong; the tester's stream claims the check passed (exit 0) though it
+    // really exited 1. autocode's replay fails it, so the builder reworks the milestone.
+    let wrong_build = json!([{"run": "printf 'bye\\n' > hello.txt"},
+                             {"report": {"status": "done", "summary": "Wrote it.",
+                                         "files_changed": ["hello.txt"], "checks": [],
+                                         "blockers": []}}]);
+    let lying_tester = json!([{"run": CHECK, "fake_exit": 0}, test_report("PASS", 0)]);
+    let harness = Harness::new(script_with(&[
+        ("builder", json!([wrong_build, build_ok()])),
+        ("tester", json!([lying_tester, test_pass()])),
+    ]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_complete();
+    assert_eq!(
+        harness.roles_called(),
+        [
+            "requirements",
+            "planner",
+            "plan_reviewer",
+            "builder",
+            "tester",
+            "builder",
+            "tester",
+            "completion_reviewer"
+        ]
+    );
+    // The rework prompt tells the builder what the replay saw.
+    let rework = harness.prompt_of("builder", 2);
+    assert!(rework.contains("replay"), "{rework}");
+}
+
+#[test]
+fn run_builder_fails_twice_then_the_stronger_attempt_succeeds() {
+    let wrong_build = json!([{"run": "printf 'bye\\n' > hello.txt"},
+                             {"report": {"status": "done", "summary": "Wrote it.",
+                                         "files_changed": ["hello.txt"], "checks": [],
+                                         "blockers": []}}]);
+    let harness = Harness::with_roles(
+        script_with(&[
+            (
+                "builder",
+                json!([wrong_build.clone(), wrong_build, build_ok()]),
+            ),
+            ("tester", json!([test_fail(), test_fail(), test_pass()])),
+        ]),
+        INDEPENDENT_ROLES,
+        STRONG_RETRY,
+    );
+    let finished = harness.run(&["--yes"]);
+    finished.assert_complete();
+    let builders: Vec<String> = harness
+        .calls()
+        .iter()
+        .filter(|c| c["role"] == "builder")
+        .map(|c| c["model"].as_str().expect("model").to_owned())
+        .collect();
+    assert_eq!(builders, ["alpha-large", "alpha-large", "alpha-huge"]);
+}
+
+#[test]
+fn run_pauses_on_a_rate_limit_and_resume_continues() {
+    let limited = json!([{"error": {"status": 429, "message": "mock 429 error",
+                                    "retryable": true, "retry_after": 1}}]);
+    let harness = Harness::new(script_with(&[("builder", json!([limited, build_ok()]))]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_paused("PAUSED_RATE_LIMIT");
+    assert_eq!(harness.roles_called().last().map(String::as_str), Some("builder"));
+    let resumed = harness.resume(&[]);
+    resumed.assert_complete();
+    let builders = harness
+        .calls()
+        .iter()
+        .filter(|c| c["role"] == "builder")
+        .count();
+    assert_eq!(builders, 2);
+}
+
+#[test]
+fn run_output_cap_pauses() {
+    let harness = Harness::new(script_with(&[(
+        "builder",
+        json!([[{"run": BUILD}, {"length": true}]]),
+    )]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_paused("PAUSED_OUTPUT_CAP");
+}
+
+#[test]
+fn run_corrects_a_shell_command_final_message_once_in_the_same_session() {
+    let harness = Harness::new(script_with(&[(
+        "builder",
+        json!([
+            [{"run": BUILD}, {"run": CHECK}, {"shell_command_final": "ls"}],
+            [{"run": CHECK}, build_report()]
+        ]),
+    )]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_complete();
+    let builders: Vec<Value> = harness
+        .calls()
+        .into_iter()
+        .filter(|c| c["role"] == "builder")
+        .collect();
+    assert_eq!(builders.len(), 2);
+    assert_eq!(builders[1]["resumed"], true);
+    assert_eq!(builders[1]["session"], builders[0]["session"]);
+    let correction = harness.prompt_of("builder", 2);
+    assert!(correction.contains("shell command"), "{correction}");
+    // autocode never ran the command itself: nothing but the agent's own work is in the tree.
+}
+
+#[test]
+fn run_pauses_when_the_token_budget_runs_out() {
+    // Requirements alone use 1040 + 1141 tokens in the normalized convention (input + cache
+    // reads + output): a budget of 1500 is spent after the first stage.
+    let harness = Harness::new(script_with(&[(
+        "requirements",
+        json!([[{"run": "true"}, requirements_ok().get(0).cloned().expect("report")]]),
+    )]));
+    let finished = harness.run(&["--yes", "--max-tokens", "1500"]);
+    finished.assert_paused("PAUSED_BUDGET");
+    assert!(
+        !harness.roles_called().iter().any(|r| r == "builder"),
+        "{:?}",
+        harness.roles_called()
+    );
+}
+
+#[test]
+fn run_killed_mid_stage_is_judged_on_resume_and_abandon_continues() {
+    let harness = Harness::new(script_with(&[(
+        "builder",
+        json!([[{"run": BUILD}, {"hang": true}], build_ok()]),
+    )]));
+    let ws = harness.ws_arg();
+    let mut autocode = harness
+        .command(&[
+            "run",
+            "Create hello.txt containing hello",
+            "--workspace",
+            &ws,
+            "--provider",
+            "fake",
+            "--json",
+            "--yes",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn autocode");
+    let marker = harness.state().join("builder-1.hanging");
+    wait_until("the builder to hang", Duration::from_secs(60), || {
+        marker.exists()
+    });
+    let agent: i32 = fs::read_to_string(&marker)
+        .expect("marker")
+        .trim()
+        .parse()
+        .expect("pid");
+    autocode.kill().expect("SIGKILL autocode");
+    autocode.wait().expect("reap autocode");
+    // The keeper takes the agent's family down with autocode.
+    wait_until("the orphaned agent to die", Duration::from_secs(30), || {
+        !alive(agent)
+    });
+
+    let judged = harness.resume(&[]);
+    judged.assert_paused("PAUSED_INTERRUPTED");
+    let attempt = judged.json["pause"]["attempt"]
+        .as_str()
+        .expect("the paused attempt is named")
+        .to_owned();
+    assert!(attempt.contains("builder"), "{attempt}");
+    // Judged, not replayed: no new builder call happened.
+    let builders = || {
+        harness
+            .calls()
+            .iter()
+            .filter(|c| c["role"] == "builder")
+            .count()
+    };
+    assert_eq!(builders(), 1);
+
+    let continued = harness.resume(&["--abandon-stage", &attempt]);
+    continued.assert_complete();
+    assert_eq!(builders(), 2);
+}
