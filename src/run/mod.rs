@@ -7,6 +7,7 @@
 //!
 //! A run lives in `<workspace>/.autocode/runs/<run-id>/`; see `docs/run-lifecycle.md`.
 
+pub mod api;
 pub mod budget;
 pub mod driver;
 pub mod flow;

@@ -277,6 +277,7 @@ impl StageRunner for CliRunner {
             normalized.summary.final_report.as_ref(),
             &records,
             None,
+            None,
         ) {
             Ok(report) => Some(report),
             Err(_) => None,
@@ -690,6 +691,7 @@ impl CliRunner {
             final_report.as_ref(),
             &records,
             receipts.as_ref(),
+            Some(&dir.join("evidence.json")),
         ) {
             Ok(report) => {
                 let _ = store::write_json(&dir.join("report.json"), &report);
@@ -747,6 +749,7 @@ fn judge_report(
     final_report: Option<&FinalReport>,
     records: &[CommandRecord],
     receipts: Option<&ReceiptCheck>,
+    evidence_out: Option<&Path>,
 ) -> Result<Value, AttemptResult> {
     let reject = |problems: Vec<String>| AttemptResult::Rejected {
         problems,
@@ -818,6 +821,9 @@ fn judge_report(
             })
             .collect(),
     };
+    if let Some(path) = evidence_out {
+        let _ = store::write_json(path, &json!({ "checks": findings, "command_events": records }));
+    }
     let problems: Vec<String> = findings
         .iter()
         .filter_map(|f| {
