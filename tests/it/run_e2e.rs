@@ -429,7 +429,19 @@ impl Finished {
     fn assert_paused(&self, code: &str) {
         assert_eq!(self.code, Some(PAUSED_EXIT), "{self:?}");
         assert_eq!(self.pause_code(), Some(code), "{self:?}");
-        assert!(self.stderr.contains(code), "the pause code is on stderr: {self:?}");
+        assert!(
+            self.stderr.contains(code),
+            "the pause code is on stderr: {self:?}"
+        );
+    }
+
+    /// The stage directory the pause names (e.g. `004-builder-1`).
+    fn pause_attempt(&self) -> &str {
+        self.json["pause"]["attempt"].as_str().unwrap_or_default()
+    }
+
+    fn pause_reason(&self) -> &str {
+        self.json["pause"]["reason"].as_str().unwrap_or_default()
     }
 
     fn assert_complete(&self) {
@@ -451,7 +463,12 @@ impl std::fmt::Debug for Finished {
 fn git(dir: &Path, args: &[&str]) {
     let status = Command::new("git")
         .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-        .args(["-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false"])
+        .args([
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "commit.gpgsign=false",
+        ])
         .args(args)
         .current_dir(dir)
         .env("GIT_CONFIG_NOSYSTEM", "1")
@@ -625,7 +642,11 @@ impl Harness {
 
     /// The tree the run worked in (its worktree, or the workspace `--in-place`).
     fn work_tree(finished: &Finished) -> PathBuf {
-        PathBuf::from(finished.json["work_tree"].as_str().expect("work_tree in --json"))
+        PathBuf::from(
+            finished.json["work_tree"]
+                .as_str()
+                .expect("work_tree in --json"),
+        )
     }
 }
 
@@ -767,11 +788,21 @@ fn run_happy_path_completes_with_every_role_once() {
         .collect();
     assert_eq!(
         models,
-        ["alpha-large", "alpha-large", "beta-large", "alpha-large", "beta-large", "beta-large"]
+        [
+            "alpha-large",
+            "alpha-large",
+            "beta-large",
+            "alpha-large",
+            "beta-large",
+            "beta-large"
+        ]
     );
     // The builder was told the objective and the report schema on stdin.
     let prompt = harness.prompt_of("builder", 1);
-    assert!(prompt.contains("Create hello.txt containing hello"), "{prompt}");
+    assert!(
+        prompt.contains("Create hello.txt containing hello"),
+        "{prompt}"
+    );
     assert!(prompt.contains("\"files_changed\""), "{prompt}");
     // Usage adds up: every call made 2 or 3 steps of the deterministic formula.
     let status = harness.status();
@@ -795,13 +826,8 @@ fn run_pauses_when_the_planner_writes_a_file() {
     let harness = Harness::new(script_with(&[("planner", planner)]));
     let finished = harness.run(&["--yes"]);
     finished.assert_paused("PAUSED_DISCOVERY_WRITE");
-    assert!(
-        finished.json["pause"]["reason"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("notes.md"),
-        "{finished:?}"
-    );
+    assert_eq!(finished.pause_attempt(), "002-planner-1");
+    assert!(finished.pause_reason().contains("notes.md"), "{finished:?}");
     assert_eq!(harness.roles_called(), ["requirements", "planner"]);
 }
 
@@ -816,11 +842,9 @@ fn run_pauses_when_the_tester_edits_source() {
     let harness = Harness::new(script_with(&[("tester", tester), ("builder", builder)]));
     let finished = harness.run(&["--yes"]);
     finished.assert_paused("PAUSED_DISCOVERY_WRITE");
+    assert_eq!(finished.pause_attempt(), "005-tester-1");
     assert!(
-        finished.json["pause"]["reason"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("hello.txt"),
+        finished.pause_reason().contains("hello.txt"),
         "{finished:?}"
     );
 }
@@ -920,7 +944,10 @@ fn run_pauses_on_a_rate_limit_and_resume_continues() {
     let harness = Harness::new(script_with(&[("builder", json!([limited, build_ok()]))]));
     let finished = harness.run(&["--yes"]);
     finished.assert_paused("PAUSED_RATE_LIMIT");
-    assert_eq!(harness.roles_called().last().map(String::as_str), Some("builder"));
+    assert_eq!(
+        harness.roles_called().last().map(String::as_str),
+        Some("builder")
+    );
     let resumed = harness.resume(&[]);
     resumed.assert_complete();
     let builders = harness
@@ -967,18 +994,29 @@ fn run_corrects_a_shell_command_final_message_once_in_the_same_session() {
 
 #[test]
 fn run_pauses_when_the_token_budget_runs_out() {
-    // Requirements alone use 1040 + 1141 tokens in the normalized convention (input + cache
-    // reads + output): a budget of 1500 is spent after the first stage.
+    // The requirements call's two steps count 1040 then 1141 tokens (input + cache reads +
+    // output): a budget of 1500 is crossed mid-stage, which stops the stage there.
     let harness = Harness::new(script_with(&[(
         "requirements",
-        json!([[{"run": "true"}, requirements_ok().get(0).cloned().expect("report")]]),
+        json!([
+            [{"run": "true"}, requirements_ok().get(0).cloned().expect("report")],
+            requirements_ok()
+        ]),
     )]));
     let finished = harness.run(&["--yes", "--max-tokens", "1500"]);
     finished.assert_paused("PAUSED_BUDGET");
-    assert!(
-        !harness.roles_called().iter().any(|r| r == "builder"),
-        "{:?}",
-        harness.roles_called()
+    assert_eq!(finished.pause_attempt(), "001-requirements-1");
+    assert_eq!(harness.roles_called(), ["requirements"]);
+    // Resuming with the same budget changes nothing: it is already spent.
+    let still = harness.resume(&[]);
+    still.assert_paused("PAUSED_BUDGET");
+    assert_eq!(harness.roles_called(), ["requirements"]);
+    // A raised budget runs the stage again and the run completes.
+    let raised = harness.resume(&["--max-tokens", "1000000"]);
+    raised.assert_complete();
+    assert_eq!(
+        harness.roles_called(),
+        [&["requirements"][..], &PIPELINE[..]].concat()
     );
 }
 
@@ -1106,7 +1144,15 @@ fn run_in_a_hostile_workspace_uses_only_the_users_provider() {
 
     // A provider only the workspace defines does not exist.
     let out = harness
-        .command(&["run", "x", "--workspace", &ws_arg, "--provider", "evil", "--json"])
+        .command(&[
+            "run",
+            "x",
+            "--workspace",
+            &ws_arg,
+            "--provider",
+            "evil",
+            "--json",
+        ])
         .current_dir(&ws)
         .output()
         .expect("autocode run --provider evil");
@@ -1124,4 +1170,71 @@ fn run_in_a_hostile_workspace_uses_only_the_users_provider() {
         fs::read_to_string(&pwned).unwrap_or_default()
     );
     assert_eq!(fs::read_to_string(&outside).expect("outside"), "outside\n");
+}
+
+#[test]
+fn run_waits_for_answers_and_plan_approval_without_yes() {
+    let asking = json!([{"report": {
+        "summary": "A greeting file.",
+        "goals": ["hello.txt exists"],
+        "constraints": [],
+        "acceptance_criteria": [{"id": "AC1", "text": "hello.txt contains exactly hello"}],
+        "open_questions": [{"id": "Q1", "question": "Which file name?",
+                            "proposed_default": "hello.txt"}]
+    }}]);
+    let harness = Harness::new(script_with(&[("requirements", json!([asking]))]));
+    let waiting = harness.run(&[]);
+    waiting.assert_paused("WAITING_FOR_USER");
+    assert!(waiting.pause_reason().contains("Q1"), "{waiting:?}");
+    assert_eq!(harness.roles_called(), ["requirements"]);
+
+    // An answer to a question nobody asked is refused, and nothing runs.
+    let typo = harness.resume(&["--answer", "Q9=x"]);
+    assert_ne!(typo.code, Some(0), "{typo:?}");
+    assert_eq!(harness.roles_called(), ["requirements"]);
+
+    let approval = harness.resume(&["--answer", "Q1=greeting-from-the-user.txt"]);
+    approval.assert_paused("AWAITING_PLAN_APPROVAL");
+    assert_eq!(
+        harness.roles_called(),
+        ["requirements", "planner", "plan_reviewer"]
+    );
+    assert!(
+        harness
+            .prompt_of("planner", 1)
+            .contains("greeting-from-the-user.txt"),
+        "the planner was not told the answer"
+    );
+    let token = approval
+        .pause_reason()
+        .split_whitespace()
+        .find(|word| word.starts_with("r1:"))
+        .expect("the approval token is in the pause")
+        .to_owned();
+
+    // A token for another revision does not approve this one.
+    let wrong = harness.resume(&["--approve-plan", "r1:0000"]);
+    assert_ne!(wrong.code, Some(0), "{wrong:?}");
+    assert!(!harness.roles_called().iter().any(|r| r == "builder"));
+
+    let approved = harness.resume(&["--approve-plan", &token]);
+    approved.assert_complete();
+    assert_eq!(harness.roles_called(), PIPELINE);
+}
+
+#[test]
+fn run_builder_daemon_does_not_outlive_its_stage() {
+    let harness = Harness::new(script_with(&[(
+        "builder",
+        json!([[{"daemon": "exec sleep 300"}, {"run": BUILD}, {"run": CHECK}, build_report()]]),
+    )]));
+    let finished = harness.run(&["--yes"]);
+    let daemons = fs::read_to_string(harness.state().join("daemons.jsonl")).expect("daemons");
+    let daemon: Value =
+        serde_json::from_str(daemons.lines().next().expect("one daemon")).expect("daemon line");
+    let pid = i32::try_from(daemon["pid"].as_i64().expect("pid")).expect("pid fits");
+    // The boundary owns the whole family, detached or not: by the time autocode returns, the
+    // stage's daemon is gone.
+    assert!(!alive(pid), "the builder's daemon {pid} outlived autocode");
+    finished.assert_complete();
 }
