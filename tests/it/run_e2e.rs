@@ -775,8 +775,11 @@ fn run_happy_path_completes_with_every_role_once() {
     let finished = harness.run(&["--yes"]);
     finished.assert_complete();
     assert_eq!(harness.roles_called(), PIPELINE);
-    // The work happened in the run's tree, and each role ran on its own route.
+    // The work happened in the run's tree, not in the user's checkout, and each role ran on
+    // its own route.
     let tree = Harness::work_tree(&finished);
+    assert_ne!(tree, harness.workspace());
+    assert!(!harness.workspace().join("hello.txt").exists());
     assert_eq!(
         fs::read_to_string(tree.join("hello.txt")).expect("hello.txt"),
         "hello\n"
@@ -906,7 +909,12 @@ fn run_replay_refutes_a_tester_whose_stream_lies_about_a_failing_check() {
     );
     // The rework prompt tells the builder what the replay saw.
     let rework = harness.prompt_of("builder", 2);
-    assert!(rework.contains("replay"), "{rework}");
+    assert!(rework.contains("autocode's replay failed"), "{rework}");
+    assert!(
+        !harness
+            .prompt_of("builder", 1)
+            .contains("autocode's replay failed")
+    );
 }
 
 #[test]
@@ -1051,6 +1059,18 @@ fn run_killed_mid_stage_is_judged_on_resume_and_abandon_continues() {
         .trim()
         .parse()
         .expect("pid");
+    // A second autocode on the held run changes nothing.
+    let busy = harness.resume(&[]);
+    busy.assert_paused("PAUSED_RUN_BUSY");
+    assert_eq!(
+        harness
+            .calls()
+            .iter()
+            .filter(|c| c["role"] == "builder")
+            .count(),
+        1
+    );
+    assert!(alive(agent), "the busy resume disturbed the running stage");
     autocode.kill().expect("SIGKILL autocode");
     autocode.wait().expect("reap autocode");
     // The keeper takes the agent's family down with autocode.
@@ -1237,4 +1257,201 @@ fn run_builder_daemon_does_not_outlive_its_stage() {
     // stage's daemon is gone.
     assert!(!alive(pid), "the builder's daemon {pid} outlived autocode");
     finished.assert_complete();
+}
+
+fn wrong_build() -> Value {
+    json!([{"run": "printf 'bye\\n' > hello.txt"},
+           {"report": {"status": "done", "summary": "Wrote it.", "files_changed": ["hello.txt"],
+                       "checks": [], "blockers": []}}])
+}
+
+fn calls_of(harness: &Harness, role: &str) -> Vec<Value> {
+    harness
+        .calls()
+        .into_iter()
+        .filter(|c| c["role"] == role)
+        .collect()
+}
+
+#[test]
+fn run_in_place_works_in_the_workspace_itself() {
+    let harness = Harness::new(script_with(&[]));
+    let finished = harness.run(&["--yes", "--in-place"]);
+    finished.assert_complete();
+    assert_eq!(
+        fs::read_to_string(harness.workspace().join("hello.txt")).expect("hello.txt"),
+        "hello\n"
+    );
+}
+
+#[test]
+fn run_retries_a_retryable_transport_error_once_on_a_fresh_session() {
+    let bad_gateway = json!([{"error": {"status": 502, "message": "mock 502 error",
+                                        "retryable": true}}]);
+    let harness = Harness::new(script_with(&[(
+        "builder",
+        json!([bad_gateway.clone(), build_ok()]),
+    )]));
+    harness.run(&["--yes"]).assert_complete();
+    let builders = calls_of(&harness, "builder");
+    assert_eq!(builders.len(), 2);
+    assert_eq!(builders[1]["resumed"], false);
+
+    // Twice in a row: the one retry is used up, the stage pauses without a third call.
+    let harness = Harness::new(script_with(&[(
+        "builder",
+        json!([bad_gateway.clone(), bad_gateway, build_ok()]),
+    )]));
+    let finished = harness.run(&["--yes"]);
+    assert_eq!(finished.code, Some(PAUSED_EXIT), "{finished:?}");
+    assert_eq!(calls_of(&harness, "builder").len(), 2);
+}
+
+#[test]
+fn run_final_gate_replays_the_plans_checks_not_the_testers_choice() {
+    // The tester "verifies" with a command that proves nothing; its replay passes, but the
+    // final gate replays the plan's own check on the final tree and sends the work back.
+    let trivial = json!([{"run": "true"}, {"report": {
+        "milestone_id": "M1",
+        "summary": "Looks fine.",
+        "criteria": [{"criterion_id": "AC1", "verdict": "PASS",
+                      "checks": [{"command": "true", "exit_code": 0,
+                                  "evidence_ref": "{{last_event}}"}],
+                      "notes": ""}]
+    }}]);
+    let harness = Harness::new(script_with(&[
+        ("builder", json!([wrong_build(), build_ok()])),
+        ("tester", json!([trivial, test_pass()])),
+        ("completion_reviewer", json!([complete(), complete()])),
+    ]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_complete();
+    assert_eq!(calls_of(&harness, "builder").len(), 2);
+    // The rework names the plan's check that failed on the final tree.
+    let rework = harness.prompt_of("builder", 2);
+    assert!(rework.contains("Open findings to fix"), "{rework}");
+    assert!(rework.contains("failed on the final tree"), "{rework}");
+    assert!(!harness.prompt_of("builder", 1).contains("Open findings"));
+}
+
+#[test]
+fn run_pauses_invalid_output_after_two_report_repairs() {
+    let prose = json!([{"run": BUILD}, {"text": "I wrote the file, all good."}]);
+    let harness = Harness::new(script_with(&[(
+        "builder",
+        json!([prose.clone(), [{"text": "Still prose."}], [{"text": "{\"status\": \"done\"}"}]]),
+    )]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_paused("PAUSED_INVALID_OUTPUT");
+    let builders = calls_of(&harness, "builder");
+    assert_eq!(builders.len(), 3);
+    // Both repairs continued the first session.
+    assert!(
+        builders[1..]
+            .iter()
+            .all(|c| c["resumed"] == true && c["session"] == builders[0]["session"])
+    );
+    assert_eq!(finished.pause_attempt(), "006-builder-3");
+}
+
+#[test]
+fn run_pauses_planning_budget_after_two_blocking_reviews() {
+    let blocking = json!([{"report": {
+        "verdict": "changes_requested",
+        "summary": "Missing a rollback plan.",
+        "concerns": [{"id": "C1", "blocking": true, "text": "No rollback.",
+                      "requested_change": "Add one."}]
+    }}]);
+    let harness = Harness::new(script_with(&[
+        ("planner", json!([plan_ok(), plan_ok()])),
+        ("plan_reviewer", json!([blocking.clone(), blocking])),
+    ]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_paused("PAUSED_PLANNING_BUDGET");
+    assert!(
+        finished.pause_reason().contains("No rollback"),
+        "{finished:?}"
+    );
+    assert_eq!(
+        harness.roles_called(),
+        [
+            "requirements",
+            "planner",
+            "plan_reviewer",
+            "planner",
+            "plan_reviewer"
+        ]
+    );
+    // The second planner was told the concern.
+    assert!(harness.prompt_of("planner", 2).contains("No rollback"));
+}
+
+#[test]
+fn run_pauses_when_the_completion_reviewer_is_blocked() {
+    let blocked = json!([{"report": {
+        "decision": "BLOCKED",
+        "summary": "Needs a product decision on the greeting.",
+        "findings": [{"id": "F1", "blocking": true, "text": "Which language?"}]
+    }}]);
+    let harness = Harness::new(script_with(&[("completion_reviewer", json!([blocked]))]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_paused("PAUSED_BLOCKED");
+    assert!(
+        finished.pause_reason().contains("product decision"),
+        "{finished:?}"
+    );
+}
+
+#[test]
+fn run_pauses_builder_retry_limit_without_a_stronger_model() {
+    let harness = Harness::new(script_with(&[
+        ("builder", json!([wrong_build(), wrong_build(), build_ok()])),
+        ("tester", json!([test_fail(), test_fail(), test_pass()])),
+    ]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_paused("PAUSED_BUILDER_RETRY_LIMIT");
+    assert_eq!(calls_of(&harness, "builder").len(), 2);
+}
+
+#[test]
+fn run_pauses_uncertain_when_the_agent_exits_without_an_answer() {
+    let harness = Harness::new(script_with(&[(
+        "builder",
+        json!([[{"run": BUILD}, {"exit": 2}]]),
+    )]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_paused("PAUSED_PROVIDER_UNCERTAIN");
+    assert_eq!(finished.pause_attempt(), "004-builder-1");
+}
+
+/// autocode's own git commands (worktree creation, snapshots' `ls-files`, the replay copy) run
+/// in the user's repository with its configuration: a planted hook or `core.fsmonitor` runs.
+#[test]
+#[ignore = "known gap: autocode's git calls run repository hooks and core.fsmonitor"]
+fn run_does_not_execute_repository_hooks_or_fsmonitor() {
+    let harness = Harness::new(script_with(&[]));
+    let ws = harness.workspace();
+    let marker = harness.root.path().join("hook-ran");
+    for hook in ["post-checkout", "reference-transaction"] {
+        let path = ws.join(".git/hooks").join(hook);
+        fs::write(
+            &path,
+            format!("#!/bin/sh\necho {hook} >> {}\n", marker.display()),
+        )
+        .expect("hook");
+        let status = Command::new("chmod")
+            .arg("+x")
+            .arg(&path)
+            .status()
+            .expect("chmod");
+        assert!(status.success());
+    }
+    let fsmonitor = format!("echo fsmonitor >> {}; false", marker.display());
+    git(&ws, &["config", "core.fsmonitor", &fsmonitor]);
+    harness.run(&["--yes"]).assert_complete();
+    assert!(
+        !marker.exists(),
+        "repository code ran: {}",
+        fs::read_to_string(&marker).unwrap_or_default()
+    );
 }
