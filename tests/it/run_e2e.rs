@@ -807,10 +807,25 @@ fn run_happy_path_completes_with_every_role_once() {
         "{prompt}"
     );
     assert!(prompt.contains("\"files_changed\""), "{prompt}");
-    // Usage adds up: every call made 2 or 3 steps of the deterministic formula.
+    // Usage adds up, step by step: requirements, planner, reviewer and completion made one
+    // step each, the builder three (two commands and the report), the tester two.
+    let steps = [1u64, 1, 1, 3, 2, 1];
+    let sum = |per_step: fn(u64) -> u64| -> u64 {
+        steps
+            .iter()
+            .map(|&n| (0..n).map(per_step).sum::<u64>())
+            .sum()
+    };
+    let usage = &finished.json["usage"];
+    assert_eq!(usage["input_tokens"], sum(|k| 400 + 90 * k), "{usage}");
+    assert_eq!(usage["cache_read_tokens"], sum(|k| 600 + 10 * k), "{usage}");
+    assert_eq!(usage["output_tokens"], sum(|k| 40 + k), "{usage}");
+    assert_eq!(usage["reasoning_tokens"], sum(|k| 12 + k), "{usage}");
     let status = harness.status();
     assert_eq!(status.code, Some(0), "{status:?}");
-    assert!(status.json.is_object(), "{status:?}");
+    assert_eq!(status.json["usage"], *usage, "{status:?}");
+    assert!(status.json["completed_at"].is_string(), "{status:?}");
+    assert_eq!(status.json["pause"], Value::Null, "{status:?}");
 }
 
 #[test]
@@ -820,6 +835,14 @@ fn run_pauses_cross_model_before_any_launch() {
     let finished = harness.run(&["--yes", "--tester-model", "alpha-small"]);
     finished.assert_paused("PAUSED_CROSS_MODEL");
     assert!(harness.calls().is_empty(), "an agent was launched");
+
+    // `--single-model` waives independence knowingly: every role runs on the one model.
+    let waived = Harness::new(script_with(&[]));
+    waived
+        .run(&["--yes", "--single-model", "alpha-large"])
+        .assert_complete();
+    assert_eq!(waived.roles_called(), PIPELINE);
+    assert!(waived.calls().iter().all(|c| c["model"] == "alpha-large"));
 }
 
 #[test]
@@ -955,6 +978,13 @@ fn run_pauses_on_a_rate_limit_and_resume_continues() {
     assert_eq!(
         harness.roles_called().last().map(String::as_str),
         Some("builder")
+    );
+    // `status` shows the same pause, and exits like the paused run.
+    let status = harness.status();
+    assert_eq!(status.code, Some(PAUSED_EXIT), "{status:?}");
+    assert_eq!(
+        status.json["pause"]["code"], "PAUSED_RATE_LIMIT",
+        "{status:?}"
     );
     let resumed = harness.resume(&[]);
     resumed.assert_complete();
@@ -1453,5 +1483,67 @@ fn run_does_not_execute_repository_hooks_or_fsmonitor() {
         !marker.exists(),
         "repository code ran: {}",
         fs::read_to_string(&marker).unwrap_or_default()
+    );
+}
+
+#[test]
+fn run_killed_after_a_complete_report_adopts_it_on_resume() {
+    // The builder's stream already holds its complete report when autocode dies.
+    let harness = Harness::new(script_with(&[(
+        "builder",
+        json!([[{"run": BUILD}, {"run": CHECK}, build_report(), {"hang": true}]]),
+    )]));
+    let ws = harness.ws_arg();
+    let mut autocode = harness
+        .command(&[
+            "run",
+            "Create hello.txt containing hello",
+            "--workspace",
+            &ws,
+            "--provider",
+            "fake",
+            "--json",
+            "--yes",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn autocode");
+    let marker = harness.state().join("builder-1.hanging");
+    wait_until("the builder to hang", Duration::from_secs(60), || {
+        marker.exists()
+    });
+    let agent: i32 = fs::read_to_string(&marker)
+        .expect("marker")
+        .trim()
+        .parse()
+        .expect("pid");
+    // Kill only once the stage log holds the report's final step.
+    let runs = harness.workspace().join(".autocode/runs");
+    wait_until(
+        "the report in the stage log",
+        Duration::from_secs(30),
+        || {
+            fs::read_dir(&runs)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|run| {
+                    fs::read_to_string(run.path().join("stages/004-builder-1/stdout.log"))
+                        .is_ok_and(|log| log.contains("\"reason\":\"stop\""))
+                })
+        },
+    );
+    autocode.kill().expect("SIGKILL autocode");
+    autocode.wait().expect("reap autocode");
+    wait_until("the orphaned agent to die", Duration::from_secs(30), || {
+        !alive(agent)
+    });
+    let resumed = harness.resume(&[]);
+    resumed.assert_complete();
+    assert_eq!(
+        calls_of(&harness, "builder").len(),
+        1,
+        "the builder was run again"
     );
 }
