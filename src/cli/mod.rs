@@ -7,6 +7,7 @@
 
 mod connections;
 mod context;
+mod demo;
 mod doctor;
 mod events;
 mod explain;
@@ -38,6 +39,8 @@ pub struct Cli {
 pub enum Command {
     /// Take an objective through the team of agents (also: `autocode "OBJECTIVE"`).
     Run(run::RunArgs),
+    /// The whole pipeline offline: a bundled task through a real CLI against the scripted model.
+    Demo(demo::DemoArgs),
     /// Continue a paused or interrupted run.
     Resume(run::ResumeArgs),
     /// A run's stages, routes, outcomes, usage and pause.
@@ -89,6 +92,7 @@ pub fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Resume(args) => run::resume(args),
+        Command::Demo(args) => demo::run(args),
         Command::Status(args) => run::status(args),
         Command::Clean(args) => run::clean(args),
         Command::Capture(args) => run::capture(args),

@@ -247,7 +247,7 @@ pub async fn start(
         failure_counts: BTreeMap::new(),
         attempts: vec![],
         usage: UsageTotals::default(),
-        active_seconds: 0,
+        active_ms: 0,
         transport_identities: BTreeMap::new(),
         pause: None,
         completed_at: None,

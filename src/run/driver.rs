@@ -450,7 +450,7 @@ async fn run_stage<R: StageRunner, I: Interaction>(
             attempt.finished_at = Some(Utc::now());
         }
         run.state.usage.add(&outcome.usage);
-        run.state.active_seconds += outcome.duration.as_secs();
+        run.state.active_ms += outcome.duration.as_millis() as u64;
         let session = run.state.attempts[index].session.clone();
         let (problems, shell_command) = match outcome.result {
             AttemptResult::Report(report) => {

@@ -115,9 +115,9 @@ pub fn render_status(state: &RunState) -> String {
         .map(|c| format!("${c:.4}"))
         .unwrap_or_else(|| "unknown".into());
     out.push_str(&format!(
-        "total: {} tokens, cost {cost}, {} active seconds\n",
+        "total: {} tokens, cost {cost}, {:.1} active seconds\n",
         state.usage.total_tokens(),
-        state.active_seconds
+        state.active_ms as f64 / 1000.0
     ));
     if let Some(pause) = &state.pause {
         out.push_str(&format!(

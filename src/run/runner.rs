@@ -326,7 +326,7 @@ impl CliRunner {
             sandbox,
             prompt: ctx.prompt.clone(),
             schema_path: dir.join("schema.json"),
-            schema_json: ctx.plan.kind.schema(),
+            schema_json: ctx.plan.kind.cli_schema(),
             report_path: dir.join("report.raw.json"),
             run_dir: state.run_dir(),
             stage_dir: dir.clone(),
@@ -822,7 +822,10 @@ fn judge_report(
             .collect(),
     };
     if let Some(path) = evidence_out {
-        let _ = store::write_json(path, &json!({ "checks": findings, "command_events": records }));
+        let _ = store::write_json(
+            path,
+            &json!({ "checks": findings, "command_events": records }),
+        );
     }
     let problems: Vec<String> = findings
         .iter()

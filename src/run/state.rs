@@ -271,8 +271,8 @@ pub struct RunState {
     pub failure_counts: BTreeMap<String, u32>,
     pub attempts: Vec<AttemptRecord>,
     pub usage: UsageTotals,
-    /// Active seconds spent in stages (wall time of attempts).
-    pub active_seconds: u64,
+    /// Active milliseconds spent in stages (wall time of attempts).
+    pub active_ms: u64,
     /// Transport identity per provider, recorded at the first stage.
     pub transport_identities: BTreeMap<String, Value>,
     pub pause: Option<PauseRecord>,
