@@ -604,6 +604,69 @@ fn hostile_workspace_changes_nothing_autocode_loads() {
 }
 
 #[test]
+fn providers_list_human_text_names_missing_tools_and_broken_files() {
+    let sandbox = Sandbox::new();
+    sandbox.install_provider("broken");
+    let out = sandbox.run(&["providers", "list"]);
+    out.assert_code(0);
+    let text = sandbox.redact(Value::String(out.stdout.clone()));
+    let text = text.as_str().unwrap_or_default();
+    let first = text.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("NAME") && first.contains("VERSION"),
+        "{text}"
+    );
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no row for {name}: {text}"))
+            .to_owned()
+    };
+    assert!(row("gocode").ends_with("gocode: not installed"), "{text}");
+    assert!(row("kilocode").contains("7.1.2"), "{text}");
+    assert!(row("kilocode").ends_with("[TMP]/bin/kilo"), "{text}");
+    assert!(
+        text.contains("  error: [TMP]/xdg/autocode/providers/broken.toml:5:10: key `output`"),
+        "{text}"
+    );
+}
+
+#[test]
+fn config_home_defaults_to_home_dot_config() {
+    let sandbox = Sandbox::new();
+    let dir = sandbox.root.join("home/.config/autocode/providers");
+    std::fs::create_dir_all(&dir).expect("create the HOME config dir");
+    std::fs::copy(
+        Path::new(FIXTURES).join("providers/mytool.toml"),
+        dir.join("mytool.toml"),
+    )
+    .expect("install mytool under HOME");
+    // Unset, and relative (invalid per XDG), both fall back to $HOME/.config.
+    for xdg in [None, Some("relative/xdg")] {
+        let mut command = sandbox.command(&["providers", "show", "mytool", "--json"]);
+        match xdg {
+            None => command.env_remove("XDG_CONFIG_HOME"),
+            Some(value) => command.env("XDG_CONFIG_HOME", value),
+        };
+        let out = sandbox.run_command(command);
+        out.assert_code(0);
+        assert_eq!(
+            out.json()["source"],
+            Value::String(dir.join("mytool.toml").display().to_string()),
+            "XDG_CONFIG_HOME={xdg:?}"
+        );
+    }
+    // With XDG_CONFIG_HOME set, the HOME copy is not read.
+    sandbox.run(&["providers", "show", "mytool"]).assert_code(2);
+    // Neither set: a configuration error, nothing started.
+    let mut command = sandbox.command(&["providers", "list"]);
+    command.env_remove("XDG_CONFIG_HOME").env_remove("HOME");
+    let out = sandbox.run_command(command);
+    out.assert_code(2);
+    assert!(out.stderr.contains("XDG_CONFIG_HOME"), "{}", out.stderr);
+}
+
+#[test]
 fn reserved_names_in_the_user_providers_dir_are_never_read() {
     let sandbox = Sandbox::new();
     // Broken on purpose: reading either file would fail loudly.
