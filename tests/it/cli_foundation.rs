@@ -436,7 +436,7 @@ fn doctor_fails_when_the_executable_is_missing() {
         text.stdout
     );
     assert!(
-        text.stdout.trim_end().ends_with("not ready"),
+        text.stdout.lines().last() == Some("not ready"),
         "{}",
         text.stdout
     );
@@ -490,8 +490,9 @@ fn doctor_passes_for_the_default_provider_when_all_is_well() {
         doctor.stdout
     );
     assert!(doctor.stdout.contains("1.18.33"), "{}", doctor.stdout);
-    assert!(
-        doctor.stdout.trim_end().ends_with("ready"),
+    assert_eq!(
+        doctor.stdout.lines().last(),
+        Some("ready"),
         "{}",
         doctor.stdout
     );
