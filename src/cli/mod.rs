@@ -115,7 +115,8 @@ pub fn main() -> ExitCode {
 }
 
 /// `autocode "OBJECTIVE" …` means `autocode run "OBJECTIVE" …`: a first argument that is not a
-/// flag and not a command name is an objective.
+/// flag and not a command name, and holds a space (objectives are sentences), is an objective. A
+/// single unknown word stays an error, so a mistyped command never starts a run.
 fn with_default_subcommand(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     use clap::CommandFactory;
     let Some(first) = args.get(1).and_then(|a| a.to_str()) else {
@@ -125,7 +126,7 @@ fn with_default_subcommand(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::O
         .get_subcommands()
         .any(|c| c.get_name() == first || c.get_all_aliases().any(|a| a == first))
         || first == "help";
-    if !first.starts_with('-') && !known {
+    if !first.starts_with('-') && !known && first.trim().contains(char::is_whitespace) {
         args.insert(1, "run".into());
     }
     args
