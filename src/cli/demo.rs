@@ -93,34 +93,34 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
     eprintln!("{}", crate::run::render_status(&state).trim_end());
     for attempt in &state.attempts {
         let dir = outcome.run_dir.join("stages").join(&attempt.dir);
-        if let Ok(text) = std::fs::read_to_string(dir.join("evidence.json")) {
-            if let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) {
-                for check in value["checks"].as_array().into_iter().flatten() {
-                    eprintln!(
-                        "  evidence {}: `{}` exit {} via {} -> {}",
-                        attempt.dir,
-                        check["check"]["command"].as_str().unwrap_or_default(),
-                        check["check"]["exit_code"],
-                        check["check"]["evidence_ref"].as_str().unwrap_or_default(),
-                        if check["problem"].is_null() {
-                            "verified"
-                        } else {
-                            "REJECTED"
-                        }
-                    );
-                }
-            }
-        }
-        if let Ok(text) = std::fs::read_to_string(dir.join("supervision.json")) {
-            if let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) {
+        if let Ok(text) = std::fs::read_to_string(dir.join("evidence.json"))
+            && let Ok(value) = serde_json::from_str::<serde_json::Value>(&text)
+        {
+            for check in value["checks"].as_array().into_iter().flatten() {
                 eprintln!(
-                    "  receipt  {}: verified {} · {} session(s) · {} killed",
+                    "  evidence {}: `{}` exit {} via {} -> {}",
                     attempt.dir,
-                    value["verified"],
-                    value["sessions"].as_array().map_or(0, Vec::len),
-                    value["killed"].as_array().map_or(0, Vec::len)
+                    check["check"]["command"].as_str().unwrap_or_default(),
+                    check["check"]["exit_code"],
+                    check["check"]["evidence_ref"].as_str().unwrap_or_default(),
+                    if check["problem"].is_null() {
+                        "verified"
+                    } else {
+                        "REJECTED"
+                    }
                 );
             }
+        }
+        if let Ok(text) = std::fs::read_to_string(dir.join("supervision.json"))
+            && let Ok(value) = serde_json::from_str::<serde_json::Value>(&text)
+        {
+            eprintln!(
+                "  receipt  {}: verified {} · {} session(s) · {} killed",
+                attempt.dir,
+                value["verified"],
+                value["sessions"].as_array().map_or(0, Vec::len),
+                value["killed"].as_array().map_or(0, Vec::len)
+            );
         }
     }
     eprintln!("run directory: {}", outcome.run_dir.display());

@@ -38,7 +38,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Take an objective through the team of agents (also: `autocode "OBJECTIVE"`).
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// The whole pipeline offline: a bundled task through a real CLI against the scripted model.
     Demo(demo::DemoArgs),
     /// Continue a paused or interrupted run.
@@ -90,7 +90,7 @@ pub fn main() -> ExitCode {
     }
     output::init_tracing(cli.verbose);
     let outcome = match cli.command {
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(*args),
         Command::Resume(args) => run::resume(args),
         Command::Demo(args) => demo::run(args),
         Command::Status(args) => run::status(args),

@@ -26,16 +26,16 @@ pub struct StageLimits {
 /// The pause to take before launching another stage, if a budget is already spent.
 pub fn check_before_stage(state: &RunState) -> Option<PauseDecision> {
     let b = &state.budgets;
-    if let Some(max) = b.max_minutes {
-        if state.active_ms >= max * 60_000 {
-            return Some(PauseDecision::new(
-                PauseCode::PausedTimeLimit,
-                format!(
-                    "the run used {} of its {max} active minutes",
-                    state.active_ms / 60_000
-                ),
-            ));
-        }
+    if let Some(max) = b.max_minutes
+        && state.active_ms >= max * 60_000
+    {
+        return Some(PauseDecision::new(
+            PauseCode::PausedTimeLimit,
+            format!(
+                "the run used {} of its {max} active minutes",
+                state.active_ms / 60_000
+            ),
+        ));
     }
     if let Some(max) = b.max_tokens {
         let used = state.usage.total_tokens();
@@ -46,13 +46,13 @@ pub fn check_before_stage(state: &RunState) -> Option<PauseDecision> {
             ));
         }
     }
-    if let (Some(max), Some(spent)) = (b.max_usd, state.usage.cost_usd) {
-        if spent >= max {
-            return Some(PauseDecision::new(
-                PauseCode::PausedBudget,
-                format!("the run spent ${spent:.4} of its --max-usd ${max:.2}"),
-            ));
-        }
+    if let (Some(max), Some(spent)) = (b.max_usd, state.usage.cost_usd)
+        && spent >= max
+    {
+        return Some(PauseDecision::new(
+            PauseCode::PausedBudget,
+            format!("the run spent ${spent:.4} of its --max-usd ${max:.2}"),
+        ));
     }
     None
 }

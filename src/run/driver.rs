@@ -582,12 +582,12 @@ fn set_strong_overrides<R: StageRunner>(state: &mut RunState, runner: &R, milest
     }
     let strong_family = runner.model_family(&policy.strong_model);
     for checker in [Role::Tester, Role::CompletionReviewer] {
-        if let Some(route) = state.routes.get(&checker) {
-            if runner.model_family(&route.model) == strong_family {
-                let mut moved = route.clone();
-                moved.model = policy.checker_model.clone();
-                state.route_overrides.insert(checker, moved);
-            }
+        if let Some(route) = state.routes.get(&checker)
+            && runner.model_family(&route.model) == strong_family
+        {
+            let mut moved = route.clone();
+            moved.model = policy.checker_model.clone();
+            state.route_overrides.insert(checker, moved);
         }
     }
 }

@@ -60,10 +60,10 @@ pub fn find_run(workspace: &Path, run_id: Option<&RunId>) -> Result<PathBuf, Fin
     let mut best: Option<(std::time::SystemTime, PathBuf)> = None;
     for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
         let state = driver::RunHandle::state_path(&entry.path());
-        if let Ok(modified) = std::fs::metadata(&state).and_then(|m| m.modified()) {
-            if best.as_ref().is_none_or(|(t, _)| modified > *t) {
-                best = Some((modified, entry.path()));
-            }
+        if let Ok(modified) = std::fs::metadata(&state).and_then(|m| m.modified())
+            && best.as_ref().is_none_or(|(t, _)| modified > *t)
+        {
+            best = Some((modified, entry.path()));
         }
     }
     best.map(|(_, p)| p).ok_or(FindRunError::NoRuns { dir })

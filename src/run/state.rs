@@ -311,10 +311,11 @@ impl RunState {
 
     /// The route `role` runs on for `milestone`, with the stronger attempt's overrides.
     pub fn route_for(&self, role: Role, milestone: Option<usize>) -> Route {
-        if milestone.is_some() && milestone == self.overrides_milestone {
-            if let Some(route) = self.route_overrides.get(&role) {
-                return route.clone();
-            }
+        if milestone.is_some()
+            && milestone == self.overrides_milestone
+            && let Some(route) = self.route_overrides.get(&role)
+        {
+            return route.clone();
         }
         self.routes.get(&role).cloned().unwrap_or_else(|| Route {
             provider: self.provider.clone(),
