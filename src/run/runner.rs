@@ -272,16 +272,14 @@ impl StageRunner for CliRunner {
             // A judge's or planner's write cannot be ruled out without the after-snapshot.
             return None;
         }
-        match judge_report(
+        judge_report(
             attempt.report_kind,
             normalized.summary.final_report.as_ref(),
             &records,
             None,
             None,
-        ) {
-            Ok(report) => Some(report),
-            Err(_) => None,
-        }
+        )
+        .ok()
     }
 }
 
@@ -326,7 +324,7 @@ impl CliRunner {
             sandbox,
             prompt: ctx.prompt.clone(),
             schema_path: dir.join("schema.json"),
-            schema_json: ctx.plan.kind.schema(),
+            schema_json: ctx.plan.kind.cli_schema(),
             report_path: dir.join("report.raw.json"),
             run_dir: state.run_dir(),
             stage_dir: dir.clone(),
@@ -334,17 +332,16 @@ impl CliRunner {
             env: env.clone(),
             cli_version: self.versions.get(&route.provider).cloned().flatten(),
         };
-        if provider.name.as_str() == "claude" {
-            if let Err(refusal) =
+        if provider.name.as_str() == "claude"
+            && let Err(refusal) =
                 claude_auth::check_workspace_settings(&state.work_tree).and_then(|()| {
                     claude_auth::check_agent_env(&env.kept, self.scripted_local).map(|_| ())
                 })
-            {
-                return stopped(
-                    PauseCode::PausedBillingRoute,
-                    format!("{refusal}; {}", refusal.next_step()),
-                );
-            }
+        {
+            return stopped(
+                PauseCode::PausedBillingRoute,
+                format!("{refusal}; {}", refusal.next_step()),
+            );
         }
         let plan = match transport::plan_for_provider(&request, &provider.config) {
             Ok(plan) => plan,
@@ -575,14 +572,14 @@ impl CliRunner {
             return self.finish_record(dir, out, None);
         }
         // 3. The session must be the one we continued.
-        if let (Some(expected), Some(got)) = (&ctx.resume_session, &session) {
-            if expected != got {
-                out.result = stop_with(
-                    PauseCode::PausedProviderUncertain,
-                    format!("the resumed stage answered from session {got}, not {expected}"),
-                );
-                return self.finish_record(dir, out, None);
-            }
+        if let (Some(expected), Some(got)) = (&ctx.resume_session, &session)
+            && expected != got
+        {
+            out.result = stop_with(
+                PauseCode::PausedProviderUncertain,
+                format!("the resumed stage answered from session {got}, not {expected}"),
+            );
+            return self.finish_record(dir, out, None);
         }
         // 4. The provider's stop.
         let stop = summary.as_ref().map(|s| {
@@ -613,20 +610,20 @@ impl CliRunner {
                 };
                 return self.finish_record(dir, out, Some(stop));
             }
-            if provider.name.as_str() == "claude" {
-                if let Some(source) = &summary.api_key_source {
-                    let route_kind = if self.scripted_local {
-                        claude_auth::check_agent_env(&env.kept, true)
-                            .unwrap_or(claude_auth::ClaudeBillingRoute::Subscription)
-                    } else {
-                        claude_auth::ClaudeBillingRoute::Subscription
-                    };
-                    let row = json!({"type": "system", "subtype": "init", "apiKeySource": source})
-                        .to_string();
-                    if let Err(refusal) = claude_auth::check_init_row(&row, &route_kind) {
-                        out.result = stop_with(PauseCode::PausedBillingRoute, refusal.to_string());
-                        return self.finish_record(dir, out, Some(stop));
-                    }
+            if provider.name.as_str() == "claude"
+                && let Some(source) = &summary.api_key_source
+            {
+                let route_kind = if self.scripted_local {
+                    claude_auth::check_agent_env(&env.kept, true)
+                        .unwrap_or(claude_auth::ClaudeBillingRoute::Subscription)
+                } else {
+                    claude_auth::ClaudeBillingRoute::Subscription
+                };
+                let row = json!({"type": "system", "subtype": "init", "apiKeySource": source})
+                    .to_string();
+                if let Err(refusal) = claude_auth::check_init_row(&row, &route_kind) {
+                    out.result = stop_with(PauseCode::PausedBillingRoute, refusal.to_string());
+                    return self.finish_record(dir, out, Some(stop));
                 }
             }
         } else if finished.exit != Exit::Code(0) {
@@ -889,10 +886,10 @@ fn command_records(events: &[NormalizedEvent]) -> Vec<CommandRecord> {
 
 fn write_event(log: &mut Option<std::io::BufWriter<std::fs::File>>, event: &NormalizedEvent) {
     use std::io::Write;
-    if let Some(writer) = log.as_mut() {
-        if serde_json::to_writer(&mut *writer, event).is_ok() {
-            let _ = writer.write_all(b"\n");
-        }
+    if let Some(writer) = log.as_mut()
+        && serde_json::to_writer(&mut *writer, event).is_ok()
+    {
+        let _ = writer.write_all(b"\n");
     }
 }
 
