@@ -800,6 +800,11 @@ fn run_happy_path_completes_with_every_role_once() {
             "beta-large"
         ]
     );
+    // Every agent ran in the run's tree, and was handed that tree as its workspace.
+    for call in harness.calls() {
+        assert_eq!(call["cwd"], tree.display().to_string(), "{call}");
+        assert_eq!(call["workspace"], tree.display().to_string(), "{call}");
+    }
     // The builder was told the objective and the report schema on stdin.
     let prompt = harness.prompt_of("builder", 1);
     assert!(
