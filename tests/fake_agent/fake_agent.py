@@ -31,7 +31,10 @@ Strings inside `report` (and `text`) may use {{last_event}} (evidence ref of the
 Invariants: stdout carries only OpenCode JSON lines, each flushed as soon as it is written;
 diagnostics go to stderr; usage is deterministic (step k of a call: prompt 1000+100k tokens of
 which 600+10k cached, completion 40+k of which 12+k reasoning); ids are deterministic per
-(role, attempt), a fresh call gets a new `ses_<hex>` and `--session ID` keeps ID.
+(script, role, attempt), a fresh call gets a new `ses_<hex>` and `--session ID` keeps ID; every
+call is logged to `<script>.state/calls.jsonl` with its prompt saved under `prompts/`. A script
+that cannot be played (no attempt left, unknown action, a placeholder citing a command that did
+not run) exits 97 with the reason on stderr.
 """
 
 import argparse

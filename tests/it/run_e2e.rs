@@ -288,6 +288,13 @@ fn fake_agent_plays_one_attempt_per_call_and_keeps_a_resumed_session() {
         "{stderr}"
     );
 
+    // A placeholder citing a command that never ran is a broken script, not a report.
+    let broken = Sandbox::new(json!({"tester": [[{"run": "true"}, {"text": "{{event:2}}"}]]}));
+    let out = broken.call("tester", None, "");
+    assert_eq!(out.status.code(), Some(97));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("only 1 command(s) ran"), "{stderr}");
+
     // Every call is logged with its prompt; a fresh call gets a new session.
     let calls = sandbox.calls();
     assert_eq!(calls.len(), 3);
