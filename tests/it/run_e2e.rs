@@ -467,6 +467,29 @@ impl std::fmt::Debug for Finished {
     }
 }
 
+/// Runs an `autocode` command to its end and reads its `--json` document.
+fn finish(mut command: Command) -> Finished {
+    let out = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run autocode");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| {
+        // The --json document is the last non-empty stdout line when anything precedes it.
+        stdout
+            .lines()
+            .rev()
+            .find_map(|l| serde_json::from_str(l).ok())
+            .unwrap_or(Value::Null)
+    });
+    Finished {
+        code: out.status.code(),
+        json,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
 fn git(dir: &Path, args: &[&str]) {
     let status = Command::new("git")
         .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
@@ -572,34 +595,19 @@ impl Harness {
     }
 
     fn autocode(&self, args: &[&str]) -> Finished {
-        let out = self
-            .command(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .output()
-            .expect("run autocode");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let json = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| {
-            // The --json document is the last non-empty stdout line when anything precedes it.
-            stdout
-                .lines()
-                .rev()
-                .find_map(|l| serde_json::from_str(l).ok())
-                .unwrap_or(Value::Null)
-        });
-        Finished {
-            code: out.status.code(),
-            json,
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        finish(self.command(args))
     }
 
     fn ws_arg(&self) -> String {
         self.workspace().display().to_string()
     }
-
     /// `autocode run OBJECTIVE --workspace WS --provider fake --json EXTRA...`
     fn run(&self, extra: &[&str]) -> Finished {
+        finish(self.run_command(extra))
+    }
+
+    /// The `run` command line, to spawn or to give more environment.
+    fn run_command(&self, extra: &[&str]) -> Command {
         let ws = self.ws_arg();
         let mut args = vec![
             "run",
@@ -611,7 +619,7 @@ impl Harness {
             "--json",
         ];
         args.extend_from_slice(extra);
-        self.autocode(&args)
+        self.command(&args)
     }
 
     fn resume(&self, extra: &[&str]) -> Finished {
@@ -1076,18 +1084,8 @@ fn run_killed_mid_stage_is_judged_on_resume_and_abandon_continues() {
         "builder",
         json!([[{"run": BUILD}, {"hang": true}], build_ok()]),
     )]));
-    let ws = harness.ws_arg();
     let mut autocode = harness
-        .command(&[
-            "run",
-            "Create hello.txt containing hello",
-            "--workspace",
-            &ws,
-            "--provider",
-            "fake",
-            "--json",
-            "--yes",
-        ])
+        .run_command(&["--yes"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -1505,18 +1503,8 @@ fn run_killed_after_a_complete_report_adopts_it_on_resume() {
         "builder",
         json!([[{"run": BUILD}, {"run": CHECK}, build_report(), {"hang": true}]]),
     )]));
-    let ws = harness.ws_arg();
     let mut autocode = harness
-        .command(&[
-            "run",
-            "Create hello.txt containing hello",
-            "--workspace",
-            &ws,
-            "--provider",
-            "fake",
-            "--json",
-            "--yes",
-        ])
+        .run_command(&["--yes"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -1558,4 +1546,84 @@ fn run_killed_after_a_complete_report_adopts_it_on_resume() {
         1,
         "the builder was run again"
     );
+}
+
+#[test]
+fn run_withholds_credentials_from_agents_and_checks() {
+    // The builder records its environment under the ignored build/ directory; the plan's
+    // check fails wherever a secret is visible, so the tester and autocode's own replays
+    // prove the check environment is clean too.
+    let env_check = "! env | grep -q e2e-secret";
+    let plan = json!([{"report": {
+        "summary": "One milestone.",
+        "milestones": [{"id": "M1", "title": "Greeting", "description": "",
+                        "acceptance_criteria": [
+                            {"id": "AC1", "text": "hello", "check": CHECK, "human_review": false},
+                            {"id": "AC2", "text": "no secrets", "check": env_check,
+                             "human_review": false}]}]
+    }}]);
+    let tester = json!([{"run": CHECK}, {"run": env_check}, {"report": {
+        "milestone_id": "M1",
+        "summary": "Both hold.",
+        "criteria": [
+            {"criterion_id": "AC1", "verdict": "PASS", "notes": "",
+             "checks": [{"command": CHECK, "exit_code": 0, "evidence_ref": "{{event:1}}"}]},
+            {"criterion_id": "AC2", "verdict": "PASS", "notes": "",
+             "checks": [{"command": env_check, "exit_code": 0, "evidence_ref": "{{event:2}}"}]}
+        ]
+    }}]);
+    let builder = json!([{"run": "mkdir -p build && env > build/env.txt"}, {"run": BUILD},
+                         {"run": CHECK}, build_report()]);
+    let harness = Harness::new(script_with(&[
+        ("planner", json!([plan])),
+        ("builder", json!([builder])),
+        ("tester", json!([tester])),
+    ]));
+    let mut command = harness.run_command(&["--yes"]);
+    command
+        .env("OPENAI_API_KEY", "sk-e2e-secret-1")
+        .env("DATABASE_URL", "postgres://u:e2e-secret-2@db/x")
+        .env("GITHUB_TOKEN", "ghp-passed-through")
+        .env("AUTOCODE_PASS_ENV", "GITHUB_TOKEN")
+        .env("E2E_ORDINARY", "kept");
+    let finished = finish(command);
+    finished.assert_complete();
+    let seen = fs::read_to_string(Harness::work_tree(&finished).join("build/env.txt"))
+        .expect("the builder's env");
+    assert!(!seen.contains("e2e-secret"), "{seen}");
+    assert!(seen.contains("E2E_ORDINARY=kept"), "{seen}");
+    assert!(seen.contains("GITHUB_TOKEN=ghp-passed-through"), "{seen}");
+}
+
+#[test]
+fn run_pauses_when_the_plan_reviewer_deletes_a_file() {
+    let reviewer = json!([[{"run": "rm README.md"}, approve().get(0).cloned().expect("report")]]);
+    let harness = Harness::new(script_with(&[("plan_reviewer", reviewer)]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_paused("PAUSED_DISCOVERY_WRITE");
+    assert_eq!(finished.pause_attempt(), "003-plan_reviewer-1");
+    assert!(
+        finished.pause_reason().contains("README.md"),
+        "{finished:?}"
+    );
+}
+
+#[test]
+fn run_resume_notices_a_changed_provider_file() {
+    let limited = json!([{"error": {"status": 429, "message": "mock 429 error",
+                                    "retryable": true}}]);
+    let harness = Harness::new(script_with(&[("builder", json!([limited, build_ok()]))]));
+    harness.run(&["--yes"]).assert_paused("PAUSED_RATE_LIMIT");
+    // The provider definition changes while the run is paused.
+    let toml = harness.home().join(".config/autocode/providers/fake.toml");
+    let mut text = fs::read_to_string(&toml).expect("fake.toml");
+    text.push_str("\n# edited while the run was paused\n");
+    fs::write(&toml, text).expect("edit fake.toml");
+    let changed = harness.resume(&[]);
+    changed.assert_paused("PAUSED_TRANSPORT_CHANGED");
+    assert_eq!(calls_of(&harness, "builder").len(), 1);
+    harness
+        .resume(&["--accept-transport-change"])
+        .assert_complete();
+    assert_eq!(calls_of(&harness, "builder").len(), 2);
 }
