@@ -1627,3 +1627,29 @@ fn run_resume_notices_a_changed_provider_file() {
         .assert_complete();
     assert_eq!(calls_of(&harness, "builder").len(), 2);
 }
+
+#[test]
+fn run_rejects_a_builder_citing_the_wrong_exit_code_then_accepts_the_repair() {
+    // The builder cites its failing pre-check (grep exits 2: no file yet) as exit 0; the repair
+    // cites a real pass.
+    let misquoting = json!([{"run": CHECK}, {"run": BUILD}, {"report": {
+        "status": "done", "summary": "Wrote hello.txt.", "files_changed": ["hello.txt"],
+        "checks": [{"command": CHECK, "exit_code": 0, "evidence_ref": "{{event:1}}"}],
+        "blockers": []
+    }}]);
+    let repair = json!([{"run": CHECK}, build_report()]);
+    let harness = Harness::new(script_with(&[("builder", json!([misquoting, repair]))]));
+    harness.run(&["--yes"]).assert_complete();
+    let builders = calls_of(&harness, "builder");
+    assert_eq!(builders.len(), 2);
+    assert_eq!(builders[1]["session"], builders[0]["session"]);
+    let repair_prompt = harness.prompt_of("builder", 2);
+    assert!(
+        repair_prompt.contains("autocode rejected your report"),
+        "{repair_prompt}"
+    );
+    assert!(
+        repair_prompt.contains("exited 2, not the cited 0"),
+        "{repair_prompt}"
+    );
+}
