@@ -72,3 +72,51 @@ fn demo_completes_with_codex() {
 fn demo_completes_with_claude() {
     demo("claude");
 }
+
+/// The pinned agent CLIs run unchanged under the boundary, and their families are proven gone.
+#[test]
+fn agent_clis_report_their_versions_under_the_boundary() {
+    let bin_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clis/node_modules/.bin");
+    let threads: Vec<_> = [
+        ("opencode", "1.18.33"),
+        ("codex", "0.169.0"),
+        ("claude", "2.1.328"),
+    ]
+    .into_iter()
+    .map(|(cli, version)| {
+        let bin = bin_dir.join(cli);
+        std::thread::spawn(move || {
+            assert!(
+                bin.exists(),
+                "{} is missing: install the pinned CLIs with `npm ci --prefix tests/clis`",
+                bin.display()
+            );
+            let home = tempfile::tempdir().unwrap();
+            let out = Command::new(env!("CARGO_BIN_EXE_autocode"))
+                .arg("supervise")
+                .arg("--json")
+                .arg("--")
+                .arg(&bin)
+                .arg("--version")
+                .env("HOME", home.path())
+                .output()
+                .unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{cli}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(stdout.contains(version), "{cli} printed {stdout}");
+            let receipt_start = stdout.find("{\n").or_else(|| stdout.find('{')).unwrap();
+            let receipt: serde_json::Value =
+                serde_json::from_str(&stdout[receipt_start..]).unwrap();
+            assert_eq!(receipt["verified"], true, "{cli}: {receipt}");
+        })
+    })
+    .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
