@@ -606,7 +606,10 @@ impl CliRunner {
                     code,
                     reason,
                     retryable_transport: events::stop::is_retryable_transport_error(summary),
-                    resume_after: None,
+                    resume_after: stop
+                        .reset_hint
+                        .as_deref()
+                        .and_then(|hint| resume_after_from_hint(hint, chrono::Utc::now())),
                 };
                 return self.finish_record(dir, out, Some(stop));
             }
@@ -915,6 +918,54 @@ fn usage_totals(usage: &events::Usage, model: &str) -> UsageTotals {
     totals
 }
 
+/// When a provider limit with a reset hint ends: epoch seconds (`1767225600`), a number of
+/// seconds (`retry-after: 30`), or an hour of the day in UTC (`3pm`, `3pm (UTC)`, `15:00`), the
+/// next such moment. Anything else is unknown.
+pub fn resume_after_from_hint(
+    hint: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<chrono::DateTime<chrono::Utc>> {
+    use chrono::{Duration as Span, NaiveTime, TimeZone};
+    let text = hint
+        .trim()
+        .trim_end_matches("(UTC)")
+        .trim()
+        .to_ascii_lowercase();
+    if let Ok(n) = text.parse::<i64>() {
+        return if n > 1_000_000_000 {
+            chrono::Utc.timestamp_opt(n, 0).single()
+        } else if n >= 0 {
+            Some(now + Span::seconds(n))
+        } else {
+            None
+        };
+    }
+    let hour_minute = if let Some(h) = text.strip_suffix("am").or_else(|| text.strip_suffix("pm")) {
+        let (h, m) = h.trim().split_once(':').unwrap_or((h.trim(), "0"));
+        let (h, m): (u32, u32) = (h.parse().ok()?, m.parse().ok()?);
+        if !(1..=12).contains(&h) {
+            return None;
+        }
+        let h = match (text.ends_with("pm"), h) {
+            (true, 12) => 12,
+            (true, h) => h + 12,
+            (false, 12) => 0,
+            (false, h) => h,
+        };
+        (h, m)
+    } else {
+        let (h, m) = text.split_once(':')?;
+        (h.parse().ok()?, m.parse().ok()?)
+    };
+    let time = NaiveTime::from_hms_opt(hour_minute.0, hour_minute.1, 0)?;
+    let today = now.date_naive().and_time(time).and_utc();
+    Some(if today > now {
+        today
+    } else {
+        today + Span::days(1)
+    })
+}
+
 /// A value no other attempt can predict (binds capture receipts to this attempt).
 fn nonce() -> String {
     let mut bytes = [0u8; 16];
@@ -934,4 +985,32 @@ fn nonce() -> String {
         .concat(),
     )[..32]
         .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn reset_hints_become_times() {
+        let now = chrono::Utc
+            .with_ymd_and_hms(2026, 11, 29, 14, 0, 0)
+            .unwrap();
+        let at = |h| resume_after_from_hint(h, now).map(|t| t.to_rfc3339());
+        assert_eq!(
+            at("1767225600").as_deref(),
+            Some("2026-01-01T00:00:00+00:00")
+        );
+        assert_eq!(at("30").as_deref(), Some("2026-11-29T14:00:30+00:00"));
+        assert_eq!(
+            at("3pm (UTC)").as_deref(),
+            Some("2026-11-29T15:00:00+00:00")
+        );
+        assert_eq!(at("9am").as_deref(), Some("2026-11-30T09:00:00+00:00"));
+        assert_eq!(at("12am").as_deref(), Some("2026-11-30T00:00:00+00:00"));
+        assert_eq!(at("16:30").as_deref(), Some("2026-11-29T16:30:00+00:00"));
+        assert_eq!(at("soon"), None);
+        assert_eq!(at("13pm"), None);
+    }
 }
