@@ -1653,3 +1653,23 @@ fn run_rejects_a_builder_citing_the_wrong_exit_code_then_accepts_the_repair() {
         "{repair_prompt}"
     );
 }
+
+/// OpenCode's events give the reset hint as `retry-after: 1`; the runner's hint parser reads
+/// `30`, epochs and times of day, so the pause has no reset time and `--wait` cannot wait.
+#[test]
+#[ignore = "known gap: the runner does not parse OpenCode's `retry-after: N` reset hint"]
+fn run_rate_limit_with_retry_after_carries_its_reset_time_and_resume_waits() {
+    let limited = json!([{"error": {"status": 429, "message": "mock 429 error",
+                                    "retryable": true, "retry_after": 1}}]);
+    let harness = Harness::new(script_with(&[("builder", json!([limited, build_ok()]))]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_paused("PAUSED_RATE_LIMIT");
+    let resume_after = finished.json["pause"]["resume_after"]
+        .as_str()
+        .map(str::to_owned);
+    assert!(
+        resume_after.is_some(),
+        "OpenCode's `retry-after: 1` gave no reset time: {finished:?}"
+    );
+    harness.resume(&["--wait"]).assert_complete();
+}
