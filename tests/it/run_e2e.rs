@@ -1673,3 +1673,91 @@ fn run_rate_limit_with_retry_after_carries_its_reset_time_and_resume_waits() {
     );
     harness.resume(&["--wait"]).assert_complete();
 }
+
+#[test]
+fn run_two_milestones_continue_then_complete() {
+    let second_check = "grep -qx world world.txt";
+    let plan = json!([{"report": {
+        "summary": "Two files, one per milestone.",
+        "milestones": [
+            {"id": "M1", "title": "hello", "description": "",
+             "acceptance_criteria": [{"id": "AC1", "text": "hello", "check": CHECK,
+                                      "human_review": false}]},
+            {"id": "M2", "title": "world", "description": "",
+             "acceptance_criteria": [{"id": "AC2", "text": "world", "check": second_check,
+                                      "human_review": false}]}
+        ]
+    }}]);
+    let second_build = json!([{"run": "printf 'world\\n' > world.txt"}, {"run": second_check},
+        {"report": {"status": "done", "summary": "Wrote world.txt.",
+                    "files_changed": ["world.txt"],
+                    "checks": [{"command": second_check, "exit_code": 0,
+                                "evidence_ref": "{{last_event}}"}],
+                    "blockers": []}}]);
+    let second_test = json!([{"run": second_check}, {"report": {
+        "milestone_id": "M2", "summary": "world holds.",
+        "criteria": [{"criterion_id": "AC2", "verdict": "PASS", "notes": "",
+                      "checks": [{"command": second_check, "exit_code": 0,
+                                  "evidence_ref": "{{last_event}}"}]}]
+    }}]);
+    // COMPLETE after the first of two milestones is refused; the repair says CONTINUE.
+    let early = json!([{"report": {"decision": "COMPLETE", "summary": "Done?", "findings": []}}]);
+    let cont =
+        json!([{"report": {"decision": "CONTINUE", "summary": "On to M2.", "findings": []}}]);
+    let harness = Harness::new(script_with(&[
+        ("planner", json!([plan])),
+        ("builder", json!([build_ok(), second_build])),
+        ("tester", json!([test_pass(), second_test])),
+        ("completion_reviewer", json!([early, cont, complete()])),
+    ]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_complete();
+    assert_eq!(
+        harness.roles_called(),
+        [
+            "requirements",
+            "planner",
+            "plan_reviewer",
+            "builder",
+            "tester",
+            "completion_reviewer",
+            "completion_reviewer",
+            "builder",
+            "tester",
+            "completion_reviewer"
+        ]
+    );
+    assert!(
+        harness
+            .prompt_of("completion_reviewer", 2)
+            .contains("COMPLETE is only for the last milestone")
+    );
+    assert!(harness.prompt_of("builder", 2).contains("Milestone 2 of 2"));
+    let tree = Harness::work_tree(&finished);
+    assert_eq!(
+        fs::read_to_string(tree.join("world.txt")).expect("world"),
+        "world\n"
+    );
+}
+
+#[test]
+fn run_names_uncommitted_changes_it_does_not_see() {
+    let harness = Harness::new(script_with(&[]));
+    fs::write(
+        harness.workspace().join("README.md"),
+        "edited, not committed\n",
+    )
+    .expect("edit");
+    let finished = harness.run(&["--yes"]);
+    finished.assert_complete();
+    assert!(finished.stderr.contains("README.md"), "{finished:?}");
+    // The user's edit is left alone, and the run's tree started from HEAD.
+    assert_eq!(
+        fs::read_to_string(harness.workspace().join("README.md")).expect("readme"),
+        "edited, not committed\n"
+    );
+    assert_eq!(
+        fs::read_to_string(Harness::work_tree(&finished).join("README.md")).expect("readme"),
+        "seed\n"
+    );
+}
