@@ -22,6 +22,8 @@ Actions (see tests/fake_agent/README.md for the full contract):
     {"length": true}                  final step cut by the output cap (reason "length")
     {"hang": true}                    flush and sleep (until killed; safety cap 300 s)
     {"daemon": CMD}                   start CMD detached (setsid) so it outlives the agent
+    {"session": ID}                   the following events carry session ID (a CLI that
+                                      answers from another session than it was asked)
     {"exit": N}                       exit with N now
 
 Strings inside `report` (and `text`) may use {{last_event}} (evidence ref of the last command),
@@ -386,6 +388,9 @@ class Agent:
                 self.hang()
             elif "daemon" in action:
                 self.daemon(str(action["daemon"]))
+            elif "session" in action:
+                # A CLI that answers from another session than the one it was asked to resume.
+                self.session = str(action["session"])
             elif "exit" in action:
                 return int(action["exit"])
             else:

@@ -1020,10 +1020,16 @@ fn run_pauses_on_a_rate_limit_and_resume_continues() {
 fn run_output_cap_pauses() {
     let harness = Harness::new(script_with(&[(
         "builder",
-        json!([[{"run": BUILD}, {"length": true}]]),
+        json!([[{"run": BUILD}, {"length": true}], build_ok()]),
     )]));
     let finished = harness.run(&["--yes"]);
     finished.assert_paused("PAUSED_OUTPUT_CAP");
+    assert_eq!(finished.pause_attempt(), "004-builder-1");
+    // Setting the cut attempt aside runs the stage again.
+    harness
+        .resume(&["--abandon-stage", "004-builder-1"])
+        .assert_complete();
+    assert_eq!(calls_of(&harness, "builder").len(), 2);
 }
 
 #[test]
@@ -1133,6 +1139,12 @@ fn run_killed_mid_stage_is_judged_on_resume_and_abandon_continues() {
             .filter(|c| c["role"] == "builder")
             .count()
     };
+    assert_eq!(builders(), 1);
+
+    // Without a decision it stays paused; a name that is no attempt is refused.
+    harness.resume(&[]).assert_paused("PAUSED_INTERRUPTED");
+    let unknown = harness.resume(&["--abandon-stage", "999-builder-9"]);
+    assert_ne!(unknown.code, Some(0), "{unknown:?}");
     assert_eq!(builders(), 1);
 
     let continued = harness.resume(&["--abandon-stage", &attempt]);
@@ -1760,4 +1772,36 @@ fn run_names_uncommitted_changes_it_does_not_see() {
         fs::read_to_string(Harness::work_tree(&finished).join("README.md")).expect("readme"),
         "seed\n"
     );
+}
+
+#[test]
+fn run_accepts_an_unnamed_event_ref_for_a_unique_command() {
+    // `event:?` resolves when exactly one command of the attempt ran that text with that exit.
+    let tester = json!([{"run": CHECK}, {"report": {
+        "milestone_id": "M1", "summary": "Checked.",
+        "criteria": [{"criterion_id": "AC1", "verdict": "PASS", "notes": "",
+                      "checks": [{"command": CHECK, "exit_code": 0, "evidence_ref": "event:?"}]}]
+    }}]);
+    let harness = Harness::new(script_with(&[("tester", json!([tester]))]));
+    harness.run(&["--yes"]).assert_complete();
+    assert_eq!(calls_of(&harness, "tester").len(), 1);
+}
+
+#[test]
+fn run_pauses_when_a_repair_answers_from_another_session() {
+    let prose = json!([{"run": BUILD}, {"text": "Done, trust me."}]);
+    let elsewhere = json!([{"session": "ses_0000000000000000000000ff"}, {"run": CHECK},
+                           build_report()]);
+    let harness = Harness::new(script_with(&[("builder", json!([prose, elsewhere]))]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_paused("PAUSED_PROVIDER_UNCERTAIN");
+    assert!(
+        finished
+            .pause_reason()
+            .contains("ses_0000000000000000000000ff"),
+        "{finished:?}"
+    );
+    let builders = calls_of(&harness, "builder");
+    assert_eq!(builders.len(), 2);
+    assert_eq!(builders[1]["resumed"], true);
 }
