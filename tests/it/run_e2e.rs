@@ -2,11 +2,21 @@
 //! executable that prints OpenCode 1.18.33 `run --format json` events, really runs its commands
 //! and really writes its files.
 //!
-//! This part checks the fake agent itself: every action's stream goes through the real binary's
-//! `autocode events normalize --transport opencode --json` with zero malformed lines, the
-//! commands carry their real exit codes, usage is the deterministic per-step formula, the final
-//! report is the last step's text, and the per-role attempt counter, sessions and evidence
-//! substitutions behave as the script contract says.
+//! The first part checks the fake agent itself: every action's stream goes through the real
+//! binary's `autocode events normalize --transport opencode --json` with zero malformed lines,
+//! the commands carry their real exit codes, usage is the deterministic per-step formula, the
+//! final report is the last step's text, and the per-role attempt counter, sessions and
+//! evidence substitutions behave as the script contract says.
+//!
+//! The whole-run part drives the real `autocode run`/`resume`/`status` binary with an isolated
+//! `HOME` whose `autocode/providers/fake.toml` registers the fake agent (planning and building
+//! on the `alpha-*` family, every verifier on `beta-*`), a temp git repository as workspace and
+//! one script per test: the happy path, every pause the pipeline can reach without a real model
+//! (cross-model, discovery writes, invalid output, rate limit, output cap, budget, blocked,
+//! planning budget, builder retry limit, interrupted by `kill -9`, run busy, transport change),
+//! the repairs and corrections in the same session, the replay and the final gate refuting a
+//! tester, credential withholding and a hostile workspace. The calls the fake agent logs are
+//! the ground truth of what was launched, with which model, session and prompt.
 //!
 //! No sleep is used as synchronization: processes are waited on, files are polled with a bound.
 
@@ -1037,7 +1047,7 @@ fn run_corrects_a_shell_command_final_message_once_in_the_same_session() {
     let harness = Harness::new(script_with(&[(
         "builder",
         json!([
-            [{"run": BUILD}, {"run": CHECK}, {"shell_command_final": "ls"}],
+            [{"run": BUILD}, {"run": CHECK}, {"shell_command_final": "touch ran-by-autocode"}],
             [{"run": CHECK}, build_report()]
         ]),
     )]));
@@ -1053,7 +1063,10 @@ fn run_corrects_a_shell_command_final_message_once_in_the_same_session() {
     assert_eq!(builders[1]["session"], builders[0]["session"]);
     let correction = harness.prompt_of("builder", 2);
     assert!(correction.contains("shell command"), "{correction}");
-    // autocode never ran the command itself: nothing but the agent's own work is in the tree.
+    // autocode never ran the command it was handed.
+    let tree = Harness::work_tree(&finished);
+    assert!(!tree.join("ran-by-autocode").exists());
+    assert!(correction.contains("ran-by-autocode"), "{correction}");
 }
 
 #[test]
