@@ -856,6 +856,10 @@ fn run_happy_path_completes_with_every_role_once() {
     assert_eq!(status.json["usage"], *usage, "{status:?}");
     assert!(status.json["completed_at"].is_string(), "{status:?}");
     assert_eq!(status.json["pause"], Value::Null, "{status:?}");
+    // Resuming a complete run launches nothing.
+    let again = harness.resume(&[]);
+    assert_eq!(again.code, Some(0), "{again:?}");
+    assert_eq!(harness.roles_called(), PIPELINE);
 }
 
 #[test]
@@ -1817,4 +1821,57 @@ fn run_pauses_when_a_repair_answers_from_another_session() {
     let builders = calls_of(&harness, "builder");
     assert_eq!(builders.len(), 2);
     assert_eq!(builders[1]["resumed"], true);
+}
+
+#[test]
+fn run_pauses_repeated_failure_when_the_final_message_stays_a_shell_command() {
+    // One same-session correction, then the two report-only repairs, then the pause.
+    let shell = json!([{"shell_command_final": "make test"}]);
+    let harness = Harness::new(script_with(&[(
+        "builder",
+        json!([[{"run": BUILD}, {"shell_command_final": "make test"}], shell, shell, shell]),
+    )]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_paused("PAUSED_REPEATED_FAILURE");
+    let builders = calls_of(&harness, "builder");
+    assert_eq!(builders.len(), 4);
+    assert!(builders[1..].iter().all(|c| c["resumed"] == true));
+    assert!(harness.prompt_of("builder", 2).contains("make test"));
+    assert!(
+        harness
+            .prompt_of("builder", 3)
+            .contains("autocode rejected your report")
+    );
+}
+
+#[test]
+fn run_pauses_repeated_failure_when_the_stronger_attempt_fails_the_same_way() {
+    let harness = Harness::with_roles(
+        script_with(&[
+            (
+                "builder",
+                json!([wrong_build(), wrong_build(), wrong_build(), build_ok()]),
+            ),
+            (
+                "tester",
+                json!([test_fail(), test_fail(), test_fail(), test_pass()]),
+            ),
+        ]),
+        INDEPENDENT_ROLES,
+        STRONG_RETRY,
+    );
+    let finished = harness.run(&["--yes"]);
+    finished.assert_paused("PAUSED_REPEATED_FAILURE");
+    let models: Vec<Value> = calls_of(&harness, "builder")
+        .iter()
+        .map(|c| c["model"].clone())
+        .collect();
+    assert_eq!(
+        models,
+        [
+            json!("alpha-large"),
+            json!("alpha-large"),
+            json!("alpha-huge")
+        ]
+    );
 }
