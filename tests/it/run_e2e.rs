@@ -1875,3 +1875,56 @@ fn run_pauses_repeated_failure_when_the_stronger_attempt_fails_the_same_way() {
         ]
     );
 }
+
+#[test]
+fn run_completes_when_the_builder_commits_its_work() {
+    let committing = json!([{"run": BUILD},
+        {"run": "git add hello.txt && git -c user.name=b -c user.email=b@example.invalid commit -qm build"},
+        {"run": CHECK}, build_report()]);
+    let harness = Harness::new(script_with(&[("builder", json!([committing]))]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_complete();
+    let tree = Harness::work_tree(&finished);
+    let log = Command::new("git")
+        .args(["log", "--format=%s", "-1"])
+        .current_dir(&tree)
+        .output()
+        .expect("git log");
+    assert_eq!(String::from_utf8_lossy(&log.stdout).trim(), "build");
+}
+
+#[test]
+fn run_completes_with_a_human_review_criterion() {
+    let plan = json!([{"report": {
+        "summary": "One milestone with a human check.",
+        "milestones": [{"id": "M1", "title": "Greeting", "description": "",
+                        "acceptance_criteria": [
+                            {"id": "AC1", "text": "hello", "check": CHECK, "human_review": false},
+                            {"id": "AC2", "text": "reads well", "check": null,
+                             "human_review": true}]}]
+    }}]);
+    let tester = json!([{"run": CHECK}, {"report": {
+        "milestone_id": "M1", "summary": "AC1 holds; AC2 needs a person.",
+        "criteria": [
+            {"criterion_id": "AC1", "verdict": "PASS", "notes": "",
+             "checks": [{"command": CHECK, "exit_code": 0, "evidence_ref": "{{last_event}}"}]},
+            {"criterion_id": "AC2", "verdict": "HUMAN_REVIEW", "notes": "tone", "checks": []}
+        ]
+    }}]);
+    let harness = Harness::new(script_with(&[
+        ("planner", json!([plan])),
+        ("tester", json!([tester])),
+    ]));
+    harness.run(&["--yes"]).assert_complete();
+    let status = harness.status();
+    let criteria = status.json["criteria"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        criteria
+            .iter()
+            .any(|c| c["criterion_id"] == "AC2" && c["verdict"] == "HUMAN_REVIEW"),
+        "{status:?}"
+    );
+}
