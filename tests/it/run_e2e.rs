@@ -1496,7 +1496,6 @@ fn run_pauses_uncertain_when_the_agent_exits_without_an_answer() {
 /// autocode's own git commands (worktree creation, snapshots' `ls-files`, the replay copy) run
 /// in the user's repository with its configuration: a planted hook or `core.fsmonitor` runs.
 #[test]
-#[ignore = "known gap: autocode's git calls run repository hooks and core.fsmonitor"]
 fn run_does_not_execute_repository_hooks_or_fsmonitor() {
     let harness = Harness::new(script_with(&[]));
     let ws = harness.workspace();
@@ -1686,7 +1685,6 @@ fn run_rejects_a_builder_citing_the_wrong_exit_code_then_accepts_the_repair() {
 /// OpenCode's events give the reset hint as `retry-after: 1`; the runner's hint parser reads
 /// `30`, epochs and times of day, so the pause has no reset time and `--wait` cannot wait.
 #[test]
-#[ignore = "known gap: the runner does not parse OpenCode's `retry-after: N` reset hint"]
 fn run_rate_limit_with_retry_after_carries_its_reset_time_and_resume_waits() {
     let limited = json!([{"error": {"status": 429, "message": "mock 429 error",
                                     "retryable": true, "retry_after": 1}}]);
