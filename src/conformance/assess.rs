@@ -63,6 +63,8 @@ pub struct StreamFacts {
     pub conflicting_session_id: Option<String>,
     pub stop: StopClass,
     pub provider_errors: usize,
+    /// Answers the CLI itself refused against the schema (Claude Code's `StructuredOutput`).
+    pub structured_output_rejections: usize,
     pub usage: Usage,
 }
 
@@ -170,10 +172,17 @@ pub fn assess_step(facts: &StepFacts, identity: &ProbeIdentity) -> Vec<Problem> 
                 for kind in kinds {
                     add(kind, detail.clone());
                 }
-            } else if problems
-                .iter()
-                .any(|p| p.contains("not a JSON report") || p.contains("without a final report"))
-            {
+            } else if problems.iter().any(|p| p.contains("without a final report")) {
+                let refused = facts
+                    .stream
+                    .as_ref()
+                    .is_some_and(|s| s.structured_output_rejections > 0);
+                if refused {
+                    add(ProblemKind::ReportSchema, format!("{detail} (the CLI refused the report against the schema)"));
+                } else {
+                    add(ProblemKind::NoFinalReport, detail);
+                }
+            } else if problems.iter().any(|p| p.contains("not a JSON report")) {
                 add(ProblemKind::ReportNotJson, detail);
             } else {
                 add(ProblemKind::ReportSchema, detail);
@@ -338,6 +347,7 @@ mod tests {
                 conflicting_session_id: None,
                 stop: StopClass::Completed,
                 provider_errors: 0,
+                structured_output_rejections: 0,
                 usage: Usage {
                     input_tokens: Some(10),
                     cache_read_tokens: Some(5),

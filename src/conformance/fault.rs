@@ -12,6 +12,9 @@ use serde::{Deserialize, Serialize};
 pub enum ProblemKind {
     /// The final message is not a JSON object (cut off, prose).
     ReportNotJson,
+    /// The turn ended without any final report (Claude Code refused every answer that was not
+    /// a schema-valid `StructuredOutput` call).
+    NoFinalReport,
     /// The report is JSON but fails the stage schema.
     ReportSchema,
     /// The final message is a shell command instead of the report.
@@ -56,6 +59,7 @@ impl ProblemKind {
     pub fn as_str(self) -> &'static str {
         match self {
             ProblemKind::ReportNotJson => "report_not_json",
+            ProblemKind::NoFinalReport => "no_final_report",
             ProblemKind::ReportSchema => "report_schema",
             ProblemKind::ShellCommandFinalMessage => "shell_command_final_message",
             ProblemKind::EvidenceForged => "evidence_forged",
@@ -167,14 +171,14 @@ impl Fault {
             Fault::MalformedReport => &[P::ReportSchema, P::IncompleteTurn],
             Fault::WrongExitCode => &[P::EvidenceExitCode],
             Fault::UnexpectedWrite => &[P::UnexpectedWrite],
-            Fault::IncompleteTurn => &[P::IncompleteTurn, P::ReportNotJson],
+            Fault::IncompleteTurn => &[P::IncompleteTurn, P::ReportNotJson, P::NoFinalReport],
             Fault::WrongSessionOnResume => &[P::SessionChanged],
             Fault::MissingUsage => &[P::UsageMissing],
             Fault::WrongNonce => &[P::NonceMismatch],
             Fault::StaleReport => &[P::IdentityMismatch],
             Fault::ProcessFailure => &[P::ProcessFailure],
-            Fault::ShellCommandFinalMessage => &[P::ShellCommandFinalMessage, P::IncompleteTurn],
-            Fault::TruncatedOutput => &[P::ReportNotJson, P::IncompleteTurn],
+            Fault::ShellCommandFinalMessage => &[P::ShellCommandFinalMessage, P::NoFinalReport],
+            Fault::TruncatedOutput => &[P::ReportNotJson, P::NoFinalReport],
             Fault::RateLimitThenSuccess => &[],
             Fault::Unauthorized => &[P::Authentication],
         }

@@ -463,6 +463,14 @@ fn stream_facts(kind: TransportKind, stage_dir: &Path) -> Option<StreamFacts> {
             .iter()
             .filter(|e| matches!(e, NormalizedEvent::ProviderError { .. }))
             .count(),
+        structured_output_rejections: normalized
+            .events
+            .iter()
+            .filter(|e| {
+                matches!(e, NormalizedEvent::ToolUse { tool, status, .. }
+                    if tool == "StructuredOutput" && *status != events::ToolStatus::Completed)
+            })
+            .count(),
         usage: normalized.summary.usage,
     })
 }
