@@ -260,7 +260,9 @@ fn print_variant(v: &VariantResult) {
             let expected: Vec<&str> = v.expected.iter().map(|k| k.as_str()).collect();
             eprintln!("      expected one of: {}", expected.join(", "));
         }
-        eprintln!("      workspace: {}", v.probe.workspace.display());
+    }
+    for note in &v.probe.notes {
+        eprintln!("      note: {note}");
     }
 }
 
@@ -304,6 +306,14 @@ fn probe(args: &ConformanceArgs, name: &str) -> Result<bool, EdgeError> {
     let ctx = Context::from_process()?;
     let provider = ctx.resolve(Some(name))?;
     let transport = output_name(provider.config.output);
+    let faults = if provider.config.output == OutputMode::ReportFile && faults.len() > 1 {
+        // The scripted faults act through the model server, which a report-file tool need not
+        // talk to: only the clean probe qualifies it.
+        eprintln!("{name} writes a report file: only the clean probe applies (no scripted faults)");
+        vec![None]
+    } else {
+        faults
+    };
     let root = tempfile::Builder::new()
         .prefix("autocode-conformance-")
         .tempdir()
@@ -438,6 +448,9 @@ fn probe(args: &ConformanceArgs, name: &str) -> Result<bool, EdgeError> {
         crate::store::write_atomic(&args.matrix, format!("{json}\n").as_bytes())
             .map_err(EdgeError::internal)?;
         eprintln!("recorded in {}", args.matrix.display());
+    }
+    if !passed && !args.keep {
+        eprintln!("rerun with --keep to inspect the probe workspaces and stage directories");
     }
     if args.keep {
         let kept = root.keep();
