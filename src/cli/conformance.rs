@@ -46,7 +46,8 @@ pub struct ConformanceArgs {
     /// Confirms that a live probe may spend on the account.
     #[arg(long)]
     pub i_authorize_spend: bool,
-    /// Only these fault variants (scripted; default: the clean probe and every fault).
+    /// Only these variants: `clean` or a fault name (scripted; default: the clean probe and
+    /// every fault).
     #[arg(long = "fault", value_name = "NAME")]
     pub faults: Vec<String>,
     /// Only the clean probe (scripted).
@@ -293,10 +294,13 @@ fn probe(args: &ConformanceArgs, name: &str) -> Result<bool, EdgeError> {
         args.faults
             .iter()
             .map(|f| {
+                if f == "clean" {
+                    return Ok(None);
+                }
                 Fault::parse(f).map(Some).ok_or_else(|| {
                     let names: Vec<&str> = Fault::ALL.iter().map(|f| f.as_str()).collect();
                     EdgeError::usage(format!(
-                        "unknown fault {f:?}; the faults are: {}",
+                        "unknown fault {f:?}; the variants are: clean, {}",
                         names.join(", ")
                     ))
                 })

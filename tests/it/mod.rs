@@ -1,4 +1,5 @@
 mod cli_foundation;
+mod conformance;
 mod events_fixtures;
 mod scripted_model;
 mod supervise;
