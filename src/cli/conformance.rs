@@ -107,10 +107,7 @@ fn env_strings(env: &crate::provider::registry::Env) -> BTreeMap<String, String>
 
 /// The CLI the probe sets up against the scripted model: a built-in's own, OpenCode for an
 /// `opencode_events` tool, none for a report-file tool.
-fn scripted_cli(
-    provider: &ResolvedProvider,
-    ctx: &Context,
-) -> Result<Option<FoundCli>, EdgeError> {
+fn scripted_cli(provider: &ResolvedProvider, ctx: &Context) -> Result<Option<FoundCli>, EdgeError> {
     let transport = match BuiltinTransport::for_provider(&provider.name) {
         Some(t) => Some(t),
         None => match provider.config.output {
@@ -149,9 +146,12 @@ fn plain_home(home: &Path) -> BTreeMap<String, String> {
     .collect()
 }
 
+/// A boxed future borrowing from the command's state.
+type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+
 /// Polls every future to completion, concurrently, in order of the input.
-async fn join_all<T>(futures: Vec<Pin<Box<dyn Future<Output = T> + '_>>>) -> Vec<T> {
-    let mut slots: Vec<(Pin<Box<dyn Future<Output = T> + '_>>, Option<T>)> =
+async fn join_all<T>(futures: Vec<Boxed<'_, T>>) -> Vec<T> {
+    let mut slots: Vec<(Boxed<'_, T>, Option<T>)> =
         futures.into_iter().map(|f| (f, None)).collect();
     std::future::poll_fn(|cx| {
         let mut pending = false;
@@ -336,19 +336,18 @@ fn probe(args: &ConformanceArgs, name: &str) -> Result<bool, EdgeError> {
             };
             let gate = Arc::new(tokio::sync::Semaphore::new(args.jobs.max(1)));
             let scripted = &scripted;
-            let futures: Vec<Pin<Box<dyn Future<Output = Result<VariantResult, String>> + '_>>> =
-                faults
-                    .iter()
-                    .enumerate()
-                    .map(|(i, fault)| {
-                        let gate = gate.clone();
-                        let fault = *fault;
-                        Box::pin(async move {
-                            let _permit = gate.acquire().await.map_err(|e| e.to_string())?;
-                            scripted.variant(i, fault).await
-                        }) as Pin<Box<dyn Future<Output = _>>>
-                    })
-                    .collect();
+            let futures: Vec<Boxed<'_, Result<VariantResult, String>>> = faults
+                .iter()
+                .enumerate()
+                .map(|(i, fault)| {
+                    let gate = gate.clone();
+                    let fault = *fault;
+                    Box::pin(async move {
+                        let _permit = gate.acquire().await.map_err(|e| e.to_string())?;
+                        scripted.variant(i, fault).await
+                    }) as Boxed<'_, _>
+                })
+                .collect();
             let results = join_all(futures).await;
             (results, cli)
         } else {
@@ -370,11 +369,9 @@ fn probe(args: &ConformanceArgs, name: &str) -> Result<bool, EdgeError> {
             (vec![probe], None)
         };
         let mut probe_env = ctx.agent_env(Some(&provider)).kept;
-        if let Some(cli) = &cli {
-            if let Some(dir) = cli.executable.parent() {
-                let path = probe_env.get("PATH").cloned().unwrap_or_default();
-                probe_env.insert("PATH".into(), format!("{}:{path}", dir.display()));
-            }
+        if let Some(dir) = cli.as_ref().and_then(|c| c.executable.parent()) {
+            let path = probe_env.get("PATH").cloned().unwrap_or_default();
+            probe_env.insert("PATH".into(), format!("{}:{path}", dir.display()));
         }
         let probe_ctx = crate::provider::ProbeContext {
             env: super::context::to_os_env(&probe_env),
@@ -400,10 +397,7 @@ fn probe(args: &ConformanceArgs, name: &str) -> Result<bool, EdgeError> {
                 results.push(v);
             }
             Err(e) => {
-                eprintln!(
-                    "  {:<28} ERROR {e}",
-                    fault.map_or("clean", Fault::as_str)
-                );
+                eprintln!("  {:<28} ERROR {e}", fault.map_or("clean", Fault::as_str));
                 errors.push(e);
             }
         }

@@ -152,7 +152,10 @@ pub fn assess_step(facts: &StepFacts, identity: &ProbeIdentity) -> Vec<Problem> 
     let stop = facts.stream.as_ref().map(|s| s.stop);
     match &facts.judged {
         Judged::Stopped { code, reason } => {
-            add(classify_stop(stop, *code, reason), format!("{code}: {reason}"));
+            add(
+                classify_stop(stop, *code, reason),
+                format!("{code}: {reason}"),
+            );
         }
         Judged::Rejected {
             problems,
@@ -172,13 +175,19 @@ pub fn assess_step(facts: &StepFacts, identity: &ProbeIdentity) -> Vec<Problem> 
                 for kind in kinds {
                     add(kind, detail.clone());
                 }
-            } else if problems.iter().any(|p| p.contains("without a final report")) {
+            } else if problems
+                .iter()
+                .any(|p| p.contains("without a final report"))
+            {
                 let refused = facts
                     .stream
                     .as_ref()
                     .is_some_and(|s| s.structured_output_rejections > 0);
                 if refused {
-                    add(ProblemKind::ReportSchema, format!("{detail} (the CLI refused the report against the schema)"));
+                    add(
+                        ProblemKind::ReportSchema,
+                        format!("{detail} (the CLI refused the report against the schema)"),
+                    );
                 } else {
                     add(ProblemKind::NoFinalReport, detail);
                 }
@@ -207,7 +216,10 @@ pub fn assess_step(facts: &StepFacts, identity: &ProbeIdentity) -> Vec<Problem> 
                     } else if got.nonce != identity.nonce {
                         add(
                             ProblemKind::NonceMismatch,
-                            format!("the report carries nonce {}, not {}", got.nonce, identity.nonce),
+                            format!(
+                                "the report carries nonce {}, not {}",
+                                got.nonce, identity.nonce
+                            ),
                         );
                     }
                 }
@@ -222,7 +234,9 @@ pub fn assess_step(facts: &StepFacts, identity: &ProbeIdentity) -> Vec<Problem> 
                 if !exits.contains(&0) || !exits.contains(&super::script::FAIL_EXIT) {
                     add(
                         ProblemKind::EvidenceForged,
-                        format!("the build report must cite a probe exiting 0 and one exiting 7; it cites exits {exits:?}"),
+                        format!(
+                            "the build report must cite a probe exiting 0 and one exiting 7; it cites exits {exits:?}"
+                        ),
                     );
                 }
             }
@@ -253,7 +267,10 @@ pub fn assess_step(facts: &StepFacts, identity: &ProbeIdentity) -> Vec<Problem> 
         }
     }
     if facts.head_moved {
-        add(ProblemKind::HeadChanged, "the workspace's HEAD moved".into());
+        add(
+            ProblemKind::HeadChanged,
+            "the workspace's HEAD moved".into(),
+        );
     }
     let answered = matches!(facts.judged, Judged::Report(_) | Judged::Rejected { .. });
     if let (Some(stream), true) = (&facts.stream, answered) {
@@ -299,24 +316,24 @@ pub fn assess_step(facts: &StepFacts, identity: &ProbeIdentity) -> Vec<Problem> 
         }
     }
     if answered {
-        if let Some(expected) = &facts.expected_session {
-            if facts.session.as_ref() != Some(expected) {
-                add(
-                    ProblemKind::SessionChanged,
-                    format!(
-                        "the resumed turn answered from session {:?}, not {expected}",
-                        facts.session
-                    ),
-                );
-            }
+        if let Some(expected) = &facts.expected_session
+            && facts.session.as_ref() != Some(expected)
+        {
+            add(
+                ProblemKind::SessionChanged,
+                format!(
+                    "the resumed turn answered from session {:?}, not {expected}",
+                    facts.session
+                ),
+            );
         }
-        if let Some(session) = &facts.session {
-            if facts.foreign_sessions.contains(session) {
-                add(
-                    ProblemKind::SessionChanged,
-                    format!("the fresh session reused session {session}"),
-                );
-            }
+        if let Some(session) = &facts.session
+            && facts.foreign_sessions.contains(session)
+        {
+            add(
+                ProblemKind::SessionChanged,
+                format!("the fresh session reused session {session}"),
+            );
         }
     }
     out

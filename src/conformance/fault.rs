@@ -221,7 +221,10 @@ mod tests {
             ProblemKind::UsageMissing,
             ProblemKind::RateLimited,
         ] {
-            assert_eq!(serde_json::to_value(p).unwrap(), serde_json::json!(p.as_str()));
+            assert_eq!(
+                serde_json::to_value(p).unwrap(),
+                serde_json::json!(p.as_str())
+            );
         }
     }
 }

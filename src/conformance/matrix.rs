@@ -233,7 +233,9 @@ mod tests {
         let doc = format!("# T\n{TABLE_START}\nold\n{TABLE_END}\nafter\n");
         let out = replace_table(&doc, &m.render_table()).unwrap();
         assert!(out.starts_with(&format!("# T\n{TABLE_START}\n| engine |")));
-        assert!(out.contains("| codex | 0.169.0 | codex_events | pass | 2026-11-29 | 0123456789ab | a \\| b |\n"));
+        assert!(out.contains(
+            "| codex | 0.169.0 | codex_events | pass | 2026-11-29 | 0123456789ab | a \\| b |\n"
+        ));
         assert!(out.ends_with(&format!("{TABLE_END}\nafter\n")));
         assert!(!out.contains("old"));
         assert_eq!(replace_table(&out, &m.render_table()).unwrap(), out);

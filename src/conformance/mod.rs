@@ -39,7 +39,7 @@ use crate::run::state::{
     RunState, UsageTotals,
 };
 use crate::supervise::Receipt;
-pub use assess::{Judged, Problem, ProbeStep, StepFacts, StreamFacts};
+pub use assess::{Judged, ProbeStep, Problem, StepFacts, StreamFacts};
 pub use fault::{Fault, ProblemKind};
 pub use script::ProbeIdentity;
 
@@ -174,9 +174,13 @@ pub async fn prepare_workspace(
     git(&path, &["add", "input.txt", "README.md"], &env)
         .await
         .map_err(fail)?;
-    git(&path, &["commit", "-q", "-m", "conformance probe seed"], &env)
-        .await
-        .map_err(fail)?;
+    git(
+        &path,
+        &["commit", "-q", "-m", "conformance probe seed"],
+        &env,
+    )
+    .await
+    .map_err(fail)?;
     let head = git(&path, &["rev-parse", "HEAD"], &env)
         .await
         .map_err(fail)?;
@@ -378,14 +382,15 @@ impl Probe<'_> {
         let outcome = self.runner.run_attempt(&self.state, ctx).await;
         let seconds = started.elapsed().as_secs_f64();
         let changed_files = match (&before, step) {
-            (Some(before), ProbeStep::Build) => match snapshot(&self.state.work_tree, &genv).await
-            {
-                Some(after) => crate::snapshot::diff(before, &after)
-                    .into_iter()
-                    .map(|c| c.path)
-                    .collect(),
-                None => vec![],
-            },
+            (Some(before), ProbeStep::Build) => {
+                match snapshot(&self.state.work_tree, &genv).await {
+                    Some(after) => crate::snapshot::diff(before, &after)
+                        .into_iter()
+                        .map(|c| c.path)
+                        .collect(),
+                    None => vec![],
+                }
+            }
             _ => vec![],
         };
         let head_now = git(&self.state.work_tree, &["rev-parse", "HEAD"], &genv)

@@ -188,15 +188,13 @@ fn builder_steps(identity: &ProbeIdentity, fault: Option<Fault>) -> Vec<Value> {
             steps.extend(honest());
             steps
         }
-        Some(Fault::ShellCommandFinalMessage) => with(
-            commands(),
-            text(&json!({"cmd": COPY_COMMAND}).to_string()),
-        ),
+        Some(Fault::ShellCommandFinalMessage) => {
+            with(commands(), text(&json!({"cmd": COPY_COMMAND}).to_string()))
+        }
         Some(Fault::TruncatedOutput) => with(commands(), text(&cut_report)),
         Some(Fault::RateLimitThenSuccess) => {
-            let mut steps = vec![
-                json!({"kind": "http_error", "status": 429, "times": 1, "retry_after": 1}),
-            ];
+            let mut steps =
+                vec![json!({"kind": "http_error", "status": 429, "times": 1, "retry_after": 1})];
             steps.extend(honest());
             steps
         }

@@ -15,7 +15,9 @@ const BIN: &str = env!("CARGO_BIN_EXE_autocode");
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 fn require_cli(name: &str) {
-    let path = Path::new(ROOT).join("tests/clis/node_modules/.bin").join(name);
+    let path = Path::new(ROOT)
+        .join("tests/clis/node_modules/.bin")
+        .join(name);
     assert!(
         path.exists(),
         "{name} is missing ({}): install the pinned CLIs with `npm ci --prefix tests/clis` \
@@ -46,7 +48,9 @@ impl Home {
         let mut cmd = Command::new(BIN);
         let path = format!(
             "{}:{}",
-            Path::new(ROOT).join("tests/fixtures/conformance/bin").display(),
+            Path::new(ROOT)
+                .join("tests/fixtures/conformance/bin")
+                .display(),
             std::env::var("PATH").unwrap_or_default()
         );
         cmd.args(args)
@@ -210,7 +214,11 @@ fn a_report_file_tool_passes_with_capture_receipts_and_is_caught_lying() {
     assert_eq!(summary["transport"], "report_file");
     assert_eq!(summary["version"], "probe-tool 1.0.0");
     let variants = summary["variants"].as_array().unwrap();
-    assert_eq!(variants.len(), 1, "report-file tools get the clean probe only");
+    assert_eq!(
+        variants.len(),
+        1,
+        "report-file tools get the clean probe only"
+    );
     let clean = variant(&summary, "clean");
     assert_eq!(step_names(clean), ["build", "check"]);
     assert!(
@@ -283,7 +291,14 @@ fn the_command_refuses_what_it_cannot_do_safely() {
     let out = home.run(&["conformance", "--provider", "codex"]);
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--scripted"));
-    let out = home.run(&["conformance", "--provider", "codex", "--live", "--model", "m"]);
+    let out = home.run(&[
+        "conformance",
+        "--provider",
+        "codex",
+        "--live",
+        "--model",
+        "m",
+    ]);
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--i-authorize-spend"));
     let out = home.run(&[
