@@ -333,3 +333,62 @@ fn doctor_says_untested_for_a_version_the_matrix_does_not_list() {
         describe(&text)
     );
 }
+
+#[test]
+fn record_writes_the_verdict_into_the_matrix_and_doctor_reads_the_shipped_one() {
+    let home = Home::new();
+    let matrix = home.dir.path().join("matrix.json");
+    std::fs::write(&matrix, "{\"format_version\": 1, \"entries\": []}\n").unwrap();
+    let out = home.run(&[
+        "conformance",
+        "--scripted",
+        "--provider",
+        "probetool",
+        "--record",
+        "--matrix",
+        matrix.to_str().unwrap(),
+        "--note",
+        "test tool",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let written: Value = serde_json::from_slice(&std::fs::read(&matrix).unwrap()).unwrap();
+    let entries = written["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{written}");
+    let entry = &entries[0];
+    assert_eq!(entry["engine"], "probetool");
+    assert_eq!(entry["version"], "1.0.0");
+    assert_eq!(entry["transport"], "report_file");
+    assert_eq!(entry["result"], "pass");
+    assert_eq!(entry["note"], "test tool");
+    let commit = entry["commit"].as_str().unwrap();
+    assert!(
+        commit.len() == 40 && commit.chars().all(|c| c.is_ascii_hexdigit()),
+        "{commit}"
+    );
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    assert_eq!(entry["date"], today.as_str());
+
+    // The shipped matrix lists the pinned Codex: doctor says it passed.
+    require_cli("codex");
+    let out = home
+        .command(&["doctor", "--provider", "codex", "--json"])
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                Path::new(ROOT)
+                    .join("tests/clis/node_modules/.bin")
+                    .display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .output()
+        .unwrap();
+    let doctor: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doctor["conformance"]["status"],
+        "pass",
+        "{}",
+        describe(&out)
+    );
+}
