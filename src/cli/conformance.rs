@@ -48,7 +48,7 @@ pub struct ConformanceArgs {
     pub i_authorize_spend: bool,
     /// Only these variants: `clean` or a fault name (scripted; default: the clean probe and
     /// every fault).
-    #[arg(long = "fault", value_name = "NAME")]
+    #[arg(long = "fault", value_name = "NAME", conflicts_with = "live")]
     pub faults: Vec<String>,
     /// Only the clean probe (scripted).
     #[arg(long, conflicts_with = "faults")]
