@@ -63,6 +63,8 @@ pub struct DoctorReport {
     pub program: Option<String>,
     pub executable: Option<PathBuf>,
     pub version: Option<String>,
+    /// What the provider matrix says about this version (`untested` when it is not listed).
+    pub conformance: crate::conformance::matrix::ConformanceStatus,
     pub auth: Option<AuthReport>,
     pub claude: Option<ClaudeChecks>,
     /// Variables agents will not see (names only).
@@ -174,6 +176,10 @@ pub async fn diagnose(
         default_provider: ctx.registry.default_provider(&ctx.env).ok(),
         program,
         executable,
+        conformance: crate::conformance::matrix::embedded_status(
+            resolved.name.as_str(),
+            version.as_deref(),
+        ),
         version,
         auth,
         claude,
@@ -228,6 +234,7 @@ fn render(r: &DoctorReport) -> String {
         }
         (None, None) => {}
     }
+    out.push_str(&format!("     conformance: {}\n", r.conformance.line()));
     if let Some(auth) = &r.auth {
         out.push_str(&format!("{} auth check\n", mark(auth.ok)));
         for name in &auth.forbidden_env {

@@ -5,6 +5,7 @@
 //! stderr (`-v`, `-vv`; `RUST_LOG` overrides). `main` stays thin: each command lives in its own
 //! file and returns `Result<ExitCode, EdgeError>`.
 
+mod conformance;
 mod connections;
 mod context;
 mod demo;
@@ -54,6 +55,9 @@ pub enum Command {
     Providers(providers::ProvidersCommand),
     /// Is this machine ready: executable, version, login, withheld variables, the boundary.
     Doctor(doctor::DoctorArgs),
+    /// Qualify a CLI version: the probe and its fault variants against the scripted model
+    /// (or a real account), recorded in the provider matrix.
+    Conformance(conformance::ConformanceArgs),
     /// Normalize a captured CLI stream into autocode's events.
     #[command(subcommand)]
     Events(events::EventsCommand),
@@ -100,6 +104,7 @@ pub fn main() -> ExitCode {
         Command::Models(args) => providers::models(args),
         Command::Connections(command) => connections::run(command),
         Command::Doctor(args) => doctor::run(args),
+        Command::Conformance(args) => conformance::run(args),
         Command::Events(command) => events::run(command),
         Command::Supervise(args) => supervise::run(args),
         Command::Explain(args) => explain::run(args),

@@ -1,4 +1,5 @@
 mod cli_foundation;
+mod conformance;
 mod demo;
 mod events_fixtures;
 mod run_e2e;
