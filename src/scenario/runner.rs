@@ -1,0 +1,1 @@
+//! Runs one case on one profile.
