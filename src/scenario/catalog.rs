@@ -7,7 +7,7 @@
 //! scripted-model script for a known scripted profile. Cases are listed in name order, so
 //! sharding is stable across machines.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -87,6 +87,10 @@ pub struct RunSettings {
     /// How many such resumes at most.
     #[serde(default = "default_max_resumes")]
     pub max_resumes: u32,
+    /// After the run, the harness fingerprints the work tree again once the oracle is done; any
+    /// change (a process that outlived its stage) fails the oracle.
+    #[serde(default)]
+    pub check_quiescent: bool,
 }
 
 fn default_run_timeout() -> u64 {
@@ -103,6 +107,7 @@ impl Default for RunSettings {
             timeout_seconds: default_run_timeout(),
             resume_wait_on: Vec::new(),
             max_resumes: default_max_resumes(),
+            check_quiescent: false,
         }
     }
 }
@@ -235,8 +240,9 @@ pub struct Scenario {
     pub dir: PathBuf,
     pub spec: ScenarioFile,
     pub brief: String,
-    /// The scripted profiles this case has a script for.
-    pub scripted_profiles: BTreeSet<Profile>,
+    /// The scripted profiles this case has a script for, and the script
+    /// (`scripts/<profile>.toml` or `.json`).
+    pub scripts: BTreeMap<Profile, PathBuf>,
 }
 
 impl Scenario {
@@ -248,15 +254,13 @@ impl Scenario {
         self.dir.join(ORACLE_DIR)
     }
 
-    pub fn script_path(&self, profile: &Profile) -> PathBuf {
-        self.dir
-            .join(SCRIPTS_DIR)
-            .join(format!("{}.toml", profile.as_str()))
+    pub fn script_path(&self, profile: &Profile) -> Option<&Path> {
+        self.scripts.get(profile).map(PathBuf::as_path)
     }
 
     /// Whether the case can run on `profile` (scripted profiles need a script).
     pub fn supports(&self, profile: &Profile) -> bool {
-        !profile.is_scripted() || self.scripted_profiles.contains(profile)
+        !profile.is_scripted() || self.scripts.contains_key(profile)
     }
 }
 
@@ -341,7 +345,7 @@ pub fn load_case(dir: &Path) -> Result<Scenario, CatalogError> {
             message: "the seed folder is missing".into(),
         });
     }
-    let mut scripted_profiles = BTreeSet::new();
+    let mut scripts_found = BTreeMap::new();
     let scripts = dir.join(SCRIPTS_DIR);
     if scripts.is_dir() {
         for entry in std::fs::read_dir(&scripts).map_err(io_err(&scripts))? {
@@ -350,12 +354,12 @@ pub fn load_case(dir: &Path) -> Result<Scenario, CatalogError> {
             let Some(stem) = path
                 .file_name()
                 .and_then(|n| n.to_str())
-                .and_then(|n| n.strip_suffix(".toml"))
+                .and_then(|n| n.strip_suffix(".toml").or_else(|| n.strip_suffix(".json")))
                 .map(str::to_owned)
             else {
                 return Err(CatalogError::Invalid {
                     path,
-                    message: "scripts/ holds only <profile>.toml files".into(),
+                    message: "scripts/ holds only <profile>.toml or <profile>.json files".into(),
                 });
             };
             let profile: Profile = stem.parse().map_err(|message| CatalogError::Script {
@@ -375,7 +379,13 @@ pub fn load_case(dir: &Path) -> Result<Scenario, CatalogError> {
                 profile: stem.to_owned(),
                 message: e.to_string(),
             })?;
-            scripted_profiles.insert(profile);
+            if scripts_found.insert(profile, path.clone()).is_some() {
+                return Err(CatalogError::Script {
+                    path,
+                    profile: stem.to_owned(),
+                    message: "two scripts for one profile".into(),
+                });
+            }
         }
     }
     Ok(Scenario {
@@ -383,7 +393,7 @@ pub fn load_case(dir: &Path) -> Result<Scenario, CatalogError> {
         dir: dir.to_owned(),
         spec,
         brief,
-        scripted_profiles,
+        scripts: scripts_found,
     })
 }
 
@@ -567,7 +577,10 @@ command = "true"
             dir: PathBuf::from(name),
             spec: parse_scenario_file(MINIMAL, Path::new("x")).unwrap(),
             brief: "b".into(),
-            scripted_profiles: profiles.iter().cloned().collect(),
+            scripts: profiles
+                .iter()
+                .map(|p| (p.clone(), PathBuf::from("s.json")))
+                .collect(),
         }
     }
 
