@@ -12,7 +12,6 @@ use serde::Serialize;
 
 use super::context::{Context, PROBE_TIMEOUT};
 use super::output;
-use super::providers::program_of;
 use crate::agent_env::WithheldReason;
 use crate::error::{EdgeError, exit};
 use crate::provider::{
@@ -100,7 +99,7 @@ pub async fn diagnose(
     let mut problems = Vec::new();
     let probe = ctx.probe_context(Some(resolved));
     let agent_env = ctx.agent_env(Some(resolved));
-    let program = program_of(&resolved.config);
+    let program = resolved.config.program();
     let executable = program
         .as_deref()
         .and_then(|p| provider::resolve_on_path(p, &ctx.path_var()));

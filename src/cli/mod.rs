@@ -12,6 +12,7 @@ mod events;
 mod explain;
 mod output;
 mod providers;
+mod run;
 mod scripted_model;
 mod supervise;
 
@@ -35,6 +36,16 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Take an objective through the team of agents (also: `autocode "OBJECTIVE"`).
+    Run(run::RunArgs),
+    /// Continue a paused or interrupted run.
+    Resume(run::ResumeArgs),
+    /// A run's stages, routes, outcomes, usage and pause.
+    Status(run::StatusArgs),
+    /// Remove a run's worktree and branch.
+    Clean(run::CleanArgs),
+    /// Run a check and write a receipt bound to the current stage (for report-file tools).
+    Capture(run::CaptureArgs),
     /// List and inspect providers (built-ins, bundled and user TOML configs).
     #[command(subcommand)]
     Providers(providers::ProvidersCommand),
@@ -59,13 +70,16 @@ pub enum Command {
 
 impl Command {
     fn starts_processes(&self) -> bool {
-        !matches!(self, Command::Explain(_) | Command::Events(_))
+        !matches!(
+            self,
+            Command::Explain(_) | Command::Events(_) | Command::Status(_) | Command::Capture(_)
+        )
     }
 }
 
 /// Parses the arguments, runs the command and maps its outcome to an exit code.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(with_default_subcommand(std::env::args_os().collect()));
     // The keeper must be forked before any thread exists (the tokio runtime included), and only
     // commands that start processes need it.
     if cli.command.starts_processes() {
@@ -73,6 +87,11 @@ pub fn main() -> ExitCode {
     }
     output::init_tracing(cli.verbose);
     let outcome = match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Resume(args) => run::resume(args),
+        Command::Status(args) => run::status(args),
+        Command::Clean(args) => run::clean(args),
+        Command::Capture(args) => run::capture(args),
         Command::Providers(command) => providers::run(command),
         Command::Models(args) => providers::models(args),
         Command::Connections(command) => connections::run(command),
@@ -89,6 +108,23 @@ pub fn main() -> ExitCode {
             error.exit_code()
         }
     }
+}
+
+/// `autocode "OBJECTIVE" …` means `autocode run "OBJECTIVE" …`: a first argument that is not a
+/// flag and not a command name is an objective.
+fn with_default_subcommand(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    use clap::CommandFactory;
+    let Some(first) = args.get(1).and_then(|a| a.to_str()) else {
+        return args;
+    };
+    let known = Cli::command()
+        .get_subcommands()
+        .any(|c| c.get_name() == first || c.get_all_aliases().any(|a| a == first))
+        || first == "help";
+    if !first.starts_with('-') && !known {
+        args.insert(1, "run".into());
+    }
+    args
 }
 
 /// Builds the async runtime for commands that start processes or serve sockets.

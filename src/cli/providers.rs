@@ -10,7 +10,7 @@ use super::context::Context;
 use super::output;
 use crate::error::EdgeError;
 use crate::provider::{
-    self, ConfigSource, LoadStatus, ProviderConfig, ProviderKind, ProviderListing, ResolvedProvider,
+    self, ConfigSource, LoadStatus, ProviderKind, ProviderListing, ResolvedProvider,
 };
 
 #[derive(Debug, Subcommand)]
@@ -63,16 +63,6 @@ pub struct ProviderRow {
     pub status: LoadStatus,
 }
 
-/// The program a provider's version command (or command) starts.
-pub fn program_of(config: &ProviderConfig) -> Option<String> {
-    config
-        .version_command
-        .as_ref()
-        .and_then(|v| v.first())
-        .or_else(|| config.command.first())
-        .cloned()
-}
-
 pub async fn rows(ctx: &Context) -> Vec<ProviderRow> {
     let listings: Vec<ProviderListing> = ctx.registry.list();
     let mut tasks = tokio::task::JoinSet::new();
@@ -84,7 +74,7 @@ pub async fn rows(ctx: &Context) -> Vec<ProviderRow> {
             let Some(resolved) = resolved else {
                 return (index, None, None, Ok(None));
             };
-            let program = program_of(&resolved.config);
+            let program = resolved.config.program();
             let executable = program
                 .as_deref()
                 .and_then(|p| provider::resolve_on_path(p, &path_var));

@@ -10,6 +10,8 @@
 //! context-window stops pause as uncertain (never as an output cap).
 
 use serde::{Deserialize, Serialize};
+
+pub use crate::pause::PauseCode;
 use std::fmt;
 use std::sync::LazyLock;
 
@@ -76,11 +78,11 @@ impl StopClass {
     pub fn pause_code(self) -> Option<PauseCode> {
         Some(match self {
             StopClass::Completed => return None,
-            StopClass::RateLimit => PauseCode::RateLimit,
-            StopClass::ProviderCapacity => PauseCode::ProviderCapacity,
-            StopClass::Budget => PauseCode::Budget,
-            StopClass::ContentRefusal => PauseCode::ContentFilter,
-            StopClass::OutputCap => PauseCode::OutputCap,
+            StopClass::RateLimit => PauseCode::PausedRateLimit,
+            StopClass::ProviderCapacity => PauseCode::PausedProviderCapacity,
+            StopClass::Budget => PauseCode::PausedBudget,
+            StopClass::ContentRefusal => PauseCode::PausedContentFilter,
+            StopClass::OutputCap => PauseCode::PausedOutputCap,
             StopClass::Authentication
             | StopClass::ContextWindow
             | StopClass::ServerError
@@ -89,57 +91,12 @@ impl StopClass {
             | StopClass::EndedWithoutAnswer
             | StopClass::CutStream
             | StopClass::StartFailure
-            | StopClass::Unclassified => PauseCode::ProviderUncertain,
+            | StopClass::Unclassified => PauseCode::PausedProviderUncertain,
         })
     }
 }
 
 impl fmt::Display for StopClass {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The pause codes a provider stop can produce. Strings are API, never renamed or reused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum PauseCode {
-    #[serde(rename = "PAUSED_RATE_LIMIT")]
-    RateLimit,
-    #[serde(rename = "PAUSED_PROVIDER_CAPACITY")]
-    ProviderCapacity,
-    #[serde(rename = "PAUSED_BUDGET")]
-    Budget,
-    #[serde(rename = "PAUSED_CONTENT_FILTER")]
-    ContentFilter,
-    #[serde(rename = "PAUSED_OUTPUT_CAP")]
-    OutputCap,
-    #[serde(rename = "PAUSED_PROVIDER_UNCERTAIN")]
-    ProviderUncertain,
-}
-
-impl PauseCode {
-    pub const ALL: [PauseCode; 6] = [
-        PauseCode::RateLimit,
-        PauseCode::ProviderCapacity,
-        PauseCode::Budget,
-        PauseCode::ContentFilter,
-        PauseCode::OutputCap,
-        PauseCode::ProviderUncertain,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PauseCode::RateLimit => "PAUSED_RATE_LIMIT",
-            PauseCode::ProviderCapacity => "PAUSED_PROVIDER_CAPACITY",
-            PauseCode::Budget => "PAUSED_BUDGET",
-            PauseCode::ContentFilter => "PAUSED_CONTENT_FILTER",
-            PauseCode::OutputCap => "PAUSED_OUTPUT_CAP",
-            PauseCode::ProviderUncertain => "PAUSED_PROVIDER_UNCERTAIN",
-        }
-    }
-}
-
-impl fmt::Display for PauseCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -468,7 +425,7 @@ mod tests {
         }
         assert_eq!(
             StopClass::ContextWindow.pause_code(),
-            Some(PauseCode::ProviderUncertain)
+            Some(PauseCode::PausedProviderUncertain)
         );
         assert_eq!(StopClass::Completed.pause_code(), None);
     }

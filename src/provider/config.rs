@@ -204,6 +204,15 @@ pub const REQUIRED_ROLE_KEYS: [RoleKey; 6] = [
 ];
 
 impl ProviderConfig {
+    /// The program the provider runs: its version command's, else its command's.
+    pub fn program(&self) -> Option<String> {
+        self.version_command
+            .as_ref()
+            .and_then(|v| v.first())
+            .or_else(|| self.command.first())
+            .cloned()
+    }
+
     pub fn model_listing(&self) -> ModelListing<'_> {
         match (&self.models_command, &self.models) {
             (Some(command), _) => ModelListing::Command(command),

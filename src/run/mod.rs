@@ -7,11 +7,13 @@
 //!
 //! A run lives in `<workspace>/.autocode/runs/<run-id>/`; see `docs/run-lifecycle.md`.
 
+pub mod api;
 pub mod budget;
 pub mod driver;
 pub mod flow;
 pub mod prompt;
 pub mod replay;
+pub mod runner;
 pub mod state;
 pub mod workspace;
 

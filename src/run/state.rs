@@ -324,6 +324,11 @@ impl RunState {
         })
     }
 
+    /// `<workspace>/.autocode/runs/<run-id>`.
+    pub fn run_dir(&self) -> PathBuf {
+        super::runs_dir(&self.workspace).join(self.run_id.as_str())
+    }
+
     pub fn next_seq(&self) -> u32 {
         self.attempts.iter().map(|a| a.seq).max().unwrap_or(0) + 1
     }

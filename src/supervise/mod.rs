@@ -596,6 +596,76 @@ pub fn write_receipt(path: &Path, receipt: &Receipt) -> io::Result<()> {
     std::fs::rename(&partial, path)
 }
 
+/// What a command started inside the caller's own family returned.
+#[derive(Debug, Clone)]
+pub struct InFamilyOutput {
+    pub exit: Exit,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+/// Runs a command as an ordinary child of this process, inside whatever family this process
+/// already belongs to, without a boundary of its own. Only for commands autocode runs *on an
+/// agent's behalf from inside that agent's family* (`autocode capture`): the agent's boundary
+/// already owns the child, and a nested listener would be refused. The environment is inherited
+/// from the caller; stdin is closed; output is captured up to `limit` bytes per stream.
+pub async fn run_in_current_family(
+    program: &OsString,
+    args: &[OsString],
+    cwd: &Path,
+    limit: usize,
+) -> Result<InFamilyOutput, LaunchError> {
+    let mut child = tokio::process::Command::new(program)
+        .args(args)
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|source| LaunchError::Spawn {
+            program: program.clone(),
+            source,
+        })?;
+    async fn read_capped(pipe: Option<impl tokio::io::AsyncRead + Unpin>, limit: usize) -> Vec<u8> {
+        let mut kept = Vec::new();
+        if let Some(mut pipe) = pipe {
+            let mut buf = [0u8; 8192];
+            loop {
+                match pipe.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        let room = limit.saturating_sub(kept.len());
+                        kept.extend_from_slice(&buf[..n.min(room)]);
+                    }
+                }
+            }
+        }
+        kept
+    }
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    let (out, err, status) = tokio::join!(
+        read_capped(stdout, limit),
+        read_capped(stderr, limit),
+        child.wait()
+    );
+    let status = status.map_err(|source| LaunchError::Io {
+        label: "capture".into(),
+        source,
+    })?;
+    use std::os::unix::process::ExitStatusExt;
+    let exit = match (status.code(), status.signal()) {
+        (Some(code), _) => Exit::Code(code),
+        (None, Some(signal)) => Exit::Signal(signal),
+        (None, None) => Exit::Code(-1),
+    };
+    Ok(InFamilyOutput {
+        exit,
+        stdout: out,
+        stderr: err,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -192,11 +192,11 @@ fn stop_class_of_every_fixture() {
 #[test]
 fn failure_pause_codes() {
     let cases = [
-        ("opencode", "err429", Some(PauseCode::RateLimit)),
-        ("codex", "err429", Some(PauseCode::RateLimit)),
-        ("claude", "err429", Some(PauseCode::RateLimit)),
-        ("codex", "err500", Some(PauseCode::ProviderUncertain)),
-        ("claude", "down", Some(PauseCode::ProviderUncertain)),
+        ("opencode", "err429", Some(PauseCode::PausedRateLimit)),
+        ("codex", "err429", Some(PauseCode::PausedRateLimit)),
+        ("claude", "err429", Some(PauseCode::PausedRateLimit)),
+        ("codex", "err500", Some(PauseCode::PausedProviderUncertain)),
+        ("claude", "down", Some(PauseCode::PausedProviderUncertain)),
         ("claude", "happy", None),
     ];
     for (cli, case, code) in cases {
@@ -475,7 +475,7 @@ fn log_tail_decides_only_when_the_stream_cannot() {
         b"ERROR: exceeded retry limit, last status: 429 Too Many Requests\n",
     );
     assert_eq!(stop.class, StopClass::RateLimit);
-    assert_eq!(stop.pause_code, Some(PauseCode::RateLimit));
+    assert_eq!(stop.pause_code, Some(PauseCode::PausedRateLimit));
     // A completed stream is not overridden by an ERROR line in its log.
     let happy = normalize_case("codex", "happy");
     let stop = stop_with_log_tail(&happy.summary, b"ERROR: 429 Too Many Requests\n");

@@ -1,0 +1,431 @@
+//! `autocode run "OBJECTIVE"` (also `autocode "OBJECTIVE"`), `resume`, `status`, `clean` and
+//! `capture`: the run engine on the command line. Exit 0 complete, 3 paused (the code and the
+//! command that continues it on stderr, and in `--json`), 2 usage, 1 internal.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use super::context::Context;
+use super::output;
+use crate::error::{EdgeError, exit};
+use crate::ids::RunId;
+use crate::report::evidence::{CAPTURE_RECEIPT_FORMAT, CaptureReceipt, sha256_hex};
+use crate::role::Role;
+use crate::run::api::{self, ResumeOptions, RunError, RunSummary, StartOptions};
+use crate::run::driver::{DriveOutcome, Interaction};
+use crate::run::state::{Budgets, PlanRevision, Question};
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct BudgetArgs {
+    /// Stop (pause) when the run's known cost reaches this many US dollars.
+    #[arg(long)]
+    pub max_usd: Option<f64>,
+    /// Stop when the run has spent this many active minutes in stages.
+    #[arg(long)]
+    pub max_minutes: Option<u64>,
+    /// Stop a stage that runs longer than this.
+    #[arg(long)]
+    pub max_stage_minutes: Option<u64>,
+    /// Stop a stage that prints nothing for this long.
+    #[arg(long)]
+    pub max_idle_minutes: Option<u64>,
+    /// Stop when the run has used this many tokens (input, cache and output).
+    #[arg(long)]
+    pub max_tokens: Option<u64>,
+}
+
+impl BudgetArgs {
+    fn budgets(&self) -> Budgets {
+        Budgets {
+            max_usd: self.max_usd,
+            max_minutes: self.max_minutes,
+            max_stage_minutes: self.max_stage_minutes,
+            max_idle_minutes: self.max_idle_minutes,
+            max_tokens: self.max_tokens,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// What you want done, as you would tell a colleague.
+    pub objective: String,
+    /// The project to work on (default: the current directory).
+    #[arg(long, default_value = ".")]
+    pub workspace: PathBuf,
+    /// The provider (default: AUTOCODE_PROVIDER, then default_provider in config.toml, then opencode).
+    #[arg(long, visible_alias = "engine")]
+    pub provider: Option<String>,
+    #[arg(long)]
+    pub requirements_model: Option<String>,
+    #[arg(long, visible_alias = "glm-model")]
+    pub planner_model: Option<String>,
+    #[arg(long)]
+    pub plan_reviewer_model: Option<String>,
+    #[arg(long, visible_alias = "terra-model")]
+    pub builder_model: Option<String>,
+    #[arg(long, visible_alias = "sol-model")]
+    pub tester_model: Option<String>,
+    #[arg(long)]
+    pub completion_model: Option<String>,
+    #[arg(long, visible_alias = "astra-model")]
+    pub resolver_model: Option<String>,
+    #[arg(long)]
+    pub requirements_reasoning_effort: Option<String>,
+    #[arg(long, visible_alias = "glm-reasoning-effort")]
+    pub planner_reasoning_effort: Option<String>,
+    #[arg(long)]
+    pub plan_reviewer_reasoning_effort: Option<String>,
+    #[arg(long, visible_alias = "terra-reasoning-effort")]
+    pub builder_reasoning_effort: Option<String>,
+    #[arg(long, visible_alias = "sol-reasoning-effort")]
+    pub tester_reasoning_effort: Option<String>,
+    #[arg(long)]
+    pub completion_reasoning_effort: Option<String>,
+    #[arg(long, visible_alias = "astra-reasoning-effort")]
+    pub resolver_reasoning_effort: Option<String>,
+    /// The effort of every role without its own.
+    #[arg(long)]
+    pub reasoning_effort: Option<String>,
+    /// Every role on this one model, in separate sessions: verifier independence is waived
+    /// (recorded).
+    #[arg(long)]
+    pub single_model: Option<String>,
+    /// Accept the proposed defaults of open questions and approve the reviewed plan (recorded).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Work in the workspace itself instead of a git worktree on its own branch.
+    #[arg(long)]
+    pub in_place: bool,
+    /// Allow Claude Code against a loopback endpoint you run (scripted or local model).
+    #[arg(long, hide = true)]
+    pub scripted_local_endpoint: bool,
+    #[command(flatten)]
+    pub budgets: BudgetArgs,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// The run (default: the most recent run in the workspace).
+    pub run: Option<RunId>,
+    #[arg(long, default_value = ".")]
+    pub workspace: PathBuf,
+    /// Approve this exact plan revision (`r<N>:<sha256>`, shown at the pause).
+    #[arg(long)]
+    pub approve_plan: Option<String>,
+    /// Answer an open question (repeat per question).
+    #[arg(long, value_parser = parse_answer)]
+    pub answer: Vec<(String, String)>,
+    /// Set an attempt aside (its directory name, e.g. 004-builder-1) and run the stage again.
+    #[arg(long)]
+    pub abandon_stage: Option<String>,
+    /// Accept that the CLI, its version or its configuration changed.
+    #[arg(long)]
+    pub accept_transport_change: bool,
+    /// For a pause with a known reset time (rate limit, budget), sleep until then.
+    #[arg(long)]
+    pub wait: bool,
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    #[arg(long, hide = true)]
+    pub scripted_local_endpoint: bool,
+    #[command(flatten)]
+    pub budgets: BudgetArgs,
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_answer(text: &str) -> Result<(String, String), String> {
+    let (id, answer) = text
+        .split_once('=')
+        .ok_or_else(|| format!("expected ID=TEXT, got {text:?}"))?;
+    Ok((id.trim().to_owned(), answer.to_owned()))
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    pub run: Option<RunId>,
+    #[arg(long, default_value = ".")]
+    pub workspace: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CleanArgs {
+    pub run: Option<RunId>,
+    #[arg(long, default_value = ".")]
+    pub workspace: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct CaptureArgs {
+    /// Where to write the receipt (under .autocode/evidence/).
+    #[arg(long)]
+    pub output: PathBuf,
+    /// The command and its arguments.
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+}
+
+/// Questions and approvals on a terminal; none when stdin is not one.
+pub struct TerminalUi {
+    interactive: bool,
+}
+
+impl TerminalUi {
+    pub fn new() -> Self {
+        Self {
+            interactive: std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn ask(&self, prompt: &str) -> Option<String> {
+        eprint!("{prompt}");
+        let _ = std::io::stderr().flush();
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line).ok()?;
+        Some(line.trim().to_owned())
+    }
+}
+
+impl Interaction for TerminalUi {
+    fn answer_questions(&mut self, questions: &[Question]) -> Option<Vec<(String, String)>> {
+        if !self.interactive {
+            return None;
+        }
+        let mut answers = Vec::new();
+        for q in questions {
+            let answer = self.ask(&format!(
+                "{} ({}): {}\n  [Enter for the default: {}] > ",
+                q.id, "question", q.question, q.proposed_default
+            ))?;
+            let text = if answer.is_empty() {
+                q.proposed_default.clone()
+            } else {
+                answer
+            };
+            answers.push((q.id.clone(), text));
+        }
+        Some(answers)
+    }
+
+    fn approve_plan(&mut self, plan: &PlanRevision) -> bool {
+        if !self.interactive {
+            return false;
+        }
+        eprintln!(
+            "plan revision {}:\n{}",
+            plan.revision,
+            serde_json::to_string_pretty(&plan.plan).unwrap_or_default()
+        );
+        matches!(
+            self.ask(&format!("approve {}? [y/N] ", plan.token()))
+                .as_deref(),
+            Some("y" | "Y" | "yes")
+        )
+    }
+
+    fn note(&mut self, line: &str) {
+        eprintln!("{line}");
+    }
+}
+
+fn finish(summary: RunSummary, json: bool) -> Result<ExitCode, EdgeError> {
+    if json {
+        output::print_json(&summary)?;
+    }
+    match &summary.outcome {
+        DriveOutcome::Complete => {
+            eprintln!(
+                "COMPLETE: run {} ({} stages, {} tokens); work tree {}",
+                summary.run_id,
+                summary.stages,
+                summary.usage.total_tokens(),
+                summary.work_tree.display()
+            );
+            Ok(ExitCode::from(exit::OK))
+        }
+        DriveOutcome::Paused { pause } => {
+            eprintln!("paused {}: {}", pause.code, pause.reason);
+            eprintln!("next: {}", pause.next_step);
+            eprintln!(
+                "(autocode explain {} · run directory {})",
+                pause.code,
+                summary.run_dir.display()
+            );
+            Ok(ExitCode::from(exit::PAUSED))
+        }
+    }
+}
+
+fn run_error(e: RunError) -> EdgeError {
+    match e {
+        RunError::Usage(_) | RunError::Find(_) => EdgeError::usage(e),
+        other => EdgeError::internal(other),
+    }
+}
+
+pub fn run(args: RunArgs) -> Result<ExitCode, EdgeError> {
+    let ctx = Context::from_process()?;
+    let mut models = BTreeMap::new();
+    let mut efforts = BTreeMap::new();
+    for (role, model, effort) in [
+        (
+            Role::Requirements,
+            &args.requirements_model,
+            &args.requirements_reasoning_effort,
+        ),
+        (
+            Role::Planner,
+            &args.planner_model,
+            &args.planner_reasoning_effort,
+        ),
+        (
+            Role::PlanReviewer,
+            &args.plan_reviewer_model,
+            &args.plan_reviewer_reasoning_effort,
+        ),
+        (
+            Role::Builder,
+            &args.builder_model,
+            &args.builder_reasoning_effort,
+        ),
+        (
+            Role::Tester,
+            &args.tester_model,
+            &args.tester_reasoning_effort,
+        ),
+        (
+            Role::CompletionReviewer,
+            &args.completion_model,
+            &args.completion_reasoning_effort,
+        ),
+        (
+            Role::Resolver,
+            &args.resolver_model,
+            &args.resolver_reasoning_effort,
+        ),
+    ] {
+        if let Some(m) = model {
+            models.insert(role, m.clone());
+        }
+        if let Some(e) = effort {
+            efforts.insert(role, e.clone());
+        }
+    }
+    let opts = StartOptions {
+        objective: args.objective,
+        workspace: args.workspace,
+        provider: args.provider,
+        models,
+        efforts,
+        effort: args.reasoning_effort,
+        single_model: args.single_model,
+        yes: args.yes,
+        in_place: args.in_place,
+        budgets: args.budgets.budgets(),
+        scripted_local: args.scripted_local_endpoint,
+    };
+    let mut ui = TerminalUi::new();
+    let summary = super::runtime()?
+        .block_on(api::start(&ctx.registry, &ctx.env, opts, &mut ui))
+        .map_err(run_error)?;
+    finish(summary, args.json)
+}
+
+pub fn resume(args: ResumeArgs) -> Result<ExitCode, EdgeError> {
+    let ctx = Context::from_process()?;
+    let opts = ResumeOptions {
+        workspace: args.workspace,
+        run: args.run,
+        approve_plan: args.approve_plan,
+        answers: args.answer,
+        abandon_stage: args.abandon_stage,
+        accept_transport_change: args.accept_transport_change,
+        wait: args.wait,
+        yes: args.yes,
+        budgets: args.budgets.budgets(),
+        scripted_local: args.scripted_local_endpoint,
+    };
+    let mut ui = TerminalUi::new();
+    let summary = super::runtime()?
+        .block_on(api::resume(&ctx.registry, &ctx.env, opts, &mut ui))
+        .map_err(run_error)?;
+    finish(summary, args.json)
+}
+
+pub fn status(args: StatusArgs) -> Result<ExitCode, EdgeError> {
+    let workspace = std::fs::canonicalize(&args.workspace)
+        .map_err(|e| EdgeError::usage(format!("workspace {}: {e}", args.workspace.display())))?;
+    let dir = crate::run::find_run(&workspace, args.run.as_ref()).map_err(EdgeError::usage)?;
+    let state = crate::run::load(&dir).map_err(EdgeError::internal)?;
+    if args.json {
+        output::print_json(&state)?;
+    } else {
+        output::print_stdout(crate::run::render_status(&state).trim_end())?;
+    }
+    Ok(ExitCode::from(match (&state.pause, state.completed_at) {
+        (Some(_), _) => exit::PAUSED,
+        _ => exit::OK,
+    }))
+}
+
+pub fn clean(args: CleanArgs) -> Result<ExitCode, EdgeError> {
+    let ctx = Context::from_process()?;
+    let run_id = super::runtime()?
+        .block_on(api::clean(&args.workspace, args.run.as_ref(), &ctx.env))
+        .map_err(run_error)?;
+    eprintln!("removed the worktree and branch of run {run_id}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `autocode capture --output .autocode/evidence/NAME.json -- CMD ARGS…`: runs a check inside the
+/// agent's own process family and writes a receipt bound to the attempt by
+/// `AUTOCODE_CAPTURE_CONTEXT`. Its output is passed through; its exit code is passed on.
+pub fn capture(args: CaptureArgs) -> Result<ExitCode, EdgeError> {
+    let context = std::env::var("AUTOCODE_CAPTURE_CONTEXT").map_err(|_| {
+        EdgeError::usage(
+            "AUTOCODE_CAPTURE_CONTEXT is not set: capture runs inside an autocode stage",
+        )
+    })?;
+    let cwd = std::env::current_dir().map_err(EdgeError::internal)?;
+    let (program, rest) = args
+        .command
+        .split_first()
+        .ok_or_else(|| EdgeError::usage("no command given"))?;
+    let program = std::ffi::OsString::from(program);
+    let rest: Vec<std::ffi::OsString> = rest.iter().map(Into::into).collect();
+    let out = super::runtime()?
+        .block_on(crate::supervise::run_in_current_family(
+            &program,
+            &rest,
+            &cwd,
+            8 << 20,
+        ))
+        .map_err(EdgeError::internal)?;
+    let mut output_text = String::from_utf8_lossy(&out.stdout).into_owned();
+    output_text.push_str(&String::from_utf8_lossy(&out.stderr));
+    let exit_code = match out.exit {
+        crate::supervise::Exit::Code(c) => Some(c),
+        _ => None,
+    };
+    let receipt = CaptureReceipt {
+        format_version: CAPTURE_RECEIPT_FORMAT,
+        command: args.command.clone(),
+        exit_code,
+        output_sha256: sha256_hex(output_text.as_bytes()),
+        output: output_text,
+        context,
+    };
+    crate::store::write_json(&args.output, &receipt).map_err(EdgeError::internal)?;
+    let _ = std::io::stdout().write_all(&out.stdout);
+    let _ = std::io::stderr().write_all(&out.stderr);
+    Ok(ExitCode::from(exit_code.unwrap_or(1).clamp(0, 255) as u8))
+}
