@@ -12,10 +12,12 @@
 //! - [`result`]: `result.json`.
 //! - [`stats`]: merging result folders; text, Markdown and JUnit renderers.
 //! - [`runner`]: one case on one profile, end to end.
+//! - [`selfcheck`]: the catalog self-check (the oracle fails on the seed, passes the scripted result).
 
 pub mod catalog;
 pub mod oracle;
 pub mod result;
 pub mod runner;
+pub mod selfcheck;
 pub mod stats;
 pub mod verdict;

@@ -94,13 +94,32 @@ pub fn summarize(results: &[OracleCheckResult]) -> OracleSummary {
     }
 }
 
+/// The host's Rust toolchain variables, so `cargo` works under a throwaway HOME:
+/// `CARGO_HOME`/`RUSTUP_HOME` as set, else `$HOME/.cargo`/`$HOME/.rustup` when they exist.
+pub fn toolchain_env(host: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    let home = host.get("HOME").map(PathBuf::from);
+    for (name, fallback) in [("CARGO_HOME", ".cargo"), ("RUSTUP_HOME", ".rustup")] {
+        let value = host
+            .get(name)
+            .map(PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(fallback)));
+        if let Some(value) = value.filter(|p| p.exists()) {
+            env.insert(name.to_owned(), value.display().to_string());
+        }
+    }
+    if let Some(toolchain) = host.get("RUSTUP_TOOLCHAIN") {
+        env.insert("RUSTUP_TOOLCHAIN".to_owned(), toolchain.clone());
+    }
+    env
+}
+
 /// The environment of oracle checks: nothing inherited but the tool paths.
 fn oracle_env(oracle_dir: &Path, scratch: &Path) -> BTreeMap<String, String> {
-    let mut env = BTreeMap::new();
-    for name in ["PATH", "CARGO_HOME", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN"] {
-        if let Ok(value) = std::env::var(name) {
-            env.insert(name.to_owned(), value);
-        }
+    let host: BTreeMap<String, String> = std::env::vars().collect();
+    let mut env = toolchain_env(&host);
+    if let Some(path) = host.get("PATH") {
+        env.insert("PATH".to_owned(), path.clone());
     }
     env.insert("HOME".into(), scratch.join("home").display().to_string());
     env.insert(
