@@ -273,6 +273,15 @@ fn scripted_env(host: &BTreeMap<String, String>, home: &Path, cli_bin_dir: &Path
     env
 }
 
+/// Codex runs commands in a login shell (`bash -lc`), and a login shell's `/etc/profile` resets
+/// PATH (for root on Debian): the throwaway HOME gets the `~/.profile` a real one would have
+/// (rustup's installer adds the same), restoring the run's PATH.
+fn write_login_profile(home: &Path, env: &BTreeMap<String, String>) -> std::io::Result<()> {
+    let path = env.get("PATH").cloned().unwrap_or_default();
+    let quoted = format!("'{}'", path.replace('\'', "'\\''"));
+    std::fs::write(home.join(".profile"), format!("export PATH={quoted}\n"))
+}
+
 fn to_os(env: &BTreeMap<String, String>) -> BTreeMap<OsString, OsString> {
     env.iter()
         .map(|(k, v)| (OsString::from(k), OsString::from(v)))
@@ -467,6 +476,7 @@ async fn run_job_inner(
             .await
             .map_err(|e| HarnessError::Setup(format!("scripted model: {e}")))?;
         let mut env = scripted_env(&config.env, &home, &config.cli_bin_dir);
+        write_login_profile(&home, &env).map_err(io("cannot write the throwaway ~/.profile"))?;
         env.extend(
             write_cli_config(&job.profile, &home, &running).map_err(HarnessError::Setup)?,
         );
