@@ -157,8 +157,8 @@ fn list(args: ListArgs) -> Result<ExitCode, EdgeError> {
 
 fn run_cases(args: RunArgs) -> Result<ExitCode, EdgeError> {
     let cases = load(&args.catalog)?;
-    let selected = catalog::select(&cases, &args.names, &args.catalog.catalog)
-        .map_err(EdgeError::usage)?;
+    let selected =
+        catalog::select(&cases, &args.names, &args.catalog.catalog).map_err(EdgeError::usage)?;
     let profiles: Vec<Profile> = args
         .profiles
         .iter()
@@ -245,8 +245,8 @@ fn stats_command(args: StatsArgs) -> Result<ExitCode, EdgeError> {
 
 fn check(args: CheckArgs) -> Result<ExitCode, EdgeError> {
     let cases = load(&args.catalog)?;
-    let selected = catalog::select(&cases, &args.names, &args.catalog.catalog)
-        .map_err(EdgeError::usage)?;
+    let selected =
+        catalog::select(&cases, &args.names, &args.catalog.catalog).map_err(EdgeError::usage)?;
     let profile: Profile = args.profile.parse().map_err(EdgeError::usage)?;
     let runtime = super::runtime()?;
     let mut reports = Vec::new();

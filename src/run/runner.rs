@@ -822,7 +822,10 @@ fn judge_report(
             .collect(),
     };
     if let Some(path) = evidence_out {
-        let _ = store::write_json(path, &json!({ "checks": findings, "command_events": records }));
+        let _ = store::write_json(
+            path,
+            &json!({ "checks": findings, "command_events": records }),
+        );
     }
     let problems: Vec<String> = findings
         .iter()

@@ -305,10 +305,15 @@ pub fn parse_scenario_file(text: &str, path: &Path) -> Result<ScenarioFile, Cata
     let mut names = BTreeSet::new();
     for check in &spec.oracle.checks {
         if check.name.trim().is_empty() || check.command.trim().is_empty() {
-            return Err(invalid("an oracle check has an empty name or command".into()));
+            return Err(invalid(
+                "an oracle check has an empty name or command".into(),
+            ));
         }
         if !names.insert(check.name.as_str()) {
-            return Err(invalid(format!("oracle check {:?} appears twice", check.name)));
+            return Err(invalid(format!(
+                "oracle check {:?} appears twice",
+                check.name
+            )));
         }
     }
     if spec.run.timeout_seconds == 0 || spec.oracle.timeout_seconds == 0 {
@@ -427,10 +432,7 @@ pub fn select<'a>(
             });
         }
     }
-    Ok(catalog
-        .iter()
-        .filter(|s| names.contains(&s.name))
-        .collect())
+    Ok(catalog.iter().filter(|s| names.contains(&s.name)).collect())
 }
 
 /// `--shard I/N`: the I-th of N shards, I counted from 1.

@@ -63,10 +63,9 @@ pub fn judge(check: &OracleCheck, exit: Exit, stdout: &str, stderr: &str) -> Vec
     let mut problems = Vec::new();
     match exit {
         Exit::Code(code) if code == check.exit_code => {}
-        Exit::Code(code) => problems.push(format!(
-            "exit code {code}, expected {}",
-            check.exit_code
-        )),
+        Exit::Code(code) => {
+            problems.push(format!("exit code {code}, expected {}", check.exit_code))
+        }
         Exit::Signal(signal) => problems.push(format!("killed by signal {signal}")),
         Exit::TimedOut => problems.push("timed out".into()),
     }
@@ -230,7 +229,13 @@ pub async fn run_oracle(
 
 fn file_safe(name: &str) -> String {
     name.chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
         .take(48)
         .collect()
 }
@@ -258,9 +263,18 @@ mod tests {
             vec!["exit code 1, expected 0".to_owned()]
         );
         assert!(judge(&check(2, &[], &[]), Exit::Code(2), "", "").is_empty());
-        assert_eq!(judge(&check(0, &["ok"], &[]), Exit::Code(0), "", "").len(), 1);
         assert_eq!(
-            judge(&check(0, &[], &["Traceback"]), Exit::Code(0), "", "Traceback").len(),
+            judge(&check(0, &["ok"], &[]), Exit::Code(0), "", "").len(),
+            1
+        );
+        assert_eq!(
+            judge(
+                &check(0, &[], &["Traceback"]),
+                Exit::Code(0),
+                "",
+                "Traceback"
+            )
+            .len(),
             1
         );
         assert_eq!(judge(&check(0, &[], &[]), Exit::TimedOut, "", "").len(), 1);
@@ -311,8 +325,15 @@ mod tests {
         assert!(results[0].passed, "{:?}", results[0]);
         assert!(!results[1].passed);
         assert_eq!(results[1].exit, Some(3));
-        assert_eq!(std::fs::read_to_string(tree.join("answer.txt")).unwrap(), "42\n");
+        assert_eq!(
+            std::fs::read_to_string(tree.join("answer.txt")).unwrap(),
+            "42\n"
+        );
         let log = results[0].output_file.as_deref().unwrap();
-        assert!(std::fs::read_to_string(case.path().join(log)).unwrap().contains("same"));
+        assert!(
+            std::fs::read_to_string(case.path().join(log))
+                .unwrap()
+                .contains("same")
+        );
     }
 }

@@ -199,10 +199,7 @@ stream_max_retries = 0
             env.insert("CODEX_HOME".into(), codex_home.display().to_string());
             env.insert("MOCK_API_KEY".into(), "dummy".into());
             // The key is a dummy, but its name reads as a credential: let it through.
-            env.insert(
-                crate::agent_env::PASS_ENV_VAR.into(),
-                "MOCK_API_KEY".into(),
-            );
+            env.insert(crate::agent_env::PASS_ENV_VAR.into(), "MOCK_API_KEY".into());
         }
         Profile::ScriptedOpencode => {
             let config = serde_json::json!({
@@ -243,7 +240,9 @@ stream_max_retries = 0
             }
         }
         Profile::ScriptedFake | Profile::Live(_) => {
-            return Err(format!("profile {profile} has no scripted CLI configuration"));
+            return Err(format!(
+                "profile {profile} has no scripted CLI configuration"
+            ));
         }
     }
     Ok(env)
@@ -251,7 +250,11 @@ stream_max_retries = 0
 
 /// The environment of a scripted run: a throwaway HOME and XDG dirs, the CLIs and the host's
 /// tools on PATH, the host's Rust toolchain homes (so `cargo` works under the throwaway HOME).
-fn scripted_env(host: &BTreeMap<String, String>, home: &Path, cli_bin_dir: &Path) -> BTreeMap<String, String> {
+fn scripted_env(
+    host: &BTreeMap<String, String>,
+    home: &Path,
+    cli_bin_dir: &Path,
+) -> BTreeMap<String, String> {
     let mut env = BTreeMap::new();
     let host_path = host.get("PATH").cloned().unwrap_or_default();
     env.insert(
@@ -260,16 +263,34 @@ fn scripted_env(host: &BTreeMap<String, String>, home: &Path, cli_bin_dir: &Path
     );
     env.extend(oracle::toolchain_env(host));
     env.insert("HOME".into(), home.display().to_string());
-    env.insert("XDG_CONFIG_HOME".into(), home.join(".config").display().to_string());
-    env.insert("XDG_DATA_HOME".into(), home.join(".local/share").display().to_string());
-    env.insert("XDG_CACHE_HOME".into(), home.join(".cache").display().to_string());
-    env.insert("XDG_STATE_HOME".into(), home.join(".local/state").display().to_string());
+    env.insert(
+        "XDG_CONFIG_HOME".into(),
+        home.join(".config").display().to_string(),
+    );
+    env.insert(
+        "XDG_DATA_HOME".into(),
+        home.join(".local/share").display().to_string(),
+    );
+    env.insert(
+        "XDG_CACHE_HOME".into(),
+        home.join(".cache").display().to_string(),
+    );
+    env.insert(
+        "XDG_STATE_HOME".into(),
+        home.join(".local/state").display().to_string(),
+    );
     env.insert("LANG".into(), "C.UTF-8".into());
     env.insert("GIT_CONFIG_NOSYSTEM".into(), "1".into());
     env.insert("GIT_AUTHOR_NAME".into(), "autocode scenario".into());
-    env.insert("GIT_AUTHOR_EMAIL".into(), "scenario@autocode.invalid".into());
+    env.insert(
+        "GIT_AUTHOR_EMAIL".into(),
+        "scenario@autocode.invalid".into(),
+    );
     env.insert("GIT_COMMITTER_NAME".into(), "autocode scenario".into());
-    env.insert("GIT_COMMITTER_EMAIL".into(), "scenario@autocode.invalid".into());
+    env.insert(
+        "GIT_COMMITTER_EMAIL".into(),
+        "scenario@autocode.invalid".into(),
+    );
     env
 }
 
@@ -454,8 +475,8 @@ async fn run_job_inner(
         .tempdir()
         .map_err(io("cannot create a scratch folder"))?;
     // Canonical, so the paths autocode records match the ones the harness reads.
-    let scratch_root = std::fs::canonicalize(scratch.path())
-        .map_err(io("cannot resolve the scratch folder"))?;
+    let scratch_root =
+        std::fs::canonicalize(scratch.path()).map_err(io("cannot resolve the scratch folder"))?;
     let ws = scratch_root.join("workspace");
     let home = scratch_root.join("home");
     std::fs::create_dir_all(&home).map_err(io("cannot create the throwaway HOME"))?;
@@ -477,9 +498,7 @@ async fn run_job_inner(
             .map_err(|e| HarnessError::Setup(format!("scripted model: {e}")))?;
         let mut env = scripted_env(&config.env, &home, &config.cli_bin_dir);
         write_login_profile(&home, &env).map_err(io("cannot write the throwaway ~/.profile"))?;
-        env.extend(
-            write_cli_config(&job.profile, &home, &running).map_err(HarnessError::Setup)?,
-        );
+        env.extend(write_cli_config(&job.profile, &home, &running).map_err(HarnessError::Setup)?);
         server = Some(running);
         env
     } else {
@@ -499,19 +518,18 @@ async fn run_job_inner(
     // The run, bounded by the case's wall-clock limit.
     let run_started = Instant::now();
     let limit = Duration::from_secs(scenario.spec.run.timeout_seconds);
-    let part = match tokio::time::timeout(limit, drive_case(scenario, &job.profile, &ws, &env))
-        .await
-    {
-        Ok(part) => part,
-        Err(_) => RunPart {
-            ending: RunEnding::HarnessError {
-                message: format!("the run did not end within {} s", limit.as_secs()),
+    let part =
+        match tokio::time::timeout(limit, drive_case(scenario, &job.profile, &ws, &env)).await {
+            Ok(part) => part,
+            Err(_) => RunPart {
+                ending: RunEnding::HarnessError {
+                    message: format!("the run did not end within {} s", limit.as_secs()),
+                },
+                summary: None,
+                resumes: 0,
+                notes: vec![],
             },
-            summary: None,
-            resumes: 0,
-            notes: vec![],
-        },
-    };
+        };
     let run_ms = run_started.elapsed().as_millis() as u64;
     if let Some(server) = server.take() {
         server.shutdown().await;
@@ -580,7 +598,10 @@ async fn run_job_inner(
             problems: if passed {
                 vec![]
             } else {
-                vec![format!("changed after the run ended: {}", changed.join(", "))]
+                vec![format!(
+                    "changed after the run ended: {}",
+                    changed.join(", ")
+                )]
             },
             duration_ms: 0,
             output_file: None,

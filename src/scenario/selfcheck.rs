@@ -193,6 +193,9 @@ mod tests {
         assert!(write_relative(dir.path(), "../x", "y").is_err());
         assert!(write_relative(dir.path(), "/etc/x", "y").is_err());
         write_relative(dir.path(), "a/b.txt", "y").unwrap();
-        assert_eq!(std::fs::read_to_string(dir.path().join("a/b.txt")).unwrap(), "y");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a/b.txt")).unwrap(),
+            "y"
+        );
     }
 }

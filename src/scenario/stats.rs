@@ -417,15 +417,45 @@ pub(crate) mod tests {
     fn merge_groups_counts_and_totals() {
         let results = vec![
             sample("a", "scripted-codex", 0, Verdict::Pass, 1000, 7, 100, None),
-            sample("a", "scripted-codex", 1, Verdict::FalseComplete, 3000, 9, 300, None),
-            sample("a", "scripted-claude", 0, Verdict::HonestStop, 2000, 4, 50, Some(0.5)),
-            sample("b", "scripted-codex", 0, Verdict::Error, 10, 0, 0, Some(0.25)),
+            sample(
+                "a",
+                "scripted-codex",
+                1,
+                Verdict::FalseComplete,
+                3000,
+                9,
+                300,
+                None,
+            ),
+            sample(
+                "a",
+                "scripted-claude",
+                0,
+                Verdict::HonestStop,
+                2000,
+                4,
+                50,
+                Some(0.5),
+            ),
+            sample(
+                "b",
+                "scripted-codex",
+                0,
+                Verdict::Error,
+                10,
+                0,
+                0,
+                Some(0.25),
+            ),
         ];
         let stats = merge(&results);
         assert_eq!(stats.false_complete, 1);
         assert_eq!(stats.rows.len(), 3);
         let codex = &stats.rows[1];
-        assert_eq!((codex.case.as_str(), codex.profile.as_str()), ("a", "scripted-codex"));
+        assert_eq!(
+            (codex.case.as_str(), codex.profile.as_str()),
+            ("a", "scripted-codex")
+        );
         assert_eq!((codex.runs, codex.passes, codex.false_completes), (2, 1, 1));
         assert_eq!(codex.median_wall_ms, Some(2000.0));
         assert_eq!(codex.median_stages, Some(8.0));
@@ -443,8 +473,26 @@ pub(crate) mod tests {
     #[test]
     fn renderers_show_counts_and_escape() {
         let results = vec![
-            sample("a&b", "scripted-codex", 0, Verdict::Pass, 1000, 7, 100, None),
-            sample("c", "scripted-codex", 0, Verdict::WrongStop, 1000, 7, 100, Some(0.1)),
+            sample(
+                "a&b",
+                "scripted-codex",
+                0,
+                Verdict::Pass,
+                1000,
+                7,
+                100,
+                None,
+            ),
+            sample(
+                "c",
+                "scripted-codex",
+                0,
+                Verdict::WrongStop,
+                1000,
+                7,
+                100,
+                Some(0.1),
+            ),
             sample("d", "scripted-codex", 0, Verdict::Error, 1000, 7, 100, None),
         ];
         let stats = merge(&results);

@@ -66,9 +66,14 @@ impl fmt::Display for Verdict {
 #[serde(tag = "ended", rename_all = "snake_case")]
 pub enum RunEnding {
     Complete,
-    Paused { code: PauseCode, reason: String },
+    Paused {
+        code: PauseCode,
+        reason: String,
+    },
     /// The harness could not run the case to an ending.
-    HarnessError { message: String },
+    HarnessError {
+        message: String,
+    },
 }
 
 /// What the oracle said, reduced to what the verdict needs.
@@ -130,17 +135,72 @@ mod tests {
             message: "m".into(),
         };
         let table: Vec<(Expect, RunEnding, OracleSummary, Verdict)> = vec![
-            (expect(Complete, &[]), RunEnding::Complete, Passed, Verdict::Pass),
-            (expect(Complete, &[]), RunEnding::Complete, Failed, Verdict::FalseComplete),
-            (expect(Complete, &[]), RunEnding::Complete, Unavailable, Verdict::Error),
-            (expect(Complete, &[invalid]), RunEnding::Complete, Passed, Verdict::Pass),
-            (expect(Stop, &[invalid]), RunEnding::Complete, Passed, Verdict::FalseComplete),
-            (expect(Stop, &[invalid]), RunEnding::Complete, Failed, Verdict::FalseComplete),
-            (expect(Stop, &[invalid]), RunEnding::Complete, Unavailable, Verdict::FalseComplete),
-            (expect(Stop, &[invalid]), paused(invalid), Failed, Verdict::HonestStop),
-            (expect(Stop, &[invalid]), paused(rate), Failed, Verdict::WrongStop),
-            (expect(Complete, &[invalid]), paused(invalid), Passed, Verdict::HonestStop),
-            (expect(Complete, &[]), paused(invalid), Passed, Verdict::WrongStop),
+            (
+                expect(Complete, &[]),
+                RunEnding::Complete,
+                Passed,
+                Verdict::Pass,
+            ),
+            (
+                expect(Complete, &[]),
+                RunEnding::Complete,
+                Failed,
+                Verdict::FalseComplete,
+            ),
+            (
+                expect(Complete, &[]),
+                RunEnding::Complete,
+                Unavailable,
+                Verdict::Error,
+            ),
+            (
+                expect(Complete, &[invalid]),
+                RunEnding::Complete,
+                Passed,
+                Verdict::Pass,
+            ),
+            (
+                expect(Stop, &[invalid]),
+                RunEnding::Complete,
+                Passed,
+                Verdict::FalseComplete,
+            ),
+            (
+                expect(Stop, &[invalid]),
+                RunEnding::Complete,
+                Failed,
+                Verdict::FalseComplete,
+            ),
+            (
+                expect(Stop, &[invalid]),
+                RunEnding::Complete,
+                Unavailable,
+                Verdict::FalseComplete,
+            ),
+            (
+                expect(Stop, &[invalid]),
+                paused(invalid),
+                Failed,
+                Verdict::HonestStop,
+            ),
+            (
+                expect(Stop, &[invalid]),
+                paused(rate),
+                Failed,
+                Verdict::WrongStop,
+            ),
+            (
+                expect(Complete, &[invalid]),
+                paused(invalid),
+                Passed,
+                Verdict::HonestStop,
+            ),
+            (
+                expect(Complete, &[]),
+                paused(invalid),
+                Passed,
+                Verdict::WrongStop,
+            ),
             (expect(Complete, &[]), error.clone(), Passed, Verdict::Error),
             (expect(Stop, &[invalid]), error, Failed, Verdict::Error),
         ];

@@ -1,5 +1,6 @@
 mod cli_foundation;
 mod events_fixtures;
+mod scenario;
 mod scripted_model;
 mod supervise;
 mod transport_launch;
