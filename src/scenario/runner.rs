@@ -29,6 +29,14 @@ use crate::scripted_model::{RunningServer, Script, ScriptedServer, ServerConfig}
 /// The model name every scripted profile uses (the scripts' `models`).
 pub const SCRIPTED_MODEL: &str = "mock-model";
 
+/// The model as the profile's CLI names it (OpenCode wants PROVIDER/MODEL).
+pub fn scripted_model_name(profile: &Profile) -> String {
+    match profile {
+        Profile::ScriptedOpencode => format!("mock/{SCRIPTED_MODEL}"),
+        _ => SCRIPTED_MODEL.to_owned(),
+    }
+}
+
 /// What the harness needs beyond the job.
 #[derive(Debug, Clone)]
 pub struct HarnessConfig {
@@ -356,7 +364,7 @@ async fn drive_case(
         workspace: ws.to_owned(),
         provider: Some(profile.provider().to_owned()),
         // Every scripted role answers from one mock model: independence is knowingly waived.
-        single_model: scripted.then(|| SCRIPTED_MODEL.to_owned()),
+        single_model: scripted.then(|| scripted_model_name(profile)),
         yes: true,
         scripted_local: scripted,
         ..StartOptions::default()
