@@ -9,7 +9,7 @@
 //! - [`catalog`]: loading, validation, profiles, sharding.
 //! - [`verdict`]: the pure verdict table.
 //! - [`oracle`]: the hidden checks, run through the boundary on a copy of the result tree.
-//! - [`result`]: `result.json`.
+//! - [`result`]: the `result.json` of one run.
 //! - [`stats`]: merging result folders; text, Markdown and JUnit renderers.
 //! - [`runner`]: one case on one profile, end to end.
 //! - [`selfcheck`]: the catalog self-check (the oracle fails on the seed, passes the scripted result).

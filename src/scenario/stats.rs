@@ -365,6 +365,7 @@ pub(crate) mod tests {
     use crate::scenario::result::{RESULT_FORMAT, Timings};
     use crate::scenario::verdict::RunEnding;
 
+    #[allow(clippy::too_many_arguments)] // a table-row builder: one argument per column
     pub(crate) fn sample(
         case: &str,
         profile: &str,
