@@ -1,5 +1,5 @@
 //! Measures the boundary's costs and prints them (harness = false; `cargo bench --bench
-//! supervise`). Numbers go to docs/performance-supervision.md.
+//! supervise`). Numbers go to docs/performance.md.
 //!
 //! - launch-to-verified overhead: `true` supervised vs a plain spawn + wait (medians);
 //! - notified setsid round trip (p50/p99), measured inside a supervised copy of this binary,

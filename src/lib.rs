@@ -15,6 +15,7 @@
 
 pub mod agent_env;
 pub mod cli;
+pub mod demo;
 pub mod error;
 pub mod events;
 pub mod ids;

@@ -7,6 +7,7 @@
 
 mod connections;
 mod context;
+mod demo;
 mod doctor;
 mod events;
 mod explain;
@@ -38,7 +39,9 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Take an objective through the team of agents (also: `autocode "OBJECTIVE"`).
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
+    /// The whole pipeline offline: a bundled task through a real CLI against the scripted model.
+    Demo(demo::DemoArgs),
     /// Continue a paused or interrupted run.
     Resume(run::ResumeArgs),
     /// A run's stages, routes, outcomes, usage and pause.
@@ -91,8 +94,9 @@ pub fn main() -> ExitCode {
     }
     output::init_tracing(cli.verbose);
     let outcome = match cli.command {
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(*args),
         Command::Resume(args) => run::resume(args),
+        Command::Demo(args) => demo::run(args),
         Command::Status(args) => run::status(args),
         Command::Clean(args) => run::clean(args),
         Command::Capture(args) => run::capture(args),
@@ -116,7 +120,8 @@ pub fn main() -> ExitCode {
 }
 
 /// `autocode "OBJECTIVE" …` means `autocode run "OBJECTIVE" …`: a first argument that is not a
-/// flag and not a command name is an objective.
+/// flag and not a command name, and holds a space (objectives are sentences), is an objective. A
+/// single unknown word stays an error, so a mistyped command never starts a run.
 fn with_default_subcommand(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     use clap::CommandFactory;
     let Some(first) = args.get(1).and_then(|a| a.to_str()) else {
@@ -126,7 +131,7 @@ fn with_default_subcommand(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::O
         .get_subcommands()
         .any(|c| c.get_name() == first || c.get_all_aliases().any(|a| a == first))
         || first == "help";
-    if !first.starts_with('-') && !known {
+    if !first.starts_with('-') && !known && first.trim().contains(char::is_whitespace) {
         args.insert(1, "run".into());
     }
     args

@@ -41,6 +41,20 @@ pub fn same_family_pairs(routes: &BTreeMap<Role, RouteSpec>) -> Vec<SameFamilyPa
         .collect()
 }
 
+impl std::fmt::Display for SameFamilyPair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} ({}) checks {} ({}) on the same model family `{}`",
+            self.verifier,
+            self.verifier_model,
+            self.checked,
+            self.checked_model,
+            self.family.as_str()
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,19 +139,5 @@ mod tests {
                 "family": "anthropic"
             }])
         );
-    }
-}
-
-impl std::fmt::Display for SameFamilyPair {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} ({}) checks {} ({}) on the same model family `{}`",
-            self.verifier,
-            self.verifier_model,
-            self.checked,
-            self.checked_model,
-            self.family.as_str()
-        )
     }
 }

@@ -96,10 +96,10 @@ pub fn normalize_command(command: &str) -> String {
         "/usr/bin/zsh -lc ",
         "zsh -lc ",
     ] {
-        if let Some(rest) = collapsed.strip_prefix(shell) {
-            if let Some(inner) = unquote_whole(rest) {
-                return inner.split_whitespace().collect::<Vec<_>>().join(" ");
-            }
+        if let Some(rest) = collapsed.strip_prefix(shell)
+            && let Some(inner) = unquote_whole(rest)
+        {
+            return inner.split_whitespace().collect::<Vec<_>>().join(" ");
         }
     }
     collapsed

@@ -63,6 +63,17 @@ impl ReportKind {
         serde_json::from_str(self.schema_text()).unwrap_or(Value::Null)
     }
 
+    /// The schema as handed to a CLI: without the `$schema` keyword, which Claude Code's
+    /// validator (draft-07) rejects and strict structured-output APIs do not need. The content
+    /// rules are identical; autocode validates with the full 2020-12 schema.
+    pub fn cli_schema(self) -> Value {
+        let mut schema = self.schema();
+        if let Some(map) = schema.as_object_mut() {
+            map.remove("$schema");
+        }
+        schema
+    }
+
     /// The top-level field names of the schema (used by the shell-command final-message rule).
     pub fn top_level_fields(self) -> Vec<String> {
         self.schema()

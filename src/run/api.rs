@@ -247,7 +247,7 @@ pub async fn start(
         failure_counts: BTreeMap::new(),
         attempts: vec![],
         usage: UsageTotals::default(),
-        active_seconds: 0,
+        active_ms: 0,
         transport_identities: BTreeMap::new(),
         pause: None,
         completed_at: None,
@@ -393,10 +393,10 @@ pub async fn resume(
         if handle.state.phase == Phase::Questions {
             flow::accept_defaults(&mut handle.state);
         }
-        if handle.state.phase == Phase::Approval {
-            if let Some(token) = handle.state.latest_plan().map(|p| p.token()) {
-                flow::apply_approval(&mut handle.state, &token).map_err(RunError::Usage)?;
-            }
+        if handle.state.phase == Phase::Approval
+            && let Some(token) = handle.state.latest_plan().map(|p| p.token())
+        {
+            flow::apply_approval(&mut handle.state, &token).map_err(RunError::Usage)?;
         }
     }
     if !opts.answers.is_empty() {
@@ -444,13 +444,13 @@ pub async fn resume(
             return Ok(summary(&handle, outcome));
         }
     }
-    if opts.wait {
-        if let Some(until) = handle.state.pause.as_ref().and_then(|p| p.resume_after) {
-            let wait = (until - Utc::now()).to_std().unwrap_or(Duration::ZERO);
-            if !wait.is_zero() {
-                ui.note(&format!("waiting until {until} before continuing"));
-                tokio::time::sleep(wait).await;
-            }
+    if opts.wait
+        && let Some(until) = handle.state.pause.as_ref().and_then(|p| p.resume_after)
+    {
+        let wait = (until - Utc::now()).to_std().unwrap_or(Duration::ZERO);
+        if !wait.is_zero() {
+            ui.note(&format!("waiting until {until} before continuing"));
+            tokio::time::sleep(wait).await;
         }
     }
     // A pause for a decision the user has not made yet stays.

@@ -26,16 +26,16 @@ pub struct StageLimits {
 /// The pause to take before launching another stage, if a budget is already spent.
 pub fn check_before_stage(state: &RunState) -> Option<PauseDecision> {
     let b = &state.budgets;
-    if let Some(max) = b.max_minutes {
-        if state.active_seconds >= max * 60 {
-            return Some(PauseDecision::new(
-                PauseCode::PausedTimeLimit,
-                format!(
-                    "the run used {} of its {max} active minutes",
-                    state.active_seconds / 60
-                ),
-            ));
-        }
+    if let Some(max) = b.max_minutes
+        && state.active_ms >= max * 60_000
+    {
+        return Some(PauseDecision::new(
+            PauseCode::PausedTimeLimit,
+            format!(
+                "the run used {} of its {max} active minutes",
+                state.active_ms / 60_000
+            ),
+        ));
     }
     if let Some(max) = b.max_tokens {
         let used = state.usage.total_tokens();
@@ -46,13 +46,13 @@ pub fn check_before_stage(state: &RunState) -> Option<PauseDecision> {
             ));
         }
     }
-    if let (Some(max), Some(spent)) = (b.max_usd, state.usage.cost_usd) {
-        if spent >= max {
-            return Some(PauseDecision::new(
-                PauseCode::PausedBudget,
-                format!("the run spent ${spent:.4} of its --max-usd ${max:.2}"),
-            ));
-        }
+    if let (Some(max), Some(spent)) = (b.max_usd, state.usage.cost_usd)
+        && spent >= max
+    {
+        return Some(PauseDecision::new(
+            PauseCode::PausedBudget,
+            format!("the run spent ${spent:.4} of its --max-usd ${max:.2}"),
+        ));
     }
     None
 }
@@ -63,7 +63,7 @@ pub fn stage_limits(state: &RunState) -> StageLimits {
     let stage = b.max_stage_minutes.map(|m| Duration::from_secs(m * 60));
     let run_left = b
         .max_minutes
-        .map(|m| Duration::from_secs((m * 60).saturating_sub(state.active_seconds)));
+        .map(|m| Duration::from_secs((m * 60).saturating_sub(state.active_ms / 1000)));
     let (timeout, timeout_code) = match (stage, run_left) {
         (Some(s), Some(r)) if r < s => (Some(r), PauseCode::PausedTimeLimit),
         (Some(s), _) => (Some(s), PauseCode::PausedStageTimeout),
@@ -110,7 +110,7 @@ mod tests {
         );
         state.budgets.max_usd = None;
         state.budgets.max_minutes = Some(2);
-        state.active_seconds = 150;
+        state.active_ms = 150_000;
         assert_eq!(
             check_before_stage(&state).unwrap().code,
             PauseCode::PausedTimeLimit
@@ -122,11 +122,11 @@ mod tests {
         let mut state = new_state();
         state.budgets.max_stage_minutes = Some(10);
         state.budgets.max_minutes = Some(30);
-        state.active_seconds = 25 * 60;
+        state.active_ms = 25 * 60_000;
         let limits = stage_limits(&state);
         assert_eq!(limits.timeout, Some(Duration::from_secs(300)));
         assert_eq!(limits.timeout_code, PauseCode::PausedTimeLimit);
-        state.active_seconds = 0;
+        state.active_ms = 0;
         let limits = stage_limits(&state);
         assert_eq!(limits.timeout, Some(Duration::from_secs(600)));
         assert_eq!(limits.timeout_code, PauseCode::PausedStageTimeout);

@@ -450,7 +450,7 @@ async fn run_stage<R: StageRunner, I: Interaction>(
             attempt.finished_at = Some(Utc::now());
         }
         run.state.usage.add(&outcome.usage);
-        run.state.active_seconds += outcome.duration.as_secs();
+        run.state.active_ms += outcome.duration.as_millis() as u64;
         let session = run.state.attempts[index].session.clone();
         let (problems, shell_command) = match outcome.result {
             AttemptResult::Report(report) => {
@@ -582,12 +582,12 @@ fn set_strong_overrides<R: StageRunner>(state: &mut RunState, runner: &R, milest
     }
     let strong_family = runner.model_family(&policy.strong_model);
     for checker in [Role::Tester, Role::CompletionReviewer] {
-        if let Some(route) = state.routes.get(&checker) {
-            if runner.model_family(&route.model) == strong_family {
-                let mut moved = route.clone();
-                moved.model = policy.checker_model.clone();
-                state.route_overrides.insert(checker, moved);
-            }
+        if let Some(route) = state.routes.get(&checker)
+            && runner.model_family(&route.model) == strong_family
+        {
+            let mut moved = route.clone();
+            moved.model = policy.checker_model.clone();
+            state.route_overrides.insert(checker, moved);
         }
     }
 }

@@ -620,7 +620,7 @@ pub(crate) mod tests {
             failure_counts: BTreeMap::new(),
             attempts: vec![],
             usage: UsageTotals::default(),
-            active_seconds: 0,
+            active_ms: 0,
             transport_identities: BTreeMap::new(),
             pause: None,
             completed_at: None,

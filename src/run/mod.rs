@@ -60,10 +60,10 @@ pub fn find_run(workspace: &Path, run_id: Option<&RunId>) -> Result<PathBuf, Fin
     let mut best: Option<(std::time::SystemTime, PathBuf)> = None;
     for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
         let state = driver::RunHandle::state_path(&entry.path());
-        if let Ok(modified) = std::fs::metadata(&state).and_then(|m| m.modified()) {
-            if best.as_ref().is_none_or(|(t, _)| modified > *t) {
-                best = Some((modified, entry.path()));
-            }
+        if let Ok(modified) = std::fs::metadata(&state).and_then(|m| m.modified())
+            && best.as_ref().is_none_or(|(t, _)| modified > *t)
+        {
+            best = Some((modified, entry.path()));
         }
     }
     best.map(|(_, p)| p).ok_or(FindRunError::NoRuns { dir })
@@ -115,9 +115,9 @@ pub fn render_status(state: &RunState) -> String {
         .map(|c| format!("${c:.4}"))
         .unwrap_or_else(|| "unknown".into());
     out.push_str(&format!(
-        "total: {} tokens, cost {cost}, {} active seconds\n",
+        "total: {} tokens, cost {cost}, {:.1} active seconds\n",
         state.usage.total_tokens(),
-        state.active_seconds
+        state.active_ms as f64 / 1000.0
     ));
     if let Some(pause) = &state.pause {
         out.push_str(&format!(

@@ -272,16 +272,14 @@ impl StageRunner for CliRunner {
             // A judge's or planner's write cannot be ruled out without the after-snapshot.
             return None;
         }
-        match judge_report(
+        judge_report(
             attempt.report_kind,
             normalized.summary.final_report.as_ref(),
             &records,
             None,
             None,
-        ) {
-            Ok(report) => Some(report),
-            Err(_) => None,
-        }
+        )
+        .ok()
     }
 }
 
@@ -326,7 +324,7 @@ impl CliRunner {
             sandbox,
             prompt: ctx.prompt.clone(),
             schema_path: dir.join("schema.json"),
-            schema_json: ctx.plan.kind.schema(),
+            schema_json: ctx.plan.kind.cli_schema(),
             report_path: dir.join("report.raw.json"),
             run_dir: state.run_dir(),
             stage_dir: dir.clone(),
@@ -334,17 +332,16 @@ impl CliRunner {
             env: env.clone(),
             cli_version: self.versions.get(&route.provider).cloned().flatten(),
         };
-        if provider.name.as_str() == "claude" {
-            if let Err(refusal) =
+        if provider.name.as_str() == "claude"
+            && let Err(refusal) =
                 claude_auth::check_workspace_settings(&state.work_tree).and_then(|()| {
                     claude_auth::check_agent_env(&env.kept, self.scripted_local).map(|_| ())
                 })
-            {
-                return stopped(
-                    PauseCode::PausedBillingRoute,
-                    format!("{refusal}; {}", refusal.next_step()),
-                );
-            }
+        {
+            return stopped(
+                PauseCode::PausedBillingRoute,
+                format!("{refusal}; {}", refusal.next_step()),
+            );
         }
         let plan = match transport::plan_for_provider(&request, &provider.config) {
             Ok(plan) => plan,
@@ -575,14 +572,14 @@ impl CliRunner {
             return self.finish_record(dir, out, None);
         }
         // 3. The session must be the one we continued.
-        if let (Some(expected), Some(got)) = (&ctx.resume_session, &session) {
-            if expected != got {
-                out.result = stop_with(
-                    PauseCode::PausedProviderUncertain,
-                    format!("the resumed stage answered from session {got}, not {expected}"),
-                );
-                return self.finish_record(dir, out, None);
-            }
+        if let (Some(expected), Some(got)) = (&ctx.resume_session, &session)
+            && expected != got
+        {
+            out.result = stop_with(
+                PauseCode::PausedProviderUncertain,
+                format!("the resumed stage answered from session {got}, not {expected}"),
+            );
+            return self.finish_record(dir, out, None);
         }
         // 4. The provider's stop.
         let stop = summary.as_ref().map(|s| {
@@ -609,24 +606,27 @@ impl CliRunner {
                     code,
                     reason,
                     retryable_transport: events::stop::is_retryable_transport_error(summary),
-                    resume_after: None,
+                    resume_after: stop
+                        .reset_hint
+                        .as_deref()
+                        .and_then(|hint| resume_after_from_hint(hint, chrono::Utc::now())),
                 };
                 return self.finish_record(dir, out, Some(stop));
             }
-            if provider.name.as_str() == "claude" {
-                if let Some(source) = &summary.api_key_source {
-                    let route_kind = if self.scripted_local {
-                        claude_auth::check_agent_env(&env.kept, true)
-                            .unwrap_or(claude_auth::ClaudeBillingRoute::Subscription)
-                    } else {
-                        claude_auth::ClaudeBillingRoute::Subscription
-                    };
-                    let row = json!({"type": "system", "subtype": "init", "apiKeySource": source})
-                        .to_string();
-                    if let Err(refusal) = claude_auth::check_init_row(&row, &route_kind) {
-                        out.result = stop_with(PauseCode::PausedBillingRoute, refusal.to_string());
-                        return self.finish_record(dir, out, Some(stop));
-                    }
+            if provider.name.as_str() == "claude"
+                && let Some(source) = &summary.api_key_source
+            {
+                let route_kind = if self.scripted_local {
+                    claude_auth::check_agent_env(&env.kept, true)
+                        .unwrap_or(claude_auth::ClaudeBillingRoute::Subscription)
+                } else {
+                    claude_auth::ClaudeBillingRoute::Subscription
+                };
+                let row = json!({"type": "system", "subtype": "init", "apiKeySource": source})
+                    .to_string();
+                if let Err(refusal) = claude_auth::check_init_row(&row, &route_kind) {
+                    out.result = stop_with(PauseCode::PausedBillingRoute, refusal.to_string());
+                    return self.finish_record(dir, out, Some(stop));
                 }
             }
         } else if finished.exit != Exit::Code(0) {
@@ -889,10 +889,10 @@ fn command_records(events: &[NormalizedEvent]) -> Vec<CommandRecord> {
 
 fn write_event(log: &mut Option<std::io::BufWriter<std::fs::File>>, event: &NormalizedEvent) {
     use std::io::Write;
-    if let Some(writer) = log.as_mut() {
-        if serde_json::to_writer(&mut *writer, event).is_ok() {
-            let _ = writer.write_all(b"\n");
-        }
+    if let Some(writer) = log.as_mut()
+        && serde_json::to_writer(&mut *writer, event).is_ok()
+    {
+        let _ = writer.write_all(b"\n");
     }
 }
 
@@ -918,6 +918,54 @@ fn usage_totals(usage: &events::Usage, model: &str) -> UsageTotals {
     totals
 }
 
+/// When a provider limit with a reset hint ends: epoch seconds (`1767225600`), a number of
+/// seconds (`retry-after: 30`), or an hour of the day in UTC (`3pm`, `3pm (UTC)`, `15:00`), the
+/// next such moment. Anything else is unknown.
+pub fn resume_after_from_hint(
+    hint: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<chrono::DateTime<chrono::Utc>> {
+    use chrono::{Duration as Span, NaiveTime, TimeZone};
+    let text = hint
+        .trim()
+        .trim_end_matches("(UTC)")
+        .trim()
+        .to_ascii_lowercase();
+    if let Ok(n) = text.parse::<i64>() {
+        return if n > 1_000_000_000 {
+            chrono::Utc.timestamp_opt(n, 0).single()
+        } else if n >= 0 {
+            Some(now + Span::seconds(n))
+        } else {
+            None
+        };
+    }
+    let hour_minute = if let Some(h) = text.strip_suffix("am").or_else(|| text.strip_suffix("pm")) {
+        let (h, m) = h.trim().split_once(':').unwrap_or((h.trim(), "0"));
+        let (h, m): (u32, u32) = (h.parse().ok()?, m.parse().ok()?);
+        if !(1..=12).contains(&h) {
+            return None;
+        }
+        let h = match (text.ends_with("pm"), h) {
+            (true, 12) => 12,
+            (true, h) => h + 12,
+            (false, 12) => 0,
+            (false, h) => h,
+        };
+        (h, m)
+    } else {
+        let (h, m) = text.split_once(':')?;
+        (h.parse().ok()?, m.parse().ok()?)
+    };
+    let time = NaiveTime::from_hms_opt(hour_minute.0, hour_minute.1, 0)?;
+    let today = now.date_naive().and_time(time).and_utc();
+    Some(if today > now {
+        today
+    } else {
+        today + Span::days(1)
+    })
+}
+
 /// A value no other attempt can predict (binds capture receipts to this attempt).
 fn nonce() -> String {
     let mut bytes = [0u8; 16];
@@ -937,4 +985,32 @@ fn nonce() -> String {
         .concat(),
     )[..32]
         .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn reset_hints_become_times() {
+        let now = chrono::Utc
+            .with_ymd_and_hms(2026, 11, 29, 14, 0, 0)
+            .unwrap();
+        let at = |h| resume_after_from_hint(h, now).map(|t| t.to_rfc3339());
+        assert_eq!(
+            at("1767225600").as_deref(),
+            Some("2026-01-01T00:00:00+00:00")
+        );
+        assert_eq!(at("30").as_deref(), Some("2026-11-29T14:00:30+00:00"));
+        assert_eq!(
+            at("3pm (UTC)").as_deref(),
+            Some("2026-11-29T15:00:00+00:00")
+        );
+        assert_eq!(at("9am").as_deref(), Some("2026-11-30T09:00:00+00:00"));
+        assert_eq!(at("12am").as_deref(), Some("2026-11-30T00:00:00+00:00"));
+        assert_eq!(at("16:30").as_deref(), Some("2026-11-29T16:30:00+00:00"));
+        assert_eq!(at("soon"), None);
+        assert_eq!(at("13pm"), None);
+    }
 }

@@ -271,8 +271,8 @@ pub struct RunState {
     pub failure_counts: BTreeMap<String, u32>,
     pub attempts: Vec<AttemptRecord>,
     pub usage: UsageTotals,
-    /// Active seconds spent in stages (wall time of attempts).
-    pub active_seconds: u64,
+    /// Active milliseconds spent in stages (wall time of attempts).
+    pub active_ms: u64,
     /// Transport identity per provider, recorded at the first stage.
     pub transport_identities: BTreeMap<String, Value>,
     pub pause: Option<PauseRecord>,
@@ -311,10 +311,11 @@ impl RunState {
 
     /// The route `role` runs on for `milestone`, with the stronger attempt's overrides.
     pub fn route_for(&self, role: Role, milestone: Option<usize>) -> Route {
-        if milestone.is_some() && milestone == self.overrides_milestone {
-            if let Some(route) = self.route_overrides.get(&role) {
-                return route.clone();
-            }
+        if milestone.is_some()
+            && milestone == self.overrides_milestone
+            && let Some(route) = self.route_overrides.get(&role)
+        {
+            return route.clone();
         }
         self.routes.get(&role).cloned().unwrap_or_else(|| Route {
             provider: self.provider.clone(),

@@ -137,15 +137,16 @@ impl LaunchPlan {
         stdio: StdioMode,
         timeout: Option<Duration>,
     ) -> LaunchSpec {
+        // Tools that read `PWD` (OpenCode does) must see the stage's directory, not the one
+        // autocode was started from.
+        let mut env = self.env;
+        env.insert("PWD".into(), self.cwd.to_string_lossy().into_owned());
+        env.remove("OLDPWD");
         LaunchSpec {
             label: label.into(),
             program: self.program.into(),
             args: self.args.into_iter().map(Into::into).collect(),
-            env: self
-                .env
-                .into_iter()
-                .map(|(k, v)| (k.into(), v.into()))
-                .collect(),
+            env: env.into_iter().map(|(k, v)| (k.into(), v.into())).collect(),
             cwd: self.cwd,
             stdin: StdinSource::Bytes(self.stdin),
             stdio,

@@ -39,10 +39,9 @@ pub fn plan(request: &StageRequest, config: &ProviderConfig) -> Result<LaunchPla
         role: Some(request.role.as_str().to_owned()),
         sandbox: Some(request.sandbox.as_str().to_owned()),
         session: request.resume_session.as_ref().map(|s| s.to_string()),
-        sandbox_args: match config.sandbox_adapter {
-            Some(SandboxAdapter::CodexArtifacts) => Some(codex_artifact_sandbox_args()),
-            None => None,
-        },
+        sandbox_args: config
+            .sandbox_adapter
+            .map(|SandboxAdapter::CodexArtifacts| codex_artifact_sandbox_args()),
     };
     let template_error = |e: crate::provider::ExpandError| PlanError::Template {
         provider: config.name.to_string(),

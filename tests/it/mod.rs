@@ -1,4 +1,5 @@
 mod cli_foundation;
+mod demo;
 mod events_fixtures;
 mod scenario;
 mod scripted_model;

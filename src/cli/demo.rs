@@ -1,0 +1,170 @@
+//! `autocode demo [--provider codex|claude|opencode]`: the whole pipeline offline, on a bundled
+//! task, through a real CLI against the scripted model (see `crate::demo`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::{Args, ValueEnum};
+
+use super::context::Context;
+use super::output;
+use super::run::TerminalUi;
+use crate::demo::{self, CHECKER_MODEL, DEMO_OBJECTIVE, DOER_MODEL};
+use crate::error::{EdgeError, exit};
+use crate::role::Role;
+use crate::run::api::{self, StartOptions};
+use crate::run::driver::DriveOutcome;
+use crate::transport::BuiltinTransport;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum DemoCli {
+    Codex,
+    Claude,
+    Opencode,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Which CLI to drive (default: the first found of codex, claude, opencode).
+    #[arg(long)]
+    pub provider: Option<DemoCli>,
+    /// Print the run summary as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
+    let ctx = Context::from_process()?;
+    let preferred = args.provider.map(|p| match p {
+        DemoCli::Codex => BuiltinTransport::Codex,
+        DemoCli::Claude => BuiltinTransport::Claude,
+        DemoCli::Opencode => BuiltinTransport::Opencode,
+    });
+    let Some(cli) = demo::find_cli(preferred, &ctx.path_var()) else {
+        return Err(EdgeError::internal(
+            "no agent CLI found (codex, claude or opencode): install the pinned ones with `npm ci --prefix tests/clis`",
+        ));
+    };
+    let root = tempfile::Builder::new()
+        .prefix("autocode-demo-")
+        .tempdir()
+        .map_err(EdgeError::internal)?
+        .keep();
+    let workspace = root.join("demo workspace");
+    let home = root.join("home");
+    eprintln!(
+        "autocode demo: {} ({}) against the scripted model; workspace {}",
+        cli.transport.as_str(),
+        cli.executable.display(),
+        workspace.display()
+    );
+    let runtime = super::runtime()?;
+    let outcome = runtime.block_on(async {
+        seed_workspace(&workspace, &ctx).await?;
+        let server = demo::start_server().await.map_err(EdgeError::internal)?;
+        let overrides =
+            demo::isolated_cli_env(&cli, &server, &home).map_err(EdgeError::internal)?;
+        let env = demo::run_env(&ctx.env, &overrides, &cli);
+        let mut models = BTreeMap::new();
+        for role in Role::ALL {
+            let model = match role {
+                Role::PlanReviewer | Role::Tester | Role::CompletionReviewer => CHECKER_MODEL,
+                _ => DOER_MODEL,
+            };
+            models.insert(role, demo::model_id(cli.transport, model));
+        }
+        let opts = StartOptions {
+            objective: DEMO_OBJECTIVE.into(),
+            workspace: workspace.clone(),
+            provider: Some(cli.transport.as_str().into()),
+            models,
+            yes: true,
+            scripted_local: true,
+            ..StartOptions::default()
+        };
+        let mut ui = TerminalUi::new();
+        let result = api::start(&ctx.registry, &env, opts, &mut ui).await;
+        server.shutdown().await;
+        result.map_err(EdgeError::internal)
+    })?;
+    let state = crate::run::load(&outcome.run_dir).map_err(EdgeError::internal)?;
+    eprintln!();
+    eprintln!("{}", crate::run::render_status(&state).trim_end());
+    for attempt in &state.attempts {
+        let dir = outcome.run_dir.join("stages").join(&attempt.dir);
+        if let Ok(text) = std::fs::read_to_string(dir.join("evidence.json"))
+            && let Ok(value) = serde_json::from_str::<serde_json::Value>(&text)
+        {
+            for check in value["checks"].as_array().into_iter().flatten() {
+                eprintln!(
+                    "  evidence {}: `{}` exit {} via {} -> {}",
+                    attempt.dir,
+                    check["check"]["command"].as_str().unwrap_or_default(),
+                    check["check"]["exit_code"],
+                    check["check"]["evidence_ref"].as_str().unwrap_or_default(),
+                    if check["problem"].is_null() {
+                        "verified"
+                    } else {
+                        "REJECTED"
+                    }
+                );
+            }
+        }
+        if let Ok(text) = std::fs::read_to_string(dir.join("supervision.json"))
+            && let Ok(value) = serde_json::from_str::<serde_json::Value>(&text)
+        {
+            eprintln!(
+                "  receipt  {}: verified {} · {} session(s) · {} killed",
+                attempt.dir,
+                value["verified"],
+                value["sessions"].as_array().map_or(0, Vec::len),
+                value["killed"].as_array().map_or(0, Vec::len)
+            );
+        }
+    }
+    eprintln!("run directory: {}", outcome.run_dir.display());
+    if args.json {
+        output::print_json(&outcome)?;
+    }
+    Ok(ExitCode::from(match outcome.outcome {
+        DriveOutcome::Complete => exit::OK,
+        DriveOutcome::Paused { .. } => exit::PAUSED,
+    }))
+}
+
+async fn seed_workspace(workspace: &Path, ctx: &Context) -> Result<(), EdgeError> {
+    std::fs::create_dir_all(workspace).map_err(EdgeError::internal)?;
+    std::fs::write(
+        workspace.join("README.md"),
+        "# autocode demo\n\nThe agents are asked to create hello.txt.\n",
+    )
+    .map_err(EdgeError::internal)?;
+    let mut env: BTreeMap<String, String> = ctx
+        .env
+        .iter()
+        .filter_map(|(k, v)| Some((k.to_str()?.to_owned(), v.to_str()?.to_owned())))
+        .collect();
+    for (k, v) in [
+        ("GIT_AUTHOR_NAME", "autocode demo"),
+        ("GIT_AUTHOR_EMAIL", "demo@autocode.invalid"),
+        ("GIT_COMMITTER_NAME", "autocode demo"),
+        ("GIT_COMMITTER_EMAIL", "demo@autocode.invalid"),
+    ] {
+        env.insert(k.into(), v.into());
+    }
+    let git = |args: &'static [&'static str]| {
+        let env = env.clone();
+        async move { crate::run::workspace::git(workspace, args, &env).await }
+    };
+    git(&["init", "-q", "-b", "main"])
+        .await
+        .map_err(EdgeError::internal)?;
+    git(&["add", "README.md"])
+        .await
+        .map_err(EdgeError::internal)?;
+    git(&["commit", "-q", "-m", "demo seed"])
+        .await
+        .map_err(EdgeError::internal)?;
+    Ok(())
+}
