@@ -237,6 +237,10 @@ stream_max_retries = 0
         Profile::ScriptedClaude => {
             env.insert("ANTHROPIC_BASE_URL".into(), server.base_url());
             env.insert("ANTHROPIC_API_KEY".into(), "dummy".into());
+            env.insert(
+                crate::agent_env::PASS_ENV_VAR.into(),
+                "ANTHROPIC_API_KEY".into(),
+            );
             for (name, value) in [
                 ("DISABLE_TELEMETRY", "1"),
                 ("DISABLE_ERROR_REPORTING", "1"),
