@@ -648,3 +648,102 @@ async fn run_job_inner(
         started_at,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scripted_model::ScriptSyntax;
+
+    #[test]
+    fn copy_tree_keeps_folders_files_and_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let from = dir.path().join("from");
+        std::fs::create_dir_all(from.join("a/b")).unwrap();
+        std::fs::write(from.join("a/b/c.txt"), "c").unwrap();
+        std::os::unix::fs::symlink("a/b/c.txt", from.join("link")).unwrap();
+        let to = dir.path().join("to");
+        copy_tree(&from, &to).unwrap();
+        assert_eq!(std::fs::read_to_string(to.join("a/b/c.txt")).unwrap(), "c");
+        assert_eq!(
+            std::fs::read_link(to.join("link")).unwrap(),
+            PathBuf::from("a/b/c.txt")
+        );
+    }
+
+    #[test]
+    fn fingerprints_see_writes_and_ignore_git() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+        std::fs::write(dir.path().join("f.txt"), "1").unwrap();
+        let before = fingerprint(dir.path());
+        std::fs::write(dir.path().join(".git/index"), "x").unwrap();
+        assert_eq!(fingerprint(dir.path()), before, ".git is not the work tree");
+        std::fs::write(dir.path().join("f.txt"), "12").unwrap();
+        assert_ne!(fingerprint(dir.path()), before);
+        assert!(before.contains_key(Path::new("f.txt")));
+    }
+
+    #[test]
+    fn login_profile_restores_path_with_quotes_escaped() {
+        let dir = tempfile::tempdir().unwrap();
+        let env: BTreeMap<String, String> = [("PATH".to_owned(), "/a b:/it's".to_owned())]
+            .into_iter()
+            .collect();
+        write_login_profile(dir.path(), &env).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(".profile")).unwrap(),
+            "export PATH='/a b:/it'\\''s'\n"
+        );
+    }
+
+    #[test]
+    fn scripted_env_isolates_home_and_puts_the_clis_first() {
+        let host: BTreeMap<String, String> = [
+            ("PATH".to_owned(), "/usr/bin".to_owned()),
+            ("HOME".to_owned(), "/nonexistent-home".to_owned()),
+            ("OPENAI_API_KEY".to_owned(), "secret".to_owned()),
+        ]
+        .into_iter()
+        .collect();
+        let env = scripted_env(&host, Path::new("/tmp/h"), Path::new("/clis"));
+        assert_eq!(env.get("PATH").unwrap(), "/clis:/usr/bin");
+        assert_eq!(env.get("HOME").unwrap(), "/tmp/h");
+        assert_eq!(env.get("XDG_CONFIG_HOME").unwrap(), "/tmp/h/.config");
+        assert!(!env.contains_key("OPENAI_API_KEY"), "nothing else leaks in");
+        assert_eq!(
+            scripted_model_name(&Profile::ScriptedOpencode),
+            "mock/mock-model"
+        );
+        assert_eq!(scripted_model_name(&Profile::ScriptedCodex), "mock-model");
+    }
+
+    #[tokio::test]
+    async fn cli_configs_point_at_the_server() {
+        let script = Script::parse(
+            r#"{"conversation": [{"name": "c", "step": [{"kind": "text", "text": "hi"}]}]}"#,
+            ScriptSyntax::Json,
+            Path::new("s.json"),
+        )
+        .unwrap();
+        let server = ScriptedServer::start(ServerConfig::new(script))
+            .await
+            .unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let codex = write_cli_config(&Profile::ScriptedCodex, home.path(), &server).unwrap();
+        let config = std::fs::read_to_string(home.path().join(".codex/config.toml")).unwrap();
+        assert!(config.contains(&server.openai_base_url()));
+        assert!(config.contains("stream_max_retries = 0"));
+        assert_eq!(codex.get("AUTOCODE_PASS_ENV").unwrap(), "MOCK_API_KEY");
+        write_cli_config(&Profile::ScriptedOpencode, home.path(), &server).unwrap();
+        let opencode =
+            std::fs::read_to_string(home.path().join(".config/opencode/opencode.json")).unwrap();
+        assert!(opencode.contains(&server.openai_base_url()));
+        let claude = write_cli_config(&Profile::ScriptedClaude, home.path(), &server).unwrap();
+        assert_eq!(
+            claude.get("ANTHROPIC_BASE_URL").unwrap(),
+            &server.base_url()
+        );
+        assert!(write_cli_config(&Profile::ScriptedFake, home.path(), &server).is_err());
+        server.shutdown().await;
+    }
+}
