@@ -196,7 +196,7 @@ async fn a_completion_the_oracle_refutes_is_a_false_complete() {
     let result = run_case(&case, out.path()).await;
     assert_eq!(result.ending, RunEnding::Complete, "{result:#?}");
     assert_eq!(result.verdict, Verdict::FalseComplete, "{result:#?}");
-    let merged = stats::merge(&[result.clone()]);
+    let merged = stats::merge(std::slice::from_ref(&result));
     assert_eq!(merged.false_complete, 1);
     let junit = stats::render_junit(&[result]);
     assert!(junit.contains("failures=\"1\"") && junit.contains("FALSE_COMPLETE"));
