@@ -112,8 +112,9 @@ pub async fn list_files(
     let spec = LaunchSpec {
         label: "snapshot listing".into(),
         program: OsString::from("git"),
-        args: ["ls-files", "-z", "-c", "-o", "--exclude-standard"]
+        args: crate::run::workspace::SAFE_GIT_ARGS
             .into_iter()
+            .chain(["ls-files", "-z", "-c", "-o", "--exclude-standard"])
             .map(OsString::from)
             .collect(),
         env: env

@@ -17,8 +17,8 @@ use super::driver::{self, DriveOutcome, Interaction, RunHandle};
 use super::flow;
 use super::runner::CliRunner;
 use super::state::{
-    AttemptStatus, Budgets, BuilderRetryPolicy, Isolation, PauseRecord, Phase, RUN_FORMAT, Route,
-    RunState, UsageTotals,
+    AttemptStatus, Budgets, BuilderRetryPolicy, Isolation, PauseRecord, Phase, Route, RunState,
+    UsageTotals,
 };
 use super::workspace;
 use crate::ids::RunId;
@@ -204,7 +204,6 @@ pub async fn start(
         source: e,
     })?;
     let _lock = RunLock::acquire(&run_dir.join("lock"))?;
-    let now = Utc::now();
     let builder_retry = provider
         .config
         .builder_retry
@@ -219,45 +218,18 @@ pub async fn start(
     } else {
         Vec::new()
     };
-    let state = RunState {
-        format_version: RUN_FORMAT,
-        run_id: run_id.clone(),
-        created_at: now,
-        updated_at: now,
-        objective: opts.objective.clone(),
-        workspace: workspace.clone(),
-        work_tree: workspace.clone(),
-        isolation: Isolation::InPlace,
-        provider: provider.name.clone(),
+    let mut state = RunState::new(
+        run_id.clone(),
+        opts.objective.clone(),
+        workspace.clone(),
+        provider.name.clone(),
         routes,
-        independence_waived: opts.single_model.is_some(),
-        accept_defaults: opts.yes,
-        budgets: opts.budgets.clone(),
-        phase: Phase::Requirements,
-        questions: vec![],
-        answers: BTreeMap::new(),
-        brief: None,
-        plan_revisions: vec![],
-        plan_concerns: vec![],
-        plan_review_rounds: 0,
-        approved_plan: None,
-        milestones: BTreeMap::new(),
-        open_findings: vec![],
-        criteria: vec![],
-        failure_counts: BTreeMap::new(),
-        attempts: vec![],
-        usage: UsageTotals::default(),
-        active_ms: 0,
-        transport_identities: BTreeMap::new(),
-        pause: None,
-        completed_at: None,
-        builder_retry,
-        route_overrides: BTreeMap::new(),
-        overrides_milestone: None,
-        report_file_roles,
-        last_shell_command: None,
-        pending_adoption: None,
-    };
+    );
+    state.independence_waived = opts.single_model.is_some();
+    state.accept_defaults = opts.yes;
+    state.budgets = opts.budgets.clone();
+    state.builder_retry = builder_retry;
+    state.report_file_roles = report_file_roles;
     let mut handle = RunHandle {
         dir: run_dir,
         state,

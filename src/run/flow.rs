@@ -586,51 +586,19 @@ pub fn completion_gate(state: &RunState, final_replay: &[CriterionResult]) -> Ve
 pub(crate) mod tests {
     use super::*;
     use crate::ids::{ProviderName, RunId};
-    use crate::run::state::{Budgets, Isolation, RUN_FORMAT, UsageTotals};
     use serde_json::json;
     use std::collections::BTreeMap;
 
     pub(crate) fn new_state() -> RunState {
-        let now = chrono::Utc::now();
-        RunState {
-            format_version: RUN_FORMAT,
-            run_id: RunId::new("r1").unwrap(),
-            created_at: now,
-            updated_at: now,
-            objective: "do it".into(),
-            workspace: "/ws".into(),
-            work_tree: "/ws".into(),
-            isolation: Isolation::InPlace,
-            provider: ProviderName::new("opencode").unwrap(),
-            routes: BTreeMap::new(),
-            independence_waived: false,
-            accept_defaults: false,
-            budgets: Budgets::default(),
-            phase: Phase::Requirements,
-            questions: vec![],
-            answers: BTreeMap::new(),
-            brief: None,
-            plan_revisions: vec![],
-            plan_concerns: vec![],
-            plan_review_rounds: 0,
-            approved_plan: None,
-            milestones: BTreeMap::new(),
-            open_findings: vec![],
-            criteria: vec![],
-            failure_counts: BTreeMap::new(),
-            attempts: vec![],
-            usage: UsageTotals::default(),
-            active_ms: 0,
-            transport_identities: BTreeMap::new(),
-            pause: None,
-            completed_at: None,
-            builder_retry: None,
-            route_overrides: BTreeMap::new(),
-            overrides_milestone: None,
-            report_file_roles: vec![],
-            last_shell_command: None,
-            pending_adoption: None,
-        }
+        let mut state = RunState::new(
+            RunId::new("r1").unwrap(),
+            "do it".into(),
+            "/ws".into(),
+            ProviderName::new("opencode").unwrap(),
+            BTreeMap::new(),
+        );
+        state.phase = Phase::Requirements;
+        state
     }
 
     fn plan_report(milestones: usize) -> Value {

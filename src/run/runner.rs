@@ -926,11 +926,31 @@ pub fn resume_after_from_hint(
     now: chrono::DateTime<chrono::Utc>,
 ) -> Option<chrono::DateTime<chrono::Utc>> {
     use chrono::{Duration as Span, NaiveTime, TimeZone};
-    let text = hint
+    let mut text = hint
         .trim()
         .trim_end_matches("(UTC)")
         .trim()
         .to_ascii_lowercase();
+    for prefix in [
+        "retry-after:",
+        "retry after",
+        "try again in",
+        "resets at",
+        "resets",
+        "in",
+    ] {
+        if let Some(rest) = text.strip_prefix(prefix) {
+            text = rest.trim().to_owned();
+        }
+    }
+    for suffix in ["seconds", "second", "secs", "sec", "s"] {
+        if let Some(rest) = text.strip_suffix(suffix)
+            && rest.trim().parse::<i64>().is_ok()
+        {
+            text = rest.trim().to_owned();
+            break;
+        }
+    }
     if let Ok(n) = text.parse::<i64>() {
         return if n > 1_000_000_000 {
             chrono::Utc.timestamp_opt(n, 0).single()
@@ -1010,6 +1030,14 @@ mod tests {
         assert_eq!(at("9am").as_deref(), Some("2026-11-30T09:00:00+00:00"));
         assert_eq!(at("12am").as_deref(), Some("2026-11-30T00:00:00+00:00"));
         assert_eq!(at("16:30").as_deref(), Some("2026-11-29T16:30:00+00:00"));
+        assert_eq!(
+            at("retry-after: 1").as_deref(),
+            Some("2026-11-29T14:00:01+00:00")
+        );
+        assert_eq!(
+            at("try again in 30s").as_deref(),
+            Some("2026-11-29T14:00:30+00:00")
+        );
         assert_eq!(at("soon"), None);
         assert_eq!(at("13pm"), None);
     }

@@ -299,6 +299,56 @@ pub struct BuilderRetryPolicy {
 }
 
 impl RunState {
+    /// A new run at its first phase, working in `workspace` in place until isolation moves it.
+    pub fn new(
+        run_id: RunId,
+        objective: String,
+        workspace: PathBuf,
+        provider: ProviderName,
+        routes: BTreeMap<Role, Route>,
+    ) -> RunState {
+        let now = Utc::now();
+        RunState {
+            format_version: RUN_FORMAT,
+            run_id,
+            created_at: now,
+            updated_at: now,
+            objective,
+            work_tree: workspace.clone(),
+            workspace,
+            isolation: Isolation::InPlace,
+            provider,
+            routes,
+            independence_waived: false,
+            accept_defaults: false,
+            budgets: Budgets::default(),
+            phase: Phase::Requirements,
+            questions: vec![],
+            answers: BTreeMap::new(),
+            brief: None,
+            plan_revisions: vec![],
+            plan_concerns: vec![],
+            plan_review_rounds: 0,
+            approved_plan: None,
+            milestones: BTreeMap::new(),
+            open_findings: vec![],
+            criteria: vec![],
+            failure_counts: BTreeMap::new(),
+            attempts: vec![],
+            usage: UsageTotals::default(),
+            active_ms: 0,
+            transport_identities: BTreeMap::new(),
+            pause: None,
+            completed_at: None,
+            builder_retry: None,
+            route_overrides: BTreeMap::new(),
+            overrides_milestone: None,
+            report_file_roles: vec![],
+            last_shell_command: None,
+            pending_adoption: None,
+        }
+    }
+
     pub fn latest_plan(&self) -> Option<&PlanRevision> {
         self.plan_revisions.last()
     }

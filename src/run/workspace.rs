@@ -23,6 +23,15 @@ pub enum WorkspaceError {
     },
 }
 
+/// Options given to every git command autocode runs itself: the repository is the user's (or a
+/// cloned stranger's), so its hooks and its fsmonitor command must never run in autocode's name.
+pub const SAFE_GIT_ARGS: [&str; 4] = [
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+];
+
 /// Runs git with `args` in `dir` and returns its stdout.
 pub async fn git(
     dir: &Path,
@@ -32,7 +41,11 @@ pub async fn git(
     let spec = LaunchSpec {
         label: format!("git {}", args.first().copied().unwrap_or_default()),
         program: OsString::from("git"),
-        args: args.iter().map(OsString::from).collect(),
+        args: SAFE_GIT_ARGS
+            .iter()
+            .chain(args.iter())
+            .map(OsString::from)
+            .collect(),
         env: env
             .iter()
             .map(|(k, v)| (OsString::from(k), OsString::from(v)))

@@ -1,6 +1,7 @@
 mod cli_foundation;
 mod demo;
 mod events_fixtures;
+mod run_e2e;
 mod scenario;
 mod scripted_model;
 mod supervise;
