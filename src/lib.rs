@@ -26,6 +26,7 @@ pub mod provider;
 pub mod report;
 pub mod role;
 pub mod run;
+pub mod scenario;
 pub mod scripted_model;
 pub mod snapshot;
 pub mod store;

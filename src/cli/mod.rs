@@ -15,6 +15,7 @@ mod explain;
 mod output;
 mod providers;
 mod run;
+mod scenario;
 mod scripted_model;
 mod supervise;
 
@@ -73,6 +74,9 @@ pub enum Command {
     /// The scripted model server: real CLIs against a script, offline.
     #[command(subcommand)]
     ScriptedModel(scripted_model::ScriptedModelCommand),
+    /// Scenarios: run the catalog, merge scorecards (does autocode's COMPLETE mean done?).
+    #[command(subcommand)]
+    Scenario(scenario::ScenarioCommand),
 }
 
 impl Command {
@@ -109,6 +113,7 @@ pub fn main() -> ExitCode {
         Command::Supervise(args) => supervise::run(args),
         Command::Explain(args) => explain::run(args),
         Command::ScriptedModel(command) => scripted_model::run(command),
+        Command::Scenario(command) => scenario::run(command),
     };
     match outcome {
         Ok(code) => code,

@@ -1,0 +1,275 @@
+//! `autocode scenario list|run|stats|check`: the reliability scorecard (`docs/reliability.md`).
+//!
+//! `run` and `stats` exit 1 when any result is a FALSE_COMPLETE (the CI gate); `check` exits 1
+//! when a case's oracle cannot fail on its seed or rejects the scripted result.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde::Serialize;
+
+use super::output;
+use crate::error::EdgeError;
+use crate::scenario::catalog::{self, Profile, Shard};
+use crate::scenario::runner::{self, HarnessConfig};
+use crate::scenario::selfcheck;
+use crate::scenario::stats;
+use crate::scenario::verdict::Verdict;
+
+#[derive(Debug, Subcommand)]
+pub enum ScenarioCommand {
+    /// List the catalog's cases and the scripted profiles each has a script for.
+    List(ListArgs),
+    /// Run cases on profiles and write one result folder per run.
+    Run(RunArgs),
+    /// Merge result folders into the scorecard.
+    Stats(StatsArgs),
+    /// Check the catalog: oracles fail on the seed and pass the scripted result. No agent runs.
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CatalogArg {
+    /// The catalog folder.
+    #[arg(long, default_value = "scenarios")]
+    pub catalog: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub catalog: CatalogArg,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Case names (or --all).
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub names: Vec<String>,
+    #[arg(long)]
+    pub all: bool,
+    /// scripted-opencode, scripted-codex, scripted-claude, or a live profile (a provider name);
+    /// repeatable.
+    #[arg(long = "profile", default_value = "scripted-codex")]
+    pub profiles: Vec<String>,
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: u32,
+    #[arg(long, default_value = "scenario-results")]
+    pub out: PathBuf,
+    /// Run only this shard of the jobs, I/N with I counted from 1.
+    #[arg(long)]
+    pub shard: Option<String>,
+    /// Where the pinned CLIs live.
+    #[arg(long, default_value = "tests/clis/node_modules/.bin")]
+    pub cli_bin: PathBuf,
+    /// Live profiles call real models and spend money.
+    #[arg(long = "i-authorize-live-model-spend")]
+    pub authorize_live: bool,
+    #[command(flatten)]
+    pub catalog: CatalogArg,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Out folders to merge (repeatable).
+    #[arg(long = "out", required = true)]
+    pub outs: Vec<PathBuf>,
+    #[arg(long, conflicts_with = "markdown")]
+    pub json: bool,
+    /// Also write JUnit XML here.
+    #[arg(long)]
+    pub junit: Option<PathBuf>,
+    #[arg(long)]
+    pub markdown: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Case names (default: all).
+    pub names: Vec<String>,
+    /// The profile whose script gives the scripted result.
+    #[arg(long, default_value = "scripted-codex")]
+    pub profile: String,
+    #[command(flatten)]
+    pub catalog: CatalogArg,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(command: ScenarioCommand) -> Result<ExitCode, EdgeError> {
+    match command {
+        ScenarioCommand::List(args) => list(args),
+        ScenarioCommand::Run(args) => run_cases(args),
+        ScenarioCommand::Stats(args) => stats_command(args),
+        ScenarioCommand::Check(args) => check(args),
+    }
+}
+
+fn load(catalog: &CatalogArg) -> Result<Vec<catalog::Scenario>, EdgeError> {
+    catalog::load_catalog(&catalog.catalog).map_err(|e| {
+        EdgeError::usage(e).hint("run from the repository root, or pass --catalog DIR")
+    })
+}
+
+#[derive(Serialize)]
+struct Listed<'a> {
+    name: &'a str,
+    title: &'a str,
+    expect: catalog::ExpectedOutcome,
+    honest_stops: Vec<String>,
+    profiles: Vec<String>,
+}
+
+fn list(args: ListArgs) -> Result<ExitCode, EdgeError> {
+    let cases = load(&args.catalog)?;
+    let listed: Vec<Listed> = cases
+        .iter()
+        .map(|s| Listed {
+            name: &s.name,
+            title: &s.spec.title,
+            expect: s.spec.expect.outcome,
+            honest_stops: s
+                .spec
+                .expect
+                .honest_stops
+                .iter()
+                .map(|c| c.to_string())
+                .collect(),
+            profiles: s.scripts.keys().map(|p| p.to_string()).collect(),
+        })
+        .collect();
+    if args.json {
+        output::print_json(&listed)?;
+    } else {
+        let lines: Vec<String> = listed
+            .iter()
+            .map(|l| format!("{:<30} {:<55} {}", l.name, l.title, l.profiles.join(",")))
+            .collect();
+        output::print_stdout(&lines.join("\n"))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_cases(args: RunArgs) -> Result<ExitCode, EdgeError> {
+    let cases = load(&args.catalog)?;
+    let selected =
+        catalog::select(&cases, &args.names, &args.catalog.catalog).map_err(EdgeError::usage)?;
+    let profiles: Vec<Profile> = args
+        .profiles
+        .iter()
+        .map(|p| p.parse::<Profile>().map_err(EdgeError::usage))
+        .collect::<Result<_, _>>()?;
+    if profiles.contains(&Profile::ScriptedFake) {
+        return Err(EdgeError::usage(
+            "the scripted-fake profile is not implemented by this harness yet",
+        ));
+    }
+    if profiles.iter().any(|p| !p.is_scripted()) && !args.authorize_live {
+        return Err(EdgeError::usage("live profiles call real models")
+            .hint("pass --i-authorize-live-model-spend to allow it"));
+    }
+    let shard = args
+        .shard
+        .as_deref()
+        .map(str::parse::<Shard>)
+        .transpose()
+        .map_err(EdgeError::usage)?;
+    let (jobs, unsupported) = catalog::plan_jobs(&selected, &profiles, args.repeat, shard);
+    for (case, profile) in &unsupported {
+        eprintln!("skipped: {case} has no script for {profile}");
+    }
+    let cli_bin = std::fs::canonicalize(&args.cli_bin).unwrap_or(args.cli_bin.clone());
+    let config = HarnessConfig {
+        out: args.out.clone(),
+        cli_bin_dir: cli_bin,
+        authorize_live: args.authorize_live,
+        env: std::env::vars().collect(),
+    };
+    let runtime = super::runtime()?;
+    let mut results = Vec::with_capacity(jobs.len());
+    for job in &jobs {
+        eprintln!(
+            "running {} on {} (#{})",
+            job.scenario.name,
+            job.profile,
+            job.repeat + 1
+        );
+        let result = runtime.block_on(runner::run_job(job, &config));
+        eprintln!(
+            "  {} in {:.1}s ({} stages)",
+            result.verdict,
+            result.timings.wall_ms as f64 / 1000.0,
+            result.stages
+        );
+        results.push(result);
+    }
+    let merged = stats::merge(&results);
+    if args.json {
+        output::print_json(&merged)?;
+    } else if !results.is_empty() {
+        output::print_stdout(stats::render_text(&merged).trim_end())?;
+    }
+    Ok(gate(&results.iter().map(|r| r.verdict).collect::<Vec<_>>()))
+}
+
+fn gate(verdicts: &[Verdict]) -> ExitCode {
+    if verdicts.contains(&Verdict::FalseComplete) {
+        ExitCode::from(crate::error::exit::FAILED)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn stats_command(args: StatsArgs) -> Result<ExitCode, EdgeError> {
+    let found = stats::collect(&args.outs).map_err(EdgeError::usage)?;
+    let results: Vec<_> = found.into_iter().map(|(_, r)| r).collect();
+    let merged = stats::merge(&results);
+    if let Some(path) = &args.junit {
+        crate::store::write_atomic(path, stats::render_junit(&results).as_bytes())
+            .map_err(EdgeError::internal)?;
+    }
+    if args.json {
+        output::print_json(&merged)?;
+    } else if args.markdown {
+        output::print_stdout(stats::render_markdown(&merged).trim_end())?;
+    } else {
+        output::print_stdout(stats::render_text(&merged).trim_end())?;
+    }
+    Ok(gate(&results.iter().map(|r| r.verdict).collect::<Vec<_>>()))
+}
+
+fn check(args: CheckArgs) -> Result<ExitCode, EdgeError> {
+    let cases = load(&args.catalog)?;
+    let selected =
+        catalog::select(&cases, &args.names, &args.catalog.catalog).map_err(EdgeError::usage)?;
+    let profile: Profile = args.profile.parse().map_err(EdgeError::usage)?;
+    let runtime = super::runtime()?;
+    let mut reports = Vec::new();
+    for scenario in selected {
+        let report = runtime.block_on(selfcheck::self_check(scenario, &profile));
+        if !args.json {
+            if report.problems.is_empty() {
+                eprintln!("ok      {}", report.case);
+            } else {
+                eprintln!("PROBLEM {}", report.case);
+                for p in &report.problems {
+                    eprintln!("  - {p}");
+                }
+            }
+        }
+        reports.push(report);
+    }
+    if args.json {
+        output::print_json(&reports)?;
+    }
+    Ok(if reports.iter().all(|r| r.problems.is_empty()) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(crate::error::exit::FAILED)
+    })
+}

@@ -1,0 +1,614 @@
+//! The scenario catalog: `scenarios/<name>/` folders, their `scenario.toml`, validation and
+//! sharding.
+//!
+//! Invariants: a loaded [`Scenario`] has a non-empty `brief.md`, a `seed/` directory, at least
+//! one oracle check (or an oracle script), a consistent expectation (a case that expects a stop
+//! names the pause codes that count as honest), and every `scripts/<profile>.toml` parses as a
+//! scripted-model script for a known scripted profile. Cases are listed in name order, so
+//! sharding is stable across machines.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::pause::PauseCode;
+use crate::scripted_model::Script;
+
+/// The catalog file of one case.
+pub const SCENARIO_FILE: &str = "scenario.toml";
+pub const BRIEF_FILE: &str = "brief.md";
+pub const SEED_DIR: &str = "seed";
+pub const ORACLE_DIR: &str = "oracle";
+pub const SCRIPTS_DIR: &str = "scripts";
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Toml { path: PathBuf, message: String },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+    #[error("{path}: script {profile}: {message}")]
+    Script {
+        path: PathBuf,
+        profile: String,
+        message: String,
+    },
+    #[error("no scenario named {name:?} in {dir}")]
+    UnknownCase { name: String, dir: PathBuf },
+    #[error("bad case name {name:?}: use lowercase letters, digits and '-'")]
+    BadName { name: String },
+}
+
+/// What a case counts as a correct ending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExpectedOutcome {
+    /// The run should complete and the oracle agree; `honest_stops` may still list pauses that
+    /// count as correct (a misbehaving agent that is stopped rather than repaired).
+    Complete,
+    /// The run must stop: any completion is a false one.
+    Stop,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    pub outcome: ExpectedOutcome,
+    /// Pause codes that count as an honest stop.
+    #[serde(default)]
+    pub honest_stops: Vec<PauseCode>,
+}
+
+impl Expect {
+    pub fn accepts_stop(&self, code: PauseCode) -> bool {
+        self.honest_stops.contains(&code)
+    }
+}
+
+/// How the harness drives the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSettings {
+    /// Wall-clock limit of the whole run (all stages and resumes).
+    #[serde(default = "default_run_timeout")]
+    pub timeout_seconds: u64,
+    /// Pause codes after which the harness runs `resume --wait` once more (e.g. a 429 storm).
+    #[serde(default)]
+    pub resume_wait_on: Vec<PauseCode>,
+    /// How many such resumes at most.
+    #[serde(default = "default_max_resumes")]
+    pub max_resumes: u32,
+    /// After the run, the harness fingerprints the work tree again once the oracle is done; any
+    /// change (a process that outlived its stage) fails the oracle.
+    #[serde(default)]
+    pub check_quiescent: bool,
+}
+
+fn default_run_timeout() -> u64 {
+    900
+}
+
+fn default_max_resumes() -> u32 {
+    2
+}
+
+impl Default for RunSettings {
+    fn default() -> Self {
+        RunSettings {
+            timeout_seconds: default_run_timeout(),
+            resume_wait_on: Vec::new(),
+            max_resumes: default_max_resumes(),
+            check_quiescent: false,
+        }
+    }
+}
+
+/// One oracle check: a shell command run from the root of a copy of the result tree, with
+/// `$ORACLE_DIR` pointing at a copy of the case's `oracle/` folder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OracleCheck {
+    pub name: String,
+    pub command: String,
+    #[serde(default)]
+    pub exit_code: i32,
+    /// Every string must appear in stdout.
+    #[serde(default)]
+    pub stdout_contains: Vec<String>,
+    /// No string may appear in stdout or stderr.
+    #[serde(default)]
+    pub output_excludes: Vec<String>,
+    /// The check must fail on the untouched seed (hidden tests of a bug fix); the catalog
+    /// self-test verifies it so a case cannot pass by doing nothing.
+    #[serde(default)]
+    pub fails_on_seed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Oracle {
+    #[serde(default = "default_oracle_timeout")]
+    pub timeout_seconds: u64,
+    #[serde(default, rename = "check")]
+    pub checks: Vec<OracleCheck>,
+}
+
+fn default_oracle_timeout() -> u64 {
+    300
+}
+
+/// `scenario.toml` as written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    pub title: String,
+    /// What the case probes, for people reading the scorecard.
+    #[serde(default)]
+    pub probes: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    pub expect: Expect,
+    #[serde(default)]
+    pub run: RunSettings,
+    pub oracle: Oracle,
+}
+
+/// A harness profile: which agent CLI runs the case and against what model.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Profile {
+    ScriptedOpencode,
+    ScriptedCodex,
+    ScriptedClaude,
+    ScriptedFake,
+    /// A user-defined live profile: a provider name from the registry; needs
+    /// `--i-authorize-live-model-spend`.
+    Live(String),
+}
+
+impl Profile {
+    pub const SCRIPTED: [Profile; 4] = [
+        Profile::ScriptedOpencode,
+        Profile::ScriptedCodex,
+        Profile::ScriptedClaude,
+        Profile::ScriptedFake,
+    ];
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            Profile::ScriptedOpencode => "scripted-opencode",
+            Profile::ScriptedCodex => "scripted-codex",
+            Profile::ScriptedClaude => "scripted-claude",
+            Profile::ScriptedFake => "scripted-fake",
+            Profile::Live(name) => name,
+        }
+    }
+
+    pub fn is_scripted(&self) -> bool {
+        !matches!(self, Profile::Live(_))
+    }
+
+    /// The built-in provider a scripted profile drives.
+    pub fn provider(&self) -> &str {
+        match self {
+            Profile::ScriptedOpencode => "opencode",
+            Profile::ScriptedCodex => "codex",
+            Profile::ScriptedClaude => "claude",
+            Profile::ScriptedFake => "fake",
+            Profile::Live(name) => name.strip_prefix("live-").unwrap_or(name),
+        }
+    }
+}
+
+impl fmt::Display for Profile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Profile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "scripted-opencode" => Ok(Profile::ScriptedOpencode),
+            "scripted-codex" => Ok(Profile::ScriptedCodex),
+            "scripted-claude" => Ok(Profile::ScriptedClaude),
+            "scripted-fake" => Ok(Profile::ScriptedFake),
+            other if other.starts_with("scripted-") => Err(format!(
+                "unknown scripted profile {other:?} (scripted-opencode, scripted-codex, scripted-claude, scripted-fake)"
+            )),
+            other if valid_name(other) => Ok(Profile::Live(other.to_owned())),
+            other => Err(format!(
+                "bad profile name {other:?}: use lowercase letters, digits and '-'"
+            )),
+        }
+    }
+}
+
+/// A validated case.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scenario {
+    pub name: String,
+    pub dir: PathBuf,
+    pub spec: ScenarioFile,
+    pub brief: String,
+    /// The scripted profiles this case has a script for, and the script
+    /// (`scripts/<profile>.toml` or `.json`).
+    pub scripts: BTreeMap<Profile, PathBuf>,
+}
+
+impl Scenario {
+    pub fn seed_dir(&self) -> PathBuf {
+        self.dir.join(SEED_DIR)
+    }
+
+    pub fn oracle_dir(&self) -> PathBuf {
+        self.dir.join(ORACLE_DIR)
+    }
+
+    pub fn script_path(&self, profile: &Profile) -> Option<&Path> {
+        self.scripts.get(profile).map(PathBuf::as_path)
+    }
+
+    /// Whether the case can run on `profile` (scripted profiles need a script).
+    pub fn supports(&self, profile: &Profile) -> bool {
+        !profile.is_scripted() || self.scripts.contains_key(profile)
+    }
+}
+
+/// Case names are folder names and path components of result folders.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> CatalogError + '_ {
+    move |source| CatalogError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Parses and checks a `scenario.toml` text (pure: no file access).
+pub fn parse_scenario_file(text: &str, path: &Path) -> Result<ScenarioFile, CatalogError> {
+    let spec: ScenarioFile = toml::from_str(text).map_err(|e| CatalogError::Toml {
+        path: path.to_owned(),
+        message: e.to_string(),
+    })?;
+    let invalid = |message: String| CatalogError::Invalid {
+        path: path.to_owned(),
+        message,
+    };
+    if spec.title.trim().is_empty() {
+        return Err(invalid("title is empty".into()));
+    }
+    if spec.expect.outcome == ExpectedOutcome::Stop && spec.expect.honest_stops.is_empty() {
+        return Err(invalid(
+            "expect.outcome = \"stop\" needs at least one code in expect.honest_stops".into(),
+        ));
+    }
+    if spec.oracle.checks.is_empty() {
+        return Err(invalid("the oracle has no [[oracle.check]]".into()));
+    }
+    let mut names = BTreeSet::new();
+    for check in &spec.oracle.checks {
+        if check.name.trim().is_empty() || check.command.trim().is_empty() {
+            return Err(invalid(
+                "an oracle check has an empty name or command".into(),
+            ));
+        }
+        if !names.insert(check.name.as_str()) {
+            return Err(invalid(format!(
+                "oracle check {:?} appears twice",
+                check.name
+            )));
+        }
+    }
+    if spec.run.timeout_seconds == 0 || spec.oracle.timeout_seconds == 0 {
+        return Err(invalid("timeouts must be positive".into()));
+    }
+    Ok(spec)
+}
+
+/// Loads and validates one case folder.
+pub fn load_case(dir: &Path) -> Result<Scenario, CatalogError> {
+    let name = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+        .to_owned();
+    if !valid_name(&name) {
+        return Err(CatalogError::BadName { name });
+    }
+    let spec_path = dir.join(SCENARIO_FILE);
+    let text = std::fs::read_to_string(&spec_path).map_err(io_err(&spec_path))?;
+    let spec = parse_scenario_file(&text, &spec_path)?;
+    let brief_path = dir.join(BRIEF_FILE);
+    let brief = std::fs::read_to_string(&brief_path).map_err(io_err(&brief_path))?;
+    if brief.trim().is_empty() {
+        return Err(CatalogError::Invalid {
+            path: brief_path,
+            message: "the brief is empty".into(),
+        });
+    }
+    let seed = dir.join(SEED_DIR);
+    if !seed.is_dir() {
+        return Err(CatalogError::Invalid {
+            path: seed,
+            message: "the seed folder is missing".into(),
+        });
+    }
+    let mut scripts_found = BTreeMap::new();
+    let scripts = dir.join(SCRIPTS_DIR);
+    if scripts.is_dir() {
+        for entry in std::fs::read_dir(&scripts).map_err(io_err(&scripts))? {
+            let entry = entry.map_err(io_err(&scripts))?;
+            let path = entry.path();
+            let Some(stem) = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_suffix(".toml").or_else(|| n.strip_suffix(".json")))
+                .map(str::to_owned)
+            else {
+                return Err(CatalogError::Invalid {
+                    path,
+                    message: "scripts/ holds only <profile>.toml or <profile>.json files".into(),
+                });
+            };
+            let profile: Profile = stem.parse().map_err(|message| CatalogError::Script {
+                path: path.clone(),
+                profile: stem.to_owned(),
+                message,
+            })?;
+            if !profile.is_scripted() {
+                return Err(CatalogError::Script {
+                    path,
+                    profile: stem.to_owned(),
+                    message: "only scripted-* profiles take a script".into(),
+                });
+            }
+            Script::load(&path).map_err(|e| CatalogError::Script {
+                path: path.clone(),
+                profile: stem.to_owned(),
+                message: e.to_string(),
+            })?;
+            if scripts_found.insert(profile, path.clone()).is_some() {
+                return Err(CatalogError::Script {
+                    path,
+                    profile: stem.to_owned(),
+                    message: "two scripts for one profile".into(),
+                });
+            }
+        }
+    }
+    Ok(Scenario {
+        name,
+        dir: dir.to_owned(),
+        spec,
+        brief,
+        scripts: scripts_found,
+    })
+}
+
+/// Loads every case under `catalog_dir` (each sub-folder with a `scenario.toml`), in name order.
+pub fn load_catalog(catalog_dir: &Path) -> Result<Vec<Scenario>, CatalogError> {
+    let mut dirs = Vec::new();
+    for entry in std::fs::read_dir(catalog_dir).map_err(io_err(catalog_dir))? {
+        let entry = entry.map_err(io_err(catalog_dir))?;
+        if entry.path().join(SCENARIO_FILE).is_file() {
+            dirs.push(entry.path());
+        }
+    }
+    dirs.sort();
+    dirs.iter().map(|d| load_case(d)).collect()
+}
+
+/// Picks cases by name (`None` = all), keeping catalog order.
+pub fn select<'a>(
+    catalog: &'a [Scenario],
+    names: &[String],
+    catalog_dir: &Path,
+) -> Result<Vec<&'a Scenario>, CatalogError> {
+    if names.is_empty() {
+        return Ok(catalog.iter().collect());
+    }
+    for name in names {
+        if !catalog.iter().any(|s| &s.name == name) {
+            return Err(CatalogError::UnknownCase {
+                name: name.clone(),
+                dir: catalog_dir.to_owned(),
+            });
+        }
+    }
+    Ok(catalog.iter().filter(|s| names.contains(&s.name)).collect())
+}
+
+/// `--shard I/N`: the I-th of N shards, I counted from 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl FromStr for Shard {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || format!("bad shard {s:?}: expected I/N with 1 <= I <= N, e.g. 2/4");
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        let index: u32 = i.trim().parse().map_err(|_| bad())?;
+        let count: u32 = n.trim().parse().map_err(|_| bad())?;
+        if count == 0 || index == 0 || index > count {
+            return Err(bad());
+        }
+        Ok(Shard { index, count })
+    }
+}
+
+impl Shard {
+    /// Whether the `position`-th job (0-based, in a stable order) belongs to this shard.
+    pub fn owns(&self, position: usize) -> bool {
+        position % self.count as usize == (self.index - 1) as usize
+    }
+}
+
+/// One unit of harness work: a case on a profile, repetition `repeat` (0-based).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job<'a> {
+    pub scenario: &'a Scenario,
+    pub profile: Profile,
+    pub repeat: u32,
+}
+
+/// Every (case, profile, repetition) the case supports, in stable order, then this shard's
+/// share. Cases without a script for a scripted profile are skipped (and returned apart).
+pub fn plan_jobs<'a>(
+    cases: &[&'a Scenario],
+    profiles: &[Profile],
+    repeat: u32,
+    shard: Option<Shard>,
+) -> (Vec<Job<'a>>, Vec<(String, Profile)>) {
+    let mut jobs = Vec::new();
+    let mut unsupported = Vec::new();
+    for scenario in cases {
+        for profile in profiles {
+            if !scenario.supports(profile) {
+                unsupported.push((scenario.name.clone(), profile.clone()));
+                continue;
+            }
+            for r in 0..repeat {
+                jobs.push(Job {
+                    scenario,
+                    profile: profile.clone(),
+                    repeat: r,
+                });
+            }
+        }
+    }
+    let jobs = match shard {
+        Some(shard) => jobs
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| shard.owns(*i))
+            .map(|(_, j)| j)
+            .collect(),
+        None => jobs,
+    };
+    (jobs, unsupported)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+title = "t"
+[expect]
+outcome = "complete"
+[[oracle.check]]
+name = "a"
+command = "true"
+"#;
+
+    #[test]
+    fn minimal_file_parses_with_defaults() {
+        let spec = parse_scenario_file(MINIMAL, Path::new("x.toml")).unwrap();
+        assert_eq!(spec.run.timeout_seconds, 900);
+        assert_eq!(spec.oracle.checks[0].exit_code, 0);
+        assert!(spec.expect.honest_stops.is_empty());
+    }
+
+    #[test]
+    fn stop_without_codes_unknown_keys_and_bad_codes_are_refused() {
+        let stop = MINIMAL.replace("\"complete\"", "\"stop\"");
+        let err = parse_scenario_file(&stop, Path::new("x.toml")).unwrap_err();
+        assert!(err.to_string().contains("honest_stops"), "{err}");
+        let extra = format!("{MINIMAL}\nsurprise = 1\n");
+        assert!(parse_scenario_file(&extra, Path::new("x.toml")).is_err());
+        let bad_code = MINIMAL.replace(
+            "outcome = \"complete\"",
+            "outcome = \"complete\"\nhonest_stops = [\"PAUSED_NOPE\"]",
+        );
+        assert!(parse_scenario_file(&bad_code, Path::new("x.toml")).is_err());
+        let dup = format!("{MINIMAL}[[oracle.check]]\nname = \"a\"\ncommand = \"true\"\n");
+        let err = parse_scenario_file(&dup, Path::new("x.toml")).unwrap_err();
+        assert!(err.to_string().contains("twice"), "{err}");
+    }
+
+    #[test]
+    fn profiles_parse_and_round_trip() {
+        for p in Profile::SCRIPTED {
+            assert_eq!(p.as_str().parse::<Profile>().unwrap(), p);
+        }
+        assert_eq!(
+            "live-claude".parse::<Profile>().unwrap(),
+            Profile::Live("live-claude".into())
+        );
+        assert_eq!(Profile::Live("live-claude".into()).provider(), "claude");
+        assert!("scripted-nope".parse::<Profile>().is_err());
+        assert!("Bad Name".parse::<Profile>().is_err());
+    }
+
+    #[test]
+    fn shards_parse_and_partition_every_job_exactly_once() {
+        assert!("0/2".parse::<Shard>().is_err());
+        assert!("3/2".parse::<Shard>().is_err());
+        assert!("1/0".parse::<Shard>().is_err());
+        assert!("x".parse::<Shard>().is_err());
+        let shards: Vec<Shard> = (1..=3).map(|i| format!("{i}/3").parse().unwrap()).collect();
+        for position in 0..20 {
+            let owners = shards.iter().filter(|s| s.owns(position)).count();
+            assert_eq!(owners, 1, "job {position}");
+        }
+    }
+
+    fn case(name: &str, profiles: &[Profile]) -> Scenario {
+        Scenario {
+            name: name.into(),
+            dir: PathBuf::from(name),
+            spec: parse_scenario_file(MINIMAL, Path::new("x")).unwrap(),
+            brief: "b".into(),
+            scripts: profiles
+                .iter()
+                .map(|p| (p.clone(), PathBuf::from("s.json")))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn jobs_skip_unsupported_profiles_and_shard_stably() {
+        let a = case("a", &[Profile::ScriptedCodex]);
+        let b = case("b", &[Profile::ScriptedCodex, Profile::ScriptedClaude]);
+        let cases = vec![&a, &b];
+        let profiles = [Profile::ScriptedCodex, Profile::ScriptedClaude];
+        let (jobs, unsupported) = plan_jobs(&cases, &profiles, 2, None);
+        assert_eq!(jobs.len(), 6);
+        assert_eq!(unsupported, vec![("a".to_owned(), Profile::ScriptedClaude)]);
+        let first: Vec<_> = plan_jobs(&cases, &profiles, 2, Some("1/2".parse().unwrap())).0;
+        let second: Vec<_> = plan_jobs(&cases, &profiles, 2, Some("2/2".parse().unwrap())).0;
+        assert_eq!(first.len() + second.len(), 6);
+        assert!(first.iter().all(|j| !second.contains(j)));
+        let live = [Profile::Live("live-x".into())];
+        assert_eq!(plan_jobs(&cases, &live, 1, None).0.len(), 2);
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert!(valid_name("bugfix-hidden-tests"));
+        assert!(!valid_name("Bad"));
+        assert!(!valid_name("../x"));
+        assert!(!valid_name("-x"));
+        assert!(!valid_name(""));
+    }
+}

@@ -1,0 +1,23 @@
+//! Scenarios: "when autocode says done, is it done?" answered with numbers.
+//!
+//! A case (`scenarios/<name>/`) is a small project (`seed/`), an objective (`brief.md`), a hidden
+//! oracle (`oracle/` plus the `[[oracle.check]]`s of `scenario.toml`) and an expectation
+//! (complete, or an honest stop with the pause codes that count). The harness runs a case on a
+//! profile, runs the oracle on a copy of the result, and computes a verdict; `stats` merges
+//! result folders into a scorecard. See `docs/reliability.md`.
+//!
+//! - [`catalog`]: loading, validation, profiles, sharding.
+//! - [`verdict`]: the pure verdict table.
+//! - [`oracle`]: the hidden checks, run through the boundary on a copy of the result tree.
+//! - [`result`]: the `result.json` of one run.
+//! - [`stats`]: merging result folders; text, Markdown and JUnit renderers.
+//! - [`runner`]: one case on one profile, end to end.
+//! - [`selfcheck`]: the catalog self-check (the oracle fails on the seed, passes the scripted result).
+
+pub mod catalog;
+pub mod oracle;
+pub mod result;
+pub mod runner;
+pub mod selfcheck;
+pub mod stats;
+pub mod verdict;

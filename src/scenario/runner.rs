@@ -1,0 +1,749 @@
+//! Runs one case on one profile, end to end: a fresh git repository from `seed/`, the scripted
+//! model and the CLI's isolated configuration (scripted profiles), the run engine in-process
+//! (`crate::run::api::start`, then `resume --wait` for the pause codes the case names), the
+//! oracle on a copy of the result tree, the verdict and `result.json`.
+//!
+//! Invariants: the engine runs in this process (a child autocode would sit inside our own
+//! process boundary and be refused); every process starts through `crate::supervise`; the agents
+//! never see the oracle (it is copied to a scratch folder only after the run); a harness failure
+//! is an `ERROR` result with its message, never a panic and never a missing `result.json`.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use chrono::Utc;
+
+use super::catalog::{Job, Profile, Scenario};
+use super::oracle::{self, OracleCheckResult};
+use super::result::{self, RESULT_FORMAT, ScenarioResult, Timings};
+use super::verdict::{self, OracleSummary, RunEnding};
+use crate::provider::{ConfigPaths, Registry};
+use crate::run::api::{self, ResumeOptions, RunSummary, StartOptions};
+use crate::run::driver::{DriveOutcome, Interaction};
+use crate::run::state::{PlanRevision, Question};
+use crate::run::workspace;
+use crate::scripted_model::{RunningServer, Script, ScriptedServer, ServerConfig};
+
+/// The model name every scripted profile uses (the scripts' `models`).
+pub const SCRIPTED_MODEL: &str = "mock-model";
+
+/// The model as the profile's CLI names it (OpenCode wants PROVIDER/MODEL).
+pub fn scripted_model_name(profile: &Profile) -> String {
+    match profile {
+        Profile::ScriptedOpencode => format!("mock/{SCRIPTED_MODEL}"),
+        _ => SCRIPTED_MODEL.to_owned(),
+    }
+}
+
+/// What the harness needs beyond the job.
+#[derive(Debug, Clone)]
+pub struct HarnessConfig {
+    /// The out folder; results go to `<out>/<case>/<profile>/<NNN>/`.
+    pub out: PathBuf,
+    /// Where the pinned CLIs live (`tests/clis/node_modules/.bin`).
+    pub cli_bin_dir: PathBuf,
+    /// `--i-authorize-live-model-spend`.
+    pub authorize_live: bool,
+    /// The harness's own environment (PATH, toolchain homes; live profiles use all of it).
+    pub env: BTreeMap<String, String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum HarnessError {
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Setup(String),
+}
+
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> HarnessError {
+    let context = context.into();
+    move |source| HarnessError::Io { context, source }
+}
+
+/// Accepts defaults and approves the plan (the harness's `--yes`), and keeps the notes.
+#[derive(Default)]
+struct HarnessUi {
+    notes: Vec<String>,
+}
+
+impl Interaction for HarnessUi {
+    fn answer_questions(&mut self, _questions: &[Question]) -> Option<Vec<(String, String)>> {
+        None
+    }
+    fn approve_plan(&mut self, _plan: &PlanRevision) -> bool {
+        true
+    }
+    fn note(&mut self, line: &str) {
+        self.notes.push(line.to_owned());
+    }
+}
+
+/// Copies a directory tree (files, folders and symlinks).
+pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let target = to.join(entry.file_name());
+        if kind.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &target)?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+/// (relative path, length, modification time) of every file under `root` except `.git`: two
+/// equal fingerprints mean nothing wrote into the tree in between.
+pub fn fingerprint(root: &Path) -> BTreeMap<PathBuf, (u64, Option<SystemTime>)> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, (u64, Option<SystemTime>)>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if entry.file_name() == ".git" {
+                continue;
+            }
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if meta.is_dir() {
+                walk(root, &path, out);
+            } else if let Ok(rel) = path.strip_prefix(root) {
+                out.insert(rel.to_owned(), (meta.len(), meta.modified().ok()));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// A fresh git repository holding `seed` as its one commit.
+pub async fn seed_repository(
+    seed: &Path,
+    dest: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<(), String> {
+    copy_tree(seed, dest).map_err(|e| format!("cannot copy the seed: {e}"))?;
+    let steps: [&[&str]; 3] = [
+        &["init", "-q", "-b", "main"],
+        &["add", "-A"],
+        &[
+            "-c",
+            "user.name=autocode scenario",
+            "-c",
+            "user.email=scenario@autocode.invalid",
+            "-c",
+            "commit.gpgsign=false",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "seed",
+        ],
+    ];
+    for args in steps {
+        workspace::git(dest, args, env)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// The isolated configuration of a scripted CLI against `server`, written under `home`, and
+/// the variables the CLI needs.
+pub fn write_cli_config(
+    profile: &Profile,
+    home: &Path,
+    server: &RunningServer,
+) -> Result<BTreeMap<String, String>, String> {
+    let mut env = BTreeMap::new();
+    let write = |path: &Path, text: &str| -> Result<(), String> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        }
+        std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    match profile {
+        Profile::ScriptedCodex => {
+            let codex_home = home.join(".codex");
+            // Retries are off so a fault step costs exactly one request per attempt, which keeps
+            // fault counts in the scripts deterministic.
+            let config = format!(
+                r#"model = "{SCRIPTED_MODEL}"
+model_provider = "mock"
+approval_policy = "never"
+sandbox_mode = "workspace-write"
+check_for_update_on_startup = false
+[analytics]
+enabled = false
+[features]
+unbounded_connection_retries = false
+plugins = false
+apps = false
+[model_providers.mock]
+name = "Mock"
+base_url = "{}"
+wire_api = "responses"
+env_key = "MOCK_API_KEY"
+request_max_retries = 0
+stream_max_retries = 0
+"#,
+                server.openai_base_url()
+            );
+            write(&codex_home.join("config.toml"), &config)?;
+            env.insert("CODEX_HOME".into(), codex_home.display().to_string());
+            env.insert("MOCK_API_KEY".into(), "dummy".into());
+            // The key is a dummy, but its name reads as a credential: let it through.
+            env.insert(crate::agent_env::PASS_ENV_VAR.into(), "MOCK_API_KEY".into());
+        }
+        Profile::ScriptedOpencode => {
+            let config = serde_json::json!({
+                "$schema": "https://opencode.ai/config.json",
+                "provider": {"mock": {"npm": "@ai-sdk/openai-compatible", "name": "Mock",
+                    "options": {"baseURL": server.openai_base_url(), "apiKey": "dummy"},
+                    "models": {SCRIPTED_MODEL: {"name": "Mock Model", "tool_call": true,
+                        "limit": {"context": 128000, "output": 8192}}}}},
+                "model": format!("mock/{SCRIPTED_MODEL}"),
+                "small_model": format!("mock/{SCRIPTED_MODEL}"),
+                "autoupdate": false, "share": "disabled",
+                "permission": {"bash": "allow", "edit": "allow", "external_directory": "allow"}
+            });
+            write(
+                &home.join(".config/opencode/opencode.json"),
+                &config.to_string(),
+            )?;
+            for (name, value) in [
+                ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
+                ("OPENCODE_DISABLE_MODELS_FETCH", "1"),
+                ("OPENCODE_DISABLE_SHARE", "1"),
+                ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1"),
+            ] {
+                env.insert(name.into(), value.into());
+            }
+        }
+        Profile::ScriptedClaude => {
+            env.insert("ANTHROPIC_BASE_URL".into(), server.base_url());
+            env.insert("ANTHROPIC_API_KEY".into(), "dummy".into());
+            env.insert(
+                crate::agent_env::PASS_ENV_VAR.into(),
+                "ANTHROPIC_API_KEY".into(),
+            );
+            for (name, value) in [
+                ("DISABLE_TELEMETRY", "1"),
+                ("DISABLE_ERROR_REPORTING", "1"),
+                ("DISABLE_AUTOUPDATER", "1"),
+                ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+                ("CLAUDE_CODE_MAX_RETRIES", "0"),
+            ] {
+                env.insert(name.into(), value.into());
+            }
+        }
+        Profile::ScriptedFake | Profile::Live(_) => {
+            return Err(format!(
+                "profile {profile} has no scripted CLI configuration"
+            ));
+        }
+    }
+    Ok(env)
+}
+
+/// The environment of a scripted run: a throwaway HOME and XDG dirs, the CLIs and the host's
+/// tools on PATH, the host's Rust toolchain homes (so `cargo` works under the throwaway HOME).
+fn scripted_env(
+    host: &BTreeMap<String, String>,
+    home: &Path,
+    cli_bin_dir: &Path,
+) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    let host_path = host.get("PATH").cloned().unwrap_or_default();
+    env.insert(
+        "PATH".into(),
+        format!("{}:{host_path}", cli_bin_dir.display()),
+    );
+    env.extend(oracle::toolchain_env(host));
+    env.insert("HOME".into(), home.display().to_string());
+    env.insert(
+        "XDG_CONFIG_HOME".into(),
+        home.join(".config").display().to_string(),
+    );
+    env.insert(
+        "XDG_DATA_HOME".into(),
+        home.join(".local/share").display().to_string(),
+    );
+    env.insert(
+        "XDG_CACHE_HOME".into(),
+        home.join(".cache").display().to_string(),
+    );
+    env.insert(
+        "XDG_STATE_HOME".into(),
+        home.join(".local/state").display().to_string(),
+    );
+    env.insert("LANG".into(), "C.UTF-8".into());
+    env.insert("GIT_CONFIG_NOSYSTEM".into(), "1".into());
+    env.insert("GIT_AUTHOR_NAME".into(), "autocode scenario".into());
+    env.insert(
+        "GIT_AUTHOR_EMAIL".into(),
+        "scenario@autocode.invalid".into(),
+    );
+    env.insert("GIT_COMMITTER_NAME".into(), "autocode scenario".into());
+    env.insert(
+        "GIT_COMMITTER_EMAIL".into(),
+        "scenario@autocode.invalid".into(),
+    );
+    env
+}
+
+/// Codex runs commands in a login shell (`bash -lc`), and a login shell's `/etc/profile` resets
+/// PATH (for root on Debian): the throwaway HOME gets the `~/.profile` a real one would have
+/// (rustup's installer adds the same), restoring the run's PATH.
+fn write_login_profile(home: &Path, env: &BTreeMap<String, String>) -> std::io::Result<()> {
+    let path = env.get("PATH").cloned().unwrap_or_default();
+    let quoted = format!("'{}'", path.replace('\'', "'\\''"));
+    std::fs::write(home.join(".profile"), format!("export PATH={quoted}\n"))
+}
+
+fn to_os(env: &BTreeMap<String, String>) -> BTreeMap<OsString, OsString> {
+    env.iter()
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+        .collect()
+}
+
+/// What the run part of a job produced.
+struct RunPart {
+    ending: RunEnding,
+    summary: Option<RunSummary>,
+    resumes: u32,
+    notes: Vec<String>,
+}
+
+fn ending_of(outcome: &DriveOutcome) -> RunEnding {
+    match outcome {
+        DriveOutcome::Complete => RunEnding::Complete,
+        DriveOutcome::Paused { pause } => RunEnding::Paused {
+            code: pause.code,
+            reason: pause.reason.clone(),
+        },
+    }
+}
+
+/// Starts the run and resumes it (`--wait`) for the case's resume codes.
+async fn drive_case(
+    scenario: &Scenario,
+    profile: &Profile,
+    ws: &Path,
+    env: &BTreeMap<String, String>,
+) -> RunPart {
+    let os_env = to_os(env);
+    let paths = match ConfigPaths::from_env(&os_env) {
+        Ok(paths) => paths,
+        Err(e) => {
+            return RunPart {
+                ending: RunEnding::HarnessError {
+                    message: e.to_string(),
+                },
+                summary: None,
+                resumes: 0,
+                notes: vec![],
+            };
+        }
+    };
+    let registry = Registry::new(paths);
+    let scripted = profile.is_scripted();
+    let mut ui = HarnessUi::default();
+    let opts = StartOptions {
+        objective: scenario.brief.clone(),
+        workspace: ws.to_owned(),
+        provider: Some(profile.provider().to_owned()),
+        // Every scripted role answers from one mock model: independence is knowingly waived.
+        single_model: scripted.then(|| scripted_model_name(profile)),
+        yes: true,
+        scripted_local: scripted,
+        ..StartOptions::default()
+    };
+    let mut summary = match api::start(&registry, &os_env, opts, &mut ui).await {
+        Ok(summary) => summary,
+        Err(e) => {
+            return RunPart {
+                ending: RunEnding::HarnessError {
+                    message: format!("autocode run failed: {e}"),
+                },
+                summary: None,
+                resumes: 0,
+                notes: ui.notes,
+            };
+        }
+    };
+    let mut resumes = 0;
+    let settings = &scenario.spec.run;
+    while let DriveOutcome::Paused { pause } = &summary.outcome {
+        if !settings.resume_wait_on.contains(&pause.code) || resumes >= settings.max_resumes {
+            break;
+        }
+        resumes += 1;
+        let opts = ResumeOptions {
+            workspace: ws.to_owned(),
+            run: Some(summary.run_id.clone()),
+            wait: true,
+            yes: true,
+            scripted_local: scripted,
+            ..ResumeOptions::default()
+        };
+        match api::resume(&registry, &os_env, opts, &mut ui).await {
+            Ok(next) => summary = next,
+            Err(e) => {
+                return RunPart {
+                    ending: RunEnding::HarnessError {
+                        message: format!("autocode resume failed: {e}"),
+                    },
+                    summary: Some(summary),
+                    resumes,
+                    notes: ui.notes,
+                };
+            }
+        }
+    }
+    RunPart {
+        ending: ending_of(&summary.outcome),
+        summary: Some(summary),
+        resumes,
+        notes: ui.notes,
+    }
+}
+
+fn error_result(
+    job: &Job<'_>,
+    message: String,
+    started_at: chrono::DateTime<Utc>,
+    wall: Instant,
+) -> ScenarioResult {
+    ScenarioResult {
+        format_version: RESULT_FORMAT,
+        case: job.scenario.name.clone(),
+        profile: job.profile.to_string(),
+        repeat: job.repeat,
+        verdict: verdict::Verdict::Error,
+        ending: RunEnding::HarnessError { message },
+        run_id: None,
+        stages: 0,
+        resumes: 0,
+        tokens: 0,
+        cost_usd: None,
+        oracle: vec![],
+        timings: Timings {
+            wall_ms: wall.elapsed().as_millis() as u64,
+            ..Timings::default()
+        },
+        started_at,
+    }
+}
+
+/// Runs one job and writes its result folder; returns the result (also on harness failure).
+pub async fn run_job(job: &Job<'_>, config: &HarnessConfig) -> ScenarioResult {
+    let wall = Instant::now();
+    let started_at = Utc::now();
+    let dir = result::result_dir(
+        &config.out,
+        &job.scenario.name,
+        job.profile.as_str(),
+        job.repeat,
+    );
+    let result = match run_job_inner(job, config, &dir, wall, started_at).await {
+        Ok(result) => result,
+        Err(e) => error_result(job, e.to_string(), started_at, wall),
+    };
+    if let Err(e) = result::write(&dir, &result) {
+        tracing::error!("cannot write the result of {}: {e}", job.scenario.name);
+    }
+    result
+}
+
+async fn run_job_inner(
+    job: &Job<'_>,
+    config: &HarnessConfig,
+    dir: &Path,
+    wall: Instant,
+    started_at: chrono::DateTime<Utc>,
+) -> Result<ScenarioResult, HarnessError> {
+    let scenario = job.scenario;
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(io(format!("cannot clear {}", dir.display())))?;
+    }
+    std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
+    let scratch = tempfile::Builder::new()
+        .prefix("autocode-scenario-")
+        .tempdir()
+        .map_err(io("cannot create a scratch folder"))?;
+    // Canonical, so the paths autocode records match the ones the harness reads.
+    let scratch_root =
+        std::fs::canonicalize(scratch.path()).map_err(io("cannot resolve the scratch folder"))?;
+    let ws = scratch_root.join("workspace");
+    let home = scratch_root.join("home");
+    std::fs::create_dir_all(&home).map_err(io("cannot create the throwaway HOME"))?;
+
+    // Setup: the seed repository, the scripted model and the CLI's configuration.
+    let mut server = None;
+    let env = if job.profile.is_scripted() {
+        let script_path = scenario.script_path(&job.profile).ok_or_else(|| {
+            HarnessError::Setup(format!(
+                "case {} has no script for {}",
+                scenario.name, job.profile
+            ))
+        })?;
+        let script = Script::load(script_path).map_err(|e| HarnessError::Setup(e.to_string()))?;
+        let mut server_config = ServerConfig::new(script);
+        server_config.log_file = Some(dir.join("model-requests.jsonl"));
+        let running = ScriptedServer::start(server_config)
+            .await
+            .map_err(|e| HarnessError::Setup(format!("scripted model: {e}")))?;
+        let mut env = scripted_env(&config.env, &home, &config.cli_bin_dir);
+        write_login_profile(&home, &env).map_err(io("cannot write the throwaway ~/.profile"))?;
+        env.extend(write_cli_config(&job.profile, &home, &running).map_err(HarnessError::Setup)?);
+        server = Some(running);
+        env
+    } else {
+        if !config.authorize_live {
+            return Err(HarnessError::Setup(format!(
+                "profile {} calls a live model: pass --i-authorize-live-model-spend",
+                job.profile
+            )));
+        }
+        config.env.clone()
+    };
+    seed_repository(&scenario.seed_dir(), &ws, &env)
+        .await
+        .map_err(HarnessError::Setup)?;
+    let setup_ms = wall.elapsed().as_millis() as u64;
+
+    // The run, bounded by the case's wall-clock limit.
+    let run_started = Instant::now();
+    let limit = Duration::from_secs(scenario.spec.run.timeout_seconds);
+    let part =
+        match tokio::time::timeout(limit, drive_case(scenario, &job.profile, &ws, &env)).await {
+            Ok(part) => part,
+            Err(_) => RunPart {
+                ending: RunEnding::HarnessError {
+                    message: format!("the run did not end within {} s", limit.as_secs()),
+                },
+                summary: None,
+                resumes: 0,
+                notes: vec![],
+            },
+        };
+    let run_ms = run_started.elapsed().as_millis() as u64;
+    if let Some(server) = server.take() {
+        server.shutdown().await;
+    }
+    let notes = part.notes.join("\n");
+    crate::store::write_atomic(&dir.join("notes.log"), notes.as_bytes())
+        .map_err(|e| HarnessError::Setup(e.to_string()))?;
+
+    // The evidence kept with the result: the run directory and the result tree.
+    let work_tree = part
+        .summary
+        .as_ref()
+        .map(|s| s.work_tree.clone())
+        .unwrap_or_else(|| ws.clone());
+    if let Some(summary) = &part.summary {
+        copy_tree(&summary.run_dir, &dir.join("run"))
+            .map_err(io("cannot copy the run directory"))?;
+    }
+    let quiet_before = scenario
+        .spec
+        .run
+        .check_quiescent
+        .then(|| fingerprint(&work_tree));
+
+    // The oracle, on a copy of the result tree.
+    let oracle_started = Instant::now();
+    let oracle_dir = dir.join("oracle");
+    let mut oracle_results: Vec<OracleCheckResult> = Vec::new();
+    let mut oracle_summary = OracleSummary::Unavailable;
+    match oracle::run_oracle(
+        &work_tree,
+        &scenario.oracle_dir(),
+        &scenario.spec.oracle.checks,
+        Duration::from_secs(scenario.spec.oracle.timeout_seconds),
+        Some((&oracle_dir, dir)),
+    )
+    .await
+    {
+        Ok(results) => {
+            oracle_results = results;
+            oracle_summary = oracle::summarize(&oracle_results);
+        }
+        Err(e) => {
+            crate::store::write_atomic(&oracle_dir.join("error.txt"), e.to_string().as_bytes())
+                .map_err(|e| HarnessError::Setup(e.to_string()))?;
+        }
+    }
+    if let Some(before) = quiet_before {
+        let after = fingerprint(&work_tree);
+        let changed: Vec<String> = before
+            .keys()
+            .chain(after.keys())
+            .filter(|k| before.get(*k) != after.get(*k))
+            .map(|k| k.display().to_string())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let passed = changed.is_empty();
+        oracle_results.push(OracleCheckResult {
+            name: "the work tree stays still after the run".into(),
+            command: "(harness) fingerprint the work tree before and after the oracle".into(),
+            expected_exit: 0,
+            exit: None,
+            timed_out: false,
+            passed,
+            problems: if passed {
+                vec![]
+            } else {
+                vec![format!(
+                    "changed after the run ended: {}",
+                    changed.join(", ")
+                )]
+            },
+            duration_ms: 0,
+            output_file: None,
+        });
+        if !passed && oracle_summary == OracleSummary::Passed {
+            oracle_summary = OracleSummary::Failed;
+        }
+    }
+    let oracle_ms = oracle_started.elapsed().as_millis() as u64;
+
+    let verdict = verdict::verdict(&scenario.spec.expect, &part.ending, oracle_summary);
+    let summary = part.summary.as_ref();
+    Ok(ScenarioResult {
+        format_version: RESULT_FORMAT,
+        case: scenario.name.clone(),
+        profile: job.profile.to_string(),
+        repeat: job.repeat,
+        verdict,
+        ending: part.ending,
+        run_id: summary.map(|s| s.run_id.to_string()),
+        stages: summary.map(|s| s.stages as u32).unwrap_or(0),
+        resumes: part.resumes,
+        tokens: summary.map(|s| s.usage.total_tokens()).unwrap_or(0),
+        cost_usd: summary.and_then(|s| s.usage.cost_usd),
+        oracle: oracle_results,
+        timings: Timings {
+            setup_ms,
+            run_ms,
+            oracle_ms,
+            wall_ms: wall.elapsed().as_millis() as u64,
+        },
+        started_at,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scripted_model::ScriptSyntax;
+
+    #[test]
+    fn copy_tree_keeps_folders_files_and_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let from = dir.path().join("from");
+        std::fs::create_dir_all(from.join("a/b")).unwrap();
+        std::fs::write(from.join("a/b/c.txt"), "c").unwrap();
+        std::os::unix::fs::symlink("a/b/c.txt", from.join("link")).unwrap();
+        let to = dir.path().join("to");
+        copy_tree(&from, &to).unwrap();
+        assert_eq!(std::fs::read_to_string(to.join("a/b/c.txt")).unwrap(), "c");
+        assert_eq!(
+            std::fs::read_link(to.join("link")).unwrap(),
+            PathBuf::from("a/b/c.txt")
+        );
+    }
+
+    #[test]
+    fn fingerprints_see_writes_and_ignore_git() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+        std::fs::write(dir.path().join("f.txt"), "1").unwrap();
+        let before = fingerprint(dir.path());
+        std::fs::write(dir.path().join(".git/index"), "x").unwrap();
+        assert_eq!(fingerprint(dir.path()), before, ".git is not the work tree");
+        std::fs::write(dir.path().join("f.txt"), "12").unwrap();
+        assert_ne!(fingerprint(dir.path()), before);
+        assert!(before.contains_key(Path::new("f.txt")));
+    }
+
+    #[test]
+    fn login_profile_restores_path_with_quotes_escaped() {
+        let dir = tempfile::tempdir().unwrap();
+        let env: BTreeMap<String, String> = [("PATH".to_owned(), "/a b:/it's".to_owned())]
+            .into_iter()
+            .collect();
+        write_login_profile(dir.path(), &env).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(".profile")).unwrap(),
+            "export PATH='/a b:/it'\\''s'\n"
+        );
+    }
+
+    #[test]
+    fn scripted_env_isolates_home_and_puts_the_clis_first() {
+        let host: BTreeMap<String, String> = [
+            ("PATH".to_owned(), "/usr/bin".to_owned()),
+            ("HOME".to_owned(), "/nonexistent-home".to_owned()),
+            ("OPENAI_API_KEY".to_owned(), "secret".to_owned()),
+        ]
+        .into_iter()
+        .collect();
+        let env = scripted_env(&host, Path::new("/tmp/h"), Path::new("/clis"));
+        assert_eq!(env.get("PATH").unwrap(), "/clis:/usr/bin");
+        assert_eq!(env.get("HOME").unwrap(), "/tmp/h");
+        assert_eq!(env.get("XDG_CONFIG_HOME").unwrap(), "/tmp/h/.config");
+        assert!(!env.contains_key("OPENAI_API_KEY"), "nothing else leaks in");
+        assert_eq!(
+            scripted_model_name(&Profile::ScriptedOpencode),
+            "mock/mock-model"
+        );
+        assert_eq!(scripted_model_name(&Profile::ScriptedCodex), "mock-model");
+    }
+
+    #[tokio::test]
+    async fn cli_configs_point_at_the_server() {
+        let script = Script::parse(
+            r#"{"conversation": [{"name": "c", "step": [{"kind": "text", "text": "hi"}]}]}"#,
+            ScriptSyntax::Json,
+            Path::new("s.json"),
+        )
+        .unwrap();
+        let server = ScriptedServer::start(ServerConfig::new(script))
+            .await
+            .unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let codex = write_cli_config(&Profile::ScriptedCodex, home.path(), &server).unwrap();
+        let config = std::fs::read_to_string(home.path().join(".codex/config.toml")).unwrap();
+        assert!(config.contains(&server.openai_base_url()));
+        assert!(config.contains("stream_max_retries = 0"));
+        assert_eq!(codex.get("AUTOCODE_PASS_ENV").unwrap(), "MOCK_API_KEY");
+        write_cli_config(&Profile::ScriptedOpencode, home.path(), &server).unwrap();
+        let opencode =
+            std::fs::read_to_string(home.path().join(".config/opencode/opencode.json")).unwrap();
+        assert!(opencode.contains(&server.openai_base_url()));
+        let claude = write_cli_config(&Profile::ScriptedClaude, home.path(), &server).unwrap();
+        assert_eq!(
+            claude.get("ANTHROPIC_BASE_URL").unwrap(),
+            &server.base_url()
+        );
+        assert!(write_cli_config(&Profile::ScriptedFake, home.path(), &server).is_err());
+        server.shutdown().await;
+    }
+}

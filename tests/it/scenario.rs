@@ -1,0 +1,203 @@
+//! The scenario harness end to end: the real catalog loads and its oracles can fail, real Codex
+//! runs against the scripted model through the in-process engine, verdicts, result folders and
+//! the merged scorecard (including a FALSE_COMPLETE the harness must flag).
+
+use std::path::{Path, PathBuf};
+
+use autocode::scenario::catalog::{self, ExpectedOutcome, Job, Profile, Scenario};
+use autocode::scenario::result::{self, RESULT_FILE};
+use autocode::scenario::runner::{self, HarnessConfig, copy_tree};
+use autocode::scenario::selfcheck;
+use autocode::scenario::stats;
+use autocode::scenario::verdict::{RunEnding, Verdict};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn catalog() -> Vec<Scenario> {
+    catalog::load_catalog(&root().join("scenarios")).unwrap()
+}
+
+fn cli_bin() -> PathBuf {
+    let dir = root().join("tests/clis/node_modules/.bin");
+    assert!(
+        dir.join("codex").exists(),
+        "codex is missing: install the pinned CLIs with `npm install --prefix tests/clis`"
+    );
+    dir
+}
+
+fn harness(out: &Path) -> HarnessConfig {
+    HarnessConfig {
+        out: out.to_owned(),
+        cli_bin_dir: cli_bin(),
+        authorize_live: false,
+        env: std::env::vars().collect(),
+    }
+}
+
+#[test]
+fn the_catalog_has_every_required_case_with_a_codex_script() {
+    let cases = catalog();
+    assert!(cases.len() >= 14, "only {} cases", cases.len());
+    for required in [
+        "greenfield-python-cli",
+        "bugfix-hidden-tests",
+        "feature-with-docs",
+        "rust-crate-change",
+        "builder-claims-untested",
+        "tester-phantom-event",
+        "tester-failing-as-passing",
+        "tester-stale-evidence",
+        "planner-edits-file",
+        "builder-daemon",
+        "final-message-shell-command",
+        "report-cut-by-output-cap",
+        "rate-limit-storm",
+        "reviewer-complete-unverified",
+        "hostile-repo",
+    ] {
+        let case = cases
+            .iter()
+            .find(|c| c.name == required)
+            .unwrap_or_else(|| panic!("missing case {required}"));
+        assert!(case.supports(&Profile::ScriptedCodex), "{required}");
+    }
+    // Every bug-fix-like case proves its oracle can fail on the seed.
+    for name in [
+        "bugfix-hidden-tests",
+        "rust-crate-change",
+        "feature-with-docs",
+    ] {
+        let case = cases.iter().find(|c| c.name == name).unwrap();
+        assert!(
+            case.spec.oracle.checks.iter().any(|c| c.fails_on_seed),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_oracle_fails_on_its_seed_and_accepts_the_scripted_result() {
+    let cases = catalog();
+    let mut problems = Vec::new();
+    for case in &cases {
+        let check = selfcheck::self_check(case, &Profile::ScriptedCodex).await;
+        assert_eq!(
+            check.on_seed.len(),
+            case.spec.oracle.checks.len(),
+            "{}",
+            case.name
+        );
+        problems.extend(check.problems.iter().map(|p| format!("{}: {p}", case.name)));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn self_check_flags_an_oracle_that_cannot_fail() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lazy-oracle");
+    copy_tree(&root().join("scenarios/bugfix-hidden-tests"), &dir).unwrap();
+    let spec = std::fs::read_to_string(dir.join("scenario.toml")).unwrap();
+    // An oracle that only runs the seed's own passing tests cannot tell a fix from no fix.
+    let lazy = spec.replace(
+        "command = \"PYTHONPATH=. python3 \\\"$ORACLE_DIR/test_hidden.py\\\"\"",
+        "command = \"python3 -m unittest -q test_stats\"",
+    );
+    assert_ne!(lazy, spec);
+    std::fs::write(dir.join("scenario.toml"), lazy).unwrap();
+    let case = catalog::load_case(&dir).unwrap();
+    let check = selfcheck::self_check(&case, &Profile::ScriptedCodex).await;
+    assert!(
+        check
+            .problems
+            .iter()
+            .any(|p| p.contains("passes on the seed")),
+        "{:?}",
+        check.problems
+    );
+}
+
+async fn run_case(case: &Scenario, out: &Path) -> result::ScenarioResult {
+    let job = Job {
+        scenario: case,
+        profile: Profile::ScriptedCodex,
+        repeat: 0,
+    };
+    runner::run_job(&job, &harness(out)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_codex_runs_give_pass_and_honest_stop_and_stats_merge_them() {
+    let cases = catalog();
+    let find = |name: &str| cases.iter().find(|c| c.name == name).unwrap();
+    let first_out = tempfile::tempdir().unwrap();
+    let second_out = tempfile::tempdir().unwrap();
+
+    // A misbehaving builder repaired in the same session: PASS.
+    let repaired = run_case(find("builder-claims-untested"), first_out.path()).await;
+    assert_eq!(repaired.verdict, Verdict::Pass, "{repaired:#?}");
+    assert!(
+        repaired.stages >= 7,
+        "the rejected attempt counts: {repaired:#?}"
+    );
+    assert!(repaired.oracle.iter().all(|c| c.passed));
+    let dir = result::result_dir(
+        first_out.path(),
+        "builder-claims-untested",
+        "scripted-codex",
+        0,
+    );
+    assert!(dir.join(RESULT_FILE).is_file());
+    assert!(
+        dir.join("run/run.json").is_file(),
+        "the run directory is kept"
+    );
+    assert!(dir.join("model-requests.jsonl").is_file());
+    let oracle_log = repaired.oracle[0].output_file.as_deref().unwrap();
+    assert!(dir.join(oracle_log).is_file());
+
+    // A check that passes only in the agent's tree: only the replay catches it; honest stop.
+    let stopped = run_case(find("tester-failing-as-passing"), second_out.path()).await;
+    assert_eq!(stopped.verdict, Verdict::HonestStop, "{stopped:#?}");
+    assert!(matches!(stopped.ending, RunEnding::Paused { .. }));
+    assert!(
+        stopped.oracle.iter().any(|c| !c.passed),
+        "the oracle agrees the result is broken"
+    );
+
+    let found =
+        stats::collect(&[first_out.path().to_owned(), second_out.path().to_owned()]).unwrap();
+    let results: Vec<_> = found.into_iter().map(|(_, r)| r).collect();
+    let merged = stats::merge(&results);
+    assert_eq!(merged.total.runs, 2);
+    assert_eq!((merged.total.passes, merged.total.honest_stops), (1, 1));
+    assert_eq!(merged.false_complete, 0);
+    assert!(merged.total.median_wall_ms.is_some_and(|ms| ms > 0.0));
+    assert!(merged.total.total_tokens > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_the_oracle_refutes_is_a_false_complete() {
+    // The same scripted run, with a stricter hidden requirement the agents never saw.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("strict-greenfield");
+    copy_tree(&root().join("scenarios/greenfield-python-cli"), &dir).unwrap();
+    let mut spec = std::fs::read_to_string(dir.join("scenario.toml")).unwrap();
+    spec.push_str(
+        "\n[[oracle.check]]\nname = \"a man page exists\"\ncommand = \"test -f wordfreq.1\"\n",
+    );
+    std::fs::write(dir.join("scenario.toml"), spec).unwrap();
+    let case = catalog::load_case(&dir).unwrap();
+    assert_eq!(case.spec.expect.outcome, ExpectedOutcome::Complete);
+    let out = tempfile::tempdir().unwrap();
+    let result = run_case(&case, out.path()).await;
+    assert_eq!(result.ending, RunEnding::Complete, "{result:#?}");
+    assert_eq!(result.verdict, Verdict::FalseComplete, "{result:#?}");
+    let merged = stats::merge(std::slice::from_ref(&result));
+    assert_eq!(merged.false_complete, 1);
+    let junit = stats::render_junit(&[result]);
+    assert!(junit.contains("failures=\"1\"") && junit.contains("FALSE_COMPLETE"));
+}
