@@ -194,9 +194,11 @@ pub fn classify_error(signal: &ErrorSignal) -> StopClass {
     ) {
         return StopClass::OutputCap;
     }
+    // "rate limit reached" is a rate limit, not a used-up plan ("5-hour limit reached").
+    let budget_text = text.replace("rate limit reached", "rate limit");
     if matches!(status, Some(402))
         || contains_any(
-            &text,
+            &budget_text,
             &[
                 "insufficient_quota",
                 "exceeded your current quota",
@@ -434,6 +436,19 @@ mod tests {
     #[test]
     fn classifier_table() {
         let table: &[(&str, Option<u16>, Option<&str>, StopClass)] = &[
+            // Claude Code 2.1.328 with CLAUDE_CODE_MAX_RETRIES=0 (found by the scenario scorecard)
+            (
+                "API Error: Request rejected (429) · rate limit reached",
+                Some(429),
+                None,
+                StopClass::RateLimit,
+            ),
+            (
+                "5-hour limit reached · resets 3pm (UTC)",
+                None,
+                None,
+                StopClass::Budget,
+            ),
             // opencode err429 / err500 / down
             (
                 "mock 429 error",

@@ -82,42 +82,76 @@ pub struct EvidenceFinding {
 }
 
 /// Collapses runs of whitespace and unwraps one level of `bash -lc '…'` / `sh -c "…"`, the form
-/// in which Codex reports the commands its model asked for.
+/// in which Codex reports the commands its model asked for. The wrapped argument is read with
+/// POSIX shell quoting (single quotes, double quotes with their escapes, backslashes, adjacent
+/// segments), because Codex re-quotes commands that contain quotes or `!`.
 pub fn normalize_command(command: &str) -> String {
-    let collapsed = command.split_whitespace().collect::<Vec<_>>().join(" ");
+    let collapse = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let trimmed = command.trim_start();
     for shell in [
-        "/bin/bash -lc ",
-        "/bin/bash -c ",
-        "bash -lc ",
-        "bash -c ",
-        "/bin/sh -c ",
-        "sh -c ",
-        "/usr/bin/bash -lc ",
-        "/usr/bin/zsh -lc ",
-        "zsh -lc ",
+        "/bin/bash",
+        "/usr/bin/bash",
+        "bash",
+        "/bin/sh",
+        "/usr/bin/sh",
+        "sh",
+        "/bin/zsh",
+        "/usr/bin/zsh",
+        "zsh",
     ] {
-        if let Some(rest) = collapsed.strip_prefix(shell)
-            && let Some(inner) = unquote_whole(rest)
-        {
-            return inner.split_whitespace().collect::<Vec<_>>().join(" ");
+        let Some(rest) = trimmed.strip_prefix(shell) else {
+            continue;
+        };
+        let rest = rest.trim_start();
+        for flag in ["-lc", "-c"] {
+            if let Some(arg) = rest.strip_prefix(flag)
+                && arg.starts_with(char::is_whitespace)
+                && let Some(inner) = shell_word(arg.trim())
+            {
+                return collapse(&inner);
+            }
         }
     }
-    collapsed
+    collapse(command)
 }
 
-/// `'…'` (with `'\''` escapes) or `"…"` spanning the whole argument.
-fn unquote_whole(arg: &str) -> Option<String> {
-    if arg.len() >= 2 && arg.starts_with('\'') && arg.ends_with('\'') {
-        let inner = &arg[1..arg.len() - 1];
-        return Some(inner.replace("'\\''", "'"));
-    }
-    if arg.len() >= 2 && arg.starts_with('"') && arg.ends_with('"') {
-        let inner = &arg[1..arg.len() - 1];
-        if !inner.contains('"') || inner.contains("\\\"") {
-            return Some(inner.replace("\\\"", "\""));
+/// The value of `text` read as exactly one shell word; `None` when it is more than one word
+/// or its quotes do not close.
+fn shell_word(text: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => loop {
+                match chars.next()? {
+                    '\'' => break,
+                    ch => out.push(ch),
+                }
+            },
+            '"' => loop {
+                match chars.next()? {
+                    '"' => break,
+                    '\\' => {
+                        let next = chars.next()?;
+                        if !matches!(next, '\\' | '"' | '$' | '`' | '\n') {
+                            out.push('\\');
+                        }
+                        if next != '\n' {
+                            out.push(next);
+                        }
+                    }
+                    ch => out.push(ch),
+                }
+            },
+            '\\' => match chars.next()? {
+                '\n' => {}
+                ch => out.push(ch),
+            },
+            ch if ch.is_whitespace() => return None,
+            ch => out.push(ch),
         }
     }
-    None
+    Some(out)
 }
 
 /// Checks cited checks against the attempt's command events.
@@ -315,6 +349,13 @@ mod tests {
             ("  cargo   test ", "cargo test"),
             ("/bin/bash -lc 'echo '\\''x'\\'''", "echo 'x'"),
             ("python3 -c 'print(1)'", "python3 -c 'print(1)'"),
+            // Codex 0.169's own rendering of `grep -qx 'HELLO, ADA!' hello.txt; echo "it's $((1+1))"`.
+            (
+                r#"/bin/bash -lc "grep -qx 'HELLO, ADA"'!'"' hello.txt; echo \"it's "'$((1+1))"'"#,
+                r#"grep -qx 'HELLO, ADA!' hello.txt; echo "it's $((1+1))""#,
+            ),
+            ("bash -lc 'a' 'b'", "bash -lc 'a' 'b'"),
+            ("sh -c 'unclosed", "sh -c 'unclosed"),
         ];
         for (input, want) in cases {
             assert_eq!(normalize_command(input), want, "{input}");
