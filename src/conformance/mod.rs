@@ -35,8 +35,7 @@ use crate::run::driver::{AttemptContext, AttemptResult, StageRunner};
 use crate::run::flow::StagePlan;
 use crate::run::runner::CliRunner;
 use crate::run::state::{
-    AttemptPurpose, AttemptRecord, AttemptStatus, Budgets, Isolation, Phase, RUN_FORMAT, Route,
-    RunState, UsageTotals,
+    AttemptPurpose, AttemptRecord, AttemptStatus, Phase, Route, RunState, UsageTotals,
 };
 use crate::supervise::Receipt;
 pub use assess::{Judged, ProbeStep, Problem, StepFacts, StreamFacts};
@@ -189,7 +188,6 @@ pub async fn prepare_workspace(
 }
 
 fn run_state(setup: &ProbeSetup, workspace: &Path, identity: &ProbeIdentity) -> RunState {
-    let now = Utc::now();
     let route = |model: &str| Route {
         provider: setup.provider.name.clone(),
         model: model.to_owned(),
@@ -211,49 +209,19 @@ fn run_state(setup: &ProbeSetup, workspace: &Path, identity: &ProbeIdentity) -> 
     let run_id = RunId::new(format!("conformance-{}", identity.probe_id))
         .or_else(|_| RunId::new("conformance"))
         .unwrap_or_else(|_| crate::run::api::new_run_id());
-    RunState {
-        format_version: RUN_FORMAT,
+    let mut state = RunState::new(
         run_id,
-        created_at: now,
-        updated_at: now,
-        objective: format!("autocode conformance {}", identity.probe_id),
-        workspace: workspace.to_owned(),
-        work_tree: workspace.to_owned(),
-        isolation: Isolation::InPlace,
-        provider: setup.provider.name.clone(),
+        format!("autocode conformance {}", identity.probe_id),
+        workspace.to_owned(),
+        setup.provider.name.clone(),
         routes,
-        independence_waived: false,
-        accept_defaults: true,
-        budgets: Budgets::default(),
-        phase: Phase::Build { milestone: 0 },
-        questions: vec![],
-        answers: BTreeMap::new(),
-        brief: None,
-        plan_revisions: vec![],
-        plan_concerns: vec![],
-        plan_review_rounds: 0,
-        approved_plan: None,
-        milestones: BTreeMap::new(),
-        open_findings: vec![],
-        criteria: vec![],
-        failure_counts: BTreeMap::new(),
-        attempts: vec![],
-        usage: UsageTotals::default(),
-        active_ms: 0,
-        transport_identities: BTreeMap::new(),
-        pause: None,
-        completed_at: None,
-        builder_retry: None,
-        route_overrides: BTreeMap::new(),
-        overrides_milestone: None,
-        report_file_roles: if setup.provider.config.output == OutputMode::ReportFile {
-            Role::ALL.to_vec()
-        } else {
-            Vec::new()
-        },
-        last_shell_command: None,
-        pending_adoption: None,
+    );
+    state.accept_defaults = true;
+    state.phase = Phase::Build { milestone: 0 };
+    if setup.provider.config.output == OutputMode::ReportFile {
+        state.report_file_roles = Role::ALL.to_vec();
     }
+    state
 }
 
 fn transport_kind(provider: &ResolvedProvider) -> Option<TransportKind> {
