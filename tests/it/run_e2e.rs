@@ -1926,3 +1926,58 @@ fn run_completes_with_a_human_review_criterion() {
         "{status:?}"
     );
 }
+
+/// `kill -9` of autocode in the middle of every stage kind: the keeper ends the agent's family,
+/// `resume` judges the attempt from its artifacts (never replays it), and `--abandon-stage`
+/// runs the stage again to completion.
+#[test]
+fn run_killed_mid_stage_of_every_kind_is_judged_then_continues() {
+    let roles: [(&str, fn() -> Value); 6] = [
+        ("requirements", requirements_ok),
+        ("planner", plan_ok),
+        ("plan_reviewer", approve),
+        ("builder", build_ok),
+        ("tester", test_pass),
+        ("completion_reviewer", complete),
+    ];
+    for (role, ok) in roles {
+        let harness = Harness::new(script_with(&[(role, json!([[{"hang": true}], ok()]))]));
+        let mut autocode = harness
+            .run_command(&["--yes"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn autocode");
+        let marker = harness.state().join(format!("{role}-1.hanging"));
+        wait_until(
+            &format!("the {role} to hang"),
+            Duration::from_secs(60),
+            || marker.exists(),
+        );
+        let agent: i32 = fs::read_to_string(&marker)
+            .expect("marker")
+            .trim()
+            .parse()
+            .expect("pid");
+        autocode.kill().expect("SIGKILL autocode");
+        autocode.wait().expect("reap autocode");
+        wait_until(
+            &format!("the orphaned {role} to die"),
+            Duration::from_secs(30),
+            || !alive(agent),
+        );
+        let calls = || harness.calls().iter().filter(|c| c["role"] == role).count();
+        let judged = harness.resume(&[]);
+        judged.assert_paused("PAUSED_INTERRUPTED");
+        let attempt = judged.json["pause"]["attempt"]
+            .as_str()
+            .expect("the paused attempt is named")
+            .to_owned();
+        assert!(attempt.contains(role), "{role}: {attempt}");
+        assert_eq!(calls(), 1, "{role} was replayed blindly");
+        harness
+            .resume(&["--abandon-stage", &attempt])
+            .assert_complete();
+        assert_eq!(calls(), 2, "{role}");
+    }
+}
