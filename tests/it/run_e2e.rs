@@ -1932,7 +1932,8 @@ fn run_completes_with_a_human_review_criterion() {
 /// runs the stage again to completion.
 #[test]
 fn run_killed_mid_stage_of_every_kind_is_judged_then_continues() {
-    let roles: [(&str, fn() -> Value); 6] = [
+    type Ok = fn() -> Value;
+    let roles: [(&str, Ok); 6] = [
         ("requirements", requirements_ok),
         ("planner", plan_ok),
         ("plan_reviewer", approve),
