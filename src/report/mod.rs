@@ -21,16 +21,19 @@ pub enum ReportKind {
     Build,
     Test,
     Completion,
+    /// The resolver's diagnosis of a stuck milestone.
+    Resolution,
 }
 
 impl ReportKind {
-    pub const ALL: [ReportKind; 6] = [
+    pub const ALL: [ReportKind; 7] = [
         ReportKind::Requirements,
         ReportKind::Plan,
         ReportKind::PlanReview,
         ReportKind::Build,
         ReportKind::Test,
         ReportKind::Completion,
+        ReportKind::Resolution,
     ];
 
     /// The stable name, also the schema's file stem.
@@ -42,6 +45,7 @@ impl ReportKind {
             ReportKind::Build => "build",
             ReportKind::Test => "test",
             ReportKind::Completion => "completion",
+            ReportKind::Resolution => "resolution",
         }
     }
 
@@ -54,6 +58,7 @@ impl ReportKind {
             ReportKind::Build => include_str!("../../schemas/build.schema.json"),
             ReportKind::Test => include_str!("../../schemas/test.schema.json"),
             ReportKind::Completion => include_str!("../../schemas/completion.schema.json"),
+            ReportKind::Resolution => include_str!("../../schemas/resolution.schema.json"),
         }
     }
 

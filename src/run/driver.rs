@@ -287,13 +287,14 @@ pub async fn drive<R: StageRunner, I: Interaction>(
                     .collect::<Vec<_>>();
                 if findings.is_empty() {
                     // Nothing the builder can fix: the gate's refusal is the pause.
-                    return Ok(run.pause(
-                        PauseDecision::new(PauseCode::PausedRepeatedFailure, refusals.join("; ")),
-                        None,
-                    )?);
+                    let pause =
+                        PauseDecision::new(PauseCode::PausedRepeatedFailure, refusals.join("; "));
+                    let pause = consult_resolver(run, runner, ui, Some(last), pause).await?;
+                    return Ok(run.pause(pause, None)?);
                 }
                 run.state.milestones.entry(last).or_default().accepted = false;
                 if let Err(pause) = flow::rework(&mut run.state, last, findings, "final_gate") {
+                    let pause = consult_resolver(run, runner, ui, Some(last), pause).await?;
                     return Ok(run.pause(pause, None)?);
                 }
                 run.checkpoint()?;
@@ -307,6 +308,7 @@ pub async fn drive<R: StageRunner, I: Interaction>(
                     Err(outcome) => return Ok(outcome),
                 };
                 if let Err(pause) = apply_report(run, runner, &plan, &report).await? {
+                    let pause = consult_resolver(run, runner, ui, plan.milestone, pause).await?;
                     return Ok(run.pause(pause, None)?);
                 }
                 run.checkpoint()?;
@@ -380,77 +382,15 @@ async fn run_stage<R: StageRunner, I: Interaction>(
         {
             set_strong_overrides(&mut run.state, runner, milestone);
         }
-        let seq = run.state.next_seq();
-        let dir = format!("{seq:03}-{}-{attempt_no}", plan.role);
-        let route = run.state.route_for(plan.role, plan.milestone);
-        let record = AttemptRecord {
-            seq,
-            role: plan.role,
-            report_kind: plan.kind,
-            attempt: attempt_no,
-            dir: dir.clone(),
-            route,
-            purpose: purpose.clone(),
-            session: resume_session.clone(),
-            status: AttemptStatus::Running,
-            started_at: Utc::now(),
-            finished_at: None,
-            usage: UsageTotals::default(),
-            milestone: plan.milestone,
-        };
-        let sandbox = plan.role.sandbox();
-        let prompt_text = match &purpose {
-            AttemptPurpose::ReportRepair { problems, .. } => {
-                prompt::repair_prompt(plan.kind, problems, resume_session.is_some())
-            }
-            AttemptPurpose::ShellCommandCorrection { .. } => {
-                let command = run.state.last_shell_command.clone().unwrap_or_default();
-                prompt::shell_command_correction(&command)
-            }
-            _ => prompt::stage_prompt(
-                &run.state,
-                plan,
-                sandbox,
-                runner_evidence_style(&run.state, plan.role),
-            ),
-        };
-        // A repair on a fresh session needs the whole context again.
-        let prompt_text =
-            if resume_session.is_none() && matches!(purpose, AttemptPurpose::ReportRepair { .. }) {
-                format!(
-                    "{}\n\n{}",
-                    prompt::stage_prompt(
-                        &run.state,
-                        plan,
-                        sandbox,
-                        runner_evidence_style(&run.state, plan.role)
-                    ),
-                    prompt_text
-                )
-            } else {
-                prompt_text
-            };
-        run.state.attempts.push(record.clone());
-        run.checkpoint()?;
-        run.activity("attempt started", Some(&dir))?;
-        let ctx = AttemptContext {
-            plan: plan.clone(),
-            record,
-            stage_dir: run.dir.join("stages").join(&dir),
-            prompt: prompt_text,
-            resume_session: resume_session.clone(),
-            limits: budget::stage_limits(&run.state),
-        };
-        let outcome = runner.run_attempt(&run.state, ctx).await;
-        let index = run.state.attempts.len() - 1;
-        {
-            let attempt = &mut run.state.attempts[index];
-            attempt.session = outcome.session.clone().or(attempt.session.clone());
-            attempt.usage = outcome.usage.clone();
-            attempt.finished_at = Some(Utc::now());
-        }
-        run.state.usage.add(&outcome.usage);
-        run.state.active_ms += outcome.duration.as_millis() as u64;
+        let (index, dir, seq, outcome) = launch_attempt(
+            run,
+            runner,
+            plan,
+            &purpose,
+            attempt_no,
+            resume_session.clone(),
+        )
+        .await?;
         let session = run.state.attempts[index].session.clone();
         let (problems, shell_command) = match outcome.result {
             AttemptResult::Report(report) => {
@@ -592,6 +532,161 @@ fn set_strong_overrides<R: StageRunner>(state: &mut RunState, runner: &R, milest
     }
 }
 
+/// Records one attempt as running, checkpoints, launches it and books its usage. Returns the
+/// attempt's index, directory, sequence number and outcome.
+async fn launch_attempt<R: StageRunner>(
+    run: &mut RunHandle,
+    runner: &mut R,
+    plan: &StagePlan,
+    purpose: &AttemptPurpose,
+    attempt_no: u32,
+    resume_session: Option<SessionId>,
+) -> Result<(usize, String, u32, AttemptOutcome), DriverError> {
+    let seq = run.state.next_seq();
+    let dir = format!("{seq:03}-{}-{attempt_no}", plan.role);
+    let route = run.state.route_for(plan.role, plan.milestone);
+    let record = AttemptRecord {
+        seq,
+        role: plan.role,
+        report_kind: plan.kind,
+        attempt: attempt_no,
+        dir: dir.clone(),
+        route,
+        purpose: purpose.clone(),
+        session: resume_session.clone(),
+        status: AttemptStatus::Running,
+        started_at: Utc::now(),
+        finished_at: None,
+        usage: UsageTotals::default(),
+        milestone: plan.milestone,
+    };
+    let sandbox = plan.role.sandbox();
+    let evidence = runner_evidence_style(&run.state, plan.role);
+    let prompt_text = match purpose {
+        AttemptPurpose::ReportRepair { problems, .. } => {
+            let repair = prompt::repair_prompt(plan.kind, problems, resume_session.is_some());
+            if resume_session.is_some() {
+                repair
+            } else {
+                // A repair on a fresh session needs the whole context again.
+                format!(
+                    "{}\n\n{repair}",
+                    prompt::stage_prompt(&run.state, plan, sandbox, evidence)
+                )
+            }
+        }
+        AttemptPurpose::ShellCommandCorrection { .. } => {
+            let command = run.state.last_shell_command.clone().unwrap_or_default();
+            prompt::shell_command_correction(&command)
+        }
+        _ => prompt::stage_prompt(&run.state, plan, sandbox, evidence),
+    };
+    run.state.attempts.push(record.clone());
+    run.checkpoint()?;
+    run.activity("attempt started", Some(&dir))?;
+    let ctx = AttemptContext {
+        plan: plan.clone(),
+        record,
+        stage_dir: run.dir.join("stages").join(&dir),
+        prompt: prompt_text,
+        resume_session,
+        limits: budget::stage_limits(&run.state),
+    };
+    let outcome = runner.run_attempt(&run.state, ctx).await;
+    let index = run.state.attempts.len() - 1;
+    {
+        let attempt = &mut run.state.attempts[index];
+        attempt.session = outcome.session.clone().or(attempt.session.clone());
+        attempt.usage = outcome.usage.clone();
+        attempt.finished_at = Some(Utc::now());
+    }
+    run.state.usage.add(&outcome.usage);
+    run.state.active_ms += outcome.duration.as_millis() as u64;
+    Ok((index, dir, seq, outcome))
+}
+
+/// A stuck milestone (the same failure again, or the builder's retries used up) is shown to
+/// the resolver before the run pauses: one read-only attempt whose diagnosis joins the pause
+/// reason and the milestone's findings. The pause stands either way; a resolver that fails
+/// only says so.
+async fn consult_resolver<R: StageRunner, I: Interaction>(
+    run: &mut RunHandle,
+    runner: &mut R,
+    ui: &mut I,
+    milestone: Option<usize>,
+    mut pause: PauseDecision,
+) -> Result<PauseDecision, DriverError> {
+    if !matches!(
+        pause.code,
+        PauseCode::PausedRepeatedFailure | PauseCode::PausedBuilderRetryLimit
+    ) || !run.state.routes.contains_key(&Role::Resolver)
+        || budget::check_before_stage(&run.state).is_some()
+    {
+        return Ok(pause);
+    }
+    let plan = StagePlan {
+        role: Role::Resolver,
+        kind: ReportKind::Resolution,
+        milestone,
+        purpose: AttemptPurpose::Fresh,
+    };
+    let (index, dir, _, outcome) =
+        launch_attempt(run, runner, &plan, &AttemptPurpose::Fresh, 1, None).await?;
+    match outcome.result {
+        AttemptResult::Report(report) => {
+            run.state.attempts[index].status = AttemptStatus::Accepted;
+            let diagnosis = report["diagnosis"].as_str().unwrap_or_default().to_owned();
+            let changes: Vec<String> = report["recommended_changes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.as_str().map(str::to_owned))
+                .collect();
+            pause.reason = format!(
+                "{}; the resolver's diagnosis: {diagnosis}{}",
+                pause.reason,
+                if changes.is_empty() {
+                    String::new()
+                } else {
+                    format!("; it recommends: {}", changes.join("; "))
+                }
+            );
+            if let Some(m) = milestone {
+                run.state.open_findings.push(super::state::Finding {
+                    id: format!("resolver-{}", run.state.attempts[index].seq),
+                    milestone: m,
+                    text: diagnosis,
+                    source: "resolver".into(),
+                });
+            }
+            ui.note(&attempt_line(
+                &run.state.attempts[index],
+                "diagnosed",
+                outcome.duration,
+            ));
+        }
+        AttemptResult::Rejected { problems, .. } => {
+            let why = problems.join("; ");
+            run.state.attempts[index].status = AttemptStatus::Rejected {
+                reason: why.clone(),
+            };
+            pause.reason = format!(
+                "{}; the resolver gave no usable diagnosis ({why})",
+                pause.reason
+            );
+        }
+        AttemptResult::Stopped { code, reason, .. } => {
+            run.state.attempts[index].status = AttemptStatus::Rejected {
+                reason: format!("{code}: {reason}"),
+            };
+            pause.reason = format!("{}; the resolver could not run ({code})", pause.reason);
+        }
+    }
+    run.checkpoint()?;
+    run.activity("resolver consulted", Some(&dir))?;
+    Ok(pause)
+}
+
 fn runner_evidence_style(state: &RunState, role: Role) -> prompt::EvidenceStyle {
     if state.report_file_roles.contains(&role) {
         prompt::EvidenceStyle::CaptureReceipts
@@ -645,6 +740,8 @@ async fn apply_report<R: StageRunner>(
         ReportKind::Completion => {
             flow::apply_completion(state, plan.milestone.unwrap_or_default(), report)
         }
+        // The resolver is consulted by the driver, never scheduled by the flow.
+        ReportKind::Resolution => Ok(()),
     };
     Ok(result)
 }

@@ -229,7 +229,10 @@ pub fn semantic_problems(state: &RunState, plan: &StagePlan, report: &Value) -> 
                 _ => {}
             }
         }
-        ReportKind::Requirements | ReportKind::PlanReview | ReportKind::Build => {}
+        ReportKind::Requirements
+        | ReportKind::PlanReview
+        | ReportKind::Build
+        | ReportKind::Resolution => {}
     }
     problems
 }

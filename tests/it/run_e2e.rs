@@ -1482,6 +1482,41 @@ fn run_pauses_builder_retry_limit_without_a_stronger_model() {
     assert_eq!(calls_of(&harness, "builder").len(), 2);
 }
 
+/// A stuck milestone is shown to the resolver (read-only) before the run pauses; its diagnosis
+/// joins the pause reason. The pause stands: the resolver advises, it does not decide.
+#[test]
+fn run_consults_the_resolver_before_pausing_a_stuck_milestone() {
+    let diagnosis = "hello.txt is written with a trailing space";
+    let harness = Harness::new(script_with(&[
+        ("builder", json!([wrong_build(), wrong_build()])),
+        ("tester", json!([test_fail(), test_fail()])),
+        (
+            "resolver",
+            json!([[{"report": {
+                "summary": "The builder writes the wrong text.",
+                "diagnosis": diagnosis,
+                "recommended_changes": ["write exactly `hello` with no trailing space"]
+            }}]]),
+        ),
+    ]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_paused("PAUSED_BUILDER_RETRY_LIMIT");
+    assert!(finished.pause_reason().contains(diagnosis), "{finished:?}");
+    assert!(
+        finished.pause_reason().contains("trailing space"),
+        "{finished:?}"
+    );
+    assert_eq!(calls_of(&harness, "resolver").len(), 1);
+    // Without a resolver answer the pause is the same, and says so.
+    let silent = Harness::new(script_with(&[
+        ("builder", json!([wrong_build(), wrong_build()])),
+        ("tester", json!([test_fail(), test_fail()])),
+    ]));
+    let finished = silent.run(&["--yes"]);
+    finished.assert_paused("PAUSED_BUILDER_RETRY_LIMIT");
+    assert!(finished.pause_reason().contains("resolver"), "{finished:?}");
+}
+
 #[test]
 fn run_pauses_uncertain_when_the_agent_exits_without_an_answer() {
     let harness = Harness::new(script_with(&[(
