@@ -105,11 +105,11 @@ pause_codes! {
     /// The builder's retries ran out.
     PausedBuilderRetryLimit = "PAUSED_BUILDER_RETRY_LIMIT",
         "The builder failed the milestone after its ordinary retry and its stronger attempt.",
-        "read the findings with autocode status RUN, adjust the objective or the builder model, then autocode resume RUN --abandon-stage ATTEMPT";
+        "read the findings and the resolver's diagnosis with autocode status RUN, adjust the objective or the builder model, then autocode resume RUN (the builder gets one more attempt)";
     /// The same failure kept coming back.
     PausedRepeatedFailure = "PAUSED_REPEATED_FAILURE",
         "The same failure happened three times at the same source.",
-        "read the repeated failure with autocode status RUN, change what causes it, then autocode resume RUN --abandon-stage ATTEMPT";
+        "read the repeated failure and the resolver's diagnosis with autocode status RUN, change what causes it, then autocode resume RUN";
     /// A stage's processes could not be proven gone.
     PausedProcessCleanup = "PAUSED_PROCESS_CLEANUP",
         "The boundary could not verify that every process of a stage is gone (no POLLHUP from the listener).",
@@ -117,7 +117,7 @@ pause_codes! {
     /// The completion reviewer reported the work blocked.
     PausedBlocked = "PAUSED_BLOCKED",
         "The completion reviewer reported that the milestone cannot proceed without a decision from you.",
-        "read the reviewer's summary with autocode status RUN, change what blocks it, then autocode resume RUN --abandon-stage ATTEMPT";
+        "read the reviewer's summary with autocode status RUN, change what blocks it, then autocode resume RUN";
     /// autocode stopped while a stage was running and its artifacts do not make it adoptable.
     PausedInterrupted = "PAUSED_INTERRUPTED",
         "autocode stopped while a stage was running, and the stage's artifacts do not hold a complete, valid, verified report; the attempt is kept.",
