@@ -203,8 +203,8 @@ impl Interaction for TerminalUi {
         let mut answers = Vec::new();
         for q in questions {
             let answer = self.ask(&format!(
-                "{} ({}): {}\n  [Enter for the default: {}] > ",
-                q.id, "question", q.question, q.proposed_default
+                "{}: {}\n  [Enter for the default: {}] > ",
+                q.id, q.question, q.proposed_default
             ))?;
             let text = if answer.is_empty() {
                 q.proposed_default.clone()
