@@ -119,9 +119,14 @@ pub fn run(command: ConnectionsCommand) -> Result<ExitCode, EdgeError> {
                         "sign-in required: autocode connections login --provider {}",
                         resolved.name
                     ),
-                    ConnectionStatus::CheckFailed { exit } => {
-                        format!("the status check failed ({exit:?})")
-                    }
+                    ConnectionStatus::CheckFailed { exit } => format!(
+                        "the status check failed ({})",
+                        match exit {
+                            Exit::Code(code) => format!("exit {code}"),
+                            Exit::Signal(signal) => format!("killed by signal {signal}"),
+                            Exit::TimedOut => "timed out".to_owned(),
+                        }
+                    ),
                     ConnectionStatus::Unchecked => {
                         "unchecked: the provider has no [connection] status_command".to_owned()
                     }
