@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
+use crate::agent_env::PASS_ENV_VAR;
 use crate::provider::registry::Env;
 use crate::scripted_model::{RunningServer, Script, ScriptSyntax, ScriptedServer, ServerConfig};
 use crate::transport::BuiltinTransport;
@@ -78,12 +79,32 @@ pub fn model_id(transport: BuiltinTransport, model: &str) -> String {
     }
 }
 
-/// An isolated home for `cli` pointed at `server`: writes its config and returns the variables
-/// that replace autocode's own (HOME, XDG dirs, the CLI's config dir and its quiet settings).
+/// How a CLI is pointed at the scripted model.
+#[derive(Debug, Clone, Copy)]
+pub struct ScriptedCli<'a> {
+    /// The model ids the scripts use (OpenCode must list them in its provider config; the first
+    /// is the CLI's default).
+    pub models: &'a [&'a str],
+    /// How often the CLI retries a failed request itself (0 keeps a script's fault counts exact).
+    pub max_retries: u32,
+}
+
+/// The demo's and the conformance probe's setting: two model families, one retry.
+pub const DEMO_CLI: ScriptedCli<'static> = ScriptedCli {
+    models: &[DOER_MODEL, CHECKER_MODEL],
+    max_retries: 1,
+};
+
+/// An isolated home for `transport` pointed at `server`: writes its config under `home` and
+/// returns the variables that replace autocode's own (HOME, XDG dirs, the CLI's config dir, its
+/// dummy key passed through, and the settings that silence its other traffic). The user's own
+/// configuration is never read or touched. The demo, the conformance probe and the scenario
+/// harness all set CLIs up through here.
 pub fn isolated_cli_env(
-    cli: &FoundCli,
+    transport: BuiltinTransport,
     server: &RunningServer,
     home: &Path,
+    setup: ScriptedCli<'_>,
 ) -> std::io::Result<BTreeMap<String, String>> {
     let h = |p: &str| home.join(p).to_string_lossy().into_owned();
     let mut env: BTreeMap<String, String> = [
@@ -96,18 +117,21 @@ pub fn isolated_cli_env(
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
     .collect();
-    match cli.transport {
+    let default_model = setup.models.first().copied().unwrap_or(DOER_MODEL);
+    let retries = setup.max_retries;
+    match transport {
         BuiltinTransport::Codex => {
             let codex_home = home.join(".codex");
             std::fs::create_dir_all(&codex_home)?;
             std::fs::write(
                 codex_home.join("config.toml"),
                 format!(
-                    "model = \"{DOER_MODEL}\"\nmodel_provider = \"mock\"\napproval_policy = \"never\"\n\
-                     check_for_update_on_startup = false\n[analytics]\nenabled = false\n\
+                    "model = \"{default_model}\"\nmodel_provider = \"mock\"\napproval_policy = \"never\"\n\
+                     sandbox_mode = \"workspace-write\"\ncheck_for_update_on_startup = false\n\
+                     [analytics]\nenabled = false\n\
                      [features]\nunbounded_connection_retries = false\nplugins = false\napps = false\n\
                      [model_providers.mock]\nname = \"Mock\"\nbase_url = \"{}\"\nwire_api = \"responses\"\n\
-                     request_max_retries = 1\nstream_max_retries = 1\n",
+                     env_key = \"MOCK_API_KEY\"\nrequest_max_retries = {retries}\nstream_max_retries = {retries}\n",
                     server.openai_base_url()
                 ),
             )?;
@@ -115,11 +139,14 @@ pub fn isolated_cli_env(
                 "CODEX_HOME".into(),
                 codex_home.to_string_lossy().into_owned(),
             );
+            env.insert("MOCK_API_KEY".into(), "scripted-model".into());
+            // The key is a dummy, but its name reads as a credential: let it through.
+            env.insert(PASS_ENV_VAR.into(), "MOCK_API_KEY".into());
         }
         BuiltinTransport::Claude => {
             env.insert("ANTHROPIC_BASE_URL".into(), server.base_url());
             env.insert("ANTHROPIC_API_KEY".into(), "scripted-model".into());
-            env.insert("AUTOCODE_PASS_ENV".into(), "ANTHROPIC_API_KEY".into());
+            env.insert(PASS_ENV_VAR.into(), "ANTHROPIC_API_KEY".into());
             for name in [
                 "DISABLE_TELEMETRY",
                 "DISABLE_ERROR_REPORTING",
@@ -128,19 +155,28 @@ pub fn isolated_cli_env(
             ] {
                 env.insert(name.into(), "1".into());
             }
-            env.insert("CLAUDE_CODE_MAX_RETRIES".into(), "1".into());
+            env.insert("CLAUDE_CODE_MAX_RETRIES".into(), retries.to_string());
         }
         BuiltinTransport::Opencode => {
             let dir = home.join(".config/opencode");
             std::fs::create_dir_all(&dir)?;
-            let model = |name: &str| json!({"name": name, "tool_call": true, "limit": {"context": 128000, "output": 8192}});
+            let models: serde_json::Map<String, Value> = setup
+                .models
+                .iter()
+                .map(|name| {
+                    (
+                        (*name).to_owned(),
+                        json!({"name": name, "tool_call": true, "limit": {"context": 128000, "output": 8192}}),
+                    )
+                })
+                .collect();
             let config = json!({
                 "$schema": "https://opencode.ai/config.json",
                 "provider": {"mock": {"npm": "@ai-sdk/openai-compatible", "name": "Mock",
                     "options": {"baseURL": server.openai_base_url(), "apiKey": "scripted-model"},
-                    "models": {DOER_MODEL: model(DOER_MODEL), CHECKER_MODEL: model(CHECKER_MODEL)}}},
-                "model": format!("mock/{DOER_MODEL}"),
-                "small_model": format!("mock/{DOER_MODEL}"),
+                    "models": models}},
+                "model": format!("mock/{default_model}"),
+                "small_model": format!("mock/{default_model}"),
                 "autoupdate": false, "share": "disabled",
                 "permission": {"bash": "allow", "edit": "allow", "external_directory": "allow"}
             });

@@ -207,7 +207,8 @@ impl Scripted<'_> {
         let env = match &self.cli {
             Some(cli) => {
                 let overrides =
-                    demo::isolated_cli_env(cli, &server, &home).map_err(|e| e.to_string())?;
+                    demo::isolated_cli_env(cli.transport, &server, &home, demo::DEMO_CLI)
+                        .map_err(|e| e.to_string())?;
                 env_strings(&demo::run_env(&self.ctx.env, &overrides, cli))
             }
             None => {

@@ -63,8 +63,8 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
     let outcome = runtime.block_on(async {
         seed_workspace(&workspace, &ctx).await?;
         let server = demo::start_server().await.map_err(EdgeError::internal)?;
-        let overrides =
-            demo::isolated_cli_env(&cli, &server, &home).map_err(EdgeError::internal)?;
+        let overrides = demo::isolated_cli_env(cli.transport, &server, &home, demo::DEMO_CLI)
+            .map_err(EdgeError::internal)?;
         let env = demo::run_env(&ctx.env, &overrides, &cli);
         let mut models = BTreeMap::new();
         for role in Role::ALL {

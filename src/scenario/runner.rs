@@ -25,6 +25,7 @@ use crate::run::driver::{DriveOutcome, Interaction};
 use crate::run::state::{PlanRevision, Question};
 use crate::run::workspace;
 use crate::scripted_model::{RunningServer, Script, ScriptedServer, ServerConfig};
+use crate::transport::BuiltinTransport;
 
 /// The model name every scripted profile uses (the scripts' `models`).
 pub const SCRIPTED_MODEL: &str = "mock-model";
@@ -163,101 +164,29 @@ pub async fn seed_repository(
 }
 
 /// The isolated configuration of a scripted CLI against `server`, written under `home`, and
-/// the variables the CLI needs.
+/// the variables the CLI needs (`crate::demo::isolated_cli_env`, with the scripts' one model and
+/// no CLI retries, so a script's fault counts are exact).
 pub fn write_cli_config(
     profile: &Profile,
     home: &Path,
     server: &RunningServer,
 ) -> Result<BTreeMap<String, String>, String> {
-    let mut env = BTreeMap::new();
-    let write = |path: &Path, text: &str| -> Result<(), String> {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
-        }
-        std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
-    };
-    match profile {
-        Profile::ScriptedCodex => {
-            let codex_home = home.join(".codex");
-            // Retries are off so a fault step costs exactly one request per attempt, which keeps
-            // fault counts in the scripts deterministic.
-            let config = format!(
-                r#"model = "{SCRIPTED_MODEL}"
-model_provider = "mock"
-approval_policy = "never"
-sandbox_mode = "workspace-write"
-check_for_update_on_startup = false
-[analytics]
-enabled = false
-[features]
-unbounded_connection_retries = false
-plugins = false
-apps = false
-[model_providers.mock]
-name = "Mock"
-base_url = "{}"
-wire_api = "responses"
-env_key = "MOCK_API_KEY"
-request_max_retries = 0
-stream_max_retries = 0
-"#,
-                server.openai_base_url()
-            );
-            write(&codex_home.join("config.toml"), &config)?;
-            env.insert("CODEX_HOME".into(), codex_home.display().to_string());
-            env.insert("MOCK_API_KEY".into(), "dummy".into());
-            // The key is a dummy, but its name reads as a credential: let it through.
-            env.insert(crate::agent_env::PASS_ENV_VAR.into(), "MOCK_API_KEY".into());
-        }
-        Profile::ScriptedOpencode => {
-            let config = serde_json::json!({
-                "$schema": "https://opencode.ai/config.json",
-                "provider": {"mock": {"npm": "@ai-sdk/openai-compatible", "name": "Mock",
-                    "options": {"baseURL": server.openai_base_url(), "apiKey": "dummy"},
-                    "models": {SCRIPTED_MODEL: {"name": "Mock Model", "tool_call": true,
-                        "limit": {"context": 128000, "output": 8192}}}}},
-                "model": format!("mock/{SCRIPTED_MODEL}"),
-                "small_model": format!("mock/{SCRIPTED_MODEL}"),
-                "autoupdate": false, "share": "disabled",
-                "permission": {"bash": "allow", "edit": "allow", "external_directory": "allow"}
-            });
-            write(
-                &home.join(".config/opencode/opencode.json"),
-                &config.to_string(),
-            )?;
-            for (name, value) in [
-                ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
-                ("OPENCODE_DISABLE_MODELS_FETCH", "1"),
-                ("OPENCODE_DISABLE_SHARE", "1"),
-                ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1"),
-            ] {
-                env.insert(name.into(), value.into());
-            }
-        }
-        Profile::ScriptedClaude => {
-            env.insert("ANTHROPIC_BASE_URL".into(), server.base_url());
-            env.insert("ANTHROPIC_API_KEY".into(), "dummy".into());
-            env.insert(
-                crate::agent_env::PASS_ENV_VAR.into(),
-                "ANTHROPIC_API_KEY".into(),
-            );
-            for (name, value) in [
-                ("DISABLE_TELEMETRY", "1"),
-                ("DISABLE_ERROR_REPORTING", "1"),
-                ("DISABLE_AUTOUPDATER", "1"),
-                ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
-                ("CLAUDE_CODE_MAX_RETRIES", "0"),
-            ] {
-                env.insert(name.into(), value.into());
-            }
-        }
+    let transport = match profile {
+        Profile::ScriptedCodex => BuiltinTransport::Codex,
+        Profile::ScriptedClaude => BuiltinTransport::Claude,
+        Profile::ScriptedOpencode => BuiltinTransport::Opencode,
         Profile::ScriptedFake | Profile::Live(_) => {
             return Err(format!(
                 "profile {profile} has no scripted CLI configuration"
             ));
         }
-    }
-    Ok(env)
+    };
+    let setup = crate::demo::ScriptedCli {
+        models: &[SCRIPTED_MODEL],
+        max_retries: 0,
+    };
+    crate::demo::isolated_cli_env(transport, server, home, setup)
+        .map_err(|e| format!("{}: {e}", home.display()))
 }
 
 /// The environment of a scripted run: a throwaway HOME and XDG dirs, the CLIs and the host's
