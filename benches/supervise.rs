@@ -60,6 +60,7 @@ fn spec(program: OsString, args: &[&str]) -> LaunchSpec {
         stdin: StdinSource::Null,
         stdio: StdioMode::Captured { limit: 4096 },
         timeout: Some(Duration::from_secs(60)),
+        room: None,
     }
 }
 

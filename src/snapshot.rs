@@ -125,6 +125,7 @@ pub async fn list_files(
         stdin: StdinSource::Null,
         stdio: StdioMode::Captured { limit: 256 << 20 },
         timeout: Some(Duration::from_secs(120)),
+        room: None,
     };
     let listing_error = |reason: String| SnapshotError::Listing {
         root: root.to_owned(),

@@ -210,6 +210,7 @@ async fn claude_login(
         stdin: StdinSource::Null,
         stdio: StdioMode::Captured { limit: 1 << 20 },
         timeout: Some(PROBE_TIMEOUT),
+        room: None,
     };
     let finished = supervise::run(spec).await.map_err(|e| e.to_string())?;
     if finished.exit == Exit::TimedOut {

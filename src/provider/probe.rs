@@ -142,6 +142,7 @@ async fn run_argv(
         stdin,
         stdio,
         timeout: Some(ctx.timeout),
+        room: None,
     };
     let finished = supervise::run(spec).await.map_err(|e| ProbeError::Launch {
         program: program.clone(),

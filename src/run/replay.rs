@@ -104,6 +104,7 @@ pub async fn replay_checks(
             stdin: StdinSource::Null,
             stdio: StdioMode::Captured { limit: 1 << 20 },
             timeout: Some(timeout),
+            room: None,
         };
         let finished = supervise::run(spec)
             .await

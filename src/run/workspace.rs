@@ -54,6 +54,7 @@ pub async fn git(
         stdin: StdinSource::Null,
         stdio: StdioMode::Captured { limit: 16 << 20 },
         timeout: Some(Duration::from_secs(120)),
+        room: None,
     };
     let failed = |detail: String| WorkspaceError::Git {
         args: args.join(" "),

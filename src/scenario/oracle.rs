@@ -180,6 +180,7 @@ pub async fn run_oracle(
                 limit: OUTPUT_LIMIT,
             },
             timeout: Some(timeout),
+            room: None,
         };
         let finished = supervise::run(spec)
             .await

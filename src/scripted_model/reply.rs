@@ -433,6 +433,7 @@ mod tests {
                 stdin: crate::supervise::StdinSource::Null,
                 stdio: crate::supervise::StdioMode::Captured { limit: 4096 },
                 timeout: Some(std::time::Duration::from_secs(30)),
+                room: None,
             };
             let finished = crate::supervise::run(spec).await.unwrap();
             assert_eq!(finished.exit, crate::supervise::Exit::Code(0));

@@ -45,6 +45,7 @@ pub async fn supervise_command(
         stdin: StdinSource::Inherit,
         stdio: StdioMode::Terminal,
         timeout,
+        room: None,
     };
     let options = LaunchOptions {
         receipt_path: receipt_path.clone(),

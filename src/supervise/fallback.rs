@@ -208,6 +208,7 @@ impl Family {
             ended_by,
             run_ms: run.as_secs_f64() * 1e3,
             cleanup_ms: cleanup.as_secs_f64() * 1e3,
+            room: None,
         }
     }
 }

@@ -32,8 +32,10 @@ use tokio::task::JoinHandle;
 mod platform;
 
 mod command;
+mod room;
 
 pub use command::supervise_command;
+pub use room::{LedgerEntry, LedgerExit, Room, RoomReceipt};
 pub use platform::Probe;
 
 /// Everything needed to start one process. The environment is complete: nothing is inherited.
@@ -50,6 +52,8 @@ pub struct LaunchSpec {
     pub stdio: StdioMode,
     /// Wall-clock limit; the whole family is killed when it runs out.
     pub timeout: Option<Duration>,
+    /// The room the family is confined to; `None` runs it unconfined (ownership boundary only).
+    pub room: Option<Room>,
 }
 
 #[derive(Debug, Clone)]
@@ -83,6 +87,8 @@ pub struct LaunchOptions {
     pub grace: Duration,
     /// Where the keeper writes the receipt if autocode dies mid-launch.
     pub receipt_path: Option<PathBuf>,
+    /// Where the exec ledger is written (JSON lines, one [`LedgerEntry`] each).
+    pub ledger_path: Option<PathBuf>,
 }
 
 impl Default for LaunchOptions {
@@ -94,6 +100,7 @@ impl Default for LaunchOptions {
             idle_timeout: None,
             grace: Duration::from_secs(3),
             receipt_path: None,
+            ledger_path: None,
         }
     }
 }
@@ -128,6 +135,8 @@ pub struct Finished {
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
     pub receipt: Receipt,
+    /// Every exec of the family, attested by the kernel (empty where no ledger is kept).
+    pub ledger: Vec<LedgerEntry>,
 }
 
 /// A call the boundary refused, as the receipt lists it.
@@ -164,6 +173,9 @@ pub struct Receipt {
     pub ended_by: EndedBy,
     pub run_ms: f64,
     pub cleanup_ms: f64,
+    /// The room the family ran in; absent when it ran unconfined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub room: Option<RoomReceipt>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -584,6 +596,7 @@ async fn drive(mut drive: Drive) -> Result<Finished, LaunchError> {
         stdout,
         stderr,
         receipt,
+        ledger: Vec::new(),
     })
 }
 
@@ -696,6 +709,7 @@ mod tests {
             ended_by: EndedBy::IdleTimeout,
             run_ms: 1.5,
             cleanup_ms: 0.5,
+            room: None,
         };
         let text = serde_json::to_string(&receipt).unwrap();
         assert!(!text.contains("session_boundary"), "{text}");

@@ -151,6 +151,7 @@ impl LaunchPlan {
             stdin: StdinSource::Bytes(self.stdin),
             stdio,
             timeout,
+            room: None,
         }
     }
 }

@@ -497,6 +497,7 @@ fn spec(program: &str, args: &[&str]) -> LaunchSpec {
         stdin: StdinSource::Null,
         stdio: StdioMode::Captured { limit: 1 << 20 },
         timeout: Some(Duration::from_secs(30)),
+        room: None,
     }
 }
 
@@ -626,6 +627,7 @@ fn streaming_stage_reads_lines_tees_capped_logs_and_idles_out() {
         idle_timeout: Some(Duration::from_millis(300)),
         grace: Duration::from_millis(200),
         receipt_path: None,
+        ledger_path: None,
     };
     // Prints, then goes silent while a survivor holds stdout open: the idle timeout ends it.
     let stage = spec(

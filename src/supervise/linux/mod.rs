@@ -390,6 +390,7 @@ pub(crate) fn build_receipt(parts: ReceiptParts) -> Receipt {
         ended_by: parts.ended_by,
         run_ms: parts.run.as_secs_f64() * 1e3,
         cleanup_ms: parts.cleanup.as_secs_f64() * 1e3,
+        room: None,
     }
 }
 

@@ -1,0 +1,92 @@
+//! The agent's room and the exec ledger, as data: what a confined family may write and reach,
+//! what the boundary says it enforced, and the kernel-attested record of every exec.
+//!
+//! These types are the seam between the run engine (which decides, per stage, what the room
+//! holds) and the platform boundary (which enforces it: Landlock for files, signals and
+//! abstract sockets, seccomp notification for pathname unix-socket connects and for execs).
+//! Nothing here enforces anything; see `docs/supervision.md`.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// What one launch's family may touch. Everything not listed as writable is read-only;
+/// everything listed as unreadable cannot be read either. Signals and abstract unix sockets
+/// never reach outside the family; pathname unix sockets only connect beneath `writable`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Room {
+    /// Hierarchies (directories or single files) the family may create, change and remove
+    /// beneath: the worktree (for the builder), the stage's private temporary directory, the
+    /// provider's own state paths. Paths that do not exist are skipped (and listed in the
+    /// receipt as skipped).
+    pub writable: Vec<PathBuf>,
+    /// Hierarchies the family may not read at all (autocode's run-state key, stored secrets).
+    pub unreadable: Vec<PathBuf>,
+}
+
+impl Room {
+    /// A room whose only writable places are `writable`.
+    pub fn writable<I, P>(writable: I) -> Self
+    where
+        I: IntoIterator<Item = P>,
+        P: Into<PathBuf>,
+    {
+        Self {
+            writable: writable.into_iter().map(Into::into).collect(),
+            unreadable: Vec::new(),
+        }
+    }
+}
+
+/// What the boundary enforced for a launch, as its receipt states it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoomReceipt {
+    /// e.g. `landlock-abi-7`; names each mechanism that was in force.
+    pub mechanisms: Vec<String>,
+    pub writable: Vec<PathBuf>,
+    pub unreadable: Vec<PathBuf>,
+    /// Requested writable or unreadable paths that did not exist at launch (not granted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<PathBuf>,
+    /// Signals to processes outside the family are refused by the kernel.
+    pub signals_scoped: bool,
+    /// Abstract unix sockets outside the family are unreachable.
+    pub abstract_sockets_scoped: bool,
+    /// Pathname unix-socket connects outside `writable` are refused.
+    pub unix_connect_gated: bool,
+}
+
+/// How a ledgered process ended, as the kernel reported it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum LedgerExit {
+    Code(i32),
+    Signal(i32),
+}
+
+/// One exec a family member made, recorded by the keeper from the kernel's notification
+/// (before the exec was let through), and how that process ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerEntry {
+    /// Sequence number within the launch (0, 1, …), in the order the keeper saw the execs.
+    pub seq: u64,
+    /// Thread-group id of the process that called exec.
+    pub pid: i32,
+    /// The path passed to exec, as given (not resolved).
+    pub filename: String,
+    pub argv: Vec<String>,
+    /// The caller's working directory at the exec.
+    pub cwd: String,
+    /// Milliseconds since the launch started.
+    pub at_ms: u64,
+    /// `false` when the keeper could tell the exec could not succeed (no such executable).
+    #[serde(default = "yes")]
+    pub exec_plausible: bool,
+    /// `None` while running, or when the process was still alive when the family was killed
+    /// and its end could not be read.
+    pub exit: Option<LedgerExit>,
+}
+
+fn yes() -> bool {
+    true
+}
