@@ -31,4 +31,5 @@ pub mod scripted_model;
 pub mod snapshot;
 pub mod store;
 pub mod supervise;
+pub mod term_text;
 pub mod transport;
