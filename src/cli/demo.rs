@@ -1,6 +1,7 @@
 //! `autocode demo [--provider codex|claude|opencode]`: the whole pipeline offline, on a bundled
 //! task, through a real CLI against the scripted model (see `crate::demo`).
 
+use super::output::say;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::ExitCode;
@@ -53,7 +54,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
         .keep();
     let workspace = root.join("demo workspace");
     let home = root.join("home");
-    eprintln!(
+    say!(
         "autocode demo: {} ({}) against the scripted model; workspace {}",
         cli.transport.as_str(),
         cli.executable.display(),
@@ -89,15 +90,15 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
         result.map_err(EdgeError::internal)
     })?;
     let state = crate::run::load(&outcome.run_dir).map_err(EdgeError::internal)?;
-    eprintln!();
-    eprintln!("{}", crate::run::render_status(&state).trim_end());
+    say!("");
+    say!("{}", crate::run::render_status(&state).trim_end());
     for attempt in &state.attempts {
         let dir = outcome.run_dir.join("stages").join(&attempt.dir);
         if let Ok(text) = std::fs::read_to_string(dir.join("evidence.json"))
             && let Ok(value) = serde_json::from_str::<serde_json::Value>(&text)
         {
             for check in value["checks"].as_array().into_iter().flatten() {
-                eprintln!(
+                say!(
                     "  evidence {}: `{}` exit {} via {} -> {}",
                     attempt.dir,
                     check["check"]["command"].as_str().unwrap_or_default(),
@@ -114,7 +115,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
         if let Ok(text) = std::fs::read_to_string(dir.join("supervision.json"))
             && let Ok(value) = serde_json::from_str::<serde_json::Value>(&text)
         {
-            eprintln!(
+            say!(
                 "  receipt  {}: verified {} · {} session(s) · {} killed",
                 attempt.dir,
                 value["verified"],
@@ -123,7 +124,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
             );
         }
     }
-    eprintln!("run directory: {}", outcome.run_dir.display());
+    say!("run directory: {}", outcome.run_dir.display());
     if args.json {
         output::print_json(&outcome)?;
     }
