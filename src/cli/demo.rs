@@ -89,9 +89,8 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
         server.shutdown().await;
         result.map_err(EdgeError::internal)
     })?;
+    // The stage table was printed as the stages finished; here come the proofs behind it.
     let state = crate::run::load(&outcome.run_dir).map_err(EdgeError::internal)?;
-    say!("");
-    say!("{}", crate::run::render_status(&state).trim_end());
     for attempt in &state.attempts {
         let dir = outcome.run_dir.join("stages").join(&attempt.dir);
         if let Ok(text) = std::fs::read_to_string(dir.join("evidence.json"))
@@ -125,6 +124,10 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
         }
     }
     say!("run directory: {}", outcome.run_dir.display());
+    say!(
+        "the demo's files stay for you to inspect; remove them with: rm -rf {}",
+        shell_quote(&root.display().to_string())
+    );
     if args.json {
         output::print_json(&outcome)?;
     }
@@ -168,4 +171,17 @@ async fn seed_workspace(workspace: &Path, ctx: &Context) -> Result<(), EdgeError
         .await
         .map_err(EdgeError::internal)?;
     Ok(())
+}
+
+/// `text` as one POSIX shell word (for a command a person may paste).
+fn shell_quote(text: &str) -> String {
+    if !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+=:@".contains(c))
+    {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
 }

@@ -5,6 +5,7 @@
 //! stderr (`-v`, `-vv`; `RUST_LOG` overrides). `main` stays thin: each command lives in its own
 //! file and returns `Result<ExitCode, EdgeError>`.
 
+mod completions;
 mod conformance;
 mod connections;
 mod context;
@@ -78,13 +79,22 @@ pub enum Command {
     /// Scenarios: run the catalog, merge scorecards (does autocode's COMPLETE mean done?).
     #[command(subcommand)]
     Scenario(scenario::ScenarioCommand),
+    /// A shell completion script on stdout (bash, zsh, fish, elvish, powershell).
+    Completions(completions::CompletionsArgs),
+    /// The man page (roff) on stdout: `autocode man > autocode.1`.
+    Man(completions::ManArgs),
 }
 
 impl Command {
     fn starts_processes(&self) -> bool {
         !matches!(
             self,
-            Command::Explain(_) | Command::Events(_) | Command::Status(_) | Command::Capture(_)
+            Command::Explain(_)
+                | Command::Events(_)
+                | Command::Status(_)
+                | Command::Capture(_)
+                | Command::Completions(_)
+                | Command::Man(_)
         )
     }
 }
@@ -115,6 +125,8 @@ pub fn main() -> ExitCode {
         Command::Explain(args) => explain::run(args),
         Command::ScriptedModel(command) => scripted_model::run(command),
         Command::Scenario(command) => scenario::run(command),
+        Command::Completions(args) => completions::completions(args),
+        Command::Man(args) => completions::man(args),
     };
     match outcome {
         Ok(code) => code,
