@@ -78,6 +78,7 @@ pub struct ConformanceArgs {
     /// Keep the probe workspaces (printed) instead of deleting them.
     #[arg(long)]
     pub keep: bool,
+    /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
     pub json: bool,
 }

@@ -34,6 +34,7 @@ pub struct NormalizeArgs {
     /// Codex only: the `-o` report file of the same call.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
     pub json: bool,
 }

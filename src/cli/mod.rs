@@ -204,3 +204,39 @@ mod tests {
         assert!(matches!(cli.map(|c| c.command), Ok(Command::Run(_))));
     }
 }
+
+#[cfg(test)]
+mod help_tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    fn missing_help(command: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for arg in command.get_arguments() {
+            let id = arg.get_id().as_str();
+            if matches!(id, "help" | "version") {
+                continue;
+            }
+            if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                out.push(format!("{path} {id}"));
+            }
+        }
+        for sub in command.get_subcommands() {
+            if sub.get_about().is_none() && sub.get_long_about().is_none() {
+                out.push(format!("{path} {} (command)", sub.get_name()));
+            }
+            missing_help(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+    }
+
+    #[test]
+    fn every_flag_argument_and_command_has_help_text() {
+        let mut missing = Vec::new();
+        missing_help(&Cli::command(), "autocode", &mut missing);
+        assert!(
+            missing.is_empty(),
+            "without help text:\n{}",
+            missing.join("\n")
+        );
+    }
+}

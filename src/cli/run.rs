@@ -60,32 +60,46 @@ pub struct RunArgs {
     /// The provider (default: AUTOCODE_PROVIDER, then default_provider in config.toml, then opencode).
     #[arg(long, visible_alias = "engine")]
     pub provider: Option<String>,
+    /// The model for the requirements gatherer (default: the provider's route for the role).
     #[arg(long)]
     pub requirements_model: Option<String>,
+    /// The model for the planner (default: the provider's route for the role).
     #[arg(long, visible_alias = "glm-model")]
     pub planner_model: Option<String>,
+    /// The model for the plan reviewer (default: the provider's route for the role).
     #[arg(long)]
     pub plan_reviewer_model: Option<String>,
+    /// The model for the builder (default: the provider's route for the role).
     #[arg(long, visible_alias = "terra-model")]
     pub builder_model: Option<String>,
+    /// The model for the tester (default: the provider's route for the role).
     #[arg(long, visible_alias = "sol-model")]
     pub tester_model: Option<String>,
+    /// The model for the completion reviewer (default: the provider's route for the role).
     #[arg(long)]
     pub completion_model: Option<String>,
+    /// The model for the resolver (consulted when a milestone is stuck) (default: the provider's route for the role).
     #[arg(long, visible_alias = "astra-model")]
     pub resolver_model: Option<String>,
+    /// The reasoning effort for the requirements gatherer (the provider's own levels, e.g. low, medium, high).
     #[arg(long)]
     pub requirements_reasoning_effort: Option<String>,
+    /// The reasoning effort for the planner (the provider's own levels, e.g. low, medium, high).
     #[arg(long, visible_alias = "glm-reasoning-effort")]
     pub planner_reasoning_effort: Option<String>,
+    /// The reasoning effort for the plan reviewer (the provider's own levels, e.g. low, medium, high).
     #[arg(long)]
     pub plan_reviewer_reasoning_effort: Option<String>,
+    /// The reasoning effort for the builder (the provider's own levels, e.g. low, medium, high).
     #[arg(long, visible_alias = "terra-reasoning-effort")]
     pub builder_reasoning_effort: Option<String>,
+    /// The reasoning effort for the tester (the provider's own levels, e.g. low, medium, high).
     #[arg(long, visible_alias = "sol-reasoning-effort")]
     pub tester_reasoning_effort: Option<String>,
+    /// The reasoning effort for the completion reviewer (the provider's own levels, e.g. low, medium, high).
     #[arg(long)]
     pub completion_reasoning_effort: Option<String>,
+    /// The reasoning effort for the resolver (consulted when a milestone is stuck) (the provider's own levels, e.g. low, medium, high).
     #[arg(long, visible_alias = "astra-reasoning-effort")]
     pub resolver_reasoning_effort: Option<String>,
     /// The effort of every role without its own.
@@ -106,6 +120,7 @@ pub struct RunArgs {
     pub scripted_local_endpoint: bool,
     #[command(flatten)]
     pub budgets: BudgetArgs,
+    /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
     pub json: bool,
 }
@@ -114,6 +129,7 @@ pub struct RunArgs {
 pub struct ResumeArgs {
     /// The run (default: the most recent run in the workspace).
     pub run: Option<RunId>,
+    /// The project the run belongs to (default: the current directory).
     #[arg(long, default_value = ".")]
     pub workspace: PathBuf,
     /// Approve this exact plan revision (`r<N>:<sha256>`, shown at the pause).
@@ -131,12 +147,15 @@ pub struct ResumeArgs {
     /// For a pause with a known reset time (rate limit, budget), sleep until then.
     #[arg(long)]
     pub wait: bool,
+    /// Accept the proposed defaults of open questions and approve the reviewed plan (recorded).
     #[arg(long, short = 'y')]
     pub yes: bool,
+    /// Internal (tests, demo): the routes talk to autocode's local scripted model.
     #[arg(long, hide = true)]
     pub scripted_local_endpoint: bool,
     #[command(flatten)]
     pub budgets: BudgetArgs,
+    /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
     pub json: bool,
 }
@@ -150,16 +169,21 @@ fn parse_answer(text: &str) -> Result<(String, String), String> {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
+    /// The run (default: the most recent run in the workspace).
     pub run: Option<RunId>,
+    /// The project the run belongs to (default: the current directory).
     #[arg(long, default_value = ".")]
     pub workspace: PathBuf,
+    /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct CleanArgs {
+    /// The run whose worktree and branch to remove (default: the most recent run).
     pub run: Option<RunId>,
+    /// The project the run belongs to (default: the current directory).
     #[arg(long, default_value = ".")]
     pub workspace: PathBuf,
 }
