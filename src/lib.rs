@@ -14,6 +14,7 @@
 //! - [`cli`]: the command-line surface; [`error`]: the edge error with exit codes and hints.
 
 pub mod agent_env;
+pub mod bounded_read;
 pub mod cli;
 pub mod conformance;
 pub mod demo;

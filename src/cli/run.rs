@@ -3,8 +3,8 @@
 //! command that continues it on stderr, and in `--json`), 2 usage, 1 internal.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, IsTerminal, Write};
-use std::path::PathBuf;
+use std::io::{BufRead, IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
@@ -53,7 +53,11 @@ impl BudgetArgs {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// What you want done, as you would tell a colleague.
-    pub objective: String,
+    #[arg(required_unless_present = "objective_file")]
+    pub objective: Option<String>,
+    /// Read the objective from FILE (`-` for stdin), for objectives longer than a command line.
+    #[arg(long, value_name = "FILE", conflicts_with = "objective")]
+    pub objective_file: Option<PathBuf>,
     /// The project to work on (default: the current directory).
     #[arg(long, default_value = ".")]
     pub workspace: PathBuf,
@@ -158,6 +162,47 @@ pub struct ResumeArgs {
     /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
     pub json: bool,
+}
+
+/// The longest objective autocode reads from a file or stdin.
+const OBJECTIVE_FILE_CAP: u64 = 1 << 20;
+
+/// The objective from argv, or read (bounded, regular files and stdin only) from a file.
+fn objective_text(argv: Option<String>, file: Option<&Path>) -> Result<String, EdgeError> {
+    let text = match (argv, file) {
+        (Some(text), _) => text,
+        (None, Some(path)) if path.as_os_str() == "-" => {
+            let mut text = String::new();
+            std::io::stdin()
+                .lock()
+                .take(OBJECTIVE_FILE_CAP + 1)
+                .read_to_string(&mut text)
+                .map_err(|e| {
+                    EdgeError::usage(format!("cannot read the objective from stdin: {e}"))
+                })?;
+            if text.len() as u64 > OBJECTIVE_FILE_CAP {
+                return Err(EdgeError::usage(format!(
+                    "the objective on stdin is longer than {OBJECTIVE_FILE_CAP} bytes"
+                )));
+            }
+            text
+        }
+        (None, Some(path)) => crate::bounded_read::read_capped(path, OBJECTIVE_FILE_CAP)
+            .map_err(|e| EdgeError::usage(format!("cannot read the objective: {e}")))
+            .and_then(|bytes| {
+                String::from_utf8(bytes)
+                    .map_err(|_| EdgeError::usage(format!("{} is not UTF-8 text", path.display())))
+            })?,
+        (None, None) => {
+            return Err(EdgeError::usage(
+                "no objective: give it as an argument or with --objective-file",
+            ));
+        }
+    };
+    if text.trim().is_empty() {
+        return Err(EdgeError::usage("the objective is empty"));
+    }
+    Ok(text.trim_end().to_owned())
 }
 
 fn parse_answer(text: &str) -> Result<(String, String), String> {
@@ -345,7 +390,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, EdgeError> {
         }
     }
     let opts = StartOptions {
-        objective: args.objective,
+        objective: objective_text(args.objective, args.objective_file.as_deref())?,
         workspace: args.workspace,
         provider: args.provider,
         models,
