@@ -13,6 +13,7 @@
 //! provider-error material only ([`stop`]); the events' serialized strings are API
 //! (`docs/events.md`).
 
+mod async_lines;
 mod claude;
 mod codex;
 mod common;
@@ -24,6 +25,7 @@ mod types;
 
 use std::io::{self, BufRead, Read};
 
+pub use async_lines::{LiveLine, read_line_capped};
 pub use claude::{ClaudeParser, MAX_PENDING_TOOLS};
 pub use codex::CodexParser;
 pub use final_message::{
