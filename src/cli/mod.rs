@@ -83,7 +83,7 @@ impl Command {
     fn starts_processes(&self) -> bool {
         !matches!(
             self,
-            Command::Explain(_) | Command::Events(_) | Command::Status(_) | Command::Capture(_)
+            Command::Explain(_) | Command::Events(_) | Command::Capture(_)
         )
     }
 }
