@@ -128,10 +128,18 @@ pub fn seal(key: &TagKey, context: &str, document: &[u8]) -> Option<Vec<u8>> {
 
 /// The document inside `sealed` (as JSON text without the tag) when its tag verifies.
 pub fn unseal(key: &TagKey, context: &str, sealed: &[u8]) -> Result<Vec<u8>, TagProblem> {
-    let rest = sealed.strip_suffix(TAG_CLOSE).ok_or(TagProblem::Untagged)?;
-    let split = rest.len().checked_sub(TAG_HEX).ok_or(TagProblem::Untagged)?;
-    let (rest, hex) = rest.split_at(split);
-    let body = rest.strip_suffix(TAG_OPEN).ok_or(TagProblem::Untagged)?;
+    let Some((body, hex)) = split_sealed(sealed) else {
+        // Not laid out as autocode writes it: a document that still names a tag was changed
+        // (rewritten by something else); one without any is untagged.
+        let names_a_tag = serde_json::from_slice::<serde_json::Value>(sealed)
+            .ok()
+            .is_some_and(|v| v.get("integrity").is_some());
+        return Err(if names_a_tag {
+            TagProblem::Mismatch
+        } else {
+            TagProblem::Untagged
+        });
+    };
     let tag = decode_hex(hex).ok_or(TagProblem::Mismatch)?;
     key.mac(context, body)
         .verify_slice(&tag)
@@ -139,6 +147,14 @@ pub fn unseal(key: &TagKey, context: &str, sealed: &[u8]) -> Result<Vec<u8>, Tag
     let mut document = body.to_vec();
     document.extend_from_slice(b"\n}");
     Ok(document)
+}
+
+/// The body and the hex tag of bytes laid out as [`seal`] writes them.
+fn split_sealed(sealed: &[u8]) -> Option<(&[u8], &[u8])> {
+    let rest = sealed.strip_suffix(TAG_CLOSE)?;
+    let split = rest.len().checked_sub(TAG_HEX)?;
+    let (rest, hex) = rest.split_at(split);
+    Some((rest.strip_suffix(TAG_OPEN)?, hex))
 }
 
 fn decode_hex(hex: &[u8]) -> Option<Vec<u8>> {
@@ -495,7 +511,14 @@ mod tests {
         assert_eq!(unseal(&key(2), "ctx", &doc), Err(TagProblem::Untagged));
         let mut appended = sealed.clone();
         appended.extend_from_slice(b" ");
-        assert_eq!(unseal(&key(2), "ctx", &appended), Err(TagProblem::Untagged));
+        assert_eq!(unseal(&key(2), "ctx", &appended), Err(TagProblem::Mismatch));
+        // Re-serialized by something else, with the old tag kept: changed, not untagged.
+        let value: serde_json::Value = serde_json::from_slice(&sealed).unwrap();
+        let reserialized = serde_json::to_vec(&value).unwrap();
+        assert_eq!(
+            unseal(&key(2), "ctx", &reserialized),
+            Err(TagProblem::Mismatch)
+        );
     }
 
     #[test]

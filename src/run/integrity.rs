@@ -199,12 +199,10 @@ pub fn process_key() -> Result<&'static TagKey, KeyError> {
         .map_err(Clone::clone)
 }
 
-/// The key, refused when its directory is inside `workspace` (a workspace is not a safe place:
-/// agents write there and repositories carry it).
+/// The key, refused when its directory is (or would be) inside `workspace` (a workspace is not a
+/// safe place: agents write there and repositories carry it). Checked before the key is created.
 pub fn key_for_workspace(workspace: &Path) -> Result<&'static TagKey, KeyError> {
-    let key = process_key()?;
-    let dir = key_dir()?;
-    let dir = fs::canonicalize(&dir).map_err(io_err(&dir))?;
+    let dir = resolved(&key_dir()?);
     let ws = fs::canonicalize(workspace).map_err(io_err(workspace))?;
     if dir.starts_with(&ws) {
         return Err(KeyError::InsideWorkspace {
@@ -212,7 +210,28 @@ pub fn key_for_workspace(workspace: &Path) -> Result<&'static TagKey, KeyError> 
             workspace: ws,
         });
     }
-    Ok(key)
+    process_key()
+}
+
+/// `path` with its deepest existing ancestor canonicalized (the rest may not exist yet).
+fn resolved(path: &Path) -> PathBuf {
+    let mut missing = Vec::new();
+    let mut existing = path;
+    loop {
+        if let Ok(canonical) = fs::canonicalize(existing) {
+            return missing
+                .iter()
+                .rev()
+                .fold(canonical, |acc: PathBuf, part| acc.join(part));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                missing.push(name.to_owned());
+                existing = parent;
+            }
+            _ => return path.to_owned(),
+        }
+    }
 }
 
 /// The tag context of a record: its path below `.autocode/runs/` (`<run-id>/run.json`,
