@@ -57,7 +57,9 @@ pub enum StoreError {
     Busy { path: PathBuf },
     #[error("{path} carries no integrity tag")]
     Untagged { path: PathBuf },
-    #[error("{path} does not match its integrity tag: it was changed by something other than autocode, or made with another key")]
+    #[error(
+        "{path} does not match its integrity tag: it was changed by something other than autocode, or made with another key"
+    )]
     TagMismatch { path: PathBuf },
     #[error("cannot tag {path}: the run-state key is unavailable: {reason}")]
     NoKey { path: PathBuf, reason: String },
@@ -486,13 +488,17 @@ mod tests {
         let text = fs::read_to_string(&path).unwrap();
         let value: serde_json::Value = serde_json::from_str(&text).unwrap();
         let tag = value["integrity"].as_str().unwrap();
-        assert!(tag.starts_with("hmac-sha256:") && tag.len() == 12 + 64, "{tag}");
+        assert!(
+            tag.starts_with("hmac-sha256:") && tag.len() == 12 + 64,
+            "{tag}"
+        );
         assert!(text.ends_with("\"\n}\n"), "{text}");
     }
 
     #[test]
     fn changing_any_single_byte_breaks_the_tag() {
-        let doc = serde_json::to_vec_pretty(&serde_json::json!({"phase": "build", "n": 1})).unwrap();
+        let doc =
+            serde_json::to_vec_pretty(&serde_json::json!({"phase": "build", "n": 1})).unwrap();
         let sealed = seal(&key(2), "ctx", &doc).unwrap();
         assert!(unseal(&key(2), "ctx", &sealed).is_ok());
         for i in 0..sealed.len() {

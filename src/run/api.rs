@@ -274,6 +274,7 @@ pub async fn start(
     }
     let mut runner = CliRunner::new(env_map, vec![provider]);
     runner.scripted_local = opts.scripted_local;
+    runner.not_utf8_env = crate::agent_env::not_utf8_names(env.iter());
     handle.state.transport_identities = runner.identities(&handle.state.work_tree).await;
     handle.checkpoint()?;
     ui.note(&format!(
@@ -405,6 +406,7 @@ pub async fn resume(
         .map_err(|e| RunError::Usage(e.to_string()))?;
     let mut runner = CliRunner::new(env_map, vec![provider]);
     runner.scripted_local = opts.scripted_local;
+    runner.not_utf8_env = crate::agent_env::not_utf8_names(env.iter());
     let identities = runner.identities(&handle.state.work_tree).await;
     if identities != handle.state.transport_identities {
         if opts.accept_transport_change {

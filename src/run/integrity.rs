@@ -50,7 +50,10 @@ pub enum KeyError {
         expected: usize,
     },
     #[error("the run-state key directory {key_dir} is inside the workspace {workspace}")]
-    InsideWorkspace { key_dir: PathBuf, workspace: PathBuf },
+    InsideWorkspace {
+        key_dir: PathBuf,
+        workspace: PathBuf,
+    },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> KeyError + '_ {
@@ -357,7 +360,8 @@ pub async fn tracked_run_dirs(
     {
         return Ok(BTreeSet::new());
     }
-    let listed = workspace::git(workspace, &["ls-files", "-z", "--", ".autocode/runs"], env).await?;
+    let listed =
+        workspace::git(workspace, &["ls-files", "-z", "--", ".autocode/runs"], env).await?;
     Ok(listed
         .split('\0')
         .filter_map(|p| p.strip_prefix(".autocode/runs/"))
@@ -408,7 +412,9 @@ pub fn verify_untracked(workspace: &Path, dir: &Path) -> Result<RunState, RunInt
     let (own_worktree, _) = workspace::worktree_location(workspace, &state.run_id);
     let placed = match &state.isolation {
         Isolation::InPlace => state.work_tree == workspace,
-        Isolation::Worktree { path, .. } => state.work_tree == own_worktree && *path == own_worktree,
+        Isolation::Worktree { path, .. } => {
+            state.work_tree == own_worktree && *path == own_worktree
+        }
     };
     if !placed {
         return Err(RunIntegrityError::ForeignWorkTree {
@@ -430,12 +436,13 @@ pub async fn verify_run(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tracked = tracked_run_dirs(workspace, env)
-        .await
-        .map_err(|source| RunIntegrityError::Git {
-            run: run.clone(),
-            source,
-        })?;
+    let tracked =
+        tracked_run_dirs(workspace, env)
+            .await
+            .map_err(|source| RunIntegrityError::Git {
+                run: run.clone(),
+                source,
+            })?;
     if tracked.contains(&run) {
         return Err(RunIntegrityError::Tracked {
             run,
@@ -481,7 +488,10 @@ mod tests {
         assert_eq!(fs::metadata(dir.join(KEY_FILE)).unwrap().len(), 32);
         assert_eq!(load_or_create_key(&dir).unwrap(), key);
         // Nothing but the key is left behind.
-        let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names, vec![OsString::from(KEY_FILE)]);
     }
 
@@ -545,9 +555,14 @@ mod tests {
             "r1/run.json"
         );
         assert_eq!(
-            context_for(Path::new("/w/.autocode/runs/r1/stages/004-builder-1/report.json")),
+            context_for(Path::new(
+                "/w/.autocode/runs/r1/stages/004-builder-1/report.json"
+            )),
             "r1/stages/004-builder-1/report.json"
         );
-        assert_eq!(context_for(Path::new("/tmp/x/receipt.json")), "receipt.json");
+        assert_eq!(
+            context_for(Path::new("/tmp/x/receipt.json")),
+            "receipt.json"
+        );
     }
 }

@@ -49,6 +49,9 @@ pub struct CliRunner {
     /// Claude Code may run against a loopback endpoint the user named as scripted or local.
     pub scripted_local: bool,
     pub replay_timeout: Duration,
+    /// Variables of autocode's environment dropped because they are not UTF-8 (escaped names),
+    /// recorded in each launch's `withheld_env`.
+    pub not_utf8_env: Vec<String>,
     caches: BTreeMap<PathBuf, StatCache>,
 }
 
@@ -60,6 +63,7 @@ impl CliRunner {
             versions: BTreeMap::new(),
             scripted_local: false,
             replay_timeout: Duration::from_secs(600),
+            not_utf8_env: Vec::new(),
             caches: BTreeMap::new(),
         }
     }
@@ -81,6 +85,7 @@ impl CliRunner {
             &forbid,
             pass.as_deref(),
         );
+        env.withhold_not_utf8(self.not_utf8_env.iter().cloned());
         if let Some(dir) = std::env::current_exe()
             .ok()
             .and_then(|exe| exe.parent().map(Path::to_path_buf))

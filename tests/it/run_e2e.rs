@@ -22,6 +22,7 @@
 
 use std::fs;
 use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -1620,7 +1621,10 @@ fn run_killed_after_a_complete_report_is_judged_interrupted_not_adopted_from_the
     });
     let judged = harness.resume(&[]);
     judged.assert_paused("PAUSED_INTERRUPTED");
-    assert_eq!(judged.json["pause"]["attempt"], "004-builder-1", "{judged:?}");
+    assert_eq!(
+        judged.json["pause"]["attempt"], "004-builder-1",
+        "{judged:?}"
+    );
     assert_eq!(
         calls_of(&harness, "builder").len(),
         1,
@@ -1677,14 +1681,59 @@ fn run_withholds_credentials_from_agents_and_checks() {
         .env("DATABASE_URL", "postgres://u:e2e-secret-2@db/x")
         .env("GITHUB_TOKEN", "ghp-passed-through")
         .env("AUTOCODE_PASS_ENV", "GITHUB_TOKEN")
-        .env("E2E_ORDINARY", "kept");
+        .env("E2E_ORDINARY", "kept")
+        // The widened policy: more name words, camelCase, values shaped like credentials.
+        .env("DB_PWD", "e2e-secret-3")
+        .env("accessToken", "e2e-secret-4")
+        .env(
+            "NOTIFY",
+            "https://hooks.slack.com/services/T0/B0/e2e-secret-5",
+        )
+        .env("MIRROR", "postgres://u:pa/e2e-secret-6@h/db")
+        .env("CONN", "Server=db;Password=e2e-secret-7")
+        .env(
+            "E2E_BINARY",
+            std::ffi::OsStr::from_bytes(b"\xff e2e-secret-8"),
+        )
+        .env("SORT_KEY", "kept-too");
     let finished = finish(command);
     finished.assert_complete();
-    let seen = fs::read_to_string(Harness::work_tree(&finished).join("build/env.txt"))
-        .expect("the builder's env");
+    let tree = Harness::work_tree(&finished);
+    let seen = fs::read(tree.join("build/env.txt")).expect("the builder's env");
+    let seen = String::from_utf8_lossy(&seen);
     assert!(!seen.contains("e2e-secret"), "{seen}");
     assert!(seen.contains("E2E_ORDINARY=kept"), "{seen}");
+    assert!(seen.contains("SORT_KEY=kept-too"), "{seen}");
     assert!(seen.contains("GITHUB_TOKEN=ghp-passed-through"), "{seen}");
+    // PWD is the stage's directory, set by the launcher, not withheld.
+    assert!(
+        seen.lines().any(|l| l == format!("PWD={}", tree.display())),
+        "{seen}"
+    );
+    // The builder's launch record names what was withheld and why, never a value.
+    let run = only_run_dir(&harness);
+    let launch = fs::read_to_string(run.join("stages/004-builder-1/launch.json")).expect("launch");
+    assert!(!launch.contains("e2e-secret"), "{launch}");
+    let launch: Value = serde_json::from_str(&launch).expect("launch json");
+    let reason = |name: &str| {
+        launch["withheld_env"]
+            .as_array()
+            .expect("withheld_env")
+            .iter()
+            .find(|w| w["name"] == name)
+            .map(|w| w["reason"].as_str().unwrap_or_default().to_owned())
+    };
+    assert_eq!(
+        reason("E2E_BINARY").as_deref(),
+        Some("not_utf8"),
+        "{launch:#}"
+    );
+    assert_eq!(reason("DB_PWD").as_deref(), Some("credential_name"));
+    assert_eq!(reason("accessToken").as_deref(), Some("credential_name"));
+    assert_eq!(reason("NOTIFY").as_deref(), Some("credential_value"));
+    assert_eq!(reason("MIRROR").as_deref(), Some("url_with_password"));
+    assert_eq!(reason("CONN").as_deref(), Some("credential_value"));
+    assert_eq!(reason("PWD"), None);
 }
 
 #[test]

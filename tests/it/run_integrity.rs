@@ -228,7 +228,13 @@ fn a_run_directory_committed_to_git_is_refused_in_a_clone() {
         ws.parent().unwrap(),
         &["clone", "-q", &ws.display().to_string(), "clone"],
     );
-    assert!(clone.join(".autocode/runs").join(&id).join("run.json").exists());
+    assert!(
+        clone
+            .join(".autocode/runs")
+            .join(&id)
+            .join("run.json")
+            .exists()
+    );
     for finished in [
         resume_of(&harness, &clone, Some(&id)),
         status_of(&harness, &clone, Some(&id)),
@@ -357,6 +363,9 @@ fn a_key_directory_inside_the_workspace_is_refused() {
     command.env("XDG_STATE_HOME", ws.join("state"));
     let finished = finish(command);
     assert_eq!(finished.code, Some(2), "{finished:?}");
-    assert!(finished.stderr.contains("inside the workspace"), "{finished:?}");
+    assert!(
+        finished.stderr.contains("inside the workspace"),
+        "{finished:?}"
+    );
     assert!(!ws.join(".autocode/runs").exists(), "{finished:?}");
 }
