@@ -90,7 +90,7 @@ fn authority_has_password(text: &str) -> bool {
         .unwrap_or(text.len());
     let token = &text[..token_end];
     let head_end = token
-        .find(|c: char| matches!(c, '/' | '?' | '#'))
+        .find(['/', '?', '#'])
         .unwrap_or(token.len());
     let head = &token[..head_end];
     let user_info = if let Some(at) = head.rfind('@') {
