@@ -89,9 +89,7 @@ fn authority_has_password(text: &str) -> bool {
         .find(|c: char| c.is_whitespace() || matches!(c, ',' | ';'))
         .unwrap_or(text.len());
     let token = &text[..token_end];
-    let head_end = token
-        .find(['/', '?', '#'])
-        .unwrap_or(token.len());
+    let head_end = token.find(['/', '?', '#']).unwrap_or(token.len());
     let head = &token[..head_end];
     let user_info = if let Some(at) = head.rfind('@') {
         &head[..at]

@@ -549,6 +549,18 @@ mod tests {
     }
 
     #[test]
+    fn a_key_dir_not_yet_created_resolves_through_its_existing_ancestors() {
+        let root = tempfile::tempdir().unwrap();
+        let real = fs::canonicalize(root.path()).unwrap();
+        std::os::unix::fs::symlink(&real, real.join("link")).unwrap();
+        assert_eq!(
+            resolved(&real.join("link/state/autocode")),
+            real.join("state/autocode")
+        );
+        assert!(resolved(&real.join("link/state")).starts_with(&real));
+    }
+
+    #[test]
     fn contexts_name_the_place_below_the_runs_dir() {
         assert_eq!(
             context_for(Path::new("/w/.autocode/runs/r1/run.json")),
