@@ -18,6 +18,7 @@ use tokio::io::AsyncBufReadExt;
 use super::budget::StageLimits;
 use super::driver::{AttemptContext, AttemptOutcome, AttemptResult, ReplayResult, StageRunner};
 use super::flow::PauseDecision;
+use super::integrity;
 use super::replay;
 use super::state::{AttemptRecord, RunState, UsageTotals};
 use crate::agent_env::{self, AgentEnvironment};
@@ -48,6 +49,9 @@ pub struct CliRunner {
     /// Claude Code may run against a loopback endpoint the user named as scripted or local.
     pub scripted_local: bool,
     pub replay_timeout: Duration,
+    /// Variables of autocode's environment dropped because they are not UTF-8 (escaped names),
+    /// recorded in each launch's `withheld_env`.
+    pub not_utf8_env: Vec<String>,
     caches: BTreeMap<PathBuf, StatCache>,
 }
 
@@ -59,6 +63,7 @@ impl CliRunner {
             versions: BTreeMap::new(),
             scripted_local: false,
             replay_timeout: Duration::from_secs(600),
+            not_utf8_env: Vec::new(),
             caches: BTreeMap::new(),
         }
     }
@@ -80,6 +85,7 @@ impl CliRunner {
             &forbid,
             pass.as_deref(),
         );
+        env.withhold_not_utf8(self.not_utf8_env.iter().cloned());
         if let Some(dir) = std::env::current_exe()
             .ok()
             .and_then(|exe| exe.parent().map(Path::to_path_buf))
@@ -249,7 +255,9 @@ impl StageRunner for CliRunner {
 
     fn judge_interrupted(&mut self, state: &RunState, attempt: &AttemptRecord) -> Option<Value> {
         let dir = state.run_dir().join("stages").join(&attempt.dir);
-        let receipt: Receipt = store::read_json(&dir.join("supervision.json")).ok()?;
+        // Only a receipt autocode tagged is trusted: one the keeper wrote after autocode died
+        // carries no tag, so the attempt is judged interrupted.
+        let receipt: Receipt = integrity::read_record(&dir.join("supervision.json")).ok()?;
         if !receipt.verified {
             return None;
         }
@@ -267,8 +275,7 @@ impl StageRunner for CliRunner {
             return None;
         }
         let records = command_records(&normalized.events);
-        let before: Option<Snapshot> = store::read_json(&dir.join("snapshot-before.json")).ok();
-        if before.is_some() {
+        if dir.join("snapshot-before.json").exists() {
             // A judge's or planner's write cannot be ruled out without the after-snapshot.
             return None;
         }
@@ -361,7 +368,7 @@ impl CliRunner {
         if kind == Some(TransportKind::Opencode) {
             let _ = transport::opencode::ensure_git_exclusions(&state.work_tree);
         }
-        let _ = store::write_json(
+        let _ = integrity::write_record(
             &dir.join("launch.json"),
             &json!({
                 "program": plan.program,
@@ -381,7 +388,7 @@ impl CliRunner {
         let before = if check_writes {
             match self.snapshot(&state.work_tree, &check_env).await {
                 Ok(s) => {
-                    let _ = store::write_json(&dir.join("snapshot-before.json"), &s);
+                    let _ = integrity::write_record(&dir.join("snapshot-before.json"), &s);
                     Some(s)
                 }
                 Err(e) => {
@@ -496,7 +503,7 @@ impl CliRunner {
             }
         };
         let receipt = finished.receipt.clone();
-        let _ = supervise::write_receipt(&dir.join("supervision.json"), &receipt);
+        let _ = integrity::write_record(&dir.join("supervision.json"), &receipt);
         let report_file = std::fs::read(dir.join("report.raw.json")).ok();
         let summary = parser.map(|mut parser| {
             if let (AnyParser::Codex(codex), Some(bytes)) = (&mut parser, &report_file) {
@@ -517,7 +524,7 @@ impl CliRunner {
             .as_ref()
             .map(|s| usage_totals(&s.usage, &route.model))
             .unwrap_or_default();
-        let _ = store::write_json(&dir.join("usage.json"), &usage);
+        let _ = integrity::write_record(&dir.join("usage.json"), &usage);
         let session = summary
             .as_ref()
             .and_then(|s| s.session_id.clone())
@@ -643,7 +650,7 @@ impl CliRunner {
         if let Some(before) = &before {
             match self.snapshot(&state.work_tree, &check_env).await {
                 Ok(after) => {
-                    let _ = store::write_json(&dir.join("snapshot-after.json"), &after);
+                    let _ = integrity::write_record(&dir.join("snapshot-after.json"), &after);
                     let changes = snapshot::diff(before, &after);
                     if !changes.is_empty() {
                         let names: Vec<String> = changes
@@ -694,7 +701,7 @@ impl CliRunner {
             Some(&dir.join("evidence.json")),
         ) {
             Ok(report) => {
-                let _ = store::write_json(&dir.join("report.json"), &report);
+                let _ = integrity::write_record(&dir.join("report.json"), &report);
                 AttemptResult::Report(report)
             }
             Err(rejection) => rejection,
@@ -713,7 +720,7 @@ impl CliRunner {
             AttemptResult::Rejected { problems, .. } => problems.clone(),
             AttemptResult::Stopped { code, reason, .. } => vec![format!("{code}: {reason}")],
         };
-        let _ = store::write_json(
+        let _ = integrity::write_record(
             &dir.join("validation.json"),
             &Validation {
                 accepted: matches!(out.result, AttemptResult::Report(_)),
@@ -822,7 +829,7 @@ fn judge_report(
             .collect(),
     };
     if let Some(path) = evidence_out {
-        let _ = store::write_json(
+        let _ = integrity::write_record(
             path,
             &json!({ "checks": findings, "command_events": records }),
         );

@@ -3,6 +3,7 @@ mod conformance;
 mod demo;
 mod events_fixtures;
 mod run_e2e;
+mod run_integrity;
 mod scenario;
 mod scripted_model;
 mod supervise;
