@@ -55,7 +55,7 @@ pub fn run(args: SuperviseArgs) -> Result<ExitCode, EdgeError> {
         timeout,
         args.json,
         args.receipt,
-        args.confine.then(|| crate::supervise::Room {
+        args.confine.then_some(crate::supervise::Room {
             writable: args.writable,
             unreadable: args.unreadable,
         }),

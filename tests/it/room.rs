@@ -268,7 +268,11 @@ fn signals_cannot_leave_the_family() {
     assert!(receipt.room.unwrap().signals_scoped);
     // Autocode itself is outside the family too.
     let own = format!("kill:{}", std::process::id());
-    let (verdicts, _) = probe(&tree.path("work"), Some(tree.room()), &[own.clone()]);
+    let (verdicts, _) = probe(
+        &tree.path("work"),
+        Some(tree.room()),
+        std::slice::from_ref(&own),
+    );
     assert_eq!(verdict(&verdicts, &own), "EPERM", "{verdicts:?}");
 }
 
@@ -290,7 +294,7 @@ fn abstract_unix_sockets_outside_the_family_are_unreachable() {
     assert_eq!(verdict(&verdicts, &own), "ok", "{verdicts:?}");
     assert!(receipt.room.unwrap().abstract_sockets_scoped);
     // Control: unconfined, the same connect reaches the listener.
-    let (verdicts, _) = probe(&tree.path("work"), None, &[connect.clone()]);
+    let (verdicts, _) = probe(&tree.path("work"), None, std::slice::from_ref(&connect));
     assert_eq!(verdict(&verdicts, &connect), "ok", "{verdicts:?}");
     drop(listener);
 }

@@ -445,7 +445,7 @@ mod tests {
         assert!(abi >= ABI_REQUIRED, "ABI {abi}");
     }
 
-    fn access_of<'a>(plan: &'a Plan, path: &Path) -> Option<u64> {
+    fn access_of(plan: &Plan, path: &Path) -> Option<u64> {
         plan.grants
             .iter()
             .find(|grant| grant.path == path)
