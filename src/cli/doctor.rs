@@ -267,6 +267,11 @@ fn render(r: &DoctorReport) -> String {
             format!(": missing {}", missing.join(", "))
         }
     ));
+    out.push_str(&format!(
+        "{} agent room: {}\n",
+        mark(r.boundary.room_missing().is_empty()),
+        r.boundary.room_summary()
+    ));
     if !r.withheld_env.is_empty() {
         let names: Vec<&str> = r.withheld_env.iter().map(|w| w.name.as_str()).collect();
         out.push_str(&format!(
