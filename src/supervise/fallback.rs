@@ -80,6 +80,7 @@ pub struct CleanupReport {
 pub async fn start(
     spec: &LaunchSpec,
     _receipt_path: Option<PathBuf>,
+    _ledger_path: Option<PathBuf>,
     _probe: &Probe,
 ) -> Result<Started, LaunchError> {
     let new_session =
@@ -142,6 +143,11 @@ impl Family {
     fn signal_group(&self, signal: i32) -> bool {
         // SAFETY: killpg(2) with integer arguments.
         unsafe { libc::killpg(self.root_pid, signal) == 0 }
+    }
+
+    /// No exec ledger without the seccomp boundary.
+    pub fn ledger(&self) -> Vec<crate::supervise::LedgerEntry> {
+        Vec::new()
     }
 
     pub fn terminate(&self) -> Vec<i32> {

@@ -52,6 +52,8 @@ pub struct ChildPlan {
     /// The child's end of the listener socket.
     pub socket: RawFd,
     pub filter_flags: u64,
+    /// The BPF program (`sys::filter`), built before the fork.
+    pub filter: &'static [sys::SockFilter],
 }
 
 fn check(rc: libc::c_long) -> io::Result<()> {
@@ -120,8 +122,8 @@ impl ChildPlan {
                 data.as_ptr(),
             ))?;
             let program = sys::SockFprog {
-                len: sys::FILTER.len() as u16,
-                filter: sys::FILTER.as_ptr(),
+                len: self.filter.len() as u16,
+                filter: self.filter.as_ptr(),
             };
             let listener = sys::seccomp(
                 sys::SECCOMP_SET_MODE_FILTER,

@@ -9,6 +9,7 @@
 mod child;
 mod family;
 mod keeper;
+mod ledger;
 mod policy;
 mod probe;
 mod sys;
@@ -113,6 +114,7 @@ fn io_error(spec: &LaunchSpec, source: io::Error) -> LaunchError {
 pub async fn start(
     spec: &LaunchSpec,
     receipt_path: Option<PathBuf>,
+    ledger_path: Option<PathBuf>,
     probe: &Probe,
 ) -> Result<Started, LaunchError> {
     let interactive =
@@ -131,6 +133,11 @@ pub async fn start(
         } else {
             0
         },
+        filter: sys::filter(if spec.room.is_some() {
+            sys::FilterKind::Room
+        } else {
+            sys::FilterKind::Plain
+        }),
     };
     let mut command = std::process::Command::new(&spec.program);
     command
@@ -188,6 +195,10 @@ pub async fn start(
         &spec.label,
         receipt_path,
         &probe.kernel,
+        keeper::LedgerSettings {
+            room_writable: spec.room.as_ref().map(|room| room.writable.clone()),
+            ledger_path,
+        },
     )
     .map_err(|error| {
         // Nobody services this listener: end the root now rather than leave it unowned.
@@ -230,6 +241,11 @@ impl Family {
         self.shared
             .records()
             .targets(&self.shared.policy, self.shared.root_pid)
+    }
+
+    /// The exec ledger, complete once the family is gone (call after [`Family::release`]).
+    pub fn ledger(&self) -> Vec<super::LedgerEntry> {
+        self.shared.ledger()
     }
 
     /// SIGTERM to every member (timeout, idle timeout, cancellation).
@@ -291,7 +307,7 @@ impl Family {
         } else {
             MODE_IN_PROCESS
         };
-        build_receipt(ReceiptParts {
+        let mut receipt = build_receipt(ReceiptParts {
             mode,
             label: self.label.clone(),
             kernel: self.kernel.clone(),
@@ -305,7 +321,11 @@ impl Family {
             ended_by,
             run,
             cleanup,
-        })
+        });
+        if let Some(room) = receipt.room.as_mut() {
+            room.unix_connect_gated = self.shared.gate.is_some();
+        }
+        receipt
     }
 }
 
