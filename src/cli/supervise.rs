@@ -1,4 +1,4 @@
-//! `autocode supervise [--json] [--timeout SECS] [--receipt PATH] -- CMD ARGS…`: runs any command
+//! `autocode supervise [--json] [--timeout SECS] [--receipt PATH] [--ledger PATH] [--room DIR]… -- CMD ARGS…`: runs any command
 //! under the process-ownership boundary with autocode's environment and terminal, passes its exit
 //! code through (128+N for signal N, 124 for a timeout, 2 when the boundary refuses), and prints
 //! the receipt (stderr for people, stdout with `--json`).
@@ -23,6 +23,13 @@ pub struct SuperviseArgs {
     /// Also write the receipt to this file.
     #[arg(long)]
     pub receipt: Option<PathBuf>,
+    /// Write the exec ledger (JSON lines, one entry per exec) to this file.
+    #[arg(long)]
+    pub ledger: Option<PathBuf>,
+    /// Confine the family to a room whose writable places are these (repeatable); pathname
+    /// unix-socket connects then reach only sockets beneath them.
+    #[arg(long = "room", value_name = "DIR")]
+    pub room: Vec<PathBuf>,
     /// The command and its arguments.
     #[arg(last = true, required = true)]
     pub command: Vec<OsString>,
@@ -43,6 +50,8 @@ pub fn run(args: SuperviseArgs) -> Result<ExitCode, EdgeError> {
         timeout,
         args.json,
         args.receipt,
+        args.ledger,
+        (!args.room.is_empty()).then(|| crate::supervise::Room::writable(args.room)),
     ));
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
 }

@@ -22,6 +22,8 @@ pub async fn supervise_command(
     timeout: Option<Duration>,
     json: bool,
     receipt_path: Option<PathBuf>,
+    ledger_path: Option<PathBuf>,
+    room: Option<super::Room>,
 ) -> i32 {
     let Some((program, args)) = argv.split_first() else {
         eprintln!(
@@ -45,10 +47,11 @@ pub async fn supervise_command(
         stdin: StdinSource::Inherit,
         stdio: StdioMode::Terminal,
         timeout,
-        room: None,
+        room,
     };
     let options = LaunchOptions {
         receipt_path: receipt_path.clone(),
+        ledger_path,
         ..LaunchOptions::default()
     };
     let finished = match super::run_with(spec, options).await {

@@ -591,6 +591,80 @@ pub fn recv_with_fd(socket: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<
     Ok((received, fd))
 }
 
+/// Asks the kernel to attach the sender's credentials to every message received on `socket`.
+pub fn set_passcred(socket: BorrowedFd<'_>) -> io::Result<()> {
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt reads one int we own.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PASSCRED,
+            &on as *const libc::c_int as *const libc::c_void,
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Room for an `SCM_RIGHTS` message with one descriptor and an `SCM_CREDENTIALS` message.
+#[repr(C, align(8))]
+struct CredSpace([u8; 64]);
+
+/// Receives one message with its descriptor and the sender's pid (the socket must have
+/// `SO_PASSCRED`): returns (length, descriptor, pid).
+pub fn recv_with_fd_and_pid(
+    socket: RawFd,
+    buf: &mut [u8],
+) -> io::Result<(usize, Option<OwnedFd>, Option<i32>)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    let mut space = CredSpace([0; 64]);
+    // SAFETY: msghdr is plain data; zeroed is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = space.0.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = space.0.len();
+    let received = loop {
+        // SAFETY: msg points at live buffers we own.
+        let rc = unsafe { libc::recvmsg(socket, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if rc >= 0 {
+            break rc as usize;
+        }
+        let error = io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::EINTR) {
+            return Err(error);
+        }
+    };
+    let (mut fd, mut pid) = (None, None);
+    // SAFETY: walking the control buffer the kernel filled, bounded by msg_controllen through
+    // the libc macros; each payload is read unaligned at its declared type.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let raw = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const RawFd);
+                fd = Some(OwnedFd::from_raw_fd(raw));
+            }
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET
+                && (*cmsg).cmsg_type == libc::SCM_CREDENTIALS
+            {
+                let cred = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::ucred);
+                pid = Some(cred.pid);
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    Ok((received, fd, pid))
+}
+
 /// `pidfd_open(pid, 0)`.
 pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
     // SAFETY: a raw system call with plain integer arguments.
