@@ -196,15 +196,9 @@ pub fn read_connect_target(tid: i32, args: &[u64; 6], socketcall: bool) -> Optio
 }
 
 /// The canonical path of a socket the caller names, resolved through its cwd and root
-/// (symlinks included). A missing last component resolves through its directory.
+/// (symlinks included); `None` when nothing exists there (the connect can only fail).
 pub fn resolve_socket(tid: i32, path: &[u8]) -> Option<PathBuf> {
-    let seen = exec_target(tid, path, None, false);
-    if let Ok(real) = std::fs::canonicalize(&seen) {
-        return Some(real);
-    }
-    let name = seen.file_name()?;
-    let parent = std::fs::canonicalize(seen.parent()?).ok()?;
-    Some(parent.join(name))
+    std::fs::canonicalize(exec_target(tid, path, None, false)).ok()
 }
 
 /// Whether `socket` (canonical) lies beneath one of the room's writable places (canonical).
