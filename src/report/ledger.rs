@@ -123,9 +123,7 @@ fn shell_payload(argv: &[String]) -> Option<&str> {
     }
     let mut rest = argv.iter().skip(1);
     for arg in rest.by_ref() {
-        let Some(flags) = arg.strip_prefix('-') else {
-            return None;
-        };
+        let flags = arg.strip_prefix('-')?;
         if flags.contains('c') {
             return rest.next().map(String::as_str);
         }
@@ -185,7 +183,9 @@ pub fn ledger_match(command: &str, exit_code: i32, ledger: &[LedgerEntry]) -> Le
         .iter()
         .filter(|entry| {
             commands_of(entry).contains(&cited)
-                || words.as_deref().is_some_and(|words| runs_directly(entry, words))
+                || words
+                    .as_deref()
+                    .is_some_and(|words| runs_directly(entry, words))
         })
         .collect();
     let plausible: Vec<&&LedgerEntry> = ran.iter().filter(|entry| entry.exec_plausible).collect();
@@ -318,8 +318,18 @@ mod tests {
     #[test]
     fn exit_status_must_agree_and_signals_read_as_128_plus_n() {
         let ledger = [
-            entry(0, &["bash", "-c", "make test"], Some(LedgerExit::Code(2)), true),
-            entry(1, &["bash", "-c", "sleep 9"], Some(LedgerExit::Signal(9)), true),
+            entry(
+                0,
+                &["bash", "-c", "make test"],
+                Some(LedgerExit::Code(2)),
+                true,
+            ),
+            entry(
+                1,
+                &["bash", "-c", "sleep 9"],
+                Some(LedgerExit::Signal(9)),
+                true,
+            ),
             entry(2, &["bash", "-c", "hang"], None, true),
         ];
         assert_eq!(

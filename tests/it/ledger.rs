@@ -27,10 +27,7 @@ const SCRIPT: &str =
     "ls / >/dev/null; sh -c 'exit 4'; /nonexistent/program; sh -c 'kill -9 $$'; exit 3";
 
 fn by_argv<'a>(ledger: &'a [LedgerEntry], argv: &[&str]) -> Vec<&'a LedgerEntry> {
-    ledger
-        .iter()
-        .filter(|entry| entry.argv == argv)
-        .collect()
+    ledger.iter().filter(|entry| entry.argv == argv).collect()
 }
 
 fn one<'a>(ledger: &'a [LedgerEntry], argv: &[&str]) -> &'a LedgerEntry {
@@ -241,7 +238,10 @@ fn pathname_sockets_outside_the_room_are_refused_and_inside_reached() {
     let (exit, out, receipt) = python_connect(Path::new("own.sock"), room_dir.path(), room());
     assert_eq!((exit, out.as_str()), (Exit::Code(0), "connected"));
     assert!(
-        !receipt.denied.iter().any(|call| call.reason.contains(".sock")),
+        !receipt
+            .denied
+            .iter()
+            .any(|call| call.reason.contains(".sock")),
         "{:?}",
         receipt.denied
     );
@@ -304,7 +304,10 @@ fn every_command_event_of_the_real_clis_matches_a_ledger_entry() {
         assert!(!events.is_empty(), "{cli}");
         for (command, code) in events {
             assert!(
-                matches!(ledger_match(&command, code, &ledger), LedgerMatch::Matched { .. }),
+                matches!(
+                    ledger_match(&command, code, &ledger),
+                    LedgerMatch::Matched { .. }
+                ),
                 "{cli}: {command:?} exit {code}"
             );
             assert!(

@@ -108,7 +108,9 @@ pub fn read_argv(pid: i32, array: u64, width: Width) -> Option<(Vec<String>, boo
 pub fn exec_target(tid: i32, filename: &[u8], dirfd: Option<i32>, empty_path: bool) -> PathBuf {
     let relative = Path::new(std::ffi::OsStr::from_bytes(filename));
     match dirfd {
-        Some(fd) if empty_path && filename.is_empty() => PathBuf::from(format!("/proc/{tid}/fd/{fd}")),
+        Some(fd) if empty_path && filename.is_empty() => {
+            PathBuf::from(format!("/proc/{tid}/fd/{fd}"))
+        }
         _ if relative.is_absolute() => {
             let inside = relative.strip_prefix("/").unwrap_or(relative);
             Path::new(&format!("/proc/{tid}/root")).join(inside)
@@ -127,7 +129,11 @@ pub fn executable_file(path: &Path) -> bool {
 /// Reads an exec's filename, argv and cwd from thread `tid`. `args` are the call's arguments;
 /// `at` selects the execveat layout. `None` when the memory cannot be read at all.
 pub fn read_exec(tid: i32, args: &[u64; 6], at: bool, width: Width) -> Option<ExecCall> {
-    let (path_arg, argv_arg) = if at { (args[1], args[2]) } else { (args[0], args[1]) };
+    let (path_arg, argv_arg) = if at {
+        (args[1], args[2])
+    } else {
+        (args[0], args[1])
+    };
     let (filename, _) = read_cstring(tid, path_arg, PATH_LIMIT)?;
     let (argv, argv_truncated) = read_argv(tid, argv_arg, width)?;
     // The kernel reads these as int / flags words: truncation is the ABI.
@@ -169,7 +175,10 @@ pub fn parse_sockaddr(bytes: &[u8]) -> SocketTarget {
     match path.first() {
         None | Some(0) => SocketTarget::Abstract,
         Some(_) => {
-            let end = path.iter().position(|&byte| byte == 0).unwrap_or(path.len());
+            let end = path
+                .iter()
+                .position(|&byte| byte == 0)
+                .unwrap_or(path.len());
             SocketTarget::Path(path.get(..end).unwrap_or_default().to_vec())
         }
     }
@@ -514,7 +523,11 @@ mod tests {
             .collect();
         let (argv, cut) = read_argv(pid, many.as_ptr() as u64, Width::W64).unwrap();
         assert_eq!((argv.len(), cut), (ARG_LIMIT, true));
-        assert_eq!(read_cstring(pid, 8, 10), None, "unmapped memory is unreadable");
+        assert_eq!(
+            read_cstring(pid, 8, 10),
+            None,
+            "unmapped memory is unreadable"
+        );
     }
 
     #[test]
@@ -538,6 +551,10 @@ mod tests {
         assert_eq!(text.lines().count(), 4, "{text}");
         let entries = crate::supervise::read_ledger(&path).unwrap();
         assert_eq!(entries.len(), 2);
-        assert!(entries.iter().all(|entry| entry.exit == Some(LedgerExit::Code(3))));
+        assert!(
+            entries
+                .iter()
+                .all(|entry| entry.exit == Some(LedgerExit::Code(3)))
+        );
     }
 }

@@ -202,9 +202,7 @@ pub async fn start(
         .await
         .unwrap_or_else(|_| Err(io::Error::other("the listener hand-off thread is gone")));
     let (child, shared) = match (spawned, registered) {
-        (Ok(Ok(child)), Ok(shared)) if shared.root_pid == child.id() as i32 => {
-            (child, shared)
-        }
+        (Ok(Ok(child)), Ok(shared)) if shared.root_pid == child.id() as i32 => (child, shared),
         (spawned, registered) => {
             if let Ok(shared) = &registered {
                 keeper::release(shared);

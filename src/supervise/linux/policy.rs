@@ -91,7 +91,10 @@ pub enum Verdict {
     Continue(Vec<Entry>),
     Deny(&'static str),
     /// Refused with a specific errno and a reason naming what was refused.
-    Refuse { errno: i32, reason: String },
+    Refuse {
+        errno: i32,
+        reason: String,
+    },
 }
 
 /// Who called, as /proc showed it.
@@ -221,16 +224,17 @@ pub fn handle(
     if let Some(caller) = caller {
         match call {
             NotifiedCall::Exec { at, width } => {
-                let read = ledger::read_exec(tid, &notif.data.args, at, width).unwrap_or_else(|| {
-                    // Unreadable memory: the exec is recorded, but as nothing evidence can cite.
-                    ExecCall {
-                        filename: String::new(),
-                        argv: Vec::new(),
-                        argv_truncated: false,
-                        cwd: String::new(),
-                        plausible: false,
-                    }
-                });
+                let read =
+                    ledger::read_exec(tid, &notif.data.args, at, width).unwrap_or_else(|| {
+                        // Unreadable memory: the exec is recorded, but as nothing evidence can cite.
+                        ExecCall {
+                            filename: String::new(),
+                            argv: Vec::new(),
+                            argv_truncated: false,
+                            cwd: String::new(),
+                            plausible: false,
+                        }
+                    });
                 exec = Some((read, sys::pidfd_open(caller.tgid).ok()));
             }
             NotifiedCall::Connect | NotifiedCall::Socketcall => {

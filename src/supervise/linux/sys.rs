@@ -228,7 +228,9 @@ fn assemble(asm: &[Asm]) -> Vec<SockFilter> {
     for insn in asm {
         let next = out.len() as u32 + 1;
         let offset = |label: Option<Label>| {
-            label.map_or(0, |label| u8::try_from(at(label).saturating_sub(next)).unwrap_or(0))
+            label.map_or(0, |label| {
+                u8::try_from(at(label).saturating_sub(next)).unwrap_or(0)
+            })
         };
         match *insn {
             Asm::Stmt(code, k) => out.push(stmt(code, k)),
@@ -653,8 +655,7 @@ pub fn recv_with_fd_and_pid(
                 let raw = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const RawFd);
                 fd = Some(OwnedFd::from_raw_fd(raw));
             }
-            if (*cmsg).cmsg_level == libc::SOL_SOCKET
-                && (*cmsg).cmsg_type == libc::SCM_CREDENTIALS
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_CREDENTIALS
             {
                 let cred = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::ucred);
                 pid = Some(cred.pid);
@@ -874,9 +875,14 @@ mod tests {
         let connect = matches!(
             NotifiedCall::of(data),
             NotifiedCall::Connect | NotifiedCall::Socketcall
-        ) && (data.arch == AUDIT_ARCH_X86_64 || data.nr as u32 != NR_SOCKETCALL_I386 || data.args[0] == 3);
+        ) && (data.arch == AUDIT_ARCH_X86_64
+            || data.nr as u32 != NR_SOCKETCALL_I386
+            || data.args[0] == 3);
         if !connect {
-            assert_eq!(plain, room, "the room filter differs only in connect: {data:?}");
+            assert_eq!(
+                plain, room,
+                "the room filter differs only in connect: {data:?}"
+            );
         }
         room
     }
@@ -917,7 +923,11 @@ mod tests {
             ] {
                 assert_eq!(call_with(kind, arch, nr, 0), notif, "{kind:?} {nr}");
             }
-            let gated = if kind == FilterKind::Room { notif } else { allow };
+            let gated = if kind == FilterKind::Room {
+                notif
+            } else {
+                allow
+            };
             assert_eq!(call_with(kind, AUDIT_ARCH_X86_64, 42, 0), gated);
             assert_eq!(call_with(kind, AUDIT_ARCH_X86_64, 42 | x32, 0), gated);
             assert_eq!(call_with(kind, AUDIT_ARCH_I386, 362, 0), gated);
@@ -929,7 +939,10 @@ mod tests {
             );
             assert_eq!(call_with(kind, AUDIT_ARCH_X86_64, 41, 0), allow);
             assert_eq!(call_with(kind, AUDIT_ARCH_X86_64, 44, 0), allow, "sendto");
-            assert_eq!(call_with(kind, 0xc000_00b7, 59, 0), SECCOMP_RET_KILL_PROCESS);
+            assert_eq!(
+                call_with(kind, 0xc000_00b7, 59, 0),
+                SECCOMP_RET_KILL_PROCESS
+            );
         }
     }
 
