@@ -50,8 +50,8 @@ pub fn run(args: SuperviseArgs) -> Result<ExitCode, EdgeError> {
         timeout,
         args.json,
         args.receipt,
-        args.ledger,
         (!args.room.is_empty()).then(|| crate::supervise::Room::writable(args.room)),
+        args.ledger,
     ));
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
 }

@@ -22,8 +22,8 @@ pub async fn supervise_command(
     timeout: Option<Duration>,
     json: bool,
     receipt_path: Option<PathBuf>,
-    ledger_path: Option<PathBuf>,
     room: Option<super::Room>,
+    ledger_path: Option<PathBuf>,
 ) -> i32 {
     let Some((program, args)) = argv.split_first() else {
         eprintln!(
