@@ -8,6 +8,7 @@
 
 mod child;
 mod family;
+mod filter;
 mod keeper;
 mod landlock;
 mod ledger;
