@@ -250,7 +250,7 @@ pub fn demo_script() -> Value {
                 "milestones": [{
                     "id": "m1", "title": "Write hello.txt", "description": "Create the file.",
                     "acceptance_criteria": [{"id": "c1", "text": "hello.txt holds exactly `hello, world`",
-                                             "check": DEMO_CHECK, "human_review": false}]
+                                             "check": DEMO_CHECK, "human_review": false, "kind": "fail_to_pass"}]
                 }]
             }))]),
             conversation("plan_reviewer", "You are the plan reviewer", vec![step_report(json!({

@@ -161,6 +161,11 @@ pub fn semantic_problems(state: &RunState, plan: &StagePlan, report: &Value) -> 
                             if human { "both" } else { "neither" }
                         ));
                     }
+                    if let Some(check) = criterion["check"].as_str().filter(|_| !human)
+                        && let Some(why) = super::verify::vacuous_check(check)
+                    {
+                        problems.push(format!("criterion {id:?}: the check is vacuous: {why}"));
+                    }
                 }
             }
         }

@@ -13,8 +13,10 @@ pub mod driver;
 pub mod flow;
 pub mod prompt;
 pub mod replay;
+pub mod review;
 pub mod runner;
 pub mod state;
+pub mod verify;
 pub mod workspace;
 
 use std::path::{Path, PathBuf};
@@ -119,13 +121,23 @@ pub fn render_status(state: &RunState) -> String {
         state.usage.total_tokens(),
         state.active_ms as f64 / 1000.0
     ));
+    let v = &state.verification;
+    if !v.required_checks.is_empty() {
+        out.push_str(
+            "required by the objective (replayed by the final gate whatever the plan says):\n",
+        );
+        for check in &v.required_checks {
+            out.push_str(&format!("  `{check}`\n"));
+        }
+    }
     if let Some(pause) = &state.pause {
         out.push_str(&format!(
             "paused {}: {}\nnext: {}\n",
             pause.code, pause.reason, pause.next_step
         ));
     } else if state.completed_at.is_some() {
-        out.push_str("COMPLETE: every criterion verified and replayed on the final tree\n");
+        out.push_str(&review::completion_message(&v.verified).replacen("complete", "COMPLETE", 1));
+        out.push('\n');
     }
     out
 }

@@ -711,7 +711,7 @@ fn plan_ok() -> Value {
             "description": "Create hello.txt with the single line hello.",
             "acceptance_criteria": [
                 {"id": "AC1", "text": "hello.txt is exactly hello", "check": CHECK,
-                 "human_review": false}
+                 "human_review": false, "kind": "fail_to_pass"}
             ]
         }]
     }}])
@@ -1621,9 +1621,9 @@ fn run_withholds_credentials_from_agents_and_checks() {
         "summary": "One milestone.",
         "milestones": [{"id": "M1", "title": "Greeting", "description": "",
                         "acceptance_criteria": [
-                            {"id": "AC1", "text": "hello", "check": CHECK, "human_review": false},
+                            {"id": "AC1", "text": "hello", "check": CHECK, "human_review": false, "kind": "fail_to_pass"},
                             {"id": "AC2", "text": "no secrets", "check": env_check,
-                             "human_review": false}]}]
+                             "human_review": false, "kind": "pass_to_pass"}]}]
     }}]);
     let tester = json!([{"run": CHECK}, {"run": env_check}, {"report": {
         "milestone_id": "M1",
@@ -1744,10 +1744,10 @@ fn run_two_milestones_continue_then_complete() {
         "milestones": [
             {"id": "M1", "title": "hello", "description": "",
              "acceptance_criteria": [{"id": "AC1", "text": "hello", "check": CHECK,
-                                      "human_review": false}]},
+                                      "human_review": false, "kind": "fail_to_pass"}]},
             {"id": "M2", "title": "world", "description": "",
              "acceptance_criteria": [{"id": "AC2", "text": "world", "check": second_check,
-                                      "human_review": false}]}
+                                      "human_review": false, "kind": "fail_to_pass"}]}
         ]
     }}]);
     let second_build = json!([{"run": "printf 'world\\n' > world.txt"}, {"run": second_check},
@@ -1926,15 +1926,19 @@ fn run_completes_when_the_builder_commits_its_work() {
     assert_eq!(String::from_utf8_lossy(&log.stdout).trim(), "build");
 }
 
+/// A human-review criterion is a gate: the run pauses `AWAITING_HUMAN_REVIEW` with the
+/// criterion, why, and the diff bearing on it; a rejection sends the milestone back to the
+/// builder with the reason; an acceptance (time and text shown recorded) completes the run, and
+/// the final message says how each criterion was verified.
 #[test]
-fn run_completes_with_a_human_review_criterion() {
+fn a_human_review_criterion_waits_for_a_person() {
     let plan = json!([{"report": {
         "summary": "One milestone with a human check.",
         "milestones": [{"id": "M1", "title": "Greeting", "description": "",
                         "acceptance_criteria": [
-                            {"id": "AC1", "text": "hello", "check": CHECK, "human_review": false},
-                            {"id": "AC2", "text": "reads well", "check": null,
-                             "human_review": true}]}]
+                            {"id": "AC1", "text": "hello", "check": CHECK, "human_review": false, "kind": "fail_to_pass"},
+                            {"id": "AC2", "text": "hello.txt reads well", "check": null,
+                             "human_review": true, "kind": "fail_to_pass"}]}]
     }}]);
     let tester = json!([{"run": CHECK}, {"report": {
         "milestone_id": "M1", "summary": "AC1 holds; AC2 needs a person.",
@@ -1946,19 +1950,77 @@ fn run_completes_with_a_human_review_criterion() {
     }}]);
     let harness = Harness::new(script_with(&[
         ("planner", json!([plan])),
-        ("tester", json!([tester])),
+        ("builder", json!([build_ok(), build_ok()])),
+        ("tester", json!([tester.clone(), tester])),
+        ("completion_reviewer", json!([complete(), complete()])),
     ]));
-    harness.run(&["--yes"]).assert_complete();
-    let status = harness.status();
-    let criteria = status.json["criteria"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let paused = harness.run(&["--yes"]);
+    paused.assert_paused("AWAITING_HUMAN_REVIEW");
+    let reason = paused.pause_reason();
     assert!(
-        criteria
+        reason.contains("AC2") && reason.contains("human review"),
+        "{paused:?}"
+    );
+    assert!(
+        reason.contains("+hello"),
+        "the diff bearing on it is shown: {paused:?}"
+    );
+    assert!(
+        !reason.contains("AC1 ("),
+        "AC1 is verified by its check: {paused:?}"
+    );
+    // Without a decision the pause stays; an unknown criterion is a usage error.
+    harness.resume(&[]).assert_paused("AWAITING_HUMAN_REVIEW");
+    assert_eq!(harness.resume(&["--accept", "AC1"]).code, Some(2));
+
+    let builders = || {
+        harness
+            .calls()
             .iter()
-            .any(|c| c["criterion_id"] == "AC2" && c["verdict"] == "HUMAN_REVIEW"),
-        "{status:?}"
+            .filter(|c| c["role"] == "builder")
+            .count()
+    };
+    assert_eq!(builders(), 1);
+    let rejected = harness.resume(&["--reject", "AC2", "--because", "say it louder"]);
+    rejected.assert_paused("AWAITING_HUMAN_REVIEW");
+    assert_eq!(
+        builders(),
+        2,
+        "the rejection sent the milestone back to the builder"
+    );
+    let prompt = harness.prompt_of("builder", 2);
+    assert!(prompt.contains("say it louder"), "{prompt}");
+
+    harness.resume(&["--accept", "AC2"]).assert_complete();
+    let status = harness.status();
+    let v = &status.json["verification"];
+    let decisions = v["human_decisions"].as_array().cloned().unwrap_or_default();
+    assert_eq!(decisions.len(), 2, "{status:?}");
+    assert_eq!(decisions[0]["accepted"], false);
+    assert_eq!(decisions[1]["accepted"], true);
+    assert!(
+        decisions[1]["shown"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("reads well")
+    );
+    assert!(decisions[1]["at"].is_string());
+    let verified = v["verified"].as_array().cloned().unwrap_or_default();
+    let how = |id: &str| {
+        verified
+            .iter()
+            .find(|c| c["criterion_id"] == id)
+            .and_then(|c| c["how"].as_str().map(str::to_owned))
+            .unwrap_or_default()
+    };
+    assert!(how("AC1").starts_with("replayed"), "{verified:?}");
+    assert!(
+        how("AC1").contains("failed on the base tree"),
+        "{verified:?}"
+    );
+    assert!(
+        how("AC2").starts_with("accepted by a person"),
+        "{verified:?}"
     );
 }
 
