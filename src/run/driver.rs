@@ -116,7 +116,11 @@ pub trait StageRunner {
     ) -> impl Future<Output = Result<Vec<ReplayResult>, PauseDecision>>;
 
     /// Saves the work tree as the run's base tree (`verify::base_dir`), before any stage ran.
-    fn save_base(&mut self, state: &RunState) -> impl Future<Output = Result<(), PauseDecision>>;
+    /// `Ok` holds what the (closed) copy had to leave out.
+    fn save_base(
+        &mut self,
+        state: &RunState,
+    ) -> impl Future<Output = Result<Vec<String>, PauseDecision>>;
 
     /// Judges an attempt left `running` by a crash, from its saved artifacts alone: `Some`
     /// with the report when it is complete, valid and verified.
@@ -853,8 +857,9 @@ async fn prepare_base<R: StageRunner>(
 ) -> Result<Result<(), PauseDecision>, DriverError> {
     let built = run.state.attempts.iter().any(|a| a.role == Role::Builder);
     if !run.state.verification.base_saved && !built {
-        if let Err(pause) = runner.save_base(&run.state).await {
-            return Ok(Err(pause));
+        match runner.save_base(&run.state).await {
+            Ok(unclosed) => run.state.verification.base_unclosed = unclosed,
+            Err(pause) => return Ok(Err(pause)),
         }
         run.state.verification.base_saved = true;
         run.activity("base tree saved", None)?;

@@ -228,6 +228,7 @@ impl StageRunner for CliRunner {
         let replayed = match replay::replay_checks_restoring(
             &root,
             restore,
+            &state.verification.base_unclosed,
             &unique,
             &self.check_env(),
             self.replay_timeout,
@@ -277,11 +278,11 @@ impl StageRunner for CliRunner {
             .collect())
     }
 
-    async fn save_base(&mut self, state: &RunState) -> Result<(), PauseDecision> {
+    async fn save_base(&mut self, state: &RunState) -> Result<Vec<String>, PauseDecision> {
         let dest = super::verify::base_dir(state);
         replay::save_tree(&state.work_tree, &dest, &self.check_env())
             .await
-            .map(|_| ())
+            .map(|report| report.unclosed)
             .map_err(|e| {
                 PauseDecision::new(
                     PauseCode::PausedProcessCleanup,

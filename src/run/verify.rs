@@ -109,6 +109,9 @@ pub struct Verification {
     pub required_checks: Vec<String>,
     /// Whether the base tree was saved (`<run>/base/`) before any stage ran.
     pub base_saved: bool,
+    /// What the base tree's closed copy had to leave out (symlinks out of the tree, FIFOs...):
+    /// a replay leaves the same entries out without failing, since they are not the work's.
+    pub base_unclosed: Vec<String>,
     /// Planned checks run on the base tree, by command.
     pub base_checks: BTreeMap<String, BaseCheck>,
     /// Criteria waiting for a person (set by the last `AWAITING_HUMAN_REVIEW` pause).
