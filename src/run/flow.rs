@@ -831,6 +831,26 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn plans_with_vacuous_checks_are_rejected() {
+        let state = new_state();
+        let plan = StagePlan {
+            role: Role::Planner,
+            kind: ReportKind::Plan,
+            milestone: None,
+            purpose: AttemptPurpose::Fresh,
+        };
+        let mut report = plan_report(1);
+        report["milestones"][0]["acceptance_criteria"][0]["check"] =
+            json!("python3 -m unittest -q test_vowels || true");
+        let problems = semantic_problems(&state, &plan, &report);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("vacuous"), "{problems:?}");
+        report["milestones"][0]["acceptance_criteria"][0]["check"] =
+            json!("python3 -m unittest -q test_vowels");
+        assert!(semantic_problems(&state, &plan, &report).is_empty());
+    }
+
+    #[test]
     fn the_gate_needs_every_checked_criterion_verified_and_the_final_replay_green() {
         let mut state = approved(1);
         apply_build(&mut state, 0);

@@ -360,7 +360,8 @@ mod tests {
         }
         // The same link already in the base tree is left out of the copy without failing.
         let dir = tempfile::tempdir().unwrap();
-        std::os::unix::fs::symlink(outside.path().join("real.py"), dir.path().join("old.py")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("real.py"), dir.path().join("old.py"))
+            .unwrap();
         let mut base = tempfile::tempdir().unwrap().path().to_owned();
         base.push("base");
         let saved = save_tree(dir.path(), &base, &env()).await.unwrap();

@@ -2079,3 +2079,84 @@ fn run_killed_mid_stage_of_every_kind_is_judged_then_continues() {
         assert_eq!(calls(), 2, "{role}");
     }
 }
+
+/// The builder rewrites a test the plan's check runs: with the original test restored the check
+/// fails, so the run pauses `AWAITING_TEST_CHANGE_REVIEW` with the test diff; a person's
+/// `--accept-test-changes` completes it. An escaping symlink the builder adds fails the replay.
+#[test]
+fn changed_tests_wait_for_a_person_and_escaping_links_fail_the_replay() {
+    let check = "sh tests/check.sh";
+    let plan = json!([{"report": {
+        "summary": "One milestone.",
+        "milestones": [{"id": "M1", "title": "Greeting", "description": "",
+                        "acceptance_criteria": [
+                            {"id": "AC1", "text": "the greeting check passes", "check": check,
+                             "human_review": false, "kind": "fail_to_pass"}]}]
+    }}]);
+    let build = |extra: &str| {
+        json!([
+            {"run": format!("printf 'hi\\n' > hello.txt && printf 'grep -qx hi hello.txt\\n' > tests/check.sh{extra}")},
+            {"run": check},
+            {"report": {"status": "done", "summary": "Wrote hello.txt.",
+                        "files_changed": ["hello.txt", "tests/check.sh"],
+                        "checks": [{"command": check, "exit_code": 0, "evidence_ref": "{{last_event}}"}],
+                        "blockers": []}}
+        ])
+    };
+    let tester = json!([{"run": check}, {"report": {
+        "milestone_id": "M1", "summary": "Checked.",
+        "criteria": [{"criterion_id": "AC1", "verdict": "PASS", "notes": "",
+                      "checks": [{"command": check, "exit_code": 0, "evidence_ref": "{{last_event}}"}]}]
+    }}]);
+    let harness = Harness::new(script_with(&[
+        ("planner", json!([plan.clone()])),
+        ("builder", json!([build("")])),
+        ("tester", json!([tester.clone()])),
+    ]));
+    let ws = harness.workspace();
+    fs::create_dir_all(ws.join("tests")).expect("tests dir");
+    fs::write(ws.join("tests/check.sh"), "grep -qx hello hello.txt\n").expect("seed test");
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-qm", "a test"]);
+    let paused = harness.run(&["--yes"]);
+    paused.assert_paused("AWAITING_TEST_CHANGE_REVIEW");
+    let reason = paused.pause_reason();
+    assert!(reason.contains("tests/check.sh"), "{paused:?}");
+    assert!(
+        reason.contains("-grep -qx hello hello.txt") && reason.contains("+grep -qx hi hello.txt"),
+        "the test diff is shown: {paused:?}"
+    );
+    harness
+        .resume(&[])
+        .assert_paused("AWAITING_TEST_CHANGE_REVIEW");
+    harness.resume(&["--accept-test-changes"]).assert_complete();
+    let status = harness.status();
+    assert!(
+        status.json["verification"]["test_change_review"]["accepted_at"].is_string(),
+        "{status:?}"
+    );
+
+    // The same work delivered through an absolute symlink out of the tree never passes a replay.
+    let outside = tempfile::tempdir().expect("outside");
+    let target = outside.path().join("check.sh");
+    fs::write(&target, "true\n").expect("outside file");
+    let linking = format!(" && ln -sf {} tests/check.sh", target.display());
+    let harness = Harness::new(script_with(&[
+        ("planner", json!([plan])),
+        ("builder", json!([build(&linking), build(&linking)])),
+        ("tester", json!([tester.clone(), tester])),
+    ]));
+    let ws = harness.workspace();
+    fs::create_dir_all(ws.join("tests")).expect("tests dir");
+    fs::write(ws.join("tests/check.sh"), "grep -qx hello hello.txt\n").expect("seed test");
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-qm", "a test"]);
+    let stopped = harness.run(&["--yes"]);
+    assert_eq!(stopped.code, Some(PAUSED_EXIT), "{stopped:?}");
+    assert!(
+        stopped
+            .pause_reason()
+            .contains("`tests/check.sh` is a symlink to"),
+        "{stopped:?}"
+    );
+}
