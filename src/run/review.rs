@@ -54,6 +54,22 @@ pub fn plan_criteria(state: &RunState) -> Vec<Criterion> {
 
 /// Why `criterion` needs a person, if it does.
 pub fn why_person(state: &RunState, criterion: &Criterion) -> Option<String> {
+    if criterion.check.is_some()
+        && let Some(result) = state.criteria.iter().find(|c| {
+            c.milestone == criterion.milestone
+                && c.criterion_id == criterion.id
+                && c.verdict == "HUMAN_REVIEW"
+        })
+    {
+        return Some(format!(
+            "the tester reported HUMAN_REVIEW for it although it has a check{}",
+            if result.detail.trim().is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", result.detail.trim())
+            }
+        ));
+    }
     match &criterion.check {
         None => Some("the plan marks it for human review: no command can decide it".into()),
         Some(check) if criterion.kind == CheckKind::FailToPass => state
@@ -359,6 +375,21 @@ mod tests {
         let pending = pending_reviews(&state, None);
         let ids: Vec<&str> = pending.iter().map(|p| p.criterion_id.as_str()).collect();
         assert_eq!(ids, ["AC2", "AC4"]);
+        let mut unsure = state.clone();
+        unsure.criteria.push(crate::run::state::CriterionResult {
+            milestone: 0,
+            criterion_id: "AC1".into(),
+            verdict: "HUMAN_REVIEW".into(),
+            checks: vec![],
+            detail: "cannot tell".into(),
+        });
+        let pending_unsure = pending_reviews(&unsure, None);
+        assert_eq!(pending_unsure.len(), 3);
+        assert!(
+            pending_unsure[0]
+                .why
+                .contains("the tester reported HUMAN_REVIEW")
+        );
         assert!(pending[1].why.contains("already passes on the base tree"));
         state.verification.pending_reviews = pending;
         let now = Utc::now();
