@@ -222,22 +222,30 @@ pub fn semantic_problems(state: &RunState, plan: &StagePlan, report: &Value) -> 
                 ),
                 Some("CONTINUE") if last => problems
                     .push("this is the last milestone: answer COMPLETE, REWORK or BLOCKED".into()),
+                _ => {}
+            }
+            problems.extend(super::coverage::verdict_problems(state, report));
+            match report["decision"].as_str() {
                 Some("REWORK")
                     if !report["findings"]
                         .as_array()
                         .into_iter()
                         .flatten()
-                        .any(|f| f["blocking"] == true) =>
+                        .any(|f| f["blocking"] == true)
+                        && super::coverage::not_done(report).is_empty() =>
                 {
-                    problems.push("REWORK needs at least one blocking finding".into())
+                    problems.push(
+                        "REWORK needs at least one blocking finding or a not_done verdict".into(),
+                    )
                 }
                 _ => {}
             }
         }
-        ReportKind::Requirements
-        | ReportKind::PlanReview
-        | ReportKind::Build
-        | ReportKind::Resolution => {}
+        ReportKind::Requirements => {
+            problems.extend(super::coverage::quote_problems(&state.objective, report));
+        }
+        ReportKind::PlanReview => problems.extend(super::coverage::verdict_problems(state, report)),
+        ReportKind::Build | ReportKind::Resolution => {}
     }
     problems
 }
@@ -340,7 +348,7 @@ pub fn apply_plan(state: &mut RunState, report: &Value) {
 
 pub fn apply_plan_review(state: &mut RunState, report: &Value) -> Result<(), PauseDecision> {
     state.plan_review_rounds += 1;
-    let blocking: Vec<String> = report["concerns"]
+    let mut blocking: Vec<String> = report["concerns"]
         .as_array()
         .into_iter()
         .flatten()
@@ -357,6 +365,11 @@ pub fn apply_plan_review(state: &mut RunState, report: &Value) -> Result<(), Pau
             .to_owned()
         })
         .collect();
+    for (sentence, reason) in super::coverage::not_done(report) {
+        blocking.push(format!(
+            "the plan does not cover this part of the objective: {sentence} ({reason})"
+        ));
+    }
     if report["verdict"] == "approve" && blocking.is_empty() {
         state.plan_concerns.clear();
         state.phase = Phase::Approval;
@@ -464,12 +477,21 @@ pub fn apply_completion(
             };
             Ok(())
         }
+        Some("COMPLETE") if !super::coverage::not_done(report).is_empty() => {
+            let mut findings = findings;
+            findings.extend(super::coverage::not_done_findings(report, milestone));
+            rework(state, milestone, findings, "completion")
+        }
         Some("COMPLETE") => {
             accept_milestone(state, milestone);
             state.phase = Phase::FinalGate;
             Ok(())
         }
-        Some("REWORK") => rework(state, milestone, findings, "completion"),
+        Some("REWORK") => {
+            let mut findings = findings;
+            findings.extend(super::coverage::not_done_findings(report, milestone));
+            rework(state, milestone, findings, "completion")
+        }
         _ => Err(PauseDecision::new(
             PauseCode::PausedBlocked,
             format!(

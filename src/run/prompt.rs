@@ -26,7 +26,7 @@ pub enum EvidenceStyle {
 fn role_brief(role: Role) -> &'static str {
     match role {
         Role::Requirements => {
-            "You are the requirements gatherer. Read the workspace and turn the objective into a brief: goals, constraints, acceptance criteria (each testable), and at most three open questions, each with a proposed default. Ask only questions whose answer would change the work."
+            "You are the requirements gatherer. Read the workspace and turn the objective into a brief: goals, constraints, acceptance criteria (each testable), and at most three open questions, each with a proposed default. Ask only questions whose answer would change the work. For each acceptance criterion, quote in covers the part(s) of the objective it covers, verbatim: autocode lists the sentences no criterion cites to the reviewers."
         }
         Role::Planner => {
             "You are the planner. Write a plan of small milestones. Every acceptance criterion is verified by a shell command that exits 0 exactly when it holds (a check, run from the workspace root), or is marked human_review when no command can decide it. Give each criterion its kind: fail_to_pass when it asks for a change (its check must fail on the current tree and pass after the work; autocode runs every check on the current tree before the first build) or pass_to_pass when it guards behaviour that already works (its check passes before and after). A check whose exit status cannot depend on the work (`… || true`, `…; exit 0`, `echo …`) is rejected. Commands the objective requires are replayed by autocode anyway: plan checks may add to them, never replace them."
@@ -106,6 +106,7 @@ pub fn stage_prompt(
                     pretty(&latest.plan)
                 ));
                 base_tree_section(state, &latest.plan, &mut out);
+                out.push_str(&super::coverage::prompt_section(state));
             }
         }
         Role::Builder | Role::Tester | Role::CompletionReviewer | Role::Resolver => {
@@ -132,6 +133,7 @@ pub fn stage_prompt(
                 }
                 if plan.role == Role::CompletionReviewer {
                     changes_section(state, &mut out);
+                    out.push_str(&super::coverage::prompt_section(state));
                     let results: Vec<_> =
                         state.criteria.iter().filter(|c| c.milestone == m).collect();
                     if !results.is_empty() {

@@ -458,7 +458,7 @@ fn is_command(span: &str) -> bool {
 
 /// Sentences (split at `.`, `!`, `?` followed by whitespace, and at blank lines), ignoring
 /// punctuation inside code spans.
-fn sentences(text: &str) -> Vec<String> {
+pub fn sentences(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut current = String::new();
     let mut in_code = false;

@@ -697,7 +697,8 @@ fn requirements_ok() -> Value {
         "summary": "A file hello.txt that says hello.",
         "goals": ["hello.txt exists and contains hello"],
         "constraints": [],
-        "acceptance_criteria": [{"id": "AC1", "text": "hello.txt contains exactly hello"}],
+        "acceptance_criteria": [{"id": "AC1", "text": "hello.txt contains exactly hello",
+                                "covers": ["Create hello.txt containing hello"]}],
         "open_questions": []
     }}])
 }
@@ -718,7 +719,7 @@ fn plan_ok() -> Value {
 }
 
 fn approve() -> Value {
-    json!([{"report": {"verdict": "approve", "summary": "The plan is sound.", "concerns": []}}])
+    json!([{"report": {"verdict": "approve", "summary": "The plan is sound.", "concerns": [], "uncovered": []}}])
 }
 
 fn build_report() -> Value {
@@ -758,7 +759,7 @@ fn test_fail() -> Value {
 }
 
 fn complete() -> Value {
-    json!([{"report": {"decision": "COMPLETE", "summary": "Done.", "findings": []}}])
+    json!([{"report": {"decision": "COMPLETE", "summary": "Done.", "findings": [], "uncovered": []}}])
 }
 
 /// A script where every role succeeds at its first attempt.
@@ -1267,7 +1268,8 @@ fn run_waits_for_answers_and_plan_approval_without_yes() {
         "summary": "A greeting file.",
         "goals": ["hello.txt exists"],
         "constraints": [],
-        "acceptance_criteria": [{"id": "AC1", "text": "hello.txt contains exactly hello"}],
+        "acceptance_criteria": [{"id": "AC1", "text": "hello.txt contains exactly hello",
+                                "covers": ["Create hello.txt containing hello"]}],
         "open_questions": [{"id": "Q1", "question": "Which file name?",
                             "proposed_default": "hello.txt"}]
     }}]);
@@ -1429,7 +1431,8 @@ fn run_pauses_planning_budget_after_two_blocking_reviews() {
         "verdict": "changes_requested",
         "summary": "Missing a rollback plan.",
         "concerns": [{"id": "C1", "blocking": true, "text": "No rollback.",
-                      "requested_change": "Add one."}]
+                      "requested_change": "Add one."}],
+        "uncovered": []
     }}]);
     let harness = Harness::new(script_with(&[
         ("planner", json!([plan_ok(), plan_ok()])),
@@ -1460,7 +1463,8 @@ fn run_pauses_when_the_completion_reviewer_is_blocked() {
     let blocked = json!([{"report": {
         "decision": "BLOCKED",
         "summary": "Needs a product decision on the greeting.",
-        "findings": [{"id": "F1", "blocking": true, "text": "Which language?"}]
+        "findings": [{"id": "F1", "blocking": true, "text": "Which language?"}],
+        "uncovered": []
     }}]);
     let harness = Harness::new(script_with(&[("completion_reviewer", json!([blocked]))]));
     let finished = harness.run(&["--yes"]);
@@ -1763,9 +1767,8 @@ fn run_two_milestones_continue_then_complete() {
                                   "evidence_ref": "{{last_event}}"}]}]
     }}]);
     // COMPLETE after the first of two milestones is refused; the repair says CONTINUE.
-    let early = json!([{"report": {"decision": "COMPLETE", "summary": "Done?", "findings": []}}]);
-    let cont =
-        json!([{"report": {"decision": "CONTINUE", "summary": "On to M2.", "findings": []}}]);
+    let early = json!([{"report": {"decision": "COMPLETE", "summary": "Done?", "findings": [], "uncovered": []}}]);
+    let cont = json!([{"report": {"decision": "CONTINUE", "summary": "On to M2.", "findings": [], "uncovered": []}}]);
     let harness = Harness::new(script_with(&[
         ("planner", json!([plan])),
         ("builder", json!([build_ok(), second_build])),
