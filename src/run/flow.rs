@@ -897,6 +897,43 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_not_done_sentence_blocks_the_plan_and_the_completion() {
+        let mut state = approved(1);
+        state.objective = "Count vowels in text. Also count the consonants in text.".into();
+        state.brief = Some(json!({"acceptance_criteria": [
+            {"id": "a", "text": "vowels", "covers": ["Count vowels in text"]}]}));
+        let not_done = json!([{"sentence": "Also count the consonants in text.",
+                               "verdict": "not_done", "reason": "dropped"}]);
+        let plan1 = StagePlan {
+            role: Role::CompletionReviewer,
+            kind: ReportKind::Completion,
+            milestone: Some(0),
+            purpose: AttemptPurpose::Fresh,
+        };
+        let silent =
+            json!({"decision": "COMPLETE", "summary": "s", "findings": [], "uncovered": []});
+        assert_eq!(semantic_problems(&state, &plan1, &silent).len(), 1);
+        let complete =
+            json!({"decision": "COMPLETE", "summary": "s", "findings": [], "uncovered": not_done});
+        assert!(semantic_problems(&state, &plan1, &complete).is_empty());
+        apply_build(&mut state, 0);
+        apply_completion(&mut state, 0, &complete).unwrap();
+        assert_eq!(state.phase, Phase::Build { milestone: 0 });
+        assert!(state.open_findings[0].text.contains("consonants"));
+
+        let mut state = approved(1);
+        state.objective = "Count vowels in text. Also count the consonants in text.".into();
+        state.brief = Some(json!({"acceptance_criteria": [
+            {"id": "a", "text": "vowels", "covers": ["Count vowels in text"]}]}));
+        state.phase = Phase::PlanReview;
+        let review =
+            json!({"verdict": "approve", "summary": "s", "concerns": [], "uncovered": not_done});
+        apply_plan_review(&mut state, &review).unwrap();
+        assert_eq!(state.phase, Phase::Plan);
+        assert!(state.plan_concerns[0].contains("consonants"));
+    }
+
+    #[test]
     fn blocked_pauses() {
         let mut state = approved(1);
         let pause = apply_completion(

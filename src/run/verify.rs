@@ -596,16 +596,47 @@ pub fn looks_like_test(path: &str, checks: &[String]) -> bool {
     by_layout || checks.iter().any(|check| named_by(check, path))
 }
 
-/// Whether `check` names `path`: as a word, or as a Python module (`test_vowels`, `pkg.test_x`).
+/// Test runners: a file or module right after one of these (options skipped) is a test.
+const TEST_RUNNERS: [&str; 10] = [
+    "unittest", "pytest", "py.test", "bats", "prove", "mocha", "jest", "vitest", "tap", "ava",
+];
+
+/// Whether `check` names `path` as a test: as a word (a path, or a Python module such as
+/// `test_vowels` or `pkg.test_x`) that reads as a test (`test`, `spec` or `check` in its name) or
+/// that a test runner is given. Code passed with `-c`/`-e` names nothing: the program under test
+/// (`python3 greet.py`, `from stats import median`) is not a test.
 fn named_by(check: &str, path: &str) -> bool {
     let module = path
         .strip_suffix(".py")
         .map(|p| p.replace('/', "."))
         .unwrap_or_default();
-    check
-        .split(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '=' | ';' | '(' | ')'))
-        .map(|w| w.trim_start_matches("./").split("::").next().unwrap_or(w))
-        .any(|w| !w.is_empty() && (w == path || (!module.is_empty() && w == module)))
+    let name = path.rsplit('/').next().unwrap_or(path).to_lowercase();
+    let test_like = ["test", "spec", "check"].iter().any(|t| name.contains(t));
+    for (_, command, _) in split_list(check) {
+        let mut after_runner = false;
+        let mut skip_next = false;
+        for word in words(&command) {
+            if skip_next {
+                skip_next = false;
+                continue;
+            }
+            if word == "-c" || word == "-e" {
+                skip_next = true;
+                continue;
+            }
+            let w = word.trim_start_matches("./");
+            let w = w.split("::").next().unwrap_or(w);
+            if TEST_RUNNERS.contains(&w) {
+                after_runner = true;
+                continue;
+            }
+            let names = !w.is_empty() && (w == path || (!module.is_empty() && w == module));
+            if names && (test_like || after_runner) {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// How a file differs between the base and the final tree.
@@ -940,6 +971,17 @@ mod tests {
         ] {
             assert!(!looks_like_test(path, &checks), "{path}");
         }
+        // The program a check runs, or imports in its code, is not a test.
+        let checks = vec![
+            "python3 greet.py --shout ada | grep -q 'HELLO, ADA'".to_owned(),
+            "python3 -c 'from stats import median; assert median([1]) == 1'".to_owned(),
+            "pytest -q suite/acceptance.py".to_owned(),
+            "sh verify_check.sh".to_owned(),
+        ];
+        assert!(!looks_like_test("greet.py", &checks));
+        assert!(!looks_like_test("stats.py", &checks));
+        assert!(looks_like_test("suite/acceptance.py", &checks));
+        assert!(looks_like_test("verify_check.sh", &checks));
     }
 
     #[test]
