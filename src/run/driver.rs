@@ -17,13 +17,13 @@ use serde_json::Value;
 
 use super::budget::{self, StageLimits};
 use super::flow::{self, Next, PauseDecision, StagePlan};
+use super::gate;
 use super::prompt;
 use super::review;
 use super::state::{
     AttemptPurpose, AttemptRecord, AttemptStatus, CriterionResult, PauseRecord, Phase,
     PlanRevision, Question, RunState, UsageTotals,
 };
-use super::verify;
 use crate::ids::SessionId;
 use crate::pause::PauseCode;
 use crate::report::ReportKind;
@@ -289,13 +289,13 @@ pub async fn drive<R: StageRunner, I: Interaction>(
                     Err(pause) => return Ok(run.pause(pause, None)?),
                 };
                 let mut final_results = final_replay_results(&run.state, &replayed);
-                final_results.extend(required_results(&run.state, &replayed));
+                final_results.extend(gate::required_results(&run.state, &replayed));
                 let refusals = flow::completion_gate(&run.state, &final_results);
                 if refusals.is_empty() {
-                    if let Some(pause) = judge_test_changes(run, runner, &commands).await? {
+                    if let Some(pause) = gate::judge_test_changes(run, runner, &commands).await? {
                         return Ok(run.pause(pause, None)?);
                     }
-                    if let Some(pause) = ask_people(run)? {
+                    if let Some(pause) = gate::ask_people(run)? {
                         return Ok(run.pause(pause, None)?);
                     }
                     let verified = review::verified_summary(&run.state);
@@ -339,7 +339,7 @@ pub async fn drive<R: StageRunner, I: Interaction>(
                 if let Some(pause) = budget::check_before_stage(&run.state) {
                     return Ok(run.pause(pause, None)?);
                 }
-                if let Err(pause) = prepare_base(run, runner, &plan).await? {
+                if let Err(pause) = gate::prepare_base(run, runner, &plan).await? {
                     return Ok(run.pause(pause, None)?);
                 }
                 let report = match run_stage(run, runner, ui, &plan).await? {
@@ -846,218 +846,6 @@ async fn verify_test_report<R: StageRunner>(
         });
     }
     Ok(results)
-}
-
-/// Saves the base tree before the first stage, and runs the plan's checks on it before the plan
-/// review and before a build (each check once). `Ok(Err(pause))` pauses.
-async fn prepare_base<R: StageRunner>(
-    run: &mut RunHandle,
-    runner: &mut R,
-    plan: &StagePlan,
-) -> Result<Result<(), PauseDecision>, DriverError> {
-    let built = run.state.attempts.iter().any(|a| a.role == Role::Builder);
-    if !run.state.verification.base_saved && !built {
-        match runner.save_base(&run.state).await {
-            Ok(unclosed) => run.state.verification.base_unclosed = unclosed,
-            Err(pause) => return Ok(Err(pause)),
-        }
-        run.state.verification.base_saved = true;
-        run.activity("base tree saved", None)?;
-        run.checkpoint()?;
-    }
-    if !run.state.verification.base_saved {
-        return Ok(Ok(()));
-    }
-    let plan_value = match plan.role {
-        Role::PlanReviewer => run.state.latest_plan().map(|p| p.plan.clone()),
-        Role::Builder => run.state.approved_plan().map(|p| p.plan.clone()),
-        _ => None,
-    };
-    let Some(plan_value) = plan_value else {
-        return Ok(Ok(()));
-    };
-    let mut missing: Vec<String> = Vec::new();
-    for milestone in plan_value["milestones"].as_array().into_iter().flatten() {
-        for c in milestone["acceptance_criteria"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            if c["human_review"].as_bool().unwrap_or(false) {
-                continue;
-            }
-            if let Some(check) = c["check"].as_str()
-                && !run.state.verification.base_checks.contains_key(check)
-                && !missing.iter().any(|m| m == check)
-            {
-                missing.push(check.to_owned());
-            }
-        }
-    }
-    if missing.is_empty() {
-        return Ok(Ok(()));
-    }
-    let replayed = match runner.replay(&run.state, &ReplayTree::Base, &missing).await {
-        Ok(replayed) => replayed,
-        Err(pause) => return Ok(Err(pause)),
-    };
-    for r in replayed {
-        run.state.verification.base_checks.insert(
-            r.command,
-            verify::BaseCheck {
-                passed: r.passed,
-                detail: r.detail,
-            },
-        );
-    }
-    run.activity("checks run on the base tree", Some(&missing.join("; ")))?;
-    run.checkpoint()?;
-    Ok(Ok(()))
-}
-
-/// Tests of the base tree the builder modified or deleted: the checks are replayed with those
-/// files restored; if they fail, a person must accept the new tests (`Some(pause)`).
-async fn judge_test_changes<R: StageRunner>(
-    run: &mut RunHandle,
-    runner: &mut R,
-    commands: &[String],
-) -> Result<Option<PauseDecision>, DriverError> {
-    if !run.state.verification.base_saved {
-        return Ok(None);
-    }
-    let base = verify::base_dir(&run.state);
-    let changed = verify::changed_tests(&base, &run.state.work_tree, commands);
-    if changed.is_empty() {
-        return Ok(None);
-    }
-    let diff = verify::diff_of(&base, &run.state.work_tree, &changed, 20_000);
-    let diff_sha = crate::report::evidence::sha256_hex(diff.as_bytes());
-    if let Some(review) = &run.state.verification.test_change_review
-        && review.diff_sha256 == diff_sha
-        && review.accepted_at.is_some()
-    {
-        return Ok(None);
-    }
-    let replayed = match runner
-        .replay(
-            &run.state,
-            &ReplayTree::FinalWithBaseFiles(changed.clone()),
-            commands,
-        )
-        .await
-    {
-        Ok(replayed) => replayed,
-        Err(pause) => return Ok(Some(pause)),
-    };
-    let failing: Vec<&ReplayResult> = replayed.iter().filter(|r| !r.passed).collect();
-    run.activity(
-        "checks replayed with the original tests",
-        Some(&format!("{} of {} failed", failing.len(), replayed.len())),
-    )?;
-    if failing.is_empty() {
-        return Ok(None);
-    }
-    let mut shown = format!(
-        "The builder changed tests that exist on the base tree ({}), and with the original tests restored these checks fail:\n",
-        changed.join(", ")
-    );
-    for r in &failing {
-        shown.push_str(&format!(
-            "- `{}`: {}\n",
-            r.command,
-            verify::cut(&r.detail, 1500)
-        ));
-    }
-    shown.push_str("\nThe test diff (base → final):\n\n");
-    shown.push_str(&diff);
-    let path = run.dir.join("review").join("test-changes.md");
-    if let Some(parent) = path.parent() {
-        let _ = std::fs::create_dir_all(parent);
-    }
-    let _ = std::fs::write(&path, &shown);
-    run.state.verification.test_change_review = Some(verify::TestChangeReview {
-        shown: shown.clone(),
-        diff_sha256: diff_sha,
-        accepted_at: None,
-    });
-    Ok(Some(PauseDecision::new(
-        PauseCode::AwaitingTestChangeReview,
-        format!(
-            "the checks fail with the original tests ({}); the test diff and the output are in {}:\n{}",
-            changed.join(", "),
-            path.display(),
-            verify::cut(&shown, 4000)
-        ),
-    )))
-}
-
-/// Criteria no check can verify wait for a person (`Some(pause)`), with what they are shown.
-fn ask_people(run: &mut RunHandle) -> Result<Option<PauseDecision>, DriverError> {
-    let base = run
-        .state
-        .verification
-        .base_saved
-        .then(|| verify::base_dir(&run.state));
-    let pending = review::pending_reviews(&run.state, base.as_deref());
-    if pending.is_empty() {
-        run.state.verification.pending_reviews.clear();
-        return Ok(None);
-    }
-    let dir = run.dir.join("review");
-    let _ = std::fs::create_dir_all(&dir);
-    let mut reason = format!(
-        "{} criteria need a person (every check passed on the final tree):",
-        pending.len()
-    );
-    for p in &pending {
-        let path = dir.join(format!("{}.md", p.criterion_id));
-        let _ = std::fs::write(&path, &p.shown);
-        reason.push_str(&format!(
-            "\n- {} (milestone {}): {}; review text: {}\n{}",
-            p.criterion_id,
-            p.milestone + 1,
-            p.why,
-            path.display(),
-            verify::cut(&p.shown, 2000)
-        ));
-    }
-    run.activity("awaiting human review", None)?;
-    run.state.verification.pending_reviews = pending;
-    Ok(Some(PauseDecision::new(
-        PauseCode::AwaitingHumanReview,
-        reason,
-    )))
-}
-
-/// The objective's own checks as pseudo-criteria of the last milestone.
-fn required_results(state: &RunState, replayed: &[ReplayResult]) -> Vec<CriterionResult> {
-    let last = flow::milestones(state).len().saturating_sub(1);
-    state
-        .verification
-        .required_checks
-        .iter()
-        .enumerate()
-        .map(|(i, check)| {
-            let (verdict, detail) = match replayed.iter().find(|r| &r.command == check) {
-                Some(r) if r.passed => ("PASS", String::new()),
-                Some(r) => (
-                    "FAIL",
-                    format!(
-                        "the objective requires `{check}` to pass, and it failed on the final tree: {}",
-                        r.detail
-                    ),
-                ),
-                None => ("FAIL", format!("`{check}` was not replayed")),
-            };
-            CriterionResult {
-                milestone: last,
-                criterion_id: review::required_id(i),
-                verdict: verdict.into(),
-                checks: vec![check.clone()],
-                detail,
-            }
-        })
-        .collect()
 }
 
 /// Every check command of every milestone of the approved plan.

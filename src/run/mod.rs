@@ -4,6 +4,9 @@
 //! - [`flow`]: pure rules for what comes next and how accepted reports move the run.
 //! - [`driver`]: runs attempts, repairs and pauses, checkpointing after every step.
 //! - [`prompt`], [`budget`], [`replay`], [`workspace`]: what the driver uses.
+//! - [`verify`], [`review`], [`coverage`], [`treediff`], [`gate`]: what "verified" means (the
+//!   base tree, vacuous checks, the objective's own checks, changed tests, human review, coverage
+//!   of the objective, the closed copy); see "What verified means" in `docs/run-lifecycle.md`.
 //!
 //! A run lives in `<workspace>/.autocode/runs/<run-id>/`; see `docs/run-lifecycle.md`.
 
@@ -12,11 +15,13 @@ pub mod budget;
 pub mod coverage;
 pub mod driver;
 pub mod flow;
+pub mod gate;
 pub mod prompt;
 pub mod replay;
 pub mod review;
 pub mod runner;
 pub mod state;
+pub mod treediff;
 pub mod verify;
 pub mod workspace;
 

@@ -232,7 +232,7 @@ fn changes_section(state: &RunState, out: &mut String) {
         return;
     }
     let base = verify::base_dir(state);
-    let changes = verify::tree_changes(&base, &state.work_tree);
+    let changes = super::treediff::tree_changes(&base, &state.work_tree);
     let checks: Vec<String> = milestones(state)
         .iter()
         .flat_map(|m| {
@@ -247,13 +247,18 @@ fn changes_section(state: &RunState, out: &mut String) {
     let (tests, other): (Vec<_>, Vec<_>) = changes
         .into_iter()
         .map(|(rel, _)| rel)
-        .partition(|rel| verify::looks_like_test(rel, &checks));
+        .partition(|rel| super::treediff::looks_like_test(rel, &checks));
     out.push_str("\n# Changes to test files (base tree → now)\n\n");
     if tests.is_empty() {
         out.push_str("None.\n");
     } else {
         out.push_str("Judge these on their own: a weakened or deleted test is not a passing one.\n\n```diff\n");
-        out.push_str(&verify::diff_of(&base, &state.work_tree, &tests, 12_000));
+        out.push_str(&super::treediff::diff_of(
+            &base,
+            &state.work_tree,
+            &tests,
+            12_000,
+        ));
         out.push_str("```\n");
     }
     out.push_str("\n# Other changes (base tree → now)\n\n");
@@ -261,7 +266,12 @@ fn changes_section(state: &RunState, out: &mut String) {
         out.push_str("None.\n");
     } else {
         out.push_str("```diff\n");
-        out.push_str(&verify::diff_of(&base, &state.work_tree, &other, 20_000));
+        out.push_str(&super::treediff::diff_of(
+            &base,
+            &state.work_tree,
+            &other,
+            20_000,
+        ));
         out.push_str("```\n");
     }
 }

@@ -103,18 +103,21 @@ pub fn review_text(criterion: &Criterion, why: &str, base: Option<&Path>, work: 
     }
     match base {
         Some(base) => {
-            let changes = verify::tree_changes(base, work);
+            let changes = super::treediff::tree_changes(base, work);
             if changes.is_empty() {
                 out.push_str("\nThe work tree does not differ from the base tree.\n");
             } else {
-                let files =
-                    verify::files_bearing_on(&changes, &criterion.text, criterion.check.as_deref());
+                let files = super::treediff::files_bearing_on(
+                    &changes,
+                    &criterion.text,
+                    criterion.check.as_deref(),
+                );
                 out.push_str(&format!(
                     "\nThe diff bearing on it ({} of {} changed files):\n\n",
                     files.len(),
                     changes.len()
                 ));
-                out.push_str(&verify::diff_of(base, work, &files, 6000));
+                out.push_str(&super::treediff::diff_of(base, work, &files, 6000));
             }
         }
         None => out.push_str("\n(The base tree was not saved for this run: no diff.)\n"),
