@@ -122,8 +122,13 @@ pub fn list_tree(root: &Path) -> Vec<String> {
             let Ok(kind) = entry.file_type() else {
                 continue;
             };
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // `.git` is a file in a worktree; `.autocode` is never the work.
+            if name == ".git" || name == ".autocode" {
+                continue;
+            }
             if kind.is_dir() {
-                if !SKIPPED_DIRS.contains(&entry.file_name().to_string_lossy().as_ref()) {
+                if !SKIPPED_DIRS.contains(&name.as_str()) {
                     walk(root, &path, out);
                 }
             } else {
@@ -378,8 +383,9 @@ mod tests {
         fs::write(work.path().join("test_a.py"), "pass\n").unwrap();
         fs::write(work.path().join("a.py"), "def f(): return 1\n").unwrap();
         fs::write(work.path().join("test_new.py"), "y\n").unwrap();
-        fs::create_dir(work.path().join(".git")).unwrap();
-        fs::write(work.path().join(".git/HEAD"), "x").unwrap();
+        fs::write(work.path().join(".git"), "gitdir: /elsewhere\n").unwrap();
+        fs::create_dir(work.path().join(".autocode")).unwrap();
+        fs::write(work.path().join(".autocode/x"), "x").unwrap();
         let changes = tree_changes(base.path(), work.path());
         assert_eq!(
             changes,
