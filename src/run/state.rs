@@ -289,6 +289,10 @@ pub struct RunState {
     pub last_shell_command: Option<String>,
     /// A report adopted from an attempt interrupted by a crash, applied on the next step.
     pub pending_adoption: Option<Value>,
+    /// What the completion gate's verification rules recorded (required checks, base-tree
+    /// checks, human reviews, accepted test changes): see `run::verify`.
+    #[serde(default)]
+    pub verification: super::verify::Verification,
 }
 
 /// The builder's stronger attempt and where checkers move during it.
@@ -309,6 +313,7 @@ impl RunState {
         routes: BTreeMap<Role, Route>,
     ) -> RunState {
         let now = Utc::now();
+        let verification = super::verify::Verification::for_objective(&objective);
         RunState {
             format_version: RUN_FORMAT,
             run_id,
@@ -347,6 +352,7 @@ impl RunState {
             report_file_roles: vec![],
             last_shell_command: None,
             pending_adoption: None,
+            verification,
         }
     }
 
