@@ -468,12 +468,42 @@ pub fn status(args: StatusArgs) -> Result<ExitCode, EdgeError> {
     let env: BTreeMap<String, String> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
-    let state = super::runtime()?
+    let found = super::runtime()?
         .block_on(crate::run::find_run(&workspace, args.run.as_ref(), &env))
-        .map_err(find_error)?
-        .state;
+        .map_err(find_error)?;
+    let mut state = found.state;
+    // An attempt still `running` while nobody holds the run's lock was cut off (autocode was
+    // killed, or the machine stopped): show it as interrupted, with the step that continues it.
+    if state.pause.is_none()
+        && state.completed_at.is_none()
+        && let Some(attempt) = state
+            .attempts
+            .iter()
+            .rev()
+            .find(|a| matches!(a.status, crate::run::state::AttemptStatus::Running))
+        && crate::store::RunLock::acquire(&found.dir.join("lock")).is_ok()
+    {
+        state.pause = Some(crate::run::state::PauseRecord {
+            code: crate::pause::PauseCode::PausedInterrupted,
+            reason: format!(
+                "autocode is not running, but attempt {} ({}) was left running: autocode was stopped mid-stage",
+                attempt.dir, attempt.role
+            ),
+            next_step: format!(
+                "autocode resume {} (it judges the attempt from its artifacts)",
+                state.run_id
+            ),
+            at: chrono::Utc::now(),
+            attempt: Some(attempt.dir.clone()),
+            resume_after: None,
+        });
+    }
     if args.json {
         output::print_json(&state)?;
+        // Exit 3 always has its code on stderr too (docs/exit-codes.md).
+        if let Some(pause) = &state.pause {
+            output::say!("paused {}; next: {}", pause.code, pause.next_step);
+        }
     } else {
         output::print_stdout(crate::run::render_status(&state).trim_end())?;
     }

@@ -225,10 +225,20 @@ pub async fn drive<R: StageRunner, I: Interaction>(
     ui: &mut I,
 ) -> Result<DriveOutcome, DriverError> {
     run.state.pause = None;
+    watch_stop_signals();
     if let Some(outcome) = judge_running_attempt(run, runner)? {
         return Ok(outcome);
     }
     loop {
+        if let Some(signal) = stop_requested() {
+            return Ok(run.pause(
+                PauseDecision::new(
+                    PauseCode::PausedInterrupted,
+                    format!("autocode received {signal} between stages"),
+                ),
+                None,
+            )?);
+        }
         match flow::next(&run.state) {
             Next::Done => return Ok(DriveOutcome::Complete),
             Next::Questions(questions) => {
@@ -571,6 +581,66 @@ fn set_strong_overrides<R: StageRunner>(state: &mut RunState, runner: &R, milest
     }
 }
 
+/// The first stop request (SIGINT, SIGTERM, SIGHUP) seen while a run is driven.
+struct Interrupt {
+    signal: std::sync::OnceLock<&'static str>,
+    notify: tokio::sync::Notify,
+}
+
+fn interrupt() -> &'static Interrupt {
+    static INTERRUPT: std::sync::OnceLock<Interrupt> = std::sync::OnceLock::new();
+    INTERRUPT.get_or_init(|| Interrupt {
+        signal: std::sync::OnceLock::new(),
+        notify: tokio::sync::Notify::new(),
+    })
+}
+
+/// Starts (once per process) watching SIGINT, SIGTERM and SIGHUP. The first one ends the
+/// running attempt and pauses the run; a second one stops autocode at once (exit 130), and the
+/// keeper ends whatever family is left.
+fn watch_stop_signals() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        ) else {
+            return;
+        };
+        tokio::spawn(async move {
+            loop {
+                let name = tokio::select! {
+                    _ = int.recv() => "SIGINT",
+                    _ = term.recv() => "SIGTERM",
+                    _ = hup.recv() => "SIGHUP",
+                };
+                if interrupt().signal.set(name).is_err() {
+                    std::process::exit(130);
+                }
+                interrupt().notify.notify_waiters();
+            }
+        });
+    });
+}
+
+/// The stop request already received, if any.
+fn stop_requested() -> Option<&'static str> {
+    interrupt().signal.get().copied()
+}
+
+/// Resolves with the signal's name once autocode is asked to stop.
+async fn interrupted() -> &'static str {
+    loop {
+        let notified = interrupt().notify.notified();
+        if let Some(name) = stop_requested() {
+            return name;
+        }
+        notified.await;
+    }
+}
+
 /// Records one attempt as running, checkpoints, launches it and books its usage. Returns the
 /// attempt's index, directory, sequence number and outcome.
 async fn launch_attempt<R: StageRunner>(
@@ -631,7 +701,24 @@ async fn launch_attempt<R: StageRunner>(
         resume_session,
         limits: budget::stage_limits(&run.state),
     };
-    let outcome = runner.run_attempt(&run.state, ctx).await;
+    // Ctrl-C or SIGTERM ends the attempt (dropping it ends the stage's family) and pauses the
+    // run with PAUSED_INTERRUPTED and its next step, so nothing is left `running`.
+    let outcome = tokio::select! {
+        outcome = runner.run_attempt(&run.state, ctx) => outcome,
+        signal = interrupted() => AttemptOutcome {
+            session: None,
+            usage: UsageTotals::default(),
+            duration: Duration::ZERO,
+            result: AttemptResult::Stopped {
+                code: PauseCode::PausedInterrupted,
+                reason: format!(
+                    "autocode received {signal} while attempt {dir} was running; its processes were stopped"
+                ),
+                retryable_transport: false,
+                resume_after: None,
+            },
+        },
+    };
     let index = run.state.attempts.len() - 1;
     {
         let attempt = &mut run.state.attempts[index];

@@ -272,6 +272,8 @@ pub fn render_status(state: &RunState) -> String {
         .unwrap_or(0);
     for a in &state.attempts {
         let outcome = match &a.status {
+            // A pause over a `running` attempt means it was cut off (see `autocode status`).
+            AttemptStatus::Running if state.pause.is_some() => "interrupted".to_owned(),
             AttemptStatus::Running => "running".to_owned(),
             AttemptStatus::Accepted => "accepted".to_owned(),
             AttemptStatus::Rejected { reason } => format!("rejected: {reason}"),

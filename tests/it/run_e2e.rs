@@ -2241,3 +2241,81 @@ fn changed_tests_wait_for_a_person_and_escaping_links_fail_the_replay() {
         "{stopped:?}"
     );
 }
+
+/// Ctrl-C or SIGTERM in the middle of a stage: the stage's family is ended, the run pauses
+/// `PAUSED_INTERRUPTED` with its next step and autocode exits 3; `resume --abandon-stage`
+/// completes it. After a SIGKILL, `status` sees the free run lock and shows the attempt as
+/// interrupted with the step that continues it.
+#[test]
+fn sigint_and_sigterm_pause_the_run_and_sigkill_shows_as_interrupted() {
+    for (signal, name) in [
+        (nix::sys::signal::Signal::SIGINT, "SIGINT"),
+        (nix::sys::signal::Signal::SIGTERM, "SIGTERM"),
+    ] {
+        let harness = Harness::new(script_with(&[(
+            "builder",
+            json!([[{"hang": true}], build_ok()]),
+        )]));
+        let autocode = harness
+            .run_command(&["--yes"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn autocode");
+        let marker = harness.state().join("builder-1.hanging");
+        wait_until("the builder to hang", Duration::from_secs(60), || {
+            marker.exists()
+        });
+        let agent: i32 = fs::read_to_string(&marker)
+            .expect("marker")
+            .trim()
+            .parse()
+            .expect("pid");
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(autocode.id() as i32), signal)
+            .expect("signal autocode");
+        let out = autocode.wait_with_output().expect("autocode ends");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{name}: {stderr}");
+        assert!(stderr.contains("PAUSED_INTERRUPTED"), "{name}: {stderr}");
+        assert!(stderr.contains(name), "{name}: {stderr}");
+        wait_until(
+            &format!("{name}: the builder's family to end"),
+            Duration::from_secs(30),
+            || !alive(agent),
+        );
+        let status = harness.status();
+        status.assert_paused("PAUSED_INTERRUPTED");
+        let attempt = status.json["pause"]["attempt"]
+            .as_str()
+            .expect("the attempt is named")
+            .to_owned();
+        harness
+            .resume(&["--abandon-stage", &attempt])
+            .assert_complete();
+    }
+    // SIGKILL: nothing could record the pause; status works it out from the free lock.
+    let harness = Harness::new(script_with(&[(
+        "builder",
+        json!([[{"hang": true}], build_ok()]),
+    )]));
+    let mut autocode = harness
+        .run_command(&["--yes"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn autocode");
+    let marker = harness.state().join("builder-1.hanging");
+    wait_until("the builder to hang", Duration::from_secs(60), || {
+        marker.exists()
+    });
+    autocode.kill().expect("SIGKILL autocode");
+    autocode.wait().expect("reap autocode");
+    let status = harness.status();
+    status.assert_paused("PAUSED_INTERRUPTED");
+    assert!(
+        status.json["pause"]["next_step"]
+            .as_str()
+            .is_some_and(|step| step.starts_with("autocode resume")),
+        "{status:?}"
+    );
+}
