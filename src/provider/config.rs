@@ -21,8 +21,10 @@ use crate::role::{Role, RoleKey};
 
 #[cfg(test)]
 mod tests;
+mod confine;
 mod validate;
 
+pub use confine::{ConfineConfig, Expanded, WritableSyntax, check_writable, expand_writable};
 pub use validate::validate_config;
 
 /// How the stage prompt reaches the tool.
@@ -188,6 +190,9 @@ pub struct ProviderConfig {
     pub builder_retry: Option<BuilderRetry>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection: Option<ConnectionConfig>,
+    /// `[confine]`: the state paths the CLI writes outside the workspace (the agent's room).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confine: Option<ConfineConfig>,
 }
 
 /// Where a provider's model list comes from.
@@ -244,6 +249,11 @@ impl ProviderConfig {
             .collect()
     }
 
+    /// The `[confine] writable` templates (none when the table is absent).
+    pub fn writable_templates(&self) -> &[String] {
+        self.confine.as_ref().map_or(&[], |c| c.writable.as_slice())
+    }
+
     pub fn same_family_pairs(&self) -> Vec<SameFamilyPair> {
         same_family_pairs(&self.resolved_routes())
     }
@@ -291,6 +301,8 @@ pub enum ConfigProblem {
     BadEnvName { name: String },
     #[error("[builder_retry]: {reason}")]
     BuilderRetry { reason: String },
+    #[error("[confine] writable: {message}")]
+    Confine { message: String },
     #[error("name {name:?} differs from the file name {file_stem:?}")]
     NameMismatch { name: String, file_stem: String },
 }

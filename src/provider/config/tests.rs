@@ -390,3 +390,17 @@ fn serialization_is_stable() {
     assert_eq!(json["position"]["line"], 2);
     assert_eq!(json["problem"]["kind"], "template");
 }
+
+#[test]
+fn confine_entries_load_and_bad_ones_are_located() {
+    let text = format!("{BASE}\n[confine]\nwritable = [\"~/.tool/\", \"$TOOL_HOME\"]\n");
+    let config = load(&text).unwrap().config;
+    assert_eq!(config.writable_templates(), ["~/.tool/", "$TOOL_HOME"]);
+    let text = format!("{BASE}\n[confine]\nwritable = [\n  \"~/.tool/\",\n  \"relative\",\n]\n");
+    let e = err(&text);
+    assert_eq!(e.key.as_deref(), Some("confine.writable[1]"), "{e}");
+    assert_eq!(e.position.map(|p| (p.line, p.column)), Some((18, 3)), "{e}");
+    assert!(e.to_string().contains("must start with"), "{e}");
+    let e = err(&format!("{BASE}\n[confine]\nwritable = [\"~\"]\n"));
+    assert!(e.to_string().contains("whole home"), "{e}");
+}

@@ -129,6 +129,18 @@ pub fn validate_config(config: &ProviderConfig, origin: Origin) -> Result<(), In
         check_argv(KeyPath::key("version_command"), command, "version_command")?;
     }
     check_roles(config)?;
+    if let Some(confine) = &config.confine {
+        for (i, entry) in confine.writable.iter().enumerate() {
+            if let Err(e) = super::confine::check_writable(entry) {
+                return Err(invalid(
+                    KeyPath::key("confine").push_key("writable").push_index(i),
+                    ConfigProblem::Confine {
+                        message: e.to_string(),
+                    },
+                ));
+            }
+        }
+    }
     if let Some(auth) = &config.auth {
         check_auth(auth)?;
     }
