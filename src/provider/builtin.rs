@@ -9,7 +9,8 @@
 use std::collections::BTreeMap;
 
 use super::config::{
-    BuilderRetry, ConfineConfig, ConnectionConfig, OutputMode, PromptMode, ProviderConfig, RouteSpec,
+    BuilderRetry, ConfineConfig, ConnectionConfig, OutputMode, PromptMode, ProviderConfig,
+    RouteSpec,
 };
 use crate::ids::ProviderName;
 use crate::role::RoleKey;

@@ -19,9 +19,9 @@ use super::template::{Placeholder, TemplateSyntaxError};
 use crate::ids::ProviderName;
 use crate::role::{Role, RoleKey};
 
+mod confine;
 #[cfg(test)]
 mod tests;
-mod confine;
 mod validate;
 
 pub use confine::{ConfineConfig, Expanded, WritableSyntax, check_writable, expand_writable};

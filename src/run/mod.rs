@@ -9,6 +9,7 @@
 
 pub mod api;
 pub mod budget;
+pub mod confine;
 pub mod driver;
 pub mod flow;
 pub mod prompt;

@@ -3,7 +3,8 @@
 //! The copy holds exactly the files a snapshot covers (tracked and untracked-not-ignored, never
 //! `.autocode/` or `.git/`), so build outputs and caches the agents left behind cannot make a
 //! check pass. Each check runs as `sh -c CHECK` through the boundary, with the credential-free
-//! environment, a timeout and no stdin. A check passes only if it exits 0 there, whatever the
+//! environment, a timeout and no stdin, in a room whose only writable places are the copy and a
+//! private temporary directory (`TMPDIR`) unless the run is unconfined. A check passes only if it exits 0 there, whatever the
 //! tester said.
 
 use std::collections::BTreeMap;
@@ -15,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::confine;
 use crate::snapshot;
 use crate::supervise::{self, Exit, LaunchSpec, Receipt, StdinSource, StdioMode};
 
@@ -77,18 +79,39 @@ pub async fn clean_copy(
     Ok(files.len())
 }
 
+/// Whether replayed checks run in a room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayConfinement {
+    /// Writable: the copy and a private temporary directory; HOME and the rest read-only.
+    Room,
+    /// The run was started `--unconfined`: the ownership boundary only.
+    Unconfined,
+}
+
 /// Replays `commands` one by one in a fresh clean copy of `work_tree`.
 pub async fn replay_checks(
     work_tree: &Path,
     commands: &[String],
     env: &BTreeMap<String, String>,
     timeout: Duration,
+    confinement: ReplayConfinement,
 ) -> Result<Vec<Replayed>, ReplayError> {
     let copy = tempfile::Builder::new()
         .prefix("autocode-replay-")
         .tempdir()
         .map_err(ReplayError::Copy)?;
     clean_copy(work_tree, copy.path(), env).await?;
+    let tmpdir = tempfile::Builder::new()
+        .prefix("autocode-replay-tmp-")
+        .tempdir()
+        .map_err(ReplayError::Copy)?;
+    let room = (confinement == ReplayConfinement::Room)
+        .then(|| confine::replay_room(copy.path(), tmpdir.path(), env));
+    let mut env = env.clone();
+    env.insert(
+        "TMPDIR".into(),
+        tmpdir.path().to_string_lossy().into_owned(),
+    );
     let mut results = Vec::with_capacity(commands.len());
     for command in commands {
         let started = Instant::now();
@@ -104,7 +127,7 @@ pub async fn replay_checks(
             stdin: StdinSource::Null,
             stdio: StdioMode::Captured { limit: 1 << 20 },
             timeout: Some(timeout),
-            room: None,
+            room: room.clone(),
         };
         let finished = supervise::run(spec)
             .await
@@ -158,9 +181,15 @@ mod tests {
             "test -e .autocode/marker".to_owned(),
             "echo boom >&2; exit 7".to_owned(),
         ];
-        let results = replay_checks(ws, &commands, &env(), Duration::from_secs(30))
-            .await
-            .unwrap();
+        let results = replay_checks(
+            ws,
+            &commands,
+            &env(),
+            Duration::from_secs(30),
+            ReplayConfinement::Unconfined,
+        )
+        .await
+        .unwrap();
         assert!(results[0].passed());
         assert!(!results[1].passed(), "the copy must not contain .autocode/");
         assert_eq!(results[2].exit, Exit::Code(7));

@@ -288,6 +288,10 @@ pub struct RunState {
     pub last_shell_command: Option<String>,
     /// A report adopted from an attempt interrupted by a crash, applied on the next step.
     pub pending_adoption: Option<Value>,
+    /// Started with `--unconfined`: stages and replays run without the agent's room (ownership
+    /// boundary only). Fixed for the life of the run (`docs/run-lifecycle.md`, "The room").
+    #[serde(default)]
+    pub unconfined: bool,
 }
 
 /// The builder's stronger attempt and where checkers move during it.
@@ -346,6 +350,7 @@ impl RunState {
             report_file_roles: vec![],
             last_shell_command: None,
             pending_adoption: None,
+            unconfined: false,
         }
     }
 

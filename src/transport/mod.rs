@@ -73,6 +73,10 @@ pub struct StageRequest {
     pub env: AgentEnvironment,
     /// The probed CLI version (`1.18.33`), if known.
     pub cli_version: Option<String>,
+    /// The stage runs in autocode's room (`docs/run-lifecycle.md`, "The room"), which enforces
+    /// the write limits; a CLI whose own sandbox cannot work inside it is told to stand down.
+    #[serde(default)]
+    pub confined: bool,
 }
 
 /// A file written before launch (an isolated config or the schema).
@@ -378,6 +382,7 @@ mod tests {
             resume_session: None,
             env: AgentEnvironment::default(),
             cli_version: version,
+            confined: false,
         }
     }
 

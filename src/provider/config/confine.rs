@@ -86,9 +86,11 @@ fn split(entry: &str) -> Result<(Head<'_>, &str), WritableSyntax> {
         return Ok((Head::Root, entry));
     }
     if let Some(inner) = entry.strip_prefix("${") {
-        let end = inner.find('}').ok_or_else(|| WritableSyntax::Unterminated {
-            entry: entry.to_owned(),
-        })?;
+        let end = inner
+            .find('}')
+            .ok_or_else(|| WritableSyntax::Unterminated {
+                entry: entry.to_owned(),
+            })?;
         let body = &inner[..end];
         let rest = &inner[end + 1..];
         let (name, fallback) = match body.split_once(":-") {
@@ -156,7 +158,11 @@ pub fn check_writable(entry: &str) -> Result<(), WritableSyntax> {
             entry: entry.to_owned(),
         });
     }
-    let named = |s: &str| Path::new(s).components().any(|c| matches!(c, Component::Normal(_)));
+    let named = |s: &str| {
+        Path::new(s)
+            .components()
+            .any(|c| matches!(c, Component::Normal(_)))
+    };
     let too_broad = match head {
         Head::Home => !named(rest),
         Head::Root => !named(rest),

@@ -20,7 +20,9 @@ use crate::pause::PauseCode;
 use crate::report::evidence;
 use crate::role::Role;
 use crate::run::budget::StageLimits;
+use crate::run::confine::{self, GitLink};
 use crate::run::driver::{AttemptContext, AttemptOutcome, AttemptResult};
+use crate::run::replay;
 use crate::run::state::{RunState, UsageTotals};
 use crate::snapshot::{self, Snapshot};
 use crate::store;
@@ -31,6 +33,55 @@ use crate::transport::{self, StageRequest, claude_auth};
 const MAX_LINE: usize = 16 << 20;
 /// How much of each raw stream is kept in the stage log.
 const LOG_LIMIT: u64 = 256 << 20;
+/// The report file a CLI writes (Codex `-o`, a registered tool's `{report}`): in the stage's
+/// `outbox/` while the family runs, copied beside the logs once it is gone.
+pub(super) const REPORT_FILE: &str = "report.raw.json";
+
+/// The places a stage's room is made of, alive for the attempt (the temporary directory and
+/// the tester's copy are removed when it ends).
+struct StagePlaces {
+    tmpdir: tempfile::TempDir,
+    outbox: std::path::PathBuf,
+    copy: Option<tempfile::TempDir>,
+}
+
+impl StagePlaces {
+    async fn prepare(
+        state: &RunState,
+        ctx: &AttemptContext,
+        check_env: &BTreeMap<String, String>,
+    ) -> std::io::Result<Self> {
+        let tmpdir = tempfile::Builder::new()
+            .prefix("autocode-stage-")
+            .tempdir()?;
+        let outbox = ctx.stage_dir.join("outbox");
+        std::fs::create_dir_all(&outbox)?;
+        let copy =
+            if confine::WorktreeAccess::for_role(ctx.plan.role) == confine::WorktreeAccess::Copy {
+                let copy = tempfile::Builder::new()
+                    .prefix("autocode-tester-")
+                    .tempdir()?;
+                replay::clean_copy(&state.work_tree, copy.path(), check_env)
+                    .await
+                    .map_err(std::io::Error::other)?;
+                Some(copy)
+            } else {
+                None
+            };
+        Ok(Self {
+            tmpdir,
+            outbox,
+            copy,
+        })
+    }
+
+    /// The CLI's cwd: the tester's copy, else the work tree.
+    fn cwd(&self, work_tree: &Path) -> std::path::PathBuf {
+        self.copy
+            .as_ref()
+            .map_or_else(|| work_tree.to_owned(), |c| c.path().to_owned())
+    }
+}
 
 impl CliRunner {
     pub(super) async fn attempt(
@@ -70,26 +121,43 @@ impl CliRunner {
             .insert("AUTOCODE_CAPTURE_CONTEXT".into(), capture_context.clone());
         let kind = self.transport_kind(&provider);
         let sandbox = ctx.plan.role.sandbox();
+        let check_env = self.check_env();
+        // The room: a private temporary directory, an outbox for the report file, and the
+        // tester's throwaway copy of the work tree (its cwd; its writes vanish).
+        let places = match StagePlaces::prepare(state, ctx, &check_env).await {
+            Ok(places) => places,
+            Err(e) => {
+                return stopped(
+                    PauseCode::PausedProviderUncertain,
+                    format!("cannot prepare the stage's room: {e}"),
+                );
+            }
+        };
+        let cwd = places.cwd(&state.work_tree);
+        env.kept.insert(
+            "TMPDIR".into(),
+            places.tmpdir.path().to_string_lossy().into_owned(),
+        );
         let request = StageRequest {
             role: ctx.plan.role,
             route: route.clone(),
-            workspace: state.work_tree.clone(),
+            workspace: cwd.clone(),
             sandbox,
             prompt: ctx.prompt.clone(),
             schema_path: dir.join("schema.json"),
             schema_json: ctx.plan.kind.cli_schema(),
-            report_path: dir.join("report.raw.json"),
+            report_path: places.outbox.join(REPORT_FILE),
             run_dir: state.run_dir(),
             stage_dir: dir.clone(),
             resume_session: ctx.resume_session.clone(),
             env: env.clone(),
             cli_version: self.versions.get(&route.provider).cloned().flatten(),
+            confined: !state.unconfined,
         };
         if provider.name.as_str() == "claude"
-            && let Err(refusal) =
-                claude_auth::check_workspace_settings(&state.work_tree).and_then(|()| {
-                    claude_auth::check_agent_env(&env.kept, self.scripted_local).map(|_| ())
-                })
+            && let Err(refusal) = claude_auth::check_workspace_settings(&cwd).and_then(|()| {
+                claude_auth::check_agent_env(&env.kept, self.scripted_local).map(|_| ())
+            })
         {
             return stopped(
                 PauseCode::PausedBillingRoute,
@@ -111,9 +179,25 @@ impl CliRunner {
                 format!("cannot write the launch files: {e}"),
             );
         }
-        if kind == Some(TransportKind::Opencode) {
+        if kind == Some(TransportKind::Opencode) && places.copy.is_none() {
             let _ = transport::opencode::ensure_git_exclusions(&state.work_tree);
         }
+        let room_input = confine::StageRoomInput {
+            role: ctx.plan.role,
+            work_tree: &state.work_tree,
+            isolation: &state.isolation,
+            cwd: &cwd,
+            tmpdir: places.tmpdir.path(),
+            outbox: &places.outbox,
+            provider_templates: provider.config.writable_templates(),
+            env: &plan.env,
+        };
+        let (room, room_record) = confine::stage_room(&room_input, !state.unconfined);
+        if room.is_some() {
+            confine::create_provider_dirs(&room_record.provider_writable);
+        }
+        let _ = store::write_json(&dir.join("room.json"), &room_record);
+        let git_link = GitLink::read(&state.work_tree);
         let _ = store::write_json(
             &dir.join("launch.json"),
             &json!({
@@ -126,11 +210,11 @@ impl CliRunner {
                 "output_token_cap": plan.output_token_cap,
                 "resume_session": ctx.resume_session,
                 "transport_identity": state.transport_identities.get(route.provider.as_str()),
+                "room": room_record,
             }),
         );
         // Everything but the builder must leave the source as it found it.
         let check_writes = ctx.plan.role != Role::Builder;
-        let check_env = self.check_env();
         let before = if check_writes {
             match self.snapshot(&state.work_tree, &check_env).await {
                 Ok(s) => {
@@ -148,11 +232,12 @@ impl CliRunner {
             None
         };
         let limits: StageLimits = ctx.limits;
-        let spec = plan.into_launch_spec(
+        let mut spec = plan.into_launch_spec(
             format!("stage {}", ctx.record.dir),
             StdioMode::Captured { limit: 1 << 20 },
             limits.timeout,
         );
+        spec.room = room;
         let options = LaunchOptions {
             stdout_log: Some(dir.join("stdout.log")),
             stderr_log: Some(dir.join("stderr.log")),
@@ -250,7 +335,11 @@ impl CliRunner {
         };
         let receipt = finished.receipt.clone();
         let _ = supervise::write_receipt(&dir.join("supervision.json"), &receipt);
-        let report_file = std::fs::read(dir.join("report.raw.json")).ok();
+        // The family is gone: what it left in the outbox becomes the stage's report file.
+        let report_file = std::fs::read(places.outbox.join(REPORT_FILE)).ok();
+        if let Some(bytes) = &report_file {
+            let _ = store::write_atomic(&dir.join(REPORT_FILE), bytes);
+        }
         let summary = parser.map(|mut parser| {
             if let (AnyParser::Codex(codex), Some(bytes)) = (&mut parser, &report_file) {
                 codex.set_report_file(bytes);
@@ -298,6 +387,17 @@ impl CliRunner {
                 format!(
                     "the boundary could not verify that every process of {} is gone (see supervision.json)",
                     ctx.record.dir
+                ),
+            );
+            return self.finish_record(dir, out, None);
+        }
+        // 1b. The worktree's link to its git metadata is not the builder's to change.
+        if GitLink::read(&state.work_tree) != git_link {
+            out.result = stop_with(
+                PauseCode::PausedDiscoveryWrite,
+                format!(
+                    "the {} changed the work tree's .git entry (its link to the git metadata), which no role may change",
+                    ctx.plan.role
                 ),
             );
             return self.finish_record(dir, out, None);
@@ -433,7 +533,7 @@ impl CliRunner {
         };
         let receipts = if kind.is_none() {
             Some(ReceiptCheck {
-                work_tree: state.work_tree.clone(),
+                work_tree: cwd.clone(),
                 context: capture_context,
             })
         } else {

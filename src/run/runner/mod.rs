@@ -206,6 +206,11 @@ impl StageRunner for CliRunner {
             &unique,
             &self.check_env(),
             self.replay_timeout,
+            if state.unconfined {
+                replay::ReplayConfinement::Unconfined
+            } else {
+                replay::ReplayConfinement::Room
+            },
         )
         .await
         .map_err(|e| {
@@ -247,7 +252,10 @@ impl StageRunner for CliRunner {
         let provider = self.provider(&attempt.route.provider)?.clone();
         let kind = self.transport_kind(&provider)?;
         let stdout = std::fs::File::open(dir.join("stdout.log")).ok()?;
-        let report_file = std::fs::read(dir.join("report.raw.json")).ok();
+        // An interrupted stage's report file is still in its outbox.
+        let report_file = std::fs::read(dir.join(attempt::REPORT_FILE))
+            .or_else(|_| std::fs::read(dir.join("outbox").join(attempt::REPORT_FILE)))
+            .ok();
         let normalized = events::normalize_stream(
             kind,
             std::io::BufReader::new(stdout),
