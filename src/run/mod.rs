@@ -83,6 +83,11 @@ pub fn render_status(state: &RunState) -> String {
         state.objective.lines().next().unwrap_or_default(),
         state.work_tree.display()
     );
+    if state.unconfined {
+        out.push_str(
+            "room: none (started --unconfined: the agents ran with the ownership boundary only)\n",
+        );
+    }
     for a in &state.attempts {
         let outcome = match &a.status {
             AttemptStatus::Running => "running".to_owned(),
