@@ -71,6 +71,18 @@ pub struct DoctorReport {
     pub withheld_env: Vec<WithheldName>,
     pub ignored_configs: Vec<IgnoredConfig>,
     pub boundary: supervise::Probe,
+    pub room: RoomCheck,
+}
+
+/// The agent's room on this host for this provider.
+#[derive(Debug, Serialize)]
+pub struct RoomCheck {
+    /// What the host lacks to enforce it (empty: rooms are enforced).
+    pub missing: Vec<String>,
+    /// The provider's effective `[confine] writable` set.
+    pub writable: Vec<crate::run::confine::WritableEntry>,
+    /// autocode's state-key directory, unreadable from every room.
+    pub unreadable: Option<PathBuf>,
 }
 
 pub fn run(args: DoctorArgs) -> Result<ExitCode, EdgeError> {
@@ -163,6 +175,21 @@ pub async fn diagnose(
     for missing in boundary.missing() {
         problems.push(format!("process boundary: {missing}"));
     }
+    let own_env: std::collections::BTreeMap<String, String> = ctx
+        .env
+        .iter()
+        .filter_map(|(k, v)| Some((k.to_str()?.to_owned(), v.to_str()?.to_owned())))
+        .collect();
+    let room = RoomCheck {
+        missing: crate::run::confine::room_missing(&own_env),
+        writable: super::providers::effective_writable(ctx, resolved),
+        unreadable: crate::run::confine::state_key_dir(&agent_env.kept),
+    };
+    for missing in &room.missing {
+        problems.push(format!(
+            "agent's room: missing {missing} (runs refuse to start unless --unconfined)"
+        ));
+    }
     let ignored_configs = ctx.registry.ignored_configs(Some(workspace));
     DoctorReport {
         ok: problems.is_empty(),
@@ -193,6 +220,7 @@ pub async fn diagnose(
             .collect(),
         ignored_configs,
         boundary,
+        room,
     }
 }
 
@@ -266,6 +294,24 @@ fn render(r: &DoctorReport) -> String {
             format!(": missing {}", missing.join(", "))
         }
     ));
+    out.push_str(&format!(
+        "{} agent's room: {}\n",
+        mark(r.room.missing.is_empty()),
+        if r.room.missing.is_empty() {
+            "enforced for every stage and replay".to_owned()
+        } else {
+            format!(
+                "unavailable, missing {} (runs refuse to start unless --unconfined)",
+                r.room.missing.join(", ")
+            )
+        }
+    ));
+    for line in super::providers::render_writable(&r.room.writable).lines() {
+        out.push_str(&format!("     {line}\n"));
+    }
+    if let Some(dir) = &r.room.unreadable {
+        out.push_str(&format!("     unreadable in the room: {}\n", dir.display()));
+    }
     if !r.withheld_env.is_empty() {
         let names: Vec<&str> = r.withheld_env.iter().map(|w| w.name.as_str()).collect();
         out.push_str(&format!(
