@@ -63,12 +63,46 @@ impl EdgeError {
         let mut out = format!("error: {}", self.error);
         let mut source = self.error.source();
         while let Some(cause) = source {
-            out.push_str(&format!("\n  caused by: {cause}"));
+            // Many messages already quote their cause (`… : {source}`): say it once.
+            let text = cause.to_string();
+            if !out.contains(&text) {
+                out.push_str(&format!("\n  caused by: {text}"));
+            }
             source = cause.source();
         }
         for hint in &self.hints {
             out.push_str(&format!("\nhint: {hint}"));
         }
-        out
+        crate::term_text::terminal_safe(&out).into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot read config: {0}")]
+    struct Quoting(#[source] std::io::Error);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot start the run")]
+    struct Plain(#[source] std::io::Error);
+
+    #[test]
+    fn a_cause_the_message_already_quotes_is_said_once() {
+        let quoted = EdgeError::usage(Quoting(std::io::Error::other("denied")));
+        assert_eq!(quoted.render(), "error: cannot read config: denied");
+        let plain = EdgeError::usage(Plain(std::io::Error::other("denied"))).hint("try again");
+        assert_eq!(
+            plain.render(),
+            "error: cannot start the run\n  caused by: denied\nhint: try again"
+        );
+    }
+
+    #[test]
+    fn control_characters_never_reach_the_terminal() {
+        let error = EdgeError::usage("bad name \u{1b}]0;pwned\u{7}");
+        assert_eq!(error.render(), "error: bad name ]0;pwned");
     }
 }

@@ -14,6 +14,7 @@
 //! - [`cli`]: the command-line surface; [`error`]: the edge error with exit codes and hints.
 
 pub mod agent_env;
+pub mod bounded_read;
 pub mod cli;
 pub mod conformance;
 pub mod demo;
@@ -31,4 +32,5 @@ pub mod scripted_model;
 pub mod snapshot;
 pub mod store;
 pub mod supervise;
+pub mod term_text;
 pub mod transport;

@@ -4,6 +4,7 @@
 //! on a real account; `--record` writes the verdict to the matrix and `--write-matrix` renders
 //! the matrix's table into `docs/providers.md`.
 
+use super::output::say;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -77,6 +78,7 @@ pub struct ConformanceArgs {
     /// Keep the probe workspaces (printed) instead of deleting them.
     #[arg(long)]
     pub keep: bool,
+    /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
     pub json: bool,
 }
@@ -243,7 +245,7 @@ fn print_variant(v: &VariantResult) {
         .map(|s| format!("{} {:.1}s", s.step.as_str(), s.seconds))
         .collect();
     let named: Vec<&str> = v.named.iter().map(|k| k.as_str()).collect();
-    eprintln!(
+    say!(
         "  {:<28} {}  [{}]{}",
         v.variant,
         if v.passed { "PASS" } else { "FAIL" },
@@ -256,15 +258,15 @@ fn print_variant(v: &VariantResult) {
     );
     if !v.passed {
         for p in v.probe.problems() {
-            eprintln!("      {} {}: {}", p.step.as_str(), p.kind, p.detail);
+            say!("      {} {}: {}", p.step.as_str(), p.kind, p.detail);
         }
         if !v.expected.is_empty() {
             let expected: Vec<&str> = v.expected.iter().map(|k| k.as_str()).collect();
-            eprintln!("      expected one of: {}", expected.join(", "));
+            say!("      expected one of: {}", expected.join(", "));
         }
     }
     for note in &v.probe.notes {
-        eprintln!("      note: {note}");
+        say!("      note: {note}");
     }
 }
 
@@ -314,7 +316,7 @@ fn probe(args: &ConformanceArgs, name: &str) -> Result<bool, EdgeError> {
     let faults = if provider.config.output == OutputMode::ReportFile && faults.len() > 1 {
         // The scripted faults act through the model server, which a report-file tool need not
         // talk to: only the clean probe qualifies it.
-        eprintln!("{name} writes a report file: only the clean probe applies (no scripted faults)");
+        say!("{name} writes a report file: only the clean probe applies (no scripted faults)");
         vec![None]
     } else {
         faults
@@ -385,7 +387,7 @@ fn probe(args: &ConformanceArgs, name: &str) -> Result<bool, EdgeError> {
         Ok::<_, EdgeError>((version, variants))
     })?;
     let mode = if args.scripted { "scripted" } else { "live" };
-    eprintln!(
+    say!(
         "autocode conformance {name} {} ({transport}, {mode})",
         version.as_deref().unwrap_or("(version unknown)")
     );
@@ -398,7 +400,7 @@ fn probe(args: &ConformanceArgs, name: &str) -> Result<bool, EdgeError> {
                 results.push(v);
             }
             Err(e) => {
-                eprintln!("  {:<28} ERROR {e}", fault.map_or("clean", Fault::as_str));
+                say!("  {:<28} ERROR {e}", fault.map_or("clean", Fault::as_str));
                 errors.push(e);
             }
         }
@@ -409,7 +411,7 @@ fn probe(args: &ConformanceArgs, name: &str) -> Result<bool, EdgeError> {
         .filter(|v| v.variant != "clean" && v.passed)
         .count();
     let total_faults = faults.iter().filter(|f| f.is_some()).count();
-    eprintln!(
+    say!(
         "conformance {name}: {} (clean probe {}, {caught}/{total_faults} fault variants caught)",
         if passed { "PASS" } else { "FAIL" },
         results
@@ -446,14 +448,14 @@ fn probe(args: &ConformanceArgs, name: &str) -> Result<bool, EdgeError> {
         let json = serde_json::to_string_pretty(&m).map_err(EdgeError::internal)?;
         crate::store::write_atomic(&args.matrix, format!("{json}\n").as_bytes())
             .map_err(EdgeError::internal)?;
-        eprintln!("recorded in {}", args.matrix.display());
+        say!("recorded in {}", args.matrix.display());
     }
     if !passed && !args.keep {
-        eprintln!("rerun with --keep to inspect the probe workspaces and stage directories");
+        say!("rerun with --keep to inspect the probe workspaces and stage directories");
     }
     if args.keep {
         let kept = root.keep();
-        eprintln!("probe workspaces kept under {}", kept.display());
+        say!("probe workspaces kept under {}", kept.display());
     }
     if args.json {
         output::print_json(&ConformanceSummary {
@@ -487,7 +489,7 @@ fn write_matrix(matrix_path: &Path, doc_path: &Path) -> Result<(), EdgeError> {
     let updated = matrix::replace_table(&doc, &m.render_table())
         .map_err(|e| EdgeError::usage(format!("{}: {e}", doc_path.display())))?;
     crate::store::write_atomic(doc_path, updated.as_bytes()).map_err(EdgeError::internal)?;
-    eprintln!(
+    say!(
         "rendered {} entries of {} into {}",
         m.entries.len(),
         matrix_path.display(),

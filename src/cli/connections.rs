@@ -26,14 +26,17 @@ pub enum ConnectionsCommand {
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
+    /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct ProviderArg {
+    /// The provider whose sign-in to check or start (see `autocode providers list`).
     #[arg(long)]
     pub provider: String,
+    /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
     pub json: bool,
 }

@@ -1,6 +1,7 @@
 //! `autocode demo [--provider codex|claude|opencode]`: the whole pipeline offline, on a bundled
 //! task, through a real CLI against the scripted model (see `crate::demo`).
 
+use super::output::say;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::ExitCode;
@@ -53,7 +54,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
         .keep();
     let workspace = root.join("demo workspace");
     let home = root.join("home");
-    eprintln!(
+    say!(
         "autocode demo: {} ({}) against the scripted model; workspace {}",
         cli.transport.as_str(),
         cli.executable.display(),
@@ -88,16 +89,15 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
         server.shutdown().await;
         result.map_err(EdgeError::internal)
     })?;
+    // The stage table was printed as the stages finished; here come the proofs behind it.
     let state = crate::run::load(&outcome.run_dir).map_err(EdgeError::internal)?;
-    eprintln!();
-    eprintln!("{}", crate::run::render_status(&state).trim_end());
     for attempt in &state.attempts {
         let dir = outcome.run_dir.join("stages").join(&attempt.dir);
         if let Ok(text) = std::fs::read_to_string(dir.join("evidence.json"))
             && let Ok(value) = serde_json::from_str::<serde_json::Value>(&text)
         {
             for check in value["checks"].as_array().into_iter().flatten() {
-                eprintln!(
+                say!(
                     "  evidence {}: `{}` exit {} via {} -> {}",
                     attempt.dir,
                     check["check"]["command"].as_str().unwrap_or_default(),
@@ -114,7 +114,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
         if let Ok(text) = std::fs::read_to_string(dir.join("supervision.json"))
             && let Ok(value) = serde_json::from_str::<serde_json::Value>(&text)
         {
-            eprintln!(
+            say!(
                 "  receipt  {}: verified {} · {} session(s) · {} killed",
                 attempt.dir,
                 value["verified"],
@@ -123,7 +123,11 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
             );
         }
     }
-    eprintln!("run directory: {}", outcome.run_dir.display());
+    say!("run directory: {}", outcome.run_dir.display());
+    say!(
+        "the demo's files stay for you to inspect; remove them with: rm -rf {}",
+        shell_quote(&root.display().to_string())
+    );
     if args.json {
         output::print_json(&outcome)?;
     }
@@ -167,4 +171,17 @@ async fn seed_workspace(workspace: &Path, ctx: &Context) -> Result<(), EdgeError
         .await
         .map_err(EdgeError::internal)?;
     Ok(())
+}
+
+/// `text` as one POSIX shell word (for a command a person may paste).
+fn shell_quote(text: &str) -> String {
+    if !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+=:@".contains(c))
+    {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
 }

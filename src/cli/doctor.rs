@@ -28,6 +28,7 @@ pub struct DoctorArgs {
     /// The project to look at for ignored config files (default: the current directory).
     #[arg(long)]
     pub workspace: Option<PathBuf>,
+    /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
     pub json: bool,
 }

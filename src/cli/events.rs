@@ -2,13 +2,12 @@
 //! reads a raw stage log (or any captured stream) and prints the normalized events, the final
 //! report and the stop class. The tool to reach for when a CLI update changes its output.
 
-use std::io::BufReader;
+use std::io::{BufReader, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
 
-use super::output;
 use crate::error::EdgeError;
 use crate::events::{self, TransportKind};
 
@@ -35,6 +34,7 @@ pub struct NormalizeArgs {
     /// Codex only: the `-o` report file of the same call.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
     pub json: bool,
 }
@@ -53,18 +53,97 @@ pub fn run(command: EventsCommand) -> Result<ExitCode, EdgeError> {
         ),
         None => None,
     };
-    let normalized = if args.file.as_os_str() == "-" {
-        events::normalize_stream(transport, std::io::stdin().lock(), report.as_deref())
+    let options = events::ParseOptions {
+        report_file: report,
+        ..events::ParseOptions::default()
+    };
+    let stdout = std::io::stdout();
+    let mut sink = EventSink::new(
+        std::io::BufWriter::with_capacity(1 << 16, stdout.lock()),
+        args.json,
+    );
+    let summary = if args.file.as_os_str() == "-" {
+        events::parse_stream(transport, std::io::stdin().lock(), &options, |e| {
+            sink.event(&e)
+        })
     } else {
         let file = std::fs::File::open(&args.file)
             .map_err(|e| EdgeError::usage(format!("cannot open {}: {e}", args.file.display())))?;
-        events::normalize_stream(transport, BufReader::new(file), report.as_deref())
+        events::parse_stream(
+            transport,
+            BufReader::with_capacity(1 << 16, file),
+            &options,
+            |e| sink.event(&e),
+        )
     }
     .map_err(EdgeError::internal)?;
-    if args.json {
-        output::print_json(&normalized)?;
-    } else {
-        output::print_stdout(events::render_human(&normalized).trim_end())?;
-    }
+    sink.finish(&summary)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints events as the parser produces them, so memory does not grow with the input: human
+/// lines, or one JSON document `{"events":[...],"summary":{...}}` written piece by piece. A
+/// closed stdout ends the output quietly (the parse still runs to its end).
+struct EventSink<W: Write> {
+    out: W,
+    json: bool,
+    first: bool,
+    error: Option<std::io::Error>,
+}
+
+impl<W: Write> EventSink<W> {
+    fn new(out: W, json: bool) -> Self {
+        let mut sink = Self {
+            out,
+            json,
+            first: true,
+            error: None,
+        };
+        if json {
+            sink.write(|out| out.write_all(b"{\"events\": ["));
+        }
+        sink
+    }
+
+    fn write(&mut self, body: impl FnOnce(&mut W) -> std::io::Result<()>) {
+        if self.error.is_none()
+            && let Err(e) = body(&mut self.out)
+        {
+            self.error = Some(e);
+        }
+    }
+
+    fn event(&mut self, event: &events::NormalizedEvent) {
+        if self.json {
+            let separator: &[u8] = if self.first { b"\n  " } else { b",\n  " };
+            self.first = false;
+            self.write(|out| {
+                out.write_all(separator)?;
+                serde_json::to_writer(&mut *out, event).map_err(std::io::Error::other)
+            });
+        } else {
+            let line = events::render_event(event);
+            self.write(|out| writeln!(out, "{line}"));
+        }
+    }
+
+    fn finish(mut self, summary: &events::StreamSummary) -> Result<(), EdgeError> {
+        if self.json {
+            self.write(|out| {
+                out.write_all(b"\n],\n\"summary\": ")?;
+                serde_json::to_writer_pretty(&mut *out, summary).map_err(std::io::Error::other)?;
+                out.write_all(b"\n}\n")
+            });
+        } else {
+            let text = events::render_summary(summary);
+            self.write(|out| out.write_all(text.trim_end().as_bytes()));
+            self.write(|out| out.write_all(b"\n"));
+        }
+        self.write(|out| out.flush());
+        match self.error {
+            None => Ok(()),
+            Some(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            Some(e) => Err(EdgeError::internal(e)),
+        }
+    }
 }

@@ -5,6 +5,7 @@
 //! stderr (`-v`, `-vv`; `RUST_LOG` overrides). `main` stays thin: each command lives in its own
 //! file and returns `Result<ExitCode, EdgeError>`.
 
+mod completions;
 mod conformance;
 mod connections;
 mod context;
@@ -24,6 +25,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::error::EdgeError;
+use output::say;
 
 /// autocode: hand an objective to a team of coding agents and get a result you can trust.
 #[derive(Debug, Parser)]
@@ -77,13 +79,22 @@ pub enum Command {
     /// Scenarios: run the catalog, merge scorecards (does autocode's COMPLETE mean done?).
     #[command(subcommand)]
     Scenario(scenario::ScenarioCommand),
+    /// A shell completion script on stdout (bash, zsh, fish, elvish, powershell).
+    Completions(completions::CompletionsArgs),
+    /// The man page (roff) on stdout: `autocode man > autocode.1`.
+    Man(completions::ManArgs),
 }
 
 impl Command {
     fn starts_processes(&self) -> bool {
         !matches!(
             self,
-            Command::Explain(_) | Command::Events(_) | Command::Status(_) | Command::Capture(_)
+            Command::Explain(_)
+                | Command::Events(_)
+                | Command::Status(_)
+                | Command::Capture(_)
+                | Command::Completions(_)
+                | Command::Man(_)
         )
     }
 }
@@ -114,11 +125,13 @@ pub fn main() -> ExitCode {
         Command::Explain(args) => explain::run(args),
         Command::ScriptedModel(command) => scripted_model::run(command),
         Command::Scenario(command) => scenario::run(command),
+        Command::Completions(args) => completions::completions(args),
+        Command::Man(args) => completions::man(args),
     };
     match outcome {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("{}", error.render());
+            say!("{}", error.render());
             error.exit_code()
         }
     }
@@ -126,7 +139,8 @@ pub fn main() -> ExitCode {
 
 /// `autocode "OBJECTIVE" …` means `autocode run "OBJECTIVE" …`: a first argument that is not a
 /// flag and not a command name, and holds a space (objectives are sentences), is an objective. A
-/// single unknown word stays an error, so a mistyped command never starts a run.
+/// single unknown word stays an error, so a mistyped command never starts a run. A first
+/// argument that is one of `run`'s flags also means `run`.
 fn with_default_subcommand(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     use clap::CommandFactory;
     let Some(first) = args.get(1).and_then(|a| a.to_str()) else {
@@ -136,7 +150,13 @@ fn with_default_subcommand(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::O
         .get_subcommands()
         .any(|c| c.get_name() == first || c.get_all_aliases().any(|a| a == first))
         || first == "help";
-    if !first.starts_with('-') && !known && first.trim().contains(char::is_whitespace) {
+    let objective = !first.starts_with('-') && !known && first.trim().contains(char::is_whitespace);
+    // `autocode --provider codex "OBJECTIVE"`: run's flags may come first. Only `-v` is global,
+    // and help/version belong to autocode itself.
+    let run_flag_first = first.starts_with('-')
+        && !matches!(first, "-h" | "--help" | "-V" | "--version" | "--verbose")
+        && !first.trim_start_matches('-').chars().all(|c| c == 'v');
+    if objective || run_flag_first {
         args.insert(1, "run".into());
     }
     args
@@ -148,4 +168,75 @@ fn runtime() -> Result<tokio::runtime::Runtime, EdgeError> {
         .enable_all()
         .build()
         .map_err(EdgeError::internal)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expand(args: &[&str]) -> Vec<String> {
+        with_default_subcommand(args.iter().map(Into::into).collect())
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn objectives_and_leading_run_flags_mean_run() {
+        assert_eq!(
+            expand(&["autocode", "add a flag"]),
+            ["autocode", "run", "add a flag"]
+        );
+        assert_eq!(
+            expand(&["autocode", "--provider", "codex", "add a flag"]),
+            ["autocode", "run", "--provider", "codex", "add a flag"]
+        );
+        assert_eq!(expand(&["autocode", "status"]), ["autocode", "status"]);
+        assert_eq!(expand(&["autocode", "--help"]), ["autocode", "--help"]);
+        assert_eq!(expand(&["autocode", "-V"]), ["autocode", "-V"]);
+        assert_eq!(
+            expand(&["autocode", "-vv", "status"]),
+            ["autocode", "-vv", "status"]
+        );
+        assert_eq!(expand(&["autocode", "stauts"]), ["autocode", "stauts"]);
+        // Parsed as a run with its flag before the objective.
+        let cli = Cli::try_parse_from(expand(&["autocode", "--provider", "codex", "add a flag"]));
+        assert!(matches!(cli.map(|c| c.command), Ok(Command::Run(_))));
+    }
+}
+
+#[cfg(test)]
+mod help_tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    fn missing_help(command: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for arg in command.get_arguments() {
+            let id = arg.get_id().as_str();
+            if matches!(id, "help" | "version") {
+                continue;
+            }
+            if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                out.push(format!("{path} {id}"));
+            }
+        }
+        for sub in command.get_subcommands() {
+            if sub.get_about().is_none() && sub.get_long_about().is_none() {
+                out.push(format!("{path} {} (command)", sub.get_name()));
+            }
+            missing_help(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+    }
+
+    #[test]
+    fn every_flag_argument_and_command_has_help_text() {
+        let mut missing = Vec::new();
+        missing_help(&Cli::command(), "autocode", &mut missing);
+        assert!(
+            missing.is_empty(),
+            "without help text:\n{}",
+            missing.join("\n")
+        );
+    }
 }

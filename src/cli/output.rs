@@ -45,3 +45,18 @@ pub fn print_stdout(text: &str) -> Result<(), EdgeError> {
         Err(e) => Err(EdgeError::internal(e)),
     }
 }
+
+/// Writes a line for people on stderr. A closed or broken stderr is ignored: autocode's work
+/// (and the run it records) never depends on whether someone is still reading.
+pub fn say_line(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{text}");
+}
+
+/// [`say_line`] with `format!` arguments.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::cli::output::say_line(&format!($($arg)*))
+    };
+}
+pub(crate) use say;

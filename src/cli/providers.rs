@@ -33,6 +33,7 @@ pub struct JsonArg {
 pub struct ShowArgs {
     /// The provider name (e.g. opencode, codex, claude, kilocode).
     pub name: String,
+    /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
     pub json: bool,
 }
@@ -42,6 +43,7 @@ pub struct ModelsArgs {
     /// The provider (default: AUTOCODE_PROVIDER, then default_provider in config.toml, then opencode).
     #[arg(long)]
     pub provider: Option<String>,
+    /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
     pub json: bool,
 }

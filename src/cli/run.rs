@@ -3,8 +3,8 @@
 //! command that continues it on stderr, and in `--json`), 2 usage, 1 internal.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, IsTerminal, Write};
-use std::path::PathBuf;
+use std::io::{BufRead, IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
@@ -53,39 +53,57 @@ impl BudgetArgs {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// What you want done, as you would tell a colleague.
-    pub objective: String,
+    #[arg(required_unless_present = "objective_file")]
+    pub objective: Option<String>,
+    /// Read the objective from FILE (`-` for stdin), for objectives longer than a command line.
+    #[arg(long, value_name = "FILE", conflicts_with = "objective")]
+    pub objective_file: Option<PathBuf>,
     /// The project to work on (default: the current directory).
     #[arg(long, default_value = ".")]
     pub workspace: PathBuf,
     /// The provider (default: AUTOCODE_PROVIDER, then default_provider in config.toml, then opencode).
     #[arg(long, visible_alias = "engine")]
     pub provider: Option<String>,
+    /// The model for the requirements gatherer (default: the provider's route for the role).
     #[arg(long)]
     pub requirements_model: Option<String>,
+    /// The model for the planner (default: the provider's route for the role).
     #[arg(long, visible_alias = "glm-model")]
     pub planner_model: Option<String>,
+    /// The model for the plan reviewer (default: the provider's route for the role).
     #[arg(long)]
     pub plan_reviewer_model: Option<String>,
+    /// The model for the builder (default: the provider's route for the role).
     #[arg(long, visible_alias = "terra-model")]
     pub builder_model: Option<String>,
+    /// The model for the tester (default: the provider's route for the role).
     #[arg(long, visible_alias = "sol-model")]
     pub tester_model: Option<String>,
+    /// The model for the completion reviewer (default: the provider's route for the role).
     #[arg(long)]
     pub completion_model: Option<String>,
+    /// The model for the resolver (consulted when a milestone is stuck) (default: the provider's route for the role).
     #[arg(long, visible_alias = "astra-model")]
     pub resolver_model: Option<String>,
+    /// The reasoning effort for the requirements gatherer (the provider's own levels, e.g. low, medium, high).
     #[arg(long)]
     pub requirements_reasoning_effort: Option<String>,
+    /// The reasoning effort for the planner (the provider's own levels, e.g. low, medium, high).
     #[arg(long, visible_alias = "glm-reasoning-effort")]
     pub planner_reasoning_effort: Option<String>,
+    /// The reasoning effort for the plan reviewer (the provider's own levels, e.g. low, medium, high).
     #[arg(long)]
     pub plan_reviewer_reasoning_effort: Option<String>,
+    /// The reasoning effort for the builder (the provider's own levels, e.g. low, medium, high).
     #[arg(long, visible_alias = "terra-reasoning-effort")]
     pub builder_reasoning_effort: Option<String>,
+    /// The reasoning effort for the tester (the provider's own levels, e.g. low, medium, high).
     #[arg(long, visible_alias = "sol-reasoning-effort")]
     pub tester_reasoning_effort: Option<String>,
+    /// The reasoning effort for the completion reviewer (the provider's own levels, e.g. low, medium, high).
     #[arg(long)]
     pub completion_reasoning_effort: Option<String>,
+    /// The reasoning effort for the resolver (consulted when a milestone is stuck) (the provider's own levels, e.g. low, medium, high).
     #[arg(long, visible_alias = "astra-reasoning-effort")]
     pub resolver_reasoning_effort: Option<String>,
     /// The effort of every role without its own.
@@ -111,6 +129,7 @@ pub struct RunArgs {
     pub scripted_local_endpoint: bool,
     #[command(flatten)]
     pub budgets: BudgetArgs,
+    /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
     pub json: bool,
 }
@@ -119,6 +138,7 @@ pub struct RunArgs {
 pub struct ResumeArgs {
     /// The run (default: the most recent run in the workspace).
     pub run: Option<RunId>,
+    /// The project the run belongs to (default: the current directory).
     #[arg(long, default_value = ".")]
     pub workspace: PathBuf,
     /// Approve this exact plan revision (`r<N>:<sha256>`, shown at the pause).
@@ -136,14 +156,58 @@ pub struct ResumeArgs {
     /// For a pause with a known reset time (rate limit, budget), sleep until then.
     #[arg(long)]
     pub wait: bool,
+    /// Accept the proposed defaults of open questions and approve the reviewed plan (recorded).
     #[arg(long, short = 'y')]
     pub yes: bool,
+    /// Internal (tests, demo): the routes talk to autocode's local scripted model.
     #[arg(long, hide = true)]
     pub scripted_local_endpoint: bool,
     #[command(flatten)]
     pub budgets: BudgetArgs,
+    /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
     pub json: bool,
+}
+
+/// The longest objective autocode reads from a file or stdin.
+const OBJECTIVE_FILE_CAP: u64 = 1 << 20;
+
+/// The objective from argv, or read (bounded, regular files and stdin only) from a file.
+fn objective_text(argv: Option<String>, file: Option<&Path>) -> Result<String, EdgeError> {
+    let text = match (argv, file) {
+        (Some(text), _) => text,
+        (None, Some(path)) if path.as_os_str() == "-" => {
+            let mut text = String::new();
+            std::io::stdin()
+                .lock()
+                .take(OBJECTIVE_FILE_CAP + 1)
+                .read_to_string(&mut text)
+                .map_err(|e| {
+                    EdgeError::usage(format!("cannot read the objective from stdin: {e}"))
+                })?;
+            if text.len() as u64 > OBJECTIVE_FILE_CAP {
+                return Err(EdgeError::usage(format!(
+                    "the objective on stdin is longer than {OBJECTIVE_FILE_CAP} bytes"
+                )));
+            }
+            text
+        }
+        (None, Some(path)) => crate::bounded_read::read_capped(path, OBJECTIVE_FILE_CAP)
+            .map_err(|e| EdgeError::usage(format!("cannot read the objective: {e}")))
+            .and_then(|bytes| {
+                String::from_utf8(bytes)
+                    .map_err(|_| EdgeError::usage(format!("{} is not UTF-8 text", path.display())))
+            })?,
+        (None, None) => {
+            return Err(EdgeError::usage(
+                "no objective: give it as an argument or with --objective-file",
+            ));
+        }
+    };
+    if text.trim().is_empty() {
+        return Err(EdgeError::usage("the objective is empty"));
+    }
+    Ok(text.trim_end().to_owned())
 }
 
 fn parse_answer(text: &str) -> Result<(String, String), String> {
@@ -155,16 +219,21 @@ fn parse_answer(text: &str) -> Result<(String, String), String> {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
+    /// The run (default: the most recent run in the workspace).
     pub run: Option<RunId>,
+    /// The project the run belongs to (default: the current directory).
     #[arg(long, default_value = ".")]
     pub workspace: PathBuf,
+    /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct CleanArgs {
+    /// The run whose worktree and branch to remove (default: the most recent run).
     pub run: Option<RunId>,
+    /// The project the run belongs to (default: the current directory).
     #[arg(long, default_value = ".")]
     pub workspace: PathBuf,
 }
@@ -328,7 +397,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, EdgeError> {
         }
     }
     let opts = StartOptions {
-        objective: args.objective,
+        objective: objective_text(args.objective, args.objective_file.as_deref())?,
         workspace: args.workspace,
         provider: args.provider,
         models,

@@ -40,6 +40,7 @@ pub struct CatalogArg {
 pub struct ListArgs {
     #[command(flatten)]
     pub catalog: CatalogArg,
+    /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
     pub json: bool,
 }
@@ -49,14 +50,17 @@ pub struct RunArgs {
     /// Case names (or --all).
     #[arg(required_unless_present = "all", conflicts_with = "all")]
     pub names: Vec<String>,
+    /// Run every case of the catalog.
     #[arg(long)]
     pub all: bool,
     /// scripted-opencode, scripted-codex, scripted-claude, or a live profile (a provider name);
     /// repeatable.
     #[arg(long = "profile", default_value = "scripted-codex")]
     pub profiles: Vec<String>,
+    /// Run each (case, profile) job this many times.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: u32,
+    /// The folder the results are written to (one JSON file per job).
     #[arg(long, default_value = "scenario-results")]
     pub out: PathBuf,
     /// Run only this shard of the jobs, I/N with I counted from 1.
@@ -70,6 +74,7 @@ pub struct RunArgs {
     pub authorize_live: bool,
     #[command(flatten)]
     pub catalog: CatalogArg,
+    /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
     pub json: bool,
 }
@@ -79,11 +84,13 @@ pub struct StatsArgs {
     /// Out folders to merge (repeatable).
     #[arg(long = "out", required = true)]
     pub outs: Vec<PathBuf>,
+    /// Print the merged scorecard as JSON on stdout.
     #[arg(long, conflicts_with = "markdown")]
     pub json: bool,
     /// Also write JUnit XML here.
     #[arg(long)]
     pub junit: Option<PathBuf>,
+    /// Print the scorecard as a markdown table on stdout.
     #[arg(long)]
     pub markdown: bool,
 }
@@ -97,6 +104,7 @@ pub struct CheckArgs {
     pub profile: String,
     #[command(flatten)]
     pub catalog: CatalogArg,
+    /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
     pub json: bool,
 }

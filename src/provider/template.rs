@@ -5,7 +5,9 @@
 //! Invariants of [`expand`]: it is a pure function; it never produces an empty argument from a
 //! placeholder (a missing or empty value is an error, except `{effort}`, whose argument is dropped
 //! together with the flag right before it); substituted values are inserted verbatim (a value
-//! holding braces is never parsed again).
+//! holding braces is never parsed again), except inside the script of a shell's `-c` (`sh -c
+//! "tool {workspace}"`), where each value is quoted for the shell at the point it lands
+//! (unquoted, inside '…' or inside "…"), so a workspace named `p;touch X;#` stays one word.
 
 use serde::Serialize;
 use std::fmt;
@@ -283,9 +285,15 @@ pub fn expand(template: &[String], values: &TemplateValues) -> Result<Vec<String
         }
         let mut expanded = String::new();
         let mut literal_only = true;
+        let mut shell = is_shell_script(template, index).then(ShellQuoting::default);
         for segment in &segments {
             match segment {
-                Segment::Literal(text) => expanded.push_str(text),
+                Segment::Literal(text) => {
+                    expanded.push_str(text);
+                    if let Some(shell) = shell.as_mut() {
+                        shell.advance(text);
+                    }
+                }
                 Segment::Placeholder(placeholder) => {
                     literal_only = false;
                     let value =
@@ -303,7 +311,10 @@ pub fn expand(template: &[String], values: &TemplateValues) -> Result<Vec<String
                             placeholder: *placeholder,
                         });
                     }
-                    expanded.push_str(value);
+                    match &shell {
+                        Some(shell) => expanded.push_str(&shell.quote(value)),
+                        None => expanded.push_str(value),
+                    }
                 }
             }
         }
@@ -311,6 +322,80 @@ pub fn expand(template: &[String], values: &TemplateValues) -> Result<Vec<String
         out.push(expanded);
     }
     Ok(out)
+}
+
+/// Whether `template[index]` is the script a shell runs: the program is a POSIX-like shell
+/// (`sh`, `bash`, `dash`, `zsh`, `ksh`, `ash`, directly or through `env`) and the argument
+/// before it is a short-option cluster ending in `c` (`-c`, `-lc`, `-ec`).
+pub fn is_shell_script(template: &[String], index: usize) -> bool {
+    const SHELLS: [&str; 6] = ["sh", "bash", "dash", "zsh", "ksh", "ash"];
+    let basename = |arg: &str| arg.rsplit('/').next().unwrap_or(arg).to_owned();
+    let shell_at = template.iter().position(|arg| {
+        let name = basename(arg);
+        SHELLS.contains(&name.as_str())
+    });
+    let Some(shell_at) = shell_at else {
+        return false;
+    };
+    // Only `shell …` or `env [VAR=…] shell …` count, not a later argument that happens to be "sh".
+    let before_shell_ok = template[..shell_at].iter().enumerate().all(|(i, arg)| {
+        (i == 0 && basename(arg) == "env") || (i > 0 && arg.contains('=') && !arg.starts_with('-'))
+    });
+    if !before_shell_ok || index <= shell_at + 1 {
+        return false;
+    }
+    let flag = &template[index - 1];
+    flag.starts_with('-')
+        && !flag.starts_with("--")
+        && flag.ends_with('c')
+        && flag[1..].chars().all(|c| c.is_ascii_alphabetic())
+}
+
+/// Where a shell script's text stands at the end of the literal text seen so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum ShellQuoting {
+    #[default]
+    Unquoted,
+    Single,
+    Double,
+}
+
+impl ShellQuoting {
+    fn advance(&mut self, text: &str) {
+        let mut chars = text.chars();
+        while let Some(c) = chars.next() {
+            *self = match (*self, c) {
+                (ShellQuoting::Unquoted, '\\') | (ShellQuoting::Double, '\\') => {
+                    chars.next();
+                    *self
+                }
+                (ShellQuoting::Unquoted, '\'') => ShellQuoting::Single,
+                (ShellQuoting::Unquoted, '"') => ShellQuoting::Double,
+                (ShellQuoting::Single, '\'') | (ShellQuoting::Double, '"') => {
+                    ShellQuoting::Unquoted
+                }
+                (state, _) => state,
+            };
+        }
+    }
+
+    /// `value` as text that the shell reads back as exactly `value` at this point.
+    fn quote(self, value: &str) -> String {
+        match self {
+            ShellQuoting::Unquoted => format!("'{}'", value.replace('\'', "'\\''")),
+            ShellQuoting::Single => value.replace('\'', "'\\''"),
+            ShellQuoting::Double => {
+                let mut out = String::with_capacity(value.len());
+                for c in value.chars() {
+                    if matches!(c, '\\' | '"' | '$' | '`') {
+                        out.push('\\');
+                    }
+                    out.push(c);
+                }
+                out
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -567,5 +652,44 @@ mod tests {
                 serde_json::Value::String(p.as_str().into())
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod shell_tests {
+    use super::*;
+
+    fn t(args: &[&str]) -> Vec<String> {
+        args.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn only_a_shells_c_script_is_a_script() {
+        assert!(is_shell_script(&t(&["sh", "-c", "x"]), 2));
+        assert!(is_shell_script(&t(&["/bin/bash", "-lc", "x"]), 2));
+        assert!(is_shell_script(&t(&["env", "A=1", "zsh", "-ec", "x"]), 4));
+        assert!(!is_shell_script(&t(&["sh", "-c", "x"]), 1));
+        assert!(!is_shell_script(&t(&["tool", "-c", "x"]), 2));
+        assert!(!is_shell_script(
+            &t(&["codex", "exec", "-c", "model=\"{effort}\""]),
+            3
+        ));
+        assert!(!is_shell_script(
+            &t(&["tool", "--shell", "sh", "-c", "x"]),
+            4
+        ));
+        assert!(!is_shell_script(&t(&["sh", "--config", "x"]), 2));
+    }
+
+    #[test]
+    fn values_are_quoted_where_they_land() {
+        let values = TemplateValues {
+            workspace: Some("p;touch X;#".into()),
+            ..TemplateValues::default()
+        };
+        let expanded = expand(&t(&["sh", "-c", "cd {workspace} && run"]), &values).unwrap();
+        assert_eq!(expanded[2], "cd 'p;touch X;#' && run");
+        let outside = expand(&t(&["tool", "--dir", "{workspace}"]), &values).unwrap();
+        assert_eq!(outside[2], "p;touch X;#");
     }
 }

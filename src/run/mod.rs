@@ -88,6 +88,19 @@ pub fn render_status(state: &RunState) -> String {
             "room: none (started --unconfined: the agents ran with the ownership boundary only)\n",
         );
     }
+    // Columns as wide as their longest entry, so `006-completion_reviewer-1` fits.
+    let dir_width = state
+        .attempts
+        .iter()
+        .map(|a| a.dir.len())
+        .max()
+        .unwrap_or(0);
+    let route_width = state
+        .attempts
+        .iter()
+        .map(|a| a.route.provider.as_str().len() + 1 + a.route.model.len())
+        .max()
+        .unwrap_or(0);
     for a in &state.attempts {
         let outcome = match &a.status {
             AttemptStatus::Running => "running".to_owned(),
@@ -106,7 +119,7 @@ pub fn render_status(state: &RunState) -> String {
             .map(|c| format!("${c:.4}"))
             .unwrap_or_else(|| "cost unknown".into());
         out.push_str(&format!(
-            "  {:<24} {:<36} {:>7.1}s {:>8} tokens  {:<13} {}\n",
+            "  {:<dir_width$} {:<route_width$} {:>7.1}s {:>8} tokens  {:<13} {}\n",
             a.dir,
             format!("{}/{}", a.route.provider, a.route.model),
             secs,

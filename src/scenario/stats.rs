@@ -1,6 +1,9 @@
 //! Scorecard statistics: merges the `result.json` files of any number of out folders into rows
 //! per (case, profile) and a total, and renders them as text, Markdown and JUnit XML.
 //!
+//! Each row also says how sure it is: the Wilson score interval ([`wilson`]) of its pass rate and
+//! of its false-completion rate at [`CONFIDENCE`], so merged repeats narrow the interval.
+//!
 //! Invariants: merging is pure over the loaded results ([`merge`]) and order-independent (rows
 //! are sorted by case then profile); `false_complete` is the number CI gates on.
 
@@ -28,6 +31,47 @@ pub enum StatsError {
     Empty { dirs: String },
 }
 
+/// The confidence level of every interval the scorecard shows.
+pub const CONFIDENCE: f64 = 0.95;
+
+/// The standard normal quantile for a two-sided [`CONFIDENCE`] interval (z of 0.975).
+pub const Z_95: f64 = 1.959_963_984_540_054;
+
+/// A closed interval of a proportion, within [0, 1].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Interval {
+    pub low: f64,
+    pub high: f64,
+}
+
+/// The Wilson score interval of `successes` out of `trials` at the normal quantile `z`: how far
+/// the true rate may lie from the observed one. Unlike the normal approximation it stays inside
+/// [0, 1] and is not empty at 0 or `trials` successes (0 of 10 still allows a rate up to 0.28 at
+/// 95 %). `None` without trials or with more successes than trials.
+pub fn wilson(successes: u64, trials: u64, z: f64) -> Option<Interval> {
+    if trials == 0 || successes > trials || !z.is_finite() || z < 0.0 {
+        return None;
+    }
+    let n = trials as f64;
+    let p = successes as f64 / n;
+    let z2 = z * z;
+    let denominator = 1.0 + z2 / n;
+    let center = (p + z2 / (2.0 * n)) / denominator;
+    let half = z / denominator * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+    // At 0 and at `trials` successes the bound is exactly 0 or 1: rounding must not move it.
+    let low = if successes == 0 {
+        0.0
+    } else {
+        (center - half).max(0.0)
+    };
+    let high = if successes == trials {
+        1.0
+    } else {
+        (center + half).min(1.0)
+    };
+    Some(Interval { low, high })
+}
+
 /// One scorecard row: a (case, profile) pair, or the total.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Row {
@@ -39,6 +83,13 @@ pub struct Row {
     pub honest_stops: u64,
     pub wrong_stops: u64,
     pub errors: u64,
+    /// `passes / runs`; `None` without runs.
+    pub pass_rate: Option<f64>,
+    /// The Wilson interval of the pass rate at [`CONFIDENCE`].
+    pub pass_interval: Option<Interval>,
+    /// The Wilson interval of the false-completion rate at [`CONFIDENCE`]: with none seen, its
+    /// `high` is how large the rate could still be.
+    pub false_complete_interval: Option<Interval>,
     pub median_wall_ms: Option<f64>,
     pub median_stages: Option<f64>,
     pub median_tokens: Option<f64>,
@@ -53,6 +104,8 @@ pub struct Row {
 pub struct Stats {
     /// The CI gate: any value above 0 fails.
     pub false_complete: u64,
+    /// The confidence level of every row's intervals ([`CONFIDENCE`]).
+    pub confidence: f64,
     pub total: Row,
     pub rows: Vec<Row>,
 }
@@ -76,15 +129,21 @@ fn row(case: &str, profile: &str, results: &[&ScenarioResult]) -> Row {
     let mut wall: Vec<f64> = results.iter().map(|r| r.timings.wall_ms as f64).collect();
     let mut stages: Vec<f64> = results.iter().map(|r| f64::from(r.stages)).collect();
     let mut tokens: Vec<f64> = results.iter().map(|r| r.tokens as f64).collect();
+    let runs = results.len() as u64;
+    let passes = count(Verdict::Pass);
+    let false_completes = count(Verdict::FalseComplete);
     Row {
         case: case.to_owned(),
         profile: profile.to_owned(),
-        runs: results.len() as u64,
-        passes: count(Verdict::Pass),
-        false_completes: count(Verdict::FalseComplete),
+        runs,
+        passes,
+        false_completes,
         honest_stops: count(Verdict::HonestStop),
         wrong_stops: count(Verdict::WrongStop),
         errors: count(Verdict::Error),
+        pass_rate: (runs > 0).then(|| passes as f64 / runs as f64),
+        pass_interval: wilson(passes, runs, Z_95),
+        false_complete_interval: wilson(false_completes, runs, Z_95),
         median_wall_ms: median(&mut wall),
         median_stages: median(&mut stages),
         median_tokens: median(&mut tokens),
@@ -111,6 +170,7 @@ pub fn merge(results: &[ScenarioResult]) -> Stats {
     let total = row("TOTAL", "all", &all);
     Stats {
         false_complete: total.false_completes,
+        confidence: CONFIDENCE,
         total,
         rows,
     }
@@ -180,11 +240,22 @@ fn cost(row: &Row) -> String {
     }
 }
 
-const HEADERS: [&str; 12] = [
+/// `0.80 [0.49, 0.94]`: the pass rate and its interval.
+fn pass_rate(row: &Row) -> String {
+    match (row.pass_rate, row.pass_interval) {
+        (Some(rate), Some(i)) => format!("{rate:.2} [{:.2}, {:.2}]", i.low, i.high),
+        _ => "-".into(),
+    }
+}
+
+const COLUMNS: usize = 13;
+
+const HEADERS: [&str; COLUMNS] = [
     "case",
     "profile",
     "runs",
     "pass",
+    "pass rate [95% CI]",
     "false complete",
     "honest stop",
     "wrong stop",
@@ -195,12 +266,13 @@ const HEADERS: [&str; 12] = [
     "cost",
 ];
 
-fn cells(row: &Row) -> [String; 12] {
+fn cells(row: &Row) -> [String; COLUMNS] {
     [
         row.case.clone(),
         row.profile.clone(),
         row.runs.to_string(),
         row.passes.to_string(),
+        pass_rate(row),
         row.false_completes.to_string(),
         row.honest_stops.to_string(),
         row.wrong_stops.to_string(),
@@ -214,10 +286,10 @@ fn cells(row: &Row) -> [String; 12] {
 
 /// A plain text table for people.
 pub fn render_text(stats: &Stats) -> String {
-    let mut lines: Vec<[String; 12]> = vec![HEADERS.map(str::to_owned)];
+    let mut lines: Vec<[String; COLUMNS]> = vec![HEADERS.map(str::to_owned)];
     lines.extend(stats.rows.iter().map(cells));
     lines.push(cells(&stats.total));
-    let mut widths = [0usize; 12];
+    let mut widths = [0usize; COLUMNS];
     for line in &lines {
         for (w, cell) in widths.iter_mut().zip(line.iter()) {
             *w = (*w).max(cell.chars().count());
@@ -233,8 +305,27 @@ pub fn render_text(stats: &Stats) -> String {
         out.push_str(padded.join("  ").trim_end());
         out.push('\n');
     }
-    let _ = writeln!(out, "false completions: {}", stats.false_complete);
+    let _ = writeln!(
+        out,
+        "false completions: {}{}",
+        stats.false_complete,
+        false_complete_bound(stats)
+    );
     out
+}
+
+/// ` of N runs (95% CI of the rate: [low, high])`, the confidence in the gate's number.
+fn false_complete_bound(stats: &Stats) -> String {
+    match stats.total.false_complete_interval {
+        Some(i) => format!(
+            " of {} runs (rate {:.0}% CI [{:.3}, {:.3}])",
+            stats.total.runs,
+            stats.confidence * 100.0,
+            i.low,
+            i.high
+        ),
+        None => String::new(),
+    }
 }
 
 /// A GitHub-flavoured Markdown table.
@@ -249,8 +340,9 @@ pub fn render_markdown(stats: &Stats) -> String {
     let _ = writeln!(out, "| {} |", total.join(" | "));
     let _ = writeln!(
         out,
-        "\nFalse completions: **{}**{}",
+        "\nFalse completions: **{}**{}{}",
         stats.false_complete,
+        false_complete_bound(stats),
         if stats.false_complete > 0 {
             " (CI fails)"
         } else {
@@ -277,8 +369,23 @@ fn xml_escape(text: &str) -> String {
     out
 }
 
+/// `8/10 = 0.800, 95% CI [0.490, 0.943]`.
+fn rate_with_interval(hits: u64, runs: u64, interval: Option<Interval>) -> String {
+    match interval {
+        Some(i) => format!(
+            "{hits}/{runs} = {:.3}, {:.0}% CI [{:.3}, {:.3}]",
+            hits as f64 / runs as f64,
+            CONFIDENCE * 100.0,
+            i.low,
+            i.high
+        ),
+        None => format!("{hits}/{runs}"),
+    }
+}
+
 /// JUnit XML: one test case per result; FALSE_COMPLETE and WRONG_STOP are failures, ERROR an
-/// error, PASS and HONEST_STOP pass.
+/// error, PASS and HONEST_STOP pass. The suite's `<properties>` carry each (case, profile)'s
+/// pass rate and the total false-completion rate with their intervals.
 pub fn render_junit(results: &[ScenarioResult]) -> String {
     let failures = results
         .iter()
@@ -298,6 +405,29 @@ pub fn render_junit(results: &[ScenarioResult]) -> String {
         "<testsuite name=\"autocode-scenarios\" tests=\"{}\" failures=\"{failures}\" errors=\"{errors}\" time=\"{total_s:.3}\">",
         results.len()
     );
+    let stats = merge(results);
+    if !results.is_empty() {
+        out.push_str("  <properties>\n");
+        for row in stats.rows.iter().chain(std::iter::once(&stats.total)) {
+            let _ = writeln!(
+                out,
+                "    <property name=\"pass rate: {} on {}\" value=\"{}\"/>",
+                xml_escape(&row.case),
+                xml_escape(&row.profile),
+                rate_with_interval(row.passes, row.runs, row.pass_interval)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "    <property name=\"false completion rate\" value=\"{}\"/>",
+            rate_with_interval(
+                stats.total.false_completes,
+                stats.total.runs,
+                stats.total.false_complete_interval
+            )
+        );
+        out.push_str("  </properties>\n");
+    }
     let mut sorted: Vec<&ScenarioResult> = results.iter().collect();
     sorted.sort_by(|a, b| (&a.case, &a.profile, a.repeat).cmp(&(&b.case, &b.profile, b.repeat)));
     for r in sorted {
@@ -404,6 +534,94 @@ pub(crate) mod tests {
             },
             started_at: chrono::DateTime::UNIX_EPOCH,
         }
+    }
+
+    fn close(interval: Option<Interval>, low: f64, high: f64) {
+        let i = interval.expect("an interval");
+        assert!(
+            (i.low - low).abs() < 5e-4 && (i.high - high).abs() < 5e-4,
+            "{i:?} is not [{low}, {high}]"
+        );
+    }
+
+    #[test]
+    fn wilson_matches_known_values() {
+        // Reference values: the Wilson score interval at 95 % (z = 1.959964), e.g. R's
+        // `prop.test(x, n, correct = FALSE)$conf.int` and Newcombe (1998), table I.
+        close(wilson(8, 10, Z_95), 0.4902, 0.9433);
+        close(wilson(0, 10, Z_95), 0.0, 0.2775);
+        close(wilson(10, 10, Z_95), 0.7225, 1.0);
+        close(wilson(1, 2, Z_95), 0.0945, 0.9055);
+        close(wilson(81, 263, Z_95), 0.2553, 0.3662);
+        close(wilson(15, 148, Z_95), 0.0624, 0.1605);
+        close(wilson(0, 1, Z_95), 0.0, 0.7935);
+        // The bounds at the edges are exact, not merely close.
+        assert_eq!(wilson(0, 10, Z_95).map(|i| i.low), Some(0.0));
+        assert_eq!(wilson(10, 10, Z_95).map(|i| i.high), Some(1.0));
+        // More repeats of the same rate narrow the interval.
+        let ten = wilson(8, 10, Z_95).unwrap();
+        let hundred = wilson(80, 100, Z_95).unwrap();
+        assert!(hundred.high - hundred.low < ten.high - ten.low);
+        // z = 0 is the point estimate.
+        close(wilson(3, 4, 0.0), 0.75, 0.75);
+        assert_eq!(wilson(0, 0, Z_95), None);
+        assert_eq!(wilson(3, 2, Z_95), None);
+        assert_eq!(wilson(1, 2, f64::NAN), None);
+        assert_eq!(wilson(1, 2, -1.0), None);
+    }
+
+    #[test]
+    fn rows_carry_their_intervals() {
+        let mut results: Vec<ScenarioResult> = (0..8)
+            .map(|r| sample("a", "scripted-codex", r, Verdict::Pass, 1, 1, 1, None))
+            .collect();
+        results.push(sample(
+            "a",
+            "scripted-codex",
+            8,
+            Verdict::HonestStop,
+            1,
+            1,
+            1,
+            None,
+        ));
+        results.push(sample(
+            "a",
+            "scripted-codex",
+            9,
+            Verdict::FalseComplete,
+            1,
+            1,
+            1,
+            None,
+        ));
+        let stats = merge(&results);
+        let row = &stats.rows[0];
+        assert_eq!(row.pass_rate, Some(0.8));
+        close(row.pass_interval, 0.4902, 0.9433);
+        close(row.false_complete_interval, 0.0179, 0.4042);
+        assert_eq!(stats.confidence, 0.95);
+        let md = render_markdown(&stats);
+        assert!(md.contains("| pass rate [95% CI] |"), "{md}");
+        assert!(md.contains("| 0.80 [0.49, 0.94] |"), "{md}");
+        assert!(
+            md.contains("of 10 runs (rate 95% CI [0.018, 0.404])"),
+            "{md}"
+        );
+        assert!(render_text(&stats).contains("0.80 [0.49, 0.94]"));
+        let junit = render_junit(&results);
+        assert!(
+            junit.contains(
+                "<property name=\"pass rate: a on scripted-codex\" value=\"8/10 = 0.800, 95% CI [0.490, 0.943]\"/>"
+            ),
+            "{junit}"
+        );
+        assert!(junit.contains(
+            "<property name=\"false completion rate\" value=\"1/10 = 0.100, 95% CI [0.018, 0.404]\"/>"
+        ));
+        let json = serde_json::to_value(&stats).unwrap();
+        assert_eq!(json["confidence"], 0.95);
+        assert!(json["rows"][0]["pass_interval"]["low"].as_f64().is_some());
     }
 
     #[test]

@@ -1108,3 +1108,37 @@ fn sandboxed_invocations_see_only_the_given_environment() {
             .contains(&format!("HOME={}/home\n", sandbox.root.display()))
     );
 }
+
+#[test]
+fn an_objective_file_must_be_a_regular_file_and_nothing_is_created_otherwise() {
+    let sandbox = Sandbox::new();
+    let workspace = sandbox.root.join("elsewhere");
+    let zero = sandbox.root.join("objective.md");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let transcript = sandbox.run_in(
+        &workspace,
+        &[
+            "--provider",
+            "codex",
+            "--objective-file",
+            zero.to_str().unwrap(),
+        ],
+    );
+    transcript.assert_code(2);
+    assert!(
+        transcript
+            .stderr
+            .contains("not a regular file (a character device)"),
+        "{}",
+        transcript.stderr
+    );
+    assert!(!workspace.join(".autocode").exists());
+    // Exactly one of the argument and the file.
+    let both = sandbox.run_in(
+        &workspace,
+        &["run", "do this thing", "--objective-file", "x"],
+    );
+    both.assert_code(2);
+    let neither = sandbox.run_in(&workspace, &["run"]);
+    neither.assert_code(2);
+}

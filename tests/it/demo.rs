@@ -31,6 +31,13 @@ fn demo(cli: &str) -> serde_json::Value {
     assert_eq!(summary["outcome"], "complete", "{summary}");
     assert_eq!(summary["stages"], 6, "{summary}");
     assert!(stderr.contains("evidence 004-builder-1"), "{stderr}");
+    // The stage table is printed once, and the temporary workspace is named with its removal.
+    let table_rows = stderr
+        .lines()
+        .filter(|l| l.trim_start().starts_with("004-builder-1"))
+        .count();
+    assert_eq!(table_rows, 1, "{stderr}");
+    assert!(stderr.contains("remove them with: rm -rf "), "{stderr}");
     // Every stage's family was proven gone, and the tester's check was verified as evidence.
     let run_dir = Path::new(summary["run_dir"].as_str().unwrap());
     for stage in std::fs::read_dir(run_dir.join("stages")).unwrap() {

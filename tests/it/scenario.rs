@@ -1,6 +1,7 @@
 //! The scenario harness end to end: the real catalog loads and its oracles can fail, real Codex
 //! runs against the scripted model through the in-process engine, verdicts, result folders and
-//! the merged scorecard (including a FALSE_COMPLETE the harness must flag).
+//! the merged scorecard (including a FALSE_COMPLETE the harness must flag), and two shards of a
+//! job list merged into the same scorecard as the unsharded run.
 
 use std::path::{Path, PathBuf};
 
@@ -200,4 +201,129 @@ async fn a_completion_the_oracle_refutes_is_a_false_complete() {
     assert_eq!(merged.false_complete, 1);
     let junit = stats::render_junit(&[result]);
     assert!(junit.contains("failures=\"1\"") && junit.contains("FALSE_COMPLETE"));
+}
+
+/// `autocode ARGS…` from the repository root; (exit code, stdout, stderr).
+fn autocode(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_autocode"))
+        .args(args)
+        .current_dir(root())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("autocode runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `scenario run` of the equivalence test's jobs into `out`, optionally one shard of them.
+fn run_jobs(out: &Path, no_clis: &Path, shard: Option<&str>) {
+    let mut args = vec![
+        "scenario",
+        "run",
+        "hostile-repo",
+        "--profile",
+        "scripted-claude",
+        "--profile",
+        "scripted-codex",
+        "--repeat",
+        "3",
+        "--cli-bin",
+        no_clis.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ];
+    if let Some(shard) = shard {
+        args.extend(["--shard", shard]);
+    }
+    let (code, stdout, stderr) = autocode(&args);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+}
+
+/// The merged `scenario stats --json` of `outs`, the total moved to the end of the rows, without
+/// the wall-clock medians (they differ from run to run; everything else is a function of the
+/// verdicts and the runs' records).
+fn merged_stats(outs: &[&Path]) -> serde_json::Value {
+    let mut args = vec!["scenario", "stats", "--json"];
+    for out in outs {
+        args.extend(["--out", out.to_str().unwrap()]);
+    }
+    let (code, stdout, stderr) = autocode(&args);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let mut stats: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let object = stats.as_object_mut().unwrap();
+    let total = object.remove("total").unwrap();
+    let rows = object
+        .get_mut("rows")
+        .and_then(|r| r.as_array_mut())
+        .unwrap();
+    rows.push(total);
+    for row in rows.iter_mut() {
+        row.as_object_mut().unwrap().remove("median_wall_ms");
+    }
+    stats
+}
+
+/// (case, profile, repetition) of every result under `out`.
+fn jobs_in(out: &Path) -> Vec<(String, String, u32)> {
+    stats::collect(&[out.to_owned()])
+        .map(|found| {
+            found
+                .into_iter()
+                .map(|(_, r)| (r.case, r.profile, r.repeat))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn two_shards_merged_equal_the_unsharded_run() {
+    // Real harness runs that never reach an agent, so no CLI and no model is involved: with an
+    // empty --cli-bin, hostile-repo on scripted-claude stops at autocode's billing-route check
+    // before any launch, and on scripted-codex the agent cannot start. Six jobs, two verdicts.
+    let tmp = tempfile::tempdir().unwrap();
+    let no_clis = tmp.path().join("no-clis");
+    std::fs::create_dir_all(&no_clis).unwrap();
+    let whole = tmp.path().join("whole");
+    let first = tmp.path().join("shard-1");
+    let second = tmp.path().join("shard-2");
+    run_jobs(&whole, &no_clis, None);
+    run_jobs(&first, &no_clis, Some("1/2"));
+    run_jobs(&second, &no_clis, Some("2/2"));
+
+    // The shards split the jobs: each has some, none twice, together all of them.
+    let (mut all, one, two) = (jobs_in(&whole), jobs_in(&first), jobs_in(&second));
+    assert_eq!(all.len(), 6, "{all:?}");
+    assert_eq!((one.len(), two.len()), (3, 3), "{one:?} {two:?}");
+    let mut union: Vec<_> = one.iter().chain(two.iter()).cloned().collect();
+    union.sort();
+    all.sort();
+    assert_eq!(union, all);
+
+    let unsharded = merged_stats(&[&whole]);
+    let merged = merged_stats(&[&first, &second]);
+    assert_eq!(merged, unsharded);
+    let rows = unsharded["rows"].as_array().unwrap();
+    let (total, rows) = rows.split_last().unwrap();
+    assert_eq!(total["runs"], 6);
+    let verdicts = [
+        "passes",
+        "false_completes",
+        "honest_stops",
+        "wrong_stops",
+        "errors",
+    ];
+    let kinds = verdicts
+        .iter()
+        .filter(|v| total[**v].as_u64().unwrap() > 0)
+        .count();
+    assert!(kinds >= 2, "the jobs give more than one verdict: {total}");
+    // Each (case, profile) row has its three repeats and an interval over them.
+    for row in rows {
+        assert_eq!(row["runs"], 3, "{row}");
+        assert!(row["pass_interval"]["high"].as_f64().is_some(), "{row}");
+    }
 }

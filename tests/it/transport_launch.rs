@@ -725,3 +725,53 @@ plan_reviewer = { model = "beta-2" }
     resumed.resume_session = Some(autocode::ids::SessionId::new("s1").unwrap());
     assert!(toml_tool::plan(&resumed, &config).is_err());
 }
+
+/// Values substituted into a shell's `-c` script reach the command as single words, whatever
+/// they hold and wherever the template put them (unquoted, in '…', in "…").
+#[test]
+fn placeholders_inside_sh_c_scripts_are_quoted_for_the_shell() {
+    use autocode::provider::template::{TemplateValues, expand};
+    let hostile = [
+        "p;touch X;#",
+        "a b",
+        "it's",
+        "$(touch Y)",
+        "`touch Z`",
+        "back\\slash\"quote",
+        "new\nline",
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for value in hostile {
+        for script in [
+            "printf '%s|' {workspace}",
+            "printf '%s|' '{workspace}'",
+            "printf '%s|' \"{workspace}\"",
+            "printf '%s|' x{workspace}y",
+        ] {
+            let template: Vec<String> =
+                ["sh", "-c", script].iter().map(|s| s.to_string()).collect();
+            let values = TemplateValues {
+                workspace: Some(value.to_owned()),
+                ..TemplateValues::default()
+            };
+            let argv = expand(&template, &values).unwrap();
+            let out = std::process::Command::new(&argv[0])
+                .args(&argv[1..])
+                .current_dir(dir.path())
+                .output()
+                .unwrap();
+            let printed = String::from_utf8(out.stdout).unwrap();
+            let expected = if script.contains("x{workspace}y") {
+                format!("x{value}y|")
+            } else {
+                format!("{value}|")
+            };
+            assert_eq!(printed, expected, "{script} with {value:?}: {argv:?}");
+        }
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "a value ran a command"
+    );
+}

@@ -1,0 +1,50 @@
+//! Strings bound for a terminal. Text that comes from agents, reports, streams, objectives or
+//! files may carry escape sequences (cursor moves, window titles, OSC 8 links, hidden text); a
+//! terminal would obey them. [`terminal_safe`] removes every C0 and C1 control character except
+//! newline and tab, which is what reaches a person's screen. `--json` output needs nothing from
+//! here: JSON escapes control characters itself.
+
+use std::borrow::Cow;
+
+/// Whether `c` may reach a terminal: printable text, newline and tab.
+fn allowed(c: char) -> bool {
+    c == '\n' || c == '\t' || !(c.is_control())
+}
+
+/// `text` without C0/C1 control characters (ESC, BEL, CSI, OSC, DEL, CR…), newline and tab kept.
+/// Borrowed when there was nothing to remove.
+pub fn terminal_safe(text: &str) -> Cow<'_, str> {
+    if text.chars().all(allowed) {
+        Cow::Borrowed(text)
+    } else {
+        Cow::Owned(text.chars().filter(|&c| allowed(c)).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_sequences_lose_their_control_characters() {
+        let cases = [
+            ("plain text", "plain text"),
+            ("tab\tand\nnewline", "tab\tand\nnewline"),
+            ("\u{1b}]0;owned\u{7}title", "]0;ownedtitle"),
+            ("\u{1b}[2K\u{1b}[1Aup", "[2K[1Aup"),
+            ("c1 \u{9b}31m csi", "c1 31m csi"),
+            ("cr\roverwrite", "croverwrite"),
+            ("del\u{7f}", "del"),
+            ("nul\u{0}", "nul"),
+            ("ünïcode ✓", "ünïcode ✓"),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(terminal_safe(input), expected, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn clean_text_is_borrowed() {
+        assert!(matches!(terminal_safe("nothing to do"), Cow::Borrowed(_)));
+    }
+}
