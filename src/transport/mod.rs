@@ -357,6 +357,32 @@ mod tests {
         assert!(check_model("a b").is_err());
     }
 
+    #[test]
+    fn codex_stands_its_sandbox_down_only_inside_the_room() {
+        let mut r = request("codex", "gpt-6-sol", None, None);
+        let plan = plan_launch(&r).unwrap();
+        assert!(
+            plan.args
+                .windows(2)
+                .any(|w| w == ["--sandbox", "read-only"])
+        );
+        r.confined = true;
+        let plan = plan_launch(&r).unwrap();
+        assert!(
+            plan.args
+                .windows(2)
+                .any(|w| w == ["--sandbox", "danger-full-access"])
+        );
+        r.resume_session = Some(SessionId::new("thread-1").unwrap());
+        let plan = plan_launch(&r).unwrap();
+        assert!(
+            plan.args
+                .contains(&"sandbox_mode=\"danger-full-access\"".to_owned()),
+            "{:?}",
+            plan.args
+        );
+    }
+
     fn request(
         provider: &str,
         model: &str,
