@@ -4,31 +4,55 @@
 //! (building the child's environment) is a thin step after it. It owns these rules, applied to
 //! each variable in this order:
 //!
+//! 0. **Not UTF-8** ([`agent_environment_os`]): a name or value that is not UTF-8 is withheld
+//!    and recorded under its escaped name (`\xNN` for each byte that is not printable ASCII),
+//!    never its value. Nothing lets it through.
 //! 1. **Controller secret** (always withheld, even when named in `AUTOCODE_PASS_ENV`): a name
-//!    that starts with `AUTOCODE_` and holds a credential word (see 3). This is the one list of
-//!    autocode's own private tokens: [`is_controller_secret`] decides it, so a new controller
-//!    token cannot be forgotten in some second list.
+//!    that starts with `AUTOCODE_` and holds a credential word (see 3), except
+//!    `AUTOCODE_PASS_ENV` itself (a list of names). [`is_controller_secret`] decides it, so a new
+//!    controller token cannot be forgotten in some second list.
 //! 2. **Forbidden by provider**: the provider's `forbid_env` names (compared without regard to
 //!    case) are withheld, also when named in `AUTOCODE_PASS_ENV`: the provider says their mere
 //!    presence picks the wrong billing route.
-//! 3. **Credential name**: the name, split into words on every character that is not a letter or
-//!    digit and compared without regard to case, holds one of the words TOKEN, TOKENS, SECRET,
-//!    SECRETS, PASSWORD, PASSWORDS, PASSWD, KEY, KEYS or AUTH (`GITHUB_TOKEN`,
-//!    `AWS_SECRET_ACCESS_KEY`, `SSH_AUTH_SOCK`, `OPENAI_API_KEY`, `github_token`). Whole words
-//!    only: `KEYBOARD_LAYOUT`, `MONKEY` and `GIT_AUTHOR_NAME` are not credentials. A token
-//!    *count* is not a credential: a TOKEN/TOKENS word followed by MAX, LIMIT, COUNT or BUDGET,
-//!    or preceded (anywhere earlier in the name) by MAX, whose value is a whole number (ASCII
-//!    digits only) is kept (`OPENCODE_EXPERIMENTAL_OUTPUT_TOKEN_MAX=100000`,
-//!    `CLAUDE_CODE_MAX_OUTPUT_TOKENS=64000`); the same name holding anything else
-//!    (`MAX_TOKENS=abc`, or empty) is withheld.
+//! 3. **Credential name**: the name is split into words on every character that is not a letter
+//!    or digit and at camelCase boundaries (`accessToken` → ACCESS TOKEN, `OpenAIKey` → OPEN AI
+//!    KEY), compared without regard to case. It is a credential when a word is one of TOKEN(S),
+//!    SECRET(S), PASSWORD(S), PASSWD, PASS, PWD, PASSPHRASE, PAT, CREDENTIAL(S), COOKIE(S),
+//!    APIKEY(S), KEY(S) or AUTH, or a compound ending in TOKEN(S), SECRET(S), PASSWORD(S),
+//!    PASSWD, PASSPHRASE, CREDENTIAL(S), APIKEY(S), ACCESSKEY, SECRETKEY, PRIVATEKEY or AUTHKEY
+//!    (`PGPASSWORD`, `GHTOKEN`, `OPENAI_APIKEY`). Whole words only: `KEYBOARD_LAYOUT`,
+//!    `MONKEY`, `COMPASS_HOME`, `BYPASS_CACHE` and `GIT_AUTHOR_NAME` are not credentials. Two
+//!    exceptions keep ordinary names working:
+//!    - a KEY(S) word right after a word naming a data or input key (PRIMARY, FOREIGN, SORT,
+//!      PARTITION, CLUSTERING, CACHE, UNIQUE, COMPOSITE, INDEX, HASH, RANGE, ROW, SHARD, LOOKUP,
+//!      GROUP, ORDER, DEDUP, IDEMPOTENCY, SHORTCUT, HOT, LEADER, MODIFIER) is not a credential
+//!      word (`PRIMARY_KEY_COLUMN`, `SORT_KEY`);
+//!    - a token *count* is not a credential: a TOKEN/TOKENS word followed by MAX, LIMIT, COUNT
+//!      or BUDGET, or preceded (anywhere earlier in the name) by MAX, whose value is a whole
+//!      number (ASCII digits only) is kept (`MAX_TOKENS=4096`); the same name holding anything
+//!      else (`MAX_TOKENS=abc`, or empty) is withheld.
+//!
+//!    The exact names `PWD` and `OLDPWD` are the working directory, not passwords: they are
+//!    kept (every launch then sets `PWD` to the stage's directory and drops `OLDPWD`); `DB_PWD`
+//!    and `MYSQL_PWD` are withheld.
 //! 4. **URL with password**: a value holding a URL whose user-info carries a non-empty password
-//!    (`https://user:pw@host`, `postgres://u:p@db/x`) is withheld; for proxy variables
-//!    (`*_PROXY`, any case) a scheme-less `user:pw@host:port` counts too. Proxy variables without
-//!    credentials are ordinary variables and are kept.
+//!    is withheld, whatever characters the password holds (`https://user:pw@host`,
+//!    `postgres://u:pa/ss@h/db`, `postgres://u:p@ss@h/db`); for proxy variables (`*_PROXY`, any
+//!    case) a scheme-less `user:pw@host:port` counts too. Proxy variables without credentials
+//!    are ordinary variables and are kept.
+//! 5. **Credential value**, under any name: a secret-shaped token (`sk-…`, `sk_live_…`,
+//!    `rk_live_…`, `ghp_…`/`gho_…`/`ghu_…`/`ghs_…`/`ghr_…`, `github_pat_…`, `glpat-…`,
+//!    `xox[abprs]-…`, an `AKIA`/`ASIA` access key id, a PEM private key header, a JWT
+//!    `eyJ….eyJ….sig`), a connection-string secret (`password=`, `pwd=`, `AccountKey=`,
+//!    `SharedAccessSignature=`, any case, non-empty), a webhook URL whose path is its secret
+//!    (`hooks.slack.com/services/…`, `discord.com/api/webhooks/…`), or an HTTP credential
+//!    header (`Authorization:`, `Proxy-Authorization:`, `X-Api-Key:`, `Private-Token:`,
+//!    `Cookie:`; e.g. `GIT_CONFIG_PARAMETERS` carrying `http.extraHeader=Authorization: …`).
+//!    See [`values`].
 //!
 //! `AUTOCODE_PASS_ENV` (comma-separated names, matched exactly) lets variables withheld by rules
-//! 3 and 4 through, never those withheld by rules 1 and 2. Everything else is kept, including
-//! empty values and ordinary `AUTOCODE_*` settings.
+//! 3, 4 and 5 through, never those withheld by rules 0, 1 and 2. Everything else is kept,
+//! including empty values and ordinary `AUTOCODE_*` settings.
 //!
 //! Invariants: the withheld list holds names and reasons only, never values, sorted by name and
 //! without duplicates; `Debug` of an [`AgentEnvironment`] prints names only, so logging one
@@ -37,13 +61,18 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::fmt;
+
+pub mod values;
+
+pub use values::{value_has_credential, value_has_url_password};
 
 /// The variable whose value names the credential-like variables an operator lets through.
 pub const PASS_ENV_VAR: &str = "AUTOCODE_PASS_ENV";
 
 /// Name words that mark a credential.
-const CREDENTIAL_WORDS: [&str; 10] = [
+const CREDENTIAL_WORDS: [&str; 20] = [
     "TOKEN",
     "TOKENS",
     "SECRET",
@@ -51,10 +80,69 @@ const CREDENTIAL_WORDS: [&str; 10] = [
     "PASSWORD",
     "PASSWORDS",
     "PASSWD",
+    "PASS",
+    "PWD",
+    "PASSPHRASE",
+    "PAT",
+    "CREDENTIAL",
+    "CREDENTIALS",
+    "COOKIE",
+    "COOKIES",
+    "APIKEY",
+    "APIKEYS",
     "KEY",
     "KEYS",
     "AUTH",
 ];
+
+/// Endings that make a compound word a credential word (`PGPASSWORD`, `GHTOKEN`).
+const CREDENTIAL_ENDINGS: [&str; 16] = [
+    "TOKEN",
+    "TOKENS",
+    "SECRET",
+    "SECRETS",
+    "PASSWORD",
+    "PASSWORDS",
+    "PASSWD",
+    "PASSPHRASE",
+    "CREDENTIAL",
+    "CREDENTIALS",
+    "APIKEY",
+    "APIKEYS",
+    "ACCESSKEY",
+    "SECRETKEY",
+    "PRIVATEKEY",
+    "AUTHKEY",
+];
+
+/// Words that, right before KEY or KEYS, name a data or input key rather than a credential.
+const DATA_KEY_WORDS: [&str; 22] = [
+    "PRIMARY",
+    "FOREIGN",
+    "SORT",
+    "PARTITION",
+    "CLUSTERING",
+    "CACHE",
+    "UNIQUE",
+    "COMPOSITE",
+    "INDEX",
+    "HASH",
+    "RANGE",
+    "ROW",
+    "SHARD",
+    "LOOKUP",
+    "GROUP",
+    "ORDER",
+    "DEDUP",
+    "IDEMPOTENCY",
+    "SHORTCUT",
+    "HOT",
+    "LEADER",
+    "MODIFIER",
+];
+
+/// Exact names that hold a credential word but are not credentials.
+const NOT_CREDENTIALS: [&str; 3] = ["PWD", "OLDPWD", PASS_ENV_VAR];
 
 /// Words that, right after a TOKEN word, make the name a token count.
 const COUNT_WORDS_AFTER: [&str; 4] = ["MAX", "LIMIT", "COUNT", "BUDGET"];
@@ -71,6 +159,11 @@ pub enum WithheldReason {
     ForbiddenByProvider,
     /// One of autocode's own controller secrets; never passed, whatever `AUTOCODE_PASS_ENV` says.
     ControllerSecret,
+    /// The value is shaped like a credential (an API token, a connection-string password, a
+    /// webhook URL, an authorization header), whatever the name.
+    CredentialValue,
+    /// The name or the value is not UTF-8 (recorded under its escaped name, never passed).
+    NotUtf8,
 }
 
 impl WithheldReason {
@@ -80,6 +173,8 @@ impl WithheldReason {
             WithheldReason::UrlWithPassword => "url_with_password",
             WithheldReason::ForbiddenByProvider => "forbidden_by_provider",
             WithheldReason::ControllerSecret => "controller_secret",
+            WithheldReason::CredentialValue => "credential_value",
+            WithheldReason::NotUtf8 => "not_utf8",
         }
     }
 }
@@ -115,6 +210,20 @@ impl AgentEnvironment {
     /// The withheld names, sorted.
     pub fn withheld_names(&self) -> Vec<&str> {
         self.withheld.iter().map(|w| w.name.as_str()).collect()
+    }
+
+    /// Records variables dropped because their name or value is not UTF-8 (escaped names).
+    pub fn withhold_not_utf8(&mut self, names: impl IntoIterator<Item = String>) {
+        for name in names {
+            self.kept.remove(&name);
+            self.withheld.retain(|w| w.name != name);
+            self.withheld.push(WithheldVar {
+                name,
+                reason: WithheldReason::NotUtf8,
+            });
+        }
+        self.withheld.sort();
+        self.withheld.dedup_by(|a, b| a.name == b.name);
     }
 
     /// Why `name` was withheld, if it was.
@@ -177,6 +286,46 @@ pub fn agent_environment(
     }
 }
 
+/// [`agent_environment`] over the raw environment: a name or value that is not UTF-8 is withheld
+/// (rule 0) under its escaped name, never its value.
+pub fn agent_environment_os(
+    runner_env: impl IntoIterator<Item = (OsString, OsString)>,
+    forbid_env: &[String],
+    pass_env: Option<&str>,
+) -> AgentEnvironment {
+    let mut utf8 = Vec::new();
+    let mut not_utf8 = Vec::new();
+    for (name, value) in runner_env {
+        match (name.into_string(), value.into_string()) {
+            (Ok(name), Ok(value)) => utf8.push((name, value)),
+            (Ok(name), Err(_)) => not_utf8.push(name),
+            (Err(name), _) => not_utf8.push(escaped_name(&name)),
+        }
+    }
+    let mut env = agent_environment(utf8, forbid_env, pass_env);
+    env.withhold_not_utf8(not_utf8);
+    env
+}
+
+/// A name that is not UTF-8, printable: `\xNN` for every byte that is not printable ASCII.
+pub fn escaped_name(name: &std::ffi::OsStr) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    name.as_bytes().escape_ascii().to_string()
+}
+
+/// The (escaped) names of variables in `env` whose name or value is not UTF-8.
+pub fn not_utf8_names<'a>(
+    env: impl IntoIterator<Item = (&'a OsString, &'a OsString)>,
+) -> Vec<String> {
+    env.into_iter()
+        .filter_map(|(name, value)| match (name.to_str(), value.to_str()) {
+            (Some(_), Some(_)) => None,
+            (Some(name), None) => Some(name.to_owned()),
+            (None, _) => Some(escaped_name(name)),
+        })
+        .collect()
+}
+
 fn classify(
     name: &str,
     value: &str,
@@ -193,6 +342,8 @@ fn classify(
         Some(WithheldReason::CredentialName)
     } else if value_has_url_password(name, value) {
         Some(WithheldReason::UrlWithPassword)
+    } else if value_has_credential(value) {
+        Some(WithheldReason::CredentialValue)
     } else {
         None
     };
@@ -206,17 +357,35 @@ fn classify(
 /// holding a credential word. These are never passed to an agent.
 pub fn is_controller_secret(name: &str) -> bool {
     let words = name_words(name);
-    words.first().is_some_and(|w| w == "AUTOCODE")
-        && words.iter().any(|w| CREDENTIAL_WORDS.contains(&w.as_str()))
+    name != PASS_ENV_VAR
+        && words.first().is_some_and(|w| w == "AUTOCODE")
+        && (0..words.len()).any(|i| is_credential_word(&words, i))
+}
+
+/// Whether `words[i]` marks a credential (a credential word or ending, not a data key).
+fn is_credential_word(words: &[String], i: usize) -> bool {
+    let word = words[i].as_str();
+    if word == "KEY" || word == "KEYS" {
+        return !i
+            .checked_sub(1)
+            .is_some_and(|before| DATA_KEY_WORDS.contains(&words[before].as_str()));
+    }
+    CREDENTIAL_WORDS.contains(&word)
+        || CREDENTIAL_ENDINGS
+            .iter()
+            .any(|ending| word.ends_with(ending))
 }
 
 /// Whether the name marks a credential (rule 3 of the module doc), given its value (a token
 /// count is not a credential only while it holds a whole number).
 pub fn is_credential_like(name: &str, value: &str) -> bool {
+    if NOT_CREDENTIALS.contains(&name) {
+        return false;
+    }
     let words = name_words(name);
     let whole_number = !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit());
     words.iter().enumerate().any(|(i, word)| {
-        if !CREDENTIAL_WORDS.contains(&word.as_str()) {
+        if !is_credential_word(&words, i) {
             return false;
         }
         let is_token = word == "TOKEN" || word == "TOKENS";
@@ -230,347 +399,34 @@ pub fn is_credential_like(name: &str, value: &str) -> bool {
     })
 }
 
+/// The words of a name, upper-cased: split on every character that is not an ASCII letter or
+/// digit, and at camelCase boundaries (`aB` → `a|B`, `ABc` → `A|Bc`, `3K` → `3|K`).
 fn name_words(name: &str) -> Vec<String> {
-    name.split(|c: char| !c.is_ascii_alphanumeric())
+    let mut words = Vec::new();
+    for part in name.split(|c: char| !c.is_ascii_alphanumeric()) {
+        let chars: Vec<char> = part.chars().collect();
+        let mut start = 0;
+        for i in 1..chars.len() {
+            let (prev, cur) = (chars[i - 1], chars[i]);
+            let next_lower = chars.get(i + 1).is_some_and(char::is_ascii_lowercase);
+            let boundary = (cur.is_ascii_uppercase()
+                && (prev.is_ascii_lowercase() || prev.is_ascii_digit()))
+                || (cur.is_ascii_uppercase() && prev.is_ascii_uppercase() && next_lower);
+            if boundary {
+                words.push(chars[start..i].iter().collect::<String>());
+                start = i;
+            }
+        }
+        if start < chars.len() {
+            words.push(chars[start..].iter().collect::<String>());
+        }
+    }
+    words
+        .into_iter()
         .filter(|w| !w.is_empty())
-        .map(str::to_ascii_uppercase)
+        .map(|w| w.to_ascii_uppercase())
         .collect()
 }
 
-fn is_proxy_name(name: &str) -> bool {
-    name.to_ascii_uppercase().ends_with("_PROXY")
-}
-
-/// Whether the value holds a URL with an embedded, non-empty password.
-pub fn value_has_url_password(name: &str, value: &str) -> bool {
-    let mut rest = value;
-    let mut saw_scheme = false;
-    while let Some(at) = rest.find("://") {
-        saw_scheme = true;
-        let after = &rest[at + 3..];
-        if authority_has_password(after) {
-            return true;
-        }
-        rest = after;
-    }
-    // Proxy settings are often written without a scheme: `user:pw@proxy:8080`.
-    !saw_scheme
-        && is_proxy_name(name)
-        && value
-            .split([',', ' '])
-            .any(|entry| authority_has_password(entry.trim()))
-}
-
-/// `text` starts with a URL authority (`user:pw@host:port/...`).
-fn authority_has_password(text: &str) -> bool {
-    let end = text
-        .find(|c: char| matches!(c, '/' | '?' | '#' | ',' | ';') || c.is_whitespace())
-        .unwrap_or(text.len());
-    let authority = &text[..end];
-    let Some(at) = authority.rfind('@') else {
-        return false;
-    };
-    let user_info = &authority[..at];
-    user_info
-        .split_once(':')
-        .is_some_and(|(_, password)| !password.is_empty())
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use WithheldReason::*;
-
-    fn one(name: &str, value: &str, forbid: &[&str], pass: Option<&str>) -> Option<WithheldReason> {
-        let forbid: Vec<String> = forbid.iter().map(|s| s.to_string()).collect();
-        let env = agent_environment([(name.to_string(), value.to_string())], &forbid, pass);
-        let reason = env.withheld_reason(name);
-        // Exactly one of kept / withheld, and the value is never in the withheld list.
-        assert_eq!(env.kept.contains_key(name), reason.is_none(), "{name}");
-        reason
-    }
-
-    /// (name, value, forbid_env, AUTOCODE_PASS_ENV, expected reason or None = kept)
-    type Case = (
-        &'static str,
-        &'static str,
-        &'static [&'static str],
-        Option<&'static str>,
-        Option<WithheldReason>,
-    );
-
-    const CASES: &[Case] = &[
-        // Credential words.
-        ("GITHUB_TOKEN", "ghp_x", &[], None, Some(CredentialName)),
-        (
-            "AWS_SECRET_ACCESS_KEY",
-            "x",
-            &[],
-            None,
-            Some(CredentialName),
-        ),
-        (
-            "SSH_AUTH_SOCK",
-            "/tmp/ssh.sock",
-            &[],
-            None,
-            Some(CredentialName),
-        ),
-        ("OPENAI_API_KEY", "sk-x", &[], None, Some(CredentialName)),
-        ("DB_PASSWORD", "hunter2", &[], None, Some(CredentialName)),
-        ("MYSQL_PASSWD", "x", &[], None, Some(CredentialName)),
-        ("SECRET", "x", &[], None, Some(CredentialName)),
-        ("API_KEYS", "a,b", &[], None, Some(CredentialName)),
-        ("CLIENT_SECRETS", "x", &[], None, Some(CredentialName)),
-        ("github_token", "x", &[], None, Some(CredentialName)),
-        ("Npm-Auth", "x", &[], None, Some(CredentialName)),
-        ("GITHUB_TOKEN", "", &[], None, Some(CredentialName)),
-        ("ANTHROPIC_AUTH_TOKEN", "x", &[], None, Some(CredentialName)),
-        // Words, not substrings.
-        ("KEYBOARD_LAYOUT", "us", &[], None, None),
-        ("MONKEY", "banana", &[], None, None),
-        ("GIT_AUTHOR_NAME", "Ada", &[], None, None),
-        ("TOKENIZER_PATH", "/x", &[], None, None),
-        ("PATH", "/usr/bin", &[], None, None),
-        ("EMPTY_VALUE", "", &[], None, None),
-        // Token counts.
-        (
-            "OPENCODE_EXPERIMENTAL_OUTPUT_TOKEN_MAX",
-            "100000",
-            &[],
-            None,
-            None,
-        ),
-        ("MAX_TOKENS", "4096", &[], None, None),
-        ("MAX_TOKENS", "abc", &[], None, Some(CredentialName)),
-        ("MAX_TOKENS", "", &[], None, Some(CredentialName)),
-        ("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "32000", &[], None, None),
-        (
-            "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
-            "lots",
-            &[],
-            None,
-            Some(CredentialName),
-        ),
-        ("OUTPUT_TOKENS", "32000", &[], None, Some(CredentialName)),
-        ("TOKEN_LIMIT", "10", &[], None, None),
-        ("TOKEN_COUNT", "-3", &[], None, Some(CredentialName)),
-        ("TOKEN_BUDGET", "1e6", &[], None, Some(CredentialName)),
-        ("TOKEN_BUDGET", "1000000", &[], None, None),
-        ("max_token", "12", &[], None, None),
-        ("TOKEN_MIN", "12", &[], None, Some(CredentialName)),
-        ("API_KEY_TOKEN_MAX", "12", &[], None, Some(CredentialName)),
-        // URLs with passwords.
-        (
-            "DATABASE_URL",
-            "postgres://u:p@db:5432/x",
-            &[],
-            None,
-            Some(UrlWithPassword),
-        ),
-        (
-            "REPO",
-            "https://user:pw@host/repo.git",
-            &[],
-            None,
-            Some(UrlWithPassword),
-        ),
-        (
-            "HTTPS_PROXY",
-            "http://u:p@proxy:3128",
-            &[],
-            None,
-            Some(UrlWithPassword),
-        ),
-        (
-            "http_proxy",
-            "u:p@proxy:3128",
-            &[],
-            None,
-            Some(UrlWithPassword),
-        ),
-        (
-            "MIRRORS",
-            "https://a.example https://u:p@b.example",
-            &[],
-            None,
-            Some(UrlWithPassword),
-        ),
-        ("REPO", "https://user@host/repo.git", &[], None, None),
-        ("REPO", "https://user:@host/repo.git", &[], None, None),
-        ("DOCS", "https://host/a:b@c", &[], None, None),
-        ("LISTEN", "http://[::1]:8080", &[], None, None),
-        ("NOTE", "mail me at a:b@c", &[], None, None),
-        // Proxies without credentials.
-        ("HTTP_PROXY", "http://proxy:3128", &[], None, None),
-        ("https_proxy", "proxy.local:3128", &[], None, None),
-        ("NO_PROXY", "localhost,127.0.0.1,.corp", &[], None, None),
-        // AUTOCODE settings and controller secrets.
-        ("AUTOCODE_PROVIDER", "kilocode", &[], None, None),
-        ("AUTOCODE_PASS_ENV", "ZHIPU_API_KEY", &[], None, None),
-        (
-            "AUTOCODE_CONTROL_TOKEN",
-            "x",
-            &[],
-            None,
-            Some(ControllerSecret),
-        ),
-        ("autocode_ui_secret", "x", &[], None, Some(ControllerSecret)),
-        (
-            "AUTOCODE_CONTROL_TOKEN",
-            "x",
-            &[],
-            Some("AUTOCODE_CONTROL_TOKEN"),
-            Some(ControllerSecret),
-        ),
-        (
-            "AUTOCODE_MAX_TOKENS",
-            "100",
-            &[],
-            None,
-            Some(ControllerSecret),
-        ),
-        // Provider forbid lists.
-        (
-            "OPENAI_BASE_URL",
-            "https://api.example",
-            &["OPENAI_BASE_URL"],
-            None,
-            Some(ForbiddenByProvider),
-        ),
-        (
-            "openai_base_url",
-            "https://api.example",
-            &["OPENAI_BASE_URL"],
-            None,
-            Some(ForbiddenByProvider),
-        ),
-        (
-            "OPENAI_API_KEY",
-            "sk",
-            &["OPENAI_API_KEY"],
-            Some("OPENAI_API_KEY"),
-            Some(ForbiddenByProvider),
-        ),
-        (
-            "OPENAI_BASE_URL",
-            "https://api.example",
-            &["CODEX_API_KEY"],
-            None,
-            None,
-        ),
-        // AUTOCODE_PASS_ENV lets credential-like variables through.
-        (
-            "ZHIPU_API_KEY",
-            "z",
-            &[],
-            Some("ZHIPU_API_KEY,DATABASE_URL"),
-            None,
-        ),
-        (
-            "DATABASE_URL",
-            "postgres://u:p@db/x",
-            &[],
-            Some(" ZHIPU_API_KEY , DATABASE_URL "),
-            None,
-        ),
-        (
-            "ZHIPU_API_KEY",
-            "z",
-            &[],
-            Some("zhipu_api_key"),
-            Some(CredentialName),
-        ),
-        ("ZHIPU_API_KEY", "z", &[], Some(""), Some(CredentialName)),
-        (
-            "CLAUDE_CODE_OAUTH_TOKEN",
-            "t",
-            &[],
-            Some("CLAUDE_CODE_OAUTH_TOKEN"),
-            None,
-        ),
-    ];
-
-    #[test]
-    fn policy_table() {
-        assert!(CASES.len() >= 40);
-        for (name, value, forbid, pass, expected) in CASES {
-            assert_eq!(
-                one(name, value, forbid, *pass),
-                *expected,
-                "{name}={value:?} forbid={forbid:?} pass={pass:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn withheld_names_are_sorted_and_carry_no_values() {
-        let env = agent_environment(
-            [
-                ("Z_TOKEN".to_string(), "zz-secret-value".to_string()),
-                ("A_KEY".to_string(), "aa-secret-value".to_string()),
-                ("HOME".to_string(), "/root".to_string()),
-            ],
-            &[],
-            None,
-        );
-        assert_eq!(env.withheld_names(), ["A_KEY", "Z_TOKEN"]);
-        assert_eq!(env.kept.keys().collect::<Vec<_>>(), ["HOME"]);
-        let json = serde_json::to_string(&env.withheld).unwrap();
-        assert!(!json.contains("secret-value"), "{json}");
-        let debug = format!("{env:?}");
-        assert!(
-            !debug.contains("secret-value") && !debug.contains("/root"),
-            "{debug}"
-        );
-        assert!(json.contains("\"credential_name\""));
-    }
-
-    #[test]
-    fn a_later_duplicate_replaces_an_earlier_one() {
-        let env = agent_environment(
-            [
-                ("MAX_TOKENS".to_string(), "abc".to_string()),
-                ("MAX_TOKENS".to_string(), "12".to_string()),
-            ],
-            &[],
-            None,
-        );
-        assert_eq!(env.get("MAX_TOKENS"), Some("12"));
-        assert!(env.withheld.is_empty());
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn every_name_lands_in_exactly_one_place(
-            vars in proptest::collection::vec(("[A-Za-z_]{1,12}", ".{0,24}"), 0..16),
-            pass in proptest::option::of("[A-Za-z_,]{0,20}"),
-        ) {
-            let env = agent_environment(vars.clone(), &["Z_FORBIDDEN".into()], pass.as_deref());
-            let names: std::collections::BTreeSet<&String> = vars.iter().map(|(k, _)| k).collect();
-            let withheld = env.withheld_names();
-            proptest::prop_assert!(withheld.windows(2).all(|w| w[0] < w[1]), "sorted, unique");
-            for name in &names {
-                let kept = env.kept.contains_key(*name);
-                let held = withheld.contains(&name.as_str());
-                proptest::prop_assert!(kept != held, "{name}: kept={kept} withheld={held}");
-            }
-            proptest::prop_assert_eq!(env.kept.len() + withheld.len(), names.len());
-        }
-    }
-
-    #[test]
-    fn reason_strings_are_stable() {
-        for reason in [
-            CredentialName,
-            UrlWithPassword,
-            ForbiddenByProvider,
-            ControllerSecret,
-        ] {
-            assert_eq!(
-                serde_json::to_value(reason).unwrap(),
-                serde_json::Value::String(reason.as_str().into())
-            );
-        }
-    }
-}
+mod tests;

@@ -4,13 +4,28 @@
 //! `kill -9`) leaves either the old file or the new one, never a torn one. Versioned documents
 //! carry `format_version`, checked on read. A run is held by an exclusive `flock` on its
 //! `lock` file for as long as one autocode process works on it; a second one is refused.
+//!
+//! Tagged documents ([`write_tagged_json`], [`read_tagged_json`]) carry an HMAC-SHA256 over
+//! their exact bytes inside the same file, so one atomic write carries data and tag together:
+//!
+//! ```text
+//! <the document's pretty JSON up to, not including, its closing `}` and the blank before it>
+//! ,\n  "integrity": "hmac-sha256:<64 hex>"\n}\n
+//! ```
+//!
+//! The MAC covers `autocode-integrity-v1\n<context>\n<body>` where body is the first part
+//! above, byte for byte, and context names the file's place (so a tagged file copied to another
+//! place does not verify). Reading needs no re-serialization. Keys live elsewhere
+//! (`crate::run::integrity`).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use hmac::{Hmac, Mac};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use sha2::Sha256;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -40,6 +55,121 @@ pub enum StoreError {
     },
     #[error("{path} is held by another autocode process")]
     Busy { path: PathBuf },
+    #[error("{path} carries no integrity tag")]
+    Untagged { path: PathBuf },
+    #[error(
+        "{path} does not match its integrity tag: it was changed by something other than autocode, or made with another key"
+    )]
+    TagMismatch { path: PathBuf },
+    #[error("cannot tag {path}: the run-state key is unavailable: {reason}")]
+    NoKey { path: PathBuf, reason: String },
+}
+
+/// The scheme named in every tag.
+pub const TAG_SCHEME: &str = "hmac-sha256";
+const TAG_DOMAIN: &[u8] = b"autocode-integrity-v1\n";
+const TAG_OPEN: &[u8] = b",\n  \"integrity\": \"hmac-sha256:";
+const TAG_CLOSE: &[u8] = b"\"\n}\n";
+const TAG_HEX: usize = 64;
+
+/// A 256-bit key for integrity tags. Its bytes never appear in `Debug` output.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TagKey([u8; 32]);
+
+impl TagKey {
+    pub const LEN: usize = 32;
+
+    pub fn from_bytes(bytes: [u8; 32]) -> TagKey {
+        TagKey(bytes)
+    }
+
+    fn mac(&self, context: &str, body: &[u8]) -> Hmac<Sha256> {
+        let mut mac =
+            <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("HMAC takes keys of any length");
+        mac.update(TAG_DOMAIN);
+        mac.update(context.as_bytes());
+        mac.update(b"\n");
+        mac.update(body);
+        mac
+    }
+}
+
+impl std::fmt::Debug for TagKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TagKey(..)")
+    }
+}
+
+/// Why tagged bytes do not open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TagProblem {
+    /// No tag at all (a file made before tags existed, or stripped).
+    Untagged,
+    /// A tag that does not match the bytes under this key and context.
+    Mismatch,
+}
+
+/// `document` (a JSON object, as serialized) with its tag embedded; see the module comment.
+/// `None` when `document` is not a non-empty JSON object's text.
+pub fn seal(key: &TagKey, context: &str, document: &[u8]) -> Option<Vec<u8>> {
+    let trimmed = document.trim_ascii_end();
+    let body = trimmed.strip_suffix(b"}")?.trim_ascii_end();
+    if !body.starts_with(b"{") || body == b"{" {
+        return None;
+    }
+    let tag = key.mac(context, body).finalize().into_bytes();
+    let mut out = Vec::with_capacity(body.len() + TAG_OPEN.len() + TAG_HEX + TAG_CLOSE.len());
+    out.extend_from_slice(body);
+    out.extend_from_slice(TAG_OPEN);
+    for byte in tag {
+        out.extend_from_slice(format!("{byte:02x}").as_bytes());
+    }
+    out.extend_from_slice(TAG_CLOSE);
+    Some(out)
+}
+
+/// The document inside `sealed` (as JSON text without the tag) when its tag verifies.
+pub fn unseal(key: &TagKey, context: &str, sealed: &[u8]) -> Result<Vec<u8>, TagProblem> {
+    let Some((body, hex)) = split_sealed(sealed) else {
+        // Not laid out as autocode writes it: a document that still names a tag was changed
+        // (rewritten by something else); one without any is untagged.
+        let names_a_tag = serde_json::from_slice::<serde_json::Value>(sealed)
+            .ok()
+            .is_some_and(|v| v.get("integrity").is_some());
+        return Err(if names_a_tag {
+            TagProblem::Mismatch
+        } else {
+            TagProblem::Untagged
+        });
+    };
+    let tag = decode_hex(hex).ok_or(TagProblem::Mismatch)?;
+    key.mac(context, body)
+        .verify_slice(&tag)
+        .map_err(|_| TagProblem::Mismatch)?;
+    let mut document = body.to_vec();
+    document.extend_from_slice(b"\n}");
+    Ok(document)
+}
+
+/// The body and the hex tag of bytes laid out as [`seal`] writes them.
+fn split_sealed(sealed: &[u8]) -> Option<(&[u8], &[u8])> {
+    let rest = sealed.strip_suffix(TAG_CLOSE)?;
+    let split = rest.len().checked_sub(TAG_HEX)?;
+    let (rest, hex) = rest.split_at(split);
+    Some((rest.strip_suffix(TAG_OPEN)?, hex))
+}
+
+fn decode_hex(hex: &[u8]) -> Option<Vec<u8>> {
+    fn nibble(c: u8) -> Option<u8> {
+        match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            _ => None,
+        }
+    }
+    hex.chunks_exact(2)
+        .map(|pair| Some(nibble(pair[0])? << 4 | nibble(pair[1])?))
+        .collect()
 }
 
 fn write_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
@@ -100,6 +230,83 @@ pub fn read_versioned_json<T: DeserializeOwned>(
     expected: u64,
 ) -> Result<T, StoreError> {
     let value: serde_json::Value = read_json(path)?;
+    check_version(path, &value, expected)?;
+    serde_json::from_value(value).map_err(|source| StoreError::Parse {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Serializes `value` (a JSON object) and writes it with its tag, in one atomic write.
+pub fn write_tagged_json<T: Serialize>(
+    path: &Path,
+    value: &T,
+    key: &TagKey,
+    context: &str,
+) -> Result<(), StoreError> {
+    let bytes = serde_json::to_vec_pretty(value).map_err(|e| StoreError::Write {
+        path: path.to_owned(),
+        source: io::Error::other(e),
+    })?;
+    let sealed = seal(key, context, &bytes).ok_or_else(|| StoreError::Write {
+        path: path.to_owned(),
+        source: io::Error::other("only a non-empty JSON object can carry a tag"),
+    })?;
+    write_atomic(path, &sealed)
+}
+
+/// Reads a tagged JSON document, refusing it unless its tag verifies under `key` and `context`.
+pub fn read_tagged_json<T: DeserializeOwned>(
+    path: &Path,
+    key: &TagKey,
+    context: &str,
+) -> Result<T, StoreError> {
+    let value = read_tagged_value(path, key, context)?;
+    serde_json::from_value(value).map_err(|source| StoreError::Parse {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// [`read_tagged_json`] of a document whose `format_version` must equal `expected`.
+pub fn read_tagged_versioned_json<T: DeserializeOwned>(
+    path: &Path,
+    expected: u64,
+    key: &TagKey,
+    context: &str,
+) -> Result<T, StoreError> {
+    let value = read_tagged_value(path, key, context)?;
+    check_version(path, &value, expected)?;
+    serde_json::from_value(value).map_err(|source| StoreError::Parse {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn read_tagged_value(
+    path: &Path,
+    key: &TagKey,
+    context: &str,
+) -> Result<serde_json::Value, StoreError> {
+    let bytes = fs::read(path).map_err(|source| StoreError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let document = unseal(key, context, &bytes).map_err(|problem| match problem {
+        TagProblem::Untagged => StoreError::Untagged {
+            path: path.to_owned(),
+        },
+        TagProblem::Mismatch => StoreError::TagMismatch {
+            path: path.to_owned(),
+        },
+    })?;
+    serde_json::from_slice(&document).map_err(|source| StoreError::Parse {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn check_version(path: &Path, value: &serde_json::Value, expected: u64) -> Result<(), StoreError> {
     let found = value
         .get("format_version")
         .and_then(serde_json::Value::as_u64)
@@ -111,10 +318,7 @@ pub fn read_versioned_json<T: DeserializeOwned>(
             expected,
         });
     }
-    serde_json::from_value(value).map_err(|source| StoreError::Parse {
-        path: path.to_owned(),
-        source,
-    })
+    Ok(())
 }
 
 /// Appends one JSON line to `path` and syncs it (for append-only activity logs).
@@ -263,5 +467,94 @@ mod tests {
         ));
         drop(first);
         RunLock::acquire(&path).unwrap();
+    }
+
+    fn key(byte: u8) -> TagKey {
+        TagKey::from_bytes([byte; 32])
+    }
+
+    #[test]
+    fn a_tagged_document_reads_back_and_stays_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.json");
+        let doc = Doc {
+            format_version: 1,
+            name: "a \"quoted\" }\n name".into(),
+        };
+        write_tagged_json(&path, &doc, &key(1), "r/run.json").unwrap();
+        let back: Doc = read_tagged_versioned_json(&path, 1, &key(1), "r/run.json").unwrap();
+        assert_eq!(back, doc);
+        // Still one JSON document anyone can read; the tag is its last member.
+        let text = fs::read_to_string(&path).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let tag = value["integrity"].as_str().unwrap();
+        assert!(
+            tag.starts_with("hmac-sha256:") && tag.len() == 12 + 64,
+            "{tag}"
+        );
+        assert!(text.ends_with("\"\n}\n"), "{text}");
+    }
+
+    #[test]
+    fn changing_any_single_byte_breaks_the_tag() {
+        let doc =
+            serde_json::to_vec_pretty(&serde_json::json!({"phase": "build", "n": 1})).unwrap();
+        let sealed = seal(&key(2), "ctx", &doc).unwrap();
+        assert!(unseal(&key(2), "ctx", &sealed).is_ok());
+        for i in 0..sealed.len() {
+            for flip in [0x01u8, 0x20, 0x80] {
+                let mut bad = sealed.clone();
+                bad[i] ^= flip;
+                assert!(
+                    unseal(&key(2), "ctx", &bad).is_err(),
+                    "byte {i} ^ {flip:#x} still verifies"
+                );
+            }
+        }
+        // Another key, another context, a stripped tag.
+        assert_eq!(unseal(&key(3), "ctx", &sealed), Err(TagProblem::Mismatch));
+        assert_eq!(unseal(&key(2), "other", &sealed), Err(TagProblem::Mismatch));
+        assert_eq!(unseal(&key(2), "ctx", &doc), Err(TagProblem::Untagged));
+        let mut appended = sealed.clone();
+        appended.extend_from_slice(b" ");
+        assert_eq!(unseal(&key(2), "ctx", &appended), Err(TagProblem::Mismatch));
+        // Re-serialized by something else, with the old tag kept: changed, not untagged.
+        let value: serde_json::Value = serde_json::from_slice(&sealed).unwrap();
+        let reserialized = serde_json::to_vec(&value).unwrap();
+        assert_eq!(
+            unseal(&key(2), "ctx", &reserialized),
+            Err(TagProblem::Mismatch)
+        );
+    }
+
+    #[test]
+    fn only_non_empty_objects_are_sealed() {
+        assert!(seal(&key(1), "c", b"{}").is_none());
+        assert!(seal(&key(1), "c", b"[1]").is_none());
+        assert!(seal(&key(1), "c", b"\"x\"").is_none());
+        assert!(seal(&key(1), "c", b"{\"a\":1}").is_some());
+    }
+
+    #[test]
+    fn a_rewritten_document_is_refused_and_an_untagged_one_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.json");
+        let doc = Doc {
+            format_version: 1,
+            name: "building".into(),
+        };
+        write_tagged_json(&path, &doc, &key(1), "c").unwrap();
+        let text = fs::read_to_string(&path).unwrap();
+        fs::write(&path, text.replace("building", "complete")).unwrap();
+        assert!(matches!(
+            read_tagged_json::<Doc>(&path, &key(1), "c"),
+            Err(StoreError::TagMismatch { .. })
+        ));
+        write_json(&path, &doc).unwrap();
+        assert!(matches!(
+            read_tagged_json::<Doc>(&path, &key(1), "c"),
+            Err(StoreError::Untagged { .. })
+        ));
+        assert_eq!(format!("{:?}", key(9)), "TagKey(..)");
     }
 }

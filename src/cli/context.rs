@@ -45,13 +45,12 @@ impl Context {
             .and_then(|p| p.config.auth.as_ref())
             .map(|a| a.forbid_env.clone())
             .unwrap_or_default();
-        let runner: Vec<(String, String)> = self
-            .env
-            .iter()
-            .filter_map(|(k, v)| Some((k.to_str()?.to_owned(), v.to_str()?.to_owned())))
-            .collect();
         let pass = self.var(agent_env::PASS_ENV_VAR);
-        agent_env::agent_environment(runner, &forbid, pass.as_deref())
+        agent_env::agent_environment_os(
+            self.env.iter().map(|(k, v)| (k.clone(), v.clone())),
+            &forbid,
+            pass.as_deref(),
+        )
     }
 
     /// A probe context with the agents' environment of `provider`.

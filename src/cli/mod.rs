@@ -91,7 +91,6 @@ impl Command {
             self,
             Command::Explain(_)
                 | Command::Events(_)
-                | Command::Status(_)
                 | Command::Capture(_)
                 | Command::Completions(_)
                 | Command::Man(_)

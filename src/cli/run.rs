@@ -341,10 +341,22 @@ fn finish(summary: RunSummary, json: bool) -> Result<ExitCode, EdgeError> {
 
 fn run_error(e: RunError) -> EdgeError {
     match e {
-        RunError::Usage(_) | RunError::Find(_) | RunError::RoomUnavailable { .. } => {
-            EdgeError::usage(e)
-        }
+        RunError::Find(find) => find_error(find),
+        RunError::Key(key) => EdgeError::usage(RunError::Key(key)).hint(KEY_HINT),
+        RunError::Usage(_) | RunError::RoomUnavailable { .. } => EdgeError::usage(e),
         other => EdgeError::internal(other),
+    }
+}
+
+const KEY_HINT: &str = "the run-state key lives in $XDG_STATE_HOME/autocode/ (default ~/.local/state/autocode/), mode 0600 in a 0700 directory, outside any workspace";
+
+/// A run that cannot be found or is refused: a usage error, with what to do about it.
+fn find_error(e: crate::run::FindRunError) -> EdgeError {
+    let hint = e.hint();
+    let error = EdgeError::usage(e);
+    match hint {
+        Some(hint) => error.hint(hint),
+        None => error,
     }
 }
 
@@ -441,8 +453,13 @@ pub fn resume(args: ResumeArgs) -> Result<ExitCode, EdgeError> {
 pub fn status(args: StatusArgs) -> Result<ExitCode, EdgeError> {
     let workspace = std::fs::canonicalize(&args.workspace)
         .map_err(|e| EdgeError::usage(format!("workspace {}: {e}", args.workspace.display())))?;
-    let dir = crate::run::find_run(&workspace, args.run.as_ref()).map_err(EdgeError::usage)?;
-    let state = crate::run::load(&dir).map_err(EdgeError::internal)?;
+    let env: BTreeMap<String, String> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
+    let state = super::runtime()?
+        .block_on(crate::run::find_run(&workspace, args.run.as_ref(), &env))
+        .map_err(find_error)?
+        .state;
     if args.json {
         output::print_json(&state)?;
     } else {

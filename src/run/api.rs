@@ -90,6 +90,8 @@ pub enum RunError {
     Driver(#[from] driver::DriverError),
     #[error(transparent)]
     Find(#[from] super::FindRunError),
+    #[error("the run-state key is unavailable")]
+    Key(#[from] super::integrity::KeyError),
     #[error(transparent)]
     Workspace(#[from] workspace::WorkspaceError),
     /// The host cannot build the agent's room and the run was not started `--unconfined`.
@@ -222,6 +224,8 @@ pub async fn start(
         .resolve_name(&provider_name)
         .map_err(|e| RunError::Usage(e.to_string()))?;
     let routes = resolve_routes(&provider, &opts)?;
+    // The run state is tagged from its first checkpoint: no key, no run.
+    super::integrity::key_for_workspace(&workspace)?;
     let env_map = env_strings(env);
     let run_id = new_run_id();
     let run_dir = super::runs_dir(&workspace).join(run_id.as_str());
@@ -303,6 +307,7 @@ pub async fn start(
     }
     let mut runner = CliRunner::new(env_map, vec![provider]);
     runner.scripted_local = opts.scripted_local;
+    runner.not_utf8_env = crate::agent_env::not_utf8_names(env.iter());
     handle.state.transport_identities = runner.identities(&handle.state.work_tree).await;
     handle.checkpoint()?;
     ui.note(&format!(
@@ -345,11 +350,16 @@ pub async fn resume(
 ) -> Result<RunSummary, RunError> {
     let workspace = std::fs::canonicalize(&opts.workspace)
         .map_err(|e| RunError::Usage(format!("workspace {}: {e}", opts.workspace.display())))?;
-    let dir = super::find_run(&workspace, opts.run.as_ref())?;
+    let env_map = env_strings(env);
+    let dir = super::find_run(&workspace, opts.run.as_ref(), &env_map)
+        .await?
+        .dir;
     let lock = match RunLock::acquire(&dir.join("lock")) {
         Ok(lock) => lock,
         Err(StoreError::Busy { .. }) => {
-            let state = super::load(&dir)?;
+            let state = super::integrity::verify_run(&workspace, &dir, &env_map)
+                .await
+                .map_err(super::FindRunError::from)?;
             let record = PauseRecord {
                 code: PauseCode::PausedRunBusy,
                 reason: format!("another autocode process holds run {}", state.run_id),
@@ -371,10 +381,13 @@ pub async fn resume(
         }
         Err(e) => return Err(e.into()),
     };
-    let state = super::load(&dir)?;
+    // Verified again under the lock: what was checked before it may have changed.
+    let state = super::integrity::verify_run(&workspace, &dir, &env_map)
+        .await
+        .map_err(super::FindRunError::from)?;
     if !state.unconfined {
         require_room(
-            &env_strings(env),
+            &env_map,
             "the run was started confined and stays so; nothing was changed",
         )?;
     }
@@ -430,9 +443,9 @@ pub async fn resume(
     let provider = registry
         .resolve(&handle.state.provider)
         .map_err(|e| RunError::Usage(e.to_string()))?;
-    let env_map = env_strings(env);
     let mut runner = CliRunner::new(env_map, vec![provider]);
     runner.scripted_local = opts.scripted_local;
+    runner.not_utf8_env = crate::agent_env::not_utf8_names(env.iter());
     let identities = runner.identities(&handle.state.work_tree).await;
     if identities != handle.state.transport_identities {
         if opts.accept_transport_change {
@@ -502,9 +515,12 @@ pub async fn clean(
 ) -> Result<RunId, RunError> {
     let workspace = std::fs::canonicalize(workspace)
         .map_err(|e| RunError::Usage(format!("workspace {}: {e}", workspace.display())))?;
-    let dir = super::find_run(&workspace, run)?;
+    let env_map = env_strings(env);
+    let dir = super::find_run(&workspace, run, &env_map).await?.dir;
     let _lock = RunLock::acquire(&dir.join("lock"))?;
-    let state = super::load(&dir)?;
-    workspace::remove_worktree(&workspace, &state.run_id, &env_strings(env)).await?;
+    let state = super::integrity::verify_run(&workspace, &dir, &env_map)
+        .await
+        .map_err(super::FindRunError::from)?;
+    workspace::remove_worktree(&workspace, &state.run_id, &env_map).await?;
     Ok(state.run_id)
 }

@@ -50,14 +50,27 @@ fn kernel_room_missing() -> Vec<String> {
     Vec::new()
 }
 
-/// Where autocode keeps its run-state key: `$XDG_STATE_HOME/autocode`, else
-/// `~/.local/state/autocode` (unreadable from every room).
+/// Where autocode keeps its run-state key as `env` places it (`super::integrity`'s rule:
+/// `$XDG_STATE_HOME/autocode`, else `~/.local/state/autocode`), unreadable from every room.
 pub fn state_key_dir(env: &BTreeMap<String, String>) -> Option<PathBuf> {
-    let nonempty = |k: &str| env.get(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-    nonempty("XDG_STATE_HOME")
-        .filter(|p| p.is_absolute())
-        .map(|p| p.join("autocode"))
-        .or_else(|| nonempty("HOME").map(|h| h.join(".local/state/autocode")))
+    super::integrity::key_dir_from(|k| {
+        env.get(k)
+            .filter(|v| !v.is_empty())
+            .map(std::ffi::OsString::from)
+    })
+    .ok()
+}
+
+/// The key directories a room hides: as the agents' environment and as autocode's own
+/// environment place it (they differ only when the two environments do).
+fn unreadable(env: &BTreeMap<String, String>) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = state_key_dir(env).into_iter().collect();
+    if let Ok(own) = super::integrity::key_dir()
+        && !dirs.contains(&own)
+    {
+        dirs.push(own);
+    }
+    dirs
 }
 
 /// One `[confine] writable` entry and what it became.
@@ -190,7 +203,7 @@ pub fn stage_room(input: &StageRoomInput<'_>, confined: bool) -> (Option<Room>, 
             writable.push(path.clone());
         }
     }
-    let unreadable: Vec<PathBuf> = state_key_dir(input.env).into_iter().collect();
+    let unreadable = unreadable(input.env);
     let record = RoomRecord {
         confined,
         worktree_access: access,
@@ -234,7 +247,7 @@ pub fn create_provider_dirs(entries: &[WritableEntry]) {
 pub fn replay_room(copy: &Path, tmpdir: &Path, env: &BTreeMap<String, String>) -> Room {
     Room {
         writable: vec![copy.to_owned(), tmpdir.to_owned()],
-        unreadable: state_key_dir(env).into_iter().collect(),
+        unreadable: unreadable(env),
     }
 }
 
@@ -327,8 +340,8 @@ mod tests {
             ]
         );
         assert_eq!(
-            room.unreadable,
-            vec![PathBuf::from("/h/.local/state/autocode")]
+            room.unreadable[0],
+            PathBuf::from("/h/.local/state/autocode")
         );
         assert_eq!(record.provider_writable.len(), 2);
         let (room, _) = stage_room(&input(Role::Planner, &ws, &wt, &ws, &templates, &e), true);

@@ -149,7 +149,7 @@ impl RunHandle {
 
     pub fn checkpoint(&mut self) -> Result<(), StoreError> {
         self.state.updated_at = Utc::now();
-        store::write_json(&Self::state_path(&self.dir), &self.state)
+        super::integrity::write_record(&Self::state_path(&self.dir), &self.state)
     }
 
     pub fn activity(&self, event: &str, detail: Option<&str>) -> Result<(), StoreError> {

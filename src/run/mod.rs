@@ -4,6 +4,7 @@
 //! - [`flow`]: pure rules for what comes next and how accepted reports move the run.
 //! - [`driver`]: runs attempts, repairs and pauses, checkpointing after every step.
 //! - [`prompt`], [`budget`], [`replay`], [`workspace`]: what the driver uses.
+//! - [`integrity`]: the tag key, tagged records, and the checks before acting on a run.
 //!
 //! A run lives in `<workspace>/.autocode/runs/<run-id>/`; see `docs/run-lifecycle.md`.
 
@@ -12,17 +13,20 @@ pub mod budget;
 pub mod confine;
 pub mod driver;
 pub mod flow;
+pub mod integrity;
 pub mod prompt;
 pub mod replay;
 pub mod runner;
 pub mod state;
 pub mod workspace;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::ids::RunId;
-use crate::store::{self, StoreError};
-use state::{AttemptStatus, RUN_FORMAT, RunState};
+use crate::store::StoreError;
+use integrity::RunIntegrityError;
+use state::{AttemptStatus, RunState};
 
 /// `<workspace>/.autocode/runs`.
 pub fn runs_dir(workspace: &Path) -> PathBuf {
@@ -33,41 +37,111 @@ pub fn runs_dir(workspace: &Path) -> PathBuf {
 pub enum FindRunError {
     #[error("no runs in {dir}")]
     NoRuns { dir: PathBuf },
+    #[error("no run in {dir} verifies ({skipped} skipped; see the warnings above)")]
+    NoneVerified { dir: PathBuf, skipped: usize },
     #[error("no run {run_id} in {dir}")]
     NotFound { run_id: RunId, dir: PathBuf },
+    #[error(transparent)]
+    Refused(#[from] RunIntegrityError),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
 
-/// Loads a run's state (format version checked).
-pub fn load(dir: &Path) -> Result<RunState, StoreError> {
-    store::read_versioned_json(&driver::RunHandle::state_path(dir), RUN_FORMAT)
+impl FindRunError {
+    /// What the user can do about it, when there is something to say.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            Self::Refused(e) => Some(e.hint()),
+            Self::NoneVerified { .. } => Some(
+                "autocode acts only on runs whose state it wrote and can verify; start a new run"
+                    .into(),
+            ),
+            _ => None,
+        }
+    }
 }
 
-/// The directory of `run_id`, or of the most recently updated run when none is named.
-pub fn find_run(workspace: &Path, run_id: Option<&RunId>) -> Result<PathBuf, FindRunError> {
+/// Loads a run's state: tag and format version checked, placement not (see [`find_run`]).
+pub fn load(dir: &Path) -> Result<RunState, StoreError> {
+    integrity::read_run_state(dir)
+}
+
+/// A run found and verified.
+#[derive(Debug)]
+pub struct FoundRun {
+    pub dir: PathBuf,
+    pub state: RunState,
+}
+
+/// The run `run_id`, or the latest one when none is named, verified before anything acts on it
+/// ([`integrity::verify_run`]). "Latest" is by the update time autocode recorded in the verified
+/// run state, never by file times or names; runs that do not verify are skipped with a warning
+/// on stderr. `workspace` is canonical; `env` is what git runs with.
+pub async fn find_run(
+    workspace: &Path,
+    run_id: Option<&RunId>,
+    env: &BTreeMap<String, String>,
+) -> Result<FoundRun, FindRunError> {
     let dir = runs_dir(workspace);
     if let Some(id) = run_id {
         let path = dir.join(id.as_str());
-        return if driver::RunHandle::state_path(&path).exists() {
-            Ok(path)
-        } else {
-            Err(FindRunError::NotFound {
+        if !driver::RunHandle::state_path(&path).exists() {
+            return Err(FindRunError::NotFound {
                 run_id: id.clone(),
                 dir,
-            })
-        };
+            });
+        }
+        let state = integrity::verify_run(workspace, &path, env).await?;
+        return Ok(FoundRun { dir: path, state });
     }
-    let mut best: Option<(std::time::SystemTime, PathBuf)> = None;
-    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-        let state = driver::RunHandle::state_path(&entry.path());
-        if let Ok(modified) = std::fs::metadata(&state).and_then(|m| m.modified())
-            && best.as_ref().is_none_or(|(t, _)| modified > *t)
-        {
-            best = Some((modified, entry.path()));
+    let mut candidates: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| driver::RunHandle::state_path(path).exists())
+        .collect();
+    candidates.sort();
+    if candidates.is_empty() {
+        return Err(FindRunError::NoRuns { dir });
+    }
+    let tracked = integrity::tracked_run_dirs(workspace, env)
+        .await
+        .map_err(|source| RunIntegrityError::Git {
+            run: "(any)".into(),
+            source,
+        })?;
+    let mut best: Option<FoundRun> = None;
+    let mut skipped = 0;
+    for path in candidates {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let verified = if tracked.contains(&name) {
+            Err(RunIntegrityError::Tracked {
+                run: name,
+                dir: path.clone(),
+            })
+        } else {
+            integrity::verify_untracked(workspace, &path)
+        };
+        match verified {
+            Ok(state) => {
+                let newer = best.as_ref().is_none_or(|b| {
+                    (state.updated_at, state.created_at) > (b.state.updated_at, b.state.created_at)
+                });
+                if newer {
+                    best = Some(FoundRun { dir: path, state });
+                }
+            }
+            Err(e) => {
+                skipped += 1;
+                eprintln!("warning: skipping {e}");
+            }
         }
     }
-    best.map(|(_, p)| p).ok_or(FindRunError::NoRuns { dir })
+    best.ok_or(FindRunError::NoneVerified { dir, skipped })
 }
 
 /// One line per attempt plus the pause or completion: what `autocode status` prints.

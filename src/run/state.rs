@@ -3,7 +3,8 @@
 //! It records everything needed to continue a run exactly where it stopped: the objective, the
 //! routes, the accepted brief and answers, the plan revisions and the approval, per-milestone
 //! progress and rework counters, every stage attempt, the usage ledger, the transport identities
-//! and the pause. It is rewritten atomically after every step (`store::write_json`).
+//! and the pause. It is rewritten atomically after every step, with its integrity tag in the same
+//! write (`run::integrity::write_record`); see `docs/run-lifecycle.md`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

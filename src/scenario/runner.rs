@@ -344,8 +344,26 @@ async fn drive_case(
             }
         }
     }
+    // The run state on disk must be autocode's own and agree with what the run returned.
+    let ending = match crate::run::integrity::verify_run(ws, &summary.run_dir, env).await {
+        Ok(state)
+            if state.completed_at.is_some()
+                != matches!(summary.outcome, DriveOutcome::Complete) =>
+        {
+            RunEnding::HarnessError {
+                message: format!(
+                    "run {}: the verified run state does not match how the run ended",
+                    summary.run_id
+                ),
+            }
+        }
+        Ok(_) => ending_of(&summary.outcome),
+        Err(e) => RunEnding::HarnessError {
+            message: format!("{e} ({})", e.hint()),
+        },
+    };
     RunPart {
-        ending: ending_of(&summary.outcome),
+        ending,
         summary: Some(summary),
         resumes,
         notes: ui.notes,

@@ -22,6 +22,7 @@
 
 use std::fs;
 use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -478,7 +479,7 @@ impl std::fmt::Debug for Finished {
 }
 
 /// Runs an `autocode` command to its end and reads its `--json` document.
-fn finish(mut command: Command) -> Finished {
+pub(super) fn finish(mut command: Command) -> Finished {
     let out = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -500,7 +501,7 @@ fn finish(mut command: Command) -> Finished {
     }
 }
 
-fn git(dir: &Path, args: &[&str]) {
+pub(super) fn git(dir: &Path, args: &[&str]) {
     let status = Command::new("git")
         .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
         .args([
@@ -1350,7 +1351,17 @@ fn wrong_build() -> Value {
                        "checks": [], "blockers": []}}])
 }
 
-fn calls_of(harness: &Harness, role: &str) -> Vec<Value> {
+/// The one run directory of a harness's workspace.
+pub(super) fn only_run_dir(harness: &Harness) -> PathBuf {
+    let runs: Vec<PathBuf> = fs::read_dir(harness.workspace().join(".autocode/runs"))
+        .expect("runs dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    runs.into_iter().next().expect("one run")
+}
+
+pub(super) fn calls_of(harness: &Harness, role: &str) -> Vec<Value> {
     harness
         .calls()
         .into_iter()
@@ -1576,11 +1587,17 @@ fn run_does_not_execute_repository_hooks_or_fsmonitor() {
 }
 
 #[test]
-fn run_killed_after_a_complete_report_adopts_it_on_resume() {
-    // The builder's stream already holds its complete report when autocode dies.
+fn run_killed_after_a_complete_report_is_judged_interrupted_not_adopted_from_the_keepers_receipt() {
+    // The builder's stream already holds its complete report when autocode dies. The receipt
+    // the keeper writes after autocode's death carries no integrity tag (the keeper does not
+    // hold the run-state key), so autocode does not trust it: the attempt is judged
+    // interrupted, not adopted, and nothing is replayed blindly.
     let harness = Harness::new(script_with(&[(
         "builder",
-        json!([[{"run": BUILD}, {"run": CHECK}, build_report(), {"hang": true}]]),
+        json!([
+            [{"run": BUILD}, {"run": CHECK}, build_report(), {"hang": true}],
+            build_ok()
+        ]),
     )]));
     let mut autocode = harness
         .run_command(&["--yes"])
@@ -1618,13 +1635,29 @@ fn run_killed_after_a_complete_report_adopts_it_on_resume() {
     wait_until("the orphaned agent to die", Duration::from_secs(30), || {
         !alive(agent)
     });
-    let resumed = harness.resume(&[]);
-    resumed.assert_complete();
+    let judged = harness.resume(&[]);
+    judged.assert_paused("PAUSED_INTERRUPTED");
+    assert_eq!(
+        judged.json["pause"]["attempt"], "004-builder-1",
+        "{judged:?}"
+    );
     assert_eq!(
         calls_of(&harness, "builder").len(),
         1,
         "the builder was run again"
     );
+    // The keeper's receipt is there, untagged.
+    let run = only_run_dir(&harness);
+    let receipt: Value = serde_json::from_slice(
+        &fs::read(run.join("stages/004-builder-1/supervision.json")).expect("keeper receipt"),
+    )
+    .expect("receipt json");
+    assert_eq!(receipt["owner_lost"], true, "{receipt:#}");
+    assert!(receipt.get("integrity").is_none(), "{receipt:#}");
+    harness
+        .resume(&["--abandon-stage", "004-builder-1"])
+        .assert_complete();
+    assert_eq!(calls_of(&harness, "builder").len(), 2);
 }
 
 #[test]
@@ -1664,14 +1697,59 @@ fn run_withholds_credentials_from_agents_and_checks() {
         .env("DATABASE_URL", "postgres://u:e2e-secret-2@db/x")
         .env("GITHUB_TOKEN", "ghp-passed-through")
         .env("AUTOCODE_PASS_ENV", "GITHUB_TOKEN")
-        .env("E2E_ORDINARY", "kept");
+        .env("E2E_ORDINARY", "kept")
+        // The widened policy: more name words, camelCase, values shaped like credentials.
+        .env("DB_PWD", "e2e-secret-3")
+        .env("accessToken", "e2e-secret-4")
+        .env(
+            "NOTIFY",
+            "https://hooks.slack.com/services/T0/B0/e2e-secret-5",
+        )
+        .env("MIRROR", "postgres://u:pa/e2e-secret-6@h/db")
+        .env("CONN", "Server=db;Password=e2e-secret-7")
+        .env(
+            "E2E_BINARY",
+            std::ffi::OsStr::from_bytes(b"\xff e2e-secret-8"),
+        )
+        .env("SORT_KEY", "kept-too");
     let finished = finish(command);
     finished.assert_complete();
-    let seen = fs::read_to_string(Harness::work_tree(&finished).join("build/env.txt"))
-        .expect("the builder's env");
+    let tree = Harness::work_tree(&finished);
+    let seen = fs::read(tree.join("build/env.txt")).expect("the builder's env");
+    let seen = String::from_utf8_lossy(&seen);
     assert!(!seen.contains("e2e-secret"), "{seen}");
     assert!(seen.contains("E2E_ORDINARY=kept"), "{seen}");
+    assert!(seen.contains("SORT_KEY=kept-too"), "{seen}");
     assert!(seen.contains("GITHUB_TOKEN=ghp-passed-through"), "{seen}");
+    // PWD is the stage's directory, set by the launcher, not withheld.
+    assert!(
+        seen.lines().any(|l| l == format!("PWD={}", tree.display())),
+        "{seen}"
+    );
+    // The builder's launch record names what was withheld and why, never a value.
+    let run = only_run_dir(&harness);
+    let launch = fs::read_to_string(run.join("stages/004-builder-1/launch.json")).expect("launch");
+    assert!(!launch.contains("e2e-secret"), "{launch}");
+    let launch: Value = serde_json::from_str(&launch).expect("launch json");
+    let reason = |name: &str| {
+        launch["withheld_env"]
+            .as_array()
+            .expect("withheld_env")
+            .iter()
+            .find(|w| w["name"] == name)
+            .map(|w| w["reason"].as_str().unwrap_or_default().to_owned())
+    };
+    assert_eq!(
+        reason("E2E_BINARY").as_deref(),
+        Some("not_utf8"),
+        "{launch:#}"
+    );
+    assert_eq!(reason("DB_PWD").as_deref(), Some("credential_name"));
+    assert_eq!(reason("accessToken").as_deref(), Some("credential_name"));
+    assert_eq!(reason("NOTIFY").as_deref(), Some("credential_value"));
+    assert_eq!(reason("MIRROR").as_deref(), Some("url_with_password"));
+    assert_eq!(reason("CONN").as_deref(), Some("credential_value"));
+    assert_eq!(reason("PWD"), None);
 }
 
 #[test]

@@ -22,6 +22,7 @@ use crate::role::Role;
 use crate::run::budget::StageLimits;
 use crate::run::confine::{self, GitLink};
 use crate::run::driver::{AttemptContext, AttemptOutcome, AttemptResult};
+use crate::run::integrity;
 use crate::run::replay;
 use crate::run::state::{RunState, UsageTotals};
 use crate::snapshot::{self, Snapshot};
@@ -196,9 +197,9 @@ impl CliRunner {
         if room.is_some() {
             confine::create_provider_dirs(&room_record.provider_writable);
         }
-        let _ = store::write_json(&dir.join("room.json"), &room_record);
+        let _ = integrity::write_record(&dir.join("room.json"), &room_record);
         let git_link = GitLink::read(&state.work_tree);
-        let _ = store::write_json(
+        let _ = integrity::write_record(
             &dir.join("launch.json"),
             &json!({
                 "program": plan.program,
@@ -218,7 +219,7 @@ impl CliRunner {
         let before = if check_writes {
             match self.snapshot(&state.work_tree, &check_env).await {
                 Ok(s) => {
-                    let _ = store::write_json(&dir.join("snapshot-before.json"), &s);
+                    let _ = integrity::write_record(&dir.join("snapshot-before.json"), &s);
                     Some(s)
                 }
                 Err(e) => {
@@ -334,7 +335,7 @@ impl CliRunner {
             }
         };
         let receipt = finished.receipt.clone();
-        let _ = supervise::write_receipt(&dir.join("supervision.json"), &receipt);
+        let _ = integrity::write_record(&dir.join("supervision.json"), &receipt);
         // The family is gone: what it left in the outbox becomes the stage's report file.
         let report_file = std::fs::read(places.outbox.join(REPORT_FILE)).ok();
         if let Some(bytes) = &report_file {
@@ -359,7 +360,7 @@ impl CliRunner {
             .as_ref()
             .map(|s| usage_totals(&s.usage, &route.model))
             .unwrap_or_default();
-        let _ = store::write_json(&dir.join("usage.json"), &usage);
+        let _ = integrity::write_record(&dir.join("usage.json"), &usage);
         let session = summary
             .as_ref()
             .and_then(|s| s.session_id.clone())
@@ -496,7 +497,7 @@ impl CliRunner {
         if let Some(before) = &before {
             match self.snapshot(&state.work_tree, &check_env).await {
                 Ok(after) => {
-                    let _ = store::write_json(&dir.join("snapshot-after.json"), &after);
+                    let _ = integrity::write_record(&dir.join("snapshot-after.json"), &after);
                     let changes = snapshot::diff(before, &after);
                     if !changes.is_empty() {
                         let names: Vec<String> = changes
@@ -547,7 +548,7 @@ impl CliRunner {
             Some(&dir.join("evidence.json")),
         ) {
             Ok(report) => {
-                let _ = store::write_json(&dir.join("report.json"), &report);
+                let _ = integrity::write_record(&dir.join("report.json"), &report);
                 AttemptResult::Report(report)
             }
             Err(rejection) => rejection,
@@ -566,7 +567,7 @@ impl CliRunner {
             AttemptResult::Rejected { problems, .. } => problems.clone(),
             AttemptResult::Stopped { code, reason, .. } => vec![format!("{code}: {reason}")],
         };
-        let _ = store::write_json(
+        let _ = integrity::write_record(
             &dir.join("validation.json"),
             &Validation {
                 accepted: matches!(out.result, AttemptResult::Report(_)),

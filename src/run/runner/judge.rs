@@ -10,8 +10,8 @@ use crate::events::{self, FinalReport, NormalizedEvent};
 use crate::report::evidence::{self, CitedCheck, CommandRecord};
 use crate::report::{self, ReportKind};
 use crate::run::driver::AttemptResult;
+use crate::run::integrity;
 use crate::run::state::UsageTotals;
-use crate::store;
 
 /// What a stage directory's `validation.json` holds.
 #[derive(Debug, Serialize)]
@@ -106,7 +106,7 @@ pub(super) fn judge_report(
             .collect(),
     };
     if let Some(path) = evidence_out {
-        let _ = store::write_json(
+        let _ = integrity::write_record(
             path,
             &json!({ "checks": findings, "command_events": records }),
         );

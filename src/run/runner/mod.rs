@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 
 use super::driver::{AttemptContext, AttemptOutcome, ReplayResult, StageRunner};
 use super::flow::PauseDecision;
+use super::integrity;
 use super::replay;
 use super::state::{AttemptRecord, RunState};
 use crate::agent_env::{self, AgentEnvironment};
@@ -29,8 +30,7 @@ use crate::ids::ProviderName;
 use crate::pause::PauseCode;
 use crate::provider::{OutputMode, ResolvedProvider, family_of};
 use crate::role::Role;
-use crate::snapshot::{Snapshot, StatCache};
-use crate::store;
+use crate::snapshot::StatCache;
 use crate::supervise::{Exit, Receipt};
 use crate::transport::{BuiltinTransport, identity};
 
@@ -47,6 +47,9 @@ pub struct CliRunner {
     /// Claude Code may run against a loopback endpoint the user named as scripted or local.
     pub scripted_local: bool,
     pub replay_timeout: Duration,
+    /// Variables of autocode's environment dropped because they are not UTF-8 (escaped names),
+    /// recorded in each launch's `withheld_env`.
+    pub not_utf8_env: Vec<String>,
     caches: BTreeMap<PathBuf, StatCache>,
 }
 
@@ -58,6 +61,7 @@ impl CliRunner {
             versions: BTreeMap::new(),
             scripted_local: false,
             replay_timeout: Duration::from_secs(600),
+            not_utf8_env: Vec::new(),
             caches: BTreeMap::new(),
         }
     }
@@ -79,6 +83,7 @@ impl CliRunner {
             &forbid,
             pass.as_deref(),
         );
+        env.withhold_not_utf8(self.not_utf8_env.iter().cloned());
         if let Some(dir) = std::env::current_exe()
             .ok()
             .and_then(|exe| exe.parent().map(Path::to_path_buf))
@@ -245,7 +250,9 @@ impl StageRunner for CliRunner {
 
     fn judge_interrupted(&mut self, state: &RunState, attempt: &AttemptRecord) -> Option<Value> {
         let dir = state.run_dir().join("stages").join(&attempt.dir);
-        let receipt: Receipt = store::read_json(&dir.join("supervision.json")).ok()?;
+        // Only a receipt autocode tagged is trusted: one the keeper wrote after autocode died
+        // carries no tag, so the attempt is judged interrupted.
+        let receipt: Receipt = integrity::read_record(&dir.join("supervision.json")).ok()?;
         if !receipt.verified {
             return None;
         }
@@ -266,8 +273,7 @@ impl StageRunner for CliRunner {
             return None;
         }
         let records = command_records(&normalized.events);
-        let before: Option<Snapshot> = store::read_json(&dir.join("snapshot-before.json")).ok();
-        if before.is_some() {
+        if dir.join("snapshot-before.json").exists() {
             // A judge's or planner's write cannot be ruled out without the after-snapshot.
             return None;
         }

@@ -1,0 +1,580 @@
+//! Run state only autocode wrote: the per-user tag key, tagged run records, and the checks a run
+//! must pass before `status`, `resume`, `clean` or the scenario harness act on it.
+//!
+//! The key (32 random bytes) lives in `$XDG_STATE_HOME/autocode/run-state.key` (default
+//! `~/.local/state/autocode/`), file mode 0600 in a 0700 directory, created on first use
+//! (race-safe: a complete key file is hard-linked into place, so two processes creating it at
+//! once both end up reading the one that won). It is never used from inside the workspace. The
+//! tag format itself is `crate::store`'s ([`store::write_tagged_json`]); the tag's context is the
+//! file's path below `.autocode/runs/`, so a record copied to another run or attempt does not
+//! verify. See `docs/run-lifecycle.md` ("Run state only autocode wrote").
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
+use std::fs::{self, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+use std::sync::OnceLock;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::state::{Isolation, RUN_FORMAT, RunState};
+use super::workspace::{self, WorkspaceError};
+use crate::store::{self, StoreError, TagKey};
+
+/// The key file's name inside the key directory.
+pub const KEY_FILE: &str = "run-state.key";
+
+/// Why the key cannot be had.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum KeyError {
+    #[error("neither XDG_STATE_HOME (absolute) nor HOME is set: nowhere to keep the run-state key")]
+    NoHome,
+    #[error("{path}: {detail}")]
+    Io { path: PathBuf, detail: String },
+    #[error("{path} is not owned by this user")]
+    NotOwned { path: PathBuf },
+    #[error("{path} is readable or writable by others (mode {mode:o}); it must be 0600")]
+    Exposed { path: PathBuf, mode: u32 },
+    #[error("{path} is not a {expected} (a symlink or something else is in its place)")]
+    WrongKind {
+        path: PathBuf,
+        expected: &'static str,
+    },
+    #[error("{path} holds {len} bytes, not a {expected}-byte key")]
+    WrongLength {
+        path: PathBuf,
+        len: u64,
+        expected: usize,
+    },
+    #[error("the run-state key directory {key_dir} is inside the workspace {workspace}")]
+    InsideWorkspace {
+        key_dir: PathBuf,
+        workspace: PathBuf,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> KeyError + '_ {
+    move |e| KeyError::Io {
+        path: path.to_owned(),
+        detail: e.to_string(),
+    }
+}
+
+/// `$XDG_STATE_HOME/autocode` when XDG_STATE_HOME is absolute, else `$HOME/.local/state/autocode`.
+pub fn key_dir_from(var: impl Fn(&str) -> Option<OsString>) -> Result<PathBuf, KeyError> {
+    if let Some(state) = var("XDG_STATE_HOME").map(PathBuf::from)
+        && state.is_absolute()
+    {
+        return Ok(state.join("autocode"));
+    }
+    match var("HOME").map(PathBuf::from) {
+        Some(home) if home.is_absolute() => Ok(home.join(".local/state/autocode")),
+        _ => Err(KeyError::NoHome),
+    }
+}
+
+/// The key directory of this process's environment.
+pub fn key_dir() -> Result<PathBuf, KeyError> {
+    key_dir_from(|name| std::env::var_os(name))
+}
+
+/// Creates `dir` (0700) if needed and makes sure it is ours and closed to others.
+fn prepare_dir(dir: &Path) -> Result<(), KeyError> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(io_err(dir))?;
+    let meta = fs::symlink_metadata(dir).map_err(io_err(dir))?;
+    if !meta.is_dir() {
+        return Err(KeyError::WrongKind {
+            path: dir.to_owned(),
+            expected: "directory",
+        });
+    }
+    if meta.uid() != nix::unistd::geteuid().as_raw() {
+        return Err(KeyError::NotOwned {
+            path: dir.to_owned(),
+        });
+    }
+    if meta.mode() & 0o077 != 0 {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io_err(dir))?;
+    }
+    Ok(())
+}
+
+/// Reads an existing key file; `Ok(None)` when there is none yet.
+fn read_key(path: &Path) -> Result<Option<TagKey>, KeyError> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err(path)(e)),
+    };
+    if !meta.is_file() {
+        return Err(KeyError::WrongKind {
+            path: path.to_owned(),
+            expected: "regular file",
+        });
+    }
+    if meta.uid() != nix::unistd::geteuid().as_raw() {
+        return Err(KeyError::NotOwned {
+            path: path.to_owned(),
+        });
+    }
+    if meta.mode() & 0o077 != 0 {
+        return Err(KeyError::Exposed {
+            path: path.to_owned(),
+            mode: meta.mode() & 0o7777,
+        });
+    }
+    if meta.len() != TagKey::LEN as u64 {
+        return Err(KeyError::WrongLength {
+            path: path.to_owned(),
+            len: meta.len(),
+            expected: TagKey::LEN,
+        });
+    }
+    let mut bytes = [0u8; TagKey::LEN];
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(io_err(path))?;
+    Ok(Some(TagKey::from_bytes(bytes)))
+}
+
+/// The key in `dir`, created (with `dir`) when absent. Concurrent creators end with one key: each
+/// writes a complete candidate to its own temporary file and hard-links it to the key's name; the
+/// link fails for all but the first, and everyone reads what is there.
+pub fn load_or_create_key(dir: &Path) -> Result<TagKey, KeyError> {
+    prepare_dir(dir)?;
+    let path = dir.join(KEY_FILE);
+    if let Some(key) = read_key(&path)? {
+        return Ok(key);
+    }
+    let mut bytes = [0u8; TagKey::LEN];
+    fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(io_err(Path::new("/dev/urandom")))?;
+    let mut nonce = [0u8; 8];
+    fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut nonce))
+        .map_err(io_err(Path::new("/dev/urandom")))?;
+    let temp = dir.join(format!(
+        ".{KEY_FILE}.{}.{}.partial",
+        std::process::id(),
+        u64::from_le_bytes(nonce)
+    ));
+    let written = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temp)?;
+        file.write_all(&bytes)?;
+        file.sync_all()?;
+        match fs::hard_link(&temp, &path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        fs::File::open(dir)?.sync_all()
+    })();
+    let _ = fs::remove_file(&temp);
+    written.map_err(io_err(&path))?;
+    read_key(&path)?.ok_or_else(|| KeyError::Io {
+        path: path.clone(),
+        detail: "the key vanished while it was created".into(),
+    })
+}
+
+static PROCESS_KEY: OnceLock<Result<TagKey, KeyError>> = OnceLock::new();
+
+/// This process's key (from [`key_dir`]), loaded or created once.
+pub fn process_key() -> Result<&'static TagKey, KeyError> {
+    PROCESS_KEY
+        .get_or_init(|| key_dir().and_then(|dir| load_or_create_key(&dir)))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// The key, refused when its directory is (or would be) inside `workspace` (a workspace is not a
+/// safe place: agents write there and repositories carry it). Checked before the key is created.
+pub fn key_for_workspace(workspace: &Path) -> Result<&'static TagKey, KeyError> {
+    let dir = resolved(&key_dir()?);
+    let ws = fs::canonicalize(workspace).map_err(io_err(workspace))?;
+    if dir.starts_with(&ws) {
+        return Err(KeyError::InsideWorkspace {
+            key_dir: dir,
+            workspace: ws,
+        });
+    }
+    process_key()
+}
+
+/// `path` with its deepest existing ancestor canonicalized (the rest may not exist yet).
+fn resolved(path: &Path) -> PathBuf {
+    let mut missing = Vec::new();
+    let mut existing = path;
+    loop {
+        if let Ok(canonical) = fs::canonicalize(existing) {
+            return missing
+                .iter()
+                .rev()
+                .fold(canonical, |acc: PathBuf, part| acc.join(part));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                missing.push(name.to_owned());
+                existing = parent;
+            }
+            _ => return path.to_owned(),
+        }
+    }
+}
+
+/// The tag context of a record: its path below `.autocode/runs/` (`<run-id>/run.json`,
+/// `<run-id>/stages/004-builder-1/report.json`), or its file name elsewhere.
+pub fn context_for(path: &Path) -> String {
+    let parts: Vec<&std::ffi::OsStr> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(name) => Some(name),
+            _ => None,
+        })
+        .collect();
+    let start = parts
+        .windows(2)
+        .rposition(|w| w[0] == ".autocode" && w[1] == "runs")
+        .map(|i| i + 2)
+        .unwrap_or(parts.len().saturating_sub(1));
+    parts[start..]
+        .iter()
+        .map(|p| p.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Writes a run record with its tag, in one atomic write.
+pub fn write_record<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError> {
+    let key = process_key().map_err(|e| StoreError::NoKey {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })?;
+    store::write_tagged_json(path, value, key, &context_for(path))
+}
+
+/// Reads a run record, refusing it unless its tag verifies. A receipt the keeper wrote after
+/// autocode died carries no tag and is refused here (`StoreError::Untagged`): callers judge such
+/// an attempt as interrupted rather than trusting it.
+pub fn read_record<T: DeserializeOwned>(path: &Path) -> Result<T, StoreError> {
+    let key = process_key().map_err(|e| StoreError::NoKey {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })?;
+    store::read_tagged_json(path, key, &context_for(path))
+}
+
+/// Reads `run.json` of `dir`, tag and format version checked (no placement checks: see
+/// [`verify_run`]).
+pub fn read_run_state(dir: &Path) -> Result<RunState, StoreError> {
+    let path = super::driver::RunHandle::state_path(dir);
+    let key = process_key().map_err(|e| StoreError::NoKey {
+        path: path.clone(),
+        reason: e.to_string(),
+    })?;
+    store::read_tagged_versioned_json(&path, RUN_FORMAT, key, &context_for(&path))
+}
+
+/// Why a run is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum RunIntegrityError {
+    #[error("run {run}: its run state was made by an older autocode (no integrity tag in {path})")]
+    OlderAutocode { run: String, path: PathBuf },
+    #[error(
+        "run {run}: {path} does not verify: it was changed by something other than autocode (or made with another user's key)"
+    )]
+    Tampered { run: String, path: PathBuf },
+    #[error("run {run}: the run state names run {recorded}, not the directory it is in")]
+    IdMismatch { run: String, recorded: String },
+    #[error("run {run}: the run state belongs to workspace {recorded}, not {workspace}")]
+    ForeignWorkspace {
+        run: String,
+        recorded: PathBuf,
+        workspace: PathBuf,
+    },
+    #[error(
+        "run {run}: its work tree {work_tree} is neither the workspace nor .autocode/worktrees/{run}"
+    )]
+    ForeignWorkTree { run: String, work_tree: PathBuf },
+    #[error("run {run}: its run directory {dir} is tracked by git (it came with the repository)")]
+    Tracked { run: String, dir: PathBuf },
+    #[error("run {run}: cannot read its run state")]
+    Unreadable {
+        run: String,
+        #[source]
+        source: StoreError,
+    },
+    #[error("run {run}: the run-state key is unavailable")]
+    Key {
+        run: String,
+        #[source]
+        source: KeyError,
+    },
+    #[error("run {run}: cannot ask git whether its run directory is tracked")]
+    Git {
+        run: String,
+        #[source]
+        source: WorkspaceError,
+    },
+}
+
+impl RunIntegrityError {
+    /// What the user can do about it.
+    pub fn hint(&self) -> String {
+        match self {
+            Self::OlderAutocode { .. } => "finish or inspect it with the autocode that made it, or start a new run; this autocode acts only on runs it can verify".into(),
+            Self::Tampered { .. } | Self::IdMismatch { .. } => "autocode does not act on run state it did not write; start a new run (the run directory is left as it is for inspection)".into(),
+            Self::ForeignWorkspace { .. } | Self::ForeignWorkTree { .. } => "a run works only in its own workspace or its own worktree; start a new run here".into(),
+            Self::Tracked { .. } => "run directories are never taken from a repository: untrack .autocode/ (git rm -r --cached .autocode) and start a new run".into(),
+            Self::Unreadable { .. } => "the run directory is damaged or from another format; start a new run".into(),
+            Self::Key { .. } => "the key lives in $XDG_STATE_HOME/autocode/ (default ~/.local/state/autocode/), mode 0600 in a 0700 directory, outside any workspace".into(),
+            Self::Git { .. } => "check that git works in the workspace".into(),
+        }
+    }
+}
+
+/// The run directory names under `.autocode/runs/` that git tracks in `workspace` (empty when
+/// the workspace is not in a git work tree).
+pub async fn tracked_run_dirs(
+    workspace: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<BTreeSet<String>, WorkspaceError> {
+    if workspace::git(workspace, &["rev-parse", "--is-inside-work-tree"], env)
+        .await
+        .is_err()
+    {
+        return Ok(BTreeSet::new());
+    }
+    let listed =
+        workspace::git(workspace, &["ls-files", "-z", "--", ".autocode/runs"], env).await?;
+    Ok(listed
+        .split('\0')
+        .filter_map(|p| p.strip_prefix(".autocode/runs/"))
+        .filter_map(|p| p.split('/').next())
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect())
+}
+
+/// Checks everything but git: the tag, the id, the workspace and the work tree.
+pub fn verify_untracked(workspace: &Path, dir: &Path) -> Result<RunState, RunIntegrityError> {
+    let run = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    key_for_workspace(workspace).map_err(|source| RunIntegrityError::Key {
+        run: run.clone(),
+        source,
+    })?;
+    let state = read_run_state(dir).map_err(|e| match e {
+        StoreError::Untagged { path } => RunIntegrityError::OlderAutocode {
+            run: run.clone(),
+            path,
+        },
+        StoreError::TagMismatch { path } => RunIntegrityError::Tampered {
+            run: run.clone(),
+            path,
+        },
+        other => RunIntegrityError::Unreadable {
+            run: run.clone(),
+            source: other,
+        },
+    })?;
+    if state.run_id.as_str() != run {
+        return Err(RunIntegrityError::IdMismatch {
+            run,
+            recorded: state.run_id.to_string(),
+        });
+    }
+    let same = |a: &Path, b: &Path| a == b || fs::canonicalize(a).ok() == fs::canonicalize(b).ok();
+    if !same(&state.workspace, workspace) {
+        return Err(RunIntegrityError::ForeignWorkspace {
+            run,
+            recorded: state.workspace.clone(),
+            workspace: workspace.to_owned(),
+        });
+    }
+    let (own_worktree, _) = workspace::worktree_location(workspace, &state.run_id);
+    let placed = match &state.isolation {
+        Isolation::InPlace => state.work_tree == workspace,
+        Isolation::Worktree { path, .. } => {
+            state.work_tree == own_worktree && *path == own_worktree
+        }
+    };
+    if !placed {
+        return Err(RunIntegrityError::ForeignWorkTree {
+            run,
+            work_tree: state.work_tree.clone(),
+        });
+    }
+    Ok(state)
+}
+
+/// Everything a run must pass before autocode acts on it: not tracked by git, a tag that
+/// verifies, its own id, its own workspace and work tree. `workspace` is canonical.
+pub async fn verify_run(
+    workspace: &Path,
+    dir: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<RunState, RunIntegrityError> {
+    let run = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tracked =
+        tracked_run_dirs(workspace, env)
+            .await
+            .map_err(|source| RunIntegrityError::Git {
+                run: run.clone(),
+                source,
+            })?;
+    if tracked.contains(&run) {
+        return Err(RunIntegrityError::Tracked {
+            run,
+            dir: dir.to_owned(),
+        });
+    }
+    verify_untracked(workspace, dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_dir_follows_xdg_state_home_only_when_absolute() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| OsString::from(v))
+            }
+        };
+        assert_eq!(
+            key_dir_from(env(&[("XDG_STATE_HOME", "/s"), ("HOME", "/h")])).unwrap(),
+            PathBuf::from("/s/autocode")
+        );
+        assert_eq!(
+            key_dir_from(env(&[("XDG_STATE_HOME", "rel"), ("HOME", "/h")])).unwrap(),
+            PathBuf::from("/h/.local/state/autocode")
+        );
+        assert!(matches!(key_dir_from(env(&[])), Err(KeyError::NoHome)));
+    }
+
+    #[test]
+    fn the_key_is_created_0600_in_a_0700_dir_and_then_reused() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("state/autocode");
+        let key = load_or_create_key(&dir).unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().mode() & 0o7777;
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&dir.join(KEY_FILE)), 0o600);
+        assert_eq!(fs::metadata(dir.join(KEY_FILE)).unwrap().len(), 32);
+        assert_eq!(load_or_create_key(&dir).unwrap(), key);
+        // Nothing but the key is left behind.
+        let names: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![OsString::from(KEY_FILE)]);
+    }
+
+    #[test]
+    fn an_exposed_or_short_key_is_refused_and_an_open_dir_is_closed() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("autocode");
+        load_or_create_key(&dir).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+        let key = dir.join(KEY_FILE);
+        fs::set_permissions(&key, fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(matches!(
+            load_or_create_key(&dir),
+            Err(KeyError::Exposed { .. })
+        ));
+        assert_eq!(fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+        fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).unwrap();
+        fs::write(&key, b"short").unwrap();
+        assert!(matches!(
+            load_or_create_key(&dir),
+            Err(KeyError::WrongLength { len: 5, .. })
+        ));
+        fs::remove_file(&key).unwrap();
+        std::os::unix::fs::symlink("/dev/null", &key).unwrap();
+        assert!(matches!(
+            load_or_create_key(&dir),
+            Err(KeyError::WrongKind { .. })
+        ));
+    }
+
+    #[test]
+    fn concurrent_creators_end_with_one_key() {
+        for _ in 0..20 {
+            let root = tempfile::tempdir().unwrap();
+            let dir = root.path().join("autocode");
+            let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+            let keys: Vec<TagKey> = (0..8)
+                .map(|_| {
+                    let dir = dir.clone();
+                    let barrier = barrier.clone();
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        load_or_create_key(&dir).unwrap()
+                    })
+                })
+                .collect::<Vec<_>>()
+                .into_iter()
+                .map(|t| t.join().unwrap())
+                .collect();
+            assert!(keys.windows(2).all(|w| w[0] == w[1]));
+            let on_disk = read_key(&dir.join(KEY_FILE)).unwrap().unwrap();
+            assert_eq!(keys[0], on_disk);
+            assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
+        }
+    }
+
+    #[test]
+    fn a_key_dir_not_yet_created_resolves_through_its_existing_ancestors() {
+        let root = tempfile::tempdir().unwrap();
+        let real = fs::canonicalize(root.path()).unwrap();
+        std::os::unix::fs::symlink(&real, real.join("link")).unwrap();
+        assert_eq!(
+            resolved(&real.join("link/state/autocode")),
+            real.join("state/autocode")
+        );
+        assert!(resolved(&real.join("link/state")).starts_with(&real));
+    }
+
+    #[test]
+    fn contexts_name_the_place_below_the_runs_dir() {
+        assert_eq!(
+            context_for(Path::new("/w/.autocode/runs/r1/run.json")),
+            "r1/run.json"
+        );
+        assert_eq!(
+            context_for(Path::new(
+                "/w/.autocode/runs/r1/stages/004-builder-1/report.json"
+            )),
+            "r1/stages/004-builder-1/report.json"
+        );
+        assert_eq!(
+            context_for(Path::new("/tmp/x/receipt.json")),
+            "receipt.json"
+        );
+    }
+}
