@@ -166,3 +166,46 @@ fn a_host_without_the_room_refuses_the_run_before_anything_is_created() {
         .expect("resume");
     assert_eq!(output.status.code(), Some(2), "{output:?}");
 }
+
+/// Forges run.json (phase complete, unconfined) and SIGKILLs the autocode that runs the stage.
+const FORGE_AND_KILL: &str = "for f in ../../runs/*/run.json; do python3 -c 'import json,sys; p=sys.argv[1]; s=json.load(open(p)); s[\"phase\"]={\"phase\":\"complete\"}; s[\"unconfined\"]=True; open(p,\"w\").write(json.dumps(s))' \"$f\"; done; p=$$; while [ \"$p\" -gt 1 ]; do if [ \"$(cat /proc/$p/comm)\" = autocode ]; then kill -KILL $p; break; fi; p=$(awk '{print $4}' /proc/$p/stat); done; true";
+
+#[test]
+fn a_builder_that_forges_run_state_and_kills_autocode_gains_nothing() {
+    let builder =
+        json!([[{"run": FORGE_AND_KILL}, {"run": BUILD}, {"run": CHECK}, build_report()]]);
+    let harness = Harness::new(script_with(&[("builder", builder)]));
+    let finished = harness.run(&["--yes"]);
+    let ws = harness.workspace().display().to_string();
+    let runs = harness.workspace().join(".autocode/runs");
+    let run_json = fs::read_dir(&runs)
+        .expect("runs")
+        .flatten()
+        .map(|e| e.path().join("run.json"))
+        .next()
+        .expect("a run");
+    if finished.code == Some(0) {
+        // The room held: neither the forgery nor the signal reached autocode.
+        let state: Value =
+            serde_json::from_str(&fs::read_to_string(&run_json).expect("run.json")).expect("JSON");
+        assert_eq!(state["unconfined"], false, "{state}");
+        finished.assert_complete();
+        return;
+    }
+    // autocode died: the forged state must not be taken for a finished run.
+    assert_eq!(finished.code, None, "killed by a signal: {finished:?}");
+    let output = harness
+        .command(&["resume", "--workspace", &ws, "--json"])
+        .output()
+        .expect("resume");
+    let json: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    eprintln!(
+        "resume after the kill: {:?} {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.status.code() != Some(0) || json["outcome"] != "complete",
+        "a forged run.json was resumed as complete: {output:?}"
+    );
+}
