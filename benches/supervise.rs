@@ -4,14 +4,16 @@
 //! - launch-to-verified overhead: `true` supervised vs a plain spawn + wait (medians);
 //! - notified setsid round trip (p50/p99), measured inside a supervised copy of this binary,
 //!   vs the same loop unsupervised;
-//! - an un-notified syscall (getppid) loop with and without the filter.
+//! - an un-notified syscall (getppid) loop with and without the filter;
+//! - the room: launch-to-verified of `true` without a room, with a room (writable: one
+//!   directory), and with a room that also carves out an unreadable path (interleaved).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use autocode::supervise::{self, LaunchSpec, StdinSource, StdioMode};
+use autocode::supervise::{self, LaunchSpec, Room, StdinSource, StdioMode};
 
 const LAUNCHES: usize = 200;
 const CALLS: usize = 20_000;
@@ -102,6 +104,49 @@ fn main() {
         percentile(&plain, 0.99),
         percentile(&supervised, 0.99),
     );
+
+    let scratch = tempfile::tempdir().expect("scratch dir");
+    std::fs::create_dir(scratch.path().join("state")).expect("state dir");
+    std::fs::write(scratch.path().join("state/key"), "k").expect("key");
+    let rooms = [
+        ("no room", None),
+        (
+            "room (writable: 1 dir)",
+            Some(Room::writable([scratch.path().to_owned()])),
+        ),
+        (
+            "room + carve-out (1 unreadable)",
+            Some(Room {
+                writable: vec![std::env::temp_dir()],
+                unreadable: vec![scratch.path().join("state/key")],
+            }),
+        ),
+    ];
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); rooms.len()];
+    let mut unverified = 0;
+    for _ in 0..LAUNCHES {
+        for ((_, room), samples) in rooms.iter().zip(times.iter_mut()) {
+            let mut launch = spec(truth.clone(), &[]);
+            launch.room = room.clone();
+            let start = Instant::now();
+            let finished = runtime
+                .block_on(supervise::run(launch))
+                .expect("supervised true");
+            samples.push(start.elapsed().as_secs_f64() * 1e3);
+            unverified += usize::from(!finished.receipt.verified);
+        }
+    }
+    let medians: Vec<f64> = times
+        .into_iter()
+        .map(|samples| percentile(&sorted(samples), 0.5))
+        .collect();
+    for ((name, _), median) in rooms.iter().zip(&medians) {
+        println!(
+            "launch `true` ({LAUNCHES}x, interleaved), {name}: median {median:.2} ms (+{:.2} ms)",
+            median - medians[0]
+        );
+    }
+    println!("rooms: unverified {unverified}");
 
     let me: OsString = std::env::current_exe().expect("own path").into();
     let bare = |mode: &str| {

@@ -299,7 +299,7 @@ fn render(r: &DoctorReport) -> String {
         "{} agent's room: {}\n",
         mark(r.room.missing.is_empty()),
         if r.room.missing.is_empty() {
-            "enforced for every stage and replay".to_owned()
+            r.boundary.room_summary()
         } else {
             format!(
                 "unavailable, missing {} (runs refuse to start unless --unconfined)",

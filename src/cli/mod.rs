@@ -16,6 +16,7 @@ mod explain;
 mod output;
 mod providers;
 mod run;
+mod runs;
 mod scenario;
 mod scripted_model;
 mod supervise;
@@ -49,6 +50,8 @@ pub enum Command {
     Resume(run::ResumeArgs),
     /// A run's stages, routes, outcomes, usage and pause.
     Status(run::StatusArgs),
+    /// The workspace's runs, newest first: id, phase or pause, age, objective.
+    Runs(runs::RunsArgs),
     /// Remove a run's worktree and branch.
     Clean(run::CleanArgs),
     /// Run a check and write a receipt bound to the current stage (for report-file tools).
@@ -112,6 +115,7 @@ pub fn main() -> ExitCode {
         Command::Resume(args) => run::resume(args),
         Command::Demo(args) => demo::run(args),
         Command::Status(args) => run::status(args),
+        Command::Runs(args) => runs::run(args),
         Command::Clean(args) => run::clean(args),
         Command::Capture(args) => run::capture(args),
         Command::Providers(command) => providers::run(command),

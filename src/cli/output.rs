@@ -38,6 +38,8 @@ pub fn print_json<T: Serialize>(value: &T) -> Result<(), EdgeError> {
 
 /// Prints data text on stdout with a trailing newline. A closed pipe is not an error.
 pub fn print_stdout(text: &str) -> Result<(), EdgeError> {
+    // Human text may quote agents, reports and objectives: no control sequence gets through.
+    let text = crate::term_text::terminal_safe(text);
     let mut out = std::io::stdout().lock();
     match writeln!(out, "{text}").and_then(|()| out.flush()) {
         Ok(()) => Ok(()),
@@ -46,9 +48,11 @@ pub fn print_stdout(text: &str) -> Result<(), EdgeError> {
     }
 }
 
-/// Writes a line for people on stderr. A closed or broken stderr is ignored: autocode's work
-/// (and the run it records) never depends on whether someone is still reading.
+/// Writes a line for people on stderr, stripped of control characters. A closed or broken
+/// stderr is ignored: autocode's work (and the run it records) never depends on whether someone
+/// is still reading.
 pub fn say_line(text: &str) {
+    let text = crate::term_text::terminal_safe(text);
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "{text}");
 }

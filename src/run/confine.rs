@@ -37,17 +37,9 @@ pub fn room_missing(env: &BTreeMap<String, String>) -> Vec<String> {
     missing
 }
 
-/// Whether this autocode's boundary enforces a launch's room (a CLI's own sandbox may then
-/// stand down, `transport::codex`).
-pub fn boundary_enforces_rooms() -> bool {
-    // WIRE: true once the Landlock boundary is merged (it enforces every `LaunchSpec::room`).
-    false
-}
-
 /// What the kernel lacks for the room, as the boundary's probe says.
 fn kernel_room_missing() -> Vec<String> {
-    // WIRE: `crate::supervise::probe().room_missing()` once the Landlock boundary is merged.
-    Vec::new()
+    crate::supervise::probe().room_missing()
 }
 
 /// Where autocode keeps its run-state key as `env` places it (`super::integrity`'s rule:

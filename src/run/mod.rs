@@ -144,15 +144,108 @@ pub async fn find_run(
     best.ok_or(FindRunError::NoneVerified { dir, skipped })
 }
 
+/// One run directory as `autocode runs` lists it: verified, or why not.
+#[derive(Debug, serde::Serialize)]
+pub struct RunListing {
+    pub run_id: String,
+    pub dir: PathBuf,
+    /// The verified state's summary; `None` when the run does not verify.
+    #[serde(flatten)]
+    pub summary: Option<RunListingSummary>,
+    /// Why autocode will not act on this run (tag, placement, tracked by git).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct RunListingSummary {
+    pub phase: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pause: Option<String>,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+    pub objective: String,
+}
+
+/// Every run directory of the workspace, newest first by the time autocode recorded (runs that
+/// do not verify come last, with the reason).
+pub async fn list_runs(
+    workspace: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<Vec<RunListing>, FindRunError> {
+    let dir = runs_dir(workspace);
+    let tracked = integrity::tracked_run_dirs(workspace, env)
+        .await
+        .map_err(|source| RunIntegrityError::Git {
+            run: "(any)".into(),
+            source,
+        })?;
+    let mut listings: Vec<RunListing> = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| driver::RunHandle::state_path(path).exists())
+        .map(|path| {
+            let run_id = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let verified = if tracked.contains(&run_id) {
+                Err(RunIntegrityError::Tracked {
+                    run: run_id.clone(),
+                    dir: path.clone(),
+                })
+            } else {
+                integrity::verify_untracked(workspace, &path)
+            };
+            match verified {
+                Ok(state) => RunListing {
+                    run_id,
+                    dir: path,
+                    summary: Some(RunListingSummary {
+                        phase: phase_name(&state),
+                        pause: state.pause.as_ref().map(|p| p.code.to_string()),
+                        created_at: state.created_at,
+                        updated_at: state.updated_at,
+                        objective: state
+                            .objective
+                            .lines()
+                            .next()
+                            .unwrap_or_default()
+                            .to_owned(),
+                    }),
+                    refused: None,
+                },
+                Err(e) => RunListing {
+                    run_id,
+                    dir: path,
+                    summary: None,
+                    refused: Some(e.to_string()),
+                },
+            }
+        })
+        .collect();
+    listings.sort_by(|a, b| {
+        let key = |l: &RunListing| l.summary.as_ref().map(|s| s.updated_at);
+        key(b).cmp(&key(a)).then_with(|| a.run_id.cmp(&b.run_id))
+    });
+    Ok(listings)
+}
+
+fn phase_name(state: &RunState) -> String {
+    serde_json::to_value(state.phase)
+        .ok()
+        .and_then(|v| v.get("phase").and_then(|p| p.as_str().map(str::to_owned)))
+        .unwrap_or_default()
+}
+
 /// One line per attempt plus the pause or completion: what `autocode status` prints.
 pub fn render_status(state: &RunState) -> String {
     let mut out = format!(
         "run {}  phase {}  provider {}\nobjective: {}\nwork tree: {}\n",
         state.run_id,
-        serde_json::to_value(state.phase)
-            .ok()
-            .and_then(|v| v.get("phase").and_then(|p| p.as_str().map(str::to_owned)))
-            .unwrap_or_default(),
+        phase_name(state),
         state.provider,
         state.objective.lines().next().unwrap_or_default(),
         state.work_tree.display()

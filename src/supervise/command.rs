@@ -1,5 +1,7 @@
-//! `autocode supervise [--json] [--timeout SECS] -- CMD ARGS…`: any command under the boundary,
-//! with the caller's environment, working directory and terminal.
+//! `autocode supervise [--json] [--timeout SECS] [--confine …] -- CMD ARGS…`: any command under
+//! the boundary, with the caller's environment, working directory and terminal; with a room,
+//! confined to it (writable: the given paths, or the working directory, plus a fresh private
+//! temporary directory exported as `TMPDIR` and removed afterwards).
 //!
 //! Invariants: the command's exit code passes through (a signal becomes 128 + signal, a timeout
 //! 124, a refused or failed launch 2); the receipt goes to stderr for people or, with `--json`,
@@ -9,19 +11,22 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{Exit, LaunchOptions, LaunchSpec, Receipt, StdinSource, StdioMode};
+use super::{Exit, LaunchOptions, LaunchSpec, Receipt, Room, StdinSource, StdioMode};
 
 /// Exit code of a launch that timed out (as `timeout(1)`).
 pub const EXIT_TIMED_OUT: i32 = 124;
 /// Exit code when the launch was refused or could not start.
 pub const EXIT_LAUNCH_FAILED: i32 = 2;
 
-/// Runs `argv` under the boundary and returns the exit code to leave with.
+/// Runs `argv` under the boundary and returns the exit code to leave with. With `room`, the
+/// family is confined to it: an empty `room.writable` means the working directory; a fresh
+/// private temporary directory is always added (and exported as `TMPDIR`).
 pub async fn supervise_command(
     argv: Vec<OsString>,
     timeout: Option<Duration>,
     json: bool,
     receipt_path: Option<PathBuf>,
+    room: Option<Room>,
 ) -> i32 {
     let Some((program, args)) = argv.split_first() else {
         eprintln!(
@@ -36,22 +41,48 @@ pub async fn supervise_command(
             return EXIT_LAUNCH_FAILED;
         }
     };
+    let mut env: std::collections::BTreeMap<OsString, OsString> = std::env::vars_os().collect();
+    // Lives until the family is gone; removed on drop.
+    let mut private_tmp = None;
+    let room = match room {
+        Some(mut room) => {
+            let tmp = match tempfile::Builder::new().prefix("autocode-room-").tempdir() {
+                Ok(tmp) => tmp,
+                Err(error) => {
+                    eprintln!(
+                        "autocode supervise: cannot create the room's temporary directory: {error}"
+                    );
+                    return EXIT_LAUNCH_FAILED;
+                }
+            };
+            if room.writable.is_empty() {
+                room.writable.push(cwd.clone());
+            }
+            room.writable.push(tmp.path().to_owned());
+            env.insert("TMPDIR".into(), tmp.path().into());
+            private_tmp = Some(tmp);
+            Some(room)
+        }
+        None => None,
+    };
     let spec = LaunchSpec {
         label: format!("supervise {}", program.to_string_lossy()),
         program: program.clone(),
         args: args.to_vec(),
-        env: std::env::vars_os().collect(),
+        env,
         cwd,
         stdin: StdinSource::Inherit,
         stdio: StdioMode::Terminal,
         timeout,
-        room: None,
+        room,
     };
     let options = LaunchOptions {
         receipt_path: receipt_path.clone(),
         ..LaunchOptions::default()
     };
-    let finished = match super::run_with(spec, options).await {
+    let finished = super::run_with(spec, options).await;
+    drop(private_tmp);
+    let finished = match finished {
         Ok(finished) => finished,
         Err(error) => {
             eprintln!("autocode supervise: {error}");
@@ -81,8 +112,47 @@ pub async fn supervise_command(
     }
 }
 
-/// One line for people.
+/// One line for people (two with a room).
 pub fn describe(receipt: &Receipt) -> String {
+    let room = match &receipt.room {
+        Some(room) => {
+            let list = |paths: &[PathBuf]| {
+                let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            };
+            format!(
+                "\nautocode supervise: room {}: writable {}; unreadable {}{}; signals {}, abstract unix sockets {}, pathname unix connects {}",
+                room.mechanisms.join("+"),
+                list(&room.writable),
+                list(&room.unreadable),
+                if room.skipped.is_empty() {
+                    String::new()
+                } else {
+                    format!("; skipped (missing) {}", list(&room.skipped))
+                },
+                if room.signals_scoped {
+                    "scoped"
+                } else {
+                    "NOT scoped"
+                },
+                if room.abstract_sockets_scoped {
+                    "scoped"
+                } else {
+                    "NOT scoped"
+                },
+                if room.unix_connect_gated {
+                    "gated"
+                } else {
+                    "not gated"
+                },
+            )
+        }
+        None => String::new(),
+    };
     format!(
         "autocode supervise: {} (root {}, {} session(s), {} group(s) recorded, {} denied, {} killed{}) in {:.1} ms + cleanup {:.1} ms",
         if receipt.verified {
@@ -102,5 +172,5 @@ pub fn describe(receipt: &Receipt) -> String {
         },
         receipt.run_ms,
         receipt.cleanup_ms,
-    )
+    ) + &room
 }

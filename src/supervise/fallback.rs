@@ -4,6 +4,8 @@
 //! until it is observed empty. One notice on stderr per process; receipts carry no
 //! `session_boundary`, which is how callers tell sampled cleanup from the Linux boundary.
 //!
+//! A launch with a room is refused: there is no Landlock here.
+//!
 //! Known gap (documented): a descendant that calls setsid() and reparents between samples can
 //! outlive the run here.
 
@@ -33,7 +35,23 @@ impl Probe {
         )
     }
 
-    /// Nothing refuses a launch on the fallback (it prints a notice instead).
+    /// One line about the agent's room (`autocode doctor`).
+    pub fn room_summary(&self) -> String {
+        format!(
+            "unavailable (missing {}): launches with a room are refused",
+            self.room_missing().join("; ")
+        )
+    }
+
+    /// What a room needs that this platform lacks: the room is Landlock, Linux only.
+    pub fn room_missing(&self) -> Vec<String> {
+        vec![format!(
+            "Landlock (Linux only; {} has no equivalent here)",
+            self.platform
+        )]
+    }
+
+    /// Nothing refuses an unconfined launch on the fallback (it prints a notice instead).
     pub fn missing(&self) -> Vec<&'static str> {
         Vec::new()
     }
@@ -80,8 +98,13 @@ pub struct CleanupReport {
 pub async fn start(
     spec: &LaunchSpec,
     _receipt_path: Option<PathBuf>,
-    _probe: &Probe,
+    probe: &Probe,
 ) -> Result<Started, LaunchError> {
+    if spec.room.is_some() {
+        return Err(LaunchError::Refused {
+            missing: probe.room_missing().join("; "),
+        });
+    }
     let new_session =
         !matches!(spec.stdin, StdinSource::Inherit) && spec.stdio != StdioMode::Terminal;
     let mut command = std::process::Command::new(&spec.program);

@@ -369,3 +369,21 @@ fn a_key_directory_inside_the_workspace_is_refused() {
     );
     assert!(!ws.join(".autocode/runs").exists(), "{finished:?}");
 }
+
+#[test]
+fn runs_lists_verified_runs_and_names_the_refused_ones() {
+    let (harness, dir, id) = paused_run();
+    let ws = harness.workspace();
+    let planted = dir.parent().unwrap().join("20990101-000000-forged");
+    fs::create_dir_all(&planted).unwrap();
+    fs::copy(dir.join("run.json"), planted.join("run.json")).unwrap();
+    let listed = harness.autocode(&["runs", "--workspace", &ws.display().to_string(), "--json"]);
+    assert_eq!(listed.code, Some(0), "{listed:?}");
+    let runs = listed.json.as_array().expect("a list").clone();
+    assert_eq!(runs.len(), 2, "{listed:?}");
+    assert_eq!(runs[0]["run_id"], id.as_str(), "{listed:?}");
+    assert_eq!(runs[0]["pause"], "PAUSED_CROSS_MODEL", "{listed:?}");
+    assert!(runs[0]["refused"].is_null(), "{listed:?}");
+    assert_eq!(runs[1]["run_id"], "20990101-000000-forged", "{listed:?}");
+    assert!(runs[1]["refused"].as_str().is_some(), "{listed:?}");
+}

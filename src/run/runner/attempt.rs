@@ -153,7 +153,7 @@ impl CliRunner {
             resume_session: ctx.resume_session.clone(),
             env: env.clone(),
             cli_version: self.versions.get(&route.provider).cloned().flatten(),
-            confined: !state.unconfined && confine::boundary_enforces_rooms(),
+            confined: !state.unconfined,
         };
         if provider.name.as_str() == "claude"
             && let Err(refusal) = claude_auth::check_workspace_settings(&cwd).and_then(|()| {

@@ -2,14 +2,15 @@
 //!
 //! Invariants: runs in the forked child of a multi-threaded parent, so it only makes raw system
 //! calls on data prepared before the fork (no allocation, no locks). Order: session (or group)
-//! → PDEATHSIG + parent race check → no_new_privs → capability drop → filter with
+//! → PDEATHSIG + parent race check → no_new_privs → capability drop → the room (Landlock
+//! `restrict_self` on the ruleset the parent built, when there is one) → filter with
 //! NEW_LISTENER → listener sent to the parent over SCM_RIGHTS and closed → exec. The agent
 //! never holds its own listener.
 
 use std::io;
 use std::os::fd::RawFd;
 
-use super::sys;
+use super::{landlock, sys};
 
 /// Capabilities that would let the family defeat the boundary (steal or replace the listener,
 /// trace the keeper, load code into the kernel). Dropped from every set, irreversibly.
@@ -52,6 +53,9 @@ pub struct ChildPlan {
     /// The child's end of the listener socket.
     pub socket: RawFd,
     pub filter_flags: u64,
+    /// The Landlock ruleset of the room (built by the parent, close-on-exec), or -1 when the
+    /// family runs unconfined.
+    pub landlock_ruleset: RawFd,
 }
 
 fn check(rc: libc::c_long) -> io::Result<()> {
@@ -119,6 +123,10 @@ impl ChildPlan {
                 &mut header as *mut CapHeader,
                 data.as_ptr(),
             ))?;
+            if self.landlock_ruleset >= 0 {
+                landlock::restrict_self(self.landlock_ruleset)?;
+                libc::close(self.landlock_ruleset);
+            }
             let program = sys::SockFprog {
                 len: sys::FILTER.len() as u16,
                 filter: sys::FILTER.as_ptr(),

@@ -9,6 +9,7 @@
 mod child;
 mod family;
 mod keeper;
+mod landlock;
 mod policy;
 mod probe;
 mod sys;
@@ -25,7 +26,7 @@ use std::time::{Duration, Instant};
 
 pub use probe::Probe;
 
-use super::{EndedBy, LaunchError, LaunchSpec, Receipt, StdinSource, StdioMode};
+use super::{EndedBy, LaunchError, LaunchSpec, Receipt, RoomReceipt, StdinSource, StdioMode};
 
 pub const MODE_KEEPER: &str = "seccomp_keeper";
 pub const MODE_IN_PROCESS: &str = "seccomp_in_process";
@@ -100,6 +101,8 @@ pub struct Family {
     label: String,
     kernel: String,
     took_terminal: bool,
+    /// What the room enforced (`None`: unconfined).
+    room: Option<RoomReceipt>,
 }
 
 fn io_error(spec: &LaunchSpec, source: io::Error) -> LaunchError {
@@ -120,6 +123,24 @@ pub async fn start(
     let take_terminal = matches!(spec.stdin, StdinSource::Inherit)
         // SAFETY: isatty on fd 0 only inspects it.
         && unsafe { libc::isatty(0) } == 1;
+    // The room is refused or built before anything is forked.
+    let room = match &spec.room {
+        Some(room) => {
+            let missing = probe.room_missing();
+            if !missing.is_empty() {
+                return Err(LaunchError::Refused {
+                    missing: missing.join("; "),
+                });
+            }
+            let abi = probe.landlock_abi.unwrap_or(landlock::ABI_REQUIRED);
+            Some(landlock::prepare(room, abi).map_err(|error| io_error(spec, error.into_io()))?)
+        }
+        None => None,
+    };
+    let (ruleset, room) = match room {
+        Some(prepared) => (Some(prepared.ruleset), Some(prepared.receipt)),
+        None => (None, None),
+    };
     let (ours, theirs) = sys::seqpacket_pair().map_err(|error| io_error(spec, error))?;
     let plan = child::ChildPlan {
         new_session: !interactive,
@@ -131,6 +152,7 @@ pub async fn start(
         } else {
             0
         },
+        landlock_ruleset: ruleset.as_ref().map_or(-1, AsRawFd::as_raw_fd),
     };
     let mut command = std::process::Command::new(&spec.program);
     command
@@ -160,6 +182,8 @@ pub async fn start(
             roots.insert(child.id() as i32);
         }
         drop(roots);
+        // The child restricted itself (or failed) before spawn returned: ours can go.
+        drop(ruleset);
         let _ = reply.send(spawned);
     });
     lock(spawner())
@@ -203,6 +227,7 @@ pub async fn start(
             label: spec.label.clone(),
             kernel: probe.kernel.clone(),
             took_terminal: take_terminal,
+            room,
         },
     })
 }
@@ -291,7 +316,7 @@ impl Family {
         } else {
             MODE_IN_PROCESS
         };
-        build_receipt(ReceiptParts {
+        let mut receipt = build_receipt(ReceiptParts {
             mode,
             label: self.label.clone(),
             kernel: self.kernel.clone(),
@@ -305,7 +330,9 @@ impl Family {
             ended_by,
             run,
             cleanup,
-        })
+        });
+        receipt.room = self.room.clone();
+        receipt
     }
 }
 

@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use super::sys;
+use super::{landlock, sys};
 
 /// What this host offers, as `autocode doctor` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -32,6 +32,8 @@ pub struct Probe {
     pub proc_matches_pid_namespace: bool,
     /// We already run under another listener (ours or someone else's): a nested boundary.
     pub inside_another_boundary: bool,
+    /// The Landlock ABI (`None`: absent or disabled at boot). A room needs ABI >= 6.
+    pub landlock_abi: Option<u32>,
 }
 
 fn parse_version(release: &str) -> (u32, u32) {
@@ -107,6 +109,7 @@ pub fn probe() -> Probe {
         zombie_release_at_exit: at_least(6, 11),
         proc_matches_pid_namespace,
         inside_another_boundary,
+        landlock_abi: landlock::abi_version(),
     }
 }
 
@@ -122,6 +125,35 @@ impl Probe {
                 " (zombies hold the filter until reaped: autocode reaps as subreaper)"
             }
         )
+    }
+
+    /// One line about the agent's room (`autocode doctor`).
+    pub fn room_summary(&self) -> String {
+        match self.landlock_abi {
+            Some(abi) if abi >= landlock::ABI_REQUIRED => format!(
+                "Landlock ABI {abi}: writes, signals and abstract unix sockets confined to the room"
+            ),
+            _ => format!(
+                "unavailable (missing {}): launches with a room are refused",
+                self.room_missing().join("; ")
+            ),
+        }
+    }
+
+    /// What a launch with a room needs beyond [`Probe::missing`] and this kernel lacks (empty:
+    /// rooms are enforced).
+    pub fn room_missing(&self) -> Vec<String> {
+        match self.landlock_abi {
+            None => vec![
+                "Landlock (Linux >= 5.13, enabled at boot: CONFIG_SECURITY_LANDLOCK, lsm=landlock)"
+                    .to_owned(),
+            ],
+            Some(abi) if abi < landlock::ABI_REQUIRED => vec![format!(
+                "Landlock ABI >= {} for signal and abstract-socket scoping (Linux >= 6.12; this kernel has ABI {abi})",
+                landlock::ABI_REQUIRED
+            )],
+            Some(_) => Vec::new(),
+        }
     }
 
     /// The features whose absence refuses a launch, by name (empty: launches may proceed).
@@ -170,6 +202,20 @@ mod tests {
         let probe = probe();
         assert_eq!(probe.missing(), Vec::<&str>::new(), "{probe:?}");
         assert_eq!(probe.notification_sizes, Some((80, 24, 64)));
+        assert_eq!(probe.room_missing(), Vec::<String>::new(), "{probe:?}");
+    }
+
+    #[test]
+    fn a_kernel_without_scoping_cannot_hold_a_room() {
+        let mut probe = probe();
+        probe.landlock_abi = Some(5);
+        let missing = probe.room_missing().join("; ");
+        assert!(
+            missing.contains("ABI >= 6") && missing.contains("ABI 5"),
+            "{missing}"
+        );
+        probe.landlock_abi = None;
+        assert!(probe.room_summary().contains("unavailable"));
     }
 
     #[test]
