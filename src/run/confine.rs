@@ -146,14 +146,15 @@ pub struct StageRoomInput<'a> {
 
 /// The work-tree grant of a builder: the work tree itself when autocode's state and the git
 /// metadata live outside it (a run's worktree: its `.git` is a file naming metadata in the main
-/// repository, checked after the stage), else each top-level entry but `.git` and `.autocode`
+/// repository, checked after the stage; a `.autocode/` inside it is repository content), else
+/// each top-level entry but `.git` and `.autocode`
 /// (Landlock cannot carve a read-only hole beneath a writable directory, so new top-level
 /// entries cannot be created in an in-place run).
 fn builder_grants(work_tree: &Path, isolation: &Isolation) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let withheld: Vec<PathBuf> = NEVER_GRANTED.iter().map(|n| work_tree.join(n)).collect();
-    let isolated = matches!(isolation, Isolation::Worktree { .. })
-        && !work_tree.join(".git").is_dir()
-        && !work_tree.join(".autocode").exists();
+    // A run's worktree holds no autocode state (a `.autocode/` in it is repository content).
+    let isolated =
+        matches!(isolation, Isolation::Worktree { .. }) && !work_tree.join(".git").is_dir();
     if isolated {
         return (vec![work_tree.to_owned()], Vec::new());
     }

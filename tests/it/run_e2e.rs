@@ -899,7 +899,9 @@ fn run_pauses_when_the_planner_writes_a_file() {
     let planner = json!([[{"write": "notes.md", "content": "my plan\n"},
                           plan_ok().get(0).cloned().expect("report")]]);
     let harness = Harness::new(script_with(&[("planner", planner)]));
-    let finished = harness.run(&["--yes"]);
+    // Unconfined, so the write happens and the snapshot comparison (the check behind the
+    // room) is what stops it.
+    let finished = harness.run(&["--yes", "--unconfined"]);
     finished.assert_paused("PAUSED_DISCOVERY_WRITE");
     assert_eq!(finished.pause_attempt(), "002-planner-1");
     assert!(finished.pause_reason().contains("notes.md"), "{finished:?}");
@@ -1372,6 +1374,9 @@ pub(super) fn calls_of(harness: &Harness, role: &str) -> Vec<Value> {
 #[test]
 fn run_in_place_works_in_the_workspace_itself() {
     let harness = Harness::new(script_with(&[]));
+    // In place, the room grants the existing top-level entries one by one (never .git or
+    // .autocode), so the file the builder writes must exist already.
+    fs::write(harness.workspace().join("hello.txt"), "").expect("hello.txt");
     let finished = harness.run(&["--yes", "--in-place"]);
     finished.assert_complete();
     assert_eq!(
@@ -1756,7 +1761,9 @@ fn run_withholds_credentials_from_agents_and_checks() {
 fn run_pauses_when_the_plan_reviewer_deletes_a_file() {
     let reviewer = json!([[{"run": "rm README.md"}, approve().get(0).cloned().expect("report")]]);
     let harness = Harness::new(script_with(&[("plan_reviewer", reviewer)]));
-    let finished = harness.run(&["--yes"]);
+    // Unconfined, so the write happens and the snapshot comparison (the check behind the
+    // room) is what stops it.
+    let finished = harness.run(&["--yes", "--unconfined"]);
     finished.assert_paused("PAUSED_DISCOVERY_WRITE");
     assert_eq!(finished.pause_attempt(), "003-plan_reviewer-1");
     assert!(
@@ -2004,7 +2011,7 @@ fn run_pauses_repeated_failure_when_the_stronger_attempt_fails_the_same_way() {
 }
 
 #[test]
-fn run_completes_when_the_builder_commits_its_work() {
+fn run_completes_when_the_builder_tries_to_commit_its_work() {
     let committing = json!([{"run": BUILD},
         {"run": "git add hello.txt && git -c user.name=b -c user.email=b@example.invalid commit -qm build"},
         {"run": CHECK}, build_report()]);
@@ -2017,7 +2024,13 @@ fn run_completes_when_the_builder_commits_its_work() {
         .current_dir(&tree)
         .output()
         .expect("git log");
-    assert_eq!(String::from_utf8_lossy(&log.stdout).trim(), "build");
+    // Agents never commit: the git metadata is outside the room, so the commit was refused and
+    // the work stayed in the tree, uncommitted.
+    assert_eq!(String::from_utf8_lossy(&log.stdout).trim(), "seed");
+    assert_eq!(
+        fs::read_to_string(tree.join("hello.txt")).expect("hello.txt"),
+        "hello\n"
+    );
 }
 
 #[test]
