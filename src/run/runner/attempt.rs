@@ -38,19 +38,23 @@ const LOG_LIMIT: u64 = 256 << 20;
 /// `outbox/` while the family runs, copied beside the logs once it is gone.
 pub(super) const REPORT_FILE: &str = "report.raw.json";
 
-/// The places a stage's room is made of, alive for the attempt (the temporary directory and
-/// the tester's copy are removed when it ends).
+/// The places a stage's room is made of, alive for the attempt (the temporary directory is
+/// removed when it ends; the tester's copy is made afresh for every tester attempt).
 struct StagePlaces {
     tmpdir: tempfile::TempDir,
     outbox: std::path::PathBuf,
-    copy: Option<tempfile::TempDir>,
+    copy: Option<std::path::PathBuf>,
 }
 
 impl StagePlaces {
+    /// `copy_root`: the runner's folder for the tester's copy. The copy keeps one path for the
+    /// runner's life, because a CLI binds a session to its directory (OpenCode refuses to
+    /// continue a session from another one), so a repair in the same session finds it again.
     async fn prepare(
         state: &RunState,
         ctx: &AttemptContext,
         check_env: &BTreeMap<String, String>,
+        copy_root: &Path,
     ) -> std::io::Result<Self> {
         let tmpdir = tempfile::Builder::new()
             .prefix("autocode-stage-")
@@ -59,10 +63,14 @@ impl StagePlaces {
         std::fs::create_dir_all(&outbox)?;
         let copy =
             if confine::WorktreeAccess::for_role(ctx.plan.role) == confine::WorktreeAccess::Copy {
-                let copy = tempfile::Builder::new()
-                    .prefix("autocode-tester-")
-                    .tempdir()?;
-                replay::clean_copy(&state.work_tree, copy.path(), check_env)
+                let copy = copy_root.join("tree");
+                match std::fs::remove_dir_all(&copy) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+                std::fs::create_dir_all(&copy)?;
+                replay::clean_copy(&state.work_tree, &copy, check_env)
                     .await
                     .map_err(std::io::Error::other)?;
                 Some(copy)
@@ -78,9 +86,7 @@ impl StagePlaces {
 
     /// The CLI's cwd: the tester's copy, else the work tree.
     fn cwd(&self, work_tree: &Path) -> std::path::PathBuf {
-        self.copy
-            .as_ref()
-            .map_or_else(|| work_tree.to_owned(), |c| c.path().to_owned())
+        self.copy.clone().unwrap_or_else(|| work_tree.to_owned())
     }
 }
 
@@ -125,7 +131,16 @@ impl CliRunner {
         let check_env = self.check_env();
         // The room: a private temporary directory, an outbox for the report file, and the
         // tester's throwaway copy of the work tree (its cwd; its writes vanish).
-        let places = match StagePlaces::prepare(state, ctx, &check_env).await {
+        let copy_root = match self.tester_copy_root() {
+            Ok(root) => root,
+            Err(e) => {
+                return stopped(
+                    PauseCode::PausedProviderUncertain,
+                    format!("cannot prepare the tester's copy folder: {e}"),
+                );
+            }
+        };
+        let places = match StagePlaces::prepare(state, ctx, &check_env, &copy_root).await {
             Ok(places) => places,
             Err(e) => {
                 return stopped(

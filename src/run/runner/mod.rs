@@ -50,6 +50,8 @@ pub struct CliRunner {
     /// Variables of autocode's environment dropped because they are not UTF-8 (escaped names),
     /// recorded in each launch's `withheld_env`.
     pub not_utf8_env: Vec<String>,
+    /// The folder of the tester's throwaway copy, one for the runner's life (removed with it).
+    tester_copies: Option<tempfile::TempDir>,
     caches: BTreeMap<PathBuf, StatCache>,
 }
 
@@ -62,8 +64,25 @@ impl CliRunner {
             scripted_local: false,
             replay_timeout: Duration::from_secs(600),
             not_utf8_env: Vec::new(),
+            tester_copies: None,
             caches: BTreeMap::new(),
         }
+    }
+
+    /// The folder the tester's copy lives in (created on first use).
+    fn tester_copy_root(&mut self) -> std::io::Result<PathBuf> {
+        if self.tester_copies.is_none() {
+            self.tester_copies = Some(
+                tempfile::Builder::new()
+                    .prefix("autocode-tester-")
+                    .tempdir()?,
+            );
+        }
+        Ok(self
+            .tester_copies
+            .as_ref()
+            .map(|d| d.path().to_owned())
+            .unwrap_or_default())
     }
 
     fn provider(&self, name: &ProviderName) -> Option<&ResolvedProvider> {
