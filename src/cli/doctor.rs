@@ -79,7 +79,7 @@ pub struct DoctorReport {
 #[derive(Debug, Serialize)]
 pub struct RoomCheck {
     /// What the host lacks to enforce it (empty: rooms are enforced).
-    pub missing: Vec<String>,
+    pub room_missing: Vec<String>,
     /// The provider's effective `[confine] writable` set.
     pub writable: Vec<crate::run::confine::WritableEntry>,
     /// autocode's state-key directory, unreadable from every room.
@@ -182,11 +182,11 @@ pub async fn diagnose(
         .filter_map(|(k, v)| Some((k.to_str()?.to_owned(), v.to_str()?.to_owned())))
         .collect();
     let room = RoomCheck {
-        missing: crate::run::confine::room_missing(&own_env),
+        room_missing: crate::run::confine::room_missing(&own_env),
         writable: super::providers::effective_writable(ctx, resolved),
         unreadable: crate::run::confine::state_key_dir(&agent_env.kept),
     };
-    for missing in &room.missing {
+    for missing in &room.room_missing {
         problems.push(format!(
             "agent's room: missing {missing} (runs refuse to start unless --unconfined)"
         ));
@@ -297,13 +297,13 @@ fn render(r: &DoctorReport) -> String {
     ));
     out.push_str(&format!(
         "{} agent's room: {}\n",
-        mark(r.room.missing.is_empty()),
-        if r.room.missing.is_empty() {
+        mark(r.room.room_missing.is_empty()),
+        if r.room.room_missing.is_empty() {
             r.boundary.room_summary()
         } else {
             format!(
                 "unavailable, missing {} (runs refuse to start unless --unconfined)",
-                r.room.missing.join(", ")
+                r.room.room_missing.join(", ")
             )
         }
     ));
