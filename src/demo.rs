@@ -242,7 +242,8 @@ pub fn demo_script() -> Value {
                 "summary": "Create hello.txt with the single line `hello, world`.",
                 "goals": ["hello.txt exists at the workspace root and holds exactly `hello, world`"],
                 "constraints": ["change nothing else"],
-                "acceptance_criteria": [{"id": "a1", "text": "hello.txt holds exactly the line `hello, world`"}],
+                "acceptance_criteria": [{"id": "a1", "text": "hello.txt holds exactly the line `hello, world`",
+                                         "covers": [DEMO_OBJECTIVE]}],
                 "open_questions": []
             }))]),
             conversation("planner", "You are the planner", vec![step_report(json!({
@@ -250,11 +251,11 @@ pub fn demo_script() -> Value {
                 "milestones": [{
                     "id": "m1", "title": "Write hello.txt", "description": "Create the file.",
                     "acceptance_criteria": [{"id": "c1", "text": "hello.txt holds exactly `hello, world`",
-                                             "check": DEMO_CHECK, "human_review": false}]
+                                             "check": DEMO_CHECK, "human_review": false, "kind": "fail_to_pass"}]
                 }]
             }))]),
             conversation("plan_reviewer", "You are the plan reviewer", vec![step_report(json!({
-                "verdict": "approve", "summary": "The check decides the criterion exactly.", "concerns": []
+                "verdict": "approve", "summary": "The check decides the criterion exactly.", "concerns": [], "uncovered": []
             }))]),
             conversation("builder", "You are the builder", vec![
                 step_shell("printf \"hello, world\\n\" > hello.txt"),
@@ -272,7 +273,7 @@ pub fn demo_script() -> Value {
                 })),
             ]),
             conversation("completion", "You are the completion reviewer", vec![step_report(json!({
-                "decision": "COMPLETE", "summary": "The only milestone is verified.", "findings": []
+                "decision": "COMPLETE", "summary": "The only milestone is verified.", "findings": [], "uncovered": []
             }))]),
         ]
     })

@@ -122,6 +122,14 @@ pause_codes! {
     PausedInterrupted = "PAUSED_INTERRUPTED",
         "autocode stopped while a stage was running, and the stage's artifacts do not hold a complete, valid, verified report; the attempt is kept.",
         "autocode resume RUN --abandon-stage ATTEMPT to run the stage again";
+    /// A criterion no check can verify waits for a person.
+    AwaitingHumanReview = "AWAITING_HUMAN_REVIEW",
+        "Every check passed on the final tree, but some criteria cannot be verified by a check: the plan marks them for human review, or their fail_to_pass check already passed on the base tree. `autocode status RUN` shows each one, why it needs a person, and the part of the diff that bears on it.",
+        "autocode resume RUN --accept CRITERION (repeat per criterion), or autocode resume RUN --reject CRITERION --because TEXT to send its milestone back to the builder";
+    /// The builder changed existing tests, and the checks fail with the original tests.
+    AwaitingTestChangeReview = "AWAITING_TEST_CHANGE_REVIEW",
+        "The builder modified or deleted test files of the base tree, and the checks fail when those files are restored to their original version. `autocode status RUN` shows the test diff and the failing output.",
+        "autocode resume RUN --accept-test-changes if the new tests are right, or change the objective and start again";
     /// Another autocode holds the run.
     PausedRunBusy = "PAUSED_RUN_BUSY",
         "Another autocode process holds this run's lock; nothing was changed.",
@@ -212,10 +220,12 @@ mod tests {
             "PAUSED_PROCESS_CLEANUP",
             "PAUSED_INTERRUPTED",
             "PAUSED_RUN_BUSY",
+            "AWAITING_HUMAN_REVIEW",
+            "AWAITING_TEST_CHANGE_REVIEW",
         ] {
             assert!(strings.contains(&required), "{required} missing");
         }
-        assert_eq!(strings.len(), 22);
+        assert_eq!(strings.len(), 24);
     }
 
     #[test]

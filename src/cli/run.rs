@@ -153,6 +153,19 @@ pub struct ResumeArgs {
     /// Accept that the CLI, its version or its configuration changed.
     #[arg(long)]
     pub accept_transport_change: bool,
+    /// Accept a criterion that waits for a person (AWAITING_HUMAN_REVIEW; repeat per criterion).
+    /// The time and the text you were shown are recorded.
+    #[arg(long, value_name = "CRITERION")]
+    pub accept: Vec<String>,
+    /// Reject a criterion that waits for a person: its milestone goes back to the builder.
+    #[arg(long, value_name = "CRITERION", requires = "because")]
+    pub reject: Option<String>,
+    /// Why the criterion is rejected (handed to the builder as a finding).
+    #[arg(long, value_name = "TEXT", requires = "reject")]
+    pub because: Option<String>,
+    /// Accept the builder's changes to existing tests (AWAITING_TEST_CHANGE_REVIEW).
+    #[arg(long)]
+    pub accept_test_changes: bool,
     /// For a pause with a known reset time (rate limit, budget), sleep until then.
     #[arg(long)]
     pub wait: bool,
@@ -438,6 +451,11 @@ pub fn resume(args: ResumeArgs) -> Result<ExitCode, EdgeError> {
         answers: args.answer,
         abandon_stage: args.abandon_stage,
         accept_transport_change: args.accept_transport_change,
+        decisions: crate::run::review::Decisions {
+            accept: args.accept,
+            reject: args.reject.zip(args.because),
+            accept_test_changes: args.accept_test_changes,
+        },
         wait: args.wait,
         yes: args.yes,
         budgets: args.budgets.budgets(),

@@ -1,6 +1,7 @@
-//! `autocode supervise [--json] [--timeout SECS] [--receipt PATH] [--confine [--writable PATH]…
-//! [--unreadable PATH]…] -- CMD ARGS…`: runs any command under the process-ownership boundary
-//! (and, with `--confine`, in a room) with autocode's environment and terminal, passes its exit
+//! `autocode supervise [--json] [--timeout SECS] [--receipt PATH] [--ledger PATH] [--confine
+//! [--writable PATH]… [--unreadable PATH]…] -- CMD ARGS…`: runs any command under the
+//! process-ownership boundary (and, with `--confine`, in a room) with autocode's environment and
+//! terminal, passes its exit
 //! code through (128+N for signal N, 124 for a timeout, 2 when the boundary refuses), and prints
 //! the receipt (stderr for people, stdout with `--json`).
 
@@ -24,17 +25,21 @@ pub struct SuperviseArgs {
     /// Also write the receipt to this file.
     #[arg(long)]
     pub receipt: Option<PathBuf>,
-    /// Run the command in a room (Landlock): it may write only the --writable paths (default:
-    /// the current directory) and a fresh private temporary directory (exported as TMPDIR),
-    /// and cannot signal or reach abstract unix sockets outside its family.
+    /// Run the command in a room (Landlock, plus gated unix-socket connects): it may write only
+    /// the --writable paths (default: the current directory) and a fresh private temporary
+    /// directory (exported as TMPDIR), and cannot signal or reach abstract unix sockets outside
+    /// its family. Implied by --writable and --unreadable.
     #[arg(long)]
     pub confine: bool,
-    /// A path the confined command may write beneath (repeatable; needs --confine).
-    #[arg(long, requires = "confine", value_name = "PATH")]
+    /// A path the confined command may write beneath (repeatable; implies --confine).
+    #[arg(long, visible_alias = "room", value_name = "PATH")]
     pub writable: Vec<PathBuf>,
-    /// A path the confined command may not read (repeatable; needs --confine).
-    #[arg(long, requires = "confine", value_name = "PATH")]
+    /// A path the confined command may not read (repeatable; implies --confine).
+    #[arg(long, value_name = "PATH")]
     pub unreadable: Vec<PathBuf>,
+    /// Write the exec ledger (JSON lines, one entry per exec) to this file.
+    #[arg(long)]
+    pub ledger: Option<PathBuf>,
     /// The command and its arguments.
     #[arg(last = true, required = true)]
     pub command: Vec<OsString>,
@@ -55,10 +60,13 @@ pub fn run(args: SuperviseArgs) -> Result<ExitCode, EdgeError> {
         timeout,
         args.json,
         args.receipt,
-        args.confine.then_some(crate::supervise::Room {
-            writable: args.writable,
-            unreadable: args.unreadable,
-        }),
+        (args.confine || !args.writable.is_empty() || !args.unreadable.is_empty()).then_some(
+            crate::supervise::Room {
+                writable: args.writable,
+                unreadable: args.unreadable,
+            },
+        ),
+        args.ledger,
     ));
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
 }

@@ -71,6 +71,12 @@ pub enum EvidenceProblem {
         evidence_ref: String,
         reason: String,
     },
+    /// The command event exists, but the kernel-attested exec ledger does not back it.
+    #[error("{evidence_ref}: {reason}")]
+    NotInLedger {
+        evidence_ref: String,
+        reason: super::ledger::LedgerMismatch,
+    },
 }
 
 /// The finding for one cited check.

@@ -7,6 +7,7 @@
 //! report cites against the attempt's own command events.
 
 pub mod evidence;
+pub mod ledger;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -61,6 +61,8 @@ pub struct ResumeOptions {
     pub answers: Vec<(String, String)>,
     pub abandon_stage: Option<String>,
     pub accept_transport_change: bool,
+    /// A person's answers to `AWAITING_HUMAN_REVIEW` / `AWAITING_TEST_CHANGE_REVIEW`.
+    pub decisions: super::review::Decisions,
     pub wait: bool,
     pub yes: bool,
     /// Budgets raised on resume (only the given ones change).
@@ -439,6 +441,11 @@ pub async fn resume(
         handle.state.pending_adoption = None;
         handle.activity("attempt abandoned", Some(attempt))?;
     }
+    if !opts.decisions.is_empty() {
+        super::review::apply_decisions(&mut handle.state, &opts.decisions, Utc::now())
+            .map_err(RunError::Usage)?;
+        handle.activity("a person's review recorded", None)?;
+    }
     // Rebuild the transports: the run keeps its provider; a changed identity pauses.
     let provider = registry
         .resolve(&handle.state.provider)
@@ -491,6 +498,13 @@ pub async fn resume(
                 if opts.abandon_stage.is_none() && pause.attempt.is_some() =>
             {
                 Some("this pause needs --abandon-stage ATTEMPT to run the stage again")
+            }
+            PauseCode::AwaitingHumanReview | PauseCode::AwaitingTestChangeReview
+                if opts.decisions.is_empty() =>
+            {
+                Some(
+                    "this pause needs a person's decision: --accept CRITERION, --reject CRITERION --because TEXT, or --accept-test-changes",
+                )
             }
             _ => None,
         };

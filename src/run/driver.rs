@@ -17,7 +17,9 @@ use serde_json::Value;
 
 use super::budget::{self, StageLimits};
 use super::flow::{self, Next, PauseDecision, StagePlan};
+use super::gate;
 use super::prompt;
+use super::review;
 use super::state::{
     AttemptPurpose, AttemptRecord, AttemptStatus, CriterionResult, PauseRecord, Phase,
     PlanRevision, Question, RunState, UsageTotals,
@@ -80,6 +82,17 @@ pub struct ReplayResult {
     pub detail: String,
 }
 
+/// Which tree a replay runs in (always a clean, closed copy of it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplayTree {
+    /// The run's work tree.
+    Final,
+    /// The base tree saved before any stage ran.
+    Base,
+    /// The work tree with these files restored to their base version (absent there: removed).
+    FinalWithBaseFiles(Vec<String>),
+}
+
 /// Launches and judges attempts. The real runner drives CLIs through the boundary.
 pub trait StageRunner {
     fn run_attempt(
@@ -94,12 +107,20 @@ pub trait StageRunner {
     /// The model family of `model` (the cross-model rules use it).
     fn model_family(&self, model: &str) -> String;
 
-    /// Replays check commands in a clean copy of the run's tree. `Err` is a pause.
+    /// Replays check commands in a clean copy of `tree`. `Err` is a pause.
     fn replay(
         &mut self,
         state: &RunState,
+        tree: &ReplayTree,
         commands: &[String],
     ) -> impl Future<Output = Result<Vec<ReplayResult>, PauseDecision>>;
+
+    /// Saves the work tree as the run's base tree (`verify::base_dir`), before any stage ran.
+    /// `Ok` holds what the (closed) copy had to leave out.
+    fn save_base(
+        &mut self,
+        state: &RunState,
+    ) -> impl Future<Output = Result<Vec<String>, PauseDecision>>;
 
     /// Judges an attempt left `running` by a crash, from its saved artifacts alone: `Some`
     /// with the report when it is complete, valid and verified.
@@ -257,19 +278,34 @@ pub async fn drive<R: StageRunner, I: Interaction>(
                 }
             }
             Next::FinalGate => {
-                let commands = all_checks(&run.state);
-                let replayed = match runner.replay(&run.state, &commands).await {
+                let required = run.state.verification.required_checks.clone();
+                let mut commands = all_checks(&run.state);
+                commands.extend(required.iter().cloned());
+                let replayed = match runner
+                    .replay(&run.state, &ReplayTree::Final, &commands)
+                    .await
+                {
                     Ok(replayed) => replayed,
                     Err(pause) => return Ok(run.pause(pause, None)?),
                 };
-                let final_results = final_replay_results(&run.state, &replayed);
+                let mut final_results = final_replay_results(&run.state, &replayed);
+                final_results.extend(gate::required_results(&run.state, &replayed));
                 let refusals = flow::completion_gate(&run.state, &final_results);
                 if refusals.is_empty() {
+                    if let Some(pause) = gate::judge_test_changes(run, runner, &commands).await? {
+                        return Ok(run.pause(pause, None)?);
+                    }
+                    if let Some(pause) = gate::ask_people(run)? {
+                        return Ok(run.pause(pause, None)?);
+                    }
+                    let verified = review::verified_summary(&run.state);
+                    let message = review::completion_message(&verified);
+                    run.state.verification.verified = verified;
                     run.state.phase = Phase::Complete;
                     run.state.completed_at = Some(Utc::now());
                     run.checkpoint()?;
-                    run.activity("complete", None)?;
-                    ui.note("complete: every criterion verified and replayed on the final tree");
+                    run.activity("complete", Some(&message))?;
+                    ui.note(&message);
                     return Ok(DriveOutcome::Complete);
                 }
                 run.activity("completion gate refused", Some(&refusals.join("; ")))?;
@@ -301,6 +337,9 @@ pub async fn drive<R: StageRunner, I: Interaction>(
             }
             Next::Launch(plan) => {
                 if let Some(pause) = budget::check_before_stage(&run.state) {
+                    return Ok(run.pause(pause, None)?);
+                }
+                if let Err(pause) = gate::prepare_base(run, runner, &plan).await? {
                     return Ok(run.pause(pause, None)?);
                 }
                 let report = match run_stage(run, runner, ui, &plan).await? {
@@ -765,7 +804,7 @@ async fn verify_test_report<R: StageRunner>(
             }
         }
     }
-    let replayed = runner.replay(state, &commands).await?;
+    let replayed = runner.replay(state, &ReplayTree::Final, &commands).await?;
     let mut results = Vec::new();
     for c in criteria {
         let id = c["criterion_id"].as_str().unwrap_or_default().to_owned();

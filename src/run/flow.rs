@@ -161,6 +161,11 @@ pub fn semantic_problems(state: &RunState, plan: &StagePlan, report: &Value) -> 
                             if human { "both" } else { "neither" }
                         ));
                     }
+                    if let Some(check) = criterion["check"].as_str().filter(|_| !human)
+                        && let Some(why) = super::verify::vacuous_check(check)
+                    {
+                        problems.push(format!("criterion {id:?}: the check is vacuous: {why}"));
+                    }
                 }
             }
         }
@@ -217,22 +222,30 @@ pub fn semantic_problems(state: &RunState, plan: &StagePlan, report: &Value) -> 
                 ),
                 Some("CONTINUE") if last => problems
                     .push("this is the last milestone: answer COMPLETE, REWORK or BLOCKED".into()),
+                _ => {}
+            }
+            problems.extend(super::coverage::verdict_problems(state, report));
+            match report["decision"].as_str() {
                 Some("REWORK")
                     if !report["findings"]
                         .as_array()
                         .into_iter()
                         .flatten()
-                        .any(|f| f["blocking"] == true) =>
+                        .any(|f| f["blocking"] == true)
+                        && super::coverage::not_done(report).is_empty() =>
                 {
-                    problems.push("REWORK needs at least one blocking finding".into())
+                    problems.push(
+                        "REWORK needs at least one blocking finding or a not_done verdict".into(),
+                    )
                 }
                 _ => {}
             }
         }
-        ReportKind::Requirements
-        | ReportKind::PlanReview
-        | ReportKind::Build
-        | ReportKind::Resolution => {}
+        ReportKind::Requirements => {
+            problems.extend(super::coverage::quote_problems(&state.objective, report));
+        }
+        ReportKind::PlanReview => problems.extend(super::coverage::verdict_problems(state, report)),
+        ReportKind::Build | ReportKind::Resolution => {}
     }
     problems
 }
@@ -335,7 +348,7 @@ pub fn apply_plan(state: &mut RunState, report: &Value) {
 
 pub fn apply_plan_review(state: &mut RunState, report: &Value) -> Result<(), PauseDecision> {
     state.plan_review_rounds += 1;
-    let blocking: Vec<String> = report["concerns"]
+    let mut blocking: Vec<String> = report["concerns"]
         .as_array()
         .into_iter()
         .flatten()
@@ -352,6 +365,11 @@ pub fn apply_plan_review(state: &mut RunState, report: &Value) -> Result<(), Pau
             .to_owned()
         })
         .collect();
+    for (sentence, reason) in super::coverage::not_done(report) {
+        blocking.push(format!(
+            "the plan does not cover this part of the objective: {sentence} ({reason})"
+        ));
+    }
     if report["verdict"] == "approve" && blocking.is_empty() {
         state.plan_concerns.clear();
         state.phase = Phase::Approval;
@@ -459,12 +477,21 @@ pub fn apply_completion(
             };
             Ok(())
         }
+        Some("COMPLETE") if !super::coverage::not_done(report).is_empty() => {
+            let mut findings = findings;
+            findings.extend(super::coverage::not_done_findings(report, milestone));
+            rework(state, milestone, findings, "completion")
+        }
         Some("COMPLETE") => {
             accept_milestone(state, milestone);
             state.phase = Phase::FinalGate;
             Ok(())
         }
-        Some("REWORK") => rework(state, milestone, findings, "completion"),
+        Some("REWORK") => {
+            let mut findings = findings;
+            findings.extend(super::coverage::not_done_findings(report, milestone));
+            rework(state, milestone, findings, "completion")
+        }
         _ => Err(PauseDecision::new(
             PauseCode::PausedBlocked,
             format!(
@@ -558,7 +585,8 @@ pub fn completion_gate(state: &RunState, final_replay: &[CriterionResult]) -> Ve
                 .find(|c| c.milestone == m && c.criterion_id == id)
                 .map(|c| c.verdict.as_str());
             match (check, verdict) {
-                (None, _) => {}
+                // Criteria no check verified wait for a person (`review::pending_reviews`).
+                (None, _) | (Some(_), Some("HUMAN_REVIEW")) => {}
                 (Some(_), Some("PASS")) => {}
                 (Some(_), other) => refusals.push(format!(
                     "criterion {id} of milestone {} is {}",
@@ -826,6 +854,26 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn plans_with_vacuous_checks_are_rejected() {
+        let state = new_state();
+        let plan = StagePlan {
+            role: Role::Planner,
+            kind: ReportKind::Plan,
+            milestone: None,
+            purpose: AttemptPurpose::Fresh,
+        };
+        let mut report = plan_report(1);
+        report["milestones"][0]["acceptance_criteria"][0]["check"] =
+            json!("python3 -m unittest -q test_vowels || true");
+        let problems = semantic_problems(&state, &plan, &report);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("vacuous"), "{problems:?}");
+        report["milestones"][0]["acceptance_criteria"][0]["check"] =
+            json!("python3 -m unittest -q test_vowels");
+        assert!(semantic_problems(&state, &plan, &report).is_empty());
+    }
+
+    #[test]
     fn the_gate_needs_every_checked_criterion_verified_and_the_final_replay_green() {
         let mut state = approved(1);
         apply_build(&mut state, 0);
@@ -846,6 +894,43 @@ pub(crate) mod tests {
         let mut unapproved = state.clone();
         unapproved.approved_plan = None;
         assert!(!completion_gate(&unapproved, &[]).is_empty());
+    }
+
+    #[test]
+    fn a_not_done_sentence_blocks_the_plan_and_the_completion() {
+        let mut state = approved(1);
+        state.objective = "Count vowels in text. Also count the consonants in text.".into();
+        state.brief = Some(json!({"acceptance_criteria": [
+            {"id": "a", "text": "vowels", "covers": ["Count vowels in text"]}]}));
+        let not_done = json!([{"sentence": "Also count the consonants in text.",
+                               "verdict": "not_done", "reason": "dropped"}]);
+        let plan1 = StagePlan {
+            role: Role::CompletionReviewer,
+            kind: ReportKind::Completion,
+            milestone: Some(0),
+            purpose: AttemptPurpose::Fresh,
+        };
+        let silent =
+            json!({"decision": "COMPLETE", "summary": "s", "findings": [], "uncovered": []});
+        assert_eq!(semantic_problems(&state, &plan1, &silent).len(), 1);
+        let complete =
+            json!({"decision": "COMPLETE", "summary": "s", "findings": [], "uncovered": not_done});
+        assert!(semantic_problems(&state, &plan1, &complete).is_empty());
+        apply_build(&mut state, 0);
+        apply_completion(&mut state, 0, &complete).unwrap();
+        assert_eq!(state.phase, Phase::Build { milestone: 0 });
+        assert!(state.open_findings[0].text.contains("consonants"));
+
+        let mut state = approved(1);
+        state.objective = "Count vowels in text. Also count the consonants in text.".into();
+        state.brief = Some(json!({"acceptance_criteria": [
+            {"id": "a", "text": "vowels", "covers": ["Count vowels in text"]}]}));
+        state.phase = Phase::PlanReview;
+        let review =
+            json!({"verdict": "approve", "summary": "s", "concerns": [], "uncovered": not_done});
+        apply_plan_review(&mut state, &review).unwrap();
+        assert_eq!(state.phase, Phase::Plan);
+        assert!(state.plan_concerns[0].contains("consonants"));
     }
 
     #[test]

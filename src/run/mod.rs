@@ -5,19 +5,27 @@
 //! - [`driver`]: runs attempts, repairs and pauses, checkpointing after every step.
 //! - [`prompt`], [`budget`], [`replay`], [`workspace`]: what the driver uses.
 //! - [`integrity`]: the tag key, tagged records, and the checks before acting on a run.
+//! - [`verify`], [`review`], [`coverage`], [`treediff`], [`gate`]: what "verified" means (the
+//!   base tree, vacuous checks, the objective's own checks, changed tests, human review, coverage
+//!   of the objective, the closed copy); see "What verified means" in `docs/run-lifecycle.md`.
 //!
 //! A run lives in `<workspace>/.autocode/runs/<run-id>/`; see `docs/run-lifecycle.md`.
 
 pub mod api;
 pub mod budget;
 pub mod confine;
+pub mod coverage;
 pub mod driver;
 pub mod flow;
+pub mod gate;
 pub mod integrity;
 pub mod prompt;
 pub mod replay;
+pub mod review;
 pub mod runner;
 pub mod state;
+pub mod treediff;
+pub mod verify;
 pub mod workspace;
 
 use std::collections::BTreeMap;
@@ -305,13 +313,23 @@ pub fn render_status(state: &RunState) -> String {
         state.usage.total_tokens(),
         state.active_ms as f64 / 1000.0
     ));
+    let v = &state.verification;
+    if !v.required_checks.is_empty() {
+        out.push_str(
+            "required by the objective (replayed by the final gate whatever the plan says):\n",
+        );
+        for check in &v.required_checks {
+            out.push_str(&format!("  `{check}`\n"));
+        }
+    }
     if let Some(pause) = &state.pause {
         out.push_str(&format!(
             "paused {}: {}\nnext: {}\n",
             pause.code, pause.reason, pause.next_step
         ));
     } else if state.completed_at.is_some() {
-        out.push_str("COMPLETE: every criterion verified and replayed on the final tree\n");
+        out.push_str(&review::completion_message(&v.verified).replacen("complete", "COMPLETE", 1));
+        out.push('\n');
     }
     out
 }

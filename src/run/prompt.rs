@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::flow::{StagePlan, criteria_of, milestones};
 use super::state::RunState;
+use super::verify::{self, CheckKind};
 use crate::report::ReportKind;
 use crate::report::evidence::UNNAMED_EVENT_REF;
 use crate::role::{Role, SandboxMode};
@@ -25,10 +26,10 @@ pub enum EvidenceStyle {
 fn role_brief(role: Role) -> &'static str {
     match role {
         Role::Requirements => {
-            "You are the requirements gatherer. Read the workspace and turn the objective into a brief: goals, constraints, acceptance criteria (each testable), and at most three open questions, each with a proposed default. Ask only questions whose answer would change the work."
+            "You are the requirements gatherer. Read the workspace and turn the objective into a brief: goals, constraints, acceptance criteria (each testable), and at most three open questions, each with a proposed default. Ask only questions whose answer would change the work. For each acceptance criterion, quote in covers the part(s) of the objective it covers, verbatim: autocode lists the sentences no criterion cites to the reviewers."
         }
         Role::Planner => {
-            "You are the planner. Write a plan of small milestones. Every acceptance criterion is verified by a shell command that exits 0 exactly when it holds (a check, run from the workspace root), or is marked human_review when no command can decide it."
+            "You are the planner. Write a plan of small milestones. Every acceptance criterion is verified by a shell command that exits 0 exactly when it holds (a check, run from the workspace root), or is marked human_review when no command can decide it. Give each criterion its kind: fail_to_pass when it asks for a change (its check must fail on the current tree and pass after the work; autocode runs every check on the current tree before the first build) or pass_to_pass when it guards behaviour that already works (its check passes before and after). A check whose exit status cannot depend on the work (`… || true`, `…; exit 0`, `echo …`) is rejected. Commands the objective requires are replayed by autocode anyway: plan checks may add to them, never replace them."
         }
         Role::PlanReviewer => {
             "You are the plan reviewer, working independently of the planner. Approve the plan, or list concerns; mark a concern blocking only when the plan would fail the objective or its checks would not prove the criteria."
@@ -64,6 +65,12 @@ pub fn stage_prompt(
     out.push_str("\n\n# Objective\n\n");
     out.push_str(state.objective.trim());
     out.push('\n');
+    if !state.verification.required_checks.is_empty() {
+        out.push_str("\n# Commands the objective requires to pass\n\nautocode replays each of these, verbatim, on the final tree whatever the plan says:\n\n");
+        for check in &state.verification.required_checks {
+            out.push_str(&format!("- `{check}`\n"));
+        }
+    }
     if let Some(brief) = &state.brief {
         out.push_str("\n# Brief (accepted)\n\n```json\n");
         out.push_str(&pretty(brief));
@@ -98,6 +105,8 @@ pub fn stage_prompt(
                     latest.revision,
                     pretty(&latest.plan)
                 ));
+                base_tree_section(state, &latest.plan, &mut out);
+                out.push_str(&super::coverage::prompt_section(state));
             }
         }
         Role::Builder | Role::Tester | Role::CompletionReviewer | Role::Resolver => {
@@ -123,6 +132,8 @@ pub fn stage_prompt(
                     }
                 }
                 if plan.role == Role::CompletionReviewer {
+                    changes_section(state, &mut out);
+                    out.push_str(&super::coverage::prompt_section(state));
                     let results: Vec<_> =
                         state.criteria.iter().filter(|c| c.milestone == m).collect();
                     if !results.is_empty() {
@@ -173,6 +184,96 @@ pub fn stage_prompt(
         plan.kind.schema_text().trim()
     ));
     out
+}
+
+/// What the plan's checks did on the base tree: a `fail_to_pass` check that already passes there
+/// is vacuous (its criterion would need a person), a `pass_to_pass` one that fails guards nothing.
+fn base_tree_section(state: &RunState, plan: &Value, out: &mut String) {
+    let base = &state.verification.base_checks;
+    let mut lines = Vec::new();
+    for milestone in plan["milestones"].as_array().into_iter().flatten() {
+        for c in milestone["acceptance_criteria"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let (Some(id), Some(check)) = (c["id"].as_str(), c["check"].as_str()) else {
+                continue;
+            };
+            if c["human_review"].as_bool().unwrap_or(false) {
+                continue;
+            }
+            let kind = CheckKind::of_criterion(c);
+            let Some(result) = base.get(check) else {
+                continue;
+            };
+            let verdict = match (kind, result.passed) {
+                (CheckKind::FailToPass, true) => "VACUOUS: this fail_to_pass check already PASSES on the base tree, so passing it cannot show the change; if the approved plan keeps it, the criterion goes to a person".to_owned(),
+                (CheckKind::FailToPass, false) => "fails on the base tree, as a fail_to_pass check must".to_owned(),
+                (CheckKind::PassToPass, true) => "passes on the base tree, as a pass_to_pass check must".to_owned(),
+                (CheckKind::PassToPass, false) => format!("this pass_to_pass check FAILS on the base tree ({}): it does not guard existing behaviour", result.detail),
+            };
+            lines.push(format!("- {id} `{check}` ({}): {verdict}\n", kind.as_str()));
+        }
+    }
+    if !lines.is_empty() {
+        out.push_str(
+            "\n# The plan's checks, run by autocode on the base tree (before any change)\n\n",
+        );
+        for line in lines {
+            out.push_str(&line);
+        }
+    }
+}
+
+/// The work so far, base → work tree: the diff of test files apart from the rest.
+fn changes_section(state: &RunState, out: &mut String) {
+    if !state.verification.base_saved {
+        return;
+    }
+    let base = verify::base_dir(state);
+    let changes = super::treediff::tree_changes(&base, &state.work_tree);
+    let checks: Vec<String> = milestones(state)
+        .iter()
+        .flat_map(|m| {
+            m["acceptance_criteria"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|c| c["check"].as_str().map(str::to_owned))
+        .chain(state.verification.required_checks.iter().cloned())
+        .collect();
+    let (tests, other): (Vec<_>, Vec<_>) = changes
+        .into_iter()
+        .map(|(rel, _)| rel)
+        .partition(|rel| super::treediff::looks_like_test(rel, &checks));
+    out.push_str("\n# Changes to test files (base tree → now)\n\n");
+    if tests.is_empty() {
+        out.push_str("None.\n");
+    } else {
+        out.push_str("Judge these on their own: a weakened or deleted test is not a passing one.\n\n```diff\n");
+        out.push_str(&super::treediff::diff_of(
+            &base,
+            &state.work_tree,
+            &tests,
+            12_000,
+        ));
+        out.push_str("```\n");
+    }
+    out.push_str("\n# Other changes (base tree → now)\n\n");
+    if other.is_empty() {
+        out.push_str("None.\n");
+    } else {
+        out.push_str("```diff\n");
+        out.push_str(&super::treediff::diff_of(
+            &base,
+            &state.work_tree,
+            &other,
+            20_000,
+        ));
+        out.push_str("```\n");
+    }
 }
 
 /// The follow-up asking for a report-only repair.

@@ -6,6 +6,12 @@
 //! environment, a timeout and no stdin, in a room whose only writable places are the copy and a
 //! private temporary directory (`TMPDIR`) unless the run is unconfined. A check passes only if it exits 0 there, whatever the
 //! tester said.
+//!
+//! The copy is closed: it holds no symlink that resolves outside it (absolute, or escaping with
+//! `..`) and no FIFO, socket or device node. Finding one refuses the whole replay
+//! ([`ReplayError::NotClosed`], naming the paths): every check then fails, so a deliverable that
+//! lives outside the tree is never judged. A replay may also restore some files from another
+//! tree first ([`Restore`]: the final tree with the base tree's tests).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -43,6 +49,8 @@ pub enum ReplayError {
     Copy(#[source] io::Error),
     #[error(transparent)]
     Snapshot(#[from] snapshot::SnapshotError),
+    #[error("the clean copy is not closed: {}", .paths.join("; "))]
+    NotClosed { paths: Vec<String> },
     #[error("cannot launch check {command:?}: {source}")]
     Launch {
         command: String,
@@ -51,13 +59,49 @@ pub enum ReplayError {
     },
 }
 
-/// Copies the snapshot-covered files of `work_tree` into `dest`.
+/// What a clean copy holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CopyReport {
+    pub files: usize,
+    /// Entries left out because they would open the copy: each names the path and why.
+    pub unclosed: Vec<String>,
+}
+
+/// Where a symlink at `rel` (relative to the copy's root) pointing at `target` leads, if it stays
+/// inside the root (lexically: `..` may not climb above the root).
+fn stays_inside(rel: &str, target: &Path) -> bool {
+    if target.is_absolute() {
+        return false;
+    }
+    let mut depth: i64 = rel.split('/').count() as i64 - 1;
+    for part in target.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                depth -= 1;
+                if depth < 0 {
+                    return false;
+                }
+            }
+            std::path::Component::Normal(_) => depth += 1,
+            std::path::Component::CurDir => {}
+            std::path::Component::RootDir | std::path::Component::Prefix(_) => return false,
+        }
+    }
+    true
+}
+
+/// Copies the snapshot-covered files of `work_tree` into `dest`, leaving out (and reporting)
+/// symlinks that resolve outside the copy and FIFOs, sockets and device nodes.
 pub async fn clean_copy(
     work_tree: &Path,
     dest: &Path,
     env: &BTreeMap<String, String>,
-) -> Result<usize, ReplayError> {
+) -> Result<CopyReport, ReplayError> {
     let files = snapshot::list_files(work_tree, env).await?;
+    let mut report = CopyReport {
+        files: files.len(),
+        unclosed: Vec::new(),
+    };
     for rel in &files {
         let from = work_tree.join(rel);
         let to = dest.join(rel);
@@ -69,14 +113,111 @@ pub async fn clean_copy(
         if let Some(parent) = to.parent() {
             fs::create_dir_all(parent).map_err(ReplayError::Copy)?;
         }
-        if meta.file_type().is_symlink() {
+        let kind = meta.file_type();
+        if kind.is_symlink() {
             let target = fs::read_link(&from).map_err(ReplayError::Copy)?;
+            if !stays_inside(rel, &target) {
+                report.unclosed.push(format!(
+                    "`{rel}` is a symlink to {} (outside the tree)",
+                    target.display()
+                ));
+                continue;
+            }
             std::os::unix::fs::symlink(target, &to).map_err(ReplayError::Copy)?;
-        } else if meta.is_file() {
+        } else if kind.is_file() {
             fs::copy(&from, &to).map_err(ReplayError::Copy)?;
+        } else if !kind.is_dir() {
+            report.unclosed.push(format!(
+                "`{rel}` is a {} (not a regular file)",
+                special_kind(&kind)
+            ));
         }
     }
-    Ok(files.len())
+    report.unclosed.extend(escaping_links(dest));
+    Ok(report)
+}
+
+fn special_kind(kind: &fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_fifo() {
+        "FIFO"
+    } else if kind.is_socket() {
+        "socket"
+    } else if kind.is_block_device() || kind.is_char_device() {
+        "device node"
+    } else {
+        "special file"
+    }
+}
+
+/// Symlinks in the finished copy that really resolve outside it (through other links).
+fn escaping_links(root: &Path) -> Vec<String> {
+    let Ok(canonical_root) = fs::canonicalize(root) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                stack.push(path);
+            } else if kind.is_symlink()
+                && let Ok(resolved) = fs::canonicalize(&path)
+                && !resolved.starts_with(&canonical_root)
+            {
+                let rel = path.strip_prefix(root).unwrap_or(&path);
+                out.push(format!(
+                    "`{}` resolves to {} (outside the tree)",
+                    rel.display(),
+                    resolved.display()
+                ));
+                let _ = fs::remove_file(&path);
+            }
+        }
+    }
+    out
+}
+
+/// Files to restore in the copy before the checks run: `files` (relative) from `from`; a file
+/// absent there is removed from the copy.
+#[derive(Debug, Clone, Default)]
+pub struct Restore<'a> {
+    pub from: Option<&'a Path>,
+    pub files: &'a [String],
+}
+
+fn restore(copy: &Path, restore: &Restore<'_>) -> Result<(), ReplayError> {
+    let Some(from) = restore.from else {
+        return Ok(());
+    };
+    for rel in restore.files {
+        let source = from.join(rel);
+        let to = copy.join(rel);
+        if fs::symlink_metadata(&to).is_ok() {
+            fs::remove_file(&to).map_err(ReplayError::Copy)?;
+        }
+        if source.is_file() {
+            if let Some(parent) = to.parent() {
+                fs::create_dir_all(parent).map_err(ReplayError::Copy)?;
+            }
+            fs::copy(&source, &to).map_err(ReplayError::Copy)?;
+        }
+    }
+    Ok(())
+}
+
+/// Saves the snapshot-covered files of `work_tree` into `dest` (the run's base tree).
+pub async fn save_tree(
+    work_tree: &Path,
+    dest: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<CopyReport, ReplayError> {
+    fs::create_dir_all(dest).map_err(ReplayError::Copy)?;
+    clean_copy(work_tree, dest, env).await
 }
 
 /// Whether replayed checks run in a room.
@@ -96,11 +237,45 @@ pub async fn replay_checks(
     timeout: Duration,
     confinement: ReplayConfinement,
 ) -> Result<Vec<Replayed>, ReplayError> {
+    replay_checks_restoring(
+        work_tree,
+        Restore::default(),
+        &[],
+        commands,
+        env,
+        timeout,
+        confinement,
+    )
+    .await
+}
+
+/// Replays `commands` in a fresh clean copy of `work_tree` with `restored` files put back first.
+/// A copy that had to leave something out refuses the replay, unless that entry is in
+/// `tolerated` (the same entry, with the same target, was already in the base tree: it is left
+/// out of the copy, but it is not the work's doing).
+pub async fn replay_checks_restoring(
+    work_tree: &Path,
+    restored: Restore<'_>,
+    tolerated: &[String],
+    commands: &[String],
+    env: &BTreeMap<String, String>,
+    timeout: Duration,
+    confinement: ReplayConfinement,
+) -> Result<Vec<Replayed>, ReplayError> {
     let copy = tempfile::Builder::new()
         .prefix("autocode-replay-")
         .tempdir()
         .map_err(ReplayError::Copy)?;
-    clean_copy(work_tree, copy.path(), env).await?;
+    let report = clean_copy(work_tree, copy.path(), env).await?;
+    let unclosed: Vec<String> = report
+        .unclosed
+        .into_iter()
+        .filter(|u| !tolerated.contains(u))
+        .collect();
+    if !unclosed.is_empty() {
+        return Err(ReplayError::NotClosed { paths: unclosed });
+    }
+    restore(copy.path(), &restored)?;
     let tmpdir = tempfile::Builder::new()
         .prefix("autocode-replay-tmp-")
         .tempdir()
@@ -194,6 +369,117 @@ mod tests {
         assert!(!results[1].passed(), "the copy must not contain .autocode/");
         assert_eq!(results[2].exit, Exit::Code(7));
         assert!(results[2].output_tail.contains("boom"));
+    }
+
+    #[tokio::test]
+    async fn a_copy_with_an_escaping_symlink_or_a_fifo_is_refused() {
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("real.py"), "ok\n").unwrap();
+        for (name, target) in [
+            ("abs.py", outside.path().join("real.py")),
+            ("up.py", Path::new("../elsewhere/real.py").to_owned()),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            fs::write(dir.path().join("keep.txt"), "x").unwrap();
+            std::os::unix::fs::symlink(&target, dir.path().join(name)).unwrap();
+            let err = replay_checks(
+                dir.path(),
+                &["true".to_owned()],
+                &env(),
+                Duration::from_secs(30),
+                ReplayConfinement::Unconfined,
+            )
+            .await
+            .unwrap_err();
+            match err {
+                ReplayError::NotClosed { paths } => {
+                    assert!(paths[0].contains(name), "{paths:?}")
+                }
+                other => panic!("{other}"),
+            }
+        }
+        // The same link already in the base tree is left out of the copy without failing.
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path().join("real.py"), dir.path().join("old.py"))
+            .unwrap();
+        let mut base = tempfile::tempdir().unwrap().path().to_owned();
+        base.push("base");
+        let saved = save_tree(dir.path(), &base, &env()).await.unwrap();
+        assert_eq!(saved.unclosed.len(), 1);
+        let results = replay_checks_restoring(
+            dir.path(),
+            Restore::default(),
+            &saved.unclosed,
+            &["test ! -e old.py".to_owned()],
+            &env(),
+            Duration::from_secs(30),
+            ReplayConfinement::Unconfined,
+        )
+        .await
+        .unwrap();
+        assert!(results[0].passed(), "the link is not in the copy");
+        let dir = tempfile::tempdir().unwrap();
+        nix::unistd::mkfifo(&dir.path().join("pipe"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let err = replay_checks(
+            dir.path(),
+            &["true".to_owned()],
+            &env(),
+            Duration::from_secs(30),
+            ReplayConfinement::Unconfined,
+        )
+        .await
+        .unwrap_err();
+        assert!(err.to_string().contains("`pipe` is a FIFO"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn relative_links_inside_the_tree_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("lib")).unwrap();
+        fs::write(dir.path().join("lib/real.txt"), "hello\n").unwrap();
+        std::os::unix::fs::symlink("lib/real.txt", dir.path().join("link.txt")).unwrap();
+        std::os::unix::fs::symlink("../link.txt", dir.path().join("lib/back.txt")).unwrap();
+        let results = replay_checks(
+            dir.path(),
+            &[
+                "grep -q hello link.txt && grep -q hello lib/back.txt && test -L link.txt"
+                    .to_owned(),
+            ],
+            &env(),
+            Duration::from_secs(30),
+            ReplayConfinement::Unconfined,
+        )
+        .await
+        .unwrap();
+        assert!(results[0].passed(), "{}", results[0].output_tail);
+        assert!(stays_inside("a/b.txt", Path::new("../c.txt")));
+        assert!(!stays_inside("a/b.txt", Path::new("../../c.txt")));
+        assert!(!stays_inside("b.txt", Path::new("/etc/passwd")));
+        assert!(!stays_inside("a/b.txt", Path::new("x/../../../c")));
+    }
+
+    #[tokio::test]
+    async fn restored_files_replace_the_copy() {
+        let work = tempfile::tempdir().unwrap();
+        let base = tempfile::tempdir().unwrap();
+        fs::write(work.path().join("t.sh"), "exit 0\n").unwrap();
+        fs::write(base.path().join("t.sh"), "exit 3\n").unwrap();
+        let files = vec!["t.sh".to_owned()];
+        let results = replay_checks_restoring(
+            work.path(),
+            Restore {
+                from: Some(base.path()),
+                files: &files,
+            },
+            &[],
+            &["sh t.sh".to_owned()],
+            &env(),
+            Duration::from_secs(30),
+            ReplayConfinement::Unconfined,
+        )
+        .await
+        .unwrap();
+        assert_eq!(results[0].exit, Exit::Code(3));
     }
 
     #[test]

@@ -293,6 +293,10 @@ pub struct RunState {
     /// boundary only). Fixed for the life of the run (`docs/run-lifecycle.md`, "The room").
     #[serde(default)]
     pub unconfined: bool,
+    /// What the completion gate's verification rules recorded (required checks, base-tree
+    /// checks, human reviews, accepted test changes): see `run::verify`.
+    #[serde(default)]
+    pub verification: super::verify::Verification,
 }
 
 /// The builder's stronger attempt and where checkers move during it.
@@ -313,6 +317,7 @@ impl RunState {
         routes: BTreeMap<Role, Route>,
     ) -> RunState {
         let now = Utc::now();
+        let verification = super::verify::Verification::for_objective(&objective);
         RunState {
             format_version: RUN_FORMAT,
             run_id,
@@ -352,6 +357,7 @@ impl RunState {
             last_shell_command: None,
             pending_adoption: None,
             unconfined: false,
+            verification,
         }
     }
 

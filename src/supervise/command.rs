@@ -27,6 +27,7 @@ pub async fn supervise_command(
     json: bool,
     receipt_path: Option<PathBuf>,
     room: Option<Room>,
+    ledger_path: Option<PathBuf>,
 ) -> i32 {
     let Some((program, args)) = argv.split_first() else {
         eprintln!(
@@ -78,6 +79,7 @@ pub async fn supervise_command(
     };
     let options = LaunchOptions {
         receipt_path: receipt_path.clone(),
+        ledger_path,
         ..LaunchOptions::default()
     };
     let finished = super::run_with(spec, options).await;

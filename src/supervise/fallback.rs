@@ -98,6 +98,7 @@ pub struct CleanupReport {
 pub async fn start(
     spec: &LaunchSpec,
     _receipt_path: Option<PathBuf>,
+    _ledger_path: Option<PathBuf>,
     probe: &Probe,
 ) -> Result<Started, LaunchError> {
     if spec.room.is_some() {
@@ -165,6 +166,11 @@ impl Family {
     fn signal_group(&self, signal: i32) -> bool {
         // SAFETY: killpg(2) with integer arguments.
         unsafe { libc::killpg(self.root_pid, signal) == 0 }
+    }
+
+    /// No exec ledger without the seccomp boundary.
+    pub fn ledger(&self) -> Vec<crate::supervise::LedgerEntry> {
+        Vec::new()
     }
 
     pub fn terminate(&self) -> Vec<i32> {

@@ -416,7 +416,7 @@ async fn spawn_inner(
         .map(|path| std::path::absolute(path).unwrap_or_else(|_| path.clone()));
     let started_at = Instant::now();
     let platform::Started { mut child, family } =
-        platform::start(&spec, receipt_path, &probe).await?;
+        platform::start(&spec, receipt_path, options.ledger_path.clone(), &probe).await?;
     let root_pid = child.id();
     let activity = Arc::new(Activity {
         origin: started_at,
@@ -580,6 +580,11 @@ async fn drive(mut drive: Drive) -> Result<Finished, LaunchError> {
             .and_then(Result::ok);
     }
     let cleanup_time = cleanup_started.elapsed();
+    // Before release: the keeper link still routes this launch's ledger messages.
+    let settling = family.clone();
+    let ledger = tokio::task::spawn_blocking(move || settling.ledger())
+        .await
+        .unwrap_or_default();
     family.release(&report.killed);
     if let Some(task) = drive.stdin_task.take() {
         task.abort();
@@ -596,8 +601,25 @@ async fn drive(mut drive: Drive) -> Result<Finished, LaunchError> {
         stdout,
         stderr,
         receipt,
-        ledger: Vec::new(),
+        ledger,
     })
+}
+
+/// Reads a ledger file (JSON lines of [`LedgerEntry`]; a later line with the same `seq`
+/// supersedes an earlier one, since an exit is appended when it is known). A line cut by a
+/// crash mid-write is skipped.
+pub fn read_ledger(path: &Path) -> io::Result<Vec<LedgerEntry>> {
+    let text = std::fs::read_to_string(path)?;
+    let mut entries: BTreeMap<u64, LedgerEntry> = BTreeMap::new();
+    for line in text.lines() {
+        if let Ok(mut entry) = serde_json::from_str::<LedgerEntry>(line) {
+            if let Some(earlier) = entries.get(&entry.seq) {
+                entry.exit = entry.exit.or(earlier.exit);
+            }
+            entries.insert(entry.seq, entry);
+        }
+    }
+    Ok(entries.into_values().collect())
 }
 
 /// Writes a receipt atomically (`.partial` then rename).

@@ -75,6 +75,9 @@ pub struct LedgerEntry {
     /// The path passed to exec, as given (not resolved).
     pub filename: String,
     pub argv: Vec<String>,
+    /// argv was cut at the keeper's bounds (1,024 strings or 256 KiB).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub argv_truncated: bool,
     /// The caller's working directory at the exec.
     pub cwd: String,
     /// Milliseconds since the launch started.

@@ -2,6 +2,7 @@ mod cli_foundation;
 mod conformance;
 mod demo;
 mod events_fixtures;
+mod ledger;
 mod room;
 mod room_e2e;
 mod run_e2e;

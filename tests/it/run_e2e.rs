@@ -701,7 +701,8 @@ fn requirements_ok() -> Value {
         "summary": "A file hello.txt that says hello.",
         "goals": ["hello.txt exists and contains hello"],
         "constraints": [],
-        "acceptance_criteria": [{"id": "AC1", "text": "hello.txt contains exactly hello"}],
+        "acceptance_criteria": [{"id": "AC1", "text": "hello.txt contains exactly hello",
+                                "covers": ["Create hello.txt containing hello"]}],
         "open_questions": []
     }}])
 }
@@ -715,14 +716,14 @@ pub(super) fn plan_ok() -> Value {
             "description": "Create hello.txt with the single line hello.",
             "acceptance_criteria": [
                 {"id": "AC1", "text": "hello.txt is exactly hello", "check": CHECK,
-                 "human_review": false}
+                 "human_review": false, "kind": "fail_to_pass"}
             ]
         }]
     }}])
 }
 
 fn approve() -> Value {
-    json!([{"report": {"verdict": "approve", "summary": "The plan is sound.", "concerns": []}}])
+    json!([{"report": {"verdict": "approve", "summary": "The plan is sound.", "concerns": [], "uncovered": []}}])
 }
 
 pub(super) fn build_report() -> Value {
@@ -762,7 +763,7 @@ fn test_fail() -> Value {
 }
 
 fn complete() -> Value {
-    json!([{"report": {"decision": "COMPLETE", "summary": "Done.", "findings": []}}])
+    json!([{"report": {"decision": "COMPLETE", "summary": "Done.", "findings": [], "uncovered": []}}])
 }
 
 /// A script where every role succeeds at its first attempt.
@@ -1286,7 +1287,8 @@ fn run_waits_for_answers_and_plan_approval_without_yes() {
         "summary": "A greeting file.",
         "goals": ["hello.txt exists"],
         "constraints": [],
-        "acceptance_criteria": [{"id": "AC1", "text": "hello.txt contains exactly hello"}],
+        "acceptance_criteria": [{"id": "AC1", "text": "hello.txt contains exactly hello",
+                                "covers": ["Create hello.txt containing hello"]}],
         "open_questions": [{"id": "Q1", "question": "Which file name?",
                             "proposed_default": "hello.txt"}]
     }}]);
@@ -1461,7 +1463,8 @@ fn run_pauses_planning_budget_after_two_blocking_reviews() {
         "verdict": "changes_requested",
         "summary": "Missing a rollback plan.",
         "concerns": [{"id": "C1", "blocking": true, "text": "No rollback.",
-                      "requested_change": "Add one."}]
+                      "requested_change": "Add one."}],
+        "uncovered": []
     }}]);
     let harness = Harness::new(script_with(&[
         ("planner", json!([plan_ok(), plan_ok()])),
@@ -1492,7 +1495,8 @@ fn run_pauses_when_the_completion_reviewer_is_blocked() {
     let blocked = json!([{"report": {
         "decision": "BLOCKED",
         "summary": "Needs a product decision on the greeting.",
-        "findings": [{"id": "F1", "blocking": true, "text": "Which language?"}]
+        "findings": [{"id": "F1", "blocking": true, "text": "Which language?"}],
+        "uncovered": []
     }}]);
     let harness = Harness::new(script_with(&[("completion_reviewer", json!([blocked]))]));
     let finished = harness.run(&["--yes"]);
@@ -1675,9 +1679,9 @@ fn run_withholds_credentials_from_agents_and_checks() {
         "summary": "One milestone.",
         "milestones": [{"id": "M1", "title": "Greeting", "description": "",
                         "acceptance_criteria": [
-                            {"id": "AC1", "text": "hello", "check": CHECK, "human_review": false},
+                            {"id": "AC1", "text": "hello", "check": CHECK, "human_review": false, "kind": "fail_to_pass"},
                             {"id": "AC2", "text": "no secrets", "check": env_check,
-                             "human_review": false}]}]
+                             "human_review": false, "kind": "pass_to_pass"}]}]
     }}]);
     let tester = json!([{"run": CHECK}, {"run": env_check}, {"report": {
         "milestone_id": "M1",
@@ -1845,10 +1849,10 @@ fn run_two_milestones_continue_then_complete() {
         "milestones": [
             {"id": "M1", "title": "hello", "description": "",
              "acceptance_criteria": [{"id": "AC1", "text": "hello", "check": CHECK,
-                                      "human_review": false}]},
+                                      "human_review": false, "kind": "fail_to_pass"}]},
             {"id": "M2", "title": "world", "description": "",
              "acceptance_criteria": [{"id": "AC2", "text": "world", "check": second_check,
-                                      "human_review": false}]}
+                                      "human_review": false, "kind": "fail_to_pass"}]}
         ]
     }}]);
     let second_build = json!([{"run": "printf 'world\\n' > world.txt"}, {"run": second_check},
@@ -1864,9 +1868,8 @@ fn run_two_milestones_continue_then_complete() {
                                   "evidence_ref": "{{last_event}}"}]}]
     }}]);
     // COMPLETE after the first of two milestones is refused; the repair says CONTINUE.
-    let early = json!([{"report": {"decision": "COMPLETE", "summary": "Done?", "findings": []}}]);
-    let cont =
-        json!([{"report": {"decision": "CONTINUE", "summary": "On to M2.", "findings": []}}]);
+    let early = json!([{"report": {"decision": "COMPLETE", "summary": "Done?", "findings": [], "uncovered": []}}]);
+    let cont = json!([{"report": {"decision": "CONTINUE", "summary": "On to M2.", "findings": [], "uncovered": []}}]);
     let harness = Harness::new(script_with(&[
         ("planner", json!([plan])),
         ("builder", json!([build_ok(), second_build])),
@@ -2033,15 +2036,19 @@ fn run_completes_when_the_builder_tries_to_commit_its_work() {
     );
 }
 
+/// A human-review criterion is a gate: the run pauses `AWAITING_HUMAN_REVIEW` with the
+/// criterion, why, and the diff bearing on it; a rejection sends the milestone back to the
+/// builder with the reason; an acceptance (time and text shown recorded) completes the run, and
+/// the final message says how each criterion was verified.
 #[test]
-fn run_completes_with_a_human_review_criterion() {
+fn a_human_review_criterion_waits_for_a_person() {
     let plan = json!([{"report": {
         "summary": "One milestone with a human check.",
         "milestones": [{"id": "M1", "title": "Greeting", "description": "",
                         "acceptance_criteria": [
-                            {"id": "AC1", "text": "hello", "check": CHECK, "human_review": false},
-                            {"id": "AC2", "text": "reads well", "check": null,
-                             "human_review": true}]}]
+                            {"id": "AC1", "text": "hello", "check": CHECK, "human_review": false, "kind": "fail_to_pass"},
+                            {"id": "AC2", "text": "hello.txt reads well", "check": null,
+                             "human_review": true, "kind": "fail_to_pass"}]}]
     }}]);
     let tester = json!([{"run": CHECK}, {"report": {
         "milestone_id": "M1", "summary": "AC1 holds; AC2 needs a person.",
@@ -2053,19 +2060,77 @@ fn run_completes_with_a_human_review_criterion() {
     }}]);
     let harness = Harness::new(script_with(&[
         ("planner", json!([plan])),
-        ("tester", json!([tester])),
+        ("builder", json!([build_ok(), build_ok()])),
+        ("tester", json!([tester.clone(), tester])),
+        ("completion_reviewer", json!([complete(), complete()])),
     ]));
-    harness.run(&["--yes"]).assert_complete();
-    let status = harness.status();
-    let criteria = status.json["criteria"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let paused = harness.run(&["--yes"]);
+    paused.assert_paused("AWAITING_HUMAN_REVIEW");
+    let reason = paused.pause_reason();
     assert!(
-        criteria
+        reason.contains("AC2") && reason.contains("human review"),
+        "{paused:?}"
+    );
+    assert!(
+        reason.contains("+hello"),
+        "the diff bearing on it is shown: {paused:?}"
+    );
+    assert!(
+        !reason.contains("AC1 ("),
+        "AC1 is verified by its check: {paused:?}"
+    );
+    // Without a decision the pause stays; an unknown criterion is a usage error.
+    harness.resume(&[]).assert_paused("AWAITING_HUMAN_REVIEW");
+    assert_eq!(harness.resume(&["--accept", "AC1"]).code, Some(2));
+
+    let builders = || {
+        harness
+            .calls()
             .iter()
-            .any(|c| c["criterion_id"] == "AC2" && c["verdict"] == "HUMAN_REVIEW"),
-        "{status:?}"
+            .filter(|c| c["role"] == "builder")
+            .count()
+    };
+    assert_eq!(builders(), 1);
+    let rejected = harness.resume(&["--reject", "AC2", "--because", "say it louder"]);
+    rejected.assert_paused("AWAITING_HUMAN_REVIEW");
+    assert_eq!(
+        builders(),
+        2,
+        "the rejection sent the milestone back to the builder"
+    );
+    let prompt = harness.prompt_of("builder", 2);
+    assert!(prompt.contains("say it louder"), "{prompt}");
+
+    harness.resume(&["--accept", "AC2"]).assert_complete();
+    let status = harness.status();
+    let v = &status.json["verification"];
+    let decisions = v["human_decisions"].as_array().cloned().unwrap_or_default();
+    assert_eq!(decisions.len(), 2, "{status:?}");
+    assert_eq!(decisions[0]["accepted"], false);
+    assert_eq!(decisions[1]["accepted"], true);
+    assert!(
+        decisions[1]["shown"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("reads well")
+    );
+    assert!(decisions[1]["at"].is_string());
+    let verified = v["verified"].as_array().cloned().unwrap_or_default();
+    let how = |id: &str| {
+        verified
+            .iter()
+            .find(|c| c["criterion_id"] == id)
+            .and_then(|c| c["how"].as_str().map(str::to_owned))
+            .unwrap_or_default()
+    };
+    assert!(how("AC1").starts_with("replayed"), "{verified:?}");
+    assert!(
+        how("AC1").contains("failed on the base tree"),
+        "{verified:?}"
+    );
+    assert!(
+        how("AC2").starts_with("accepted by a person"),
+        "{verified:?}"
     );
 }
 
@@ -2123,4 +2188,85 @@ fn run_killed_mid_stage_of_every_kind_is_judged_then_continues() {
             .assert_complete();
         assert_eq!(calls(), 2, "{role}");
     }
+}
+
+/// The builder rewrites a test the plan's check runs: with the original test restored the check
+/// fails, so the run pauses `AWAITING_TEST_CHANGE_REVIEW` with the test diff; a person's
+/// `--accept-test-changes` completes it. An escaping symlink the builder adds fails the replay.
+#[test]
+fn changed_tests_wait_for_a_person_and_escaping_links_fail_the_replay() {
+    let check = "sh tests/check.sh";
+    let plan = json!([{"report": {
+        "summary": "One milestone.",
+        "milestones": [{"id": "M1", "title": "Greeting", "description": "",
+                        "acceptance_criteria": [
+                            {"id": "AC1", "text": "the greeting check passes", "check": check,
+                             "human_review": false, "kind": "fail_to_pass"}]}]
+    }}]);
+    let build = |extra: &str| {
+        json!([
+            {"run": format!("printf 'hi\\n' > hello.txt && printf 'grep -qx hi hello.txt\\n' > tests/check.sh{extra}")},
+            {"run": check},
+            {"report": {"status": "done", "summary": "Wrote hello.txt.",
+                        "files_changed": ["hello.txt", "tests/check.sh"],
+                        "checks": [{"command": check, "exit_code": 0, "evidence_ref": "{{last_event}}"}],
+                        "blockers": []}}
+        ])
+    };
+    let tester = json!([{"run": check}, {"report": {
+        "milestone_id": "M1", "summary": "Checked.",
+        "criteria": [{"criterion_id": "AC1", "verdict": "PASS", "notes": "",
+                      "checks": [{"command": check, "exit_code": 0, "evidence_ref": "{{last_event}}"}]}]
+    }}]);
+    let harness = Harness::new(script_with(&[
+        ("planner", json!([plan.clone()])),
+        ("builder", json!([build("")])),
+        ("tester", json!([tester.clone()])),
+    ]));
+    let ws = harness.workspace();
+    fs::create_dir_all(ws.join("tests")).expect("tests dir");
+    fs::write(ws.join("tests/check.sh"), "grep -qx hello hello.txt\n").expect("seed test");
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-qm", "a test"]);
+    let paused = harness.run(&["--yes"]);
+    paused.assert_paused("AWAITING_TEST_CHANGE_REVIEW");
+    let reason = paused.pause_reason();
+    assert!(reason.contains("tests/check.sh"), "{paused:?}");
+    assert!(
+        reason.contains("-grep -qx hello hello.txt") && reason.contains("+grep -qx hi hello.txt"),
+        "the test diff is shown: {paused:?}"
+    );
+    harness
+        .resume(&[])
+        .assert_paused("AWAITING_TEST_CHANGE_REVIEW");
+    harness.resume(&["--accept-test-changes"]).assert_complete();
+    let status = harness.status();
+    assert!(
+        status.json["verification"]["test_change_review"]["accepted_at"].is_string(),
+        "{status:?}"
+    );
+
+    // The same work delivered through an absolute symlink out of the tree never passes a replay.
+    let outside = tempfile::tempdir().expect("outside");
+    let target = outside.path().join("check.sh");
+    fs::write(&target, "true\n").expect("outside file");
+    let linking = format!(" && ln -sf {} tests/check.sh", target.display());
+    let harness = Harness::new(script_with(&[
+        ("planner", json!([plan])),
+        ("builder", json!([build(&linking), build(&linking)])),
+        ("tester", json!([tester.clone(), tester])),
+    ]));
+    let ws = harness.workspace();
+    fs::create_dir_all(ws.join("tests")).expect("tests dir");
+    fs::write(ws.join("tests/check.sh"), "grep -qx hello hello.txt\n").expect("seed test");
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-qm", "a test"]);
+    let stopped = harness.run(&["--yes"]);
+    assert_eq!(stopped.code, Some(PAUSED_EXIT), "{stopped:?}");
+    assert!(
+        stopped
+            .pause_reason()
+            .contains("`tests/check.sh` is a symlink to"),
+        "{stopped:?}"
+    );
 }

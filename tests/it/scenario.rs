@@ -58,6 +58,13 @@ fn the_catalog_has_every_required_case_with_a_codex_script() {
         "rate-limit-storm",
         "reviewer-complete-unverified",
         "hostile-repo",
+        "verify-human-review",
+        "verify-vacuous-check",
+        "verify-prompt-injection",
+        "verify-gutted-tests",
+        "verify-dropped-requirement",
+        "verify-escaping-symlink",
+        "verify-honest-guards",
     ] {
         let case = cases
             .iter()

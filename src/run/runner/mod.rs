@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::driver::{AttemptContext, AttemptOutcome, ReplayResult, StageRunner};
+use super::driver::{AttemptContext, AttemptOutcome, ReplayResult, ReplayTree, StageRunner};
 use super::flow::PauseDecision;
 use super::integrity;
 use super::replay;
@@ -217,6 +217,7 @@ impl StageRunner for CliRunner {
     async fn replay(
         &mut self,
         state: &RunState,
+        tree: &ReplayTree,
         commands: &[String],
     ) -> Result<Vec<ReplayResult>, PauseDecision> {
         let mut unique: Vec<String> = Vec::new();
@@ -225,8 +226,22 @@ impl StageRunner for CliRunner {
                 unique.push(c.clone());
             }
         }
-        let replayed = replay::replay_checks(
-            &state.work_tree,
+        let base = super::verify::base_dir(state);
+        let (root, restore) = match tree {
+            ReplayTree::Final => (state.work_tree.clone(), replay::Restore::default()),
+            ReplayTree::Base => (base.clone(), replay::Restore::default()),
+            ReplayTree::FinalWithBaseFiles(files) => (
+                state.work_tree.clone(),
+                replay::Restore {
+                    from: Some(&base),
+                    files,
+                },
+            ),
+        };
+        let replayed = match replay::replay_checks_restoring(
+            &root,
+            restore,
+            &state.verification.base_unclosed,
             &unique,
             &self.check_env(),
             self.replay_timeout,
@@ -237,6 +252,20 @@ impl StageRunner for CliRunner {
             },
         )
         .await
+        {
+            // A copy that is not closed fails every check, naming the paths.
+            Err(e @ replay::ReplayError::NotClosed { .. }) => {
+                return Ok(unique
+                    .into_iter()
+                    .map(|command| ReplayResult {
+                        command,
+                        passed: false,
+                        detail: e.to_string(),
+                    })
+                    .collect());
+            }
+            other => other,
+        }
         .map_err(|e| {
             PauseDecision::new(
                 PauseCode::PausedProcessCleanup,
@@ -265,6 +294,19 @@ impl StageRunner for CliRunner {
                 command: r.command,
             })
             .collect())
+    }
+
+    async fn save_base(&mut self, state: &RunState) -> Result<Vec<String>, PauseDecision> {
+        let dest = super::verify::base_dir(state);
+        replay::save_tree(&state.work_tree, &dest, &self.check_env())
+            .await
+            .map(|report| report.unclosed)
+            .map_err(|e| {
+                PauseDecision::new(
+                    PauseCode::PausedProcessCleanup,
+                    format!("autocode could not save the base tree: {e}"),
+                )
+            })
     }
 
     fn judge_interrupted(&mut self, state: &RunState, attempt: &AttemptRecord) -> Option<Value> {

@@ -56,6 +56,8 @@ pub struct ChildPlan {
     /// The Landlock ruleset of the room (built by the parent, close-on-exec), or -1 when the
     /// family runs unconfined.
     pub landlock_ruleset: RawFd,
+    /// The BPF program (`sys::filter`), built before the fork.
+    pub filter: &'static [sys::SockFilter],
 }
 
 fn check(rc: libc::c_long) -> io::Result<()> {
@@ -128,8 +130,8 @@ impl ChildPlan {
                 libc::close(self.landlock_ruleset);
             }
             let program = sys::SockFprog {
-                len: sys::FILTER.len() as u16,
-                filter: sys::FILTER.as_ptr(),
+                len: self.filter.len() as u16,
+                filter: self.filter.as_ptr(),
             };
             let listener = sys::seccomp(
                 sys::SECCOMP_SET_MODE_FILTER,

@@ -16,14 +16,16 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use super::family;
-use super::policy::{self, Entry, Journal, Policy, Records};
+use super::ledger::{self, Book, ExecCall};
+use super::policy::{self, Entry, Gate, Journal, Policy, Records};
 use super::sys::{self, SeccompNotif};
+use crate::supervise::{LedgerEntry, LedgerExit};
 
 /// autocode → keeper.
 #[derive(Debug, Serialize, Deserialize)]
@@ -37,8 +39,19 @@ enum ToKeeper {
         policy: Policy,
         receipt_path: Option<PathBuf>,
         kernel: String,
+        #[serde(default)]
+        gate: Option<Gate>,
+        #[serde(default)]
+        ledger_path: Option<PathBuf>,
+        #[serde(default)]
+        origin_unix_ms: u64,
     },
     Release {
+        launch: u64,
+    },
+    /// Settle what can be settled and answer `Flushed`: every ledger message before it has
+    /// then reached autocode.
+    Flush {
         launch: u64,
     },
 }
@@ -62,6 +75,22 @@ enum FromKeeper {
     Answered {
         launch: u64,
         id: u64,
+    },
+    /// A ledger entry, journaled before the exec is continued; carries the pidfd as
+    /// SCM_RIGHTS when one could be opened.
+    Exec {
+        launch: u64,
+        entry: LedgerEntry,
+    },
+    /// The process behind these entries ended.
+    Exited {
+        launch: u64,
+        pid: i32,
+        seqs: Vec<u64>,
+        exit: Option<LedgerExit>,
+    },
+    Flushed {
+        launch: u64,
     },
 }
 
@@ -88,13 +117,53 @@ pub struct LaunchShared {
     pub keeper_lost: AtomicBool,
     pub serviced_by_keeper: AtomicBool,
     servicer: Mutex<Option<InProcess>>,
+    /// Pathname unix-socket connects are gated (a room was given).
+    pub gate: Option<Gate>,
+    pub book: Mutex<Book>,
+    flushed: (Mutex<bool>, Condvar),
 }
 
 impl LaunchShared {
     pub fn records(&self) -> Records {
         lock(&self.records).clone()
     }
+
+    /// The ledger once the family is gone: every ledger message of the keeper applied, every
+    /// pidfd still open settled (killed processes report their signal), the file completed.
+    pub fn ledger(&self) -> Vec<LedgerEntry> {
+        if self.serviced_by_keeper.load(Ordering::SeqCst) {
+            self.flush_keeper();
+        }
+        let mut book = lock(&self.book);
+        book.write_to_file();
+        book.settle_all();
+        book.entries()
+    }
+
+    fn flush_keeper(&self) {
+        let owner = owner();
+        {
+            let keeper = lock(&owner.keeper);
+            let Some(link) = keeper.as_ref().filter(|link| link.alive) else {
+                return;
+            };
+            *lock(&self.flushed.0) = false;
+            let Ok(bytes) = serde_json::to_vec(&ToKeeper::Flush { launch: self.id }) else {
+                return;
+            };
+            if sys::send_with_fd(link.socket.as_raw_fd(), &bytes, None).is_err() {
+                return;
+            }
+        }
+        let (done, signal) = &self.flushed;
+        let guard = lock(done);
+        // A keeper lost meanwhile never answers: the wait is bounded, and take_over wakes it.
+        let _ = signal.wait_timeout_while(guard, FLUSH_LIMIT, |done| !*done);
+    }
 }
+
+/// How long autocode waits for the keeper's `Flushed`.
+const FLUSH_LIMIT: Duration = Duration::from_secs(2);
 
 struct InProcess {
     stop: OwnedFd,
@@ -160,6 +229,15 @@ pub fn keeper_started() -> bool {
         .is_some_and(|started| started.is_some())
 }
 
+/// What a launch asks of the ledger and the unix-socket gate.
+#[derive(Debug, Clone, Default)]
+pub struct LedgerSettings {
+    /// The room's writable places (connects are gated when `Some`).
+    pub room_writable: Option<Vec<PathBuf>>,
+    /// The JSON-lines ledger file (created or truncated here).
+    pub ledger_path: Option<PathBuf>,
+}
+
 /// Registers a launch's listener: with the keeper when alive, else serviced in-process.
 pub fn register(
     listener: OwnedFd,
@@ -168,7 +246,18 @@ pub fn register(
     label: &str,
     receipt_path: Option<PathBuf>,
     kernel: &str,
+    settings: LedgerSettings,
 ) -> io::Result<Arc<LaunchShared>> {
+    let gate = settings.room_writable.as_deref().map(|places| Gate {
+        writable: ledger::canonical_places(places),
+    });
+    let ledger_path = settings
+        .ledger_path
+        .map(|path| std::path::absolute(&path).unwrap_or(path));
+    if let Some(path) = &ledger_path {
+        std::fs::File::create(path)?;
+    }
+    let origin_unix_ms = ledger::unix_ms();
     let owner = owner();
     let id = {
         let mut next = lock(&owner.next_id);
@@ -185,6 +274,9 @@ pub fn register(
         keeper_lost: AtomicBool::new(false),
         serviced_by_keeper: AtomicBool::new(false),
         servicer: Mutex::new(None),
+        gate: gate.clone(),
+        book: Mutex::new(Book::new(ledger_path.clone(), origin_unix_ms)),
+        flushed: (Mutex::new(false), Condvar::new()),
     });
     lock(&owner.launches).insert(id, launch.clone());
     let mut keeper = lock(&owner.keeper);
@@ -197,6 +289,9 @@ pub fn register(
                 policy,
                 receipt_path,
                 kernel: kernel.to_owned(),
+                gate,
+                ledger_path,
+                origin_unix_ms,
             };
             let bytes = serde_json::to_vec(&message).map_err(io::Error::other)?;
             let sent = sys::send_with_fd(
@@ -215,6 +310,7 @@ pub fn register(
         launch.serviced_by_keeper.store(true, Ordering::SeqCst);
     } else {
         launch.keeper_lost.store(keeper_started(), Ordering::SeqCst);
+        lock(&launch.book).write_to_file();
         if let Err(error) = start_in_process(&launch, None) {
             lock(&owner.launches).remove(&id);
             return Err(error);
@@ -257,6 +353,9 @@ impl Journal for SharedJournal<'_> {
     fn write(&mut self, entry: &Entry) {
         lock(&self.0.records).apply(entry);
     }
+    fn exec(&mut self, tgid: i32, call: ExecCall, pidfd: Option<OwnedFd>) {
+        lock(&self.0.book).record(tgid, call, pidfd);
+    }
 }
 
 fn start_in_process(launch: &Arc<LaunchShared>, pending: Option<SeccompNotif>) -> io::Result<()> {
@@ -278,6 +377,7 @@ fn start_in_process(launch: &Arc<LaunchShared>, pending: Option<SeccompNotif>) -
                     listener,
                     &notif,
                     &shared.policy,
+                    shared.gate.as_ref(),
                     &mut SharedJournal(&shared),
                 );
             }
@@ -287,36 +387,55 @@ fn start_in_process(launch: &Arc<LaunchShared>, pending: Option<SeccompNotif>) -
     Ok(())
 }
 
+fn pollin(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+/// Settles the ledger entries whose pidfds polled readable; returns what was settled.
+fn settle_ready(
+    book: &mut Book,
+    pidfds: &[(RawFd, i32)],
+    polled: &[libc::pollfd],
+) -> Vec<(i32, Vec<u64>, LedgerExit)> {
+    pidfds
+        .iter()
+        .zip(polled)
+        .filter(|(_, polled)| polled.revents != 0)
+        .filter_map(|((_, pid), _)| book.settle(*pid).map(|(seqs, exit)| (*pid, seqs, exit)))
+        .collect()
+}
+
 fn serve_in_process(launch: &LaunchShared, stop: RawFd) {
     let listener = launch.listener.as_fd();
     loop {
-        let mut fds = [
-            libc::pollfd {
-                fd: listener.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: stop,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
+        let pidfds = lock(&launch.book).pollable();
+        let mut fds = vec![pollin(listener.as_raw_fd()), pollin(stop)];
+        fds.extend(pidfds.iter().map(|(fd, _)| pollin(*fd)));
         if sys::poll_many(&mut fds, -1).is_err() || fds[1].revents != 0 {
             return;
         }
+        settle_ready(&mut lock(&launch.book), &pidfds, &fds[2..]);
         let revents = fds[0].revents;
         if revents & libc::POLLIN != 0 {
             match sys::notif_recv(listener) {
-                Ok(Some(notif)) => {
-                    policy::handle(listener, &notif, &launch.policy, &mut SharedJournal(launch))
-                }
+                Ok(Some(notif)) => policy::handle(
+                    listener,
+                    &notif,
+                    &launch.policy,
+                    launch.gate.as_ref(),
+                    &mut SharedJournal(launch),
+                ),
                 Ok(None) => {}
                 // Unreadable listener: stop rather than spin; stage-end cleanup still applies.
                 Err(_) => return,
             }
         } else if revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
-            // No task uses the filter any more: nothing can ever be notified again.
+            // No task uses the filter any more: nothing can ever be notified again (the
+            // ledger's open entries are settled by `LaunchShared::ledger`).
             return;
         }
     }
@@ -325,7 +444,7 @@ fn serve_in_process(launch: &LaunchShared, stop: RawFd) {
 fn read_keeper(socket: OwnedFd, keeper_pid: i32) {
     let mut buf = vec![0u8; MESSAGE_LIMIT];
     loop {
-        let Ok((len, _)) = sys::recv_with_fd(socket.as_raw_fd(), &mut buf) else {
+        let Ok((len, fd)) = sys::recv_with_fd(socket.as_raw_fd(), &mut buf) else {
             break;
         };
         if len == 0 {
@@ -372,6 +491,27 @@ fn read_keeper(socket: OwnedFd, keeper_pid: i32) {
                     }
                 }
             }
+            FromKeeper::Exec { launch, entry } => {
+                if let Some(launch) = launches.get(&launch) {
+                    lock(&launch.book).adopt(entry, fd);
+                }
+            }
+            FromKeeper::Exited {
+                launch,
+                pid,
+                seqs,
+                exit,
+            } => {
+                if let Some(launch) = launches.get(&launch) {
+                    lock(&launch.book).forget(pid, &seqs, exit);
+                }
+            }
+            FromKeeper::Flushed { launch } => {
+                if let Some(launch) = launches.get(&launch) {
+                    *lock(&launch.flushed.0) = true;
+                    launch.flushed.1.notify_all();
+                }
+            }
         }
     }
     take_over(keeper_pid);
@@ -387,6 +527,10 @@ fn take_over(keeper_pid: i32) {
     let launches: Vec<_> = lock(&owner.launches).values().cloned().collect();
     for launch in launches {
         launch.keeper_lost.store(true, Ordering::SeqCst);
+        // From now on autocode writes the ledger file; a waiting flush gives up at once.
+        lock(&launch.book).write_to_file();
+        *lock(&launch.flushed.0) = true;
+        launch.flushed.1.notify_all();
         if launch.serviced_by_keeper.swap(false, Ordering::SeqCst) {
             let pending = lock(&launch.inflight).take();
             // A listener nobody services would hang its family's setsid; there is no better
@@ -475,6 +619,8 @@ struct KeeperLaunch {
     records: Records,
     hung_up: bool,
     started: std::time::SystemTime,
+    gate: Option<Gate>,
+    book: Book,
 }
 
 struct Keeper {
@@ -488,11 +634,16 @@ struct KeeperJournal<'a> {
     socket: BorrowedFd<'a>,
     launch: u64,
     records: &'a mut Records,
+    book: &'a mut Book,
 }
 
 fn send(socket: BorrowedFd<'_>, message: &FromKeeper) {
+    send_fd(socket, message, None);
+}
+
+fn send_fd(socket: BorrowedFd<'_>, message: &FromKeeper, fd: Option<RawFd>) {
     if let Ok(bytes) = serde_json::to_vec(message) {
-        let _ = sys::send_with_fd(socket.as_raw_fd(), &bytes, None);
+        let _ = sys::send_with_fd(socket.as_raw_fd(), &bytes, fd);
     }
 }
 
@@ -508,6 +659,20 @@ impl Journal for KeeperJournal<'_> {
                 launch: self.launch,
                 entry: entry.clone(),
             },
+        );
+    }
+    fn exec(&mut self, tgid: i32, call: ExecCall, pidfd: Option<OwnedFd>) {
+        let raw = pidfd.as_ref().map(|fd| fd.as_raw_fd());
+        let entry = self.book.record(tgid, call, pidfd);
+        // The pidfd goes along (the kernel duplicates it) so that autocode can follow the
+        // process itself if the keeper is lost.
+        send_fd(
+            self.socket,
+            &FromKeeper::Exec {
+                launch: self.launch,
+                entry,
+            },
+            raw,
         );
     }
 }
@@ -529,15 +694,37 @@ impl Keeper {
             }];
             for id in &ids {
                 if let Some(launch) = self.launches.get(id) {
-                    fds.push(libc::pollfd {
-                        fd: launch.listener.as_raw_fd(),
-                        events: libc::POLLIN,
-                        revents: 0,
-                    });
+                    fds.push(pollin(launch.listener.as_raw_fd()));
                 }
+            }
+            let pidfds: Vec<(u64, Vec<(RawFd, i32)>)> = self
+                .launches
+                .iter()
+                .map(|(id, launch)| (*id, launch.book.pollable()))
+                .collect();
+            for (_, open) in &pidfds {
+                fds.extend(open.iter().map(|(fd, _)| pollin(*fd)));
             }
             if sys::poll_many(&mut fds, -1).is_err() {
                 break;
+            }
+            let mut at = 1 + ids.len();
+            for (id, open) in &pidfds {
+                let polled = fds.get(at..at + open.len()).unwrap_or_default();
+                at += open.len();
+                if let Some(launch) = self.launches.get_mut(id) {
+                    for (pid, seqs, exit) in settle_ready(&mut launch.book, open, polled) {
+                        send(
+                            self.socket.as_fd(),
+                            &FromKeeper::Exited {
+                                launch: *id,
+                                pid,
+                                seqs,
+                                exit: Some(exit),
+                            },
+                        );
+                    }
+                }
             }
             for (id, pollfd) in ids.iter().zip(fds.iter().skip(1)) {
                 if pollfd.revents & libc::POLLIN != 0 {
@@ -571,8 +758,13 @@ impl Keeper {
                 policy,
                 receipt_path,
                 kernel,
+                gate,
+                ledger_path,
+                origin_unix_ms,
             }) => {
                 if let Some(listener) = fd {
+                    let mut book = Book::new(ledger_path, origin_unix_ms);
+                    book.write_to_file();
                     self.launches.insert(
                         launch,
                         KeeperLaunch {
@@ -585,12 +777,31 @@ impl Keeper {
                             records: Records::default(),
                             hung_up: false,
                             started: std::time::SystemTime::now(),
+                            gate,
+                            book,
                         },
                     );
                 }
             }
             Ok(ToKeeper::Release { launch }) => {
                 self.launches.remove(&launch);
+            }
+            Ok(ToKeeper::Flush { launch: id }) => {
+                let socket = self.socket.as_fd();
+                if let Some(launch) = self.launches.get_mut(&id) {
+                    for (pid, seqs, exit) in launch.book.settle_all() {
+                        send(
+                            socket,
+                            &FromKeeper::Exited {
+                                launch: id,
+                                pid,
+                                seqs,
+                                exit: Some(exit),
+                            },
+                        );
+                    }
+                }
+                send(socket, &FromKeeper::Flushed { launch: id });
             }
             Err(_) => {}
         }
@@ -627,8 +838,15 @@ impl Keeper {
             socket,
             launch: id,
             records: &mut launch.records,
+            book: &mut launch.book,
         };
-        policy::handle(listener, &notif, &launch.policy, &mut journal);
+        policy::handle(
+            listener,
+            &notif,
+            &launch.policy,
+            launch.gate.as_ref(),
+            &mut journal,
+        );
         send(
             socket,
             &FromKeeper::Answered {
@@ -640,7 +858,7 @@ impl Keeper {
 
     /// autocode is gone: end every family and leave a receipt for each.
     fn owner_lost(self) {
-        for launch in self.launches.into_values() {
+        for mut launch in self.launches.into_values() {
             let started = Instant::now();
             let records = launch.records.clone();
             let policy = launch.policy;
@@ -650,6 +868,9 @@ impl Keeper {
                 || records.targets(&policy, root_pid),
                 Instant::now() + family::CLEANUP_LIMIT,
             );
+            // Killed members report their signal once reaped (or as zombies); the ledger file
+            // gets their ends.
+            launch.book.settle_all();
             let Some(path) = &launch.receipt_path else {
                 continue;
             };

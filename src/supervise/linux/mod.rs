@@ -8,8 +8,10 @@
 
 mod child;
 mod family;
+mod filter;
 mod keeper;
 mod landlock;
+mod ledger;
 mod policy;
 mod probe;
 mod sys;
@@ -116,6 +118,7 @@ fn io_error(spec: &LaunchSpec, source: io::Error) -> LaunchError {
 pub async fn start(
     spec: &LaunchSpec,
     receipt_path: Option<PathBuf>,
+    ledger_path: Option<PathBuf>,
     probe: &Probe,
 ) -> Result<Started, LaunchError> {
     let interactive =
@@ -153,6 +156,11 @@ pub async fn start(
             0
         },
         landlock_ruleset: ruleset.as_ref().map_or(-1, AsRawFd::as_raw_fd),
+        filter: sys::filter(if spec.room.is_some() {
+            sys::FilterKind::Room
+        } else {
+            sys::FilterKind::Plain
+        }),
     };
     let mut command = std::process::Command::new(&spec.program);
     command
@@ -173,6 +181,27 @@ pub async fn start(
     unsafe {
         command.pre_exec(move || plan.enter());
     }
+    // The root's own exec is notified (the exec ledger), and `spawn` returns only once that
+    // exec went through: the listener is received and registered on a hand-off thread while
+    // the spawner waits. The sender's pid comes with the message (SO_PASSCRED).
+    sys::set_passcred(ours.as_fd()).map_err(|error| io_error(spec, error))?;
+    let (handed, handoff) = tokio::sync::oneshot::channel();
+    let registration = Registration {
+        new_session: !interactive,
+        label: spec.label.clone(),
+        receipt_path,
+        kernel: probe.kernel.clone(),
+        settings: keeper::LedgerSettings {
+            room_writable: spec.room.as_ref().map(|room| room.writable.clone()),
+            ledger_path,
+        },
+    };
+    std::thread::Builder::new()
+        .name("autocode-listener-handoff".into())
+        .spawn(move || {
+            let _ = handed.send(receive_and_register(&ours, registration));
+        })
+        .map_err(|error| io_error(spec, error))?;
     let (reply, answer) = tokio::sync::oneshot::channel();
     let job: Job = Box::new(move || {
         let roots = active_roots();
@@ -189,37 +218,36 @@ pub async fn start(
     lock(spawner())
         .send(job)
         .map_err(|_| io_error(spec, io::Error::other("the spawner thread is gone")))?;
-    let mut child = answer
+    let spawned = answer
         .await
-        .map_err(|_| io_error(spec, io::Error::other("the spawner thread is gone")))?
-        .map_err(|error| io_error(spec, error))?;
+        .map_err(|_| io_error(spec, io::Error::other("the spawner thread is gone")));
+    // Our copy of the child's end closes: the hand-off sees a hang-up if nothing was sent.
     drop(theirs);
-    let root_pid = child.id() as i32;
-    let listener = receive_listener(&ours).map_err(|error| {
-        let _ = child.kill();
-        let _ = child.wait();
-        lock(active_roots()).remove(&root_pid);
-        io_error(spec, error)
-    })?;
-    let policy = policy::Policy {
-        new_session: !interactive,
-        root_pgid: root_pid,
+    let registered = handoff
+        .await
+        .unwrap_or_else(|_| Err(io::Error::other("the listener hand-off thread is gone")));
+    let (child, shared) = match (spawned, registered) {
+        (Ok(Ok(child)), Ok(shared)) if shared.root_pid == child.id() as i32 => (child, shared),
+        (spawned, registered) => {
+            if let Ok(shared) = &registered {
+                keeper::release(shared);
+            }
+            let error = match (spawned, registered) {
+                (Ok(Ok(mut child)), registered) => {
+                    let root_pid = child.id() as i32;
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    lock(active_roots()).remove(&root_pid);
+                    registered.err().unwrap_or_else(|| {
+                        io::Error::other("the listener came from another process")
+                    })
+                }
+                (Ok(Err(error)), _) => error,
+                (Err(error), _) => return Err(error),
+            };
+            return Err(io_error(spec, error));
+        }
     };
-    let shared = keeper::register(
-        listener,
-        root_pid,
-        policy,
-        &spec.label,
-        receipt_path,
-        &probe.kernel,
-    )
-    .map_err(|error| {
-        // Nobody services this listener: end the root now rather than leave it unowned.
-        let _ = child.kill();
-        let _ = child.wait();
-        lock(active_roots()).remove(&root_pid);
-        io_error(spec, error)
-    })?;
     Ok(Started {
         child,
         family: Family {
@@ -232,16 +260,43 @@ pub async fn start(
     })
 }
 
-fn receive_listener(socket: &OwnedFd) -> io::Result<OwnedFd> {
-    // The child sent it before exec, and spawn() returned only after exec: it is queued.
-    if sys::poll_one(socket.as_fd(), libc::POLLIN, 5_000)? & libc::POLLIN == 0 {
+/// What the hand-off thread needs to register a launch.
+struct Registration {
+    new_session: bool,
+    label: String,
+    receipt_path: Option<PathBuf>,
+    kernel: String,
+    settings: keeper::LedgerSettings,
+}
+
+/// Receives the child's listener (with the child's pid) and registers the launch.
+fn receive_and_register(
+    socket: &OwnedFd,
+    registration: Registration,
+) -> io::Result<Arc<keeper::LaunchShared>> {
+    // The child sends it just before exec; a child that failed earlier closes its end, and our
+    // copy closes when spawn returns: a hang-up, never an endless wait.
+    if sys::poll_one(socket.as_fd(), libc::POLLIN, 30_000)? & libc::POLLIN == 0 {
         return Err(io::Error::other("the child did not send its listener"));
     }
     let mut buf = [0u8; 8];
-    match sys::recv_with_fd(socket.as_raw_fd(), &mut buf)? {
-        (_, Some(fd)) => Ok(fd),
-        (_, None) => Err(io::Error::other("the child's message carried no listener")),
-    }
+    let (listener, root_pid) = match sys::recv_with_fd_and_pid(socket.as_raw_fd(), &mut buf)? {
+        (_, Some(fd), Some(pid)) => (fd, pid),
+        _ => return Err(io::Error::other("the child's message carried no listener")),
+    };
+    let policy = policy::Policy {
+        new_session: registration.new_session,
+        root_pgid: root_pid,
+    };
+    keeper::register(
+        listener,
+        root_pid,
+        policy,
+        &registration.label,
+        registration.receipt_path,
+        &registration.kernel,
+        registration.settings,
+    )
 }
 
 /// What the family cleanup found.
@@ -255,6 +310,11 @@ impl Family {
         self.shared
             .records()
             .targets(&self.shared.policy, self.shared.root_pid)
+    }
+
+    /// The exec ledger, complete once the family is gone (call after [`Family::release`]).
+    pub fn ledger(&self) -> Vec<super::LedgerEntry> {
+        self.shared.ledger()
     }
 
     /// SIGTERM to every member (timeout, idle timeout, cancellation).
@@ -332,6 +392,9 @@ impl Family {
             cleanup,
         });
         receipt.room = self.room.clone();
+        if let Some(room) = receipt.room.as_mut() {
+            room.unix_connect_gated = self.shared.gate.is_some();
+        }
         receipt
     }
 }

@@ -8,13 +8,15 @@
 //! group are answered EPERM.
 
 use std::collections::BTreeSet;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 pub use crate::supervise::DeniedCall;
 
 use super::family;
+use super::ledger::{self, ExecCall, SocketTarget};
 use super::sys::{self, NotifiedCall, SeccompNotif, SeccompNotifResp};
 
 /// How the root was placed: its own session, or its own group in autocode's session.
@@ -72,6 +74,15 @@ impl Records {
 pub trait Journal {
     fn records(&self) -> Records;
     fn write(&mut self, entry: &Entry);
+    /// Records an exec in the ledger (file first) before it is let through; `pidfd` follows
+    /// the process to its end.
+    fn exec(&mut self, tgid: i32, call: ExecCall, pidfd: Option<OwnedFd>);
+}
+
+/// Pathname unix-socket connects are allowed only beneath these places (canonical paths).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gate {
+    pub writable: Vec<PathBuf>,
 }
 
 /// The decision for one call, given who made it.
@@ -79,6 +90,11 @@ pub trait Journal {
 pub enum Verdict {
     Continue(Vec<Entry>),
     Deny(&'static str),
+    /// Refused with a specific errno and a reason naming what was refused.
+    Refuse {
+        errno: i32,
+        reason: String,
+    },
 }
 
 /// Who called, as /proc showed it.
@@ -123,6 +139,10 @@ pub fn decide(
             }
         }
         NotifiedCall::Seccomp => Verdict::Deny("a second notification listener"),
+        // Handled by `handle` (they read the caller's memory); a plain answer here.
+        NotifiedCall::Exec { .. } | NotifiedCall::Connect | NotifiedCall::Socketcall => {
+            Verdict::Continue(Vec::new())
+        }
         NotifiedCall::Other => Verdict::Deny("unexpected notified system call"),
     }
 }
@@ -139,10 +159,42 @@ fn respond(listener: BorrowedFd<'_>, id: u64, verdict: &Verdict) {
             error: -libc::EPERM,
             ..SeccompNotifResp::default()
         },
+        Verdict::Refuse { errno, .. } => SeccompNotifResp {
+            id,
+            error: -errno,
+            ..SeccompNotifResp::default()
+        },
     };
     // ENOENT: the caller died meanwhile; any other error leaves it pending and killable, which
     // cleanup handles.
     let _ = sys::notif_send(listener, &response);
+}
+
+/// The connect decision for a socket the caller named (`None`: the sockaddr was unreadable).
+pub fn decide_connect(
+    target: Option<SocketTarget>,
+    gate: &Gate,
+    resolve: impl Fn(&[u8]) -> Option<PathBuf>,
+) -> Verdict {
+    match target {
+        None => Verdict::Refuse {
+            errno: libc::EACCES,
+            reason: "unix socket address unreadable".to_owned(),
+        },
+        Some(SocketTarget::Other | SocketTarget::Abstract) => Verdict::Continue(Vec::new()),
+        Some(SocketTarget::Path(path)) => match resolve(&path) {
+            Some(real) if ledger::inside_room(&real, &gate.writable) => {
+                Verdict::Continue(Vec::new())
+            }
+            Some(real) => Verdict::Refuse {
+                errno: libc::EACCES,
+                reason: format!("unix socket {} is outside the room", real.display()),
+            },
+            // Nothing there: the kernel answers ENOENT (a socket created after this check
+            // is the time-of-check/time-of-use limit documented in docs/supervision.md).
+            None => Verdict::Continue(Vec::new()),
+        },
+    }
 }
 
 /// Answers one received notification: identify, journal, then answer.
@@ -150,25 +202,63 @@ pub fn handle(
     listener: BorrowedFd<'_>,
     notif: &SeccompNotif,
     policy: &Policy,
+    gate: Option<&Gate>,
     journal: &mut dyn Journal,
 ) {
     let call = NotifiedCall::of(&notif.data);
+    let tid = notif.pid as i32;
     let caller = if notif.pid == 0 {
         None
     } else {
-        family::read_status(notif.pid as i32).and_then(|status| {
+        family::read_status(tid).and_then(|status| {
             Some(Caller {
                 tgid: status.tgid?,
                 nested_pid_namespace: status.ns_pid_depth > 1,
             })
         })
     };
+    // Reads of the caller's memory and /proc happen before the ID_VALID re-check below, so a
+    // recycled TID cannot smuggle in another process's arguments.
+    let mut exec = None;
+    let mut connect = None;
+    if let Some(caller) = caller {
+        match call {
+            NotifiedCall::Exec { at, width } => {
+                let read =
+                    ledger::read_exec(tid, &notif.data.args, at, width).unwrap_or_else(|| {
+                        // Unreadable memory: the exec is recorded, but as nothing evidence can cite.
+                        ExecCall {
+                            filename: String::new(),
+                            argv: Vec::new(),
+                            argv_truncated: false,
+                            cwd: String::new(),
+                            plausible: false,
+                        }
+                    });
+                exec = Some((read, sys::pidfd_open(caller.tgid).ok()));
+            }
+            NotifiedCall::Connect | NotifiedCall::Socketcall => {
+                if let Some(gate) = gate {
+                    let target = ledger::read_connect_target(
+                        tid,
+                        &notif.data.args,
+                        call == NotifiedCall::Socketcall,
+                    );
+                    connect = Some(decide_connect(target, gate, |path| {
+                        ledger::resolve_socket(tid, path)
+                    }));
+                }
+            }
+            _ => {}
+        }
+    }
     // Checked after the /proc read: if the caller died and its TID was reused, the id is gone.
     if !sys::notif_id_valid(listener, notif.id) {
         return;
     }
     let verdict = match caller {
         None => Verdict::Deny("caller invisible in autocode's pid namespace"),
+        Some(_) if connect.is_some() => connect.unwrap_or(Verdict::Continue(Vec::new())),
         Some(caller) => decide(
             call,
             &notif.data.args,
@@ -178,15 +268,22 @@ pub fn handle(
             |pgid| family::read_stat(pgid).map(|stat| stat.session),
         ),
     };
+    let denied = |reason: String| Entry::Denied {
+        call: DeniedCall {
+            syscall: call.name().to_owned(),
+            pid: caller.map_or(tid, |caller| caller.tgid),
+            reason,
+        },
+    };
     match &verdict {
-        Verdict::Continue(entries) => entries.iter().for_each(|entry| journal.write(entry)),
-        Verdict::Deny(reason) => journal.write(&Entry::Denied {
-            call: DeniedCall {
-                syscall: call.name().to_owned(),
-                pid: caller.map_or(notif.pid as i32, |caller| caller.tgid),
-                reason: (*reason).to_owned(),
-            },
-        }),
+        Verdict::Continue(entries) => {
+            entries.iter().for_each(|entry| journal.write(entry));
+            if let (Some((read, pidfd)), Some(caller)) = (exec, caller) {
+                journal.exec(caller.tgid, read, pidfd);
+            }
+        }
+        Verdict::Deny(reason) => journal.write(&denied((*reason).to_owned())),
+        Verdict::Refuse { reason, .. } => journal.write(&denied(reason.clone())),
     }
     respond(listener, notif.id, &verdict);
 }
@@ -293,6 +390,44 @@ mod tests {
             ),
             Verdict::Deny(_)
         ));
+    }
+
+    #[test]
+    fn connects_are_gated_to_pathname_sockets_inside_the_room() {
+        let gate = Gate {
+            writable: vec![PathBuf::from("/work/tree")],
+        };
+        let resolve = |path: &[u8]| {
+            let path = String::from_utf8_lossy(path).into_owned();
+            (path != "missing").then(|| PathBuf::from(path.replace("link", "/tmp/tmux-0/default")))
+        };
+        let path = |text: &str| Some(SocketTarget::Path(text.as_bytes().to_vec()));
+        assert_eq!(
+            decide_connect(path("/work/tree/s"), &gate, resolve),
+            Verdict::Continue(Vec::new())
+        );
+        assert_eq!(
+            decide_connect(path("link"), &gate, resolve),
+            Verdict::Refuse {
+                errno: libc::EACCES,
+                reason: "unix socket /tmp/tmux-0/default is outside the room".into()
+            }
+        );
+        assert_eq!(
+            decide_connect(path("missing"), &gate, resolve),
+            Verdict::Continue(Vec::new()),
+            "nothing to reach: the kernel answers ENOENT"
+        );
+        assert!(matches!(
+            decide_connect(None, &gate, resolve),
+            Verdict::Refuse { .. }
+        ));
+        for open in [SocketTarget::Abstract, SocketTarget::Other] {
+            assert_eq!(
+                decide_connect(Some(open), &gate, resolve),
+                Verdict::Continue(Vec::new())
+            );
+        }
     }
 
     #[test]

@@ -38,70 +38,21 @@ pub const NR_SECCOMP_X86_64: u32 = 317;
 pub const NR_SETSID_I386: u32 = 66;
 pub const NR_SETPGID_I386: u32 = 57;
 pub const NR_SECCOMP_I386: u32 = 354;
+pub const NR_EXECVE_X86_64: u32 = 59;
+pub const NR_EXECVEAT_X86_64: u32 = 322;
+pub const NR_CONNECT_X86_64: u32 = 42;
+/// x32's own execve/execveat (512+ range; called as `nr | X32_SYSCALL_BIT`, so the fold maps
+/// them to these numbers, which native x86_64 does not use).
+pub const NR_EXECVE_X32: u32 = 520;
+pub const NR_EXECVEAT_X32: u32 = 545;
+pub const NR_EXECVE_I386: u32 = 11;
+pub const NR_EXECVEAT_I386: u32 = 358;
+pub const NR_CONNECT_I386: u32 = 362;
+pub const NR_SOCKETCALL_I386: u32 = 102;
+/// `socketcall(SYS_CONNECT, args)`.
+pub const SYS_CONNECT: u32 = 3;
 
-const BPF_LD_W_ABS: u16 = 0x20;
-const BPF_JEQ_K: u16 = 0x15;
-const BPF_JSET_K: u16 = 0x45;
-const BPF_AND_K: u16 = 0x54;
-const BPF_RET_K: u16 = 0x06;
-
-/// Offsets into `struct seccomp_data` (little endian: the low half of an argument comes first).
-const OFFSET_NR: u32 = 0;
-const OFFSET_ARCH: u32 = 4;
-const OFFSET_ARG1_LOW: u32 = 16 + 8;
-
-/// One BPF instruction (`struct sock_filter`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SockFilter {
-    pub code: u16,
-    pub jt: u8,
-    pub jf: u8,
-    pub k: u32,
-}
-
-/// `struct sock_fprog`.
-#[repr(C)]
-pub struct SockFprog {
-    pub len: u16,
-    pub filter: *const SockFilter,
-}
-
-const fn stmt(code: u16, k: u32) -> SockFilter {
-    SockFilter {
-        code,
-        jt: 0,
-        jf: 0,
-        k,
-    }
-}
-
-const fn jump(code: u16, k: u32, jt: u8, jf: u8) -> SockFilter {
-    SockFilter { code, jt, jf, k }
-}
-
-/// The boundary filter: notify setsid, setpgid and seccomp(NEW_LISTENER); allow the rest;
-/// kill unknown architectures. Jump offsets count from the next instruction.
-pub const FILTER: [SockFilter; 17] = [
-    /* 0 */ stmt(BPF_LD_W_ABS, OFFSET_ARCH),
-    /* 1 */ jump(BPF_JEQ_K, AUDIT_ARCH_X86_64, 0, 5), // → 2 : 7
-    /* 2 */ stmt(BPF_LD_W_ABS, OFFSET_NR),
-    /* 3 */ stmt(BPF_AND_K, !X32_SYSCALL_BIT),
-    /* 4 */ jump(BPF_JEQ_K, NR_SETSID_X86_64, 11, 0), // → 16
-    /* 5 */ jump(BPF_JEQ_K, NR_SETPGID_X86_64, 10, 0), // → 16
-    /* 6 */ jump(BPF_JEQ_K, NR_SECCOMP_X86_64, 5, 8), // → 12 : 15
-    /* 7 */ jump(BPF_JEQ_K, AUDIT_ARCH_I386, 0, 6), // → 8 : 14
-    /* 8 */ stmt(BPF_LD_W_ABS, OFFSET_NR),
-    /* 9 */ jump(BPF_JEQ_K, NR_SETSID_I386, 6, 0), // → 16
-    /* 10 */ jump(BPF_JEQ_K, NR_SETPGID_I386, 5, 0), // → 16
-    /* 11 */ jump(BPF_JEQ_K, NR_SECCOMP_I386, 0, 3), // → 12 : 15
-    /* 12 */ stmt(BPF_LD_W_ABS, OFFSET_ARG1_LOW),
-    /* 13 */
-    jump(BPF_JSET_K, SECCOMP_FILTER_FLAG_NEW_LISTENER as u32, 2, 1), // → 16 : 15
-    /* 14 */ stmt(BPF_RET_K, SECCOMP_RET_KILL_PROCESS),
-    /* 15 */ stmt(BPF_RET_K, SECCOMP_RET_ALLOW),
-    /* 16 */ stmt(BPF_RET_K, SECCOMP_RET_USER_NOTIF),
-];
+pub use super::filter::{FilterKind, SockFilter, SockFprog, filter};
 
 /// `struct seccomp_data`.
 #[repr(C)]
@@ -142,12 +93,37 @@ pub struct SeccompNotifSizes {
     pub seccomp_data: u16,
 }
 
+/// Pointer width of the calling ABI (i386 and x32 pass 32-bit pointers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Width {
+    W64,
+    W32,
+}
+
+impl Width {
+    pub fn bytes(self) -> usize {
+        match self {
+            Self::W64 => 8,
+            Self::W32 => 4,
+        }
+    }
+}
+
 /// Which notified call a notification is, independent of the ABI it came through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NotifiedCall {
     Setsid,
     Setpgid,
     Seccomp,
+    /// `execve(path, argv, envp)` or, with `at`, `execveat(dirfd, path, argv, envp, flags)`.
+    Exec {
+        at: bool,
+        width: Width,
+    },
+    /// `connect(fd, addr, addrlen)`.
+    Connect,
+    /// i386 `socketcall(SYS_CONNECT, args)`: the three arguments are 32-bit words at `args`.
+    Socketcall,
     Other,
 }
 
@@ -155,17 +131,47 @@ impl NotifiedCall {
     pub fn of(data: &SeccompData) -> Self {
         // Reinterpreting the kernel's `int nr` as the unsigned pattern the filter compared.
         let nr = data.nr as u32;
+        let x32 = nr & X32_SYSCALL_BIT != 0;
         match data.arch {
-            AUDIT_ARCH_X86_64 => match nr & !X32_SYSCALL_BIT {
-                NR_SETSID_X86_64 => Self::Setsid,
-                NR_SETPGID_X86_64 => Self::Setpgid,
-                NR_SECCOMP_X86_64 => Self::Seccomp,
+            AUDIT_ARCH_X86_64 => match (nr & !X32_SYSCALL_BIT, x32) {
+                (NR_SETSID_X86_64, _) => Self::Setsid,
+                (NR_SETPGID_X86_64, _) => Self::Setpgid,
+                (NR_SECCOMP_X86_64, _) => Self::Seccomp,
+                (NR_CONNECT_X86_64, _) => Self::Connect,
+                (NR_EXECVE_X86_64, false) => Self::Exec {
+                    at: false,
+                    width: Width::W64,
+                },
+                (NR_EXECVEAT_X86_64, false) => Self::Exec {
+                    at: true,
+                    width: Width::W64,
+                },
+                (NR_EXECVE_X32, true) => Self::Exec {
+                    at: false,
+                    width: Width::W32,
+                },
+                (NR_EXECVEAT_X32, true) => Self::Exec {
+                    at: true,
+                    width: Width::W32,
+                },
+                // The native numbers through x32, or the x32 numbers natively: the kernel
+                // answers ENOSYS, so these never exec.
                 _ => Self::Other,
             },
             AUDIT_ARCH_I386 => match nr {
                 NR_SETSID_I386 => Self::Setsid,
                 NR_SETPGID_I386 => Self::Setpgid,
                 NR_SECCOMP_I386 => Self::Seccomp,
+                NR_EXECVE_I386 => Self::Exec {
+                    at: false,
+                    width: Width::W32,
+                },
+                NR_EXECVEAT_I386 => Self::Exec {
+                    at: true,
+                    width: Width::W32,
+                },
+                NR_CONNECT_I386 => Self::Connect,
+                NR_SOCKETCALL_I386 => Self::Socketcall,
                 _ => Self::Other,
             },
             _ => Self::Other,
@@ -177,6 +183,9 @@ impl NotifiedCall {
             Self::Setsid => "setsid",
             Self::Setpgid => "setpgid",
             Self::Seccomp => "seccomp",
+            Self::Exec { at: false, .. } => "execve",
+            Self::Exec { at: true, .. } => "execveat",
+            Self::Connect | Self::Socketcall => "connect",
             Self::Other => "other",
         }
     }
@@ -394,6 +403,79 @@ pub fn recv_with_fd(socket: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<
     Ok((received, fd))
 }
 
+/// Asks the kernel to attach the sender's credentials to every message received on `socket`.
+pub fn set_passcred(socket: BorrowedFd<'_>) -> io::Result<()> {
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt reads one int we own.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PASSCRED,
+            &on as *const libc::c_int as *const libc::c_void,
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Room for an `SCM_RIGHTS` message with one descriptor and an `SCM_CREDENTIALS` message.
+#[repr(C, align(8))]
+struct CredSpace([u8; 64]);
+
+/// Receives one message with its descriptor and the sender's pid (the socket must have
+/// `SO_PASSCRED`): returns (length, descriptor, pid).
+pub fn recv_with_fd_and_pid(
+    socket: RawFd,
+    buf: &mut [u8],
+) -> io::Result<(usize, Option<OwnedFd>, Option<i32>)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    let mut space = CredSpace([0; 64]);
+    // SAFETY: msghdr is plain data; zeroed is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = space.0.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = space.0.len();
+    let received = loop {
+        // SAFETY: msg points at live buffers we own.
+        let rc = unsafe { libc::recvmsg(socket, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if rc >= 0 {
+            break rc as usize;
+        }
+        let error = io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::EINTR) {
+            return Err(error);
+        }
+    };
+    let (mut fd, mut pid) = (None, None);
+    // SAFETY: walking the control buffer the kernel filled, bounded by msg_controllen through
+    // the libc macros; each payload is read unaligned at its declared type.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let raw = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const RawFd);
+                fd = Some(OwnedFd::from_raw_fd(raw));
+            }
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_CREDENTIALS
+            {
+                let cred = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::ucred);
+                pid = Some(cred.pid);
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    Ok((received, fd, pid))
+}
+
 /// `pidfd_open(pid, 0)`.
 pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
     // SAFETY: a raw system call with plain integer arguments.
@@ -426,6 +508,72 @@ pub fn reap_nohang(pid: i32) -> bool {
     // SAFETY: waitpid(2) writes one int we own.
     let rc = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
     rc == pid
+}
+
+/// `PIDFD_INFO_EXIT` (linux/pidfd.h, 6.15).
+pub const PIDFD_INFO_EXIT: u64 = 1 << 3;
+/// `_IOWR(PIDFS_IOCTL_MAGIC = 0xFF, 11, struct pidfd_info)` for the 64-byte first version of
+/// the struct (the ioctl is extensible: the kernel copies `min(ours, its)` bytes).
+pub const PIDFD_GET_INFO: u64 = 0xc040_ff0b;
+
+/// `struct pidfd_info`, version 0 (64 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PidfdInfo {
+    pub mask: u64,
+    pub cgroupid: u64,
+    pub pid: u32,
+    pub tgid: u32,
+    pub ppid: u32,
+    pub ruid: u32,
+    pub rgid: u32,
+    pub euid: u32,
+    pub egid: u32,
+    pub suid: u32,
+    pub sgid: u32,
+    pub fsuid: u32,
+    pub fsgid: u32,
+    pub exit_code: i32,
+}
+
+/// The wait status of the process behind `pidfd`, once the kernel has recorded its exit
+/// (`None` while it runs, and for a zombie not yet reaped).
+pub fn pidfd_exit_status(pidfd: BorrowedFd<'_>) -> Option<i32> {
+    let mut info = PidfdInfo {
+        mask: PIDFD_INFO_EXIT,
+        ..PidfdInfo::default()
+    };
+    // SAFETY: the kernel reads `mask` from and writes at most 64 bytes (the size encoded in the
+    // request) into a struct of exactly that size that we own.
+    let rc = unsafe {
+        libc::ioctl(
+            pidfd.as_raw_fd(),
+            PIDFD_GET_INFO as _,
+            &mut info as *mut PidfdInfo,
+        )
+    };
+    (rc == 0 && info.mask & PIDFD_INFO_EXIT != 0).then_some(info.exit_code)
+}
+
+/// Reads `buf.len()` bytes at `address` of process `pid` (`process_vm_readv`); returns how many
+/// were read (short at an unmapped page).
+pub fn read_memory(pid: i32, address: u64, buf: &mut [u8]) -> io::Result<usize> {
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: address as usize as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`, which we own; the remote
+    // range is only read, in the other process, and checked by the kernel.
+    let rc = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc as usize)
+    }
 }
 
 #[cfg(test)]
@@ -469,6 +617,9 @@ mod tests {
         assert_eq!(NR_SETSID_X86_64 as i64, libc::SYS_setsid);
         assert_eq!(NR_SETPGID_X86_64 as i64, libc::SYS_setpgid);
         assert_eq!(NR_SECCOMP_X86_64 as i64, libc::SYS_seccomp);
+        assert_eq!(NR_EXECVE_X86_64 as i64, libc::SYS_execve);
+        assert_eq!(NR_EXECVEAT_X86_64 as i64, libc::SYS_execveat);
+        assert_eq!(NR_CONNECT_X86_64 as i64, libc::SYS_connect);
     }
 
     #[test]
@@ -480,90 +631,58 @@ mod tests {
             size_of::<libc::seccomp_notif_resp>()
         );
         assert_eq!(size_of::<SeccompData>(), size_of::<libc::seccomp_data>());
-        assert_eq!(size_of::<SockFilter>(), size_of::<libc::sock_filter>());
-        assert_eq!(
-            std::mem::offset_of!(libc::seccomp_data, args) as u32 + 8,
-            OFFSET_ARG1_LOW
-        );
-        assert_eq!(
-            std::mem::offset_of!(libc::seccomp_data, arch) as u32,
-            OFFSET_ARCH
-        );
-    }
-
-    /// Runs the filter on a synthetic `seccomp_data`, the way the kernel would.
-    fn evaluate(data: &SeccompData) -> u32 {
-        let words = {
-            let mut words = vec![data.nr as u32, data.arch];
-            words.push(data.instruction_pointer as u32);
-            words.push((data.instruction_pointer >> 32) as u32);
-            for arg in data.args {
-                words.push(arg as u32);
-                words.push((arg >> 32) as u32);
-            }
-            words
-        };
-        let mut accumulator = 0u32;
-        let mut pc = 0usize;
-        loop {
-            let Some(insn) = FILTER.get(pc) else {
-                panic!("filter ran off its end at {pc}");
-            };
-            pc += 1;
-            match insn.code {
-                BPF_LD_W_ABS => accumulator = words[(insn.k / 4) as usize],
-                BPF_AND_K => accumulator &= insn.k,
-                BPF_JEQ_K | BPF_JSET_K => {
-                    let taken = if insn.code == BPF_JEQ_K {
-                        accumulator == insn.k
-                    } else {
-                        accumulator & insn.k != 0
-                    };
-                    pc += usize::from(if taken { insn.jt } else { insn.jf });
-                }
-                BPF_RET_K => return insn.k,
-                other => panic!("unexpected opcode {other:#x}"),
-            }
-        }
-    }
-
-    fn call(arch: u32, nr: u32, arg1: u64) -> u32 {
-        evaluate(&SeccompData {
-            nr: nr as i32,
-            arch,
-            instruction_pointer: 0,
-            args: [0, arg1, 0, 0, 0, 0],
-        })
     }
 
     #[test]
-    fn filter_notifies_exactly_the_boundary_calls_on_every_abi() {
-        let notif = SECCOMP_RET_USER_NOTIF;
-        let allow = SECCOMP_RET_ALLOW;
-        for (arch, setsid, setpgid, seccomp) in [
-            (AUDIT_ARCH_X86_64, 112, 109, 317),
-            (
-                AUDIT_ARCH_X86_64,
-                112 | X32_SYSCALL_BIT,
-                109 | X32_SYSCALL_BIT,
-                317 | X32_SYSCALL_BIT,
-            ),
-            (AUDIT_ARCH_I386, 66, 57, 354),
-        ] {
-            assert_eq!(call(arch, setsid, 0), notif);
-            assert_eq!(call(arch, setpgid, 0), notif);
-            assert_eq!(call(arch, seccomp, SECCOMP_FILTER_FLAG_NEW_LISTENER), notif);
-            assert_eq!(
-                call(arch, seccomp, 0),
-                allow,
-                "ordinary filters stay allowed"
-            );
-            assert_eq!(call(arch, seccomp, 1 | 4), allow);
-            assert_eq!(call(arch, 39, 0), allow);
-            assert_eq!(call(arch, 0, SECCOMP_FILTER_FLAG_NEW_LISTENER), allow);
+    fn x32_numbers_fold_onto_their_own_exec_entries() {
+        let x32 = X32_SYSCALL_BIT;
+        let of = |nr: u32| {
+            NotifiedCall::of(&SeccompData {
+                nr: nr as i32,
+                arch: AUDIT_ARCH_X86_64,
+                ..SeccompData::default()
+            })
+        };
+        // The fold maps x32's 520/545 onto 520/545 (not 59/322): both are in the filter.
+        assert_eq!((520 | x32) & !x32, NR_EXECVE_X32);
+        assert_eq!(
+            of(520 | x32),
+            NotifiedCall::Exec {
+                at: false,
+                width: Width::W32
+            }
+        );
+        assert_eq!(
+            of(545 | x32),
+            NotifiedCall::Exec {
+                at: true,
+                width: Width::W32
+            }
+        );
+        assert_eq!(
+            of(59),
+            NotifiedCall::Exec {
+                at: false,
+                width: Width::W64
+            }
+        );
+        // ENOSYS paths: never an exec.
+        assert_eq!(of(59 | x32), NotifiedCall::Other);
+        assert_eq!(of(520), NotifiedCall::Other);
+        assert_eq!(of(42 | x32), NotifiedCall::Connect);
+    }
+
+    #[test]
+    fn pidfd_info_matches_the_kernel_layout() {
+        assert_eq!(size_of::<PidfdInfo>(), 64);
+        assert_eq!(std::mem::offset_of!(PidfdInfo, exit_code), 60);
+        assert_eq!(std::mem::offset_of!(PidfdInfo, pid), 16);
+        assert_eq!(size_of::<PidfdInfo>(), size_of::<libc::pidfd_info>());
+        #[allow(clippy::unnecessary_cast)]
+        {
+            assert_eq!(PIDFD_GET_INFO, libc::PIDFD_GET_INFO as u64);
+            assert_eq!(PIDFD_INFO_EXIT, libc::PIDFD_INFO_EXIT as u64);
         }
-        assert_eq!(call(0xc000_00b7, 112, 0), SECCOMP_RET_KILL_PROCESS);
-        assert_eq!(call(0, 1, 0), SECCOMP_RET_KILL_PROCESS);
     }
 
     #[test]

@@ -1,0 +1,406 @@
+//! Evidence against the exec ledger: a cited check counts only if the kernel-attested ledger
+//! shows a process that ran that command and ended with the cited exit status.
+//!
+//! The CLIs run a model's command through their own shell wrappers; the shapes below were
+//! measured on the pinned CLIs under the boundary (fixtures in `tests/fixtures/ledger/`):
+//!
+//! | CLI | command event | ledgered exec (same pid ends with the command's status) |
+//! |---|---|---|
+//! | Codex 0.169.0 | `/bin/bash -lc '<cmd>'` | `/bin/bash -c <snapshot prelude…; exec '/bin/bash' -c '<cmd>'>`, then `["/bin/bash", "-c", "<cmd>"]` (inside codex-linux-sandbox → bwrap) |
+//! | Claude Code 2.1.328 | `<cmd>` | `["/bin/bash", "-c", "source <snapshot> … && eval '<cmd>' < /dev/null && pwd -P >| /tmp/claude-…-cwd"]` |
+//! | OpenCode 1.18.33 | `<cmd>` | `["/bin/bash", "-c", "<cmd>"]` |
+//!
+//! Nothing here reads files or processes: it is a pure function of the ledger.
+
+use serde::{Deserialize, Serialize};
+
+use super::evidence::{EvidenceFinding, EvidenceProblem, normalize_command};
+use crate::supervise::{LedgerEntry, LedgerExit};
+
+/// Why a cited command has no ledger entry to back it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(rename_all = "snake_case")]
+pub enum LedgerMismatch {
+    /// No exec in the ledger ran this command (through a shell wrapper or directly).
+    #[error("no exec of this command is in the ledger")]
+    NoExec,
+    /// The command ran, but its process ended otherwise than cited (or its end is unknown).
+    #[error("the ledgered run of this command ended otherwise")]
+    ExitDiffers,
+    /// Only execs the keeper judged implausible (no such executable) name this command.
+    #[error("the only exec of this command could not have run")]
+    ExecImplausible,
+}
+
+/// The outcome of matching one cited command against the ledger.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum LedgerMatch {
+    /// The entry (its `seq`) that ran the command and ended with the cited status.
+    Matched { seq: u64 },
+    NotMatched {
+        reason: LedgerMismatch,
+        /// The closest entry, when one ran the command (for the message).
+        seq: Option<u64>,
+        /// How that entry ended, when known.
+        recorded: Option<LedgerExit>,
+    },
+}
+
+/// The shells whose `-c` payload is a command.
+const SHELLS: [&str; 4] = ["bash", "sh", "zsh", "dash"];
+
+fn basename(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// Reads one shell word at the start of `text` (quotes, escapes, adjacent segments); returns it
+/// and the rest. `None` when a quote does not close or there is no word.
+fn read_word(text: &str) -> Option<(String, &str)> {
+    let text = text.trim_start();
+    let mut out = String::new();
+    let mut chars = text.char_indices();
+    let mut end = text.len();
+    let mut any = false;
+    while let Some((at, c)) = chars.next() {
+        match c {
+            '\'' => loop {
+                match chars.next()?.1 {
+                    '\'' => break,
+                    ch => out.push(ch),
+                }
+            },
+            '"' => loop {
+                match chars.next()?.1 {
+                    '"' => break,
+                    '\\' => {
+                        let next = chars.next()?.1;
+                        if !matches!(next, '\\' | '"' | '$' | '`' | '\n') {
+                            out.push('\\');
+                        }
+                        if next != '\n' {
+                            out.push(next);
+                        }
+                    }
+                    ch => out.push(ch),
+                }
+            },
+            '\\' => match chars.next()?.1 {
+                '\n' => {}
+                ch => out.push(ch),
+            },
+            ch if ch.is_whitespace() || matches!(ch, ';' | '&' | '|' | '<' | '>') => {
+                end = at;
+                break;
+            }
+            ch => out.push(ch),
+        }
+        any = true;
+    }
+    any.then(|| (out, text.get(end..).unwrap_or_default()))
+}
+
+/// Splits a simple command (no operators) into words; `None` when it is not one.
+fn simple_words(command: &str) -> Option<Vec<String>> {
+    let mut words = Vec::new();
+    let mut rest = command.trim();
+    while !rest.is_empty() {
+        let (word, after) = read_word(rest)?;
+        words.push(word);
+        rest = after.trim_start();
+        if rest.starts_with([';', '&', '|', '<', '>']) {
+            return None;
+        }
+    }
+    (!words.is_empty()).then_some(words)
+}
+
+/// The payload of a shell `-c` invocation: `[shell, flags…, "-c"/"-lc"/…, payload, …]`.
+fn shell_payload(argv: &[String]) -> Option<&str> {
+    let shell = argv.first()?;
+    if !SHELLS.contains(&basename(shell)) {
+        return None;
+    }
+    let mut rest = argv.iter().skip(1);
+    for arg in rest.by_ref() {
+        let flags = arg.strip_prefix('-')?;
+        if flags.contains('c') {
+            return rest.next().map(String::as_str);
+        }
+    }
+    None
+}
+
+/// Claude Code's wrapper: `… && eval '<cmd>' < /dev/null && pwd -P >| <file>`.
+fn claude_eval(payload: &str) -> Option<String> {
+    let (_, after) = payload.split_once(" && eval ")?;
+    let (command, rest) = read_word(after)?;
+    rest.trim_start()
+        .starts_with("< /dev/null")
+        .then_some(command)
+}
+
+/// The commands an entry ran, as a cited command would name them.
+fn commands_of(entry: &LedgerEntry) -> Vec<String> {
+    let mut commands = Vec::new();
+    if let Some(payload) = shell_payload(&entry.argv) {
+        commands.push(normalize_command(payload));
+        if let Some(inner) = claude_eval(payload) {
+            commands.push(normalize_command(&inner));
+        }
+    }
+    commands
+}
+
+/// Whether the entry's argv is the cited simple command itself (no shell in between).
+fn runs_directly(entry: &LedgerEntry, words: &[String]) -> bool {
+    entry.argv.len() == words.len()
+        && entry
+            .argv
+            .iter()
+            .zip(words)
+            .enumerate()
+            .all(|(index, (arg, word))| {
+                arg == word || (index == 0 && !word.contains('/') && basename(arg) == word)
+            })
+}
+
+/// A cited exit code as a wait status would give it (a shell reports death by signal N as
+/// 128 + N).
+fn same_end(exit: Option<LedgerExit>, cited: i32) -> bool {
+    match exit {
+        Some(LedgerExit::Code(code)) => code == cited,
+        Some(LedgerExit::Signal(signal)) => 128 + signal == cited,
+        None => false,
+    }
+}
+
+/// Matches a cited command and exit code against the ledger.
+pub fn ledger_match(command: &str, exit_code: i32, ledger: &[LedgerEntry]) -> LedgerMatch {
+    let cited = normalize_command(command);
+    let words = simple_words(&cited);
+    let ran: Vec<&LedgerEntry> = ledger
+        .iter()
+        .filter(|entry| {
+            commands_of(entry).contains(&cited)
+                || words
+                    .as_deref()
+                    .is_some_and(|words| runs_directly(entry, words))
+        })
+        .collect();
+    let plausible: Vec<&&LedgerEntry> = ran.iter().filter(|entry| entry.exec_plausible).collect();
+    if let Some(entry) = plausible
+        .iter()
+        .find(|entry| same_end(entry.exit, exit_code))
+    {
+        return LedgerMatch::Matched { seq: entry.seq };
+    }
+    match (plausible.first(), ran.first()) {
+        (Some(entry), _) => LedgerMatch::NotMatched {
+            reason: LedgerMismatch::ExitDiffers,
+            seq: Some(entry.seq),
+            recorded: entry.exit,
+        },
+        (None, Some(entry)) => LedgerMatch::NotMatched {
+            reason: LedgerMismatch::ExecImplausible,
+            seq: Some(entry.seq),
+            recorded: entry.exit,
+        },
+        (None, None) => LedgerMatch::NotMatched {
+            reason: LedgerMismatch::NoExec,
+            seq: None,
+            recorded: None,
+        },
+    }
+}
+
+/// Applies the ledger to findings the event check already accepted: a check with no problem
+/// yet gets [`EvidenceProblem::NotInLedger`] unless the ledger backs it. Findings that already
+/// have a problem are left as they are.
+pub fn check_against_ledger(
+    findings: Vec<EvidenceFinding>,
+    ledger: &[LedgerEntry],
+) -> Vec<EvidenceFinding> {
+    findings
+        .into_iter()
+        .map(|mut finding| {
+            if finding.problem.is_none() {
+                let code = i32::try_from(finding.check.exit_code).unwrap_or(i32::MIN);
+                if let LedgerMatch::NotMatched { reason, .. } =
+                    ledger_match(&finding.check.command, code, ledger)
+                {
+                    finding.problem = Some(EvidenceProblem::NotInLedger {
+                        evidence_ref: finding.check.evidence_ref.clone(),
+                        reason,
+                    });
+                }
+            }
+            finding
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(seq: u64, argv: &[&str], exit: Option<LedgerExit>, plausible: bool) -> LedgerEntry {
+        LedgerEntry {
+            seq,
+            pid: 100 + seq as i32,
+            filename: argv.first().copied().unwrap_or_default().to_owned(),
+            argv: argv.iter().map(|arg| (*arg).to_owned()).collect(),
+            argv_truncated: false,
+            cwd: "/w".into(),
+            at_ms: seq,
+            exec_plausible: plausible,
+            exit,
+        }
+    }
+
+    const OK: Option<LedgerExit> = Some(LedgerExit::Code(0));
+
+    #[test]
+    fn the_measured_wrapper_shapes_match_their_commands() {
+        let cmd = r#"grep -qx "hello, world" hello.txt"#;
+        let claude = format!(
+            "source /h/.claude/shell-snapshots/snapshot-bash-1-x.sh 2>/dev/null || true && \\builtin shopt -u extglob 2>/dev/null || true && eval '{cmd}' < /dev/null && pwd -P >| /tmp/claude-b050-cwd"
+        );
+        let table: [(&str, Vec<&str>); 4] = [
+            ("codex", vec!["/bin/bash", "-c", cmd]),
+            ("claude", vec!["/bin/bash", "-c", &claude]),
+            ("opencode", vec!["/bin/bash", "-c", cmd]),
+            ("codex cited form", vec!["/bin/bash", "-lc", cmd]),
+        ];
+        for (cli, argv) in table {
+            let ledger = [entry(0, &argv, OK, true)];
+            assert_eq!(
+                ledger_match(cmd, 0, &ledger),
+                LedgerMatch::Matched { seq: 0 },
+                "{cli}"
+            );
+            // Codex cites `/bin/bash -lc '<cmd>'`: the same entry backs it.
+            assert_eq!(
+                ledger_match(&format!("/bin/bash -lc '{cmd}'"), 0, &ledger),
+                LedgerMatch::Matched { seq: 0 },
+                "{cli}"
+            );
+        }
+    }
+
+    #[test]
+    fn claude_eval_unquotes_embedded_single_quotes() {
+        let payload = r#"source s 2>/dev/null || true && eval 'echo '"'"'a b'"'"'' < /dev/null && pwd -P >| /tmp/c"#;
+        assert_eq!(claude_eval(payload).as_deref(), Some("echo 'a b'"));
+        let ledger = [entry(3, &["/bin/bash", "-c", payload], OK, true)];
+        assert_eq!(
+            ledger_match("echo 'a b'", 0, &ledger),
+            LedgerMatch::Matched { seq: 3 }
+        );
+    }
+
+    #[test]
+    fn a_forged_command_has_no_exec() {
+        let ledger = [
+            entry(0, &["/bin/bash", "-c", "ls"], OK, true),
+            entry(1, &["ls"], OK, true),
+        ];
+        assert_eq!(
+            ledger_match("cargo test", 0, &ledger),
+            LedgerMatch::NotMatched {
+                reason: LedgerMismatch::NoExec,
+                seq: None,
+                recorded: None
+            }
+        );
+    }
+
+    #[test]
+    fn exit_status_must_agree_and_signals_read_as_128_plus_n() {
+        let ledger = [
+            entry(
+                0,
+                &["bash", "-c", "make test"],
+                Some(LedgerExit::Code(2)),
+                true,
+            ),
+            entry(
+                1,
+                &["bash", "-c", "sleep 9"],
+                Some(LedgerExit::Signal(9)),
+                true,
+            ),
+            entry(2, &["bash", "-c", "hang"], None, true),
+        ];
+        assert_eq!(
+            ledger_match("make test", 0, &ledger),
+            LedgerMatch::NotMatched {
+                reason: LedgerMismatch::ExitDiffers,
+                seq: Some(0),
+                recorded: Some(LedgerExit::Code(2))
+            }
+        );
+        assert_eq!(
+            ledger_match("make test", 2, &ledger),
+            LedgerMatch::Matched { seq: 0 }
+        );
+        assert_eq!(
+            ledger_match("sleep 9", 137, &ledger),
+            LedgerMatch::Matched { seq: 1 }
+        );
+        assert!(matches!(
+            ledger_match("hang", 0, &ledger),
+            LedgerMatch::NotMatched {
+                reason: LedgerMismatch::ExitDiffers,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn an_implausible_exec_is_not_evidence() {
+        let ledger = [entry(0, &["/nonexistent/bash", "-c", "true"], OK, false)];
+        assert!(matches!(
+            ledger_match("true", 0, &ledger),
+            LedgerMatch::NotMatched {
+                reason: LedgerMismatch::ExecImplausible,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn a_simple_command_run_without_a_shell_matches_its_argv() {
+        let ledger = [entry(0, &["/usr/bin/cargo", "test", "-q"], OK, true)];
+        assert_eq!(
+            ledger_match("cargo test -q", 0, &ledger),
+            LedgerMatch::Matched { seq: 0 }
+        );
+        assert!(matches!(
+            ledger_match("cargo test", 0, &ledger),
+            LedgerMatch::NotMatched { .. }
+        ));
+        assert!(matches!(
+            ledger_match("cargo test -q | tee log", 0, &ledger),
+            LedgerMatch::NotMatched { .. }
+        ));
+    }
+
+    #[test]
+    fn non_shell_wrappers_never_count() {
+        // codex-linux-sandbox carries the command in its argv but ends with its own status.
+        let ledger = [entry(
+            0,
+            &["codex-linux-sandbox", "--", "/bin/bash", "-lc", "true"],
+            OK,
+            true,
+        )];
+        assert!(matches!(
+            ledger_match("true", 0, &ledger),
+            LedgerMatch::NotMatched {
+                reason: LedgerMismatch::NoExec,
+                ..
+            }
+        ));
+    }
+}

@@ -1,0 +1,408 @@
+//! Which files of the base tree the builder changed, which of them are tests, and the diffs a
+//! person or a reviewer is shown (a small line diff in unified form, no external tool). The base
+//! tree is the closed copy saved in `<run>/base/` before any stage ran (`verify::base_dir`).
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::Path;
+
+use super::verify::{split_list, words};
+
+/// Whether `path` (relative, `/`-separated) looks like a test in a common layout, or is named by
+/// one of `checks`.
+pub fn looks_like_test(path: &str, checks: &[String]) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let dirs: Vec<&str> = path.split('/').collect();
+    let dirs = &dirs[..dirs.len().saturating_sub(1)];
+    let in_dir = |d: &str| dirs.contains(&d);
+    let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or_default();
+    let stem = name.rsplit_once('.').map(|(s, _)| s).unwrap_or(name);
+    let by_layout = match ext {
+        "py" => {
+            name.starts_with("test_")
+                || stem.ends_with("_test")
+                || name == "conftest.py"
+                || in_dir("tests")
+                || in_dir("test")
+        }
+        "rs" => in_dir("tests") || in_dir("benches"),
+        "go" => stem.ends_with("_test") || in_dir("testdata"),
+        "js" | "ts" | "jsx" | "tsx" | "mjs" | "cjs" | "mts" | "cts" => {
+            stem.ends_with(".test")
+                || stem.ends_with(".spec")
+                || in_dir("__tests__")
+                || in_dir("test")
+                || in_dir("tests")
+        }
+        "java" | "kt" => {
+            path.contains("src/test/")
+                || stem.ends_with("Test")
+                || stem.ends_with("Tests")
+                || stem.ends_with("IT")
+        }
+        _ => in_dir("testdata") || in_dir("fixtures"),
+    };
+    by_layout || checks.iter().any(|check| named_by(check, path))
+}
+
+/// Test runners: a file or module right after one of these (options skipped) is a test.
+const TEST_RUNNERS: [&str; 10] = [
+    "unittest", "pytest", "py.test", "bats", "prove", "mocha", "jest", "vitest", "tap", "ava",
+];
+
+/// Whether `check` names `path` as a test: as a word (a path, or a Python module such as
+/// `test_vowels` or `pkg.test_x`) that reads as a test (`test`, `spec` or `check` in its name) or
+/// that a test runner is given. Code passed with `-c`/`-e` names nothing: the program under test
+/// (`python3 greet.py`, `from stats import median`) is not a test.
+fn named_by(check: &str, path: &str) -> bool {
+    let module = path
+        .strip_suffix(".py")
+        .map(|p| p.replace('/', "."))
+        .unwrap_or_default();
+    let name = path.rsplit('/').next().unwrap_or(path).to_lowercase();
+    let test_like = ["test", "spec", "check"].iter().any(|t| name.contains(t));
+    for (_, command, _) in split_list(check) {
+        let mut after_runner = false;
+        let mut skip_next = false;
+        for word in words(&command) {
+            if skip_next {
+                skip_next = false;
+                continue;
+            }
+            if word == "-c" || word == "-e" {
+                skip_next = true;
+                continue;
+            }
+            let w = word.trim_start_matches("./");
+            let w = w.split("::").next().unwrap_or(w);
+            if TEST_RUNNERS.contains(&w) {
+                after_runner = true;
+                continue;
+            }
+            let names = !w.is_empty() && (w == path || (!module.is_empty() && w == module));
+            if names && (test_like || after_runner) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// How a file differs between the base and the final tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// Directories never compared (version control, autocode, build outputs, caches).
+const SKIPPED_DIRS: [&str; 10] = [
+    ".git",
+    ".autocode",
+    "target",
+    "node_modules",
+    "__pycache__",
+    ".venv",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".tox",
+    ".ruff_cache",
+];
+
+/// Regular files and symlinks under `root`, relative, sorted.
+pub fn list_tree(root: &Path) -> Vec<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
+        for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let Ok(rel) = path.strip_prefix(root) else {
+                continue;
+            };
+            let rel = rel.to_string_lossy().replace('\\', "/");
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // `.git` is a file in a worktree; `.autocode` is never the work.
+            if name == ".git" || name == ".autocode" {
+                continue;
+            }
+            if kind.is_dir() {
+                if !SKIPPED_DIRS.contains(&name.as_str()) {
+                    walk(root, &path, out);
+                }
+            } else {
+                out.push(rel);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, root, &mut out);
+    out.sort();
+    out
+}
+
+fn read_entry(path: &Path) -> Option<Vec<u8>> {
+    let meta = fs::symlink_metadata(path).ok()?;
+    if meta.file_type().is_symlink() {
+        let target = fs::read_link(path).ok()?;
+        return Some(format!("symlink → {}\n", target.display()).into_bytes());
+    }
+    fs::read(path).ok()
+}
+
+/// Files that differ between `base` and `work`, sorted by path.
+pub fn tree_changes(base: &Path, work: &Path) -> Vec<(String, Change)> {
+    let base_files: BTreeSet<String> = list_tree(base).into_iter().collect();
+    let work_files: BTreeSet<String> = list_tree(work).into_iter().collect();
+    let mut out = Vec::new();
+    for rel in base_files.union(&work_files) {
+        let change = match (base_files.contains(rel), work_files.contains(rel)) {
+            (true, false) => Some(Change::Deleted),
+            (false, true) => Some(Change::Added),
+            _ => (read_entry(&base.join(rel)) != read_entry(&work.join(rel)))
+                .then_some(Change::Modified),
+        };
+        if let Some(change) = change {
+            out.push((rel.clone(), change));
+        }
+    }
+    out
+}
+
+/// Base files the builder modified or deleted that look like tests.
+pub fn changed_tests(base: &Path, work: &Path, checks: &[String]) -> Vec<String> {
+    tree_changes(base, work)
+        .into_iter()
+        .filter(|(rel, change)| *change != Change::Added && looks_like_test(rel, checks))
+        .map(|(rel, _)| rel)
+        .collect()
+}
+
+/// A unified diff of `rel` between the two trees (`--- a/rel` / `+++ b/rel`, 2 lines of context).
+pub fn file_diff(base: &Path, work: &Path, rel: &str) -> String {
+    let old = read_entry(&base.join(rel))
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let new = read_entry(&work.join(rel))
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    unified_diff(rel, &old, &new)
+}
+
+/// The diff of `files` between the trees, cut at `max` characters.
+pub fn diff_of(base: &Path, work: &Path, files: &[String], max: usize) -> String {
+    let mut out = String::new();
+    for rel in files {
+        out.push_str(&file_diff(base, work, rel));
+    }
+    cut(&out, max)
+}
+
+/// `text` cut at about `max` characters (on a character boundary), saying so.
+pub fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n… (cut: {} more characters)\n",
+        &text[..end],
+        text.len() - end
+    )
+}
+
+/// A line diff in unified form. Files past a few thousand lines are summarised.
+pub fn unified_diff(rel: &str, old: &str, new: &str) -> String {
+    if old == new {
+        return String::new();
+    }
+    let a: Vec<&str> = old.lines().collect();
+    let b: Vec<&str> = new.lines().collect();
+    let mut out = format!("--- a/{rel}\n+++ b/{rel}\n");
+    if a.len().saturating_mul(b.len()) > 4_000_000 {
+        out.push_str(&format!(
+            "@@ changed: {} lines → {} lines (too large to diff here) @@\n",
+            a.len(),
+            b.len()
+        ));
+        return out;
+    }
+    // Longest common subsequence table, from the end.
+    let (n, m) = (a.len(), b.len());
+    let mut lcs = vec![vec![0u32; m + 1]; n + 1];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    // The edit script: (' ' | '-' | '+', line).
+    let mut script: Vec<(char, &str)> = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < n || j < m {
+        if i < n && j < m && a[i] == b[j] {
+            script.push((' ', a[i]));
+            i += 1;
+            j += 1;
+        } else if i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1]) {
+            script.push(('-', a[i]));
+            i += 1;
+        } else {
+            script.push(('+', b[j]));
+            j += 1;
+        }
+    }
+    const CONTEXT: usize = 2;
+    let changed: Vec<usize> = script
+        .iter()
+        .enumerate()
+        .filter(|(_, (k, _))| *k != ' ')
+        .map(|(i, _)| i)
+        .collect();
+    let mut k = 0;
+    while k < changed.len() {
+        let start = changed[k].saturating_sub(CONTEXT);
+        let mut end = changed[k];
+        while k < changed.len() && changed[k] <= end + 2 * CONTEXT + 1 {
+            end = changed[k];
+            k += 1;
+        }
+        let end = (end + CONTEXT + 1).min(script.len());
+        let old_start = script[..start].iter().filter(|(k, _)| *k != '+').count() + 1;
+        let new_start = script[..start].iter().filter(|(k, _)| *k != '-').count() + 1;
+        let old_len = script[start..end].iter().filter(|(k, _)| *k != '+').count();
+        let new_len = script[start..end].iter().filter(|(k, _)| *k != '-').count();
+        out.push_str(&format!(
+            "@@ -{old_start},{old_len} +{new_start},{new_len} @@\n"
+        ));
+        for (kind, line) in &script[start..end] {
+            out.push(*kind);
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The changed files that bear on a criterion: those its text or check names (by path or file
+/// name), or every changed file when it names none.
+pub fn files_bearing_on(
+    changes: &[(String, Change)],
+    text: &str,
+    check: Option<&str>,
+) -> Vec<String> {
+    let haystack = format!("{text} {}", check.unwrap_or_default());
+    let named: Vec<String> = changes
+        .iter()
+        .filter(|(rel, _)| {
+            let name = rel.rsplit('/').next().unwrap_or(rel);
+            let stem = name.rsplit_once('.').map(|(s, _)| s).unwrap_or(name);
+            haystack.contains(rel.as_str())
+                || haystack.contains(name)
+                || (stem.len() > 2 && haystack.contains(stem))
+        })
+        .map(|(rel, _)| rel.clone())
+        .collect();
+    if named.is_empty() {
+        changes.iter().map(|(rel, _)| rel.clone()).collect()
+    } else {
+        named
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_layouts_are_recognised() {
+        let checks = vec!["python3 -m unittest -q pkg.check_all".to_owned()];
+        for path in [
+            "test_vowels.py",
+            "vowels_test.py",
+            "tests/helpers.py",
+            "tests/it/run.rs",
+            "pkg/x_test.go",
+            "src/app.test.ts",
+            "web/__tests__/a.js",
+            "src/test/java/AppTest.java",
+            "src/main/java/FooTest.java",
+            "pkg/check_all.py",
+        ] {
+            assert!(looks_like_test(path, &checks), "{path}");
+        }
+        for path in [
+            "vowels.py",
+            "src/lib.rs",
+            "main.go",
+            "src/app.ts",
+            "README.md",
+        ] {
+            assert!(!looks_like_test(path, &checks), "{path}");
+        }
+        // The program a check runs, or imports in its code, is not a test.
+        let checks = vec![
+            "python3 greet.py --shout ada | grep -q 'HELLO, ADA'".to_owned(),
+            "python3 -c 'from stats import median; assert median([1]) == 1'".to_owned(),
+            "pytest -q suite/acceptance.py".to_owned(),
+            "sh verify_check.sh".to_owned(),
+        ];
+        assert!(!looks_like_test("greet.py", &checks));
+        assert!(!looks_like_test("stats.py", &checks));
+        assert!(looks_like_test("suite/acceptance.py", &checks));
+        assert!(looks_like_test("verify_check.sh", &checks));
+    }
+
+    #[test]
+    fn diffs_show_the_change_with_context() {
+        let old = "a\nb\nc\nd\ne\nf\ng\n";
+        let new = "a\nb\nc\nD\ne\nf\ng\nh\n";
+        let diff = unified_diff("x.txt", old, new);
+        assert!(diff.starts_with("--- a/x.txt\n+++ b/x.txt\n"), "{diff}");
+        assert!(diff.contains("-d\n+D\n"), "{diff}");
+        assert!(diff.contains("+h\n"), "{diff}");
+        assert!(unified_diff("x", "same\n", "same\n").is_empty());
+        let deleted = unified_diff("t.py", "x = 1\n", "");
+        assert!(deleted.contains("@@ -1,1 +1,0 @@\n-x = 1\n"), "{deleted}");
+    }
+
+    #[test]
+    fn tree_changes_and_changed_tests() {
+        let base = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        fs::write(base.path().join("test_a.py"), "assert f() == 1\n").unwrap();
+        fs::write(base.path().join("a.py"), "def f(): raise\n").unwrap();
+        fs::write(base.path().join("test_gone.py"), "x\n").unwrap();
+        fs::write(work.path().join("test_a.py"), "pass\n").unwrap();
+        fs::write(work.path().join("a.py"), "def f(): return 1\n").unwrap();
+        fs::write(work.path().join("test_new.py"), "y\n").unwrap();
+        fs::write(work.path().join(".git"), "gitdir: /elsewhere\n").unwrap();
+        fs::create_dir(work.path().join(".autocode")).unwrap();
+        fs::write(work.path().join(".autocode/x"), "x").unwrap();
+        let changes = tree_changes(base.path(), work.path());
+        assert_eq!(
+            changes,
+            vec![
+                ("a.py".to_owned(), Change::Modified),
+                ("test_a.py".to_owned(), Change::Modified),
+                ("test_gone.py".to_owned(), Change::Deleted),
+                ("test_new.py".to_owned(), Change::Added),
+            ]
+        );
+        assert_eq!(
+            changed_tests(base.path(), work.path(), &[]),
+            ["test_a.py", "test_gone.py"]
+        );
+        assert_eq!(
+            files_bearing_on(&changes, "f works in a.py", None),
+            ["a.py"]
+        );
+    }
+}

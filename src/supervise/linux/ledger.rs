@@ -1,0 +1,560 @@
+//! The exec ledger and the unix-socket gate as the keeper sees them: reading an exec's or a
+//! connect's arguments out of the caller's memory, the plausibility and room checks, and the
+//! book of entries (their file, their pidfds, their exits).
+//!
+//! Invariants: every read of the caller's memory is bounded (argv: [`ARG_LIMIT`] strings and
+//! [`BYTE_LIMIT`] bytes, marked when cut); an entry is written to the ledger file before the
+//! exec is let through (the caller of [`Book::record`] answers afterwards); exits come from the
+//! kernel (`PIDFD_GET_INFO`, or `/proc/<pid>/stat` for a zombie not yet reaped, re-checked
+//! against the pidfd), never from a guess. The ledger file is JSON lines, one [`LedgerEntry`]
+//! each; a later line with the same `seq` supersedes an earlier one (the exit arrives later).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::supervise::{LedgerEntry, LedgerExit};
+
+use super::sys::{self, Width};
+
+/// At most this many argv strings are read.
+pub const ARG_LIMIT: usize = 1024;
+/// At most this many bytes of argv are read (all strings together).
+pub const BYTE_LIMIT: usize = 256 * 1024;
+/// `PATH_MAX`: the longest filename the kernel accepts.
+const PATH_LIMIT: usize = 4096;
+const AT_FDCWD: i32 = -100;
+const AT_EMPTY_PATH: u64 = 0x1000;
+
+/// An exec as read from the caller before it was let through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecCall {
+    pub filename: String,
+    pub argv: Vec<String>,
+    pub argv_truncated: bool,
+    pub cwd: String,
+    pub plausible: bool,
+}
+
+/// Reads a NUL-terminated string of at most `limit` bytes at `address`, page by page (a string
+/// ending just before an unmapped page must not fail). `None`: unreadable; the flag says the
+/// string was cut at `limit`.
+fn read_cstring(pid: i32, address: u64, limit: usize) -> Option<(Vec<u8>, bool)> {
+    const PAGE: u64 = 4096;
+    let mut out = Vec::new();
+    let mut at = address;
+    while out.len() < limit {
+        let in_page = (PAGE - at % PAGE) as usize;
+        let want = in_page.min(limit - out.len());
+        let mut buf = vec![0u8; want];
+        let got = sys::read_memory(pid, at, &mut buf).ok()?;
+        if got == 0 {
+            return None;
+        }
+        let chunk = buf.get(..got)?;
+        if let Some(end) = chunk.iter().position(|&byte| byte == 0) {
+            out.extend_from_slice(chunk.get(..end)?);
+            return Some((out, false));
+        }
+        out.extend_from_slice(chunk);
+        at = at.checked_add(got as u64)?;
+    }
+    Some((out, true))
+}
+
+fn read_pointer(pid: i32, address: u64, width: Width) -> Option<u64> {
+    let mut buf = [0u8; 8];
+    let bytes = buf.get_mut(..width.bytes())?;
+    if sys::read_memory(pid, address, bytes).ok()? != width.bytes() {
+        return None;
+    }
+    Some(match width {
+        Width::W64 => u64::from_le_bytes(buf),
+        Width::W32 => u64::from(u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]])),
+    })
+}
+
+/// Reads argv (a NULL-terminated pointer array) within the bounds; the flag says it was cut.
+pub fn read_argv(pid: i32, array: u64, width: Width) -> Option<(Vec<String>, bool)> {
+    let mut argv = Vec::new();
+    let mut bytes = 0usize;
+    if array == 0 {
+        return Some((argv, false));
+    }
+    for index in 0..=ARG_LIMIT {
+        let slot = array.checked_add((index * width.bytes()) as u64)?;
+        let pointer = read_pointer(pid, slot, width)?;
+        if pointer == 0 {
+            return Some((argv, false));
+        }
+        if index == ARG_LIMIT || bytes >= BYTE_LIMIT {
+            return Some((argv, true));
+        }
+        let (text, cut) = read_cstring(pid, pointer, BYTE_LIMIT - bytes)?;
+        bytes += text.len() + 1;
+        argv.push(String::from_utf8_lossy(&text).into_owned());
+        if cut {
+            return Some((argv, true));
+        }
+    }
+    Some((argv, true))
+}
+
+/// Where the kernel will look for `filename`, seen through /proc (the caller's root, cwd or
+/// directory descriptor).
+pub fn exec_target(tid: i32, filename: &[u8], dirfd: Option<i32>, empty_path: bool) -> PathBuf {
+    let relative = Path::new(std::ffi::OsStr::from_bytes(filename));
+    match dirfd {
+        Some(fd) if empty_path && filename.is_empty() => {
+            PathBuf::from(format!("/proc/{tid}/fd/{fd}"))
+        }
+        _ if relative.is_absolute() => {
+            let inside = relative.strip_prefix("/").unwrap_or(relative);
+            Path::new(&format!("/proc/{tid}/root")).join(inside)
+        }
+        Some(fd) if fd != AT_FDCWD => Path::new(&format!("/proc/{tid}/fd/{fd}")).join(relative),
+        _ => Path::new(&format!("/proc/{tid}/cwd")).join(relative),
+    }
+}
+
+/// Whether `path` is an executable regular file (symlinks followed), as exec requires.
+pub fn executable_file(path: &Path) -> bool {
+    std::fs::metadata(path)
+        .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+}
+
+/// Reads an exec's filename, argv and cwd from thread `tid`. `args` are the call's arguments;
+/// `at` selects the execveat layout. `None` when the memory cannot be read at all.
+pub fn read_exec(tid: i32, args: &[u64; 6], at: bool, width: Width) -> Option<ExecCall> {
+    let (path_arg, argv_arg) = if at {
+        (args[1], args[2])
+    } else {
+        (args[0], args[1])
+    };
+    let (filename, _) = read_cstring(tid, path_arg, PATH_LIMIT)?;
+    let (argv, argv_truncated) = read_argv(tid, argv_arg, width)?;
+    // The kernel reads these as int / flags words: truncation is the ABI.
+    let dirfd = at.then_some(args[0] as i32);
+    let empty_path = at && args[4] & AT_EMPTY_PATH != 0;
+    let cwd = std::fs::read_link(format!("/proc/{tid}/cwd"))
+        .map(|path| path.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let plausible = executable_file(&exec_target(tid, &filename, dirfd, empty_path));
+    Some(ExecCall {
+        filename: String::from_utf8_lossy(&filename).into_owned(),
+        argv,
+        argv_truncated,
+        cwd,
+        plausible,
+    })
+}
+
+/// What a connect's address is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SocketTarget {
+    /// Not `AF_UNIX` (or too short to say): not gated.
+    Other,
+    /// An abstract name (`sun_path[0] == 0`) or an unnamed address: Landlock's business.
+    Abstract,
+    /// A filesystem path, as given (relative to the caller's cwd when not absolute).
+    Path(Vec<u8>),
+}
+
+/// Classifies the first `addrlen` bytes of a sockaddr.
+pub fn parse_sockaddr(bytes: &[u8]) -> SocketTarget {
+    let Some(family) = bytes.get(..2) else {
+        return SocketTarget::Other;
+    };
+    if u16::from_ne_bytes([family[0], family[1]]) != libc::AF_UNIX as u16 {
+        return SocketTarget::Other;
+    }
+    let path = bytes.get(2..).unwrap_or_default();
+    match path.first() {
+        None | Some(0) => SocketTarget::Abstract,
+        Some(_) => {
+            let end = path
+                .iter()
+                .position(|&byte| byte == 0)
+                .unwrap_or(path.len());
+            SocketTarget::Path(path.get(..end).unwrap_or_default().to_vec())
+        }
+    }
+}
+
+/// `sizeof(struct sockaddr_un)`.
+const SOCKADDR_UN_LEN: u64 = 110;
+
+/// Reads the sockaddr of a connect (or of i386 `socketcall(SYS_CONNECT, args)`). `None`:
+/// unreadable.
+pub fn read_connect_target(tid: i32, args: &[u64; 6], socketcall: bool) -> Option<SocketTarget> {
+    let (address, length) = if socketcall {
+        // The args array holds three 32-bit words: fd, addr, addrlen.
+        let address = read_pointer(tid, args[1].checked_add(4)?, Width::W32)?;
+        let length = read_pointer(tid, args[1].checked_add(8)?, Width::W32)?;
+        (address, length)
+    } else {
+        (args[1], args[2] & 0xffff_ffff)
+    };
+    let length = length.min(SOCKADDR_UN_LEN) as usize;
+    let mut buf = vec![0u8; length];
+    let got = sys::read_memory(tid, address, &mut buf).ok()?;
+    Some(parse_sockaddr(buf.get(..got)?))
+}
+
+/// The canonical path of a socket the caller names, resolved through its cwd and root
+/// (symlinks included); `None` when nothing exists there (the connect can only fail).
+pub fn resolve_socket(tid: i32, path: &[u8]) -> Option<PathBuf> {
+    std::fs::canonicalize(exec_target(tid, path, None, false)).ok()
+}
+
+/// Whether `socket` (canonical) lies beneath one of the room's writable places (canonical).
+pub fn inside_room(socket: &Path, writable: &[PathBuf]) -> bool {
+    writable.iter().any(|place| socket.starts_with(place))
+}
+
+/// The room's writable places, canonicalized once at registration (missing ones dropped).
+pub fn canonical_places(places: &[PathBuf]) -> Vec<PathBuf> {
+    places
+        .iter()
+        .filter_map(|place| std::fs::canonicalize(place).ok())
+        .collect()
+}
+
+// ------------------------------------------------------------------ the book
+
+/// How a wait status reads.
+pub fn exit_of_status(status: i32) -> LedgerExit {
+    if libc::WIFSIGNALED(status) {
+        LedgerExit::Signal(libc::WTERMSIG(status))
+    } else {
+        LedgerExit::Code(libc::WEXITSTATUS(status))
+    }
+}
+
+/// Field 52 of `/proc/<pid>/stat` (the wait status), for a zombie (`Z`) only.
+fn zombie_status(pid: i32) -> Option<i32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = text.get(text.rfind(')')? + 1..)?;
+    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
+    // `rest` starts at field 3 (state).
+    if fields.first() != Some(&"Z") {
+        return None;
+    }
+    fields.get(52 - 3)?.parse().ok()
+}
+
+/// The exit of the process behind a readable pidfd, if the kernel can tell yet.
+pub fn read_exit(pidfd: &OwnedFd, pid: i32) -> Option<LedgerExit> {
+    if let Some(status) = sys::pidfd_exit_status(pidfd.as_fd()) {
+        return Some(exit_of_status(status));
+    }
+    // Not reaped yet: the zombie still holds its pid, so /proc/<pid> is this process as long
+    // as the pidfd still reports no exit after the read.
+    let status = zombie_status(pid)?;
+    match sys::pidfd_exit_status(pidfd.as_fd()) {
+        Some(status) => Some(exit_of_status(status)),
+        None => Some(exit_of_status(status)),
+    }
+}
+
+/// One live process with ledger entries, followed by its pidfd.
+struct Open {
+    pidfd: OwnedFd,
+    seqs: Vec<u64>,
+    /// Readable but its end not yet known (a pid outside our view): no longer polled (it
+    /// would spin the loop), retried by [`Book::settle_all`].
+    quiet: bool,
+}
+
+/// The entries of one launch, their open pidfds, and (for the party servicing the listener)
+/// the ledger file.
+pub struct Book {
+    entries: Vec<LedgerEntry>,
+    open: BTreeMap<i32, Open>,
+    file: Option<std::fs::File>,
+    path: Option<PathBuf>,
+    origin_unix_ms: u64,
+}
+
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as u64)
+}
+
+impl Book {
+    /// A book for a launch started at `origin_unix_ms`; `path` is the ledger file (appended to
+    /// once [`Book::write_to_file`] is on).
+    pub fn new(path: Option<PathBuf>, origin_unix_ms: u64) -> Self {
+        Self {
+            entries: Vec::new(),
+            open: BTreeMap::new(),
+            file: None,
+            path,
+            origin_unix_ms,
+        }
+    }
+
+    /// Makes this party the writer of the ledger file (append mode).
+    pub fn write_to_file(&mut self) {
+        if self.file.is_some() {
+            return;
+        }
+        if let Some(path) = &self.path {
+            self.file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .ok();
+        }
+    }
+
+    fn append(&mut self, entry: &LedgerEntry) {
+        if let Some(file) = self.file.as_mut()
+            && let Ok(mut line) = serde_json::to_vec(entry)
+        {
+            line.push(b'\n');
+            // One write per line (O_APPEND): a crash leaves whole lines behind.
+            if file.write_all(&line).is_err() {
+                tracing::warn!("cannot write the exec ledger");
+            }
+        }
+    }
+
+    pub fn next_seq(&self) -> u64 {
+        self.entries.last().map_or(0, |entry| entry.seq + 1)
+    }
+
+    /// Records an exec by `tgid` (file line first); `pidfd` follows the process to its end.
+    pub fn record(&mut self, tgid: i32, call: ExecCall, pidfd: Option<OwnedFd>) -> LedgerEntry {
+        let entry = LedgerEntry {
+            seq: self.next_seq(),
+            pid: tgid,
+            filename: call.filename,
+            argv: call.argv,
+            argv_truncated: call.argv_truncated,
+            cwd: call.cwd,
+            at_ms: unix_ms().saturating_sub(self.origin_unix_ms),
+            exec_plausible: call.plausible,
+            exit: None,
+        };
+        self.append(&entry);
+        self.adopt(entry.clone(), pidfd);
+        entry
+    }
+
+    /// Takes an entry recorded by the other party (with its pidfd, if it came along).
+    pub fn adopt(&mut self, entry: LedgerEntry, pidfd: Option<OwnedFd>) {
+        let (pid, seq) = (entry.pid, entry.seq);
+        if let Some(index) = self.entries.iter().position(|known| known.seq == seq) {
+            // The same notification answered again after a keeper loss.
+            self.entries[index] = entry;
+        } else {
+            self.entries.push(entry);
+        }
+        // A pidfd already open for this pid that reports an end belongs to an earlier process
+        // with a recycled pid: settle it first.
+        if let Some(open) = self.open.get(&pid)
+            && sys::poll_one(open.pidfd.as_fd(), libc::POLLIN, 0)
+                .is_ok_and(|revents| revents & libc::POLLIN != 0)
+        {
+            self.settle(pid);
+        }
+        match (self.open.get_mut(&pid), pidfd) {
+            (Some(open), _) => open.seqs.push(seq),
+            (None, Some(pidfd)) => {
+                self.open.insert(
+                    pid,
+                    Open {
+                        pidfd,
+                        seqs: vec![seq],
+                        quiet: false,
+                    },
+                );
+            }
+            (None, None) => {}
+        }
+    }
+
+    /// The pidfds to poll, with their pids.
+    pub fn pollable(&self) -> Vec<(RawFd, i32)> {
+        self.open
+            .iter()
+            .filter(|(_, open)| !open.quiet)
+            .map(|(pid, open)| (open.pidfd.as_raw_fd(), *pid))
+            .collect()
+    }
+
+    /// The pidfd of `pid` is readable: record its exit on every entry of it, if the kernel can
+    /// tell yet. Returns the seqs and the exit when settled.
+    pub fn settle(&mut self, pid: i32) -> Option<(Vec<u64>, LedgerExit)> {
+        let open = self.open.get_mut(&pid)?;
+        let Some(exit) = read_exit(&open.pidfd, pid) else {
+            open.quiet = true;
+            return None;
+        };
+        let open = self.open.remove(&pid)?;
+        self.finish(&open.seqs, Some(exit));
+        Some((open.seqs, exit))
+    }
+
+    /// Applies an exit (from this party or the other) to entries.
+    pub fn finish(&mut self, seqs: &[u64], exit: Option<LedgerExit>) {
+        let mut finished = Vec::new();
+        for entry in &mut self.entries {
+            if seqs.contains(&entry.seq) && entry.exit.is_none() {
+                entry.exit = exit;
+                finished.push(entry.clone());
+            }
+        }
+        for entry in &finished {
+            self.append(entry);
+        }
+    }
+
+    /// The other party settled these entries: drop our pidfd for them.
+    pub fn forget(&mut self, pid: i32, seqs: &[u64], exit: Option<LedgerExit>) {
+        self.finish(seqs, exit);
+        if let Some(open) = self.open.get(&pid)
+            && open.seqs.iter().all(|seq| seqs.contains(seq))
+        {
+            self.open.remove(&pid);
+        }
+    }
+
+    /// After the family is gone: every pidfd still open is settled if the kernel can tell
+    /// (killed ones report their signal), else its entries keep `exit: None`.
+    pub fn settle_all(&mut self) -> Vec<(i32, Vec<u64>, LedgerExit)> {
+        let pids: Vec<i32> = self.open.keys().copied().collect();
+        pids.into_iter()
+            .filter_map(|pid| self.settle(pid).map(|(seqs, exit)| (pid, seqs, exit)))
+            .collect()
+    }
+
+    pub fn entries(&self) -> Vec<LedgerEntry> {
+        self.entries.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sockaddrs_classify_by_family_and_first_byte() {
+        let unix = |path: &[u8]| {
+            let mut bytes = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
+            bytes.extend_from_slice(path);
+            bytes
+        };
+        assert_eq!(
+            parse_sockaddr(&unix(b"/tmp/tmux-0/default\0\0\0")),
+            SocketTarget::Path(b"/tmp/tmux-0/default".to_vec())
+        );
+        assert_eq!(
+            parse_sockaddr(&unix(b"rel/sock")),
+            SocketTarget::Path(b"rel/sock".to_vec())
+        );
+        assert_eq!(parse_sockaddr(&unix(b"\0abstract")), SocketTarget::Abstract);
+        assert_eq!(parse_sockaddr(&unix(b"")), SocketTarget::Abstract);
+        let mut inet = (libc::AF_INET as u16).to_ne_bytes().to_vec();
+        inet.extend_from_slice(&[0, 80, 127, 0, 0, 1]);
+        assert_eq!(parse_sockaddr(&inet), SocketTarget::Other);
+        assert_eq!(parse_sockaddr(&[1]), SocketTarget::Other);
+    }
+
+    #[test]
+    fn the_room_is_matched_by_whole_components() {
+        let room = vec![PathBuf::from("/work/tree"), PathBuf::from("/tmp/stage")];
+        assert!(inside_room(Path::new("/work/tree/.sock"), &room));
+        assert!(inside_room(Path::new("/tmp/stage/a/b"), &room));
+        assert!(!inside_room(Path::new("/work/tree2/sock"), &room));
+        assert!(!inside_room(Path::new("/tmp/tmux-0/default"), &room));
+    }
+
+    #[test]
+    fn exec_targets_follow_the_callers_root_cwd_and_descriptor() {
+        assert_eq!(
+            exec_target(7, b"/usr/bin/env", None, false),
+            PathBuf::from("/proc/7/root/usr/bin/env")
+        );
+        assert_eq!(
+            exec_target(7, b"./x", None, false),
+            PathBuf::from("/proc/7/cwd/./x")
+        );
+        assert_eq!(
+            exec_target(7, b"x", Some(AT_FDCWD), false),
+            PathBuf::from("/proc/7/cwd/x")
+        );
+        assert_eq!(
+            exec_target(7, b"x", Some(5), false),
+            PathBuf::from("/proc/7/fd/5/x")
+        );
+        assert_eq!(
+            exec_target(7, b"", Some(5), true),
+            PathBuf::from("/proc/7/fd/5")
+        );
+    }
+
+    #[test]
+    fn wait_statuses_read_as_code_or_signal() {
+        assert_eq!(exit_of_status(0), LedgerExit::Code(0));
+        assert_eq!(exit_of_status(3 << 8), LedgerExit::Code(3));
+        assert_eq!(exit_of_status(9), LedgerExit::Signal(9));
+        assert_eq!(exit_of_status(15 | 0x80), LedgerExit::Signal(15));
+    }
+
+    #[test]
+    fn this_process_memory_reads_back_bounded() {
+        let pid = std::process::id() as i32;
+        let text = b"hello\0";
+        let (read, cut) = read_cstring(pid, text.as_ptr() as u64, 100).unwrap();
+        assert_eq!((read.as_slice(), cut), (&b"hello"[..], false));
+        let (read, cut) = read_cstring(pid, text.as_ptr() as u64, 3).unwrap();
+        assert_eq!((read.as_slice(), cut), (&b"hel"[..], true));
+        let strings = [c"a".as_ptr() as u64, c"bc".as_ptr() as u64, 0];
+        let (argv, cut) = read_argv(pid, strings.as_ptr() as u64, Width::W64).unwrap();
+        assert_eq!((argv, cut), (vec!["a".to_owned(), "bc".to_owned()], false));
+        let many: Vec<u64> = std::iter::repeat_n(c"x".as_ptr() as u64, ARG_LIMIT + 5)
+            .chain([0])
+            .collect();
+        let (argv, cut) = read_argv(pid, many.as_ptr() as u64, Width::W64).unwrap();
+        assert_eq!((argv.len(), cut), (ARG_LIMIT, true));
+        assert_eq!(
+            read_cstring(pid, 8, 10),
+            None,
+            "unmapped memory is unreadable"
+        );
+    }
+
+    #[test]
+    fn a_book_numbers_entries_and_supersedes_lines_in_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.jsonl");
+        let mut book = Book::new(Some(path.clone()), unix_ms());
+        book.write_to_file();
+        let call = |name: &str| ExecCall {
+            filename: name.into(),
+            argv: vec![name.into()],
+            argv_truncated: false,
+            cwd: "/".into(),
+            plausible: true,
+        };
+        let first = book.record(10, call("/bin/a"), None);
+        let second = book.record(10, call("/bin/b"), None);
+        assert_eq!((first.seq, second.seq), (0, 1));
+        book.finish(&[0, 1], Some(LedgerExit::Code(3)));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 4, "{text}");
+        let entries = crate::supervise::read_ledger(&path).unwrap();
+        assert_eq!(entries.len(), 2);
+        assert!(
+            entries
+                .iter()
+                .all(|entry| entry.exit == Some(LedgerExit::Code(3)))
+        );
+    }
+}

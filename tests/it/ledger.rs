@@ -1,0 +1,335 @@
+//! The exec ledger and unix-socket gating with real processes: execs recorded with argv, cwd
+//! and how each process ended (code, signal), in keeper mode (the built binary, whose `main`
+//! starts the keeper) and in-process mode (the library from this multi-threaded harness); a
+//! forged command has no match; a failed exec is implausible; pathname unix-socket connects
+//! reach only sockets inside the room. The command events of real runs of the three pinned CLIs
+//! (recorded with their ledgers in `tests/fixtures/ledger/`) all match a ledger entry.
+//!
+//! No sleep is used as synchronization.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use autocode::report::ledger::{LedgerMatch, LedgerMismatch, ledger_match};
+use autocode::supervise::{
+    self, Exit, LaunchOptions, LaunchSpec, LedgerEntry, LedgerExit, Receipt, Room, StdinSource,
+    StdioMode,
+};
+
+const BIN: &str = env!("CARGO_BIN_EXE_autocode");
+
+/// The shell script both modes run: a plain command, a failing one, a missing program, a
+/// child killed by a signal, and the root's own exit status.
+const SCRIPT: &str =
+    "ls / >/dev/null; sh -c 'exit 4'; /nonexistent/program; sh -c 'kill -9 $$'; exit 3";
+
+fn by_argv<'a>(ledger: &'a [LedgerEntry], argv: &[&str]) -> Vec<&'a LedgerEntry> {
+    ledger.iter().filter(|entry| entry.argv == argv).collect()
+}
+
+fn one<'a>(ledger: &'a [LedgerEntry], argv: &[&str]) -> &'a LedgerEntry {
+    let found: Vec<_> = by_argv(ledger, argv)
+        .into_iter()
+        .filter(|entry| entry.exec_plausible)
+        .collect();
+    assert_eq!(found.len(), 1, "{argv:?} in {ledger:#?}");
+    found[0]
+}
+
+fn assert_script_ledger(ledger: &[LedgerEntry], cwd: &Path) {
+    let cwd = std::fs::canonicalize(cwd).unwrap();
+    let root = one(ledger, &["/bin/sh", "-c", SCRIPT]);
+    assert_eq!(root.seq, 0, "the root's own exec comes first");
+    assert_eq!(root.exit, Some(LedgerExit::Code(3)));
+    assert_eq!(Path::new(&root.cwd), cwd);
+    let ls = one(ledger, &["ls", "/"]);
+    assert_eq!(ls.exit, Some(LedgerExit::Code(0)));
+    assert!(ls.filename.ends_with("/ls"), "{ls:?}");
+    assert_eq!(
+        one(ledger, &["sh", "-c", "exit 4"]).exit,
+        Some(LedgerExit::Code(4))
+    );
+    assert_eq!(
+        one(ledger, &["sh", "-c", "kill -9 $$"]).exit,
+        Some(LedgerExit::Signal(9))
+    );
+    let missing = by_argv(ledger, &["/nonexistent/program"]);
+    assert_eq!(missing.len(), 1, "{ledger:#?}");
+    assert!(!missing[0].exec_plausible, "{:?}", missing[0]);
+    assert_eq!(missing[0].exit, Some(LedgerExit::Code(127)));
+    // Sequence numbers are the order the keeper saw the execs.
+    let seqs: Vec<u64> = ledger.iter().map(|entry| entry.seq).collect();
+    assert_eq!(seqs, (0..ledger.len() as u64).collect::<Vec<_>>());
+    // The cited forms of what ran match; a forged one does not.
+    assert_eq!(
+        ledger_match("ls /", 0, ledger),
+        LedgerMatch::Matched { seq: ls.seq }
+    );
+    assert!(matches!(
+        ledger_match("cargo test", 0, ledger),
+        LedgerMatch::NotMatched {
+            reason: LedgerMismatch::NoExec,
+            ..
+        }
+    ));
+    assert!(matches!(
+        ledger_match("/nonexistent/program", 127, ledger),
+        LedgerMatch::NotMatched {
+            reason: LedgerMismatch::ExecImplausible,
+            ..
+        }
+    ));
+    assert!(matches!(
+        ledger_match("exit 4", 0, ledger),
+        LedgerMatch::NotMatched {
+            reason: LedgerMismatch::ExitDiffers,
+            ..
+        }
+    ));
+}
+
+fn spec(program: &str, args: &[&str], cwd: &Path, room: Option<Room>) -> LaunchSpec {
+    LaunchSpec {
+        label: "ledger test".into(),
+        program: program.into(),
+        args: args.iter().map(OsString::from).collect(),
+        env: BTreeMap::from([("PATH".into(), "/usr/bin:/bin".into())]),
+        cwd: cwd.to_path_buf(),
+        stdin: StdinSource::Null,
+        stdio: StdioMode::Captured { limit: 1 << 16 },
+        timeout: None,
+        room,
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn keeper_mode_records_argv_cwd_and_every_kind_of_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger_path = dir.path().join("ledger.jsonl");
+    let output = Command::new(BIN)
+        .args(["supervise", "--json", "--ledger"])
+        .arg(&ledger_path)
+        .args(["--", "/bin/sh", "-c", SCRIPT])
+        .current_dir(dir.path())
+        .env("PATH", "/usr/bin:/bin")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let receipt: Receipt = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(receipt.mode, "seccomp_keeper");
+    assert!(receipt.verified);
+    let ledger = supervise::read_ledger(&ledger_path).unwrap();
+    assert_script_ledger(&ledger, dir.path());
+}
+
+#[test]
+fn in_process_mode_delivers_the_ledger_and_writes_the_same_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger_path = dir.path().join("ledger.jsonl");
+    let options = LaunchOptions {
+        ledger_path: Some(ledger_path.clone()),
+        ..LaunchOptions::default()
+    };
+    let finished = runtime()
+        .block_on(supervise::run_with(
+            spec("/bin/sh", &["-c", SCRIPT], dir.path(), None),
+            options,
+        ))
+        .unwrap();
+    assert_eq!(finished.exit, Exit::Code(3));
+    assert_eq!(finished.receipt.mode, "seccomp_in_process");
+    assert_script_ledger(&finished.ledger, dir.path());
+    assert_eq!(
+        supervise::read_ledger(&ledger_path).unwrap(),
+        finished.ledger,
+        "the file holds what Finished holds"
+    );
+}
+
+#[test]
+fn long_argv_is_cut_and_marked() {
+    let dir = tempfile::tempdir().unwrap();
+    let finished = runtime()
+        .block_on(supervise::run(spec(
+            "/bin/sh",
+            &["-c", "/bin/true $(seq 1 2000)"],
+            dir.path(),
+            None,
+        )))
+        .unwrap();
+    let long = finished
+        .ledger
+        .iter()
+        .find(|entry| entry.filename == "/bin/true")
+        .expect("the exec of /bin/true");
+    assert!(long.argv_truncated);
+    assert_eq!(long.argv.len(), 1024);
+    assert_eq!(long.exit, Some(LedgerExit::Code(0)));
+}
+
+/// A listener bound by this test process: outside any family.
+fn listen(path: &Path) -> UnixListener {
+    UnixListener::bind(path).unwrap()
+}
+
+const CONNECT: &str = "import socket, sys\n\
+s = socket.socket(socket.AF_UNIX)\n\
+try:\n    s.connect(sys.argv[1])\nexcept OSError as e:\n    print(e.errno); sys.exit(1)\n\
+print('connected')\n";
+
+fn python_connect(socket: &Path, cwd: &Path, room: Option<Room>) -> (Exit, String, Receipt) {
+    let finished = runtime()
+        .block_on(supervise::run(spec(
+            "/usr/bin/python3",
+            &["-c", CONNECT, socket.to_str().unwrap()],
+            cwd,
+            room,
+        )))
+        .unwrap();
+    (
+        finished.exit,
+        String::from_utf8_lossy(&finished.stdout).trim().to_owned(),
+        finished.receipt,
+    )
+}
+
+#[test]
+fn pathname_sockets_outside_the_room_are_refused_and_inside_reached() {
+    let outside = tempfile::tempdir().unwrap();
+    let room_dir = tempfile::tempdir().unwrap();
+    let foreign = outside.path().join("server.sock");
+    let _foreign = listen(&foreign);
+    let own = room_dir.path().join("own.sock");
+    let _own = listen(&own);
+    let room = || Some(Room::writable([room_dir.path().to_path_buf()]));
+
+    let (exit, out, receipt) = python_connect(&foreign, room_dir.path(), room());
+    assert_eq!((exit, out.as_str()), (Exit::Code(1), "13"), "EACCES");
+    let denied = receipt
+        .denied
+        .iter()
+        .find(|call| call.syscall == "connect" && call.reason.contains("server.sock"))
+        .expect("the refused connect is in the receipt");
+    let real = std::fs::canonicalize(&foreign).unwrap();
+    assert_eq!(
+        denied.reason,
+        format!("unix socket {} is outside the room", real.display())
+    );
+
+    // A symlink inside the room that points outside is followed, and refused.
+    let link = room_dir.path().join("link.sock");
+    std::os::unix::fs::symlink(&foreign, &link).unwrap();
+    let (exit, out, _) = python_connect(&link, room_dir.path(), room());
+    assert_eq!((exit, out.as_str()), (Exit::Code(1), "13"));
+
+    // Relative to the caller's cwd, inside the room: reached.
+    let (exit, out, receipt) = python_connect(Path::new("own.sock"), room_dir.path(), room());
+    assert_eq!((exit, out.as_str()), (Exit::Code(0), "connected"));
+    assert!(
+        !receipt
+            .denied
+            .iter()
+            .any(|call| call.reason.contains(".sock")),
+        "{:?}",
+        receipt.denied
+    );
+
+    // Without a room nothing is gated.
+    let (exit, out, _) = python_connect(&foreign, room_dir.path(), None);
+    assert_eq!((exit, out.as_str()), (Exit::Code(0), "connected"));
+}
+
+#[test]
+fn keeper_mode_gates_connects_too() {
+    let outside = tempfile::tempdir().unwrap();
+    let room_dir = tempfile::tempdir().unwrap();
+    let foreign = outside.path().join("server.sock");
+    let _foreign = listen(&foreign);
+    let output = Command::new(BIN)
+        .args(["supervise", "--json", "--room"])
+        .arg(room_dir.path())
+        .args(["--", "/usr/bin/python3", "-c", CONNECT])
+        .arg(&foreign)
+        .current_dir(room_dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert_eq!(stdout.lines().next(), Some("13"));
+    let receipt: Receipt = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(receipt.mode, "seccomp_keeper");
+    assert!(receipt.denied.iter().any(|call| call.syscall == "connect"));
+}
+
+fn fixture(cli: &str) -> (Vec<(String, i32)>, Vec<LedgerEntry>) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/ledger")
+        .join(format!("{cli}-tester.json"));
+    let value: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let events = value["command_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| {
+            (
+                event["command"].as_str().unwrap().to_owned(),
+                event["exit_code"].as_i64().unwrap() as i32,
+            )
+        })
+        .collect();
+    let ledger = serde_json::from_value(value["ledger"].clone()).unwrap();
+    (events, ledger)
+}
+
+/// Recorded from `autocode demo --provider <cli>` with the ledger on (tester stage): every
+/// genuine command event of the pinned CLIs is backed by the ledger, and changing its exit
+/// code or its command is caught.
+#[test]
+fn every_command_event_of_the_real_clis_matches_a_ledger_entry() {
+    for cli in ["codex", "claude", "opencode"] {
+        let (events, ledger) = fixture(cli);
+        assert!(!events.is_empty(), "{cli}");
+        for (command, code) in events {
+            assert!(
+                matches!(
+                    ledger_match(&command, code, &ledger),
+                    LedgerMatch::Matched { .. }
+                ),
+                "{cli}: {command:?} exit {code}"
+            );
+            assert!(
+                matches!(
+                    ledger_match(&command, code + 1, &ledger),
+                    LedgerMatch::NotMatched {
+                        reason: LedgerMismatch::ExitDiffers,
+                        ..
+                    }
+                ),
+                "{cli}: {command:?} with another exit"
+            );
+            assert!(
+                matches!(
+                    ledger_match(&format!("{command} --forged"), code, &ledger),
+                    LedgerMatch::NotMatched {
+                        reason: LedgerMismatch::NoExec,
+                        ..
+                    }
+                ),
+                "{cli}: {command:?} altered"
+            );
+        }
+    }
+}
