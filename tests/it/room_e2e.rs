@@ -6,7 +6,7 @@ use std::fs;
 
 use serde_json::{Value, json};
 
-use super::run_e2e::{BUILD, CHECK, Harness, build_report, script_with};
+use super::run_e2e::{BUILD, CHECK, Harness, build_report, plan_ok, script_with};
 
 /// The stage directories of the run in `finished`, by name.
 fn stage_dir(finished: &super::run_e2e::Finished, name_part: &str) -> std::path::PathBuf {
@@ -67,20 +67,10 @@ fn a_builder_writing_into_home_is_refused_and_the_run_stays_honest() {
 
 #[test]
 fn a_read_only_role_cannot_write_the_worktree() {
+    let plan = plan_ok();
     let planner = json!([[
         {"run": "printf 'planted\\n' > planted.txt; printf 'x' >> README.md"},
-        {"report": {
-            "summary": "One milestone: write hello.txt.",
-            "milestones": [{
-                "id": "M1",
-                "title": "Write hello.txt",
-                "description": "Create hello.txt with the single line hello.",
-                "acceptance_criteria": [
-                    {"id": "AC1", "text": "hello.txt is exactly hello", "check": CHECK,
-                     "human_review": false}
-                ]
-            }]
-        }}
+        plan[0].clone()
     ]]);
     let harness = Harness::new(script_with(&[("planner", planner)]));
     let finished = harness.run(&["--yes"]);
