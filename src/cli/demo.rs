@@ -33,6 +33,10 @@ pub struct DemoArgs {
     /// Print the run summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Run without the agent's room, on a host that cannot build it (recorded; see `autocode
+    /// run --unconfined`).
+    #[arg(long)]
+    pub unconfined: bool,
 }
 
 pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
@@ -82,12 +86,16 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
             models,
             yes: true,
             scripted_local: true,
+            unconfined: args.unconfined,
             ..StartOptions::default()
         };
         let mut ui = TerminalUi::new();
         let result = api::start(&ctx.registry, &env, opts, &mut ui).await;
         server.shutdown().await;
-        result.map_err(EdgeError::internal)
+        result.map_err(|e| match e {
+            e @ api::RunError::RoomUnavailable { .. } => EdgeError::usage(e),
+            e => EdgeError::internal(e),
+        })
     })?;
     // The stage table was printed as the stages finished; here come the proofs behind it.
     let state = crate::run::load(&outcome.run_dir).map_err(EdgeError::internal)?;

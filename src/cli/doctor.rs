@@ -72,6 +72,18 @@ pub struct DoctorReport {
     pub withheld_env: Vec<WithheldName>,
     pub ignored_configs: Vec<IgnoredConfig>,
     pub boundary: supervise::Probe,
+    pub room: RoomCheck,
+}
+
+/// The agent's room on this host for this provider.
+#[derive(Debug, Serialize)]
+pub struct RoomCheck {
+    /// What the host lacks to enforce it (empty: rooms are enforced).
+    pub room_missing: Vec<String>,
+    /// The provider's effective `[confine] writable` set.
+    pub writable: Vec<crate::run::confine::WritableEntry>,
+    /// autocode's state-key directory, unreadable from every room.
+    pub unreadable: Option<PathBuf>,
 }
 
 pub fn run(args: DoctorArgs) -> Result<ExitCode, EdgeError> {
@@ -164,6 +176,21 @@ pub async fn diagnose(
     for missing in boundary.missing() {
         problems.push(format!("process boundary: {missing}"));
     }
+    let own_env: std::collections::BTreeMap<String, String> = ctx
+        .env
+        .iter()
+        .filter_map(|(k, v)| Some((k.to_str()?.to_owned(), v.to_str()?.to_owned())))
+        .collect();
+    let room = RoomCheck {
+        room_missing: crate::run::confine::room_missing(&own_env),
+        writable: super::providers::effective_writable(ctx, resolved),
+        unreadable: crate::run::confine::state_key_dir(&agent_env.kept),
+    };
+    for missing in &room.room_missing {
+        problems.push(format!(
+            "agent's room: missing {missing} (runs refuse to start unless --unconfined)"
+        ));
+    }
     let ignored_configs = ctx.registry.ignored_configs(Some(workspace));
     DoctorReport {
         ok: problems.is_empty(),
@@ -194,6 +221,7 @@ pub async fn diagnose(
             .collect(),
         ignored_configs,
         boundary,
+        room,
     }
 }
 
@@ -268,10 +296,23 @@ fn render(r: &DoctorReport) -> String {
         }
     ));
     out.push_str(&format!(
-        "{} agent room: {}\n",
-        mark(r.boundary.room_missing().is_empty()),
-        r.boundary.room_summary()
+        "{} agent's room: {}\n",
+        mark(r.room.room_missing.is_empty()),
+        if r.room.room_missing.is_empty() {
+            r.boundary.room_summary()
+        } else {
+            format!(
+                "unavailable, missing {} (runs refuse to start unless --unconfined)",
+                r.room.room_missing.join(", ")
+            )
+        }
     ));
+    for line in super::providers::render_writable(&r.room.writable).lines() {
+        out.push_str(&format!("     {line}\n"));
+    }
+    if let Some(dir) = &r.room.unreadable {
+        out.push_str(&format!("     unreadable in the room: {}\n", dir.display()));
+    }
     if !r.withheld_env.is_empty() {
         let names: Vec<&str> = r.withheld_env.iter().map(|w| w.name.as_str()).collect();
         out.push_str(&format!(

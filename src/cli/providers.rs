@@ -10,8 +10,9 @@ use super::context::Context;
 use super::output;
 use crate::error::EdgeError;
 use crate::provider::{
-    self, ConfigSource, LoadStatus, ProviderKind, ProviderListing, ResolvedProvider,
+    self, ConfigSource, Expanded, LoadStatus, ProviderKind, ProviderListing, ResolvedProvider,
 };
+use crate::run::confine::WritableEntry;
 
 #[derive(Debug, Subcommand)]
 pub enum ProvidersCommand {
@@ -134,14 +135,62 @@ pub fn run(command: ProvidersCommand) -> Result<ExitCode, EdgeError> {
         }
         ProvidersCommand::Show(args) => {
             let resolved = ctx.resolve(Some(&args.name))?;
+            let writable = effective_writable(&ctx, &resolved);
             if args.json {
-                output::print_json(&resolved)?;
+                output::print_json(&ShowOutput {
+                    provider: &resolved,
+                    effective_writable: &writable,
+                })?;
             } else {
-                output::print_stdout(&render_show(&resolved))?;
+                let mut text = render_show(&resolved);
+                text.push('\n');
+                text.push_str(&render_writable(&writable));
+                output::print_stdout(text.trim_end())?;
             }
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `providers show --json`: the provider and its effective writable set.
+#[derive(Serialize)]
+struct ShowOutput<'a> {
+    #[serde(flatten)]
+    provider: &'a ResolvedProvider,
+    effective_writable: &'a [WritableEntry],
+}
+
+/// The provider's `[confine] writable` set, expanded against the agents' environment as a
+/// stage would see it.
+pub fn effective_writable(ctx: &Context, provider: &ResolvedProvider) -> Vec<WritableEntry> {
+    let env = ctx.agent_env(Some(provider)).kept;
+    crate::run::confine::provider_writable(provider.config.writable_templates(), &env)
+}
+
+/// The effective writable set, one entry a line (`providers show`, `doctor`).
+pub fn render_writable(entries: &[WritableEntry]) -> String {
+    if entries.is_empty() {
+        return "writable in the room: nothing of its own (worktree, stage TMPDIR and outbox only)\n"
+            .to_owned();
+    }
+    let mut out =
+        String::from("writable in the room (besides the worktree, stage TMPDIR and outbox):\n");
+    for entry in entries {
+        let what = match &entry.expanded {
+            Expanded::Path { path, create_dir } => format!(
+                "{}{}",
+                path.display(),
+                if *create_dir {
+                    " (created if missing)"
+                } else {
+                    ""
+                }
+            ),
+            Expanded::Unset { variable } => format!("nothing: {variable} is unset"),
+        };
+        out.push_str(&format!("  {:<44} {what}\n", entry.template));
+    }
+    out
 }
 
 fn render_rows(rows: &[ProviderRow]) -> String {

@@ -119,6 +119,11 @@ pub struct RunArgs {
     /// Work in the workspace itself instead of a git worktree on its own branch.
     #[arg(long)]
     pub in_place: bool,
+    /// Run the agents without their room (the kernel-enforced write limits): only for hosts
+    /// that cannot build it (`autocode doctor` says). Recorded in run.json, every stage and
+    /// `status`; a resume keeps it.
+    #[arg(long)]
+    pub unconfined: bool,
     /// Allow Claude Code against a loopback endpoint you run (scripted or local model).
     #[arg(long, hide = true)]
     pub scripted_local_endpoint: bool,
@@ -351,7 +356,7 @@ fn run_error(e: RunError) -> EdgeError {
     match e {
         RunError::Find(find) => find_error(find),
         RunError::Key(key) => EdgeError::usage(RunError::Key(key)).hint(KEY_HINT),
-        RunError::Usage(_) => EdgeError::usage(e),
+        RunError::Usage(_) | RunError::RoomUnavailable { .. } => EdgeError::usage(e),
         other => EdgeError::internal(other),
     }
 }
@@ -428,6 +433,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, EdgeError> {
         in_place: args.in_place,
         budgets: args.budgets.budgets(),
         scripted_local: args.scripted_local_endpoint,
+        unconfined: args.unconfined,
     };
     let mut ui = TerminalUi::new();
     let summary = super::runtime()?

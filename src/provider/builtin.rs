@@ -9,7 +9,8 @@
 use std::collections::BTreeMap;
 
 use super::config::{
-    BuilderRetry, ConnectionConfig, OutputMode, PromptMode, ProviderConfig, RouteSpec,
+    BuilderRetry, ConfineConfig, ConnectionConfig, OutputMode, PromptMode, ProviderConfig,
+    RouteSpec,
 };
 use crate::ids::ProviderName;
 use crate::role::RoleKey;
@@ -50,6 +51,33 @@ fn roles(entries: &[(RoleKey, &str, &str)]) -> BTreeMap<RoleKey, RouteSpec> {
         .iter()
         .map(|(key, model, effort)| (*key, RouteSpec::new(model, Some(effort))))
         .collect()
+}
+
+/// What OpenCode 1.18.33 writes outside the workspace (measured: the fixtures'
+/// `home_tree_after.txt`): its XDG data, state, cache and config directories (the config one gets
+/// the plugin install) and the npm cache the plugin install uses.
+pub const OPENCODE_WRITABLE: [&str; 5] = [
+    "${XDG_DATA_HOME:-~/.local/share}/opencode/",
+    "${XDG_STATE_HOME:-~/.local/state}/opencode/",
+    "${XDG_CACHE_HOME:-~/.cache}/opencode/",
+    "${XDG_CONFIG_HOME:-~/.config}/opencode/",
+    "${npm_config_cache:-~/.npm}/",
+];
+/// What Codex 0.169.0 writes outside the workspace (measured): everything under `CODEX_HOME`.
+pub const CODEX_WRITABLE: [&str; 1] = ["${CODEX_HOME:-~/.codex}/"];
+/// What Claude Code 2.1.328 writes outside the workspace (measured): `~/.claude/` (sessions,
+/// backups, plugins) and `~/.claude.json`; older versions keep a `~/.claude.json.backup` beside
+/// it (granted when it exists).
+pub const CLAUDE_WRITABLE: [&str; 3] = [
+    "${CLAUDE_CONFIG_DIR:-~/.claude}/",
+    "~/.claude.json",
+    "~/.claude.json.backup",
+];
+
+fn confine(writable: &[&str]) -> ConfineConfig {
+    ConfineConfig {
+        writable: argv(writable),
+    }
 }
 
 const GLM: &str = "zhipuai-coding-plan/glm-5.3";
@@ -93,6 +121,7 @@ fn opencode() -> Option<ProviderConfig> {
             login_command: Some(argv(&["opencode", "auth", "login"])),
             status_command: None,
         }),
+        confine: Some(confine(&OPENCODE_WRITABLE)),
     })
 }
 
@@ -144,6 +173,7 @@ fn codex() -> Option<ProviderConfig> {
             login_command: Some(argv(&["codex", "login"])),
             status_command: Some(argv(&["codex", "login", "status"])),
         }),
+        confine: Some(confine(&CODEX_WRITABLE)),
     })
 }
 
@@ -185,6 +215,7 @@ fn claude() -> Option<ProviderConfig> {
             login_command: Some(argv(&["claude", "auth", "login"])),
             status_command: Some(argv(&["claude", "auth", "status"])),
         }),
+        confine: Some(confine(&CLAUDE_WRITABLE)),
     })
 }
 

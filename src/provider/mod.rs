@@ -21,8 +21,9 @@ pub mod template;
 
 pub use config::{
     AuthConfig, AuthRoute, Billing, BuilderRetry, ConfigError, ConfigErrorDetail, ConfigProblem,
-    ConfigWarning, ConnectionConfig, LoadedConfig, ModelListing, OutputMode, PromptMode,
-    ProviderConfig, RouteSpec, SandboxAdapter, load_config,
+    ConfigWarning, ConfineConfig, ConnectionConfig, Expanded, LoadedConfig, ModelListing,
+    OutputMode, PromptMode, ProviderConfig, RouteSpec, SandboxAdapter, WritableSyntax,
+    check_writable, expand_writable, load_config,
 };
 pub use cross_model::{SameFamilyPair, same_family_pairs};
 pub use family::{Family, family_of};

@@ -48,6 +48,8 @@ pub struct StartOptions {
     pub budgets: Budgets,
     /// Claude Code may run against a loopback endpoint named as scripted/local.
     pub scripted_local: bool,
+    /// `--unconfined`: run without the agent's room (recorded in run.json and every stage).
+    pub unconfined: bool,
 }
 
 /// What the user asked for when resuming.
@@ -94,6 +96,24 @@ pub enum RunError {
     Key(#[from] super::integrity::KeyError),
     #[error(transparent)]
     Workspace(#[from] workspace::WorkspaceError),
+    /// The host cannot build the agent's room and the run was not started `--unconfined`.
+    #[error(
+        "this host cannot confine the agents (missing: {missing}); {what} (see `autocode doctor`)"
+    )]
+    RoomUnavailable { missing: String, what: &'static str },
+}
+
+/// Refuses a confined run on a host that cannot build the room.
+fn require_room(env: &BTreeMap<String, String>, what: &'static str) -> Result<(), RunError> {
+    let missing = super::confine::room_missing(env);
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(RunError::RoomUnavailable {
+            missing: missing.join("; "),
+            what,
+        })
+    }
 }
 
 fn summary(handle: &RunHandle, outcome: DriveOutcome) -> RunSummary {
@@ -188,6 +208,12 @@ pub async fn start(
     }
     let workspace = std::fs::canonicalize(&opts.workspace)
         .map_err(|e| RunError::Usage(format!("workspace {}: {e}", opts.workspace.display())))?;
+    if !opts.unconfined {
+        require_room(
+            &env_strings(env),
+            "nothing was started; pass --unconfined to run with the ownership boundary only (recorded)",
+        )?;
+    }
     let provider_name = match &opts.provider {
         Some(name) => name.clone(),
         None => registry
@@ -236,11 +262,18 @@ pub async fn start(
     state.budgets = opts.budgets.clone();
     state.builder_retry = builder_retry;
     state.report_file_roles = report_file_roles;
+    state.unconfined = opts.unconfined;
     let mut handle = RunHandle {
         dir: run_dir,
         state,
     };
     handle.activity("run created", Some(&opts.objective))?;
+    if opts.unconfined {
+        let note =
+            "started --unconfined: the agents run without their room (ownership boundary only)";
+        ui.note(note);
+        handle.activity("unconfined", Some(note))?;
+    }
     // The cross-model guard runs before anything is launched.
     let violations = if opts.single_model.is_some() {
         Vec::new()
@@ -354,6 +387,12 @@ pub async fn resume(
     let state = super::integrity::verify_run(&workspace, &dir, &env_map)
         .await
         .map_err(super::FindRunError::from)?;
+    if !state.unconfined {
+        require_room(
+            &env_map,
+            "the run was started confined and stays so; nothing was changed",
+        )?;
+    }
     let mut handle = RunHandle { dir, state };
     if handle.state.phase == Phase::Complete {
         drop(lock);

@@ -13,6 +13,7 @@
 
 pub mod api;
 pub mod budget;
+pub mod confine;
 pub mod coverage;
 pub mod driver;
 pub mod flow;
@@ -257,6 +258,11 @@ pub fn render_status(state: &RunState) -> String {
         state.objective.lines().next().unwrap_or_default(),
         state.work_tree.display()
     );
+    if state.unconfined {
+        out.push_str(
+            "room: none (started --unconfined: the agents ran with the ownership boundary only)\n",
+        );
+    }
     // Columns as wide as their longest entry, so `006-completion_reviewer-1` fits.
     let dir_width = state
         .attempts

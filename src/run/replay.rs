@@ -3,7 +3,8 @@
 //! The copy holds exactly the files a snapshot covers (tracked and untracked-not-ignored, never
 //! `.autocode/` or `.git/`), so build outputs and caches the agents left behind cannot make a
 //! check pass. Each check runs as `sh -c CHECK` through the boundary, with the credential-free
-//! environment, a timeout and no stdin. A check passes only if it exits 0 there, whatever the
+//! environment, a timeout and no stdin, in a room whose only writable places are the copy and a
+//! private temporary directory (`TMPDIR`) unless the run is unconfined. A check passes only if it exits 0 there, whatever the
 //! tester said.
 //!
 //! The copy is closed: it holds no symlink that resolves outside it (absolute, or escaping with
@@ -21,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::confine;
 use crate::snapshot;
 use crate::supervise::{self, Exit, LaunchSpec, Receipt, StdinSource, StdioMode};
 
@@ -218,14 +220,33 @@ pub async fn save_tree(
     clean_copy(work_tree, dest, env).await
 }
 
+/// Whether replayed checks run in a room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayConfinement {
+    /// Writable: the copy and a private temporary directory; HOME and the rest read-only.
+    Room,
+    /// The run was started `--unconfined`: the ownership boundary only.
+    Unconfined,
+}
+
 /// Replays `commands` one by one in a fresh clean copy of `work_tree`.
 pub async fn replay_checks(
     work_tree: &Path,
     commands: &[String],
     env: &BTreeMap<String, String>,
     timeout: Duration,
+    confinement: ReplayConfinement,
 ) -> Result<Vec<Replayed>, ReplayError> {
-    replay_checks_restoring(work_tree, Restore::default(), &[], commands, env, timeout).await
+    replay_checks_restoring(
+        work_tree,
+        Restore::default(),
+        &[],
+        commands,
+        env,
+        timeout,
+        confinement,
+    )
+    .await
 }
 
 /// Replays `commands` in a fresh clean copy of `work_tree` with `restored` files put back first.
@@ -239,6 +260,7 @@ pub async fn replay_checks_restoring(
     commands: &[String],
     env: &BTreeMap<String, String>,
     timeout: Duration,
+    confinement: ReplayConfinement,
 ) -> Result<Vec<Replayed>, ReplayError> {
     let copy = tempfile::Builder::new()
         .prefix("autocode-replay-")
@@ -254,6 +276,17 @@ pub async fn replay_checks_restoring(
         return Err(ReplayError::NotClosed { paths: unclosed });
     }
     restore(copy.path(), &restored)?;
+    let tmpdir = tempfile::Builder::new()
+        .prefix("autocode-replay-tmp-")
+        .tempdir()
+        .map_err(ReplayError::Copy)?;
+    let room = (confinement == ReplayConfinement::Room)
+        .then(|| confine::replay_room(copy.path(), tmpdir.path(), env));
+    let mut env = env.clone();
+    env.insert(
+        "TMPDIR".into(),
+        tmpdir.path().to_string_lossy().into_owned(),
+    );
     let mut results = Vec::with_capacity(commands.len());
     for command in commands {
         let started = Instant::now();
@@ -269,7 +302,7 @@ pub async fn replay_checks_restoring(
             stdin: StdinSource::Null,
             stdio: StdioMode::Captured { limit: 1 << 20 },
             timeout: Some(timeout),
-            room: None,
+            room: room.clone(),
         };
         let finished = supervise::run(spec)
             .await
@@ -323,9 +356,15 @@ mod tests {
             "test -e .autocode/marker".to_owned(),
             "echo boom >&2; exit 7".to_owned(),
         ];
-        let results = replay_checks(ws, &commands, &env(), Duration::from_secs(30))
-            .await
-            .unwrap();
+        let results = replay_checks(
+            ws,
+            &commands,
+            &env(),
+            Duration::from_secs(30),
+            ReplayConfinement::Unconfined,
+        )
+        .await
+        .unwrap();
         assert!(results[0].passed());
         assert!(!results[1].passed(), "the copy must not contain .autocode/");
         assert_eq!(results[2].exit, Exit::Code(7));
@@ -348,6 +387,7 @@ mod tests {
                 &["true".to_owned()],
                 &env(),
                 Duration::from_secs(30),
+                ReplayConfinement::Unconfined,
             )
             .await
             .unwrap_err();
@@ -373,6 +413,7 @@ mod tests {
             &["test ! -e old.py".to_owned()],
             &env(),
             Duration::from_secs(30),
+            ReplayConfinement::Unconfined,
         )
         .await
         .unwrap();
@@ -384,6 +425,7 @@ mod tests {
             &["true".to_owned()],
             &env(),
             Duration::from_secs(30),
+            ReplayConfinement::Unconfined,
         )
         .await
         .unwrap_err();
@@ -405,6 +447,7 @@ mod tests {
             ],
             &env(),
             Duration::from_secs(30),
+            ReplayConfinement::Unconfined,
         )
         .await
         .unwrap();
@@ -432,6 +475,7 @@ mod tests {
             &["sh t.sh".to_owned()],
             &env(),
             Duration::from_secs(30),
+            ReplayConfinement::Unconfined,
         )
         .await
         .unwrap();

@@ -289,6 +289,10 @@ pub struct RunState {
     pub last_shell_command: Option<String>,
     /// A report adopted from an attempt interrupted by a crash, applied on the next step.
     pub pending_adoption: Option<Value>,
+    /// Started with `--unconfined`: stages and replays run without the agent's room (ownership
+    /// boundary only). Fixed for the life of the run (`docs/run-lifecycle.md`, "The room").
+    #[serde(default)]
+    pub unconfined: bool,
     /// What the completion gate's verification rules recorded (required checks, base-tree
     /// checks, human reviews, accepted test changes): see `run::verify`.
     #[serde(default)]
@@ -352,6 +356,7 @@ impl RunState {
             report_file_roles: vec![],
             last_shell_command: None,
             pending_adoption: None,
+            unconfined: false,
             verification,
         }
     }

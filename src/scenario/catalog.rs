@@ -91,6 +91,12 @@ pub struct RunSettings {
     /// change (a process that outlived its stage) fails the oracle.
     #[serde(default)]
     pub check_quiescent: bool,
+    /// A process the harness starts before the run and stops after the oracle (argv, no
+    /// shell), e.g. a tmux server an agent might reach: it runs outside every agent's family,
+    /// under its own boundary. `{service_dir}` in an argument is the job's service folder
+    /// (`<scratch>/service`, created empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub background_service: Vec<String>,
 }
 
 fn default_run_timeout() -> u64 {
@@ -108,6 +114,7 @@ impl Default for RunSettings {
             resume_wait_on: Vec::new(),
             max_resumes: default_max_resumes(),
             check_quiescent: false,
+            background_service: Vec::new(),
         }
     }
 }
@@ -315,6 +322,11 @@ pub fn parse_scenario_file(text: &str, path: &Path) -> Result<ScenarioFile, Cata
                 check.name
             )));
         }
+    }
+    if spec.run.background_service.iter().any(String::is_empty) {
+        return Err(invalid(
+            "run.background_service: an argument is empty (it is an argv, not a shell line)".into(),
+        ));
     }
     if spec.run.timeout_seconds == 0 || spec.oracle.timeout_seconds == 0 {
         return Err(invalid("timeouts must be positive".into()));

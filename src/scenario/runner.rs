@@ -472,7 +472,63 @@ async fn run_job_inner(
     seed_repository(&scenario.seed_dir(), &ws, &env)
         .await
         .map_err(HarnessError::Setup)?;
+    let service = start_service(&scenario.spec.run.background_service, &scratch_root, &env)
+        .await
+        .map_err(HarnessError::Setup)?;
     let setup_ms = wall.elapsed().as_millis() as u64;
+    let result = run_and_judge(job, dir, wall, started_at, setup_ms, &ws, &env, server).await;
+    if let Some(service) = service {
+        service.canceller().cancel();
+        let _ = service.finish().await;
+    }
+    result
+}
+
+/// Starts the case's background service, if it has one (`[run] background_service`).
+async fn start_service(
+    argv: &[String],
+    scratch_root: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<Option<crate::supervise::Running>, String> {
+    let Some((program, args)) = argv.split_first() else {
+        return Ok(None);
+    };
+    let service_dir = scratch_root.join("service");
+    std::fs::create_dir_all(&service_dir)
+        .map_err(|e| format!("cannot create {}: {e}", service_dir.display()))?;
+    let dir_text = service_dir.to_string_lossy().into_owned();
+    let expand = |a: &String| std::ffi::OsString::from(a.replace("{service_dir}", &dir_text));
+    let spec = crate::supervise::LaunchSpec {
+        label: format!("background service {program}"),
+        program: expand(program),
+        args: args.iter().map(expand).collect(),
+        env: to_os(env),
+        cwd: service_dir.clone(),
+        stdin: crate::supervise::StdinSource::Null,
+        stdio: crate::supervise::StdioMode::Captured { limit: 1 << 16 },
+        timeout: None,
+        room: None,
+    };
+    crate::supervise::spawn(spec, crate::supervise::LaunchOptions::default())
+        .await
+        .map(Some)
+        .map_err(|e| format!("background service {program}: {e}"))
+}
+
+/// The run, the evidence kept with it, the oracle and the verdict.
+#[allow(clippy::too_many_arguments)]
+async fn run_and_judge(
+    job: &Job<'_>,
+    dir: &Path,
+    wall: Instant,
+    started_at: chrono::DateTime<Utc>,
+    setup_ms: u64,
+    ws: &Path,
+    env: &BTreeMap<String, String>,
+    mut server: Option<RunningServer>,
+) -> Result<ScenarioResult, HarnessError> {
+    let scenario = job.scenario;
+    let (ws, env) = (ws.to_owned(), env.clone());
 
     // The run, bounded by the case's wall-clock limit.
     let run_started = Instant::now();

@@ -9,6 +9,10 @@
 //! [-c model_provider="X"] -c sandbox_mode="MODE" --output-schema SCHEMA -o REPORT THREAD_ID -`
 //! with cwd = workspace, because `resume` has neither `-C` nor `--sandbox` (Codex 0.169.0).
 //!
+//! Inside autocode's room (`StageRequest::confined`) the sandbox mode is `danger-full-access`:
+//! Codex's own sandbox needs namespaces and mounts, which Landlock refuses to a confined process,
+//! and the room already enforces the write limits (`docs/run-lifecycle.md`, "The room").
+//!
 //! Codex reads the schema from a file, so the plan writes `schema_json` to `schema_path`.
 //! Values placed inside `-c key="value"` (effort, model provider) are restricted to a safe
 //! alphabet first: `-c` values are parsed as TOML, and a quote would inject configuration.
@@ -18,6 +22,15 @@
 use super::{
     LaunchPlan, PlanError, PlannedFile, StageRequest, base_env, check_model, path_arg, safe_token,
 };
+
+/// Codex's sandbox mode for `request`: the role's own, or `danger-full-access` inside the room.
+pub fn sandbox_mode(request: &StageRequest) -> &'static str {
+    if request.confined {
+        "danger-full-access"
+    } else {
+        request.sandbox.as_str()
+    }
+}
 
 /// Plans a Codex stage.
 pub fn plan(request: &StageRequest) -> Result<LaunchPlan, PlanError> {
@@ -29,6 +42,7 @@ pub fn plan(request: &StageRequest) -> Result<LaunchPlan, PlanError> {
     if let Some(provider) = &route.codex_model_provider {
         safe_token("codex model provider", provider)?;
     }
+    let sandbox = sandbox_mode(request);
     let mut args: Vec<String> = vec!["exec".into()];
     if request.resume_session.is_some() {
         args.push("resume".into());
@@ -39,7 +53,7 @@ pub fn plan(request: &StageRequest) -> Result<LaunchPlan, PlanError> {
             "-C".into(),
             path_arg(&request.workspace),
             "--sandbox".into(),
-            request.sandbox.as_str().into(),
+            sandbox.into(),
         ]);
     }
     args.extend(["-m".into(), route.model.clone()]);
@@ -50,10 +64,7 @@ pub fn plan(request: &StageRequest) -> Result<LaunchPlan, PlanError> {
         args.extend(["-c".into(), format!("model_provider=\"{provider}\"")]);
     }
     if request.resume_session.is_some() {
-        args.extend([
-            "-c".into(),
-            format!("sandbox_mode=\"{}\"", request.sandbox.as_str()),
-        ]);
+        args.extend(["-c".into(), format!("sandbox_mode=\"{sandbox}\"")]);
     }
     args.extend([
         "--output-schema".into(),

@@ -73,6 +73,7 @@ pub fn launch_policy_text(transport: BuiltinTransport) -> String {
                     .and_then(Result::ok),
                 env: AgentEnvironment::default(),
                 cli_version: None,
+                confined: false,
             };
             match super::plan_launch(&request) {
                 Ok(plan) => text.push_str(&format!(

@@ -73,6 +73,10 @@ pub struct StageRequest {
     pub env: AgentEnvironment,
     /// The probed CLI version (`1.18.33`), if known.
     pub cli_version: Option<String>,
+    /// The stage runs in autocode's room (`docs/run-lifecycle.md`, "The room"), which enforces
+    /// the write limits; a CLI whose own sandbox cannot work inside it is told to stand down.
+    #[serde(default)]
+    pub confined: bool,
 }
 
 /// A file written before launch (an isolated config or the schema).
@@ -353,6 +357,32 @@ mod tests {
         assert!(check_model("a b").is_err());
     }
 
+    #[test]
+    fn codex_stands_its_sandbox_down_only_inside_the_room() {
+        let mut r = request("codex", "gpt-6-sol", None, None);
+        let plan = plan_launch(&r).unwrap();
+        assert!(
+            plan.args
+                .windows(2)
+                .any(|w| w == ["--sandbox", "read-only"])
+        );
+        r.confined = true;
+        let plan = plan_launch(&r).unwrap();
+        assert!(
+            plan.args
+                .windows(2)
+                .any(|w| w == ["--sandbox", "danger-full-access"])
+        );
+        r.resume_session = Some(SessionId::new("thread-1").unwrap());
+        let plan = plan_launch(&r).unwrap();
+        assert!(
+            plan.args
+                .contains(&"sandbox_mode=\"danger-full-access\"".to_owned()),
+            "{:?}",
+            plan.args
+        );
+    }
+
     fn request(
         provider: &str,
         model: &str,
@@ -378,6 +408,7 @@ mod tests {
             resume_session: None,
             env: AgentEnvironment::default(),
             cli_version: version,
+            confined: false,
         }
     }
 

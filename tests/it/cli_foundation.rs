@@ -170,7 +170,8 @@ impl Sandbox {
 ///
 /// - every occurrence of the sandbox root in a string becomes `[TMP]`;
 /// - `kernel` becomes `[KERNEL]`; every value inside a `boundary` object (the kernel's
-///   capabilities, which differ between kernels) becomes `[KERNEL_DEPENDENT]`, keeping the keys;
+///   capabilities, which differ between kernels) becomes `[KERNEL_DEPENDENT]`, keeping the keys,
+///   and so does `room_missing` (what the kernel lacks for the agent's room);
 /// - `*_ms` / `*_secs` values become `[DURATION]`;
 /// - pids (`*_pid`, `*_sid`, `*_pgid`, `sessions`, `groups`, `killed`) become `[PID]`, keeping
 ///   the length of lists.
@@ -190,6 +191,7 @@ fn redact(value: Value, root: &Path) -> Value {
             {
                 return pids(value);
             }
+            Some("room_missing") => return marker("[KERNEL_DEPENDENT]"),
             Some("boundary") => {
                 if let Value::Object(map) = value {
                     return Value::Object(

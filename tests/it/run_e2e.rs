@@ -135,7 +135,7 @@ impl Sandbox {
         normalized
     }
 
-    fn calls(&self) -> Vec<Value> {
+    pub(super) fn calls(&self) -> Vec<Value> {
         fs::read_to_string(self.state().join("calls.jsonl"))
             .unwrap_or_default()
             .lines()
@@ -422,9 +422,9 @@ fn fake_agent_daemon_outlives_the_agent_and_hang_waits_until_killed() {
 // ---------------------------------------------------------------------------------------------
 
 /// The plan's one acceptance check (read-only, so judging stages may run it).
-const CHECK: &str = "grep -qx hello hello.txt";
+pub(super) const CHECK: &str = "grep -qx hello hello.txt";
 /// What a builder runs to do the work.
-const BUILD: &str = "printf 'hello\\n' > hello.txt";
+pub(super) const BUILD: &str = "printf 'hello\\n' > hello.txt";
 /// autocode's exit code when `run`/`resume` paused.
 const PAUSED_EXIT: i32 = 3;
 
@@ -440,7 +440,7 @@ pub(super) struct Finished {
 }
 
 impl Finished {
-    fn pause_code(&self) -> Option<&str> {
+    pub(super) fn pause_code(&self) -> Option<&str> {
         self.json["pause"]["code"].as_str()
     }
 
@@ -542,9 +542,12 @@ impl Harness {
             "--model".into(),
             "{model}".into(),
         ];
+        // The fake agent keeps its call log beside the script: its own state, so the room
+        // grants it like a real CLI's.
         let toml = format!(
-            "name = \"fake\"\ncommand = {}\nresume = [\"--session\", \"{{session}}\"]\nprompt = \"stdin\"\noutput = \"opencode_events\"\n\n[roles]\n{roles}\n{extra}",
-            serde_json::to_string(&command).expect("argv as a TOML array")
+            "name = \"fake\"\ncommand = {}\nresume = [\"--session\", \"{{session}}\"]\nprompt = \"stdin\"\noutput = \"opencode_events\"\n\n[roles]\n{roles}\n[confine]\nwritable = [{}]\n{extra}",
+            serde_json::to_string(&command).expect("argv as a TOML array"),
+            serde_json::to_string(&format!("{}/", harness.state().display())).expect("path")
         );
         fs::write(providers.join("fake.toml"), toml).expect("write fake.toml");
         harness.set_script(script);
@@ -646,7 +649,7 @@ impl Harness {
     }
 
     /// The fake agent's call log: (role, attempt, model, resumed) per call, in order.
-    fn calls(&self) -> Vec<Value> {
+    pub(super) fn calls(&self) -> Vec<Value> {
         fs::read_to_string(self.state().join("calls.jsonl"))
             .unwrap_or_default()
             .lines()
@@ -667,7 +670,7 @@ impl Harness {
     }
 
     /// The tree the run worked in (its worktree, or the workspace `--in-place`).
-    fn work_tree(finished: &Finished) -> PathBuf {
+    pub(super) fn work_tree(finished: &Finished) -> PathBuf {
         PathBuf::from(
             finished.json["work_tree"]
                 .as_str()
@@ -704,7 +707,7 @@ fn requirements_ok() -> Value {
     }}])
 }
 
-fn plan_ok() -> Value {
+pub(super) fn plan_ok() -> Value {
     json!([{"report": {
         "summary": "One milestone: write hello.txt.",
         "milestones": [{
@@ -723,7 +726,7 @@ fn approve() -> Value {
     json!([{"report": {"verdict": "approve", "summary": "The plan is sound.", "concerns": [], "uncovered": []}}])
 }
 
-fn build_report() -> Value {
+pub(super) fn build_report() -> Value {
     json!({"report": {
         "status": "done",
         "summary": "Wrote hello.txt.",
@@ -733,7 +736,7 @@ fn build_report() -> Value {
     }})
 }
 
-fn build_ok() -> Value {
+pub(super) fn build_ok() -> Value {
     json!([{"run": BUILD}, {"run": CHECK}, build_report()])
 }
 
@@ -827,8 +830,19 @@ fn run_happy_path_completes_with_every_role_once() {
             "beta-large"
         ]
     );
-    // Every agent ran in the run's tree, and was handed that tree as its workspace.
+    // Every agent ran in the run's tree, and was handed that tree as its workspace; the
+    // tester ran in a throwaway copy of it instead.
     for call in harness.calls() {
+        if call["role"] == "tester" {
+            assert_ne!(call["cwd"], tree.display().to_string(), "{call}");
+            assert_eq!(call["workspace"], call["cwd"], "{call}");
+            let copy = PathBuf::from(call["cwd"].as_str().expect("cwd"));
+            assert!(
+                !copy.exists(),
+                "the tester's copy is removed after the stage"
+            );
+            continue;
+        }
         assert_eq!(call["cwd"], tree.display().to_string(), "{call}");
         assert_eq!(call["workspace"], tree.display().to_string(), "{call}");
     }
@@ -886,7 +900,9 @@ fn run_pauses_when_the_planner_writes_a_file() {
     let planner = json!([[{"write": "notes.md", "content": "my plan\n"},
                           plan_ok().get(0).cloned().expect("report")]]);
     let harness = Harness::new(script_with(&[("planner", planner)]));
-    let finished = harness.run(&["--yes"]);
+    // Unconfined, so the write happens and the snapshot comparison (the check behind the
+    // room) is what stops it.
+    let finished = harness.run(&["--yes", "--unconfined"]);
     finished.assert_paused("PAUSED_DISCOVERY_WRITE");
     assert_eq!(finished.pause_attempt(), "002-planner-1");
     assert!(finished.pause_reason().contains("notes.md"), "{finished:?}");
@@ -894,7 +910,7 @@ fn run_pauses_when_the_planner_writes_a_file() {
 }
 
 #[test]
-fn run_pauses_when_the_tester_edits_source() {
+fn run_a_testers_edit_stays_in_its_copy_and_its_pass_is_not_believed() {
     let tester = json!([[{"run": "printf 'hello\\n' > hello.txt"}, {"run": CHECK},
                          test_report("PASS", 0)]]);
     let builder = json!([[{"run": "printf 'hi\\n' > hello.txt"}, {"run": CHECK},
@@ -903,11 +919,13 @@ fn run_pauses_when_the_tester_edits_source() {
                                       "blockers": []}}]]);
     let harness = Harness::new(script_with(&[("tester", tester), ("builder", builder)]));
     let finished = harness.run(&["--yes"]);
-    finished.assert_paused("PAUSED_DISCOVERY_WRITE");
-    assert_eq!(finished.pause_attempt(), "005-tester-1");
-    assert!(
-        finished.pause_reason().contains("hello.txt"),
-        "{finished:?}"
+    // The tester fixed the file in its throwaway copy: the work tree keeps the builder's text,
+    // and autocode's own replay in a clean copy of the work tree fails the check.
+    assert_ne!(finished.code, Some(0), "{finished:?}");
+    let tree = Harness::work_tree(&finished);
+    assert_eq!(
+        fs::read_to_string(tree.join("hello.txt")).expect("hello.txt"),
+        "hi\n"
     );
 }
 
@@ -1358,6 +1376,9 @@ pub(super) fn calls_of(harness: &Harness, role: &str) -> Vec<Value> {
 #[test]
 fn run_in_place_works_in_the_workspace_itself() {
     let harness = Harness::new(script_with(&[]));
+    // In place, the room grants the existing top-level entries one by one (never .git or
+    // .autocode), so the file the builder writes must exist already.
+    fs::write(harness.workspace().join("hello.txt"), "").expect("hello.txt");
     let finished = harness.run(&["--yes", "--in-place"]);
     finished.assert_complete();
     assert_eq!(
@@ -1744,7 +1765,9 @@ fn run_withholds_credentials_from_agents_and_checks() {
 fn run_pauses_when_the_plan_reviewer_deletes_a_file() {
     let reviewer = json!([[{"run": "rm README.md"}, approve().get(0).cloned().expect("report")]]);
     let harness = Harness::new(script_with(&[("plan_reviewer", reviewer)]));
-    let finished = harness.run(&["--yes"]);
+    // Unconfined, so the write happens and the snapshot comparison (the check behind the
+    // room) is what stops it.
+    let finished = harness.run(&["--yes", "--unconfined"]);
     finished.assert_paused("PAUSED_DISCOVERY_WRITE");
     assert_eq!(finished.pause_attempt(), "003-plan_reviewer-1");
     assert!(
@@ -1991,7 +2014,7 @@ fn run_pauses_repeated_failure_when_the_stronger_attempt_fails_the_same_way() {
 }
 
 #[test]
-fn run_completes_when_the_builder_commits_its_work() {
+fn run_completes_when_the_builder_tries_to_commit_its_work() {
     let committing = json!([{"run": BUILD},
         {"run": "git add hello.txt && git -c user.name=b -c user.email=b@example.invalid commit -qm build"},
         {"run": CHECK}, build_report()]);
@@ -2004,7 +2027,13 @@ fn run_completes_when_the_builder_commits_its_work() {
         .current_dir(&tree)
         .output()
         .expect("git log");
-    assert_eq!(String::from_utf8_lossy(&log.stdout).trim(), "build");
+    // Agents never commit: the git metadata is outside the room, so the commit was refused and
+    // the work stayed in the tree, uncommitted.
+    assert_eq!(String::from_utf8_lossy(&log.stdout).trim(), "seed");
+    assert_eq!(
+        fs::read_to_string(tree.join("hello.txt")).expect("hello.txt"),
+        "hello\n"
+    );
 }
 
 /// A human-review criterion is a gate: the run pauses `AWAITING_HUMAN_REVIEW` with the

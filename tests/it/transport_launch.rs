@@ -76,6 +76,7 @@ fn request(provider: &str, role: Role, model: &str, effort: Option<&str>) -> Sta
         resume_session: None,
         env: agent_environment(runner_env(), &[], None),
         cli_version: None,
+        confined: false,
     }
 }
 

@@ -1,0 +1,637 @@
+//! One attempt of a stage, in order: the launch plan and its files, the snapshot before, the
+//! supervised launch with its output streamed into the stage log and the normalized events,
+//! then the judgement — receipt, limits, session, the provider's stop, the workspace, the
+//! report — into an [`AttemptOutcome`] and the stage's `validation.json`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::io::AsyncBufReadExt;
+
+use super::CliRunner;
+use super::judge::{
+    ReceiptCheck, Validation, command_record, judge_report, resume_after_from_hint, usage_totals,
+};
+use crate::events::{self, AnyParser, FinalReport, NormalizedEvent, ParseOptions, TransportKind};
+use crate::ids::SessionId;
+use crate::pause::PauseCode;
+use crate::report::evidence;
+use crate::role::Role;
+use crate::run::budget::StageLimits;
+use crate::run::confine::{self, GitLink};
+use crate::run::driver::{AttemptContext, AttemptOutcome, AttemptResult};
+use crate::run::integrity;
+use crate::run::replay;
+use crate::run::state::{RunState, UsageTotals};
+use crate::snapshot::{self, Snapshot};
+use crate::store;
+use crate::supervise::{self, EndedBy, Exit, LaunchOptions, StdioMode};
+use crate::transport::{self, StageRequest, claude_auth};
+
+/// The longest stdout line handed to a parser; longer lines become one malformed line.
+const MAX_LINE: usize = 16 << 20;
+/// How much of each raw stream is kept in the stage log.
+const LOG_LIMIT: u64 = 256 << 20;
+/// The report file a CLI writes (Codex `-o`, a registered tool's `{report}`): in the stage's
+/// `outbox/` while the family runs, copied beside the logs once it is gone.
+pub(super) const REPORT_FILE: &str = "report.raw.json";
+
+/// The places a stage's room is made of, alive for the attempt (the temporary directory is
+/// removed when it ends; the tester's copy is made afresh for every tester attempt).
+struct StagePlaces {
+    tmpdir: tempfile::TempDir,
+    outbox: std::path::PathBuf,
+    copy: Option<std::path::PathBuf>,
+}
+
+impl StagePlaces {
+    /// `copy_root`: the runner's folder for the tester's copy. The copy keeps one path for the
+    /// runner's life, because a CLI binds a session to its directory (OpenCode refuses to
+    /// continue a session from another one), so a repair in the same session finds it again.
+    async fn prepare(
+        state: &RunState,
+        ctx: &AttemptContext,
+        check_env: &BTreeMap<String, String>,
+        copy_root: &Path,
+    ) -> std::io::Result<Self> {
+        let tmpdir = tempfile::Builder::new()
+            .prefix("autocode-stage-")
+            .tempdir()?;
+        let outbox = ctx.stage_dir.join("outbox");
+        std::fs::create_dir_all(&outbox)?;
+        let copy =
+            if confine::WorktreeAccess::for_role(ctx.plan.role) == confine::WorktreeAccess::Copy {
+                let copy = copy_root.join("tree");
+                match std::fs::remove_dir_all(&copy) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+                std::fs::create_dir_all(&copy)?;
+                replay::clean_copy(&state.work_tree, &copy, check_env)
+                    .await
+                    .map_err(std::io::Error::other)?;
+                Some(copy)
+            } else {
+                None
+            };
+        Ok(Self {
+            tmpdir,
+            outbox,
+            copy,
+        })
+    }
+
+    /// The CLI's cwd: the tester's copy, else the work tree.
+    fn cwd(&self, work_tree: &Path) -> std::path::PathBuf {
+        self.copy.clone().unwrap_or_else(|| work_tree.to_owned())
+    }
+}
+
+impl CliRunner {
+    pub(super) async fn attempt(
+        &mut self,
+        state: &RunState,
+        ctx: &AttemptContext,
+    ) -> AttemptOutcome {
+        let stopped = |code, reason: String| AttemptOutcome {
+            session: None,
+            usage: UsageTotals::default(),
+            duration: Duration::ZERO,
+            result: AttemptResult::Stopped {
+                code,
+                reason,
+                retryable_transport: false,
+                resume_after: None,
+            },
+        };
+        let dir = &ctx.stage_dir;
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            return stopped(
+                PauseCode::PausedProviderUncertain,
+                format!("cannot create {}: {e}", dir.display()),
+            );
+        }
+        let route = ctx.record.route.clone();
+        let Some(provider) = self.provider(&route.provider).cloned() else {
+            return stopped(
+                PauseCode::PausedTransportChanged,
+                format!("provider {} is no longer available", route.provider),
+            );
+        };
+        let _ = store::write_atomic(&dir.join("prompt.md"), ctx.prompt.as_bytes());
+        let mut env = self.agent_env(Some(&provider));
+        let capture_context = format!("{}/{}/{}", state.run_id, ctx.record.dir, nonce());
+        env.kept
+            .insert("AUTOCODE_CAPTURE_CONTEXT".into(), capture_context.clone());
+        let kind = self.transport_kind(&provider);
+        let sandbox = ctx.plan.role.sandbox();
+        let check_env = self.check_env();
+        // The room: a private temporary directory, an outbox for the report file, and the
+        // tester's throwaway copy of the work tree (its cwd; its writes vanish).
+        let copy_root = match self.tester_copy_root() {
+            Ok(root) => root,
+            Err(e) => {
+                return stopped(
+                    PauseCode::PausedProviderUncertain,
+                    format!("cannot prepare the tester's copy folder: {e}"),
+                );
+            }
+        };
+        let places = match StagePlaces::prepare(state, ctx, &check_env, &copy_root).await {
+            Ok(places) => places,
+            Err(e) => {
+                return stopped(
+                    PauseCode::PausedProviderUncertain,
+                    format!("cannot prepare the stage's room: {e}"),
+                );
+            }
+        };
+        let cwd = places.cwd(&state.work_tree);
+        env.kept.insert(
+            "TMPDIR".into(),
+            places.tmpdir.path().to_string_lossy().into_owned(),
+        );
+        let request = StageRequest {
+            role: ctx.plan.role,
+            route: route.clone(),
+            workspace: cwd.clone(),
+            sandbox,
+            prompt: ctx.prompt.clone(),
+            schema_path: dir.join("schema.json"),
+            schema_json: ctx.plan.kind.cli_schema(),
+            report_path: places.outbox.join(REPORT_FILE),
+            run_dir: state.run_dir(),
+            stage_dir: dir.clone(),
+            resume_session: ctx.resume_session.clone(),
+            env: env.clone(),
+            cli_version: self.versions.get(&route.provider).cloned().flatten(),
+            confined: !state.unconfined,
+        };
+        if provider.name.as_str() == "claude"
+            && let Err(refusal) = claude_auth::check_workspace_settings(&cwd).and_then(|()| {
+                claude_auth::check_agent_env(&env.kept, self.scripted_local).map(|_| ())
+            })
+        {
+            return stopped(
+                PauseCode::PausedBillingRoute,
+                format!("{refusal}; {}", refusal.next_step()),
+            );
+        }
+        let plan = match transport::plan_for_provider(&request, &provider.config) {
+            Ok(plan) => plan,
+            Err(e) => {
+                return stopped(
+                    PauseCode::PausedProviderUncertain,
+                    format!("cannot plan the launch: {e}"),
+                );
+            }
+        };
+        if let Err(e) = plan.write_files() {
+            return stopped(
+                PauseCode::PausedProviderUncertain,
+                format!("cannot write the launch files: {e}"),
+            );
+        }
+        if kind == Some(TransportKind::Opencode) && places.copy.is_none() {
+            let _ = transport::opencode::ensure_git_exclusions(&state.work_tree);
+        }
+        let room_input = confine::StageRoomInput {
+            role: ctx.plan.role,
+            work_tree: &state.work_tree,
+            isolation: &state.isolation,
+            cwd: &cwd,
+            tmpdir: places.tmpdir.path(),
+            outbox: &places.outbox,
+            provider_templates: provider.config.writable_templates(),
+            env: &plan.env,
+        };
+        let (room, room_record) = confine::stage_room(&room_input, !state.unconfined);
+        if room.is_some() {
+            confine::create_provider_dirs(&room_record.provider_writable);
+        }
+        let _ = integrity::write_record(&dir.join("room.json"), &room_record);
+        let git_link = GitLink::read(&state.work_tree);
+        let _ = integrity::write_record(
+            &dir.join("launch.json"),
+            &json!({
+                "program": plan.program,
+                "args": plan.args,
+                "cwd": plan.cwd,
+                "env_names": plan.env.keys().collect::<Vec<_>>(),
+                "withheld_env": env.withheld,
+                "removed_env": plan.removed_env,
+                "output_token_cap": plan.output_token_cap,
+                "resume_session": ctx.resume_session,
+                "transport_identity": state.transport_identities.get(route.provider.as_str()),
+                "room": room_record,
+            }),
+        );
+        // Everything but the builder must leave the source as it found it.
+        let check_writes = ctx.plan.role != Role::Builder;
+        let before = if check_writes {
+            match self.snapshot(&state.work_tree, &check_env).await {
+                Ok(s) => {
+                    let _ = integrity::write_record(&dir.join("snapshot-before.json"), &s);
+                    Some(s)
+                }
+                Err(e) => {
+                    return stopped(
+                        PauseCode::PausedProviderUncertain,
+                        format!("cannot snapshot the workspace: {e}"),
+                    );
+                }
+            }
+        } else {
+            None
+        };
+        let limits: StageLimits = ctx.limits;
+        let mut spec = plan.into_launch_spec(
+            format!("stage {}", ctx.record.dir),
+            StdioMode::Captured { limit: 1 << 20 },
+            limits.timeout,
+        );
+        spec.room = room;
+        let options = LaunchOptions {
+            stdout_log: Some(dir.join("stdout.log")),
+            stderr_log: Some(dir.join("stderr.log")),
+            log_limit: LOG_LIMIT,
+            idle_timeout: limits.idle,
+            receipt_path: Some(dir.join("supervision.json")),
+            ..LaunchOptions::default()
+        };
+        let mut running = match supervise::spawn(spec, options).await {
+            Ok(running) => running,
+            Err(e @ supervise::LaunchError::Refused { .. }) => {
+                return stopped(PauseCode::PausedProcessCleanup, e.to_string());
+            }
+            Err(e) => {
+                return stopped(
+                    PauseCode::PausedProviderUncertain,
+                    format!("the agent did not start: {e}"),
+                );
+            }
+        };
+        let mut parser = kind.map(|k| {
+            AnyParser::new(
+                k,
+                &ParseOptions {
+                    report_file: None,
+                    codex_previous_total: None,
+                    claude_previous_session_cost_usd: None,
+                    max_line_bytes: Some(MAX_LINE),
+                },
+            )
+        });
+        let mut records = Vec::new();
+        let mut events_log = std::fs::File::create(dir.join("events.jsonl"))
+            .ok()
+            .map(std::io::BufWriter::new);
+        let mut over_budget = false;
+        let mut tokens_seen = 0u64;
+        let canceller = running.canceller();
+        if let Some(stdout) = running.stdout() {
+            let mut reader = tokio::io::BufReader::with_capacity(1 << 16, stdout);
+            let mut line = Vec::new();
+            let mut batch = Vec::new();
+            loop {
+                line.clear();
+                match reader.read_until(b'\n', &mut line).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+                let Some(parser) = parser.as_mut() else {
+                    continue;
+                };
+                batch.clear();
+                if line.len() > MAX_LINE {
+                    events::StreamParser::feed_oversized_line_into(
+                        parser,
+                        line.len() as u64,
+                        MAX_LINE,
+                        &mut batch,
+                    );
+                } else {
+                    events::StreamParser::feed_line_into(parser, &line, &mut batch);
+                }
+                for event in batch.drain(..) {
+                    if let Some(record) = command_record(&event) {
+                        records.push(record);
+                    }
+                    if let NormalizedEvent::Usage { usage } = &event {
+                        tokens_seen += [
+                            usage.input_tokens,
+                            usage.cache_read_tokens,
+                            usage.cache_write_tokens,
+                            usage.output_tokens,
+                        ]
+                        .into_iter()
+                        .flatten()
+                        .sum::<u64>();
+                        if limits.tokens_left.is_some_and(|left| tokens_seen > left) && !over_budget
+                        {
+                            over_budget = true;
+                            canceller.cancel();
+                        }
+                    }
+                    write_event(&mut events_log, &event);
+                }
+            }
+        }
+        let finished = match running.finish().await {
+            Ok(finished) => finished,
+            Err(e) => {
+                return stopped(
+                    PauseCode::PausedProcessCleanup,
+                    format!("the boundary lost the stage: {e}"),
+                );
+            }
+        };
+        let receipt = finished.receipt.clone();
+        let _ = integrity::write_record(&dir.join("supervision.json"), &receipt);
+        // The family is gone: what it left in the outbox becomes the stage's report file.
+        let report_file = std::fs::read(places.outbox.join(REPORT_FILE)).ok();
+        if let Some(bytes) = &report_file {
+            let _ = store::write_atomic(&dir.join(REPORT_FILE), bytes);
+        }
+        let summary = parser.map(|mut parser| {
+            if let (AnyParser::Codex(codex), Some(bytes)) = (&mut parser, &report_file) {
+                codex.set_report_file(bytes);
+            }
+            let mut tail = Vec::new();
+            let summary = events::StreamParser::finish_into(parser, &mut tail);
+            for event in tail {
+                if let Some(record) = command_record(&event) {
+                    records.push(record);
+                }
+                write_event(&mut events_log, &event);
+            }
+            summary
+        });
+        drop(events_log);
+        let usage = summary
+            .as_ref()
+            .map(|s| usage_totals(&s.usage, &route.model))
+            .unwrap_or_default();
+        let _ = integrity::write_record(&dir.join("usage.json"), &usage);
+        let session = summary
+            .as_ref()
+            .and_then(|s| s.session_id.clone())
+            .and_then(|id| SessionId::new(id).ok())
+            .or_else(|| ctx.resume_session.clone());
+        let mut out = AttemptOutcome {
+            session: session.clone(),
+            usage,
+            duration: Duration::ZERO,
+            result: AttemptResult::Rejected {
+                problems: vec![],
+                shell_command: None,
+            },
+        };
+        let stop_with = |code: PauseCode, reason: String| AttemptResult::Stopped {
+            code,
+            reason,
+            retryable_transport: false,
+            resume_after: None,
+        };
+        // 1. The family must be gone, with the kernel's word for it.
+        if !receipt.verified {
+            out.result = stop_with(
+                PauseCode::PausedProcessCleanup,
+                format!(
+                    "the boundary could not verify that every process of {} is gone (see supervision.json)",
+                    ctx.record.dir
+                ),
+            );
+            return self.finish_record(dir, out, None);
+        }
+        // 1b. The worktree's link to its git metadata is not the builder's to change.
+        if GitLink::read(&state.work_tree) != git_link {
+            out.result = stop_with(
+                PauseCode::PausedDiscoveryWrite,
+                format!(
+                    "the {} changed the work tree's .git entry (its link to the git metadata), which no role may change",
+                    ctx.plan.role
+                ),
+            );
+            return self.finish_record(dir, out, None);
+        }
+        // 2. Limits.
+        if over_budget {
+            out.result = stop_with(
+                PauseCode::PausedBudget,
+                "the stage went over the run's --max-tokens and was stopped".into(),
+            );
+            return self.finish_record(dir, out, None);
+        }
+        if finished.exit == Exit::TimedOut {
+            let code = match receipt.ended_by {
+                EndedBy::IdleTimeout => PauseCode::PausedStageTimeout,
+                _ => limits.timeout_code,
+            };
+            out.result = stop_with(
+                code,
+                format!(
+                    "{} ran out of time ({:?}) and its family was stopped",
+                    ctx.record.dir, receipt.ended_by
+                ),
+            );
+            return self.finish_record(dir, out, None);
+        }
+        // 3. The session must be the one we continued.
+        if let (Some(expected), Some(got)) = (&ctx.resume_session, &session)
+            && expected != got
+        {
+            out.result = stop_with(
+                PauseCode::PausedProviderUncertain,
+                format!("the resumed stage answered from session {got}, not {expected}"),
+            );
+            return self.finish_record(dir, out, None);
+        }
+        // 4. The provider's stop.
+        let stop = summary.as_ref().map(|s| {
+            let tail = std::fs::read(dir.join("stderr.log")).unwrap_or_default();
+            let tail = &tail[tail.len().saturating_sub(8192)..];
+            events::stop::stop_with_log_tail(s, tail)
+        });
+        if let (Some(stop), Some(summary)) = (&stop, &summary) {
+            if stop.class != events::StopClass::Completed {
+                let code = stop
+                    .pause_code
+                    .unwrap_or(PauseCode::PausedProviderUncertain);
+                let mut reason = format!("{} stopped: {}", provider.name, stop.class);
+                if let Some(detail) = &stop.detail {
+                    reason.push_str(&format!(" ({detail})"));
+                }
+                if stop.class == events::StopClass::Authentication && !env.withheld.is_empty() {
+                    reason.push_str(&format!(
+                        "; withheld variables that might be needed: {} (name them in AUTOCODE_PASS_ENV if the provider requires them)",
+                        env.withheld_names().join(", ")
+                    ));
+                }
+                out.result = AttemptResult::Stopped {
+                    code,
+                    reason,
+                    retryable_transport: events::stop::is_retryable_transport_error(summary),
+                    resume_after: stop
+                        .reset_hint
+                        .as_deref()
+                        .and_then(|hint| resume_after_from_hint(hint, chrono::Utc::now())),
+                };
+                return self.finish_record(dir, out, Some(stop));
+            }
+            if provider.name.as_str() == "claude"
+                && let Some(source) = &summary.api_key_source
+            {
+                let route_kind = if self.scripted_local {
+                    claude_auth::check_agent_env(&env.kept, true)
+                        .unwrap_or(claude_auth::ClaudeBillingRoute::Subscription)
+                } else {
+                    claude_auth::ClaudeBillingRoute::Subscription
+                };
+                let row = json!({"type": "system", "subtype": "init", "apiKeySource": source})
+                    .to_string();
+                if let Err(refusal) = claude_auth::check_init_row(&row, &route_kind) {
+                    out.result = stop_with(PauseCode::PausedBillingRoute, refusal.to_string());
+                    return self.finish_record(dir, out, Some(stop));
+                }
+            }
+        } else if finished.exit != Exit::Code(0) {
+            out.result = stop_with(
+                PauseCode::PausedProviderUncertain,
+                format!(
+                    "{} exited with {:?} (see stderr.log)",
+                    provider.name, finished.exit
+                ),
+            );
+            return self.finish_record(dir, out, None);
+        }
+        // 5. The workspace: planners and judges must not have changed source.
+        if let Some(before) = &before {
+            match self.snapshot(&state.work_tree, &check_env).await {
+                Ok(after) => {
+                    let _ = integrity::write_record(&dir.join("snapshot-after.json"), &after);
+                    let changes = snapshot::diff(before, &after);
+                    if !changes.is_empty() {
+                        let names: Vec<String> = changes
+                            .iter()
+                            .map(|c| format!("{} ({:?})", c.path, c.kind))
+                            .collect();
+                        out.result = stop_with(
+                            PauseCode::PausedDiscoveryWrite,
+                            format!(
+                                "the {} changed the workspace, which its role forbids: {}",
+                                ctx.plan.role,
+                                names.join(", ")
+                            ),
+                        );
+                        return self.finish_record(dir, out, stop.as_ref());
+                    }
+                }
+                Err(e) => {
+                    out.result = stop_with(
+                        PauseCode::PausedProviderUncertain,
+                        format!("cannot snapshot the workspace: {e}"),
+                    );
+                    return self.finish_record(dir, out, stop.as_ref());
+                }
+            }
+        }
+        // 6. The report itself.
+        let final_report = match (&summary, &report_file) {
+            (Some(summary), _) => summary.final_report.clone(),
+            (None, Some(bytes)) => Some(FinalReport::Text(
+                String::from_utf8_lossy(bytes).into_owned(),
+            )),
+            (None, None) => None,
+        };
+        let receipts = if kind.is_none() {
+            Some(ReceiptCheck {
+                work_tree: cwd.clone(),
+                context: capture_context,
+            })
+        } else {
+            None
+        };
+        out.result = match judge_report(
+            ctx.plan.kind,
+            final_report.as_ref(),
+            &records,
+            receipts.as_ref(),
+            Some(&dir.join("evidence.json")),
+        ) {
+            Ok(report) => {
+                let _ = integrity::write_record(&dir.join("report.json"), &report);
+                AttemptResult::Report(report)
+            }
+            Err(rejection) => rejection,
+        };
+        self.finish_record(dir, out, stop.as_ref())
+    }
+
+    fn finish_record(
+        &self,
+        dir: &Path,
+        out: AttemptOutcome,
+        stop: Option<&events::Stop>,
+    ) -> AttemptOutcome {
+        let problems: Vec<String> = match &out.result {
+            AttemptResult::Report(_) => vec![],
+            AttemptResult::Rejected { problems, .. } => problems.clone(),
+            AttemptResult::Stopped { code, reason, .. } => vec![format!("{code}: {reason}")],
+        };
+        let _ = integrity::write_record(
+            &dir.join("validation.json"),
+            &Validation {
+                accepted: matches!(out.result, AttemptResult::Report(_)),
+                problems: &problems,
+                stop,
+            },
+        );
+        out
+    }
+
+    async fn snapshot(
+        &mut self,
+        work_tree: &Path,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Snapshot, String> {
+        let files = snapshot::list_files(work_tree, env)
+            .await
+            .map_err(|e| e.to_string())?;
+        let cache = self.caches.entry(work_tree.to_owned()).or_default();
+        snapshot::take(work_tree, &files, cache).map_err(|e| e.to_string())
+    }
+}
+
+fn write_event(log: &mut Option<std::io::BufWriter<std::fs::File>>, event: &NormalizedEvent) {
+    use std::io::Write;
+    if let Some(writer) = log.as_mut()
+        && serde_json::to_writer(&mut *writer, event).is_ok()
+    {
+        let _ = writer.write_all(b"\n");
+    }
+}
+
+/// A value no other attempt can predict (binds capture receipts to this attempt).
+fn nonce() -> String {
+    let mut bytes = [0u8; 16];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        let _ = std::io::Read::read_exact(&mut f, &mut bytes);
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    evidence::sha256_hex(
+        &[
+            &bytes[..],
+            &now.to_le_bytes(),
+            &std::process::id().to_le_bytes(),
+        ]
+        .concat(),
+    )[..32]
+        .to_owned()
+}

@@ -1,0 +1,350 @@
+//! The real stage runner: launches one attempt of a CLI through the boundary, streams its output
+//! into the stage log and the normalized events, and judges the result — receipt, stop class,
+//! workspace snapshot, final message, schema and evidence — into an [`AttemptOutcome`].
+//!
+//! Nothing the agent says is taken on trust: a report counts only when its schema validates and
+//! every check it cites matches a real command event of this attempt (or a capture receipt bound
+//! to this attempt by its nonce). Every artifact lands in the attempt's directory
+//! (`docs/run-lifecycle.md`).
+//!
+//! Sub-modules: [`attempt`] (one attempt: plan, launch, stream, judge in order), [`judge`]
+//! (the report, its schema and its evidence; usage; reset hints).
+
+mod attempt;
+mod judge;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::driver::{AttemptContext, AttemptOutcome, ReplayResult, ReplayTree, StageRunner};
+use super::flow::PauseDecision;
+use super::integrity;
+use super::replay;
+use super::state::{AttemptRecord, RunState};
+use crate::agent_env::{self, AgentEnvironment};
+use crate::events::{self, TransportKind};
+use crate::ids::ProviderName;
+use crate::pause::PauseCode;
+use crate::provider::{OutputMode, ResolvedProvider, family_of};
+use crate::role::Role;
+use crate::snapshot::StatCache;
+use crate::supervise::{Exit, Receipt};
+use crate::transport::{BuiltinTransport, identity};
+
+pub use judge::resume_after_from_hint;
+use judge::{command_records, judge_report};
+
+/// Drives real CLIs (built-in or registered with TOML) for the run's stages.
+pub struct CliRunner {
+    /// autocode's own environment (the agents get it filtered).
+    pub env: BTreeMap<String, String>,
+    pub providers: BTreeMap<ProviderName, ResolvedProvider>,
+    /// Versions probed once per start or resume.
+    pub versions: BTreeMap<ProviderName, Option<String>>,
+    /// Claude Code may run against a loopback endpoint the user named as scripted or local.
+    pub scripted_local: bool,
+    pub replay_timeout: Duration,
+    /// Variables of autocode's environment dropped because they are not UTF-8 (escaped names),
+    /// recorded in each launch's `withheld_env`.
+    pub not_utf8_env: Vec<String>,
+    /// The folder of the tester's throwaway copy, one for the runner's life (removed with it).
+    tester_copies: Option<tempfile::TempDir>,
+    caches: BTreeMap<PathBuf, StatCache>,
+}
+
+impl CliRunner {
+    pub fn new(env: BTreeMap<String, String>, providers: Vec<ResolvedProvider>) -> Self {
+        Self {
+            env,
+            providers: providers.into_iter().map(|p| (p.name.clone(), p)).collect(),
+            versions: BTreeMap::new(),
+            scripted_local: false,
+            replay_timeout: Duration::from_secs(600),
+            not_utf8_env: Vec::new(),
+            tester_copies: None,
+            caches: BTreeMap::new(),
+        }
+    }
+
+    /// The folder the tester's copy lives in (created on first use).
+    fn tester_copy_root(&mut self) -> std::io::Result<PathBuf> {
+        if self.tester_copies.is_none() {
+            self.tester_copies = Some(
+                tempfile::Builder::new()
+                    .prefix("autocode-tester-")
+                    .tempdir()?,
+            );
+        }
+        Ok(self
+            .tester_copies
+            .as_ref()
+            .map(|d| d.path().to_owned())
+            .unwrap_or_default())
+    }
+
+    fn provider(&self, name: &ProviderName) -> Option<&ResolvedProvider> {
+        self.providers.get(name)
+    }
+
+    /// The agents' environment for `provider`, with autocode's own directory on PATH so agents
+    /// can run `autocode capture`.
+    pub fn agent_env(&self, provider: Option<&ResolvedProvider>) -> AgentEnvironment {
+        let forbid = provider
+            .and_then(|p| p.config.auth.as_ref())
+            .map(|a| a.forbid_env.clone())
+            .unwrap_or_default();
+        let pass = self.env.get(agent_env::PASS_ENV_VAR).cloned();
+        let mut env = agent_env::agent_environment(
+            self.env.iter().map(|(k, v)| (k.clone(), v.clone())),
+            &forbid,
+            pass.as_deref(),
+        );
+        env.withhold_not_utf8(self.not_utf8_env.iter().cloned());
+        if let Some(dir) = std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(Path::to_path_buf))
+        {
+            let path = env.kept.get("PATH").cloned().unwrap_or_default();
+            let dir = dir.to_string_lossy().into_owned();
+            if !path.split(':').any(|p| p == dir) {
+                env.kept.insert(
+                    "PATH".into(),
+                    if path.is_empty() {
+                        dir
+                    } else {
+                        format!("{dir}:{path}")
+                    },
+                );
+            }
+        }
+        env
+    }
+
+    /// The environment replayed checks run in: credential-free, no pass-through.
+    fn check_env(&self) -> BTreeMap<String, String> {
+        agent_env::agent_environment(
+            self.env.iter().map(|(k, v)| (k.clone(), v.clone())),
+            &[],
+            None,
+        )
+        .kept
+    }
+
+    fn transport_kind(&self, provider: &ResolvedProvider) -> Option<TransportKind> {
+        match provider.config.output {
+            OutputMode::OpencodeEvents => Some(TransportKind::Opencode),
+            OutputMode::CodexEvents => Some(TransportKind::Codex),
+            OutputMode::ClaudeEvents => Some(TransportKind::Claude),
+            OutputMode::ReportFile => None,
+        }
+    }
+
+    /// The identity of every provider the run uses (recorded at start, compared on resume).
+    pub async fn identities(&mut self, work_tree: &Path) -> BTreeMap<String, Value> {
+        let mut out = BTreeMap::new();
+        let names: Vec<ProviderName> = self.providers.keys().cloned().collect();
+        for name in names {
+            let Some(provider) = self.providers.get(&name).cloned() else {
+                continue;
+            };
+            let env = self.agent_env(Some(&provider));
+            let probe = crate::provider::ProbeContext {
+                env: env.kept.iter().map(|(k, v)| (k.into(), v.into())).collect(),
+                cwd: std::env::temp_dir(),
+                timeout: Duration::from_secs(30),
+            };
+            let version = crate::provider::probe_version(&provider.config, &probe)
+                .await
+                .ok();
+            self.versions.insert(name.clone(), version.clone());
+            let program = provider.config.program();
+            let executable = program.as_deref().and_then(|p| {
+                crate::provider::resolve_on_path(
+                    p,
+                    std::ffi::OsStr::new(
+                        env.kept.get("PATH").map(String::as_str).unwrap_or_default(),
+                    ),
+                )
+            });
+            let transport_identity = identity::TransportIdentity::collect(
+                &identity::IdentityInput {
+                    transport: name.as_str(),
+                    builtin: BuiltinTransport::for_provider(&name),
+                    executable,
+                    version,
+                    provider_toml: None,
+                    workspace: work_tree,
+                    env: &env.kept,
+                },
+                &|p| std::fs::read(p),
+            );
+            out.insert(
+                name.to_string(),
+                json!({
+                    "provider_fingerprint": provider.fingerprint,
+                    "transport": transport_identity,
+                }),
+            );
+        }
+        out
+    }
+}
+
+impl StageRunner for CliRunner {
+    async fn run_attempt(&mut self, state: &RunState, ctx: AttemptContext) -> AttemptOutcome {
+        let started = Instant::now();
+        let mut outcome = self.attempt(state, &ctx).await;
+        outcome.duration = started.elapsed();
+        outcome
+    }
+
+    fn keeps_sessions(&self, state: &RunState, role: Role) -> bool {
+        let route = state.route_for(role, None);
+        match self.provider(&route.provider) {
+            Some(p) if BuiltinTransport::for_provider(&p.name).is_some() => true,
+            Some(p) => p.config.resume.is_some(),
+            None => false,
+        }
+    }
+
+    fn model_family(&self, model: &str) -> String {
+        family_of(model).as_str().to_owned()
+    }
+
+    async fn replay(
+        &mut self,
+        state: &RunState,
+        tree: &ReplayTree,
+        commands: &[String],
+    ) -> Result<Vec<ReplayResult>, PauseDecision> {
+        let mut unique: Vec<String> = Vec::new();
+        for c in commands {
+            if !unique.contains(c) {
+                unique.push(c.clone());
+            }
+        }
+        let base = super::verify::base_dir(state);
+        let (root, restore) = match tree {
+            ReplayTree::Final => (state.work_tree.clone(), replay::Restore::default()),
+            ReplayTree::Base => (base.clone(), replay::Restore::default()),
+            ReplayTree::FinalWithBaseFiles(files) => (
+                state.work_tree.clone(),
+                replay::Restore {
+                    from: Some(&base),
+                    files,
+                },
+            ),
+        };
+        let replayed = match replay::replay_checks_restoring(
+            &root,
+            restore,
+            &state.verification.base_unclosed,
+            &unique,
+            &self.check_env(),
+            self.replay_timeout,
+            if state.unconfined {
+                replay::ReplayConfinement::Unconfined
+            } else {
+                replay::ReplayConfinement::Room
+            },
+        )
+        .await
+        {
+            // A copy that is not closed fails every check, naming the paths.
+            Err(e @ replay::ReplayError::NotClosed { .. }) => {
+                return Ok(unique
+                    .into_iter()
+                    .map(|command| ReplayResult {
+                        command,
+                        passed: false,
+                        detail: e.to_string(),
+                    })
+                    .collect());
+            }
+            other => other,
+        }
+        .map_err(|e| {
+            PauseDecision::new(
+                PauseCode::PausedProcessCleanup,
+                format!("autocode could not replay the checks: {e}"),
+            )
+        })?;
+        if let Some(bad) = replayed.iter().find(|r| !r.receipt.verified) {
+            return Err(PauseDecision::new(
+                PauseCode::PausedProcessCleanup,
+                format!(
+                    "the replay of `{}` left processes the boundary could not prove gone",
+                    bad.command
+                ),
+            ));
+        }
+        Ok(replayed
+            .into_iter()
+            .map(|r| ReplayResult {
+                passed: r.passed(),
+                detail: match r.exit {
+                    Exit::Code(0) => "exit 0".into(),
+                    Exit::Code(c) => format!("exit {c}: {}", r.output_tail.trim()),
+                    Exit::Signal(s) => format!("killed by signal {s}"),
+                    Exit::TimedOut => "timed out".into(),
+                },
+                command: r.command,
+            })
+            .collect())
+    }
+
+    async fn save_base(&mut self, state: &RunState) -> Result<Vec<String>, PauseDecision> {
+        let dest = super::verify::base_dir(state);
+        replay::save_tree(&state.work_tree, &dest, &self.check_env())
+            .await
+            .map(|report| report.unclosed)
+            .map_err(|e| {
+                PauseDecision::new(
+                    PauseCode::PausedProcessCleanup,
+                    format!("autocode could not save the base tree: {e}"),
+                )
+            })
+    }
+
+    fn judge_interrupted(&mut self, state: &RunState, attempt: &AttemptRecord) -> Option<Value> {
+        let dir = state.run_dir().join("stages").join(&attempt.dir);
+        // Only a receipt autocode tagged is trusted: one the keeper wrote after autocode died
+        // carries no tag, so the attempt is judged interrupted.
+        let receipt: Receipt = integrity::read_record(&dir.join("supervision.json")).ok()?;
+        if !receipt.verified {
+            return None;
+        }
+        let provider = self.provider(&attempt.route.provider)?.clone();
+        let kind = self.transport_kind(&provider)?;
+        let stdout = std::fs::File::open(dir.join("stdout.log")).ok()?;
+        // An interrupted stage's report file is still in its outbox.
+        let report_file = std::fs::read(dir.join(attempt::REPORT_FILE))
+            .or_else(|_| std::fs::read(dir.join("outbox").join(attempt::REPORT_FILE)))
+            .ok();
+        let normalized = events::normalize_stream(
+            kind,
+            std::io::BufReader::new(stdout),
+            report_file.as_deref(),
+        )
+        .ok()?;
+        if normalized.summary.stop.class != events::StopClass::Completed {
+            return None;
+        }
+        let records = command_records(&normalized.events);
+        if dir.join("snapshot-before.json").exists() {
+            // A judge's or planner's write cannot be ruled out without the after-snapshot.
+            return None;
+        }
+        judge_report(
+            attempt.report_kind,
+            normalized.summary.final_report.as_ref(),
+            &records,
+            None,
+            None,
+        )
+        .ok()
+    }
+}

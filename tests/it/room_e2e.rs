@@ -1,0 +1,201 @@
+//! The agent's room in whole runs (`docs/run-lifecycle.md`, "The room"): the real binary drives
+//! the fake agent, the kernel refuses writes outside the room, and `--unconfined` and a host
+//! without the room are handled as documented.
+
+use std::fs;
+
+use serde_json::{Value, json};
+
+use super::run_e2e::{BUILD, CHECK, Harness, build_report, plan_ok, script_with};
+
+/// The stage directories of the run in `finished`, by name.
+fn stage_dir(finished: &super::run_e2e::Finished, name_part: &str) -> std::path::PathBuf {
+    let run_dir = std::path::PathBuf::from(finished.json["run_dir"].as_str().expect("run_dir"));
+    let stages = run_dir.join("stages");
+    let mut found: Vec<_> = fs::read_dir(&stages)
+        .expect("stages")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().contains(name_part))
+        .collect();
+    found.sort();
+    found.into_iter().next().expect("the stage directory")
+}
+
+fn room_of(finished: &super::run_e2e::Finished, stage: &str) -> Value {
+    let text = fs::read_to_string(stage_dir(finished, stage).join("room.json")).expect("room.json");
+    serde_json::from_str(&text).expect("room.json is JSON")
+}
+
+#[test]
+fn a_builder_writing_into_home_is_refused_and_the_run_stays_honest() {
+    let builder = json!([[
+        {"run": "mkdir -p \"$HOME/.local/lib/site-packages\" && printf 'import os\\n' > \"$HOME/.local/lib/site-packages/usercustomize.py\""},
+        {"run": "printf 'export PATH=/evil:$PATH\\n' >> \"$HOME/.bashrc\""},
+        {"run": BUILD}, {"run": CHECK}, build_report()
+    ]]);
+    let harness = Harness::new(script_with(&[("builder", builder)]));
+    let finished = harness.run(&["--yes"]);
+    assert!(
+        !harness
+            .home()
+            .join(".local/lib/site-packages/usercustomize.py")
+            .exists(),
+        "the kernel refused the write into HOME: {finished:?}"
+    );
+    assert!(!harness.home().join(".bashrc").exists(), "{finished:?}");
+    // The legitimate work inside the worktree went through and was judged as usual.
+    finished.assert_complete();
+    let room = room_of(&finished, "builder");
+    assert_eq!(room["confined"], true, "{room}");
+    assert_eq!(room["worktree_access"], "write", "{room}");
+    let tree = Harness::work_tree(&finished);
+    let writable: Vec<&str> = room["writable"]
+        .as_array()
+        .expect("writable")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(writable.contains(&tree.to_str().unwrap()), "{room}");
+    assert!(
+        !writable
+            .iter()
+            .any(|w| std::path::Path::new(w) == harness.home()),
+        "{room}"
+    );
+}
+
+#[test]
+fn a_read_only_role_cannot_write_the_worktree() {
+    let plan = plan_ok();
+    let planner = json!([[
+        {"run": "printf 'planted\\n' > planted.txt; printf 'x' >> README.md"},
+        plan[0].clone()
+    ]]);
+    let harness = Harness::new(script_with(&[("planner", planner)]));
+    let finished = harness.run(&["--yes"]);
+    let tree = Harness::work_tree(&finished);
+    assert!(!tree.join("planted.txt").exists(), "{finished:?}");
+    assert_eq!(
+        fs::read_to_string(tree.join("README.md")).expect("README"),
+        "seed\n"
+    );
+    // Nothing changed, so the snapshot comparison had nothing to pause on.
+    finished.assert_complete();
+    let room = room_of(&finished, "planner");
+    assert_eq!(room["worktree_access"], "read_only", "{room}");
+}
+
+#[test]
+fn unconfined_is_recorded_in_the_run_every_stage_and_status() {
+    let harness = Harness::new(script_with(&[]));
+    let finished = harness.run(&["--yes", "--unconfined"]);
+    finished.assert_complete();
+    let run_dir = std::path::PathBuf::from(finished.json["run_dir"].as_str().expect("run_dir"));
+    let state: Value =
+        serde_json::from_str(&fs::read_to_string(run_dir.join("run.json")).expect("run.json"))
+            .expect("run.json is JSON");
+    assert_eq!(state["unconfined"], true);
+    for entry in fs::read_dir(run_dir.join("stages"))
+        .expect("stages")
+        .flatten()
+    {
+        let room: Value = serde_json::from_str(
+            &fs::read_to_string(entry.path().join("room.json")).expect("room.json"),
+        )
+        .expect("room.json is JSON");
+        assert_eq!(room["confined"], false, "{}", entry.path().display());
+        let receipt: Value = serde_json::from_str(
+            &fs::read_to_string(entry.path().join("supervision.json")).expect("receipt"),
+        )
+        .expect("receipt is JSON");
+        assert!(receipt["room"].is_null(), "{receipt}");
+    }
+    let ws = harness.workspace().display().to_string();
+    let status = harness
+        .command(&["status", "--workspace", &ws])
+        .output()
+        .expect("status");
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.contains("--unconfined"), "{text}");
+}
+
+#[test]
+fn a_host_without_the_room_refuses_the_run_before_anything_is_created() {
+    let harness = Harness::new(script_with(&[]));
+    let output = harness
+        .run_command(&["--yes"])
+        .env("AUTOCODE_TEST_ROOM_MISSING", "Landlock (simulated)")
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("Landlock (simulated)"), "{stderr}");
+    assert!(stderr.contains("--unconfined"), "{stderr}");
+    assert!(
+        !harness.workspace().join(".autocode").exists(),
+        "nothing was created"
+    );
+    assert!(harness.calls().is_empty(), "no agent ran");
+    // With --unconfined the same host runs, and says so.
+    let output = harness
+        .run_command(&["--yes", "--unconfined"])
+        .env("AUTOCODE_TEST_ROOM_MISSING", "Landlock (simulated)")
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    // A confined run cannot be resumed on such a host.
+    let harness = Harness::new(script_with(&[("planner", json!([[{"run": "exit 0"}]]))]));
+    let first = harness.run(&["--yes"]);
+    assert_ne!(first.code, Some(0), "{first:?}");
+    let ws = harness.workspace().display().to_string();
+    let output = harness
+        .command(&["resume", "--workspace", &ws, "--json"])
+        .env("AUTOCODE_TEST_ROOM_MISSING", "Landlock (simulated)")
+        .output()
+        .expect("resume");
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+}
+
+/// Forges run.json (phase complete, unconfined) and SIGKILLs the autocode that runs the stage.
+const FORGE_AND_KILL: &str = "for f in ../../runs/*/run.json; do python3 -c 'import json,sys; p=sys.argv[1]; s=json.load(open(p)); s[\"phase\"]={\"phase\":\"complete\"}; s[\"unconfined\"]=True; open(p,\"w\").write(json.dumps(s))' \"$f\"; done; p=$$; while [ \"$p\" -gt 1 ]; do if [ \"$(cat /proc/$p/comm)\" = autocode ]; then kill -KILL $p; break; fi; p=$(awk '{print $4}' /proc/$p/stat); done; true";
+
+#[test]
+fn a_builder_that_forges_run_state_and_kills_autocode_gains_nothing() {
+    let builder =
+        json!([[{"run": FORGE_AND_KILL}, {"run": BUILD}, {"run": CHECK}, build_report()]]);
+    let harness = Harness::new(script_with(&[("builder", builder)]));
+    let finished = harness.run(&["--yes"]);
+    let ws = harness.workspace().display().to_string();
+    let runs = harness.workspace().join(".autocode/runs");
+    let run_json = fs::read_dir(&runs)
+        .expect("runs")
+        .flatten()
+        .map(|e| e.path().join("run.json"))
+        .next()
+        .expect("a run");
+    if finished.code == Some(0) {
+        // The room held: neither the forgery nor the signal reached autocode.
+        let state: Value =
+            serde_json::from_str(&fs::read_to_string(&run_json).expect("run.json")).expect("JSON");
+        assert_eq!(state["unconfined"], false, "{state}");
+        finished.assert_complete();
+        return;
+    }
+    // autocode died: the forged state must not be taken for a finished run.
+    assert_eq!(finished.code, None, "killed by a signal: {finished:?}");
+    let output = harness
+        .command(&["resume", "--workspace", &ws, "--json"])
+        .output()
+        .expect("resume");
+    let json: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    eprintln!(
+        "resume after the kill: {:?} {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.status.code() != Some(0) || json["outcome"] != "complete",
+        "a forged run.json was resumed as complete: {output:?}"
+    );
+}
