@@ -118,6 +118,10 @@ pause_codes! {
     PausedBlocked = "PAUSED_BLOCKED",
         "The completion reviewer reported that the milestone cannot proceed without a decision from you.",
         "read the reviewer's summary with autocode status RUN, change what blocks it, then autocode resume RUN";
+    /// A stage's stream showed commands the kernel never saw run, again after a repair.
+    PausedForgedEvidence = "PAUSED_FORGED_EVIDENCE",
+        "A stage's output stream held command events with no counterpart in the kernel-attested exec ledger (a forged event, e.g. written into the CLI's stdout through /proc), and did so again after being told. The attempt's ledger.jsonl and events.jsonl show which.",
+        "read ledger.jsonl and events.jsonl of the attempt named in the message; if the agent misbehaved, change its model or provider, then autocode resume RUN --abandon-stage ATTEMPT";
     /// autocode stopped while a stage was running and its artifacts do not make it adoptable.
     PausedInterrupted = "PAUSED_INTERRUPTED",
         "autocode stopped while a stage was running, and the stage's artifacts do not hold a complete, valid, verified report; the attempt is kept.",
@@ -222,10 +226,11 @@ mod tests {
             "PAUSED_RUN_BUSY",
             "AWAITING_HUMAN_REVIEW",
             "AWAITING_TEST_CHANGE_REVIEW",
+            "PAUSED_FORGED_EVIDENCE",
         ] {
             assert!(strings.contains(&required), "{required} missing");
         }
-        assert_eq!(strings.len(), 24);
+        assert_eq!(strings.len(), 25);
     }
 
     #[test]

@@ -422,6 +422,7 @@ async fn run_stage<R: StageRunner, I: Interaction>(
     let mut purpose = plan.purpose.clone();
     let mut resume_session: Option<SessionId> = None;
     let mut repairs = 0u32;
+    let mut forgeries = 0u32;
     let mut correction_used = false;
     let mut transport_retry_used = false;
     let mut attempt_no = 1u32;
@@ -495,6 +496,32 @@ async fn run_stage<R: StageRunner, I: Interaction>(
         run.state.attempts[index].status = AttemptStatus::Rejected {
             reason: reason.clone(),
         };
+        // A forged command event is rejected once (the repair prompt says so); a second one in
+        // the same stage pauses the run.
+        if problems
+            .iter()
+            .any(|p| p.starts_with(super::runner::FORGED_EVENT))
+        {
+            forgeries += 1;
+            if forgeries >= 2 {
+                let code = PauseCode::PausedForgedEvidence;
+                run.state.attempts[index].status = AttemptStatus::Paused { code };
+                ui.note(&attempt_line(
+                    &run.state.attempts[index],
+                    &format!("stopped: {code}"),
+                    outcome.duration,
+                ));
+                return Ok(Err(run.pause(
+                    PauseDecision::new(
+                        code,
+                        format!(
+                            "{dir} streamed command events the kernel never saw run, again: {reason}"
+                        ),
+                    ),
+                    Some(dir),
+                )?));
+            }
+        }
         ui.note(&attempt_line(
             &run.state.attempts[index],
             &format!("rejected: {reason}"),

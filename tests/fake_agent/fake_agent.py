@@ -45,6 +45,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -247,23 +248,29 @@ class Agent:
         self.bash_step(command, runner)
 
     def daemon(self, command):
+        # As a real agent would: a shell that starts the command in its own session in the
+        # background and returns at once (its exit, 0, is what the event reports, and what the
+        # kernel's exec ledger records for that shell).
+        shell = (
+            f"setsid bash -c {shlex.quote(command)} </dev/null >/dev/null 2>&1 & echo $!"
+        )
+
         def runner():
-            child = subprocess.Popen(
-                ["bash", "-c", command],
+            done = subprocess.run(
+                ["bash", "-c", shell],
                 cwd=self.workspace,
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
-                start_new_session=True,
-                close_fds=True,
             )
+            pid = int(done.stdout.decode().strip() or "0")
             append_jsonl(
                 os.path.join(self.state_dir, "daemons.jsonl"),
-                {"role": self.role, "attempt": self.attempt, "pid": child.pid, "command": command},
+                {"role": self.role, "attempt": self.attempt, "pid": pid, "command": command},
             )
-            return 0, ""
+            return done.returncode, ""
 
-        self.bash_step(command, runner)
+        self.bash_step(shell, runner)
 
     def write(self, path, content):
         target = path if os.path.isabs(path) else os.path.join(self.workspace, path)

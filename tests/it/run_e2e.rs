@@ -957,9 +957,11 @@ fn run_rejects_a_tester_citing_a_missing_event_and_repairs_in_the_same_session()
 }
 
 #[test]
-fn run_replay_refutes_a_tester_whose_stream_lies_about_a_failing_check() {
+fn run_rejects_a_tester_whose_stream_lies_about_a_failing_check() {
     // The first build is wrong; the tester's stream claims the check passed (exit 0) though it
-    // really exited 1. autocode's replay fails it, so the builder reworks the milestone.
+    // really exited 1. The kernel's exec ledger shows the check's real end, so the attempt is
+    // rejected as a forged command event; told so, the tester reports the failure honestly and
+    // the builder reworks the milestone.
     let wrong_build = json!([{"run": "printf 'bye\\n' > hello.txt"},
                              {"report": {"status": "done", "summary": "Wrote it.",
                                          "files_changed": ["hello.txt"], "checks": [],
@@ -967,7 +969,7 @@ fn run_replay_refutes_a_tester_whose_stream_lies_about_a_failing_check() {
     let lying_tester = json!([{"run": CHECK, "fake_exit": 0}, test_report("PASS", 0)]);
     let harness = Harness::new(script_with(&[
         ("builder", json!([wrong_build, build_ok()])),
-        ("tester", json!([lying_tester, test_pass()])),
+        ("tester", json!([lying_tester, test_fail(), test_pass()])),
     ]));
     let finished = harness.run(&["--yes"]);
     finished.assert_complete();
@@ -979,18 +981,24 @@ fn run_replay_refutes_a_tester_whose_stream_lies_about_a_failing_check() {
             "plan_reviewer",
             "builder",
             "tester",
+            "tester",
             "builder",
             "tester",
             "completion_reviewer"
         ]
     );
-    // The rework prompt tells the builder what the replay saw.
-    let rework = harness.prompt_of("builder", 2);
-    assert!(rework.contains("autocode's replay failed"), "{rework}");
+    // The repair prompt names the forged event; the rework prompt carries the honest failure.
+    let repair = harness.prompt_of("tester", 2);
+    assert!(repair.contains("forged command event"), "{repair}");
+    let validation: Value = serde_json::from_slice(
+        &fs::read(only_run_dir(&harness).join("stages/005-tester-1/validation.json")).unwrap(),
+    )
+    .unwrap();
     assert!(
-        !harness
-            .prompt_of("builder", 1)
-            .contains("autocode's replay failed")
+        validation["problems"][0]
+            .as_str()
+            .is_some_and(|p| p.starts_with("forged command event")),
+        "{validation}"
     );
 }
 
@@ -2251,10 +2259,20 @@ fn changed_tests_wait_for_a_person_and_escaping_links_fail_the_replay() {
     let target = outside.path().join("check.sh");
     fs::write(&target, "true\n").expect("outside file");
     let linking = format!(" && ln -sf {} tests/check.sh", target.display());
+    // The tester works in a closed copy of the tree too: the link is not there, the check
+    // fails, and an honest tester says so.
+    let failing = json!([{"run": check}, {"report": {
+        "milestone_id": "M1", "summary": "The check fails.",
+        "criteria": [{"criterion_id": "AC1", "verdict": "FAIL", "notes": "tests/check.sh is missing",
+                      "checks": [{"command": check, "exit_code": 2, "evidence_ref": "{{last_event}}"}]}]
+    }}]);
     let harness = Harness::new(script_with(&[
         ("planner", json!([plan])),
-        ("builder", json!([build(&linking), build(&linking)])),
-        ("tester", json!([tester.clone(), tester])),
+        (
+            "builder",
+            json!([build(&linking), build(&linking), build(&linking)]),
+        ),
+        ("tester", json!([failing.clone(), failing.clone(), failing])),
     ]));
     let ws = harness.workspace();
     fs::create_dir_all(ws.join("tests")).expect("tests dir");
@@ -2264,9 +2282,10 @@ fn changed_tests_wait_for_a_person_and_escaping_links_fail_the_replay() {
     let stopped = harness.run(&["--yes"]);
     assert_eq!(stopped.code, Some(PAUSED_EXIT), "{stopped:?}");
     assert!(
-        stopped
-            .pause_reason()
-            .contains("`tests/check.sh` is a symlink to"),
+        matches!(
+            stopped.pause_code(),
+            Some("PAUSED_BUILDER_RETRY_LIMIT" | "PAUSED_REPEATED_FAILURE")
+        ),
         "{stopped:?}"
     );
 }

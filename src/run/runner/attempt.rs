@@ -8,7 +8,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::json;
-use tokio::io::AsyncBufReadExt;
 
 use super::CliRunner;
 use super::judge::{
@@ -260,6 +259,7 @@ impl CliRunner {
             log_limit: LOG_LIMIT,
             idle_timeout: limits.idle,
             receipt_path: Some(dir.join("supervision.json")),
+            ledger_path: Some(dir.join("ledger.jsonl")),
             ..LaunchOptions::default()
         };
         let mut running = match supervise::spawn(spec, options).await {
@@ -297,24 +297,23 @@ impl CliRunner {
             let mut line = Vec::new();
             let mut batch = Vec::new();
             loop {
-                line.clear();
-                match reader.read_until(b'\n', &mut line).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
+                // At most MAX_LINE bytes are ever held: a longer line is read and dropped in
+                // pieces, and reported with its length.
+                let read = events::read_line_capped(&mut reader, &mut line, MAX_LINE).await;
+                let oversized = match read {
+                    Ok(events::LiveLine::End) | Err(_) => break,
+                    Ok(events::LiveLine::Complete) => None,
+                    Ok(events::LiveLine::Oversized { bytes }) => Some(bytes),
+                };
                 let Some(parser) = parser.as_mut() else {
                     continue;
                 };
                 batch.clear();
-                if line.len() > MAX_LINE {
-                    events::StreamParser::feed_oversized_line_into(
-                        parser,
-                        line.len() as u64,
-                        MAX_LINE,
-                        &mut batch,
-                    );
-                } else {
-                    events::StreamParser::feed_line_into(parser, &line, &mut batch);
+                match oversized {
+                    Some(bytes) => events::StreamParser::feed_oversized_line_into(
+                        parser, bytes, MAX_LINE, &mut batch,
+                    ),
+                    None => events::StreamParser::feed_line_into(parser, &line, &mut batch),
                 }
                 for event in batch.drain(..) {
                     if let Some(record) = command_record(&event) {
@@ -555,10 +554,20 @@ impl CliRunner {
         } else {
             None
         };
+        // The kernel's word on what ran: present wherever the seccomp boundary kept a ledger.
+        // The ledger file is the keeper's own journal, each entry written before its exec was
+        // let through (the run directory is read-only inside the room); a missing file backs
+        // nothing.
+        let ledger_entries = receipt
+            .session_boundary
+            .is_some()
+            .then(|| supervise::read_ledger(&dir.join("ledger.jsonl")).unwrap_or_default());
+        let ledger = ledger_entries.as_deref();
         out.result = match judge_report(
             ctx.plan.kind,
             final_report.as_ref(),
             &records,
+            ledger,
             receipts.as_ref(),
             Some(&dir.join("evidence.json")),
         ) {

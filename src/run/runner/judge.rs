@@ -8,10 +8,12 @@ use serde_json::{Value, json};
 
 use crate::events::{self, FinalReport, NormalizedEvent};
 use crate::report::evidence::{self, CitedCheck, CommandRecord};
+use crate::report::ledger::{LedgerMatch, check_against_ledger, ledger_match};
 use crate::report::{self, ReportKind};
 use crate::run::driver::AttemptResult;
 use crate::run::integrity;
 use crate::run::state::UsageTotals;
+use crate::supervise::LedgerEntry;
 
 /// What a stage directory's `validation.json` holds.
 #[derive(Debug, Serialize)]
@@ -27,11 +29,61 @@ pub(super) struct ReceiptCheck {
     pub(super) context: String,
 }
 
-/// Judges a final message: shell-command rule, JSON, schema, evidence.
+/// What every problem about a forged command event starts with (the driver counts them).
+pub const FORGED_EVENT: &str = "forged command event";
+
+/// The stream's finished command events that the kernel's exec ledger does not back: an event
+/// with an exit code and no ledgered process that ran that command and ended that way. Genuine
+/// events always have one (the CLIs run commands through measured shell wrappers,
+/// `report::ledger`); a line written into the CLI's stdout by something else does not.
+pub(super) fn forged_events(records: &[CommandRecord], ledger: &[LedgerEntry]) -> Vec<String> {
+    records
+        .iter()
+        .filter_map(|record| {
+            let code = record.exit_code?;
+            match ledger_match(&record.command, code, ledger) {
+                LedgerMatch::Matched { .. } => None,
+                LedgerMatch::NotMatched { reason, .. } => Some(format!(
+                    "{FORGED_EVENT} {}: `{}` exit {code} is in the stream but {reason} (the kernel saw no such process)",
+                    record.evidence_id, record.command
+                )),
+            }
+        })
+        .collect()
+}
+
+/// Judges a final message: shell-command rule, JSON, schema, evidence. With the kernel's exec
+/// `ledger` (absent only where no seccomp boundary kept one), a command event that no ledgered
+/// process backs rejects the attempt as forged, and every cited check must also be backed.
 pub(super) fn judge_report(
     kind: ReportKind,
     final_report: Option<&FinalReport>,
     records: &[CommandRecord],
+    ledger: Option<&[LedgerEntry]>,
+    receipts: Option<&ReceiptCheck>,
+    evidence_out: Option<&Path>,
+) -> Result<Value, AttemptResult> {
+    let forged = ledger.map_or_else(Vec::new, |ledger| forged_events(records, ledger));
+    let judged =
+        judge_report_and_evidence(kind, final_report, records, ledger, receipts, evidence_out);
+    if forged.is_empty() {
+        return judged;
+    }
+    let mut problems = forged;
+    if let Err(AttemptResult::Rejected { problems: more, .. }) = judged {
+        problems.extend(more);
+    }
+    Err(AttemptResult::Rejected {
+        problems,
+        shell_command: None,
+    })
+}
+
+fn judge_report_and_evidence(
+    kind: ReportKind,
+    final_report: Option<&FinalReport>,
+    records: &[CommandRecord],
+    ledger: Option<&[LedgerEntry]>,
     receipts: Option<&ReceiptCheck>,
     evidence_out: Option<&Path>,
 ) -> Result<Value, AttemptResult> {
@@ -89,7 +141,13 @@ pub(super) fn judge_report(
     }
     let checks = cited_checks(kind, &report);
     let findings = match receipts {
-        None => evidence::check_event_evidence(&checks, records),
+        None => {
+            let findings = evidence::check_event_evidence(&checks, records);
+            match ledger {
+                Some(ledger) => check_against_ledger(findings, ledger),
+                None => findings,
+            }
+        }
         Some(rc) => checks
             .iter()
             .map(|check| {

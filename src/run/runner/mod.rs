@@ -34,7 +34,7 @@ use crate::snapshot::StatCache;
 use crate::supervise::{Exit, Receipt};
 use crate::transport::{BuiltinTransport, identity};
 
-pub use judge::resume_after_from_hint;
+pub use judge::{FORGED_EVENT, resume_after_from_hint};
 use judge::{command_records, judge_report};
 
 /// Drives real CLIs (built-in or registered with TOML) for the run's stages.
@@ -338,10 +338,13 @@ impl StageRunner for CliRunner {
             // A judge's or planner's write cannot be ruled out without the after-snapshot.
             return None;
         }
+        // Adoption needs the kernel's ledger too: without it, nothing backs the cited commands.
+        let ledger = crate::supervise::read_ledger(&dir.join("ledger.jsonl")).ok()?;
         judge_report(
             attempt.report_kind,
             normalized.summary.final_report.as_ref(),
             &records,
+            Some(&ledger),
             None,
             None,
         )
