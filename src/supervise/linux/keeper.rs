@@ -6,8 +6,9 @@
 //! notifications; it streams the id in flight, then every session/group/denied entry, before
 //! answering, so autocode always knows at least what the keeper acted on; exec-ledger messages
 //! of a launch with a ledger file come in coalesced batches (the file is the durable record,
-//! and autocode recovers from it at keeper loss). Keeper lost (EOF) → autocode services the listeners itself. Autocode lost (EOF) →
-//! the keeper kills every family and writes each launch's receipt to its `receipt_path`.
+//! and autocode recovers from it at keeper loss). Keeper lost (EOF) → autocode services the
+//! listeners itself. Autocode lost (EOF) → the keeper kills every family and writes each
+//! launch's receipt to its `receipt_path`.
 //!
 //! Invariants: a launch is registered (in the map) before its listener reaches the keeper;
 //! exactly one party services a listener at a time; a notification in flight at keeper loss is
