@@ -53,16 +53,14 @@ pub struct Pending {
 }
 
 impl Pending {
+    /// Whether `item` would take a non-empty batch past [`BATCH_BYTES`] (send first, so one
+    /// large entry never drags the others past the lifeline's message limit).
+    pub fn overflows_with(&self, item: &Batched) -> bool {
+        !self.is_empty() && self.bytes + estimate(item) > BATCH_BYTES
+    }
+
     pub fn push(&mut self, item: Batched, fd: Option<OwnedFd>) {
-        self.bytes += match &item {
-            Batched::Exec { entry, .. } => {
-                256 + entry.filename.len()
-                    + entry.cwd.len()
-                    + entry.argv.iter().map(|arg| arg.len() + 8).sum::<usize>()
-            }
-            Batched::Exited { seqs, .. } => 64 + 24 * seqs.len(),
-            Batched::Answered { .. } => 48,
-        };
+        self.bytes += estimate(&item);
         let item = match (item, fd) {
             (Batched::Exec { entry, .. }, Some(fd)) => {
                 self.fds.push(fd);
@@ -96,6 +94,23 @@ impl Pending {
             std::mem::take(&mut self.items),
             std::mem::take(&mut self.fds),
         )
+    }
+}
+
+/// A generous estimate of an item's serialized size.
+fn estimate(item: &Batched) -> usize {
+    match item {
+        Batched::Exec { entry, .. } => {
+            256 + entry.filename.len()
+                + entry.cwd.len()
+                + entry
+                    .argv
+                    .iter()
+                    .map(|arg| 2 * arg.len() + 8)
+                    .sum::<usize>()
+        }
+        Batched::Exited { seqs, .. } => 64 + 24 * seqs.len(),
+        Batched::Answered { .. } => 48,
     }
 }
 
@@ -254,6 +269,17 @@ mod tests {
             pending.items[0],
             Batched::Exec { pidfd: Some(0), .. }
         ));
+        let big = |count: usize| Batched::Exited {
+            pid: 1,
+            seqs: vec![0; count],
+            exit: None,
+        };
+        assert!(!pending.overflows_with(&big(10)));
+        assert!(pending.overflows_with(&big(BATCH_BYTES / 24)));
+        assert!(
+            !Pending::default().overflows_with(&big(BATCH_BYTES / 24)),
+            "a large item alone is never held back"
+        );
         assert_eq!(pending.fds.len(), 1);
     }
 }

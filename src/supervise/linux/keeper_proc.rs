@@ -75,6 +75,9 @@ struct LaunchLedger {
 impl LaunchLedger {
     /// Queues a ledger message; without batching (or when the batch is full) it goes now.
     fn queue(&mut self, socket: BorrowedFd<'_>, launch: u64, item: Batched, fd: Option<OwnedFd>) {
+        if self.pending.overflows_with(&item) {
+            self.send_pending(socket, launch);
+        }
         self.pending.push(item, fd);
         if !self.batching || self.pending.full() {
             self.send_pending(socket, launch);
