@@ -2,10 +2,13 @@
 //!
 //! The keeper is forked by [`init_before_threads`] while autocode is still single-threaded, in
 //! its own session, non-dumpable, connected by a SOCK_SEQPACKET lifeline. Each launch's
-//! listener is duplicated to it. It answers notifications; it streams the id in flight, then
-//! every journal entry, before answering, so autocode always knows at least what the keeper
-//! acted on. Keeper lost (EOF) → autocode services the listeners itself. Autocode lost (EOF) →
-//! the keeper kills every family and writes each launch's receipt to its `receipt_path`.
+//! listener is duplicated to it (the keeper process itself is `keeper_proc.rs`). It answers
+//! notifications; it streams the id in flight, then every session/group/denied entry, before
+//! answering, so autocode always knows at least what the keeper acted on; exec-ledger messages
+//! of a launch with a ledger file come in coalesced batches (the file is the durable record,
+//! and autocode recovers from it at keeper loss). Keeper lost (EOF) → autocode services the
+//! listeners itself. Autocode lost (EOF) → the keeper kills every family and writes each
+//! launch's receipt to its `receipt_path`.
 //!
 //! Invariants: a launch is registered (in the map) before its listener reaches the keeper;
 //! exactly one party services a listener at a time; a notification in flight at keeper loss is
@@ -13,15 +16,16 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::family;
+use super::batch::{self, Batched};
+use super::keeper_proc;
 use super::ledger::{self, Book, ExecCall};
 use super::policy::{self, Entry, Gate, Journal, Policy, Records};
 use super::sys::{self, SeccompNotif};
@@ -30,7 +34,7 @@ use crate::supervise::{LedgerEntry, LedgerExit};
 /// autocode → keeper.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-enum ToKeeper {
+pub(super) enum ToKeeper {
     /// Carries the listener as SCM_RIGHTS.
     Register {
         launch: u64,
@@ -59,7 +63,7 @@ enum ToKeeper {
 /// keeper → autocode.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-enum FromKeeper {
+pub(super) enum FromKeeper {
     InFlight {
         launch: u64,
         id: u64,
@@ -72,16 +76,6 @@ enum FromKeeper {
         launch: u64,
         entry: Entry,
     },
-    Answered {
-        launch: u64,
-        id: u64,
-    },
-    /// A ledger entry, journaled before the exec is continued; carries the pidfd as
-    /// SCM_RIGHTS when one could be opened.
-    Exec {
-        launch: u64,
-        entry: LedgerEntry,
-    },
     /// The process behind these entries ended.
     Exited {
         launch: u64,
@@ -92,9 +86,15 @@ enum FromKeeper {
     Flushed {
         launch: u64,
     },
+    /// Coalesced ledger messages of one launch, in order; `Exec` items index the message's
+    /// descriptors (SCM_RIGHTS). Sent only for a launch whose ledger file the keeper writes.
+    Batch {
+        launch: u64,
+        items: Vec<Batched>,
+    },
 }
 
-const MESSAGE_LIMIT: usize = 64 * 1024;
+pub(super) const MESSAGE_LIMIT: usize = 64 * 1024;
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panicking holder cannot leave these maps half-updated in a way that matters more than
@@ -387,7 +387,7 @@ fn start_in_process(launch: &Arc<LaunchShared>, pending: Option<SeccompNotif>) -
     Ok(())
 }
 
-fn pollin(fd: RawFd) -> libc::pollfd {
+pub(super) fn pollin(fd: RawFd) -> libc::pollfd {
     libc::pollfd {
         fd,
         events: libc::POLLIN,
@@ -396,7 +396,7 @@ fn pollin(fd: RawFd) -> libc::pollfd {
 }
 
 /// Settles the ledger entries whose pidfds polled readable; returns what was settled.
-fn settle_ready(
+pub(super) fn settle_ready(
     book: &mut Book,
     pidfds: &[(RawFd, i32)],
     polled: &[libc::pollfd],
@@ -444,7 +444,7 @@ fn serve_in_process(launch: &LaunchShared, stop: RawFd) {
 fn read_keeper(socket: OwnedFd, keeper_pid: i32) {
     let mut buf = vec![0u8; MESSAGE_LIMIT];
     loop {
-        let Ok((len, fd)) = sys::recv_with_fd(socket.as_raw_fd(), &mut buf) else {
+        let Ok((len, fds)) = batch::recv_with_fds(socket.as_raw_fd(), &mut buf) else {
             break;
         };
         if len == 0 {
@@ -456,6 +456,7 @@ fn read_keeper(socket: OwnedFd, keeper_pid: i32) {
         else {
             continue;
         };
+        let mut fds: Vec<Option<OwnedFd>> = fds.into_iter().map(Some).collect();
         let launches = lock(&owner().launches);
         match message {
             FromKeeper::InFlight {
@@ -483,19 +484,6 @@ fn read_keeper(socket: OwnedFd, keeper_pid: i32) {
                     lock(&launch.records).apply(&entry);
                 }
             }
-            FromKeeper::Answered { launch, id } => {
-                if let Some(launch) = launches.get(&launch) {
-                    let mut inflight = lock(&launch.inflight);
-                    if inflight.is_some_and(|notif| notif.id == id) {
-                        *inflight = None;
-                    }
-                }
-            }
-            FromKeeper::Exec { launch, entry } => {
-                if let Some(launch) = launches.get(&launch) {
-                    lock(&launch.book).adopt(entry, fd);
-                }
-            }
             FromKeeper::Exited {
                 launch,
                 pid,
@@ -504,6 +492,11 @@ fn read_keeper(socket: OwnedFd, keeper_pid: i32) {
             } => {
                 if let Some(launch) = launches.get(&launch) {
                     lock(&launch.book).forget(pid, &seqs, exit);
+                }
+            }
+            FromKeeper::Batch { launch, items } => {
+                if let Some(launch) = launches.get(&launch) {
+                    apply_batch(launch, items, &mut fds);
                 }
             }
             FromKeeper::Flushed { launch } => {
@@ -517,6 +510,28 @@ fn read_keeper(socket: OwnedFd, keeper_pid: i32) {
     take_over(keeper_pid);
 }
 
+/// Applies one batch in order (its descriptors are taken by index).
+fn apply_batch(launch: &LaunchShared, items: Vec<Batched>, fds: &mut [Option<OwnedFd>]) {
+    let mut book = lock(&launch.book);
+    for item in items {
+        match item {
+            Batched::Exec { entry, pidfd } => {
+                let fd = pidfd
+                    .and_then(|index| fds.get_mut(index))
+                    .and_then(Option::take);
+                book.adopt(entry, fd);
+            }
+            Batched::Exited { pid, seqs, exit } => book.forget(pid, &seqs, exit),
+            Batched::Answered { id } => {
+                let mut inflight = lock(&launch.inflight);
+                if inflight.is_some_and(|notif| notif.id == id) {
+                    *inflight = None;
+                }
+            }
+        }
+    }
+}
+
 /// The keeper is gone: service every listener here, answering what it left in flight.
 fn take_over(keeper_pid: i32) {
     let owner = owner();
@@ -527,8 +542,14 @@ fn take_over(keeper_pid: i32) {
     let launches: Vec<_> = lock(&owner.launches).values().cloned().collect();
     for launch in launches {
         launch.keeper_lost.store(true, Ordering::SeqCst);
-        // From now on autocode writes the ledger file; a waiting flush gives up at once.
-        lock(&launch.book).write_to_file();
+        // From now on autocode writes the ledger file; a waiting flush gives up at once. Entries
+        // (and ends) the keeper wrote there but had not yet sent in a batch are taken from it
+        // (their pidfds died with the keeper: an end not in the file stays unknown).
+        {
+            let mut book = lock(&launch.book);
+            book.recover_from_file();
+            book.write_to_file();
+        }
         *lock(&launch.flushed.0) = true;
         launch.flushed.1.notify_all();
         if launch.serviced_by_keeper.swap(false, Ordering::SeqCst) {
@@ -572,324 +593,10 @@ pub fn init_before_threads() -> io::Result<bool> {
     }
     if pid == 0 {
         drop(ours);
-        keeper_main(theirs);
+        keeper_proc::keeper_main(theirs);
     }
     drop(theirs);
     let _ = KEEPER_AT_START.set(Some((ours, pid)));
     sys::become_owner();
     Ok(true)
-}
-
-fn keeper_main(socket: OwnedFd) -> ! {
-    // SAFETY: plain syscalls in the single-threaded keeper; descriptors 0-2 are replaced by
-    // /dev/null so the keeper never holds autocode's pipes open, and everything but the
-    // lifeline is closed.
-    unsafe {
-        libc::setsid();
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
-        if null >= 0 {
-            for fd in 0..3 {
-                libc::dup2(null, fd);
-            }
-        }
-        libc::dup2(socket.as_raw_fd(), 3);
-        libc::fcntl(3, libc::F_SETFD, libc::FD_CLOEXEC);
-        libc::close_range(4, u32::MAX, 0);
-    }
-    std::mem::forget(socket);
-    // SAFETY: fd 3 is the lifeline just placed there; nothing else owns it.
-    let socket = unsafe { OwnedFd::from_raw_fd(3) };
-    Keeper {
-        socket,
-        launches: HashMap::new(),
-    }
-    .run();
-    // SAFETY: leaving without running the parent's exit handlers (which belong to autocode).
-    unsafe { libc::_exit(0) }
-}
-
-struct KeeperLaunch {
-    label: String,
-    root_pid: i32,
-    policy: Policy,
-    listener: OwnedFd,
-    receipt_path: Option<PathBuf>,
-    kernel: String,
-    records: Records,
-    hung_up: bool,
-    started: std::time::SystemTime,
-    gate: Option<Gate>,
-    book: Book,
-}
-
-struct Keeper {
-    socket: OwnedFd,
-    launches: HashMap<u64, KeeperLaunch>,
-}
-
-/// The keeper's journal: its own memory, then the lifeline (the owner may already be dead; the
-/// keeper's copy is what its cleanup uses then).
-struct KeeperJournal<'a> {
-    socket: BorrowedFd<'a>,
-    launch: u64,
-    records: &'a mut Records,
-    book: &'a mut Book,
-}
-
-fn send(socket: BorrowedFd<'_>, message: &FromKeeper) {
-    send_fd(socket, message, None);
-}
-
-fn send_fd(socket: BorrowedFd<'_>, message: &FromKeeper, fd: Option<RawFd>) {
-    if let Ok(bytes) = serde_json::to_vec(message) {
-        let _ = sys::send_with_fd(socket.as_raw_fd(), &bytes, fd);
-    }
-}
-
-impl Journal for KeeperJournal<'_> {
-    fn records(&self) -> Records {
-        self.records.clone()
-    }
-    fn write(&mut self, entry: &Entry) {
-        self.records.apply(entry);
-        send(
-            self.socket,
-            &FromKeeper::Journal {
-                launch: self.launch,
-                entry: entry.clone(),
-            },
-        );
-    }
-    fn exec(&mut self, tgid: i32, call: ExecCall, pidfd: Option<OwnedFd>) {
-        let raw = pidfd.as_ref().map(|fd| fd.as_raw_fd());
-        let entry = self.book.record(tgid, call, pidfd);
-        // The pidfd goes along (the kernel duplicates it) so that autocode can follow the
-        // process itself if the keeper is lost.
-        send_fd(
-            self.socket,
-            &FromKeeper::Exec {
-                launch: self.launch,
-                entry,
-            },
-            raw,
-        );
-    }
-}
-
-impl Keeper {
-    fn run(mut self) {
-        let mut buf = vec![0u8; MESSAGE_LIMIT];
-        loop {
-            let ids: Vec<u64> = self
-                .launches
-                .iter()
-                .filter(|(_, launch)| !launch.hung_up)
-                .map(|(id, _)| *id)
-                .collect();
-            let mut fds = vec![libc::pollfd {
-                fd: self.socket.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            }];
-            for id in &ids {
-                if let Some(launch) = self.launches.get(id) {
-                    fds.push(pollin(launch.listener.as_raw_fd()));
-                }
-            }
-            let pidfds: Vec<(u64, Vec<(RawFd, i32)>)> = self
-                .launches
-                .iter()
-                .map(|(id, launch)| (*id, launch.book.pollable()))
-                .collect();
-            for (_, open) in &pidfds {
-                fds.extend(open.iter().map(|(fd, _)| pollin(*fd)));
-            }
-            if sys::poll_many(&mut fds, -1).is_err() {
-                break;
-            }
-            let mut at = 1 + ids.len();
-            for (id, open) in &pidfds {
-                let polled = fds.get(at..at + open.len()).unwrap_or_default();
-                at += open.len();
-                if let Some(launch) = self.launches.get_mut(id) {
-                    for (pid, seqs, exit) in settle_ready(&mut launch.book, open, polled) {
-                        send(
-                            self.socket.as_fd(),
-                            &FromKeeper::Exited {
-                                launch: *id,
-                                pid,
-                                seqs,
-                                exit: Some(exit),
-                            },
-                        );
-                    }
-                }
-            }
-            for (id, pollfd) in ids.iter().zip(fds.iter().skip(1)) {
-                if pollfd.revents & libc::POLLIN != 0 {
-                    self.serve(*id);
-                } else if pollfd.revents != 0
-                    && let Some(launch) = self.launches.get_mut(id)
-                {
-                    launch.hung_up = true;
-                }
-            }
-            if fds[0].revents != 0 {
-                match sys::recv_with_fd(self.socket.as_raw_fd(), &mut buf) {
-                    Ok((len, fd)) if len > 0 => {
-                        if let Some(bytes) = buf.get(..len) {
-                            self.control(bytes, fd);
-                        }
-                    }
-                    _ => break,
-                }
-            }
-        }
-        self.owner_lost();
-    }
-
-    fn control(&mut self, bytes: &[u8], fd: Option<OwnedFd>) {
-        match serde_json::from_slice::<ToKeeper>(bytes) {
-            Ok(ToKeeper::Register {
-                launch,
-                label,
-                root_pid,
-                policy,
-                receipt_path,
-                kernel,
-                gate,
-                ledger_path,
-                origin_unix_ms,
-            }) => {
-                if let Some(listener) = fd {
-                    let mut book = Book::new(ledger_path, origin_unix_ms);
-                    book.write_to_file();
-                    self.launches.insert(
-                        launch,
-                        KeeperLaunch {
-                            label,
-                            root_pid,
-                            policy,
-                            listener,
-                            receipt_path,
-                            kernel,
-                            records: Records::default(),
-                            hung_up: false,
-                            started: std::time::SystemTime::now(),
-                            gate,
-                            book,
-                        },
-                    );
-                }
-            }
-            Ok(ToKeeper::Release { launch }) => {
-                self.launches.remove(&launch);
-            }
-            Ok(ToKeeper::Flush { launch: id }) => {
-                let socket = self.socket.as_fd();
-                if let Some(launch) = self.launches.get_mut(&id) {
-                    for (pid, seqs, exit) in launch.book.settle_all() {
-                        send(
-                            socket,
-                            &FromKeeper::Exited {
-                                launch: id,
-                                pid,
-                                seqs,
-                                exit: Some(exit),
-                            },
-                        );
-                    }
-                }
-                send(socket, &FromKeeper::Flushed { launch: id });
-            }
-            Err(_) => {}
-        }
-    }
-
-    fn serve(&mut self, id: u64) {
-        let Some(launch) = self.launches.get_mut(&id) else {
-            return;
-        };
-        let listener = launch.listener.as_fd();
-        let notif = match sys::notif_recv(listener) {
-            Ok(Some(notif)) => notif,
-            Ok(None) => return,
-            Err(_) => {
-                // A listener that cannot be read would spin this loop; stop polling it (its
-                // family stays a cleanup target at autocode's stage end).
-                launch.hung_up = true;
-                return;
-            }
-        };
-        let socket = self.socket.as_fd();
-        send(
-            socket,
-            &FromKeeper::InFlight {
-                launch: id,
-                id: notif.id,
-                pid: notif.pid,
-                nr: notif.data.nr,
-                arch: notif.data.arch,
-                args: notif.data.args,
-            },
-        );
-        let mut journal = KeeperJournal {
-            socket,
-            launch: id,
-            records: &mut launch.records,
-            book: &mut launch.book,
-        };
-        policy::handle(
-            listener,
-            &notif,
-            &launch.policy,
-            launch.gate.as_ref(),
-            &mut journal,
-        );
-        send(
-            socket,
-            &FromKeeper::Answered {
-                launch: id,
-                id: notif.id,
-            },
-        );
-    }
-
-    /// autocode is gone: end every family and leave a receipt for each.
-    fn owner_lost(self) {
-        for mut launch in self.launches.into_values() {
-            let started = Instant::now();
-            let records = launch.records.clone();
-            let policy = launch.policy;
-            let root_pid = launch.root_pid;
-            let cleanup = family::kill_until_gone(
-                launch.listener.as_fd(),
-                || records.targets(&policy, root_pid),
-                Instant::now() + family::CLEANUP_LIMIT,
-            );
-            // Killed members report their signal once reaped (or as zombies); the ledger file
-            // gets their ends.
-            launch.book.settle_all();
-            let Some(path) = &launch.receipt_path else {
-                continue;
-            };
-            let receipt = super::build_receipt(super::ReceiptParts {
-                mode: super::MODE_KEEPER,
-                label: launch.label,
-                kernel: launch.kernel,
-                root_pid,
-                policy,
-                records,
-                killed: cleanup.killed.into_iter().collect(),
-                keeper_lost: false,
-                owner_lost: true,
-                verified: cleanup.verified,
-                ended_by: crate::supervise::EndedBy::OwnerLost,
-                run: launch.started.elapsed().unwrap_or(Duration::ZERO),
-                cleanup: started.elapsed(),
-            });
-            let _ = crate::supervise::write_receipt(path, &receipt);
-        }
-    }
 }

@@ -77,16 +77,49 @@ fn read_pointer(pid: i32, address: u64, width: Width) -> Option<u64> {
     })
 }
 
+/// Reads up to `max` pointers at `address` with one read, as far as the page goes (at least
+/// one: a pointer straddling a page boundary is read on its own).
+fn read_pointers(pid: i32, address: u64, width: Width, max: usize) -> Option<Vec<u64>> {
+    const PAGE: u64 = 4096;
+    let step = width.bytes();
+    let in_page = (PAGE - address % PAGE) as usize / step;
+    if in_page == 0 {
+        return read_pointer(pid, address, width).map(|pointer| vec![pointer]);
+    }
+    let mut buf = vec![0u8; in_page.min(max).max(1) * step];
+    let got = sys::read_memory(pid, address, &mut buf).ok()? / step;
+    if got == 0 {
+        return None;
+    }
+    Some(
+        buf.chunks_exact(step)
+            .take(got)
+            .map(|bytes| match width {
+                Width::W64 => u64::from_le_bytes(bytes.try_into().unwrap_or([0; 8])),
+                Width::W32 => u64::from(u32::from_le_bytes(bytes.try_into().unwrap_or([0; 4]))),
+            })
+            .collect(),
+    )
+}
+
 /// Reads argv (a NULL-terminated pointer array) within the bounds; the flag says it was cut.
+/// The pointer array is read a page at a time, each string page by page.
 pub fn read_argv(pid: i32, array: u64, width: Width) -> Option<(Vec<String>, bool)> {
     let mut argv = Vec::new();
     let mut bytes = 0usize;
     if array == 0 {
         return Some((argv, false));
     }
+    let mut pointers = Vec::new().into_iter();
     for index in 0..=ARG_LIMIT {
-        let slot = array.checked_add((index * width.bytes()) as u64)?;
-        let pointer = read_pointer(pid, slot, width)?;
+        let pointer = match pointers.next() {
+            Some(pointer) => pointer,
+            None => {
+                let slot = array.checked_add((index * width.bytes()) as u64)?;
+                pointers = read_pointers(pid, slot, width, ARG_LIMIT + 1 - index)?.into_iter();
+                pointers.next()?
+            }
+        };
         if pointer == 0 {
             return Some((argv, false));
         }
@@ -312,6 +345,42 @@ impl Book {
         }
     }
 
+    /// Whether this party writes the ledger file (it could be opened).
+    pub fn writes_file(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// Takes from the ledger file what the other party wrote there but never told us: unknown
+    /// entries (without a pidfd) and ends of entries we still hold open. Called before this
+    /// party becomes the writer, after the other is gone.
+    pub fn recover_from_file(&mut self) {
+        let Some(path) = &self.path else {
+            return;
+        };
+        let Ok(written) = crate::supervise::read_ledger(path) else {
+            return;
+        };
+        for entry in written {
+            let known = self.entries.iter().position(|known| known.seq == entry.seq);
+            match known {
+                Some(index) => {
+                    if self.entries[index].exit.is_none() && entry.exit.is_some() {
+                        self.entries[index].exit = entry.exit;
+                        let (pid, seq) = (entry.pid, entry.seq);
+                        if let Some(open) = self.open.get_mut(&pid) {
+                            open.seqs.retain(|&open_seq| open_seq != seq);
+                            if open.seqs.is_empty() {
+                                self.open.remove(&pid);
+                            }
+                        }
+                    }
+                }
+                None => self.entries.push(entry),
+            }
+        }
+        self.entries.sort_by_key(|entry| entry.seq);
+    }
+
     fn append(&mut self, entry: &LedgerEntry) {
         if let Some(file) = self.file.as_mut()
             && let Ok(mut line) = serde_json::to_vec(entry)
@@ -528,6 +597,46 @@ mod tests {
             None,
             "unmapped memory is unreadable"
         );
+    }
+
+    #[test]
+    fn a_book_taking_over_recovers_what_the_file_holds_and_it_was_never_told() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.jsonl");
+        let origin = unix_ms();
+        // The writer (the keeper) records three execs and the end of the first two.
+        let mut writer = Book::new(Some(path.clone()), origin);
+        writer.write_to_file();
+        assert!(writer.writes_file());
+        let call = |name: &str| ExecCall {
+            filename: name.into(),
+            argv: vec![name.into()],
+            argv_truncated: false,
+            cwd: "/".into(),
+            plausible: true,
+        };
+        let told = writer.record(10, call("/bin/a"), None);
+        writer.record(11, call("/bin/b"), None);
+        writer.record(12, call("/bin/c"), None);
+        writer.finish(&[0, 1], Some(LedgerExit::Code(0)));
+        // The reader (autocode) was told only the first exec, not its end.
+        let mut reader = Book::new(Some(path.clone()), origin);
+        assert!(!reader.writes_file());
+        reader.adopt(told, None);
+        reader.recover_from_file();
+        let entries = reader.entries();
+        assert_eq!(
+            entries.iter().map(|entry| entry.seq).collect::<Vec<_>>(),
+            vec![0, 1, 2]
+        );
+        assert_eq!(entries[0].exit, Some(LedgerExit::Code(0)));
+        assert_eq!(entries[1].exit, Some(LedgerExit::Code(0)));
+        assert_eq!(entries[2].exit, None);
+        assert_eq!(reader.next_seq(), 3, "numbering continues after the file");
+        reader.write_to_file();
+        let next = reader.record(13, call("/bin/d"), None);
+        assert_eq!(next.seq, 3);
+        assert_eq!(crate::supervise::read_ledger(&path).unwrap().len(), 4);
     }
 
     #[test]

@@ -6,10 +6,12 @@
 //! refused before any spawn when the probe finds a feature missing; orphans that reach us as
 //! subreaper are reaped, but never a root another launch still waits for.
 
+mod batch;
 mod child;
 mod family;
 mod filter;
 mod keeper;
+mod keeper_proc;
 mod landlock;
 mod ledger;
 mod policy;

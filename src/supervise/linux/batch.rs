@@ -1,0 +1,285 @@
+//! The keeper's coalesced ledger messages: what an exec-ledger batch holds, when it must go,
+//! and the lifeline's multi-descriptor `SCM_RIGHTS` send/receive that carries its pidfds.
+//!
+//! Invariants: a batch is sent only for a launch whose ledger file the keeper writes (each
+//! entry is in the file, one `write(2)`, before its exec is continued); items keep their order
+//! (an exec before its exit); a batch is sent before any session/group/denied journal entry of
+//! its launch and before `Flushed`, so strict ordering holds for everything cleanup depends on.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::supervise::{LedgerEntry, LedgerExit};
+
+/// One ledger message inside a batch.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Batched {
+    /// A ledger entry already in the file and continued; `pidfd` indexes the message's
+    /// descriptors.
+    Exec {
+        entry: LedgerEntry,
+        pidfd: Option<usize>,
+    },
+    /// The process behind these entries ended.
+    Exited {
+        pid: i32,
+        seqs: Vec<u64>,
+        exit: Option<LedgerExit>,
+    },
+    /// The notification `id` was answered.
+    Answered { id: u64 },
+}
+
+/// How long the first item of a batch may wait.
+pub const BATCH_DELAY: Duration = Duration::from_millis(20);
+/// Items (and descriptors) per message.
+pub const BATCH_ITEMS: usize = 64;
+/// Estimated serialized bytes per message before it is sent early (the lifeline's receive
+/// buffer is `MESSAGE_LIMIT`).
+pub const BATCH_BYTES: usize = 24 * 1024;
+
+/// What one launch has not yet told autocode.
+#[derive(Debug, Default)]
+pub struct Pending {
+    pub items: Vec<Batched>,
+    pub fds: Vec<OwnedFd>,
+    bytes: usize,
+    /// When the first item arrived plus [`BATCH_DELAY`].
+    pub due: Option<Instant>,
+}
+
+impl Pending {
+    /// Whether `item` would take a non-empty batch past [`BATCH_BYTES`] (send first, so one
+    /// large entry never drags the others past the lifeline's message limit).
+    pub fn overflows_with(&self, item: &Batched) -> bool {
+        !self.is_empty() && self.bytes + estimate(item) > BATCH_BYTES
+    }
+
+    pub fn push(&mut self, item: Batched, fd: Option<OwnedFd>) {
+        self.bytes += estimate(&item);
+        let item = match (item, fd) {
+            (Batched::Exec { entry, .. }, Some(fd)) => {
+                self.fds.push(fd);
+                Batched::Exec {
+                    entry,
+                    pidfd: Some(self.fds.len() - 1),
+                }
+            }
+            (item, _) => item,
+        };
+        self.items.push(item);
+        self.due.get_or_insert_with(|| Instant::now() + BATCH_DELAY);
+    }
+
+    /// Whether it must go now regardless of the delay.
+    pub fn full(&self) -> bool {
+        self.items.len() >= BATCH_ITEMS
+            || self.fds.len() >= BATCH_ITEMS
+            || self.bytes >= BATCH_BYTES
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Empties the batch, returning its items and descriptors.
+    pub fn take(&mut self) -> (Vec<Batched>, Vec<OwnedFd>) {
+        self.bytes = 0;
+        self.due = None;
+        (
+            std::mem::take(&mut self.items),
+            std::mem::take(&mut self.fds),
+        )
+    }
+}
+
+/// A generous estimate of an item's serialized size.
+fn estimate(item: &Batched) -> usize {
+    match item {
+        Batched::Exec { entry, .. } => {
+            256 + entry.filename.len()
+                + entry.cwd.len()
+                + entry
+                    .argv
+                    .iter()
+                    .map(|arg| 2 * arg.len() + 8)
+                    .sum::<usize>()
+        }
+        Batched::Exited { seqs, .. } => 64 + 24 * seqs.len(),
+        Batched::Answered { .. } => 48,
+    }
+}
+
+/// Room for one `SCM_RIGHTS` message with up to [`BATCH_ITEMS`] descriptors (aligned).
+#[repr(C, align(8))]
+struct ManySpace([u8; 64 + 4 * BATCH_ITEMS]);
+
+/// Sends `bytes` with up to [`BATCH_ITEMS`] descriptors (the kernel duplicates them).
+pub fn send_with_fds(socket: RawFd, bytes: &[u8], fds: &[OwnedFd]) -> io::Result<()> {
+    if fds.len() > BATCH_ITEMS {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_ptr() as *mut libc::c_void,
+        iov_len: bytes.len(),
+    };
+    let mut space = ManySpace([0; 64 + 4 * BATCH_ITEMS]);
+    // SAFETY: msghdr is plain data; zeroed is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if !fds.is_empty() {
+        let payload = (size_of::<RawFd>() * fds.len()) as u32;
+        // SAFETY: CMSG_SPACE/CMSG_LEN are pure arithmetic.
+        let (space_len, len) = unsafe {
+            (
+                libc::CMSG_SPACE(payload) as usize,
+                libc::CMSG_LEN(payload) as usize,
+            )
+        };
+        msg.msg_control = space.0.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = space_len;
+        // SAFETY: the control buffer holds CMSG_SPACE(4 * BATCH_ITEMS) (16 + 256 bytes) and is
+        // aligned, so the header and every descriptor written lie inside it.
+        unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            (*cmsg).cmsg_level = libc::SOL_SOCKET;
+            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+            (*cmsg).cmsg_len = len;
+            let data = libc::CMSG_DATA(cmsg) as *mut RawFd;
+            for (index, fd) in fds.iter().enumerate() {
+                std::ptr::write_unaligned(data.add(index), fd.as_raw_fd());
+            }
+        }
+    }
+    loop {
+        // SAFETY: msg points at live stack buffers for the duration of the call.
+        let rc = unsafe { libc::sendmsg(socket, &msg, libc::MSG_NOSIGNAL) };
+        if rc >= 0 {
+            return Ok(());
+        }
+        let error = io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::EINTR) {
+            return Err(error);
+        }
+    }
+}
+
+/// Receives one message into `buf`; returns its length (0 = peer closed) and every descriptor
+/// that came along, in order (close-on-exec).
+pub fn recv_with_fds(socket: RawFd, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    let mut space = ManySpace([0; 64 + 4 * BATCH_ITEMS]);
+    // SAFETY: msghdr is plain data; zeroed is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = space.0.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = space.0.len();
+    let received = loop {
+        // SAFETY: msg points at live buffers we own.
+        let rc = unsafe { libc::recvmsg(socket, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if rc >= 0 {
+            break rc as usize;
+        }
+        let error = io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::EINTR) {
+            return Err(error);
+        }
+    };
+    let mut fds = Vec::new();
+    // SAFETY: walking the control buffer the kernel filled, with the libc macros that bound it
+    // by msg_controllen; the descriptor count is derived from cmsg_len, and each descriptor the
+    // kernel installed is owned by nobody else.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let header = libc::CMSG_LEN(0) as usize;
+                let count = ((*cmsg).cmsg_len as usize).saturating_sub(header) / size_of::<RawFd>();
+                let data = libc::CMSG_DATA(cmsg) as *const RawFd;
+                for index in 0..count {
+                    let raw = std::ptr::read_unaligned(data.add(index));
+                    fds.push(OwnedFd::from_raw_fd(raw));
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    Ok((received, fds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn many_descriptors_travel_in_order_with_one_message() {
+        let (a, b) = super::super::sys::seqpacket_pair().unwrap();
+        let files: Vec<OwnedFd> = (0..5)
+            .map(|index| {
+                let file = tempfile::tempfile().unwrap();
+                std::io::Write::write_all(&mut &file, &[index as u8]).unwrap();
+                OwnedFd::from(file)
+            })
+            .collect();
+        send_with_fds(a.as_raw_fd(), b"batch", &files).unwrap();
+        let mut buf = [0u8; 64];
+        let (len, got) = recv_with_fds(b.as_raw_fd(), &mut buf).unwrap();
+        assert_eq!(&buf[..len], b"batch");
+        assert_eq!(got.len(), 5);
+        for (index, fd) in got.into_iter().enumerate() {
+            let mut byte = [0u8; 1];
+            let file = std::fs::File::from(fd);
+            std::os::unix::fs::FileExt::read_at(&file, &mut byte, 0).unwrap();
+            assert_eq!(byte[0], index as u8);
+        }
+        send_with_fds(a.as_raw_fd(), b"none", &[]).unwrap();
+        let (len, got) = recv_with_fds(b.as_raw_fd(), &mut buf).unwrap();
+        assert_eq!((&buf[..len], got.len()), (&b"none"[..], 0));
+    }
+
+    #[test]
+    fn a_batch_goes_early_when_full_and_keeps_descriptor_indices() {
+        let mut pending = Pending::default();
+        assert!(pending.is_empty() && pending.due.is_none());
+        for seq in 0..BATCH_ITEMS as u64 {
+            pending.push(Batched::Answered { id: seq }, None);
+        }
+        assert!(pending.full());
+        assert!(pending.due.is_some());
+        let (items, fds) = pending.take();
+        assert_eq!((items.len(), fds.len()), (BATCH_ITEMS, 0));
+        assert!(pending.is_empty() && pending.due.is_none() && !pending.full());
+        let fd = OwnedFd::from(tempfile::tempfile().unwrap());
+        let entry: LedgerEntry = serde_json::from_value(serde_json::json!({
+            "seq": 3, "pid": 9, "filename": "/bin/true", "argv": ["true"],
+            "argv_truncated": false, "cwd": "/", "at_ms": 1, "exec_plausible": true, "exit": null
+        }))
+        .unwrap();
+        pending.push(Batched::Exec { entry, pidfd: None }, Some(fd));
+        assert!(matches!(
+            pending.items[0],
+            Batched::Exec { pidfd: Some(0), .. }
+        ));
+        let big = |count: usize| Batched::Exited {
+            pid: 1,
+            seqs: vec![0; count],
+            exit: None,
+        };
+        assert!(!pending.overflows_with(&big(10)));
+        assert!(pending.overflows_with(&big(BATCH_BYTES / 24)));
+        assert!(
+            !Pending::default().overflows_with(&big(BATCH_BYTES / 24)),
+            "a large item alone is never held back"
+        );
+        assert_eq!(pending.fds.len(), 1);
+    }
+}
