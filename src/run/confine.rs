@@ -20,10 +20,6 @@ use crate::provider::{Expanded, expand_writable};
 use crate::role::Role;
 use crate::supervise::Room;
 
-/// Names of the directory entries of a work tree that are never granted: git metadata and
-/// autocode's own state.
-const NEVER_GRANTED: [&str; 2] = [".git", ".autocode"];
-
 /// The test hook that makes the room look unavailable (`docs/run-lifecycle.md`): its value is
 /// reported as what is missing. It can only refuse runs, never loosen a room.
 pub const PROBE_MISSING_ENV: &str = "AUTOCODE_TEST_ROOM_MISSING";
@@ -144,32 +140,16 @@ pub struct StageRoomInput<'a> {
     pub env: &'a BTreeMap<String, String>,
 }
 
-/// The work-tree grant of a builder: the work tree itself when autocode's state and the git
-/// metadata live outside it (a run's worktree: its `.git` is a file naming metadata in the main
-/// repository, checked after the stage; a `.autocode/` inside it is repository content), else
-/// each top-level entry but `.git` and `.autocode`
-/// (Landlock cannot carve a read-only hole beneath a writable directory, so new top-level
-/// entries cannot be created in an in-place run).
-fn builder_grants(work_tree: &Path, isolation: &Isolation) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    let withheld: Vec<PathBuf> = NEVER_GRANTED.iter().map(|n| work_tree.join(n)).collect();
-    // A run's worktree holds no autocode state (a `.autocode/` in it is repository content).
-    let isolated =
-        matches!(isolation, Isolation::Worktree { .. }) && !work_tree.join(".git").is_dir();
-    if isolated {
-        return (vec![work_tree.to_owned()], Vec::new());
-    }
-    let mut grants = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(work_tree) {
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            if NEVER_GRANTED.iter().any(|n| name == *n) {
-                continue;
-            }
-            grants.push(entry.path());
-        }
-    }
-    grants.sort();
-    (grants, withheld)
+/// The work-tree grant of a builder: the work tree itself. In a run's worktree autocode's state
+/// and the git metadata live outside it (its `.git` is a file naming metadata in the main
+/// repository, checked after the stage; a `.autocode/` inside it is repository content). An
+/// `--in-place` run gets the whole workspace too: Landlock cannot carve a read-only hole beneath
+/// a writable directory, and granting top-level entries one by one would stop the builder from
+/// creating new files there, which honest work needs. So in place, `.git` and `.autocode/` are
+/// not protected from the builder (the run state still carries its tag; `docs/run-lifecycle.md`
+/// says so); the worktree mode is the one that keeps the user's repository out of reach.
+fn builder_grants(work_tree: &Path, _isolation: &Isolation) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    (vec![work_tree.to_owned()], Vec::new())
 }
 
 /// Builds a stage's room and its record. `confined: false` records an unconfined stage.
@@ -354,28 +334,20 @@ mod tests {
     }
 
     #[test]
-    fn an_in_place_builder_gets_every_top_level_entry_but_git_and_autocode() {
+    fn an_in_place_builder_gets_the_whole_workspace() {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path();
         for d in [".git", ".autocode", "src"] {
             std::fs::create_dir_all(ws.join(d)).unwrap();
         }
-        std::fs::write(ws.join("README"), "x").unwrap();
         let e = env(&[]);
         let (room, record) = stage_room(
             &input(Role::Builder, ws, &Isolation::InPlace, ws, &[], &e),
             true,
         );
         let room = room.unwrap();
-        assert!(room.writable.contains(&ws.join("src")));
-        assert!(room.writable.contains(&ws.join("README")));
-        assert!(
-            !room
-                .writable
-                .iter()
-                .any(|p| p == ws || p.ends_with(".git") || p.ends_with(".autocode"))
-        );
-        assert_eq!(record.withheld, vec![ws.join(".git"), ws.join(".autocode")]);
+        assert!(room.writable.contains(&ws.to_owned()));
+        assert!(record.withheld.is_empty());
     }
 
     #[test]
