@@ -7,7 +7,6 @@
 //! leaves a state that `resume` can judge: a running attempt is adopted only if its artifacts
 //! hold a complete, valid, verified report, and is otherwise `PAUSED_INTERRUPTED`.
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -15,14 +14,15 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::budget::{self, StageLimits};
+use super::budget;
 use super::flow::{self, Next, PauseDecision, StagePlan};
 use super::gate;
+use super::interrupt::{interrupted, stop_requested, watch_stop_signals};
 use super::prompt;
 use super::review;
 use super::state::{
-    AttemptPurpose, AttemptRecord, AttemptStatus, CriterionResult, PauseRecord, Phase,
-    PlanRevision, Question, RunState, UsageTotals,
+    AttemptPurpose, AttemptRecord, AttemptStatus, CriterionResult, PauseRecord, Phase, RunState,
+    UsageTotals,
 };
 use crate::ids::SessionId;
 use crate::pause::PauseCode;
@@ -30,110 +30,13 @@ use crate::report::ReportKind;
 use crate::role::Role;
 use crate::store::{self, StoreError};
 
+pub use super::stage_runner::{
+    AttemptContext, AttemptOutcome, AttemptResult, Interaction, ReplayResult, ReplayTree,
+    StageRunner,
+};
+
 /// At most this many report-only repairs per stage before `PAUSED_INVALID_OUTPUT`.
 pub const MAX_REPORT_REPAIRS: u32 = 2;
-
-/// What one attempt came to, as judged by the runner (schema, evidence, snapshot, cleanup).
-#[derive(Debug, Clone)]
-pub struct AttemptOutcome {
-    pub session: Option<SessionId>,
-    pub usage: UsageTotals,
-    pub duration: Duration,
-    pub result: AttemptResult,
-}
-
-#[derive(Debug, Clone)]
-pub enum AttemptResult {
-    /// A report that validated against its schema and whose evidence verified.
-    Report(Value),
-    /// The report was rejected; a repair may fix it. `shell_command` is set when the final
-    /// message was a shell command (the reference's defect), which gets one correction first.
-    Rejected {
-        problems: Vec<String>,
-        shell_command: Option<String>,
-    },
-    /// The attempt cannot be repaired by asking again: pause (or retry once when
-    /// `retryable_transport`).
-    Stopped {
-        code: PauseCode,
-        reason: String,
-        retryable_transport: bool,
-        resume_after: Option<DateTime<Utc>>,
-    },
-}
-
-/// Everything a runner needs to launch one attempt.
-#[derive(Debug, Clone)]
-pub struct AttemptContext {
-    pub plan: StagePlan,
-    pub record: AttemptRecord,
-    pub stage_dir: PathBuf,
-    pub prompt: String,
-    /// The session to continue (repairs and corrections on session-keeping transports).
-    pub resume_session: Option<SessionId>,
-    pub limits: StageLimits,
-}
-
-/// A check replayed by autocode itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReplayResult {
-    pub command: String,
-    pub passed: bool,
-    pub detail: String,
-}
-
-/// Which tree a replay runs in (always a clean, closed copy of it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReplayTree {
-    /// The run's work tree.
-    Final,
-    /// The base tree saved before any stage ran.
-    Base,
-    /// The work tree with these files restored to their base version (absent there: removed).
-    FinalWithBaseFiles(Vec<String>),
-}
-
-/// Launches and judges attempts. The real runner drives CLIs through the boundary.
-pub trait StageRunner {
-    fn run_attempt(
-        &mut self,
-        state: &RunState,
-        ctx: AttemptContext,
-    ) -> impl Future<Output = AttemptOutcome>;
-
-    /// Whether repairs of this role can continue the same session.
-    fn keeps_sessions(&self, state: &RunState, role: Role) -> bool;
-
-    /// The model family of `model` (the cross-model rules use it).
-    fn model_family(&self, model: &str) -> String;
-
-    /// Replays check commands in a clean copy of `tree`. `Err` is a pause.
-    fn replay(
-        &mut self,
-        state: &RunState,
-        tree: &ReplayTree,
-        commands: &[String],
-    ) -> impl Future<Output = Result<Vec<ReplayResult>, PauseDecision>>;
-
-    /// Saves the work tree as the run's base tree (`verify::base_dir`), before any stage ran.
-    /// `Ok` holds what the (closed) copy had to leave out.
-    fn save_base(
-        &mut self,
-        state: &RunState,
-    ) -> impl Future<Output = Result<Vec<String>, PauseDecision>>;
-
-    /// Judges an attempt left `running` by a crash, from its saved artifacts alone: `Some`
-    /// with the report when it is complete, valid and verified.
-    fn judge_interrupted(&mut self, state: &RunState, attempt: &AttemptRecord) -> Option<Value>;
-}
-
-/// Questions and approvals, answered on a terminal or not at all.
-pub trait Interaction {
-    fn answer_questions(&mut self, questions: &[Question]) -> Option<Vec<(String, String)>>;
-    fn approve_plan(&mut self, plan: &PlanRevision) -> bool;
-    /// One line per finished attempt and per pause (stderr for people).
-    fn note(&mut self, line: &str);
-}
 
 /// How a drive ended.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -605,66 +508,6 @@ fn set_strong_overrides<R: StageRunner>(state: &mut RunState, runner: &R, milest
             moved.model = policy.checker_model.clone();
             state.route_overrides.insert(checker, moved);
         }
-    }
-}
-
-/// The first stop request (SIGINT, SIGTERM, SIGHUP) seen while a run is driven.
-struct Interrupt {
-    signal: std::sync::OnceLock<&'static str>,
-    notify: tokio::sync::Notify,
-}
-
-fn interrupt() -> &'static Interrupt {
-    static INTERRUPT: std::sync::OnceLock<Interrupt> = std::sync::OnceLock::new();
-    INTERRUPT.get_or_init(|| Interrupt {
-        signal: std::sync::OnceLock::new(),
-        notify: tokio::sync::Notify::new(),
-    })
-}
-
-/// Starts (once per process) watching SIGINT, SIGTERM and SIGHUP. The first one ends the
-/// running attempt and pauses the run; a second one stops autocode at once (exit 130), and the
-/// keeper ends whatever family is left.
-fn watch_stop_signals() {
-    static STARTED: std::sync::Once = std::sync::Once::new();
-    STARTED.call_once(|| {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-            signal(SignalKind::hangup()),
-        ) else {
-            return;
-        };
-        tokio::spawn(async move {
-            loop {
-                let name = tokio::select! {
-                    _ = int.recv() => "SIGINT",
-                    _ = term.recv() => "SIGTERM",
-                    _ = hup.recv() => "SIGHUP",
-                };
-                if interrupt().signal.set(name).is_err() {
-                    std::process::exit(130);
-                }
-                interrupt().notify.notify_waiters();
-            }
-        });
-    });
-}
-
-/// The stop request already received, if any.
-fn stop_requested() -> Option<&'static str> {
-    interrupt().signal.get().copied()
-}
-
-/// Resolves with the signal's name once autocode is asked to stop.
-async fn interrupted() -> &'static str {
-    loop {
-        let notified = interrupt().notify.notified();
-        if let Some(name) = stop_requested() {
-            return name;
-        }
-        notified.await;
     }
 }
 

@@ -1,0 +1,120 @@
+//! The seam between the driver and whoever runs stages: what one attempt is given
+//! ([`AttemptContext`]) and comes to ([`AttemptOutcome`], [`AttemptResult`]), the replays it may
+//! ask for ([`ReplayTree`], [`ReplayResult`]), the [`StageRunner`] that performs them (the real
+//! CLIs in `runner`, a fake in tests) and the [`Interaction`] with a person.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use super::budget::StageLimits;
+use super::flow::{PauseDecision, StagePlan};
+use super::state::{AttemptRecord, PlanRevision, Question, RunState, UsageTotals};
+use crate::ids::SessionId;
+use crate::pause::PauseCode;
+use crate::role::Role;
+
+/// What one attempt came to, as judged by the runner (schema, evidence, snapshot, cleanup).
+#[derive(Debug, Clone)]
+pub struct AttemptOutcome {
+    pub session: Option<SessionId>,
+    pub usage: UsageTotals,
+    pub duration: Duration,
+    pub result: AttemptResult,
+}
+
+#[derive(Debug, Clone)]
+pub enum AttemptResult {
+    /// A report that validated against its schema and whose evidence verified.
+    Report(Value),
+    /// The report was rejected; a repair may fix it. `shell_command` is set when the final
+    /// message was a shell command (the reference's defect), which gets one correction first.
+    Rejected {
+        problems: Vec<String>,
+        shell_command: Option<String>,
+    },
+    /// The attempt cannot be repaired by asking again: pause (or retry once when
+    /// `retryable_transport`).
+    Stopped {
+        code: PauseCode,
+        reason: String,
+        retryable_transport: bool,
+        resume_after: Option<DateTime<Utc>>,
+    },
+}
+
+/// Everything a runner needs to launch one attempt.
+#[derive(Debug, Clone)]
+pub struct AttemptContext {
+    pub plan: StagePlan,
+    pub record: AttemptRecord,
+    pub stage_dir: PathBuf,
+    pub prompt: String,
+    /// The session to continue (repairs and corrections on session-keeping transports).
+    pub resume_session: Option<SessionId>,
+    pub limits: StageLimits,
+}
+
+/// A check replayed by autocode itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayResult {
+    pub command: String,
+    pub passed: bool,
+    pub detail: String,
+}
+
+/// Which tree a replay runs in (always a clean, closed copy of it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplayTree {
+    /// The run's work tree.
+    Final,
+    /// The base tree saved before any stage ran.
+    Base,
+    /// The work tree with these files restored to their base version (absent there: removed).
+    FinalWithBaseFiles(Vec<String>),
+}
+
+/// Launches and judges attempts. The real runner drives CLIs through the boundary.
+pub trait StageRunner {
+    fn run_attempt(
+        &mut self,
+        state: &RunState,
+        ctx: AttemptContext,
+    ) -> impl Future<Output = AttemptOutcome>;
+
+    /// Whether repairs of this role can continue the same session.
+    fn keeps_sessions(&self, state: &RunState, role: Role) -> bool;
+
+    /// The model family of `model` (the cross-model rules use it).
+    fn model_family(&self, model: &str) -> String;
+
+    /// Replays check commands in a clean copy of `tree`. `Err` is a pause.
+    fn replay(
+        &mut self,
+        state: &RunState,
+        tree: &ReplayTree,
+        commands: &[String],
+    ) -> impl Future<Output = Result<Vec<ReplayResult>, PauseDecision>>;
+
+    /// Saves the work tree as the run's base tree (`verify::base_dir`), before any stage ran.
+    /// `Ok` holds what the (closed) copy had to leave out.
+    fn save_base(
+        &mut self,
+        state: &RunState,
+    ) -> impl Future<Output = Result<Vec<String>, PauseDecision>>;
+
+    /// Judges an attempt left `running` by a crash, from its saved artifacts alone: `Some`
+    /// with the report when it is complete, valid and verified.
+    fn judge_interrupted(&mut self, state: &RunState, attempt: &AttemptRecord) -> Option<Value>;
+}
+
+/// Questions and approvals, answered on a terminal or not at all.
+pub trait Interaction {
+    fn answer_questions(&mut self, questions: &[Question]) -> Option<Vec<(String, String)>>;
+    fn approve_plan(&mut self, plan: &PlanRevision) -> bool;
+    /// One line per finished attempt and per pause (stderr for people).
+    fn note(&mut self, line: &str);
+}
