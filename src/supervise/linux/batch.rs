@@ -30,8 +30,6 @@ pub enum Batched {
         seqs: Vec<u64>,
         exit: Option<LedgerExit>,
     },
-    /// The notification `id` was answered.
-    Answered { id: u64 },
 }
 
 /// How long the first item of a batch may wait.
@@ -110,7 +108,6 @@ fn estimate(item: &Batched) -> usize {
                     .sum::<usize>()
         }
         Batched::Exited { seqs, .. } => 64 + 24 * seqs.len(),
-        Batched::Answered { .. } => 48,
     }
 }
 
@@ -251,7 +248,14 @@ mod tests {
         let mut pending = Pending::default();
         assert!(pending.is_empty() && pending.due.is_none());
         for seq in 0..BATCH_ITEMS as u64 {
-            pending.push(Batched::Answered { id: seq }, None);
+            pending.push(
+                Batched::Exited {
+                    pid: seq as i32,
+                    seqs: vec![seq],
+                    exit: None,
+                },
+                None,
+            );
         }
         assert!(pending.full());
         assert!(pending.due.is_some());

@@ -3,8 +3,9 @@
 //! The keeper is forked by [`init_before_threads`] while autocode is still single-threaded, in
 //! its own session, non-dumpable, connected by a SOCK_SEQPACKET lifeline. Each launch's
 //! listener is duplicated to it (the keeper process itself is `keeper_proc.rs`). It answers
-//! notifications; it streams the id in flight, then every session/group/denied entry, before
-//! answering, so autocode always knows at least what the keeper acted on; exec-ledger messages
+//! notifications; it holds the one in flight in a shared slot (`inflight.rs`) and streams every
+//! session/group/denied entry before answering, so autocode always knows at least what the
+//! keeper acted on; exec-ledger messages
 //! of a launch with a ledger file come in coalesced batches (the file is the durable record,
 //! and autocode recovers from it at keeper loss). Keeper lost (EOF) → autocode services the
 //! listeners itself. Autocode lost (EOF) → the keeper kills every family and writes each
@@ -25,6 +26,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::batch::{self, Batched};
+use super::inflight;
 use super::keeper_proc;
 use super::ledger::{self, Book, ExecCall};
 use super::policy::{self, Entry, Gate, Journal, Policy, Records};
@@ -64,14 +66,6 @@ pub(super) enum ToKeeper {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub(super) enum FromKeeper {
-    InFlight {
-        launch: u64,
-        id: u64,
-        pid: u32,
-        nr: i32,
-        arch: u32,
-        args: [u64; 6],
-    },
     Journal {
         launch: u64,
         entry: Entry,
@@ -113,7 +107,6 @@ pub struct LaunchShared {
     pub policy: Policy,
     pub listener: OwnedFd,
     pub records: Mutex<Records>,
-    inflight: Mutex<Option<SeccompNotif>>,
     pub keeper_lost: AtomicBool,
     pub serviced_by_keeper: AtomicBool,
     servicer: Mutex<Option<InProcess>>,
@@ -270,7 +263,6 @@ pub fn register(
         policy,
         listener,
         records: Mutex::new(Records::default()),
-        inflight: Mutex::new(None),
         keeper_lost: AtomicBool::new(false),
         serviced_by_keeper: AtomicBool::new(false),
         servicer: Mutex::new(None),
@@ -459,26 +451,6 @@ fn read_keeper(socket: OwnedFd, keeper_pid: i32) {
         let mut fds: Vec<Option<OwnedFd>> = fds.into_iter().map(Some).collect();
         let launches = lock(&owner().launches);
         match message {
-            FromKeeper::InFlight {
-                launch,
-                id,
-                pid,
-                nr,
-                arch,
-                args,
-            } => {
-                if let Some(launch) = launches.get(&launch) {
-                    let mut notif = SeccompNotif {
-                        id,
-                        pid,
-                        ..SeccompNotif::default()
-                    };
-                    notif.data.nr = nr;
-                    notif.data.arch = arch;
-                    notif.data.args = args;
-                    *lock(&launch.inflight) = Some(notif);
-                }
-            }
             FromKeeper::Journal { launch, entry } => {
                 if let Some(launch) = launches.get(&launch) {
                     lock(&launch.records).apply(&entry);
@@ -522,12 +494,6 @@ fn apply_batch(launch: &LaunchShared, items: Vec<Batched>, fds: &mut [Option<Own
                 book.adopt(entry, fd);
             }
             Batched::Exited { pid, seqs, exit } => book.forget(pid, &seqs, exit),
-            Batched::Answered { id } => {
-                let mut inflight = lock(&launch.inflight);
-                if inflight.is_some_and(|notif| notif.id == id) {
-                    *inflight = None;
-                }
-            }
         }
     }
 }
@@ -540,6 +506,8 @@ fn take_over(keeper_pid: i32) {
         link.alive = false;
     }
     let launches: Vec<_> = lock(&owner.launches).values().cloned().collect();
+    // The keeper is gone (its lifeline reached EOF), so the slot is no longer written.
+    let mut left_in_flight = inflight::take();
     for launch in launches {
         launch.keeper_lost.store(true, Ordering::SeqCst);
         // From now on autocode writes the ledger file; a waiting flush gives up at once. Entries
@@ -553,7 +521,9 @@ fn take_over(keeper_pid: i32) {
         *lock(&launch.flushed.0) = true;
         launch.flushed.1.notify_all();
         if launch.serviced_by_keeper.swap(false, Ordering::SeqCst) {
-            let pending = lock(&launch.inflight).take();
+            let pending = left_in_flight
+                .take_if(|(owner_launch, _)| *owner_launch == launch.id)
+                .map(|(_, notif)| notif);
             // A listener nobody services would hang its family's setsid; there is no better
             // fallback than the stage-end cleanup if even a thread cannot start.
             let _ = start_in_process(&launch, pending);
@@ -584,6 +554,7 @@ pub fn init_before_threads() -> io::Result<bool> {
         let _ = KEEPER_AT_START.set(None);
         return Ok(false);
     }
+    inflight::create()?;
     let (ours, theirs) = sys::seqpacket_pair()?;
     // SAFETY: the process is single-threaded (checked above), so the child may run arbitrary
     // code: no lock can be held by a thread that does not exist in the child.

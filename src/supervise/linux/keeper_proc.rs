@@ -1,9 +1,9 @@
 //! The keeper process itself: its poll loop over the lifeline, every registered listener and
 //! the ledger's pidfds; its journal to autocode; its cleanup when autocode is lost.
 //!
-//! Invariants: `InFlight` goes before a notification is handled and every session/group/denied
-//! entry before its answer (strict, one message each). Ledger messages (`Exec`, `Exited`,
-//! `Answered`) of a launch whose ledger file the keeper writes are coalesced into one `Batch`
+//! Invariants: the notification being handled is held in the shared in-flight slot
+//! (`inflight.rs`) from before it is handled until it is answered, and every session/group/denied
+//! entry goes before its answer (strict, one message each). Ledger messages (`Exec`, `Exited`) of a launch whose ledger file the keeper writes are coalesced into one `Batch`
 //! per [`batch::BATCH_DELAY`] (or sooner when full), because the file line, written before
 //! CONTINUE, is the durable record; a pending batch is sent before any strict message of its
 //! launch and before `Flushed`. Without a ledger file they go one by one before CONTINUE.
@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::batch::{self, Batched, Pending};
 use super::family;
+use super::inflight;
 use super::keeper::{FromKeeper, MESSAGE_LIMIT, ToKeeper, pollin, settle_ready};
 use super::ledger::{Book, ExecCall};
 use super::policy::{self, Entry, Gate, Journal, Policy, Records};
@@ -344,17 +345,7 @@ impl Keeper {
             }
         };
         let socket = self.socket.as_fd();
-        send(
-            socket,
-            &FromKeeper::InFlight {
-                launch: id,
-                id: notif.id,
-                pid: notif.pid,
-                nr: notif.data.nr,
-                arch: notif.data.arch,
-                args: notif.data.args,
-            },
-        );
+        inflight::hold(id, &notif);
         let mut journal = KeeperJournal {
             socket,
             id,
@@ -368,11 +359,7 @@ impl Keeper {
             launch.gate.as_ref(),
             &mut journal,
         );
-        // A stale `InFlight` (its `Answered` still in a batch at keeper loss) is harmless:
-        // autocode's re-handling finds the id no longer valid.
-        launch
-            .ledger
-            .queue(socket, id, Batched::Answered { id: notif.id }, None);
+        inflight::release();
     }
 
     /// autocode is gone: end every family and leave a receipt for each.

@@ -305,6 +305,9 @@ struct Open {
 /// The entries of one launch, their open pidfds, and (for the party servicing the listener)
 /// the ledger file.
 pub struct Book {
+    /// Sorted by `seq` (entries are recorded in order; adopted and recovered ones are put in
+    /// place), so every lookup is a binary search: a long stage's ledger costs O(log n) per
+    /// exec and per exit, never a scan.
     entries: Vec<LedgerEntry>,
     open: BTreeMap<i32, Open>,
     file: Option<std::fs::File>,
@@ -361,9 +364,8 @@ impl Book {
             return;
         };
         for entry in written {
-            let known = self.entries.iter().position(|known| known.seq == entry.seq);
-            match known {
-                Some(index) => {
+            match self.index_of(entry.seq) {
+                Ok(index) => {
                     if self.entries[index].exit.is_none() && entry.exit.is_some() {
                         self.entries[index].exit = entry.exit;
                         let (pid, seq) = (entry.pid, entry.seq);
@@ -375,10 +377,14 @@ impl Book {
                         }
                     }
                 }
-                None => self.entries.push(entry),
+                Err(index) => self.entries.insert(index, entry),
             }
         }
-        self.entries.sort_by_key(|entry| entry.seq);
+    }
+
+    /// Where the entry `seq` is (`Ok`), or where it belongs (`Err`).
+    fn index_of(&self, seq: u64) -> Result<usize, usize> {
+        self.entries.binary_search_by_key(&seq, |entry| entry.seq)
     }
 
     fn append(&mut self, entry: &LedgerEntry) {
@@ -418,11 +424,10 @@ impl Book {
     /// Takes an entry recorded by the other party (with its pidfd, if it came along).
     pub fn adopt(&mut self, entry: LedgerEntry, pidfd: Option<OwnedFd>) {
         let (pid, seq) = (entry.pid, entry.seq);
-        if let Some(index) = self.entries.iter().position(|known| known.seq == seq) {
+        match self.index_of(seq) {
             // The same notification answered again after a keeper loss.
-            self.entries[index] = entry;
-        } else {
-            self.entries.push(entry);
+            Ok(index) => self.entries[index] = entry,
+            Err(index) => self.entries.insert(index, entry),
         }
         // A pidfd already open for this pid that reports an end belongs to an earlier process
         // with a recycled pid: settle it first.
@@ -473,8 +478,11 @@ impl Book {
     /// Applies an exit (from this party or the other) to entries.
     pub fn finish(&mut self, seqs: &[u64], exit: Option<LedgerExit>) {
         let mut finished = Vec::new();
-        for entry in &mut self.entries {
-            if seqs.contains(&entry.seq) && entry.exit.is_none() {
+        for &seq in seqs {
+            if let Ok(index) = self.index_of(seq)
+                && let Some(entry) = self.entries.get_mut(index)
+                && entry.exit.is_none()
+            {
                 entry.exit = exit;
                 finished.push(entry.clone());
             }

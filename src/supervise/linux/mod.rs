@@ -10,6 +10,7 @@ mod batch;
 mod child;
 mod family;
 mod filter;
+mod inflight;
 mod keeper;
 mod keeper_proc;
 mod landlock;
