@@ -97,7 +97,12 @@ pub async fn create(
     env: &BTreeMap<String, String>,
 ) -> Result<(Isolation, PathBuf), IsolationError> {
     let (path, branch) = workspace::create_worktree(workspace, run_id, env).await?;
-    let work_tree = path.join(subdir);
+    // `join("")` would add a trailing separator: the top level is the worktree itself.
+    let work_tree = if subdir.as_os_str().is_empty() {
+        path.clone()
+    } else {
+        path.join(subdir)
+    };
     // A subdirectory that HEAD does not have (new, or holding only untracked files) is created
     // in the worktree, so the agents start where the user is.
     std::fs::create_dir_all(&work_tree).map_err(|source| IsolationError::Create {
