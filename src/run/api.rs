@@ -1,10 +1,12 @@
 //! Starting and resuming runs: everything between the command line and the driver.
 //!
-//! `start` resolves the provider and the routes, applies the cross-model guard *before any
-//! launch*, isolates a git workspace in a worktree, creates the run directory and drives;
-//! `resume` takes the run's lock, applies the user's answers, approvals and abandonments,
-//! checks the transport identity, and drives again. A second autocode on a held run gets
-//! `PAUSED_RUN_BUSY` and changes nothing.
+//! `start` resolves the provider and the routes, decides where the run works before anything is
+//! created (`run::isolation`: a worktree, or in place only when asked), applies the cross-model
+//! guard *before any launch*, creates the run directory and the worktree, and drives; `resume`
+//! takes the run's lock, applies the user's answers, approvals and abandonments, checks the
+//! transport identity, re-checks where the run works, and drives again. A second autocode on a
+//! held run, or a second in-place run in one directory, gets `PAUSED_RUN_BUSY` and changes
+//! nothing. A completed worktree run's summary carries its result (`run::commit::RunResult`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

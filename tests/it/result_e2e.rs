@@ -191,7 +191,10 @@ fn clean_keeps_an_unmerged_result_unless_forced() {
     );
     assert!(tree.join("hello.txt").exists());
     assert_eq!(
-        git_out(&ws, &["branch", "--list", "--format=%(refname:short)", &branch]),
+        git_out(
+            &ws,
+            &["branch", "--list", "--format=%(refname:short)", &branch]
+        ),
         branch
     );
     // Without a run id and without a terminal: the list, how to name the run, nothing removed.
@@ -363,4 +366,28 @@ fn a_second_in_place_run_in_one_directory_gets_run_busy() {
     // The directory is free again: resuming the first run takes it (and judges the attempt).
     let judged = harness.resume(&[]);
     judged.assert_paused("PAUSED_INTERRUPTED");
+}
+
+#[test]
+fn a_run_paused_before_its_worktree_never_goes_in_place_on_resume() {
+    // The tester on the builder's family: the run pauses before it is isolated.
+    let harness = Harness::new(script_with(&[]));
+    let ws = harness.workspace();
+    let paused = harness.run(&["--yes", "--tester-model", "alpha-small"]);
+    paused.assert_paused("PAUSED_CROSS_MODEL");
+    assert!(harness.calls().is_empty());
+    // Whatever the resumes lead to, no agent works in the user's files: the run gets its
+    // worktree when it first drives.
+    let first = harness.resume(&[]);
+    let _ = harness.resume(&["--accept-transport-change"]);
+    assert_ne!(first.code, Some(0), "{first:?}");
+    let calls = harness.calls();
+    for call in &calls {
+        assert_ne!(call["cwd"], ws_text(&ws), "{call}");
+    }
+    assert!(!ws.join("hello.txt").exists());
+    if !calls.is_empty() {
+        let status = harness.status();
+        assert_eq!(status.json["isolation"]["kind"], "worktree", "{status:?}");
+    }
 }
