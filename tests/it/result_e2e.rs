@@ -391,3 +391,24 @@ fn a_run_paused_before_its_worktree_never_goes_in_place_on_resume() {
         assert_eq!(status.json["isolation"]["kind"], "worktree", "{status:?}");
     }
 }
+
+#[test]
+fn an_in_place_run_says_its_changes_are_not_committed() {
+    let harness = Harness::new(script_with(&[]));
+    let ws = harness.workspace();
+    fs::write(ws.join("hello.txt"), "").expect("hello.txt");
+    let head = git_out(&ws, &["rev-parse", "HEAD"]);
+    let finished = harness.run(&["--yes", "--in-place"]);
+    finished.assert_complete();
+    assert_eq!(
+        finished.json["isolation"]["kind"], "in_place",
+        "{finished:?}"
+    );
+    assert!(finished.json.get("result").is_none(), "{finished:?}");
+    assert!(finished.stderr.contains("not committed"), "{finished:?}");
+    assert_eq!(git_out(&ws, &["rev-parse", "HEAD"]), head);
+    let id = run_id(&finished);
+    let refused = harness.autocode(&["apply", &id, "--workspace", &ws_text(&ws)]);
+    assert_eq!(refused.code, Some(2), "{refused:?}");
+    assert!(refused.stderr.contains("in place"), "{refused:?}");
+}
