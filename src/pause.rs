@@ -134,10 +134,10 @@ pause_codes! {
     AwaitingTestChangeReview = "AWAITING_TEST_CHANGE_REVIEW",
         "The builder modified or deleted test files of the base tree, and the checks fail when those files are restored to their original version. `autocode status RUN` shows the test diff and the failing output.",
         "autocode resume RUN --accept-test-changes if the new tests are right, or change the objective and start again";
-    /// Another autocode holds the run.
+    /// Another autocode holds the run, or another run works in place in the directory.
     PausedRunBusy = "PAUSED_RUN_BUSY",
-        "Another autocode process holds this run's lock; nothing was changed.",
-        "wait for the other process to finish (autocode status RUN), then autocode resume RUN";
+        "Another autocode process holds this run's lock, or another run works in place in this directory (one run at a time may: a second `--in-place` run creates nothing); nothing was changed.",
+        "wait for the other process to finish (autocode status RUN), then autocode resume RUN (a new in-place run: start it again, or without --in-place to work in a worktree)";
 }
 
 impl fmt::Display for PauseCode {

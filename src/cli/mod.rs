@@ -5,6 +5,8 @@
 //! stderr (`-v`, `-vv`; `RUST_LOG` overrides). `main` stays thin: each command lives in its own
 //! file and returns `Result<ExitCode, EdgeError>`.
 
+mod apply;
+mod clean;
 mod completions;
 mod conformance;
 mod connections;
@@ -52,8 +54,10 @@ pub enum Command {
     Status(run::StatusArgs),
     /// The workspace's runs, newest first: id, phase or pause, age, objective.
     Runs(runs::RunsArgs),
-    /// Remove a run's worktree and branch.
-    Clean(run::CleanArgs),
+    /// Take a completed run's result (its branch) into your current branch.
+    Apply(apply::ApplyArgs),
+    /// Remove a run's worktree and branch (never an unmerged result without --force).
+    Clean(clean::CleanArgs),
     /// Run a check and write a receipt bound to the current stage (for report-file tools).
     Capture(run::CaptureArgs),
     /// List and inspect providers (built-ins, bundled and user TOML configs).
@@ -116,7 +120,8 @@ pub fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Status(args) => run::status(args),
         Command::Runs(args) => runs::run(args),
-        Command::Clean(args) => run::clean(args),
+        Command::Apply(args) => apply::apply(args),
+        Command::Clean(args) => clean::clean(args),
         Command::Capture(args) => run::capture(args),
         Command::Providers(command) => providers::run(command),
         Command::Models(args) => providers::models(args),

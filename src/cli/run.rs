@@ -243,15 +243,6 @@ pub struct StatusArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct CleanArgs {
-    /// The run whose worktree and branch to remove (default: the most recent run).
-    pub run: Option<RunId>,
-    /// The project the run belongs to (default: the current directory).
-    #[arg(long, default_value = ".")]
-    pub workspace: PathBuf,
-}
-
-#[derive(Debug, Args)]
 pub struct CaptureArgs {
     /// Where to write the receipt (under .autocode/evidence/).
     #[arg(long)]
@@ -330,13 +321,13 @@ fn finish(summary: RunSummary, json: bool) -> Result<ExitCode, EdgeError> {
     }
     match &summary.outcome {
         DriveOutcome::Complete => {
-            eprintln!(
-                "COMPLETE: run {} ({} stages, {} tokens); work tree {}",
+            output::say!(
+                "COMPLETE: run {} ({} stages, {} tokens)",
                 summary.run_id,
                 summary.stages,
-                summary.usage.total_tokens(),
-                summary.work_tree.display()
+                summary.usage.total_tokens()
             );
+            super::apply::say_result(&summary);
             Ok(ExitCode::from(exit::OK))
         }
         DriveOutcome::Paused { pause } => {
@@ -357,6 +348,10 @@ fn run_error(e: RunError) -> EdgeError {
         RunError::Find(find) => find_error(find),
         RunError::Key(key) => EdgeError::usage(RunError::Key(key)).hint(KEY_HINT),
         RunError::Usage(_) | RunError::RoomUnavailable { .. } => EdgeError::usage(e),
+        RunError::Isolation(ref isolation) if isolation.hint().is_some() => {
+            let hint = isolation.hint().unwrap_or_default();
+            EdgeError::usage(e).hint(hint)
+        }
         other => EdgeError::internal(other),
     }
 }
@@ -364,7 +359,7 @@ fn run_error(e: RunError) -> EdgeError {
 const KEY_HINT: &str = "the run-state key lives in $XDG_STATE_HOME/autocode/ (default ~/.local/state/autocode/), mode 0600 in a 0700 directory, outside any workspace";
 
 /// A run that cannot be found or is refused: a usage error, with what to do about it.
-fn find_error(e: crate::run::FindRunError) -> EdgeError {
+pub(super) fn find_error(e: crate::run::FindRunError) -> EdgeError {
     let hint = e.hint();
     let error = EdgeError::usage(e);
     match hint {
@@ -517,15 +512,6 @@ pub fn status(args: StatusArgs) -> Result<ExitCode, EdgeError> {
         (Some(_), _) => exit::PAUSED,
         _ => exit::OK,
     }))
-}
-
-pub fn clean(args: CleanArgs) -> Result<ExitCode, EdgeError> {
-    let ctx = Context::from_process()?;
-    let run_id = super::runtime()?
-        .block_on(api::clean(&args.workspace, args.run.as_ref(), &ctx.env))
-        .map_err(run_error)?;
-    eprintln!("removed the worktree and branch of run {run_id}");
-    Ok(ExitCode::SUCCESS)
 }
 
 /// `autocode capture --output .autocode/evidence/NAME.json -- CMD ARGS…`: runs a check inside the

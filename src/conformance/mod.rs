@@ -319,6 +319,7 @@ impl Probe<'_> {
             finished_at: None,
             usage: UsageTotals::default(),
             milestone: Some(0),
+            commit: None,
         };
         let stage_dir = self.state.run_dir().join("stages").join(&dir);
         let report_file = self.kind.is_none();

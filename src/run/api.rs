@@ -1,10 +1,12 @@
 //! Starting and resuming runs: everything between the command line and the driver.
 //!
-//! `start` resolves the provider and the routes, applies the cross-model guard *before any
-//! launch*, isolates a git workspace in a worktree, creates the run directory and drives;
-//! `resume` takes the run's lock, applies the user's answers, approvals and abandonments,
-//! checks the transport identity, and drives again. A second autocode on a held run gets
-//! `PAUSED_RUN_BUSY` and changes nothing.
+//! `start` resolves the provider and the routes, decides where the run works before anything is
+//! created (`run::isolation`: a worktree, or in place only when asked), applies the cross-model
+//! guard *before any launch*, creates the run directory and the worktree, and drives; `resume`
+//! takes the run's lock, applies the user's answers, approvals and abandonments, checks the
+//! transport identity, re-checks where the run works, and drives again. A second autocode on a
+//! held run, or a second in-place run in one directory, gets `PAUSED_RUN_BUSY` and changes
+//! nothing. A completed worktree run's summary carries its result (`run::commit::RunResult`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,6 +17,7 @@ use serde::Serialize;
 
 use super::driver::{self, DriveOutcome, Interaction, RunHandle};
 use super::flow;
+use super::isolation::{self, IsolationError, LockError, Placement};
 use super::runner::CliRunner;
 use super::state::{
     AttemptStatus, Budgets, BuilderRetryPolicy, Isolation, PauseRecord, Phase, Route, RunState,
@@ -80,6 +83,11 @@ pub struct RunSummary {
     pub outcome: DriveOutcome,
     pub usage: UsageTotals,
     pub stages: usize,
+    /// A completed worktree run: its branch, what changed and how to take it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<super::commit::RunResult>,
+    /// How the run works: a worktree on its branch, or in place (not committed).
+    pub isolation: Isolation,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +104,8 @@ pub enum RunError {
     Key(#[from] super::integrity::KeyError),
     #[error(transparent)]
     Workspace(#[from] workspace::WorkspaceError),
+    #[error(transparent)]
+    Isolation(#[from] IsolationError),
     /// The host cannot build the agent's room and the run was not started `--unconfined`.
     #[error(
         "this host cannot confine the agents (missing: {missing}); {what} (see `autocode doctor`)"
@@ -124,7 +134,28 @@ fn summary(handle: &RunHandle, outcome: DriveOutcome) -> RunSummary {
         outcome,
         usage: handle.state.usage.clone(),
         stages: handle.state.attempts.len(),
+        result: None,
+        isolation: handle.state.isolation.clone(),
     }
+}
+
+/// The summary, with the result of a completed worktree run (its branch against the user's
+/// HEAD). A result that cannot be computed is noted, never fatal: the branch is still there.
+async fn finished_summary(
+    handle: &RunHandle,
+    outcome: DriveOutcome,
+    env: &BTreeMap<String, String>,
+    ui: &mut impl Interaction,
+) -> RunSummary {
+    let complete = matches!(outcome, DriveOutcome::Complete);
+    let mut summary = summary(handle, outcome);
+    if complete {
+        match super::commit::run_result(&handle.state.workspace, &handle.state, env).await {
+            Ok(result) => summary.result = result,
+            Err(e) => ui.note(&format!("cannot summarize the run's branch: {e}")),
+        }
+    }
+    summary
 }
 
 /// A new run id: UTC time plus a short random suffix.
@@ -214,6 +245,8 @@ pub async fn start(
             "nothing was started; pass --unconfined to run with the ownership boundary only (recorded)",
         )?;
     }
+    // Where the agents will work, decided before anything exists: never in place silently.
+    let placement = isolation::decide(&workspace, opts.in_place, &env_strings(env)).await?;
     let provider_name = match &opts.provider {
         Some(name) => name.clone(),
         None => registry
@@ -230,6 +263,16 @@ pub async fn start(
     super::integrity::key_for_workspace(&workspace)?;
     let env_map = env_strings(env);
     let run_id = new_run_id();
+    // One run at a time works in place in a directory.
+    let _in_place = match placement {
+        Placement::InPlace => match isolation::lock_in_place(&workspace, &run_id) {
+            Ok(lock) => Some(lock),
+            Err(LockError::Busy(busy)) => return Ok(in_place_busy(&workspace, &run_id, busy)),
+            Err(LockError::Store(e)) => return Err(e.into()),
+        },
+        Placement::Worktree { .. } => None,
+    };
+    exclude_autocode(&workspace, ui);
     let run_dir = super::runs_dir(&workspace).join(run_id.as_str());
     std::fs::create_dir_all(&run_dir).map_err(|e| StoreError::Write {
         path: run_dir.clone(),
@@ -263,6 +306,7 @@ pub async fn start(
     state.builder_retry = builder_retry;
     state.report_file_roles = report_file_roles;
     state.unconfined = opts.unconfined;
+    state.in_place_requested = opts.in_place;
     let mut handle = RunHandle {
         dir: run_dir,
         state,
@@ -291,8 +335,9 @@ pub async fn start(
         )?;
         return Ok(summary(&handle, outcome));
     }
-    // Isolation: a git workspace gets its own worktree and branch.
-    if !opts.in_place && workspace::is_git_repo_with_head(&workspace, &env_map).await {
+    // Isolation: the run gets its own worktree and branch (of the top level, for a
+    // subdirectory).
+    if let Placement::Worktree { subdir, .. } = &placement {
         let dirty = workspace::uncommitted_changes(&workspace, &env_map).await?;
         if !dirty.is_empty() {
             let names: Vec<&str> = dirty.iter().map(|l| l.get(3..).unwrap_or(l)).collect();
@@ -303,9 +348,17 @@ pub async fn start(
             ui.note(&note);
             handle.activity("uncommitted changes left out", Some(&note))?;
         }
-        let (path, branch) = workspace::create_worktree(&workspace, &run_id, &env_map).await?;
-        handle.state.work_tree = path.clone();
-        handle.state.isolation = Isolation::Worktree { path, branch };
+        let (isolation, work_tree) =
+            isolation::create(&workspace, &run_id, subdir, &env_map).await?;
+        handle.state.work_tree = work_tree;
+        handle.state.isolation = isolation;
+    } else {
+        let note = format!(
+            "--in-place: the agents work in {} itself; nothing is committed (the changes stay in your files)",
+            workspace.display()
+        );
+        ui.note(&note);
+        handle.activity("in place", Some(&note))?;
     }
     let mut runner = CliRunner::new(env_map, vec![provider]);
     runner.scripted_local = opts.scripted_local;
@@ -319,7 +372,109 @@ pub async fn start(
         handle.dir.display()
     ));
     let outcome = driver::drive(&mut handle, &mut runner, ui).await?;
-    Ok(summary(&handle, outcome))
+    Ok(finished_summary(&handle, outcome, &runner.env, ui).await)
+}
+
+/// Adds `.autocode/` to the repository's `info/exclude` (every provider's run): autocode's
+/// prompts, logs and run state never show in `git status` or a `git add -A`.
+fn exclude_autocode(workspace: &Path, ui: &mut impl Interaction) {
+    if let Err(e) = crate::transport::opencode::ensure_git_exclusions(workspace) {
+        ui.note(&format!(
+            "could not add .autocode/ to the repository's info/exclude: {e}"
+        ));
+    }
+}
+
+/// A second run asked to work in place where another one does: nothing was created.
+fn in_place_busy(workspace: &Path, run_id: &RunId, busy: isolation::InPlaceBusy) -> RunSummary {
+    let holder = busy.holder.unwrap_or_else(|| run_id.clone());
+    let record = PauseRecord {
+        code: PauseCode::PausedRunBusy,
+        reason: format!(
+            "run {holder} works in place in {}; one run at a time may (nothing was created)",
+            workspace.display()
+        ),
+        next_step: format!(
+            "wait for run {holder} to finish (autocode status {holder}), then start again; or start without --in-place to work in a worktree"
+        ),
+        at: Utc::now(),
+        attempt: None,
+        resume_after: None,
+    };
+    RunSummary {
+        run_dir: super::runs_dir(workspace).join(holder.as_str()),
+        run_id: holder,
+        work_tree: workspace.to_owned(),
+        outcome: DriveOutcome::Paused { pause: record },
+        usage: UsageTotals::default(),
+        stages: 0,
+        result: None,
+        isolation: Isolation::InPlace,
+    }
+}
+
+/// Resume re-checks where the run works: a run that never got its worktree (it paused before
+/// isolation) gets one now (or is refused, like a new run); an in-place run takes the
+/// directory's in-place lock (`Err`: another run holds it); a worktree must still exist.
+async fn recheck_isolation(
+    workspace: &Path,
+    handle: &mut RunHandle,
+    env: &BTreeMap<String, String>,
+    ui: &mut impl Interaction,
+) -> Result<Result<Option<isolation::InPlaceLock>, PauseRecord>, RunError> {
+    exclude_autocode(workspace, ui);
+    let state = &handle.state;
+    match &state.isolation {
+        Isolation::Worktree { path, .. } => {
+            if !path.is_dir() {
+                return Err(RunError::Usage(format!(
+                    "run {}: its worktree {} is gone (removed by `autocode clean` or by hand); start a new run",
+                    state.run_id,
+                    path.display()
+                )));
+            }
+            Ok(Ok(None))
+        }
+        Isolation::InPlace if !state.in_place_requested && state.attempts.is_empty() => {
+            let Placement::Worktree { subdir, .. } =
+                isolation::decide(workspace, false, env).await?
+            else {
+                unreachable!("decide without in_place never places in place")
+            };
+            let (iso, work_tree) =
+                isolation::create(workspace, &state.run_id, &subdir, env).await?;
+            handle.state.work_tree = work_tree;
+            handle.state.isolation = iso;
+            handle.activity(
+                "worktree created on resume",
+                Some(&handle.state.work_tree.display().to_string()),
+            )?;
+            Ok(Ok(None))
+        }
+        Isolation::InPlace => match isolation::lock_in_place(workspace, &state.run_id) {
+            Ok(lock) => Ok(Ok(Some(lock))),
+            Err(LockError::Busy(busy)) => {
+                let holder = busy
+                    .holder
+                    .map(|h| h.to_string())
+                    .unwrap_or_else(|| "another run".into());
+                Ok(Err(PauseRecord {
+                    code: PauseCode::PausedRunBusy,
+                    reason: format!(
+                        "run {holder} works in place in {}; one run at a time may",
+                        workspace.display()
+                    ),
+                    next_step: PauseCode::PausedRunBusy
+                        .next_step()
+                        .replace("RUN", state.run_id.as_str()),
+                    at: Utc::now(),
+                    attempt: None,
+                    resume_after: None,
+                }))
+            }
+            Err(LockError::Store(e)) => Err(e.into()),
+        },
+    }
 }
 
 fn pause_now(
@@ -379,6 +534,8 @@ pub async fn resume(
                 outcome: DriveOutcome::Paused { pause: record },
                 usage: state.usage.clone(),
                 stages: state.attempts.len(),
+                result: None,
+                isolation: state.isolation.clone(),
             });
         }
         Err(e) => return Err(e.into()),
@@ -396,7 +553,7 @@ pub async fn resume(
     let mut handle = RunHandle { dir, state };
     if handle.state.phase == Phase::Complete {
         drop(lock);
-        return Ok(summary(&handle, DriveOutcome::Complete));
+        return Ok(finished_summary(&handle, DriveOutcome::Complete, &env_map, ui).await);
     }
     // Budgets may be raised.
     let b = &opts.budgets;
@@ -515,26 +672,16 @@ pub async fn resume(
             return Ok(summary(&handle, DriveOutcome::Paused { pause }));
         }
     }
+    let _in_place =
+        match recheck_isolation(&workspace, &mut handle, &runner.env.clone(), ui).await? {
+            Ok(lock) => lock,
+            Err(pause) => {
+                drop(lock);
+                return Ok(summary(&handle, DriveOutcome::Paused { pause }));
+            }
+        };
     handle.checkpoint()?;
     let outcome = driver::drive(&mut handle, &mut runner, ui).await?;
     drop(lock);
-    Ok(summary(&handle, outcome))
-}
-
-/// Removes a finished (or abandoned) run's worktree and branch.
-pub async fn clean(
-    workspace: &Path,
-    run: Option<&RunId>,
-    env: &provider::registry::Env,
-) -> Result<RunId, RunError> {
-    let workspace = std::fs::canonicalize(workspace)
-        .map_err(|e| RunError::Usage(format!("workspace {}: {e}", workspace.display())))?;
-    let env_map = env_strings(env);
-    let dir = super::find_run(&workspace, run, &env_map).await?.dir;
-    let _lock = RunLock::acquire(&dir.join("lock"))?;
-    let state = super::integrity::verify_run(&workspace, &dir, &env_map)
-        .await
-        .map_err(super::FindRunError::from)?;
-    workspace::remove_worktree(&workspace, &state.run_id, &env_map).await?;
-    Ok(state.run_id)
+    Ok(finished_summary(&handle, outcome, &runner.env, ui).await)
 }

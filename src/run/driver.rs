@@ -263,10 +263,35 @@ pub async fn drive<R: StageRunner, I: Interaction>(
                     let pause = consult_resolver(run, runner, ui, plan.milestone, pause).await?;
                     return Ok(run.pause(pause, None)?);
                 }
+                if plan.kind == ReportKind::Build {
+                    commit_builder(run, runner, ui, plan.milestone).await?;
+                }
                 run.checkpoint()?;
             }
         }
     }
+}
+
+/// Commits an accepted builder stage on the run's branch (worktree runs). A failed commit is
+/// reported and recorded, never fatal: the changes stay in the worktree and the next builder
+/// commit (or `git` by hand) takes them.
+async fn commit_builder<R: StageRunner, I: Interaction>(
+    run: &mut RunHandle,
+    runner: &R,
+    ui: &mut I,
+    milestone: Option<usize>,
+) -> Result<(), DriverError> {
+    let env = runner.git_env();
+    match super::commit::record_builder_commit(&mut run.state, milestone, &env).await {
+        Ok(Some(commit)) => run.activity("builder stage committed", Some(&commit))?,
+        Ok(None) => {}
+        Err(e) => {
+            let line = format!("could not commit the builder stage on the run's branch: {e}");
+            ui.note(&line);
+            run.activity("builder stage not committed", Some(&line))?;
+        }
+    }
+    Ok(())
 }
 
 /// An attempt left running by a crash: adopt it only with a complete, valid, verified report.
@@ -538,6 +563,7 @@ async fn launch_attempt<R: StageRunner>(
         finished_at: None,
         usage: UsageTotals::default(),
         milestone: plan.milestone,
+        commit: None,
     };
     let sandbox = plan.role.sandbox();
     let evidence = runner_evidence_style(&run.state, plan.role);

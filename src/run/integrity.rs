@@ -413,7 +413,7 @@ pub fn verify_untracked(workspace: &Path, dir: &Path) -> Result<RunState, RunInt
     let placed = match &state.isolation {
         Isolation::InPlace => state.work_tree == workspace,
         Isolation::Worktree { path, .. } => {
-            state.work_tree == own_worktree && *path == own_worktree
+            *path == own_worktree && super::isolation::within_worktree(&state.work_tree, path)
         }
     };
     if !placed {

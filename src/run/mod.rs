@@ -13,6 +13,8 @@
 
 pub mod api;
 pub mod budget;
+pub mod clean;
+pub mod commit;
 pub mod confine;
 pub mod coverage;
 pub mod driver;
@@ -20,6 +22,7 @@ pub mod flow;
 pub mod gate;
 pub mod integrity;
 mod interrupt;
+pub mod isolation;
 pub mod prompt;
 pub mod replay;
 pub mod review;

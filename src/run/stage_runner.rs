@@ -3,6 +3,7 @@
 //! ask for ([`ReplayTree`], [`ReplayResult`]), the [`StageRunner`] that performs them (the real
 //! CLIs in `runner`, a fake in tests) and the [`Interaction`] with a person.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -105,6 +106,13 @@ pub trait StageRunner {
         &mut self,
         state: &RunState,
     ) -> impl Future<Output = Result<Vec<String>, PauseDecision>>;
+
+    /// The environment autocode's own git commands run with (committing builder stages).
+    fn git_env(&self) -> BTreeMap<String, String> {
+        std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .collect()
+    }
 
     /// Judges an attempt left `running` by a crash, from its saved artifacts alone: `Some`
     /// with the report when it is complete, valid and verified.

@@ -144,6 +144,10 @@ pub struct AttemptRecord {
     pub usage: UsageTotals,
     /// The milestone this attempt worked on, when any.
     pub milestone: Option<usize>,
+    /// The commit autocode made on the run's branch after this builder attempt was accepted
+    /// (worktree runs; none when the stage changed nothing). See `run::commit`.
+    #[serde(default)]
+    pub commit: Option<String>,
 }
 
 /// Why an attempt was launched.
@@ -297,6 +301,10 @@ pub struct RunState {
     /// checks, human reviews, accepted test changes): see `run::verify`.
     #[serde(default)]
     pub verification: super::verify::Verification,
+    /// Started with `--in-place`: the only way a run works in the user's own files. A run
+    /// without it that has no worktree yet (paused before isolation) gets one on resume.
+    #[serde(default)]
+    pub in_place_requested: bool,
 }
 
 /// The builder's stronger attempt and where checkers move during it.
@@ -358,6 +366,7 @@ impl RunState {
             pending_adoption: None,
             unconfined: false,
             verification,
+            in_place_requested: false,
         }
     }
 

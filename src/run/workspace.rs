@@ -1,7 +1,8 @@
 //! Workspace isolation: a run works in a git worktree on its own branch, so the user's working
-//! tree is untouched (`--in-place` opts out). Uncommitted changes in the workspace are named (the
-//! worktree starts from HEAD and does not see them), never silently left behind. A run that
-//! fails to start, or `autocode clean`, removes its worktree and branch.
+//! tree is untouched (`--in-place` opts out; where a run works is decided in `run::isolation`).
+//! Uncommitted changes in the workspace are named (the worktree starts from HEAD and does not
+//! see them), never silently left behind. `autocode clean` removes a run's worktree and branch
+//! (`run::clean` decides when that is safe).
 //!
 //! Every git command goes through the boundary's launch function.
 
@@ -70,19 +71,6 @@ pub async fn git(
             "{other:?}: {}",
             String::from_utf8_lossy(&finished.stderr).trim()
         ))),
-    }
-}
-
-/// Whether `dir` is the top of a git work tree with at least one commit.
-pub async fn is_git_repo_with_head(dir: &Path, env: &BTreeMap<String, String>) -> bool {
-    let top = git(dir, &["rev-parse", "--show-toplevel"], env).await;
-    let head = git(dir, &["rev-parse", "--verify", "HEAD"], env).await;
-    match (top, head) {
-        (Ok(top), Ok(_)) => {
-            let top = PathBuf::from(top.trim());
-            std::fs::canonicalize(&top).ok() == std::fs::canonicalize(dir).ok()
-        }
-        _ => false,
     }
 }
 
@@ -187,7 +175,6 @@ mod tests {
         std::fs::write(ws.join("a.txt"), "a").unwrap();
         git(ws, &["add", "."], &env).await.unwrap();
         git(ws, &["commit", "-qm", "seed"], &env).await.unwrap();
-        assert!(is_git_repo_with_head(ws, &env).await);
         std::fs::write(ws.join("dirty.txt"), "d").unwrap();
         let dirty = uncommitted_changes(ws, &env).await.unwrap();
         assert_eq!(dirty, vec!["?? dirty.txt".to_string()]);

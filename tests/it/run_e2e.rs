@@ -35,7 +35,7 @@ fn fake_agent_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake_agent/fake_agent.py")
 }
 
-fn wait_until(what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
+pub(super) fn wait_until(what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
     while !ready() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
@@ -44,7 +44,7 @@ fn wait_until(what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
 }
 
 /// Alive = present in /proc and not a zombie.
-fn alive(pid: i32) -> bool {
+pub(super) fn alive(pid: i32) -> bool {
     fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
         .and_then(|stat| {
@@ -577,7 +577,7 @@ impl Harness {
         self.root.path().join("script.json")
     }
 
-    fn state(&self) -> PathBuf {
+    pub(super) fn state(&self) -> PathBuf {
         self.root.path().join("script.json.state")
     }
 
@@ -657,7 +657,7 @@ impl Harness {
             .collect()
     }
 
-    fn roles_called(&self) -> Vec<String> {
+    pub(super) fn roles_called(&self) -> Vec<String> {
         self.calls()
             .iter()
             .map(|c| c["role"].as_str().expect("role").to_owned())
@@ -2031,13 +2031,22 @@ fn run_completes_when_the_builder_tries_to_commit_its_work() {
     finished.assert_complete();
     let tree = Harness::work_tree(&finished);
     let log = Command::new("git")
-        .args(["log", "--format=%s", "-1"])
+        .args(["log", "--format=%an|%s"])
         .current_dir(&tree)
         .output()
         .expect("git log");
-    // Agents never commit: the git metadata is outside the room, so the commit was refused and
-    // the work stayed in the tree, uncommitted.
-    assert_eq!(String::from_utf8_lossy(&log.stdout).trim(), "seed");
+    // Agents never commit: the git metadata is outside the room, so the builder's commit was
+    // refused; autocode committed the accepted stage itself, on the run's branch.
+    let log = String::from_utf8_lossy(&log.stdout);
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines.len(), 2, "{log}");
+    assert!(
+        lines[0].starts_with(
+            "autocode|autocode: milestone 1 \"Write hello.txt\" (stage 004-builder-1)"
+        ),
+        "{log}"
+    );
+    assert!(lines[1].ends_with("|seed"), "{log}");
     assert_eq!(
         fs::read_to_string(tree.join("hello.txt")).expect("hello.txt"),
         "hello\n"

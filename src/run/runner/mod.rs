@@ -201,6 +201,10 @@ impl StageRunner for CliRunner {
         outcome
     }
 
+    fn git_env(&self) -> BTreeMap<String, String> {
+        self.env.clone()
+    }
+
     fn keeps_sessions(&self, state: &RunState, role: Role) -> bool {
         let route = state.route_for(role, None);
         match self.provider(&route.provider) {

@@ -1,0 +1,433 @@
+//! The run's result as commits on its branch: after every accepted builder stage autocode
+//! commits the worktree's changes on `autocode/<run-id>` itself ([`commit_stage`]); at COMPLETE
+//! it summarizes the branch against the user's checkout ([`run_result`]); `autocode apply`
+//! merges or squashes it into the user's current branch ([`merge_run_branch`]).
+//!
+//! autocode runs git outside the agents' room, never with the repository's hooks, fsmonitor or
+//! signing (`workspace::SAFE_GIT_ARGS` plus [`COMMIT_ARGS`]). The identity is the user's when
+//! git has one configured (`user.name` and `user.email`), otherwise `autocode
+//! <autocode@localhost>`; `GIT_AUTHOR_*`/`GIT_COMMITTER_*` in the environment win as in git.
+//! What is committed: tracked and untracked-but-not-ignored files, never `.autocode/`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::state::{Isolation, RunState};
+use super::workspace::{WorkspaceError, git};
+
+/// Options every autocode commit or merge runs with: no signing (no agent, no prompt).
+pub const COMMIT_ARGS: [&str; 2] = ["-c", "commit.gpgsign=false"];
+
+/// The identity autocode commits with when git has none configured.
+pub const FALLBACK_NAME: &str = "autocode";
+pub const FALLBACK_EMAIL: &str = "autocode@localhost";
+
+/// The pathspec that keeps autocode's own directory out of every commit, at any depth.
+const NOT_AUTOCODE: &str = ":(glob,exclude)**/.autocode/**";
+
+/// `-c user.name=… -c user.email=…` when the repository (or the user's config) lacks either.
+async fn identity_args(dir: &Path, env: &BTreeMap<String, String>) -> Vec<String> {
+    let name = git(dir, &["config", "--get", "user.name"], env).await;
+    let email = git(dir, &["config", "--get", "user.email"], env).await;
+    let configured =
+        |r: &Result<String, WorkspaceError>| r.as_ref().is_ok_and(|v| !v.trim().is_empty());
+    if configured(&name) && configured(&email) {
+        return Vec::new();
+    }
+    vec![
+        "-c".into(),
+        format!("user.name={FALLBACK_NAME}"),
+        "-c".into(),
+        format!("user.email={FALLBACK_EMAIL}"),
+    ]
+}
+
+/// Runs `git <COMMIT_ARGS> <identity> args…` in `dir`.
+async fn git_committing(
+    dir: &Path,
+    args: &[&str],
+    env: &BTreeMap<String, String>,
+) -> Result<String, WorkspaceError> {
+    let identity = identity_args(dir, env).await;
+    let mut all: Vec<&str> = COMMIT_ARGS.to_vec();
+    all.extend(identity.iter().map(String::as_str));
+    all.extend_from_slice(args);
+    git(dir, &all, env).await
+}
+
+/// The commit message of an accepted builder stage.
+pub fn stage_message(state: &RunState, milestone: Option<usize>, attempt_dir: &str) -> String {
+    let milestones = super::flow::milestones(state);
+    let title = milestone
+        .and_then(|m| milestones.get(m))
+        .and_then(|m| m.get("title").and_then(|t| t.as_str()))
+        .map(|t| t.lines().next().unwrap_or_default().trim().to_owned())
+        .unwrap_or_default();
+    let number = milestone.map(|m| m + 1).unwrap_or(1);
+    let head = if title.is_empty() {
+        format!("autocode: milestone {number} (stage {attempt_dir})")
+    } else {
+        format!("autocode: milestone {number} {title:?} (stage {attempt_dir})")
+    };
+    format!(
+        "{head}\n\nRun {} ({}).\nObjective: {}\n",
+        state.run_id,
+        state.provider,
+        state.objective.lines().next().unwrap_or_default()
+    )
+}
+
+/// Commits every change in the worktree at `root` (tracked, and untracked not ignored; never
+/// `.autocode/`) with `message`. `Ok(None)` when nothing changed: no empty commit.
+pub async fn commit_stage(
+    root: &Path,
+    message: &str,
+    env: &BTreeMap<String, String>,
+) -> Result<Option<String>, WorkspaceError> {
+    git(root, &["add", "--all", "--", ".", NOT_AUTOCODE], env).await?;
+    // Anything under .autocode/ that an earlier index held stays out too.
+    let staged = git(
+        root,
+        &[
+            "diff",
+            "--cached",
+            "--name-only",
+            "-z",
+            "--",
+            ".",
+            NOT_AUTOCODE,
+        ],
+        env,
+    )
+    .await?;
+    if staged.trim_matches('\0').is_empty() {
+        return Ok(None);
+    }
+    git_committing(
+        root,
+        &[
+            "commit",
+            "--quiet",
+            "--no-verify",
+            "--no-gpg-sign",
+            "-m",
+            message,
+        ],
+        env,
+    )
+    .await?;
+    let head = git(root, &["rev-parse", "HEAD"], env).await?;
+    Ok(Some(head.trim().to_owned()))
+}
+
+/// Commits an accepted builder stage of a worktree run; `Ok(None)` for in-place runs and
+/// stages that changed nothing.
+pub async fn commit_builder_stage(
+    state: &RunState,
+    milestone: Option<usize>,
+    attempt_dir: &str,
+    env: &BTreeMap<String, String>,
+) -> Result<Option<String>, WorkspaceError> {
+    let Isolation::Worktree { path, .. } = &state.isolation else {
+        return Ok(None);
+    };
+    commit_stage(path, &stage_message(state, milestone, attempt_dir), env).await
+}
+
+/// Commits the last accepted builder attempt of a worktree run and records the commit in its
+/// attempt record (`AttemptRecord::commit`). `Ok(None)`: in place, or nothing changed.
+pub async fn record_builder_commit(
+    state: &mut RunState,
+    milestone: Option<usize>,
+    env: &BTreeMap<String, String>,
+) -> Result<Option<String>, WorkspaceError> {
+    let Some(index) = state.attempts.iter().rposition(|a| {
+        a.role == crate::role::Role::Builder && a.status == super::state::AttemptStatus::Accepted
+    }) else {
+        return Ok(None);
+    };
+    let dir = state.attempts[index].dir.clone();
+    let commit = commit_builder_stage(state, milestone, &dir, env).await?;
+    state.attempts[index].commit = commit.clone();
+    Ok(commit)
+}
+
+/// Where a completed worktree run's result is and how to take it (`--json` and COMPLETE).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunResult {
+    /// `autocode/<run-id>`.
+    pub branch: String,
+    /// The commit the branch is compared with: its merge base with the user's HEAD.
+    pub base: String,
+    /// Commits on the branch that the user's HEAD does not have.
+    pub commits: u64,
+    /// `git diff --stat <base>..<branch>`.
+    pub diff_stat: String,
+    /// The commands that take the result into the user's current branch.
+    pub take: Vec<String>,
+}
+
+/// The result of a worktree run, compared with the user's current HEAD in `workspace`.
+pub async fn run_result(
+    workspace: &Path,
+    state: &RunState,
+    env: &BTreeMap<String, String>,
+) -> Result<Option<RunResult>, WorkspaceError> {
+    let Isolation::Worktree { branch, .. } = &state.isolation else {
+        return Ok(None);
+    };
+    let base = git(workspace, &["merge-base", "HEAD", branch], env).await?;
+    let base = base.trim().to_owned();
+    let range = format!("{base}..{branch}");
+    let commits = git(workspace, &["rev-list", "--count", &range], env).await?;
+    let diff_stat = git(workspace, &["diff", "--stat", &range], env).await?;
+    Ok(Some(RunResult {
+        branch: branch.clone(),
+        commits: commits.trim().parse().unwrap_or(0),
+        diff_stat: diff_stat.trim_end().to_owned(),
+        take: vec![
+            format!("autocode apply {}", state.run_id),
+            format!("autocode apply {} --squash", state.run_id),
+            format!("git merge {branch}"),
+        ],
+        base,
+    }))
+}
+
+/// How `autocode apply` takes the branch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MergeMode {
+    /// `git merge`: the run's commits join the user's history (fast-forward when possible).
+    Merge,
+    /// `git merge --squash` and one commit.
+    Squash,
+}
+
+/// What `apply` did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "applied", rename_all = "snake_case")]
+pub enum MergeOutcome {
+    /// The user's HEAD already contains the branch.
+    AlreadyMerged,
+    /// The branch was merged or squashed; `commit` is the user's new HEAD.
+    Merged { commit: String },
+    /// The merge conflicted in `files` and was aborted: the tree is as it was.
+    Conflict { files: Vec<String> },
+}
+
+/// Merges (or squashes) `branch` into the current branch of the clean checkout `workspace`.
+/// A conflict is aborted and reported, leaving the tree as it was.
+pub async fn merge_run_branch(
+    workspace: &Path,
+    branch: &str,
+    mode: MergeMode,
+    message: &str,
+    env: &BTreeMap<String, String>,
+) -> Result<MergeOutcome, WorkspaceError> {
+    let contained = git(
+        workspace,
+        &["rev-list", "--count", &format!("HEAD..{branch}")],
+        env,
+    )
+    .await?;
+    if contained.trim() == "0" {
+        return Ok(MergeOutcome::AlreadyMerged);
+    }
+    let merged = match mode {
+        MergeMode::Merge => {
+            git_committing(
+                workspace,
+                &[
+                    "merge",
+                    "--quiet",
+                    "--no-verify",
+                    "--no-gpg-sign",
+                    "--no-edit",
+                    "-m",
+                    message,
+                    branch,
+                ],
+                env,
+            )
+            .await
+        }
+        MergeMode::Squash => {
+            match git_committing(workspace, &["merge", "--quiet", "--squash", branch], env).await {
+                Ok(_) => {
+                    git_committing(
+                        workspace,
+                        &[
+                            "commit",
+                            "--quiet",
+                            "--no-verify",
+                            "--no-gpg-sign",
+                            "-m",
+                            message,
+                        ],
+                        env,
+                    )
+                    .await
+                }
+                Err(e) => Err(e),
+            }
+        }
+    };
+    match merged {
+        Ok(_) => {
+            let head = git(workspace, &["rev-parse", "HEAD"], env).await?;
+            Ok(MergeOutcome::Merged {
+                commit: head.trim().to_owned(),
+            })
+        }
+        Err(error) => {
+            let conflicted =
+                git(workspace, &["diff", "--name-only", "--diff-filter=U"], env).await?;
+            let files: Vec<String> = conflicted.lines().map(str::to_owned).collect();
+            // The tree was clean before: `reset --merge` puts it back exactly (a squash leaves
+            // no MERGE_HEAD for `merge --abort`).
+            git(workspace, &["reset", "--quiet", "--merge"], env).await?;
+            if files.is_empty() {
+                Err(error)
+            } else {
+                Ok(MergeOutcome::Conflict { files })
+            }
+        }
+    }
+}
+
+/// Commits on `branch` that `HEAD` of `workspace` lacks (0 when the branch is gone).
+pub async fn unmerged_commits(
+    workspace: &Path,
+    branch: &str,
+    env: &BTreeMap<String, String>,
+) -> Result<u64, WorkspaceError> {
+    let listed = git(workspace, &["branch", "--list", branch], env).await?;
+    if listed.trim().is_empty() {
+        return Ok(0);
+    }
+    let count = git(
+        workspace,
+        &["rev-list", "--count", &format!("HEAD..{branch}")],
+        env,
+    )
+    .await?;
+    Ok(count.trim().parse().unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::RunId;
+
+    fn env(home: &Path) -> BTreeMap<String, String> {
+        [
+            ("PATH", std::env::var("PATH").unwrap_or_default()),
+            ("HOME", home.to_string_lossy().into_owned()),
+            ("GIT_CONFIG_NOSYSTEM", "1".into()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
+    }
+
+    async fn seeded(ws: &Path, env: &BTreeMap<String, String>) {
+        git(ws, &["init", "-q", "-b", "main"], env).await.unwrap();
+        std::fs::write(ws.join("a.txt"), "a\n").unwrap();
+        std::fs::write(ws.join(".gitignore"), "build/\n").unwrap();
+        git(ws, &["add", "."], env).await.unwrap();
+        git_committing(ws, &["commit", "-qm", "seed"], env)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_stage_commit_takes_new_and_changed_files_but_not_ignored_or_autocode() {
+        let home = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        let env = env(home.path());
+        seeded(ws, &env).await;
+        let run = RunId::new("20261130-c").unwrap();
+        let (tree, branch) = super::super::workspace::create_worktree(ws, &run, &env)
+            .await
+            .unwrap();
+        // Nothing changed: no commit.
+        assert_eq!(commit_stage(&tree, "m", &env).await.unwrap(), None);
+        std::fs::write(tree.join("a.txt"), "changed\n").unwrap();
+        std::fs::write(tree.join("new.txt"), "new\n").unwrap();
+        std::fs::create_dir_all(tree.join("build")).unwrap();
+        std::fs::write(tree.join("build/out"), "ignored\n").unwrap();
+        std::fs::create_dir_all(tree.join(".autocode/evidence")).unwrap();
+        std::fs::write(tree.join(".autocode/evidence/r.json"), "{}").unwrap();
+        std::fs::create_dir_all(tree.join("sub/.autocode")).unwrap();
+        std::fs::write(tree.join("sub/.autocode/x"), "x").unwrap();
+        let commit = commit_stage(&tree, "autocode: milestone 1", &env)
+            .await
+            .unwrap()
+            .expect("a commit");
+        let files = git(ws, &["show", "--name-only", "--format=", &commit], &env)
+            .await
+            .unwrap();
+        let mut files: Vec<&str> = files.lines().collect();
+        files.sort();
+        assert_eq!(files, ["a.txt", "new.txt"]);
+        let author = git(ws, &["log", "-1", "--format=%an <%ae>", &branch], &env)
+            .await
+            .unwrap();
+        assert_eq!(author.trim(), "autocode <autocode@localhost>");
+        // Merging the branch into the clean checkout brings the files.
+        let outcome = merge_run_branch(ws, &branch, MergeMode::Squash, "take", &env)
+            .await
+            .unwrap();
+        assert!(
+            matches!(outcome, MergeOutcome::Merged { .. }),
+            "{outcome:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(ws.join("new.txt")).unwrap(),
+            "new\n"
+        );
+        // Squashed: the branch's commit is not an ancestor, but its tree is in.
+        assert_eq!(unmerged_commits(ws, &branch, &env).await.unwrap(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_conflicting_merge_is_aborted_and_leaves_the_tree_as_it_was() {
+        let home = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        let env = env(home.path());
+        seeded(ws, &env).await;
+        let run = RunId::new("20261130-d").unwrap();
+        let (tree, branch) = super::super::workspace::create_worktree(ws, &run, &env)
+            .await
+            .unwrap();
+        std::fs::write(tree.join("a.txt"), "theirs\n").unwrap();
+        commit_stage(&tree, "m", &env).await.unwrap().unwrap();
+        std::fs::write(ws.join("a.txt"), "mine\n").unwrap();
+        git_committing(ws, &["commit", "-qam", "mine"], &env)
+            .await
+            .unwrap();
+        let before = git(ws, &["rev-parse", "HEAD"], &env).await.unwrap();
+        for mode in [MergeMode::Merge, MergeMode::Squash] {
+            let outcome = merge_run_branch(ws, &branch, mode, "take", &env)
+                .await
+                .unwrap();
+            assert_eq!(
+                outcome,
+                MergeOutcome::Conflict {
+                    files: vec!["a.txt".into()]
+                }
+            );
+            assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "mine\n");
+            assert_eq!(git(ws, &["rev-parse", "HEAD"], &env).await.unwrap(), before);
+            let status = super::super::workspace::uncommitted_changes(ws, &env)
+                .await
+                .unwrap();
+            assert!(status.is_empty(), "{status:?}");
+        }
+    }
+}
