@@ -333,3 +333,34 @@ fn every_command_event_of_the_real_clis_matches_a_ledger_entry() {
         }
     }
 }
+
+/// An exec from a thread that is not its process's leader: the notification names the thread,
+/// the ledger names the process (the caller is read from /proc, not taken for a leader).
+#[test]
+fn an_exec_from_a_non_leader_thread_is_recorded_under_its_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger_path = dir.path().join("ledger.jsonl");
+    let script = "import os, threading, sys\n\
+                  sys.stdout.write(str(os.getpid()) + '\\n'); sys.stdout.flush()\n\
+                  t = threading.Thread(target=lambda: os.execv('/bin/sh', ['sh', '-c', 'exit 5', 'from-thread']))\n\
+                  t.start(); t.join()\n";
+    let output = Command::new(BIN)
+        .args(["supervise", "--ledger"])
+        .arg(&ledger_path)
+        .args(["--", "python3", "-c", script])
+        .current_dir(dir.path())
+        .env("PATH", "/usr/bin:/bin")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(5), "{output:?}");
+    let pid: i32 = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .next()
+        .and_then(|line| line.trim().parse().ok())
+        .expect("python printed its pid");
+    let ledger = supervise::read_ledger(&ledger_path).unwrap();
+    let from_thread = one(&ledger, &["sh", "-c", "exit 5", "from-thread"]);
+    assert_eq!(from_thread.pid, pid, "{ledger:#?}");
+    assert_eq!(from_thread.exit, Some(LedgerExit::Code(5)));
+}

@@ -207,8 +207,21 @@ pub fn handle(
 ) {
     let call = NotifiedCall::of(&notif.data);
     let tid = notif.pid as i32;
+    // An exec by a thread-group leader (nearly every exec) is identified by its pidfd, which
+    // the ledger needs anyway: `pidfd_open` succeeds only for a leader visible in our pid
+    // namespace, so the TID is the TGID. Anything else reads /proc/<tid>/status. (Exec's
+    // decision does not depend on the caller's pid namespace; setpgid's does, and reads it.)
+    let mut leader_pidfd = None;
+    if notif.pid != 0 && matches!(call, NotifiedCall::Exec { .. }) {
+        leader_pidfd = sys::pidfd_open(tid).ok();
+    }
     let caller = if notif.pid == 0 {
         None
+    } else if leader_pidfd.is_some() {
+        Some(Caller {
+            tgid: tid,
+            nested_pid_namespace: false,
+        })
     } else {
         family::read_status(tid).and_then(|status| {
             Some(Caller {
@@ -235,7 +248,10 @@ pub fn handle(
                             plausible: false,
                         }
                     });
-                exec = Some((read, sys::pidfd_open(caller.tgid).ok()));
+                let pidfd = leader_pidfd
+                    .take()
+                    .or_else(|| sys::pidfd_open(caller.tgid).ok());
+                exec = Some((read, pidfd));
             }
             NotifiedCall::Connect | NotifiedCall::Socketcall => {
                 if let Some(gate) = gate {
