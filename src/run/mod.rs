@@ -20,6 +20,7 @@ pub mod flow;
 pub mod gate;
 pub mod integrity;
 mod interrupt;
+pub mod preflight;
 pub mod prompt;
 pub mod replay;
 pub mod review;
