@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 
 use crate::agent_env::AgentEnvironment;
-use crate::run::preflight::provider_check;
 use crate::error::EdgeError;
 use crate::provider::registry::Env;
 use crate::provider::{ConfigPaths, ProbeContext, Registry, ResolvedProvider};
+use crate::run::preflight::provider_check;
 
 /// How long a version, models, auth or status probe may take.
 pub use crate::run::preflight::provider_check::PROBE_TIMEOUT;

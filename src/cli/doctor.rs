@@ -15,8 +15,8 @@ use serde::Serialize;
 use super::context::Context;
 use super::output;
 use crate::agent_env::WithheldReason;
-use crate::error::{EdgeError, exit};
 use crate::conformance::matrix::ConformanceStatus;
+use crate::error::{EdgeError, exit};
 use crate::provider::{
     AuthReport, ConfigSource, DefaultProvider, IgnoredConfig, ProviderKind, ResolvedProvider,
 };

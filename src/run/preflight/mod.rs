@@ -240,12 +240,12 @@ fn moved_routes(
 }
 
 /// The models and roles `routes` put on `provider`.
-fn usage_of(routes: &BTreeMap<Role, Route>, provider: &str) -> (Vec<String>, Vec<Role>) {
+fn usage_of(routes: &BTreeMap<Role, Route>, provider: &str) -> (Vec<String>, Vec<(Role, String)>) {
     let mut models: Vec<String> = Vec::new();
     let mut roles = Vec::new();
     for (role, route) in routes {
         if route.provider.as_str() == provider {
-            roles.push(*role);
+            roles.push((*role, route.model.clone()));
             if !models.contains(&route.model) {
                 models.push(route.model.clone());
             }
@@ -496,6 +496,7 @@ mod tests {
         assert_eq!(moved[&Role::Tester].provider.as_str(), "claude");
         assert_eq!(moved[&Role::Builder].provider.as_str(), "codex");
         let (models, roles) = usage_of(&moved, "claude");
+        let roles: Vec<Role> = roles.into_iter().map(|(role, _)| role).collect();
         assert_eq!(
             roles,
             [Role::PlanReviewer, Role::Tester, Role::CompletionReviewer]

@@ -125,10 +125,10 @@ impl ProviderCheck {
 /// What a check needs besides the provider.
 pub struct CheckInput<'a> {
     pub env: &'a Env,
-    /// The models the run's routes put on this provider.
+    /// The models the run's routes put on this provider (each once).
     pub models: &'a [String],
-    /// The roles on this provider (named in the fixes).
-    pub roles: &'a [Role],
+    /// The roles on this provider and their models (the fixes name the roles' flags).
+    pub roles: &'a [(Role, String)],
     /// Routes talk to a loopback scripted/local endpoint: no sign-in or model listing applies.
     pub scripted_local: bool,
     pub workspace: &'a Path,
@@ -433,10 +433,11 @@ async fn models(
                         source: report.source,
                     };
                 }
-                let roles: Vec<String> = input
+                let roles: Vec<&str> = input
                     .roles
                     .iter()
-                    .map(|r| role_flag(*r).to_owned())
+                    .filter(|(_, model)| models.contains(model))
+                    .map(|(role, _)| role_flag(*role))
                     .collect();
                 problems.push(Problem::new(
                     format!(
