@@ -431,20 +431,19 @@ fn independence_problem(
             "your {} puts a verifier on the family it checks: pick a model of another family",
             explicit.join(" / ")
         ));
-    }
-    if !req.auto_select {
+    } else if !req.auto_select {
         fix.push(
             "drop --no-auto-select to let autocode put the verifiers on another installed, signed-in provider"
                 .to_owned(),
         );
     } else if tried.is_empty() {
         fix.push(format!(
-            "only one model family is available: add a second provider (install and sign in to another CLI such as `claude` or `codex` that offers another family, or register a tool in ~/.config/autocode/providers/, see docs/providers-registry.md); `autocode providers list` shows what is known; or name the verifiers' models yourself (--plan-reviewer-model, --tester-model, --completion-model) on another family of {}",
+            "only one model family is available: add a second provider (install and sign in to another CLI such as `claude` or `codex` that offers another family, or register a tool in ~/.config/autocode/providers/, see docs/providers-registry.md; `autocode providers list` shows what is known), or name the verifiers' models yourself on another family of {} (--plan-reviewer-model, --tester-model, --completion-model)",
             chosen.name
         ));
     } else {
         fix.push(format!(
-            "no other provider could take the verifiers: {}; fix one of them (then `autocode doctor`), or name the verifiers' models yourself (--plan-reviewer-model, --tester-model, --completion-model)",
+            "no other provider could take the verifiers: {}; fix one of them (`autocode doctor --provider NAME`), or name the verifiers' models yourself (--plan-reviewer-model, --tester-model, --completion-model)",
             tried.join("; ")
         ));
     }

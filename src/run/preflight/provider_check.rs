@@ -232,6 +232,7 @@ pub async fn check_provider(p: &ResolvedProvider, input: &CheckInput<'_>) -> Pro
     check.conformance = matrix::embedded_status(p.name.as_str(), check.version.as_deref());
     match &check.conformance {
         ConformanceStatus::Pass { .. } => {}
+        ConformanceStatus::Untested if check.version.is_none() => {}
         ConformanceStatus::Untested => warnings.push(format!(
             "{} {}: {}",
             p.name,
