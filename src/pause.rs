@@ -85,7 +85,7 @@ pause_codes! {
     /// The provider's stop could not be classified with certainty.
     PausedProviderUncertain = "PAUSED_PROVIDER_UNCERTAIN",
         "The provider stopped for a reason autocode cannot classify with certainty (authentication, a cut stream, a start failure, a context-window limit); the request is not replayed blindly.",
-        "read the stage log named in the message, fix the cause, then autocode resume RUN --abandon-stage ATTEMPT";
+        "read the stage log the message names (the attempt's stderr.log, its events in stdout.log beside it), fix the cause, then autocode resume RUN --abandon-stage ATTEMPT";
     /// The CLI, its version or its configuration changed since the run started.
     PausedTransportChanged = "PAUSED_TRANSPORT_CHANGED",
         "The agent CLI, its version, or a configuration it reads changed since the run recorded it.",
