@@ -8,7 +8,7 @@
 //! offered) and the cross-model rule. `autocode run` refuses to start (exit 2, no run
 //! directory, worktree or branch) when it finds a problem; `autocode doctor` prints the same
 //! result. One function, two callers: what `doctor` calls ready is what a run starts with.
-//! Design: `docs/providers.md` ("Preflight and automatic routes").
+//! Design: `docs/run-lifecycle.md` ("Preflight and automatic routes").
 
 pub mod provider_check;
 pub mod resume;
