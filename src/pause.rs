@@ -48,8 +48,8 @@ pause_codes! {
         "autocode resume RUN --approve-plan TOKEN (the token is printed with the pause and in `autocode status RUN`)";
     /// A verifier shares a model family with what it checks.
     PausedCrossModel = "PAUSED_CROSS_MODEL",
-        "A verifier role runs on the same model family as the role it checks; nothing was launched.",
-        "choose a different model for the named role (e.g. --tester-model M) and start again, or pass --single-model M to waive independence knowingly";
+        "A saved run's verifier role runs on the same model family as the role it checks (checked again on every resume; a new run is refused by its preflight instead); nothing was launched.",
+        "start a new run (its preflight moves the verifiers to another installed, signed-in provider), or name a model of another family for the role (e.g. --tester-model M), or pass --single-model M to waive independence knowingly";
     /// The login or billing route of a provider is not the expected one.
     PausedBillingRoute = "PAUSED_BILLING_ROUTE",
         "The provider's login or billing route did not pass its check (wrong login mode, an API key source, or a forbidden variable); no model was called.",

@@ -522,3 +522,42 @@ fn a_transport_change_names_what_changed_old_and_new() {
         "{changed:?}"
     );
 }
+
+/// A run saved by an autocode without preflight: paused at the cross-model guard before any
+/// stage, with same-family routes, no transport identity, no attempt, no worktree.
+#[test]
+fn a_saved_same_family_run_stays_paused_whatever_the_flags() {
+    use super::run_e2e::{Harness, only_run_dir};
+    let harness = Harness::new(script_with(&[(
+        "requirements",
+        serde_json::json!([[{"exit": 2}]]),
+    )]));
+    harness
+        .run(&["--yes", "--in-place"])
+        .assert_paused("PAUSED_PROVIDER_UNCERTAIN");
+    let dir = only_run_dir(&harness);
+    super::run_integrity::retag(&harness, &dir, |state| {
+        state["routes"]["tester"]["model"] = serde_json::json!("alpha-small");
+        state["attempts"] = serde_json::json!([]);
+        state["transport_identities"] = serde_json::json!({});
+        state["pause"]["code"] = serde_json::json!("PAUSED_CROSS_MODEL");
+        state["pause"]["attempt"] = Value::Null;
+    });
+    let calls = harness.calls().len();
+    for flags in [&[][..], &["--accept-transport-change"][..]] {
+        let resumed = harness.resume(flags);
+        // Independence first: no phantom transport change, and no launch.
+        resumed.assert_paused("PAUSED_CROSS_MODEL");
+        assert!(
+            resumed
+                .stderr
+                .contains("tester (alpha-small) checks builder (alpha-large)"),
+            "{resumed:?}"
+        );
+        assert_eq!(
+            harness.calls().len(),
+            calls,
+            "an agent was launched: {flags:?}"
+        );
+    }
+}

@@ -61,7 +61,7 @@ fn rewrite_keeping_tag(dir: &Path, edit: impl FnOnce(&mut Value)) {
 }
 
 /// Rewrites `dir/run.json` with `edit` applied and a tag that verifies under the user's key.
-fn retag(harness: &Harness, dir: &Path, edit: impl FnOnce(&mut Value)) {
+pub(super) fn retag(harness: &Harness, dir: &Path, edit: impl FnOnce(&mut Value)) {
     let mut state = read_state(dir);
     state.as_object_mut().unwrap().remove("integrity");
     edit(&mut state);
