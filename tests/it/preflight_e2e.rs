@@ -131,6 +131,13 @@ impl Bench {
         fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).expect("chmod");
     }
 
+    /// A command on PATH that runs `body` (a `sh` script).
+    fn script_tool(&self, name: &str, body: &str) {
+        let path = self.bin().join(name);
+        fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("tool");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+
     /// Registers provider `name` over the fake agent; `program` answers its probes.
     fn provider(&self, name: &str, program: &str, roles: &str) {
         let command = [
@@ -560,4 +567,25 @@ fn a_saved_same_family_run_stays_paused_whatever_the_flags() {
             "an agent was launched: {flags:?}"
         );
     }
+}
+
+#[test]
+fn a_logged_out_claude_code_is_refused_before_launch() {
+    let bench = two_families();
+    bench.script_tool(
+        "claude",
+        r#"case "$*" in
+  --version) echo "2.1.328 (Claude Code)" ;;
+  "auth status --json") echo '{"loggedIn": false, "authMethod": "none"}'; exit 1 ;;
+  *) echo "an agent was launched" >&2; exit 64 ;;
+esac"#,
+    );
+    let finished = bench.run(&["--provider", "claude"]);
+    bench.assert_refused(
+        &finished,
+        &[
+            "claude login: Claude Code is not logged in",
+            "run `claude auth login` with a Claude subscription, then try again",
+        ],
+    );
 }

@@ -272,7 +272,10 @@ async fn sign_in(
     if p.name.as_str() == "claude" {
         let login = match executable {
             Some(path) => claude_login(path, probe).await,
-            None => Err("claude is not installed".to_owned()),
+            None => Err((
+                "claude is not installed".to_owned(),
+                "install Claude Code".to_owned(),
+            )),
         };
         let env: BTreeMap<String, String> = probe
             .env
@@ -282,17 +285,18 @@ async fn sign_in(
         let login = login.and_then(|login| {
             claude_auth::check_agent_env(&env, false)
                 .map(|_| login)
-                .map_err(|e| format!("{e}; {}", e.next_step()))
+                .map_err(|e| (e.to_string(), e.next_step().to_owned()))
         });
+        let (login, fix) = match login {
+            Ok(login) => (Ok(login), String::new()),
+            Err((reason, fix)) => (Err(reason), fix.replace("then resume", "then try again")),
+        };
         let project_settings =
             claude_auth::check_workspace_settings(input.workspace).map_err(|e| e.to_string());
         match &login {
             Ok(login) => signed_in.push(format!("claude login {:?}", login.auth_method)),
             Err(e) => {
-                problems.push(Problem::new(
-                    format!("claude login: {e}"),
-                    "run `claude auth login` with a Claude subscription (check with `claude auth status`), then try again",
-                ));
+                problems.push(Problem::new(format!("claude login: {e}"), fix));
                 failed = Some(e.clone());
             }
         }
@@ -490,10 +494,13 @@ pub fn role_flag(role: Role) -> &'static str {
 }
 
 /// `claude auth status --json` in the agents' environment, through the boundary.
+/// The login `claude auth status --json` reports, or why it is refused and what to do.
 async fn claude_login(
     executable: &Path,
     probe: &ProbeContext,
-) -> Result<claude_auth::ClaudeLogin, String> {
+) -> Result<claude_auth::ClaudeLogin, (String, String)> {
+    const STATUS: &str =
+        "run `claude auth status --json` yourself; update Claude Code if it prints no JSON";
     let spec = LaunchSpec {
         label: "claude auth status".into(),
         program: executable.as_os_str().to_owned(),
@@ -505,10 +512,15 @@ async fn claude_login(
         timeout: Some(probe.timeout),
         room: None,
     };
-    let finished = supervise::run(spec).await.map_err(|e| e.to_string())?;
+    let finished = supervise::run(spec)
+        .await
+        .map_err(|e| (e.to_string(), STATUS.to_owned()))?;
     if finished.exit == Exit::TimedOut {
-        return Err("`claude auth status --json` timed out".into());
+        return Err((
+            "`claude auth status --json` timed out".into(),
+            STATUS.to_owned(),
+        ));
     }
     let text = clean_text(&finished.stdout);
-    claude_auth::check_auth_status(&text).map_err(|e| format!("{e}; {}", e.next_step()))
+    claude_auth::check_auth_status(&text).map_err(|e| (e.to_string(), e.next_step().to_owned()))
 }
