@@ -48,8 +48,8 @@ pause_codes! {
         "autocode resume RUN --approve-plan TOKEN (the token is printed with the pause and in `autocode status RUN`)";
     /// A verifier shares a model family with what it checks.
     PausedCrossModel = "PAUSED_CROSS_MODEL",
-        "A verifier role runs on the same model family as the role it checks; nothing was launched.",
-        "choose a different model for the named role (e.g. --tester-model M) and start again, or pass --single-model M to waive independence knowingly";
+        "A saved run's verifier role runs on the same model family as the role it checks (checked again on every resume; a new run is refused by its preflight instead); nothing was launched.",
+        "start a new run (its preflight moves the verifiers to another installed, signed-in provider), or name a model of another family for the role (e.g. --tester-model M), or pass --single-model M to waive independence knowingly";
     /// The login or billing route of a provider is not the expected one.
     PausedBillingRoute = "PAUSED_BILLING_ROUTE",
         "The provider's login or billing route did not pass its check (wrong login mode, an API key source, or a forbidden variable); no model was called.",
@@ -85,7 +85,7 @@ pause_codes! {
     /// The provider's stop could not be classified with certainty.
     PausedProviderUncertain = "PAUSED_PROVIDER_UNCERTAIN",
         "The provider stopped for a reason autocode cannot classify with certainty (authentication, a cut stream, a start failure, a context-window limit); the request is not replayed blindly.",
-        "read the stage log named in the message, fix the cause, then autocode resume RUN --abandon-stage ATTEMPT";
+        "read the stage log the message names (the attempt's stderr.log, its events in stdout.log beside it), fix the cause, then autocode resume RUN --abandon-stage ATTEMPT";
     /// The CLI, its version or its configuration changed since the run started.
     PausedTransportChanged = "PAUSED_TRANSPORT_CHANGED",
         "The agent CLI, its version, or a configuration it reads changed since the run recorded it.",

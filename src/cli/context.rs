@@ -4,15 +4,15 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::time::Duration;
 
-use crate::agent_env::{self, AgentEnvironment};
+use crate::agent_env::AgentEnvironment;
 use crate::error::EdgeError;
 use crate::provider::registry::Env;
 use crate::provider::{ConfigPaths, ProbeContext, Registry, ResolvedProvider};
+use crate::run::preflight::provider_check;
 
 /// How long a version, models, auth or status probe may take.
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
+pub use crate::run::preflight::provider_check::PROBE_TIMEOUT;
 
 pub struct Context {
     /// autocode's own environment, as it was given.
@@ -33,34 +33,14 @@ impl Context {
         })
     }
 
-    pub fn var(&self, name: &str) -> Option<String> {
-        self.env
-            .get(&OsString::from(name))
-            .map(|v| v.to_string_lossy().into_owned())
-    }
-
     /// The environment agents (and probes) of `provider` see.
     pub fn agent_env(&self, provider: Option<&ResolvedProvider>) -> AgentEnvironment {
-        let forbid: Vec<String> = provider
-            .and_then(|p| p.config.auth.as_ref())
-            .map(|a| a.forbid_env.clone())
-            .unwrap_or_default();
-        let pass = self.var(agent_env::PASS_ENV_VAR);
-        agent_env::agent_environment_os(
-            self.env.iter().map(|(k, v)| (k.clone(), v.clone())),
-            &forbid,
-            pass.as_deref(),
-        )
+        provider_check::agent_env(&self.env, provider)
     }
 
     /// A probe context with the agents' environment of `provider`.
     pub fn probe_context(&self, provider: Option<&ResolvedProvider>) -> ProbeContext {
-        let env = self.agent_env(provider);
-        ProbeContext {
-            env: to_os_env(&env.kept),
-            cwd: std::env::temp_dir(),
-            timeout: PROBE_TIMEOUT,
-        }
+        provider_check::probe_context(&self.env, provider)
     }
 
     /// The provider named on the command line, or the default one.

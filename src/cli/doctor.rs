@@ -1,24 +1,27 @@
 //! `autocode doctor [--provider NAME] [--workspace DIR]`: is this machine ready to run a
-//! provider? Executable and version, the provider's `[auth]` check (or Claude Code's login and
-//! billing-route checks), forbidden and withheld variables, config files autocode ignores, and
-//! the process boundary. Exit 0 when everything passed, 1 when a check failed.
+//! provider? The run's own preflight (`crate::run::preflight`, the same function `autocode run`
+//! calls before creating anything): the routes, automatic ones included, and for every provider
+//! they use its executable and version, its sign-in (`[connection]` status, `[auth]`, or Claude
+//! Code's login and billing-route checks) and its models; verifier independence. Then forbidden
+//! and withheld variables, config files autocode ignores, the process boundary and the room.
+//! Exit 0 when everything passed, 1 when a check failed.
 
-use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
 use serde::Serialize;
 
-use super::context::{Context, PROBE_TIMEOUT};
+use super::context::Context;
 use super::output;
 use crate::agent_env::WithheldReason;
+use crate::conformance::matrix::ConformanceStatus;
 use crate::error::{EdgeError, exit};
 use crate::provider::{
-    self, AuthReport, ConfigSource, DefaultProvider, IgnoredConfig, ProviderKind, ResolvedProvider,
+    AuthReport, ConfigSource, DefaultProvider, IgnoredConfig, ProviderKind, ResolvedProvider,
 };
-use crate::supervise::{self, Exit, LaunchSpec, StdinSource, StdioMode};
-use crate::transport::claude_auth;
+use crate::run::preflight::{self, ClaudeChecks, Independence, ModelsCheck, Preflight, SignIn};
+use crate::supervise;
 
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
@@ -42,14 +45,6 @@ pub struct ProviderSummary {
 }
 
 #[derive(Debug, Serialize)]
-pub struct ClaudeChecks {
-    /// The login `claude auth status --json` reports, or why it was refused.
-    pub login: Result<claude_auth::ClaudeLogin, String>,
-    /// The workspace's `.claude/settings.json`, refused when it redirects credentials.
-    pub project_settings: Result<(), String>,
-}
-
-#[derive(Debug, Serialize)]
 pub struct WithheldName {
     pub name: String,
     pub reason: WithheldReason,
@@ -68,6 +63,9 @@ pub struct DoctorReport {
     pub conformance: crate::conformance::matrix::ConformanceStatus,
     pub auth: Option<AuthReport>,
     pub claude: Option<ClaudeChecks>,
+    /// The run's preflight with a run's defaults: routes (automatic ones included), every
+    /// route's provider checked, verifier independence. `None` when it could not resolve.
+    pub preflight: Option<Preflight>,
     /// Variables agents will not see (names only).
     pub withheld_env: Vec<WithheldName>,
     pub ignored_configs: Vec<IgnoredConfig>,
@@ -111,67 +109,32 @@ pub async fn diagnose(
     resolved: &ResolvedProvider,
     workspace: &std::path::Path,
 ) -> DoctorReport {
-    let mut problems = Vec::new();
-    let probe = ctx.probe_context(Some(resolved));
-    let agent_env = ctx.agent_env(Some(resolved));
-    let program = resolved.config.program();
-    let executable = program
-        .as_deref()
-        .and_then(|p| provider::resolve_on_path(p, &ctx.path_var()));
-    let mut version = None;
-    match (&program, &executable) {
-        (Some(program), None) => {
-            problems.push(format!("`{program}` is not installed (not on PATH)"))
-        }
-        (_, Some(_)) => match provider::probe_version(&resolved.config, &probe).await {
-            Ok(v) => version = Some(v),
-            Err(e) => problems.push(format!("version: {e}")),
+    // The very checks a run's start makes, with a run's defaults (automatic routes included).
+    let preflight = preflight::preflight(
+        &ctx.registry,
+        &ctx.env,
+        &preflight::Request {
+            provider: Some(resolved.name.to_string()),
+            choice: preflight::RouteChoice::default(),
+            auto_select: true,
+            scripted_local: false,
+            workspace: workspace.to_owned(),
         },
-        (None, None) => {}
-    }
-    let auth = match &resolved.config.auth {
-        Some(_) if executable.is_some() => {
-            let models: Vec<String> = resolved
-                .config
-                .resolved_routes()
-                .values()
-                .map(|r| r.model.clone())
-                .collect();
-            match provider::check_auth(&resolved.config, &models, &probe).await {
-                Ok(report) => {
-                    if !report.ok {
-                        problems.push("the [auth] check failed (see auth)".into());
-                    }
-                    Some(report)
-                }
-                Err(e) => {
-                    problems.push(format!("auth: {e}"));
-                    None
-                }
-            }
+    )
+    .await;
+    let mut problems = Vec::new();
+    let preflight = match preflight {
+        Ok(checked) => {
+            problems.extend(checked.problems.iter().map(|p| p.what.clone()));
+            Some(checked)
         }
-        _ => None,
+        Err(e) => {
+            problems.push(e.to_string());
+            None
+        }
     };
-    let claude = if resolved.name.as_str() == "claude" {
-        let login = match &executable {
-            Some(path) => claude_login(path, &probe).await,
-            None => Err("claude is not installed".to_owned()),
-        };
-        let project_settings =
-            claude_auth::check_workspace_settings(workspace).map_err(|e| e.to_string());
-        if let Err(e) = &login {
-            problems.push(format!("claude login: {e}"));
-        }
-        if let Err(e) = &project_settings {
-            problems.push(format!("claude project settings: {e}"));
-        }
-        Some(ClaudeChecks {
-            login,
-            project_settings,
-        })
-    } else {
-        None
-    };
+    let main = preflight.as_ref().and_then(|p| p.main_check()).cloned();
+    let agent_env = ctx.agent_env(Some(resolved));
     let boundary = supervise::probe();
     for missing in boundary.missing() {
         problems.push(format!("process boundary: {missing}"));
@@ -202,15 +165,19 @@ pub async fn diagnose(
             fingerprint: resolved.fingerprint.clone(),
         },
         default_provider: ctx.registry.default_provider(&ctx.env).ok(),
-        program,
-        executable,
-        conformance: crate::conformance::matrix::embedded_status(
-            resolved.name.as_str(),
-            version.as_deref(),
-        ),
-        version,
-        auth,
-        claude,
+        program: main
+            .as_ref()
+            .and_then(|m| m.program.clone())
+            .or_else(|| resolved.config.program()),
+        executable: main.as_ref().and_then(|m| m.executable.clone()),
+        conformance: main
+            .as_ref()
+            .map(|m| m.conformance.clone())
+            .unwrap_or(ConformanceStatus::Untested),
+        version: main.as_ref().and_then(|m| m.version.clone()),
+        auth: main.as_ref().and_then(|m| m.auth.clone()),
+        claude: main.as_ref().and_then(|m| m.claude.clone()),
+        preflight,
         withheld_env: agent_env
             .withheld
             .iter()
@@ -225,28 +192,73 @@ pub async fn diagnose(
     }
 }
 
-/// `claude auth status --json` in the agents' environment, through the boundary.
-async fn claude_login(
-    executable: &std::path::Path,
-    probe: &provider::ProbeContext,
-) -> Result<claude_auth::ClaudeLogin, String> {
-    let spec = LaunchSpec {
-        label: "claude auth status".into(),
-        program: executable.as_os_str().to_owned(),
-        args: ["auth", "status", "--json"].map(OsString::from).to_vec(),
-        env: probe.env.clone(),
-        cwd: probe.cwd.clone(),
-        stdin: StdinSource::Null,
-        stdio: StdioMode::Captured { limit: 1 << 20 },
-        timeout: Some(PROBE_TIMEOUT),
-        room: None,
-    };
-    let finished = supervise::run(spec).await.map_err(|e| e.to_string())?;
-    if finished.exit == Exit::TimedOut {
-        return Err("`claude auth status --json` timed out".into());
+/// The routes and the providers beyond the chosen one (its own lines come first).
+fn render_preflight(pf: &Preflight, out: &mut String) {
+    let mark = |ok: bool| if ok { "ok  " } else { "FAIL" };
+    if let Some(main) = pf.main_check() {
+        out.push_str(&format!(
+            "{} sign-in: {}\n     models: {}\n",
+            mark(!matches!(main.sign_in, SignIn::Failed { .. })),
+            sign_in_text(&main.sign_in),
+            models_text(&main.models)
+        ));
     }
-    let text = provider::probe::clean_text(&finished.stdout);
-    claude_auth::check_auth_status(&text).map_err(|e| format!("{e}; {}", e.next_step()))
+    for check in pf.checks.iter().skip(1) {
+        out.push_str(&format!(
+            "{} provider {} for the verifiers: {} {}; sign-in: {}; models: {}\n",
+            mark(check.ok()),
+            check.provider,
+            check
+                .executable
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "not installed".into()),
+            check.version.as_deref().unwrap_or("(version unknown)"),
+            sign_in_text(&check.sign_in),
+            models_text(&check.models)
+        ));
+    }
+    let independent = !matches!(pf.independence, Independence::Violated { .. });
+    out.push_str(&format!(
+        "{} verifier independence: {}\n",
+        mark(independent),
+        match (&pf.independence, &pf.auto_routes) {
+            (Independence::Violated { .. }, _) => "cannot be met (see problems)".to_owned(),
+            (Independence::Waived, _) => "waived".to_owned(),
+            (Independence::Independent, Some(auto)) => format!(
+                "automatic routes put the verifiers on {} ({})",
+                auto.provider, auto.reason
+            ),
+            (Independence::Independent, None) => "the provider's own routes".to_owned(),
+        }
+    ));
+    out.push_str("     routes:\n");
+    for line in pf.routes_text().lines() {
+        out.push_str(&format!("     {line}\n"));
+    }
+    for w in &pf.warnings {
+        out.push_str(&format!("     warning: {w}\n"));
+    }
+}
+
+fn sign_in_text(s: &SignIn) -> String {
+    match s {
+        SignIn::SignedIn { how } => format!("signed in ({how})"),
+        SignIn::Unchecked { note } => format!("not checked ({note})"),
+        SignIn::Failed { reason } => reason.clone(),
+    }
+}
+
+fn models_text(m: &ModelsCheck) -> String {
+    match m {
+        ModelsCheck::Offered { .. } => "offered".into(),
+        ModelsCheck::NotListed { models } => {
+            format!("not in its own list: {}", models.join(", "))
+        }
+        ModelsCheck::Missing { models, .. } => format!("NOT offered: {}", models.join(", ")),
+        ModelsCheck::ListingFailed { reason } => format!("listing failed: {reason}"),
+        ModelsCheck::Skipped { note } => format!("not checked ({note})"),
+    }
 }
 
 fn render(r: &DoctorReport) -> String {
@@ -283,6 +295,9 @@ fn render(r: &DoctorReport) -> String {
         if let Err(e) = &claude.project_settings {
             out.push_str(&format!("{} {e}\n", mark(false)));
         }
+    }
+    if let Some(pf) = &r.preflight {
+        render_preflight(pf, &mut out);
     }
     let missing = r.boundary.missing();
     out.push_str(&format!(
@@ -329,6 +344,13 @@ fn render(r: &DoctorReport) -> String {
     }
     for p in &r.problems {
         out.push_str(&format!("problem: {p}\n"));
+        if let Some(fix) = r
+            .preflight
+            .as_ref()
+            .and_then(|pf| pf.problems.iter().find(|q| &q.what == p))
+        {
+            out.push_str(&format!("  fix: {}\n", fix.fix));
+        }
     }
     out.push_str(if r.ok { "ready" } else { "not ready" });
     out

@@ -113,6 +113,10 @@ pub struct RunArgs {
     /// (recorded).
     #[arg(long)]
     pub single_model: Option<String>,
+    /// Keep the provider's fixed routes: do not move the verifiers to another installed,
+    /// signed-in provider when the chosen one cannot give them an independent model family.
+    #[arg(long)]
+    pub no_auto_select: bool,
     /// Accept the proposed defaults of open questions and approve the reviewed plan (recorded).
     #[arg(long, short = 'y')]
     pub yes: bool,
@@ -347,7 +351,9 @@ fn run_error(e: RunError) -> EdgeError {
     match e {
         RunError::Find(find) => find_error(find),
         RunError::Key(key) => EdgeError::usage(RunError::Key(key)).hint(KEY_HINT),
-        RunError::Usage(_) | RunError::RoomUnavailable { .. } => EdgeError::usage(e),
+        RunError::Usage(_) | RunError::RoomUnavailable { .. } | RunError::Preflight(_) => {
+            EdgeError::usage(e)
+        }
         RunError::Isolation(ref isolation) if isolation.hint().is_some() => {
             let hint = isolation.hint().unwrap_or_default();
             EdgeError::usage(e).hint(hint)
@@ -429,6 +435,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, EdgeError> {
         budgets: args.budgets.budgets(),
         scripted_local: args.scripted_local_endpoint,
         unconfined: args.unconfined,
+        no_auto_select: args.no_auto_select,
     };
     let mut ui = TerminalUi::new();
     let summary = super::runtime()?

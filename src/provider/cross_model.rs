@@ -1,7 +1,8 @@
 //! The cross-model check: verifier roles whose model is on the same family as what they check.
 //!
-//! This is information, not a verdict: loading reports the pairs, and the run engine turns them
-//! into a `PAUSED_CROSS_MODEL` pause unless the user waived independence. The pairs are exactly
+//! This is information, not a verdict: loading reports the pairs; a run's preflight
+//! (`crate::run::preflight`) moves the verifiers to another provider or refuses to start, and a
+//! resume pauses `PAUSED_CROSS_MODEL`, unless the user waived independence. The pairs are exactly
 //! [`Role::VERIFIER_PAIRS`], in that order.
 
 use std::collections::BTreeMap;

@@ -1,12 +1,14 @@
 //! Starting and resuming runs: everything between the command line and the driver.
 //!
-//! `start` resolves the provider and the routes, decides where the run works before anything is
-//! created (`run::isolation`: a worktree, or in place only when asked), applies the cross-model
-//! guard *before any launch*, creates the run directory and the worktree, and drives; `resume`
-//! takes the run's lock, applies the user's answers, approvals and abandonments, checks the
-//! transport identity, re-checks where the run works, and drives again. A second autocode on a
-//! held run, or a second in-place run in one directory, gets `PAUSED_RUN_BUSY` and changes
-//! nothing. A completed worktree run's summary carries its result (`run::commit::RunResult`).
+//! `start` runs the preflight (`super::preflight`: routes, automatic routes, every route's tool,
+//! sign-in, models and independence) and decides where the run works (`run::isolation`: a
+//! worktree, or in place only when asked) *before anything is created* (a failure creates no
+//! run directory, worktree or branch), creates the run directory and the worktree, and drives;
+//! `resume` takes the run's lock, applies the user's answers, approvals and abandonments,
+//! re-checks verifier independence, checks the transport identity (naming what changed),
+//! re-checks where the run works, and drives again. A second autocode on a held run, or a
+//! second in-place run in one directory, gets `PAUSED_RUN_BUSY` and changes nothing. A
+//! completed worktree run's summary carries its result (`run::commit::RunResult`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,15 +20,16 @@ use serde::Serialize;
 use super::driver::{self, DriveOutcome, Interaction, RunHandle};
 use super::flow;
 use super::isolation::{self, IsolationError, LockError, Placement};
+use super::preflight;
 use super::runner::CliRunner;
 use super::state::{
-    AttemptStatus, Budgets, BuilderRetryPolicy, Isolation, PauseRecord, Phase, Route, RunState,
+    AttemptStatus, Budgets, BuilderRetryPolicy, Isolation, PauseRecord, Phase, RunState,
     UsageTotals,
 };
 use super::workspace;
 use crate::ids::RunId;
 use crate::pause::PauseCode;
-use crate::provider::{self, OutputMode, Registry, ResolvedProvider, RouteSpec};
+use crate::provider::{self, OutputMode, Registry};
 use crate::role::Role;
 use crate::store::{RunLock, StoreError};
 
@@ -53,6 +56,9 @@ pub struct StartOptions {
     pub scripted_local: bool,
     /// `--unconfined`: run without the agent's room (recorded in run.json and every stage).
     pub unconfined: bool,
+    /// `--no-auto-select`: keep the provider's fixed routes even when their verifiers are not
+    /// independent (preflight then refuses them).
+    pub no_auto_select: bool,
 }
 
 /// What the user asked for when resuming.
@@ -107,6 +113,9 @@ pub enum RunError {
     #[error(transparent)]
     Isolation(#[from] IsolationError),
     /// The host cannot build the agent's room and the run was not started `--unconfined`.
+    /// Preflight found a problem: nothing was created.
+    #[error("preflight failed; nothing was created (no run, worktree or branch):\n{0}")]
+    Preflight(String),
     #[error(
         "this host cannot confine the agents (missing: {missing}); {what} (see `autocode doctor`)"
     )]
@@ -169,58 +178,6 @@ pub fn new_run_id() -> RunId {
         .unwrap_or_else(|_| RunId::new("run").expect("a constant id is valid"))
 }
 
-/// Resolves every role's route: provider defaults, then flags, then `--single-model`.
-pub fn resolve_routes(
-    provider: &ResolvedProvider,
-    opts: &StartOptions,
-) -> Result<BTreeMap<Role, Route>, RunError> {
-    let defaults = provider.config.resolved_routes();
-    let mut routes = BTreeMap::new();
-    for role in Role::ALL {
-        let spec = defaults.get(&role);
-        let model = opts
-            .single_model
-            .clone()
-            .or_else(|| opts.models.get(&role).cloned())
-            .or_else(|| spec.map(|s| s.model.clone()))
-            .ok_or_else(|| {
-                RunError::Usage(format!(
-                    "provider {} has no model for the {role}; pass --{}-model",
-                    provider.name,
-                    role.as_str().replace('_', "-")
-                ))
-            })?;
-        let effort = opts
-            .efforts
-            .get(&role)
-            .cloned()
-            .or_else(|| opts.effort.clone())
-            .or_else(|| spec.and_then(|s| s.effort.clone()));
-        routes.insert(
-            role,
-            Route {
-                provider: provider.name.clone(),
-                model,
-                effort,
-                codex_model_provider: None,
-            },
-        );
-    }
-    Ok(routes)
-}
-
-/// The verifier pairs on one model family, as pause text (empty: independent).
-pub fn cross_model_violations(routes: &BTreeMap<Role, Route>) -> Vec<String> {
-    let specs: BTreeMap<Role, RouteSpec> = routes
-        .iter()
-        .map(|(role, r)| (*role, RouteSpec::new(&r.model, r.effort.as_deref())))
-        .collect();
-    provider::same_family_pairs(&specs)
-        .into_iter()
-        .map(|pair| pair.to_string())
-        .collect()
-}
-
 fn env_strings(env: &provider::registry::Env) -> BTreeMap<String, String> {
     env.iter()
         .filter_map(|(k, v)| Some((k.to_str()?.to_owned(), v.to_str()?.to_owned())))
@@ -247,18 +204,36 @@ pub async fn start(
     }
     // Where the agents will work, decided before anything exists: never in place silently.
     let placement = isolation::decide(&workspace, opts.in_place, &env_strings(env)).await?;
-    let provider_name = match &opts.provider {
-        Some(name) => name.clone(),
-        None => registry
-            .default_provider(env)
-            .map_err(|e| RunError::Usage(e.to_string()))?
-            .name
-            .to_string(),
+    // Preflight: every route's tool, version, sign-in, models and independence, before
+    // anything exists.
+    let checked = preflight::preflight(
+        registry,
+        env,
+        &preflight::Request {
+            provider: opts.provider.clone(),
+            choice: preflight::RouteChoice {
+                models: opts.models.clone(),
+                efforts: opts.efforts.clone(),
+                effort: opts.effort.clone(),
+                single_model: opts.single_model.clone(),
+            },
+            auto_select: !opts.no_auto_select,
+            scripted_local: opts.scripted_local,
+            workspace: workspace.clone(),
+        },
+    )
+    .await
+    .map_err(|e| RunError::Usage(e.to_string()))?;
+    for warning in &checked.warnings {
+        ui.note(&format!("warning: {warning}"));
+    }
+    if !checked.ok {
+        return Err(RunError::Preflight(checked.problems_text()));
+    }
+    let Some(provider) = checked.resolved.first().cloned() else {
+        return Err(RunError::Usage("preflight resolved no provider".into()));
     };
-    let provider = registry
-        .resolve_name(&provider_name)
-        .map_err(|e| RunError::Usage(e.to_string()))?;
-    let routes = resolve_routes(&provider, &opts)?;
+    let routes = checked.routes.clone();
     // The run state is tagged from its first checkpoint: no key, no run.
     super::integrity::key_for_workspace(&workspace)?;
     let env_map = env_strings(env);
@@ -288,11 +263,17 @@ pub async fn start(
             strong_effort: b.strong_effort.clone(),
             checker_model: b.checker_model.clone(),
         });
-    let report_file_roles = if provider.config.output == OutputMode::ReportFile {
-        Role::ALL.to_vec()
-    } else {
-        Vec::new()
-    };
+    // Roles whose route's tool reports through a file.
+    let report_file_roles: Vec<Role> = routes
+        .iter()
+        .filter(|(_, route)| {
+            checked
+                .resolved
+                .iter()
+                .any(|p| p.name == route.provider && p.config.output == OutputMode::ReportFile)
+        })
+        .map(|(role, _)| *role)
+        .collect();
     let mut state = RunState::new(
         run_id.clone(),
         opts.objective.clone(),
@@ -318,22 +299,20 @@ pub async fn start(
         ui.note(note);
         handle.activity("unconfined", Some(note))?;
     }
-    // The cross-model guard runs before anything is launched.
-    let violations = if opts.single_model.is_some() {
-        Vec::new()
-    } else {
-        cross_model_violations(&handle.state.routes)
-    };
-    if !violations.is_empty() {
-        let outcome = pause_now(
-            &mut handle,
-            PauseCode::PausedCrossModel,
-            format!(
-                "a verifier runs on the same model family as what it checks: {}",
-                violations.join("; ")
-            ),
-        )?;
-        return Ok(summary(&handle, outcome));
+    if let Some(auto) = &checked.auto_routes {
+        let note = format!(
+            "automatic routes: {}; the {} run on {} (--no-auto-select keeps the fixed routes):\n{}",
+            auto.reason,
+            auto.roles
+                .iter()
+                .map(|r| r.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            auto.provider,
+            checked.routes_text().trim_end()
+        );
+        ui.note(&note);
+        handle.activity("automatic routes", Some(&note))?;
     }
     // Isolation: the run gets its own worktree and branch (of the top level, for a
     // subdirectory).
@@ -360,7 +339,7 @@ pub async fn start(
         ui.note(&note);
         handle.activity("in place", Some(&note))?;
     }
-    let mut runner = CliRunner::new(env_map, vec![provider]);
+    let mut runner = CliRunner::new(env_map, checked.resolved.clone());
     runner.scripted_local = opts.scripted_local;
     runner.not_utf8_env = crate::agent_env::not_utf8_names(env.iter());
     handle.state.transport_identities = runner.identities(&handle.state.work_tree).await;
@@ -603,30 +582,43 @@ pub async fn resume(
             .map_err(RunError::Usage)?;
         handle.activity("a person's review recorded", None)?;
     }
-    // Rebuild the transports: the run keeps its provider; a changed identity pauses.
-    let provider = registry
-        .resolve(&handle.state.provider)
-        .map_err(|e| RunError::Usage(e.to_string()))?;
-    let mut runner = CliRunner::new(env_map, vec![provider]);
+    // Independence is checked again on every resume, before anything else can launch: no
+    // flag (not even --accept-transport-change) runs verifiers on the family they check.
+    if let Some(reason) = preflight::resume::independence_violation(&handle.state) {
+        let outcome = pause_now(&mut handle, PauseCode::PausedCrossModel, reason)?;
+        drop(lock);
+        return Ok(summary(&handle, outcome));
+    }
+    // Rebuild the transports: every provider the routes use; a changed identity pauses.
+    let mut providers = Vec::new();
+    for name in preflight::resume::route_providers(&handle.state) {
+        providers.push(
+            registry
+                .resolve(&name)
+                .map_err(|e| RunError::Usage(e.to_string()))?,
+        );
+    }
+    let mut runner = CliRunner::new(env_map, providers);
     runner.scripted_local = opts.scripted_local;
     runner.not_utf8_env = crate::agent_env::not_utf8_names(env.iter());
     let identities = runner.identities(&handle.state.work_tree).await;
-    if identities != handle.state.transport_identities {
+    if handle.state.transport_identities.is_empty() && handle.state.attempts.is_empty() {
+        // Nothing ran under a recorded identity (a run paused before its first stage): there is
+        // nothing it could have changed from; record it now.
+        handle.state.transport_identities = identities;
+    } else if identities != handle.state.transport_identities {
+        let changes =
+            preflight::resume::transport_changes(&handle.state.transport_identities, &identities);
         if opts.accept_transport_change {
-            handle.activity("transport change accepted", None)?;
+            handle.activity("transport change accepted", Some(&changes.join("; ")))?;
             handle.state.transport_identities = identities;
         } else {
-            let changed: Vec<String> = identities
-                .keys()
-                .filter(|k| identities.get(*k) != handle.state.transport_identities.get(*k))
-                .cloned()
-                .collect();
             let outcome = pause_now(
                 &mut handle,
                 PauseCode::PausedTransportChanged,
                 format!(
-                    "the transport of {} changed since the run recorded it (executable, version, or a config it reads)",
-                    changed.join(", ")
+                    "the transport changed since the run recorded it: {}",
+                    changes.join("; ")
                 ),
             )?;
             return Ok(summary(&handle, outcome));
@@ -644,9 +636,6 @@ pub async fn resume(
     // A pause for a decision the user has not made yet stays.
     if let Some(pause) = &handle.state.pause {
         let still = match pause.code {
-            PauseCode::PausedCrossModel => Some(
-                "the routes of a run are fixed; start a new run with independent models (or --single-model)",
-            ),
             PauseCode::PausedInterrupted
             | PauseCode::PausedInvalidOutput
             | PauseCode::PausedDiscoveryWrite

@@ -106,9 +106,22 @@ impl RunHandle {
             .next_step()
             .replace("RUN", self.state.run_id.as_str())
             .replace("ATTEMPT", attempt.as_deref().unwrap_or("ATTEMPT"));
+        let reason = match (&attempt, decision.code) {
+            // Name the log the pause refers to.
+            (Some(dir), PauseCode::PausedProviderUncertain) => {
+                let stage = self.dir.join("stages").join(dir);
+                format!(
+                    "{} (stage log: {}; its event stream: {})",
+                    decision.reason,
+                    stage.join("stderr.log").display(),
+                    stage.join("stdout.log").display()
+                )
+            }
+            _ => decision.reason,
+        };
         let record = PauseRecord {
             code: decision.code,
-            reason: decision.reason,
+            reason,
             next_step,
             at: Utc::now(),
             attempt,

@@ -23,6 +23,7 @@ pub mod gate;
 pub mod integrity;
 mod interrupt;
 pub mod isolation;
+pub mod preflight;
 pub mod prompt;
 pub mod replay;
 pub mod review;

@@ -4,6 +4,7 @@ mod demo;
 mod events_fixtures;
 mod ledger;
 mod result_e2e;
+mod preflight_e2e;
 mod room;
 mod room_e2e;
 mod run_e2e;

@@ -879,12 +879,21 @@ fn run_happy_path_completes_with_every_role_once() {
 }
 
 #[test]
-fn run_pauses_cross_model_before_any_launch() {
+fn run_refuses_same_family_verifiers_before_anything_exists() {
     // The tester on the builder's family: independence is not waived, so nothing runs.
+    // Preflight refuses it before anything exists (tests/it/preflight_e2e.rs covers the rest).
     let harness = Harness::new(script_with(&[]));
     let finished = harness.run(&["--yes", "--tester-model", "alpha-small"]);
-    finished.assert_paused("PAUSED_CROSS_MODEL");
+    assert_eq!(finished.code, Some(2), "{finished:?}");
+    assert!(
+        finished
+            .stderr
+            .contains("verifier independence cannot be met")
+            && finished.stderr.contains("--tester-model"),
+        "{finished:?}"
+    );
     assert!(harness.calls().is_empty(), "an agent was launched");
+    assert!(!harness.workspace().join(".autocode/runs").exists());
 
     // `--single-model` waives independence knowingly: every role runs on the one model.
     let waived = Harness::new(script_with(&[]));

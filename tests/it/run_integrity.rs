@@ -1,5 +1,5 @@
 //! Run state only autocode wrote, end to end: the real binary with the fake agent's harness
-//! (`run_e2e`), a run that pauses before any launch (cross-model), and then the run directory
+//! (`run_e2e`), a run that pauses at its first stage, and then the run directory
 //! changed the way a builder, a planted directory or a cloned repository would change it.
 //! `status`, `resume` and `clean` must refuse what does not verify, naming the run and what is
 //! wrong; bare `status`/`resume` must pick the latest run by the time autocode recorded.
@@ -19,12 +19,18 @@ use serde_json::{Value, json};
 
 use super::run_e2e::{Finished, Harness, finish, git, only_run_dir, script_with};
 
-/// A run paused at PAUSED_CROSS_MODEL (nothing launched), and its directory.
+/// The script of a run whose first stage ends without an answer: it pauses at
+/// PAUSED_PROVIDER_UNCERTAIN and stays paused on a resume without `--abandon-stage`.
+fn stuck_script() -> Value {
+    script_with(&[("requirements", json!([[{"exit": 2}]]))])
+}
+
+/// A run paused at its first stage (PAUSED_PROVIDER_UNCERTAIN), and its directory.
 fn paused_run() -> (Harness, PathBuf, String) {
-    let harness = Harness::new(script_with(&[]));
+    let harness = Harness::new(stuck_script());
     harness
-        .run(&["--yes", "--tester-model", "alpha-small"])
-        .assert_paused("PAUSED_CROSS_MODEL");
+        .run(&["--yes"])
+        .assert_paused("PAUSED_PROVIDER_UNCERTAIN");
     let dir = only_run_dir(&harness);
     let id = dir.file_name().unwrap().to_string_lossy().into_owned();
     (harness, dir, id)
@@ -55,7 +61,7 @@ fn rewrite_keeping_tag(dir: &Path, edit: impl FnOnce(&mut Value)) {
 }
 
 /// Rewrites `dir/run.json` with `edit` applied and a tag that verifies under the user's key.
-fn retag(harness: &Harness, dir: &Path, edit: impl FnOnce(&mut Value)) {
+pub(super) fn retag(harness: &Harness, dir: &Path, edit: impl FnOnce(&mut Value)) {
     let mut state = read_state(dir);
     state.as_object_mut().unwrap().remove("integrity");
     edit(&mut state);
@@ -100,7 +106,7 @@ fn assert_refused(finished: &Finished, run: &str, why: &str) {
 }
 
 /// `status --json` or `resume --json` of the paused run: exit 3, a pause in the document (a
-/// resume of a run paused before its first launch pauses again, on its transport identity).
+/// resume without `--abandon-stage` leaves it paused).
 fn assert_still_paused(finished: &Finished) {
     assert_eq!(finished.code, Some(3), "{finished:?}");
     assert!(
@@ -185,12 +191,12 @@ fn bare_status_and_resume_ignore_a_planted_newer_run() {
 
 #[test]
 fn the_latest_run_is_the_one_autocode_recorded_last_not_the_newest_file() {
-    let harness = Harness::new(script_with(&[]));
+    let harness = Harness::new(stuck_script());
     let ws = harness.workspace();
     for _ in 0..2 {
         harness
-            .run(&["--yes", "--tester-model", "alpha-small"])
-            .assert_paused("PAUSED_CROSS_MODEL");
+            .run(&["--yes"])
+            .assert_paused("PAUSED_PROVIDER_UNCERTAIN");
     }
     let mut runs: Vec<PathBuf> = fs::read_dir(ws.join(".autocode/runs"))
         .unwrap()
@@ -308,13 +314,13 @@ fn a_run_id_that_is_not_its_directory_is_refused() {
 
 #[test]
 fn the_key_is_private_and_concurrent_first_runs_share_one() {
-    let harness = Harness::new(script_with(&[]));
+    let harness = Harness::new(stuck_script());
     assert!(!key_dir(&harness).exists());
     // Four runs start at once with no key yet: every one must end up under the same key.
     let children: Vec<_> = (0..4)
         .map(|_| {
             harness
-                .run_command(&["--yes", "--tester-model", "alpha-small"])
+                .run_command(&["--yes"])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -357,9 +363,9 @@ fn the_key_is_private_and_concurrent_first_runs_share_one() {
 
 #[test]
 fn a_key_directory_inside_the_workspace_is_refused() {
-    let harness = Harness::new(script_with(&[]));
+    let harness = Harness::new(stuck_script());
     let ws = harness.workspace();
-    let mut command = harness.run_command(&["--yes", "--tester-model", "alpha-small"]);
+    let mut command = harness.run_command(&["--yes"]);
     command.env("XDG_STATE_HOME", ws.join("state"));
     let finished = finish(command);
     assert_eq!(finished.code, Some(2), "{finished:?}");
@@ -382,7 +388,7 @@ fn runs_lists_verified_runs_and_names_the_refused_ones() {
     let runs = listed.json.as_array().expect("a list").clone();
     assert_eq!(runs.len(), 2, "{listed:?}");
     assert_eq!(runs[0]["run_id"], id.as_str(), "{listed:?}");
-    assert_eq!(runs[0]["pause"], "PAUSED_CROSS_MODEL", "{listed:?}");
+    assert_eq!(runs[0]["pause"], "PAUSED_PROVIDER_UNCERTAIN", "{listed:?}");
     assert!(runs[0]["refused"].is_null(), "{listed:?}");
     assert_eq!(runs[1]["run_id"], "20990101-000000-forged", "{listed:?}");
     assert!(runs[1]["refused"].as_str().is_some(), "{listed:?}");

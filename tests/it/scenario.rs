@@ -288,12 +288,25 @@ fn jobs_in(out: &Path) -> Vec<(String, String, u32)> {
 
 #[test]
 fn two_shards_merged_equal_the_unsharded_run() {
-    // Real harness runs that never reach an agent, so no CLI and no model is involved: with an
-    // empty --cli-bin, hostile-repo on scripted-claude stops at autocode's billing-route check
-    // before any launch, and on scripted-codex the agent cannot start. Six jobs, two verdicts.
+    // Real harness runs that never reach an agent, so no real CLI and no model is involved:
+    // --cli-bin holds only a fake `claude` that answers `--version` (what the run's preflight
+    // asks); hostile-repo on scripted-claude stops at autocode's billing-route check before any
+    // launch, and on scripted-codex the preflight refuses the missing `codex`. Six jobs, two
+    // verdicts.
     let tmp = tempfile::tempdir().unwrap();
     let no_clis = tmp.path().join("no-clis");
     std::fs::create_dir_all(&no_clis).unwrap();
+    let claude = no_clis.join("claude");
+    std::fs::write(
+        &claude,
+        "#!/bin/sh\ncase \"$1\" in --version) echo '2.1.328 (Claude Code)' ;; *) exit 64 ;; esac\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &claude,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+    )
+    .unwrap();
     let whole = tmp.path().join("whole");
     let first = tmp.path().join("shard-1");
     let second = tmp.path().join("shard-2");
