@@ -14,6 +14,7 @@ mod doctor;
 mod events;
 mod explain;
 mod output;
+mod progress;
 mod providers;
 mod run;
 mod runs;

@@ -52,9 +52,7 @@ pub fn print_stdout(text: &str) -> Result<(), EdgeError> {
 /// stderr is ignored: autocode's work (and the run it records) never depends on whether someone
 /// is still reading.
 pub fn say_line(text: &str) {
-    let text = crate::term_text::terminal_safe(text);
-    let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "{text}");
+    crate::term_text::say_line(text);
 }
 
 /// [`say_line`] with `format!` arguments.

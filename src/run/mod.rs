@@ -20,6 +20,7 @@ pub mod flow;
 pub mod gate;
 pub mod integrity;
 mod interrupt;
+pub mod progress;
 pub mod prompt;
 pub mod replay;
 pub mod review;
@@ -147,7 +148,7 @@ pub async fn find_run(
             }
             Err(e) => {
                 skipped += 1;
-                eprintln!("warning: skipping {e}");
+                crate::term_text::say_line(&format!("warning: skipping {e}"));
             }
         }
     }

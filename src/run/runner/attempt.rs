@@ -22,6 +22,7 @@ use crate::run::budget::StageLimits;
 use crate::run::confine::{self, GitLink};
 use crate::run::driver::{AttemptContext, AttemptOutcome, AttemptResult};
 use crate::run::integrity;
+use crate::run::progress::StageProgress;
 use crate::run::replay;
 use crate::run::state::{RunState, UsageTotals};
 use crate::snapshot::{self, Snapshot};
@@ -94,6 +95,7 @@ impl CliRunner {
         &mut self,
         state: &RunState,
         ctx: &AttemptContext,
+        progress: &mut StageProgress,
     ) -> AttemptOutcome {
         let stopped = |code, reason: String| AttemptOutcome {
             session: None,
@@ -316,6 +318,7 @@ impl CliRunner {
                     None => events::StreamParser::feed_line_into(parser, &line, &mut batch),
                 }
                 for event in batch.drain(..) {
+                    progress.event(&event);
                     if let Some(record) = command_record(&event) {
                         records.push(record);
                     }

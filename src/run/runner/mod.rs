@@ -15,6 +15,7 @@ mod judge;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -22,6 +23,7 @@ use serde_json::{Value, json};
 use super::driver::{AttemptContext, AttemptOutcome, ReplayResult, ReplayTree, StageRunner};
 use super::flow::PauseDecision;
 use super::integrity;
+use super::progress::{ProgressSink, StageProgress, StageStart};
 use super::replay;
 use super::state::{AttemptRecord, RunState};
 use crate::agent_env::{self, AgentEnvironment};
@@ -53,6 +55,8 @@ pub struct CliRunner {
     /// The folder of the tester's throwaway copy, one for the runner's life (removed with it).
     tester_copies: Option<tempfile::TempDir>,
     caches: BTreeMap<PathBuf, StatCache>,
+    /// Where live progress goes (the command line's renderer), if anywhere.
+    progress: Option<Arc<dyn ProgressSink>>,
 }
 
 impl CliRunner {
@@ -66,6 +70,7 @@ impl CliRunner {
             not_utf8_env: Vec::new(),
             tester_copies: None,
             caches: BTreeMap::new(),
+            progress: None,
         }
     }
 
@@ -196,9 +201,21 @@ impl CliRunner {
 impl StageRunner for CliRunner {
     async fn run_attempt(&mut self, state: &RunState, ctx: AttemptContext) -> AttemptOutcome {
         let started = Instant::now();
-        let mut outcome = self.attempt(state, &ctx).await;
+        let mut progress = StageProgress::start(
+            self.progress.clone(),
+            StageStart {
+                dir: ctx.record.dir.clone(),
+                role: ctx.record.role,
+                route: format!("{}/{}", ctx.record.route.provider, ctx.record.route.model),
+            },
+        );
+        let mut outcome = self.attempt(state, &ctx, &mut progress).await;
         outcome.duration = started.elapsed();
         outcome
+    }
+
+    fn set_progress(&mut self, sink: Option<Arc<dyn ProgressSink>>) {
+        self.progress = sink;
     }
 
     fn keeps_sessions(&self, state: &RunState, role: Role) -> bool {
