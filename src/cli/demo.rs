@@ -89,7 +89,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
             unconfined: args.unconfined,
             ..StartOptions::default()
         };
-        let mut ui = TerminalUi::new();
+        let mut ui = TerminalUi::with_progress(super::progress::Progress::detect(false, args.json));
         let result = api::start(&ctx.registry, &env, opts, &mut ui).await;
         server.shutdown().await;
         result.map_err(|e| match e {

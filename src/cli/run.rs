@@ -278,10 +278,6 @@ pub struct TerminalUi {
 }
 
 impl TerminalUi {
-    pub fn new() -> Self {
-        Self::with_progress(Progress::detect(false, false))
-    }
-
     pub fn with_progress(progress: Arc<Progress>) -> Self {
         Self {
             interactive: std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
