@@ -234,7 +234,8 @@ pub struct Registry {
 }
 
 fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, RegistryError> {
-    match std::fs::read(path) {
+    // Provider TOML and config.toml: regular files only, non-blocking, at most CONFIG_CAP.
+    match crate::bounded_read::read(path, crate::bounded_read::CONFIG_CAP) {
         Ok(bytes) => Ok(Some(bytes)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(RegistryError::Read {
@@ -395,13 +396,16 @@ impl Registry {
             if is_builtin(&stem) {
                 continue;
             }
-            let (fingerprint, status) = match std::fs::read(&path) {
-                Ok(bytes) => (
-                    Some(fingerprint(&bytes)),
-                    status_of(check_name(&path, &stem).and_then(|()| load_bytes(&path, &bytes))),
-                ),
-                Err(e) => (None, status_of(Err(unreadable(&path, e.to_string())))),
-            };
+            let (fingerprint, status) =
+                match crate::bounded_read::read(&path, crate::bounded_read::CONFIG_CAP) {
+                    Ok(bytes) => (
+                        Some(fingerprint(&bytes)),
+                        status_of(
+                            check_name(&path, &stem).and_then(|()| load_bytes(&path, &bytes)),
+                        ),
+                    ),
+                    Err(e) => (None, status_of(Err(unreadable(&path, e.to_string())))),
+                };
             let shadows_bundled = bundled_text(&stem).is_some();
             files.insert(
                 stem.clone(),

@@ -283,7 +283,9 @@ fn unnamed_event_problem(check: &CitedCheck, records: &[CommandRecord]) -> Optio
 /// receipt it matched (`verified event:item_3`), or why it was rejected. Never the bare
 /// `event:?` the report cited.
 pub fn describe_match(finding: &serde_json::Value) -> String {
-    let cited = finding["check"]["evidence_ref"].as_str().unwrap_or_default();
+    let cited = finding["check"]["evidence_ref"]
+        .as_str()
+        .unwrap_or_default();
     match (finding["matched"].as_str(), finding["problem"].is_null()) {
         (Some(matched), true) => format!("verified {matched}"),
         (None, true) => format!("verified {cited}"),

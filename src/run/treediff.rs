@@ -148,7 +148,7 @@ fn read_entry(path: &Path) -> Option<Vec<u8>> {
         let target = fs::read_link(path).ok()?;
         return Some(format!("symlink → {}\n", target.display()).into_bytes());
     }
-    fs::read(path).ok()
+    crate::bounded_read::read(path, crate::bounded_read::TREE_FILE_CAP).ok()
 }
 
 /// Files that differ between `base` and `work`, sorted by path.

@@ -354,7 +354,12 @@ impl CliRunner {
         let receipt = finished.receipt.clone();
         let _ = integrity::write_record(&dir.join("supervision.json"), &receipt);
         // The family is gone: what it left in the outbox becomes the stage's report file.
-        let report_file = std::fs::read(places.outbox.join(REPORT_FILE)).ok();
+        // Agent-written: regular, non-blocking, capped (a FIFO or /dev/zero link is no report).
+        let report_file = crate::bounded_read::read(
+            &places.outbox.join(REPORT_FILE),
+            crate::bounded_read::REPORT_CAP,
+        )
+        .ok();
         if let Some(bytes) = &report_file {
             let _ = store::write_atomic(&dir.join(REPORT_FILE), bytes);
         }
@@ -454,8 +459,9 @@ impl CliRunner {
         }
         // 4. The provider's stop.
         let stop = summary.as_ref().map(|s| {
-            let tail = std::fs::read(dir.join("stderr.log")).unwrap_or_default();
-            let tail = &tail[tail.len().saturating_sub(8192)..];
+            let tail =
+                crate::bounded_read::read_tail(&dir.join("stderr.log"), 8192).unwrap_or_default();
+            let tail = &tail[..];
             events::stop::stop_with_log_tail(s, tail)
         });
         if let (Some(stop), Some(summary)) = (&stop, &summary) {

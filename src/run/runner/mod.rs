@@ -184,7 +184,7 @@ impl CliRunner {
                     workspace: work_tree,
                     env: &env.kept,
                 },
-                &|p| std::fs::read(p),
+                &|p| crate::bounded_read::read(p, crate::bounded_read::CONFIG_CAP),
             );
             out.insert(
                 name.to_string(),
@@ -336,10 +336,10 @@ impl StageRunner for CliRunner {
         }
         let provider = self.provider(&attempt.route.provider)?.clone();
         let kind = self.transport_kind(&provider)?;
-        let stdout = std::fs::File::open(dir.join("stdout.log")).ok()?;
+        let stdout = crate::bounded_read::open_regular(&dir.join("stdout.log")).ok()?;
         // An interrupted stage's report file is still in its outbox.
-        let report_file = std::fs::read(dir.join(attempt::REPORT_FILE))
-            .or_else(|_| std::fs::read(dir.join("outbox").join(attempt::REPORT_FILE)))
+        let report_file = read_report_file(&dir.join(attempt::REPORT_FILE))
+            .or_else(|_| read_report_file(&dir.join("outbox").join(attempt::REPORT_FILE)))
             .ok();
         let normalized = events::normalize_stream(
             kind,
@@ -367,4 +367,11 @@ impl StageRunner for CliRunner {
         )
         .ok()
     }
+}
+
+/// An agent-written report file: regular, non-blocking, at most [`REPORT_CAP`] bytes.
+///
+/// [`REPORT_CAP`]: crate::bounded_read::REPORT_CAP
+fn read_report_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    crate::bounded_read::read(path, crate::bounded_read::REPORT_CAP)
 }
