@@ -348,7 +348,9 @@ impl Registry {
         let mut files: Vec<(String, PathBuf)> = entries
             .filter_map(Result::ok)
             .map(|entry| entry.path())
-            .filter(|path| path.extension().is_some_and(|e| e == "toml") && path.is_file())
+            // Not only regular files: a FIFO or a device named `*.toml` is listed with the
+            // error reading it gives, instead of vanishing from the list.
+            .filter(|path| path.extension().is_some_and(|e| e == "toml") && !path.is_dir())
             .filter_map(|path| {
                 let stem = path.file_stem()?.to_str()?.to_owned();
                 Some((stem, path))
