@@ -7,6 +7,25 @@ use serde::Serialize;
 
 use crate::error::EdgeError;
 
+/// Opens `/dev/null` on whichever of descriptors 0, 1 and 2 is closed (`autocode … 2>&-`).
+/// Otherwise the first file autocode opens would become "stderr", and a stage's log, lock or
+/// pipe would receive what is meant for a person (and the agents would inherit it as theirs).
+pub fn ensure_standard_fds() {
+    use std::os::fd::{AsRawFd, IntoRawFd};
+    // open() returns the lowest free descriptor: while that is 0, 1 or 2, it fills a hole.
+    while let Ok(file) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
+        if file.as_raw_fd() > 2 {
+            break;
+        }
+        // Kept open for the life of the process, as the standard descriptor it now is.
+        let _ = file.into_raw_fd();
+    }
+}
+
 /// Sets up `tracing` on stderr. `RUST_LOG` wins over `-v`; colours follow `NO_COLOR`.
 pub fn init_tracing(verbose: u8) {
     let default = match verbose {

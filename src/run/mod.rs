@@ -148,7 +148,14 @@ pub async fn find_run(
             }
             Err(e) => {
                 skipped += 1;
-                crate::term_text::say_line(&format!("warning: skipping {e}"));
+                // With its causes: "cannot read its run state" alone does not say why.
+                let mut text = format!("warning: skipping {e}");
+                let mut cause = std::error::Error::source(&e);
+                while let Some(c) = cause {
+                    text.push_str(&format!(": {c}"));
+                    cause = c.source();
+                }
+                crate::term_text::say_line(&text);
             }
         }
     }

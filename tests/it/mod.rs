@@ -3,6 +3,7 @@ mod conformance;
 mod demo;
 mod events_fixtures;
 mod ledger;
+mod operator_e2e;
 mod room;
 mod room_e2e;
 mod run_e2e;
