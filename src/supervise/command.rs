@@ -30,9 +30,9 @@ pub async fn supervise_command(
     ledger_path: Option<PathBuf>,
 ) -> i32 {
     let Some((program, args)) = argv.split_first() else {
-        crate::term_text::say_line(&format!(
-            "autocode supervise: no command given (usage: autocode supervise [--json] [--timeout SECS] -- CMD ARGS…)"
-        ));
+        crate::term_text::say_line(
+            "autocode supervise: no command given (usage: autocode supervise [--json] [--timeout SECS] -- CMD ARGS…)",
+        );
         return EXIT_LAUNCH_FAILED;
     };
     let cwd = match std::env::current_dir() {
@@ -112,7 +112,7 @@ pub async fn supervise_command(
             Err(error) => crate::term_text::say_line(&format!("autocode supervise: {error}")),
         }
     } else {
-        crate::term_text::say_line(&format!("{}", describe(&finished.receipt)));
+        crate::term_text::say_line(&describe(&finished.receipt));
     }
     match finished.exit {
         Exit::Code(code) => code,
