@@ -175,8 +175,9 @@ impl ProgressSink for Progress {
     fn stage_started(&self, stage: &StageStart) {
         match self.mode {
             Mode::Quiet => {}
+            // Not a row of the stage table (which the finished lines make): a different shape.
             Mode::Plain => say_line(&format!(
-                "{:<26} {:<32} started",
+                "started {} on {}",
                 stage.dir,
                 one_line(&stage.route)
             )),

@@ -190,7 +190,7 @@ fn without_a_terminal_plain_start_and_end_lines_and_quiet_prints_only_the_outcom
     for stage in STAGES {
         let started = stderr
             .lines()
-            .filter(|l| l.starts_with(stage) && l.ends_with("started"))
+            .filter(|l| l.starts_with(&format!("started {stage} on fake/")))
             .count();
         let ended = stderr
             .lines()
