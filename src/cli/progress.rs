@@ -137,7 +137,7 @@ impl Progress {
         ] {
             if let Some(at) = line.find(word) {
                 let (head, rest) = line.split_at(at + 1);
-                let word = word.trim_start();
+                let word = word.trim();
                 let style = Style::new().fg_color(Some(colour.into())).bold();
                 return format!("{head}{}{}", self.paint(style, word), &rest[word.len()..]);
             }
@@ -191,15 +191,18 @@ impl ProgressSink for Progress {
                 let style =
                     ProgressStyle::with_template("{spinner} {prefix} {elapsed:>5} {wide_msg}")
                         .unwrap_or_else(|_| ProgressStyle::default_spinner());
-                let bar = multi.add(ProgressBar::new_spinner().with_style(style));
-                bar.set_prefix(prefix);
-                bar.enable_steady_tick(Duration::from_millis(200));
-                let live = LiveStage {
+                let bar = ProgressBar::new_spinner()
+                    .with_style(style)
+                    .with_prefix(prefix);
+                let mut live = LiveStage {
                     bar,
                     tokens: 0,
                     last: None,
                 };
+                // The first frame already has every column.
                 live.bar.set_message(Self::live_message(&live));
+                live.bar = multi.add(live.bar);
+                live.bar.enable_steady_tick(Duration::from_millis(200));
                 self.stages().insert(stage.dir.clone(), live);
             }
         }

@@ -168,6 +168,10 @@ fn a_terminal_shows_live_lines_redrawn_in_place_then_permanent_stage_lines() {
         );
     }
     assert!(screen.contains("COMPLETE"), "{screen:?}");
+    // What the builder's lines looked like (shown with --nocapture).
+    for line in lines.iter().filter(|l| l.contains("004-builder-1")) {
+        println!("{line:?}");
+    }
 
     // NO_COLOR: the same live lines, no colour.
     let harness = Harness::new(script_with(&[]));
