@@ -493,3 +493,29 @@ fn a_huge_stdout_line_does_not_grow_autocode() {
         "peak RSS {peak_kib} KiB with a {bytes}-byte line"
     );
 }
+
+#[test]
+fn providers_show_warns_about_values_substituted_into_a_shell_script() {
+    let harness = Harness::new(script_with(&[]));
+    let providers = harness.home().join(".config/autocode/providers");
+    fs::write(
+        providers.join("shelly.toml"),
+        "name = \"shelly\"\ncommand = [\"sh\", \"-c\", \"tool --cd {workspace} -m {model}\"]\nprompt = \"stdin\"\noutput = \"opencode_events\"\n\n[roles]\nglm = { model = \"alpha-large\" }\nrequirements = { model = \"alpha-large\" }\nplan_reviewer = { model = \"beta-large\" }\nterra = { model = \"alpha-large\" }\nsol = { model = \"beta-large\" }\ncompletion = { model = \"beta-large\" }\nastra = { model = \"alpha-large\" }\n",
+    )
+    .expect("write shelly.toml");
+    let (code, stdout, stderr) = output_bounded(
+        harness.command(&["providers", "show", "shelly"]),
+        "providers show",
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.contains("warning: command substitutes {workspace}, {model} into a shell script"),
+        "{stdout}"
+    );
+    // The fake provider passes its values as separate arguments: no such warning.
+    let (_, stdout, _) = output_bounded(
+        harness.command(&["providers", "show", "fake"]),
+        "providers show fake",
+    );
+    assert!(!stdout.contains("into a shell script"), "{stdout}");
+}
