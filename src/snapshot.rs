@@ -264,10 +264,12 @@ fn take_at(
 }
 
 fn hash_file(path: &Path) -> Result<String, SnapshotError> {
-    let mut file = fs::File::open(path).map_err(|source| SnapshotError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
+    // Non-blocking and regular only: a FIFO the agent left in the tree must not hang the hash.
+    let mut file =
+        crate::bounded_read::open_regular(path).map_err(|source| SnapshotError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
     let mut hasher = Sha256::new();
     io::copy(&mut file, &mut hasher).map_err(|source| SnapshotError::Read {
         path: path.to_owned(),

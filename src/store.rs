@@ -212,9 +212,15 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError
     write_atomic(path, &bytes)
 }
 
+/// A record's bytes: `run.json`, stage records and other JSON autocode keeps are read as
+/// regular files only, without blocking, up to [`RECORD_CAP`](crate::bounded_read::RECORD_CAP).
+fn read_record_bytes(path: &Path) -> io::Result<Vec<u8>> {
+    crate::bounded_read::read(path, crate::bounded_read::RECORD_CAP)
+}
+
 /// Reads a JSON document.
 pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T, StoreError> {
-    let bytes = fs::read(path).map_err(|source| StoreError::Read {
+    let bytes = read_record_bytes(path).map_err(|source| StoreError::Read {
         path: path.to_owned(),
         source,
     })?;
@@ -288,7 +294,7 @@ fn read_tagged_value(
     key: &TagKey,
     context: &str,
 ) -> Result<serde_json::Value, StoreError> {
-    let bytes = fs::read(path).map_err(|source| StoreError::Read {
+    let bytes = read_record_bytes(path).map_err(|source| StoreError::Read {
         path: path.to_owned(),
         source,
     })?;

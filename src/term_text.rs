@@ -21,6 +21,17 @@ pub fn terminal_safe(text: &str) -> Cow<'_, str> {
     }
 }
 
+/// Writes `text` and a newline on stderr, stripped by [`terminal_safe`]. A closed or broken
+/// stderr is ignored (`eprintln!` would panic on a closed pipe): nothing autocode records
+/// depends on whether someone still reads. The command line's `say!` uses it; so do the modules
+/// outside the command line that must speak to a person.
+pub fn say_line(text: &str) {
+    use std::io::Write;
+    let text = terminal_safe(text);
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{text}");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

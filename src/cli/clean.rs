@@ -51,8 +51,12 @@ fn env() -> BTreeMap<String, String> {
 
 /// Asks `prompt` on the terminal; `true` for yes.
 fn confirm(prompt: &str) -> bool {
-    eprint!("{prompt}");
-    let _ = std::io::stderr().flush();
+    // The prompt names runs and paths: stripped like every line for the terminal, and a
+    // closed stderr is not a panic.
+    let mut err = std::io::stderr().lock();
+    let _ = write!(err, "{}", crate::term_text::terminal_safe(prompt));
+    let _ = err.flush();
+    drop(err);
     let mut line = String::new();
     if std::io::stdin().lock().read_line(&mut line).is_err() {
         return false;

@@ -89,7 +89,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
             unconfined: args.unconfined,
             ..StartOptions::default()
         };
-        let mut ui = TerminalUi::new();
+        let mut ui = TerminalUi::with_progress(super::progress::Progress::detect(false, args.json));
         let result = api::start(&ctx.registry, &env, opts, &mut ui).await;
         server.shutdown().await;
         result.map_err(|e| match e {
@@ -106,16 +106,11 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
         {
             for check in value["checks"].as_array().into_iter().flatten() {
                 say!(
-                    "  evidence {}: `{}` exit {} via {} -> {}",
+                    "  evidence {}: `{}` exit {} -> {}",
                     attempt.dir,
                     check["check"]["command"].as_str().unwrap_or_default(),
                     check["check"]["exit_code"],
-                    check["check"]["evidence_ref"].as_str().unwrap_or_default(),
-                    if check["problem"].is_null() {
-                        "verified"
-                    } else {
-                        "REJECTED"
-                    }
+                    crate::report::evidence::describe_match(check)
                 );
             }
         }

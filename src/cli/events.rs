@@ -48,7 +48,7 @@ pub fn run(command: EventsCommand) -> Result<ExitCode, EdgeError> {
     };
     let report = match &args.report {
         Some(path) => Some(
-            std::fs::read(path)
+            crate::bounded_read::read(path, crate::bounded_read::REPORT_CAP)
                 .map_err(|e| EdgeError::usage(format!("cannot read {}: {e}", path.display())))?,
         ),
         None => None,

@@ -16,6 +16,7 @@ mod doctor;
 mod events;
 mod explain;
 mod output;
+mod progress;
 mod providers;
 mod run;
 mod runs;
@@ -107,6 +108,7 @@ impl Command {
 
 /// Parses the arguments, runs the command and maps its outcome to an exit code.
 pub fn main() -> ExitCode {
+    output::ensure_standard_fds();
     let cli = Cli::parse_from(with_default_subcommand(std::env::args_os().collect()));
     // The keeper must be forked before any thread exists (the tokio runtime included), and only
     // commands that start processes need it.

@@ -307,7 +307,33 @@ fn render_show(p: &ResolvedProvider) -> String {
     for w in &p.warnings {
         out.push_str(&format!("warning: {w}\n"));
     }
+    for w in shell_script_warnings(c) {
+        out.push_str(&format!("warning: {w}\n"));
+    }
     out.trim_end().to_owned()
+}
+
+/// One warning per template that substitutes values into a `sh -c` script string.
+fn shell_script_warnings(c: &provider::ProviderConfig) -> Vec<String> {
+    let templates = [
+        ("command", Some(&c.command)),
+        ("resume", c.resume.as_ref()),
+        ("version_command", c.version_command.as_ref()),
+        ("models_command", c.models_command.as_ref()),
+    ];
+    templates
+        .into_iter()
+        .filter_map(|(name, template)| {
+            let found = provider::template::shell_script_placeholders(template?);
+            (!found.is_empty()).then(|| {
+                let names: Vec<String> = found.iter().map(ToString::to_string).collect();
+                format!(
+                    "{name} substitutes {} into a shell script (`sh -c \"…\"`); autocode quotes each value for the shell, but passing them as separate arguments needs no shell at all",
+                    names.join(", ")
+                )
+            })
+        })
+        .collect()
 }
 
 #[derive(Serialize)]

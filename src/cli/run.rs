@@ -6,17 +6,20 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::Args;
 
 use super::context::Context;
 use super::output;
+use super::progress::Progress;
 use crate::error::{EdgeError, exit};
 use crate::ids::RunId;
 use crate::report::evidence::{CAPTURE_RECEIPT_FORMAT, CaptureReceipt, sha256_hex};
 use crate::role::Role;
 use crate::run::api::{self, ResumeOptions, RunError, RunSummary, StartOptions};
 use crate::run::driver::{DriveOutcome, Interaction};
+use crate::run::progress::ProgressSink;
 use crate::run::state::{Budgets, PlanRevision, Question};
 
 #[derive(Debug, Args, Clone, Default)]
@@ -136,6 +139,9 @@ pub struct RunArgs {
     /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
     pub json: bool,
+    /// Print only the outcome (no stage lines, no live progress).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Args)]
@@ -184,6 +190,9 @@ pub struct ResumeArgs {
     /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
     pub json: bool,
+    /// Print only the outcome (no stage lines, no live progress).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 }
 
 /// The longest objective autocode reads from a file or stdin.
@@ -256,24 +265,31 @@ pub struct CaptureArgs {
     pub command: Vec<String>,
 }
 
-/// Questions and approvals on a terminal; none when stdin is not one.
+/// Questions and approvals on a terminal; none when stdin is not one. Notes and live progress
+/// go through [`Progress`] (`cli/progress.rs`).
 pub struct TerminalUi {
     interactive: bool,
+    progress: Arc<Progress>,
 }
 
 impl TerminalUi {
-    pub fn new() -> Self {
+    pub fn with_progress(progress: Arc<Progress>) -> Self {
         Self {
             interactive: std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
+            progress,
         }
     }
 
     fn ask(&self, prompt: &str) -> Option<String> {
-        eprint!("{prompt}");
-        let _ = std::io::stderr().flush();
-        let mut line = String::new();
-        std::io::stdin().lock().read_line(&mut line).ok()?;
-        Some(line.trim().to_owned())
+        self.progress.suspend(|| {
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "{}", crate::term_text::terminal_safe(prompt));
+            let _ = err.flush();
+            drop(err);
+            let mut line = String::new();
+            std::io::stdin().lock().read_line(&mut line).ok()?;
+            Some(line.trim().to_owned())
+        })
     }
 }
 
@@ -302,11 +318,13 @@ impl Interaction for TerminalUi {
         if !self.interactive {
             return false;
         }
-        eprintln!(
-            "plan revision {}:\n{}",
-            plan.revision,
-            serde_json::to_string_pretty(&plan.plan).unwrap_or_default()
-        );
+        self.progress.suspend(|| {
+            output::say!(
+                "plan revision {}:\n{}",
+                plan.revision,
+                serde_json::to_string_pretty(&plan.plan).unwrap_or_default()
+            )
+        });
         matches!(
             self.ask(&format!("approve {}? [y/N] ", plan.token()))
                 .as_deref(),
@@ -315,7 +333,11 @@ impl Interaction for TerminalUi {
     }
 
     fn note(&mut self, line: &str) {
-        eprintln!("{line}");
+        self.progress.note(line);
+    }
+
+    fn progress(&self) -> Option<Arc<dyn ProgressSink>> {
+        Some(self.progress.clone())
     }
 }
 
@@ -335,9 +357,9 @@ fn finish(summary: RunSummary, json: bool) -> Result<ExitCode, EdgeError> {
             Ok(ExitCode::from(exit::OK))
         }
         DriveOutcome::Paused { pause } => {
-            eprintln!("paused {}: {}", pause.code, pause.reason);
-            eprintln!("next: {}", pause.next_step);
-            eprintln!(
+            output::say!("paused {}: {}", pause.code, pause.reason);
+            output::say!("next: {}", pause.next_step);
+            output::say!(
                 "(autocode explain {} · run directory {})",
                 pause.code,
                 summary.run_dir.display()
@@ -437,7 +459,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, EdgeError> {
         unconfined: args.unconfined,
         no_auto_select: args.no_auto_select,
     };
-    let mut ui = TerminalUi::new();
+    let mut ui = TerminalUi::with_progress(Progress::detect(args.quiet, args.json));
     let summary = super::runtime()?
         .block_on(api::start(&ctx.registry, &ctx.env, opts, &mut ui))
         .map_err(run_error)?;
@@ -463,7 +485,7 @@ pub fn resume(args: ResumeArgs) -> Result<ExitCode, EdgeError> {
         budgets: args.budgets.budgets(),
         scripted_local: args.scripted_local_endpoint,
     };
-    let mut ui = TerminalUi::new();
+    let mut ui = TerminalUi::with_progress(Progress::detect(args.quiet, args.json));
     let summary = super::runtime()?
         .block_on(api::resume(&ctx.registry, &ctx.env, opts, &mut ui))
         .map_err(run_error)?;

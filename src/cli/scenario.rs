@@ -189,7 +189,7 @@ fn run_cases(args: RunArgs) -> Result<ExitCode, EdgeError> {
         .map_err(EdgeError::usage)?;
     let (jobs, unsupported) = catalog::plan_jobs(&selected, &profiles, args.repeat, shard);
     for (case, profile) in &unsupported {
-        eprintln!("skipped: {case} has no script for {profile}");
+        output::say!("skipped: {case} has no script for {profile}");
     }
     let cli_bin = std::fs::canonicalize(&args.cli_bin).unwrap_or(args.cli_bin.clone());
     let config = HarnessConfig {
@@ -201,14 +201,14 @@ fn run_cases(args: RunArgs) -> Result<ExitCode, EdgeError> {
     let runtime = super::runtime()?;
     let mut results = Vec::with_capacity(jobs.len());
     for job in &jobs {
-        eprintln!(
+        output::say!(
             "running {} on {} (#{})",
             job.scenario.name,
             job.profile,
             job.repeat + 1
         );
         let result = runtime.block_on(runner::run_job(job, &config));
-        eprintln!(
+        output::say!(
             "  {} in {:.1}s ({} stages)",
             result.verdict,
             result.timings.wall_ms as f64 / 1000.0,
@@ -262,11 +262,11 @@ fn check(args: CheckArgs) -> Result<ExitCode, EdgeError> {
         let report = runtime.block_on(selfcheck::self_check(scenario, &profile));
         if !args.json {
             if report.problems.is_empty() {
-                eprintln!("ok      {}", report.case);
+                output::say!("ok      {}", report.case);
             } else {
-                eprintln!("PROBLEM {}", report.case);
+                output::say!("PROBLEM {}", report.case);
                 for p in &report.problems {
-                    eprintln!("  - {p}");
+                    output::say!("  - {p}");
                 }
             }
         }

@@ -393,9 +393,12 @@ impl Probe<'_> {
             receipt_verified: receipt.map(|r| r.verified),
             changed_files,
             head_moved: head_now != self.head,
-            output_txt: std::fs::read_to_string(self.state.work_tree.join("output.txt"))
-                .ok()
-                .map(|s| s.trim().to_owned()),
+            output_txt: crate::bounded_read::read_to_string(
+                &self.state.work_tree.join("output.txt"),
+                crate::bounded_read::REPORT_CAP,
+            )
+            .ok()
+            .map(|s| s.trim().to_owned()),
             expected_session,
             foreign_sessions,
             session: outcome.session.as_ref().map(|s| s.to_string()),
@@ -420,13 +423,18 @@ async fn snapshot(
 }
 
 fn stream_facts(kind: TransportKind, stage_dir: &Path) -> Option<StreamFacts> {
-    let file = std::fs::File::open(stage_dir.join("stdout.log")).ok()?;
-    let report_file = std::fs::read(stage_dir.join("report.raw.json")).ok();
+    let file = crate::bounded_read::open_regular(&stage_dir.join("stdout.log")).ok()?;
+    let report_file = crate::bounded_read::read(
+        &stage_dir.join("report.raw.json"),
+        crate::bounded_read::REPORT_CAP,
+    )
+    .ok();
     let normalized =
         events::normalize_stream(kind, std::io::BufReader::new(file), report_file.as_deref())
             .ok()?;
-    let tail = std::fs::read(stage_dir.join("stderr.log")).unwrap_or_default();
-    let tail = tail.get(tail.len().saturating_sub(8192)..).unwrap_or(&[]);
+    let tail =
+        crate::bounded_read::read_tail(&stage_dir.join("stderr.log"), 8192).unwrap_or_default();
+    let tail = &tail[..];
     let stop = events::stop::stop_with_log_tail(&normalized.summary, tail);
     Some(StreamFacts {
         session_id: normalized.summary.session_id.clone(),

@@ -234,7 +234,8 @@ pub struct Registry {
 }
 
 fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, RegistryError> {
-    match std::fs::read(path) {
+    // Provider TOML and config.toml: regular files only, non-blocking, at most CONFIG_CAP.
+    match crate::bounded_read::read(path, crate::bounded_read::CONFIG_CAP) {
         Ok(bytes) => Ok(Some(bytes)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(RegistryError::Read {
@@ -347,7 +348,9 @@ impl Registry {
         let mut files: Vec<(String, PathBuf)> = entries
             .filter_map(Result::ok)
             .map(|entry| entry.path())
-            .filter(|path| path.extension().is_some_and(|e| e == "toml") && path.is_file())
+            // Not only regular files: a FIFO or a device named `*.toml` is listed with the
+            // error reading it gives, instead of vanishing from the list.
+            .filter(|path| path.extension().is_some_and(|e| e == "toml") && !path.is_dir())
             .filter_map(|path| {
                 let stem = path.file_stem()?.to_str()?.to_owned();
                 Some((stem, path))
@@ -395,13 +398,16 @@ impl Registry {
             if is_builtin(&stem) {
                 continue;
             }
-            let (fingerprint, status) = match std::fs::read(&path) {
-                Ok(bytes) => (
-                    Some(fingerprint(&bytes)),
-                    status_of(check_name(&path, &stem).and_then(|()| load_bytes(&path, &bytes))),
-                ),
-                Err(e) => (None, status_of(Err(unreadable(&path, e.to_string())))),
-            };
+            let (fingerprint, status) =
+                match crate::bounded_read::read(&path, crate::bounded_read::CONFIG_CAP) {
+                    Ok(bytes) => (
+                        Some(fingerprint(&bytes)),
+                        status_of(
+                            check_name(&path, &stem).and_then(|()| load_bytes(&path, &bytes)),
+                        ),
+                    ),
+                    Err(e) => (None, status_of(Err(unreadable(&path, e.to_string())))),
+                };
             let shadows_bundled = bundled_text(&stem).is_some();
             files.insert(
                 stem.clone(),

@@ -351,6 +351,24 @@ pub fn is_shell_script(template: &[String], index: usize) -> bool {
         && flag[1..].chars().all(|c| c.is_ascii_alphabetic())
 }
 
+/// The placeholders `template` substitutes into the script of a shell's `-c`, in order, without
+/// repeats. `providers show` warns about them: each value is quoted for the shell, but a value
+/// inside a script is still read by a shell, and separate arguments need no quoting at all.
+pub fn shell_script_placeholders(template: &[String]) -> Vec<Placeholder> {
+    let mut found = Vec::new();
+    for (index, arg) in template.iter().enumerate() {
+        if !is_shell_script(template, index) {
+            continue;
+        }
+        for placeholder in placeholders_in(arg).unwrap_or_default() {
+            if !found.contains(&placeholder) {
+                found.push(placeholder);
+            }
+        }
+    }
+    found
+}
+
 /// Where a shell script's text stands at the end of the literal text seen so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 enum ShellQuoting {
@@ -661,6 +679,20 @@ mod shell_tests {
 
     fn t(args: &[&str]) -> Vec<String> {
         args.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn placeholders_in_a_shell_script_are_found() {
+        assert_eq!(
+            shell_script_placeholders(&t(&[
+                "sh",
+                "-c",
+                "tool --cd {workspace} -m {model} {workspace}"
+            ])),
+            [Placeholder::Workspace, Placeholder::Model]
+        );
+        assert!(shell_script_placeholders(&t(&["tool", "--cd", "{workspace}"])).is_empty());
+        assert!(shell_script_placeholders(&t(&["sh", "-c", "tool", "{workspace}"])).is_empty());
     }
 
     #[test]

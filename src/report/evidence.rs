@@ -85,6 +85,10 @@ pub struct EvidenceFinding {
     pub check: CitedCheck,
     /// `None` when the check is backed by exactly one matching command.
     pub problem: Option<EvidenceProblem>,
+    /// The command event (`event:<id>`) or receipt the check was matched to, when it was: for
+    /// `event:?` this is the one event autocode found, which the report could not name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matched: Option<String>,
 }
 
 /// Collapses runs of whitespace and unwraps one level of `bash -lc '…'` / `sh -c "…"`, the form
@@ -167,11 +171,35 @@ pub fn check_event_evidence(
 ) -> Vec<EvidenceFinding> {
     checks
         .iter()
-        .map(|check| EvidenceFinding {
-            check: check.clone(),
-            problem: event_problem(check, records),
+        .map(|check| {
+            let problem = event_problem(check, records);
+            let matched = problem
+                .is_none()
+                .then(|| matched_event(check, records))
+                .flatten();
+            EvidenceFinding {
+                check: check.clone(),
+                problem,
+                matched,
+            }
         })
         .collect()
+}
+
+/// The id of the one command event a check without problems stands on.
+fn matched_event(check: &CitedCheck, records: &[CommandRecord]) -> Option<String> {
+    let evidence_ref = check.evidence_ref.trim();
+    if evidence_ref != UNNAMED_EVENT_REF {
+        return Some(evidence_ref.to_owned());
+    }
+    let cited = normalize_command(&check.command);
+    records
+        .iter()
+        .find(|r| {
+            normalize_command(&r.command) == cited
+                && r.exit_code.map(i64::from) == Some(check.exit_code)
+        })
+        .map(|r| r.evidence_id.clone())
 }
 
 fn event_problem(check: &CitedCheck, records: &[CommandRecord]) -> Option<EvidenceProblem> {
@@ -251,6 +279,25 @@ fn unnamed_event_problem(check: &CitedCheck, records: &[CommandRecord]) -> Optio
     }
 }
 
+/// How a finding (as saved in a stage's `evidence.json`) reads for a person: the event or
+/// receipt it matched (`verified event:item_3`), or why it was rejected. Never the bare
+/// `event:?` the report cited.
+pub fn describe_match(finding: &serde_json::Value) -> String {
+    let cited = finding["check"]["evidence_ref"]
+        .as_str()
+        .unwrap_or_default();
+    match (finding["matched"].as_str(), finding["problem"].is_null()) {
+        (Some(matched), true) => format!("verified {matched}"),
+        (None, true) => format!("verified {cited}"),
+        (_, false) => format!(
+            "REJECTED ({})",
+            serde_json::from_value::<EvidenceProblem>(finding["problem"].clone())
+                .map(|p| p.to_string())
+                .unwrap_or_else(|_| cited.to_owned())
+        ),
+    }
+}
+
 /// sha256 hex of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     let digest = Sha256::digest(bytes);
@@ -269,9 +316,11 @@ pub fn check_receipt_evidence(
             reason,
         }
     });
+    let matched = problem.is_none().then(|| check.evidence_ref.clone());
     EvidenceFinding {
         check: check.clone(),
         problem,
+        matched,
     }
 }
 
@@ -334,6 +383,24 @@ mod tests {
             exit_code: exit,
             evidence_ref: evidence_ref.into(),
         }
+    }
+
+    #[test]
+    fn an_accepted_check_names_the_event_it_matched() {
+        let records = [
+            record("item_1", "cargo build", Some(0)),
+            record("item_2", "cargo test", Some(0)),
+        ];
+        let findings = check_event_evidence(
+            &[
+                cite("cargo test", 0, UNNAMED_EVENT_REF),
+                cite("cargo build", 0, "event:item_1"),
+                cite("cargo test", 1, UNNAMED_EVENT_REF),
+            ],
+            &records,
+        );
+        let matched: Vec<Option<&str>> = findings.iter().map(|f| f.matched.as_deref()).collect();
+        assert_eq!(matched, [Some("event:item_2"), Some("event:item_1"), None]);
     }
 
     fn problem(check: CitedCheck, records: &[CommandRecord]) -> Option<EvidenceProblem> {

@@ -233,6 +233,7 @@ pub fn check_against_ledger(
                         evidence_ref: finding.check.evidence_ref.clone(),
                         reason,
                     });
+                    finding.matched = None;
                 }
             }
             finding

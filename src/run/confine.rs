@@ -238,7 +238,10 @@ impl GitLink {
         let path = work_tree.join(".git");
         match std::fs::symlink_metadata(&path) {
             Err(_) => GitLink::Absent,
-            Ok(m) if m.is_file() => std::fs::read(&path).map_or(GitLink::Other, GitLink::File),
+            Ok(m) if m.is_file() => {
+                crate::bounded_read::read(&path, crate::bounded_read::CONFIG_CAP)
+                    .map_or(GitLink::Other, GitLink::File)
+            }
             Ok(m) if m.is_dir() => GitLink::Directory,
             Ok(_) => GitLink::Other,
         }

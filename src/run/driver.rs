@@ -142,6 +142,7 @@ pub async fn drive<R: StageRunner, I: Interaction>(
 ) -> Result<DriveOutcome, DriverError> {
     run.state.pause = None;
     watch_stop_signals();
+    runner.set_progress(ui.progress());
     if let Some(outcome) = judge_running_attempt(run, runner)? {
         return Ok(outcome);
     }

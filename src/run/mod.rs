@@ -24,6 +24,7 @@ pub mod integrity;
 mod interrupt;
 pub mod isolation;
 pub mod preflight;
+pub mod progress;
 pub mod prompt;
 pub mod replay;
 pub mod review;
@@ -151,7 +152,14 @@ pub async fn find_run(
             }
             Err(e) => {
                 skipped += 1;
-                eprintln!("warning: skipping {e}");
+                // With its causes: "cannot read its run state" alone does not say why.
+                let mut text = format!("warning: skipping {e}");
+                let mut cause = std::error::Error::source(&e);
+                while let Some(c) = cause {
+                    text.push_str(&format!(": {c}"));
+                    cause = c.source();
+                }
+                crate::term_text::say_line(&text);
             }
         }
     }

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -13,6 +14,7 @@ use serde_json::Value;
 
 use super::budget::StageLimits;
 use super::flow::{PauseDecision, StagePlan};
+use super::progress::ProgressSink;
 use super::state::{AttemptRecord, PlanRevision, Question, RunState, UsageTotals};
 use crate::ids::SessionId;
 use crate::pause::PauseCode;
@@ -117,6 +119,9 @@ pub trait StageRunner {
     /// Judges an attempt left `running` by a crash, from its saved artifacts alone: `Some`
     /// with the report when it is complete, valid and verified.
     fn judge_interrupted(&mut self, state: &RunState, attempt: &AttemptRecord) -> Option<Value>;
+
+    /// Where live progress goes (stage start, activity, end); runners without it ignore it.
+    fn set_progress(&mut self, _sink: Option<Arc<dyn ProgressSink>>) {}
 }
 
 /// Questions and approvals, answered on a terminal or not at all.
@@ -125,4 +130,8 @@ pub trait Interaction {
     fn approve_plan(&mut self, plan: &PlanRevision) -> bool;
     /// One line per finished attempt and per pause (stderr for people).
     fn note(&mut self, line: &str);
+    /// The sink for live progress, if this interaction shows it.
+    fn progress(&self) -> Option<Arc<dyn ProgressSink>> {
+        None
+    }
 }

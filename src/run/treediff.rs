@@ -148,7 +148,52 @@ fn read_entry(path: &Path) -> Option<Vec<u8>> {
         let target = fs::read_link(path).ok()?;
         return Some(format!("symlink → {}\n", target.display()).into_bytes());
     }
-    fs::read(path).ok()
+    crate::bounded_read::read(path, crate::bounded_read::TREE_FILE_CAP).ok()
+}
+
+/// Whether two entries hold the same thing: the same symlink target, or regular files with the
+/// same bytes (compared as streams, whatever their size). Anything else — a FIFO, a device, an
+/// unreadable file — counts as different.
+fn same_entry(a: &Path, b: &Path) -> bool {
+    let (Ok(meta_a), Ok(meta_b)) = (fs::symlink_metadata(a), fs::symlink_metadata(b)) else {
+        return false;
+    };
+    match (
+        meta_a.file_type().is_symlink(),
+        meta_b.file_type().is_symlink(),
+    ) {
+        (true, true) => {
+            return fs::read_link(a)
+                .ok()
+                .is_some_and(|t| fs::read_link(b).ok() == Some(t));
+        }
+        (false, false) => {}
+        _ => return false,
+    }
+    let (Ok(mut fa), Ok(mut fb)) = (
+        crate::bounded_read::open_regular(a),
+        crate::bounded_read::open_regular(b),
+    ) else {
+        return false;
+    };
+    if meta_a.len() != meta_b.len() {
+        return false;
+    }
+    let mut buf_a = vec![0u8; 1 << 16];
+    let mut buf_b = vec![0u8; 1 << 16];
+    loop {
+        let Ok(n) = std::io::Read::read(&mut fa, &mut buf_a) else {
+            return false;
+        };
+        if n == 0 {
+            // Same length, every byte so far equal: b must end here too.
+            return matches!(std::io::Read::read(&mut fb, &mut buf_b[..1]), Ok(0));
+        }
+        if std::io::Read::read_exact(&mut fb, &mut buf_b[..n]).is_err() || buf_a[..n] != buf_b[..n]
+        {
+            return false;
+        }
+    }
 }
 
 /// Files that differ between `base` and `work`, sorted by path.
@@ -160,8 +205,7 @@ pub fn tree_changes(base: &Path, work: &Path) -> Vec<(String, Change)> {
         let change = match (base_files.contains(rel), work_files.contains(rel)) {
             (true, false) => Some(Change::Deleted),
             (false, true) => Some(Change::Added),
-            _ => (read_entry(&base.join(rel)) != read_entry(&work.join(rel)))
-                .then_some(Change::Modified),
+            _ => (!same_entry(&base.join(rel), &work.join(rel))).then_some(Change::Modified),
         };
         if let Some(change) = change {
             out.push((rel.clone(), change));
@@ -320,6 +364,30 @@ pub fn files_bearing_on(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entries_compare_by_content_at_any_size_and_fifos_differ() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = |name: &str| dir.path().join(name);
+        let big = vec![7u8; (1 << 16) * 3 + 5];
+        fs::write(p("a"), &big).unwrap();
+        fs::write(p("b"), &big).unwrap();
+        assert!(same_entry(&p("a"), &p("b")));
+        let mut other = big.clone();
+        *other.last_mut().unwrap() = 8;
+        fs::write(p("c"), &other).unwrap();
+        assert!(!same_entry(&p("a"), &p("c")));
+        nix::unistd::mkfifo(&p("f"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        nix::unistd::mkfifo(&p("g"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        assert!(
+            !same_entry(&p("f"), &p("g")),
+            "a FIFO is never the same (and never hangs)"
+        );
+        std::os::unix::fs::symlink("a", p("l1")).unwrap();
+        std::os::unix::fs::symlink("a", p("l2")).unwrap();
+        assert!(same_entry(&p("l1"), &p("l2")));
+        assert!(!same_entry(&p("l1"), &p("a")));
+    }
 
     #[test]
     fn test_layouts_are_recognised() {

@@ -282,10 +282,11 @@ impl ScriptSyntax {
 impl Script {
     /// Reads and validates a script file; the syntax follows the extension.
     pub fn load(path: &Path) -> Result<Script, ScriptError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ScriptError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+        let text = crate::bounded_read::read_to_string(path, crate::bounded_read::SCRIPT_CAP)
+            .map_err(|source| ScriptError::Read {
+                path: path.to_owned(),
+                source,
+            })?;
         Script::parse(&text, ScriptSyntax::from_path(path), path)
     }
 

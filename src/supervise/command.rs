@@ -30,15 +30,17 @@ pub async fn supervise_command(
     ledger_path: Option<PathBuf>,
 ) -> i32 {
     let Some((program, args)) = argv.split_first() else {
-        eprintln!(
-            "autocode supervise: no command given (usage: autocode supervise [--json] [--timeout SECS] -- CMD ARGS…)"
+        crate::term_text::say_line(
+            "autocode supervise: no command given (usage: autocode supervise [--json] [--timeout SECS] -- CMD ARGS…)",
         );
         return EXIT_LAUNCH_FAILED;
     };
     let cwd = match std::env::current_dir() {
         Ok(cwd) => cwd,
         Err(error) => {
-            eprintln!("autocode supervise: no working directory: {error}");
+            crate::term_text::say_line(&format!(
+                "autocode supervise: no working directory: {error}"
+            ));
             return EXIT_LAUNCH_FAILED;
         }
     };
@@ -50,9 +52,9 @@ pub async fn supervise_command(
             let tmp = match tempfile::Builder::new().prefix("autocode-room-").tempdir() {
                 Ok(tmp) => tmp,
                 Err(error) => {
-                    eprintln!(
+                    crate::term_text::say_line(&format!(
                         "autocode supervise: cannot create the room's temporary directory: {error}"
-                    );
+                    ));
                     return EXIT_LAUNCH_FAILED;
                 }
             };
@@ -87,25 +89,30 @@ pub async fn supervise_command(
     let finished = match finished {
         Ok(finished) => finished,
         Err(error) => {
-            eprintln!("autocode supervise: {error}");
+            crate::term_text::say_line(&format!("autocode supervise: {error}"));
             return EXIT_LAUNCH_FAILED;
         }
     };
     if let Some(path) = &receipt_path
         && let Err(error) = super::write_receipt(path, &finished.receipt)
     {
-        eprintln!(
+        crate::term_text::say_line(&format!(
             "autocode supervise: cannot write the receipt to {}: {error}",
             path.display()
-        );
+        ));
     }
     if json {
         match serde_json::to_string(&finished.receipt) {
-            Ok(text) => println!("{text}"),
-            Err(error) => eprintln!("autocode supervise: {error}"),
+            Ok(text) => {
+                // A closed stdout is not a failure of the supervised command.
+                use std::io::Write;
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{text}").and_then(|()| out.flush());
+            }
+            Err(error) => crate::term_text::say_line(&format!("autocode supervise: {error}")),
         }
     } else {
-        eprintln!("{}", describe(&finished.receipt));
+        crate::term_text::say_line(&describe(&finished.receipt));
     }
     match finished.exit {
         Exit::Code(code) => code,

@@ -71,10 +71,10 @@ pub fn probe() -> Probe {
 pub fn admit() -> Result<Probe, LaunchError> {
     static NOTICE: AtomicBool = AtomicBool::new(false);
     if !NOTICE.swap(true, Ordering::SeqCst) {
-        eprintln!(
+        crate::term_text::say_line(&format!(
             "autocode: {} has no seccomp: processes are owned by sampled process groups only, without kernel proof that every descendant exited; use Linux when that matters",
             std::env::consts::OS
-        );
+        ));
     }
     Ok(probe())
 }

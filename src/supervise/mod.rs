@@ -609,7 +609,7 @@ async fn drive(mut drive: Drive) -> Result<Finished, LaunchError> {
 /// supersedes an earlier one, since an exit is appended when it is known). A line cut by a
 /// crash mid-write is skipped.
 pub fn read_ledger(path: &Path) -> io::Result<Vec<LedgerEntry>> {
-    let text = std::fs::read_to_string(path)?;
+    let text = crate::bounded_read::read_to_string(path, crate::bounded_read::RECORD_CAP)?;
     let mut entries: BTreeMap<u64, LedgerEntry> = BTreeMap::new();
     for line in text.lines() {
         if let Ok(mut entry) = serde_json::from_str::<LedgerEntry>(line) {

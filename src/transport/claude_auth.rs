@@ -275,7 +275,7 @@ fn is_refused_settings_env(name: &str) -> bool {
 pub fn check_workspace_settings(workspace: &Path) -> Result<(), BillingRefusal> {
     let path = workspace.join(".claude").join("settings.json");
     let label = path.display().to_string();
-    match std::fs::read(&path) {
+    match crate::bounded_read::read(&path, crate::bounded_read::CONFIG_CAP) {
         Ok(bytes) => match String::from_utf8(bytes) {
             Ok(text) => check_project_settings(&label, &text),
             Err(e) => Err(BillingRefusal::SettingsInvalidJson {

@@ -245,11 +245,12 @@ pub fn ensure_git_exclusions(workspace: &Path) -> io::Result<bool> {
     };
     let info = common_dir.join("info");
     let exclude = info.join("exclude");
-    let existing = match std::fs::read_to_string(&exclude) {
-        Ok(text) => text,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(e),
-    };
+    let existing =
+        match crate::bounded_read::read_to_string(&exclude, crate::bounded_read::CONFIG_CAP) {
+            Ok(text) => text,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(e),
+        };
     let already = existing.lines().any(|line| {
         matches!(
             line.trim(),
@@ -282,7 +283,8 @@ pub fn find_common_git_dir(workspace: &Path) -> io::Result<Option<PathBuf>> {
         let git_dir = if meta.is_dir() {
             dot_git
         } else {
-            let text = std::fs::read_to_string(&dot_git)?;
+            let text =
+                crate::bounded_read::read_to_string(&dot_git, crate::bounded_read::CONFIG_CAP)?;
             let target = text
                 .lines()
                 .find_map(|l| l.strip_prefix("gitdir:"))
@@ -297,7 +299,10 @@ pub fn find_common_git_dir(workspace: &Path) -> io::Result<Option<PathBuf>> {
             dir.join(target)
         };
         let commondir = git_dir.join("commondir");
-        return match std::fs::read_to_string(&commondir) {
+        return match crate::bounded_read::read_to_string(
+            &commondir,
+            crate::bounded_read::CONFIG_CAP,
+        ) {
             Ok(text) if !text.trim().is_empty() => Ok(Some(git_dir.join(text.trim()))),
             Ok(_) => Ok(Some(git_dir)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Some(git_dir)),

@@ -20,6 +20,7 @@ Actions (see tests/fake_agent/README.md for the full contract):
     {"shell_command_final": CMD}      final step: the text {"cmd": CMD}
     {"error": {status, message, retryable}}   an OpenCode `error` event, exit 1
     {"length": true}                  final step cut by the output cap (reason "length")
+    {"long_line": N}                  N bytes of `x` and a newline on stdout (one enormous line)
     {"hang": true}                    flush and sleep (until killed; safety cap 300 s)
     {"daemon": CMD}                   start CMD detached (setsid) so it outlives the agent
     {"session": ID}                   the following events carry session ID (a CLI that
@@ -322,6 +323,19 @@ class Agent:
             },
         )
 
+    def long_line(self, size):
+        """SIZE bytes of `x` and a newline on stdout, written 1 MiB at a time (never held whole):
+        a CLI that prints one enormous line."""
+        sys.stdout.flush()
+        chunk = b"x" * (1 << 20)
+        left = size
+        out = sys.stdout.buffer
+        while left > 0:
+            out.write(chunk[: min(left, len(chunk))])
+            left -= min(left, len(chunk))
+        out.write(b"\n")
+        out.flush()
+
     def hang(self):
         marker = os.path.join(self.state_dir, "%s-%d.hanging" % (self.role, self.attempt))
         tmp = marker + ".tmp"
@@ -391,6 +405,8 @@ class Agent:
             elif "length" in action:
                 # The model ran out of output tokens mid-report: a cut JSON text.
                 self.final_text('{"status": "done", "summary": "The change was made and', "length")
+            elif "long_line" in action:
+                self.long_line(int(action["long_line"]))
             elif "hang" in action:
                 self.hang()
             elif "daemon" in action:

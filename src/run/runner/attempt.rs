@@ -22,6 +22,7 @@ use crate::run::budget::StageLimits;
 use crate::run::confine::{self, GitLink};
 use crate::run::driver::{AttemptContext, AttemptOutcome, AttemptResult};
 use crate::run::integrity;
+use crate::run::progress::StageProgress;
 use crate::run::replay;
 use crate::run::state::{RunState, UsageTotals};
 use crate::snapshot::{self, Snapshot};
@@ -94,6 +95,7 @@ impl CliRunner {
         &mut self,
         state: &RunState,
         ctx: &AttemptContext,
+        progress: &mut StageProgress,
     ) -> AttemptOutcome {
         let stopped = |code, reason: String| AttemptOutcome {
             session: None,
@@ -316,6 +318,7 @@ impl CliRunner {
                     None => events::StreamParser::feed_line_into(parser, &line, &mut batch),
                 }
                 for event in batch.drain(..) {
+                    progress.event(&event);
                     if let Some(record) = command_record(&event) {
                         records.push(record);
                     }
@@ -351,7 +354,12 @@ impl CliRunner {
         let receipt = finished.receipt.clone();
         let _ = integrity::write_record(&dir.join("supervision.json"), &receipt);
         // The family is gone: what it left in the outbox becomes the stage's report file.
-        let report_file = std::fs::read(places.outbox.join(REPORT_FILE)).ok();
+        // Agent-written: regular, non-blocking, capped (a FIFO or /dev/zero link is no report).
+        let report_file = crate::bounded_read::read(
+            &places.outbox.join(REPORT_FILE),
+            crate::bounded_read::REPORT_CAP,
+        )
+        .ok();
         if let Some(bytes) = &report_file {
             let _ = store::write_atomic(&dir.join(REPORT_FILE), bytes);
         }
@@ -451,8 +459,9 @@ impl CliRunner {
         }
         // 4. The provider's stop.
         let stop = summary.as_ref().map(|s| {
-            let tail = std::fs::read(dir.join("stderr.log")).unwrap_or_default();
-            let tail = &tail[tail.len().saturating_sub(8192)..];
+            let tail =
+                crate::bounded_read::read_tail(&dir.join("stderr.log"), 8192).unwrap_or_default();
+            let tail = &tail[..];
             events::stop::stop_with_log_tail(s, tail)
         });
         if let (Some(stop), Some(summary)) = (&stop, &summary) {

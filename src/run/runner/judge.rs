@@ -155,7 +155,7 @@ fn judge_report_and_evidence(
                 let inside = path.starts_with(rc.work_tree.join(".autocode/evidence"))
                     && !check.evidence_ref.contains("..");
                 let bytes = if inside {
-                    std::fs::read(&path).ok()
+                    crate::bounded_read::read(&path, crate::bounded_read::REPORT_CAP).ok()
                 } else {
                     None
                 };

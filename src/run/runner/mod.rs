@@ -15,6 +15,7 @@ mod judge;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -22,6 +23,7 @@ use serde_json::{Value, json};
 use super::driver::{AttemptContext, AttemptOutcome, ReplayResult, ReplayTree, StageRunner};
 use super::flow::PauseDecision;
 use super::integrity;
+use super::progress::{ProgressSink, StageProgress, StageStart};
 use super::replay;
 use super::state::{AttemptRecord, RunState};
 use crate::agent_env::{self, AgentEnvironment};
@@ -53,6 +55,8 @@ pub struct CliRunner {
     /// The folder of the tester's throwaway copy, one for the runner's life (removed with it).
     tester_copies: Option<tempfile::TempDir>,
     caches: BTreeMap<PathBuf, StatCache>,
+    /// Where live progress goes (the command line's renderer), if anywhere.
+    progress: Option<Arc<dyn ProgressSink>>,
 }
 
 impl CliRunner {
@@ -66,6 +70,7 @@ impl CliRunner {
             not_utf8_env: Vec::new(),
             tester_copies: None,
             caches: BTreeMap::new(),
+            progress: None,
         }
     }
 
@@ -179,7 +184,7 @@ impl CliRunner {
                     workspace: work_tree,
                     env: &env.kept,
                 },
-                &|p| std::fs::read(p),
+                &|p| crate::bounded_read::read(p, crate::bounded_read::CONFIG_CAP),
             );
             out.insert(
                 name.to_string(),
@@ -196,13 +201,25 @@ impl CliRunner {
 impl StageRunner for CliRunner {
     async fn run_attempt(&mut self, state: &RunState, ctx: AttemptContext) -> AttemptOutcome {
         let started = Instant::now();
-        let mut outcome = self.attempt(state, &ctx).await;
+        let mut progress = StageProgress::start(
+            self.progress.clone(),
+            StageStart {
+                dir: ctx.record.dir.clone(),
+                role: ctx.record.role,
+                route: format!("{}/{}", ctx.record.route.provider, ctx.record.route.model),
+            },
+        );
+        let mut outcome = self.attempt(state, &ctx, &mut progress).await;
         outcome.duration = started.elapsed();
         outcome
     }
 
     fn git_env(&self) -> BTreeMap<String, String> {
         self.env.clone()
+    }
+
+    fn set_progress(&mut self, sink: Option<Arc<dyn ProgressSink>>) {
+        self.progress = sink;
     }
 
     fn keeps_sessions(&self, state: &RunState, role: Role) -> bool {
@@ -323,10 +340,10 @@ impl StageRunner for CliRunner {
         }
         let provider = self.provider(&attempt.route.provider)?.clone();
         let kind = self.transport_kind(&provider)?;
-        let stdout = std::fs::File::open(dir.join("stdout.log")).ok()?;
+        let stdout = crate::bounded_read::open_regular(&dir.join("stdout.log")).ok()?;
         // An interrupted stage's report file is still in its outbox.
-        let report_file = std::fs::read(dir.join(attempt::REPORT_FILE))
-            .or_else(|_| std::fs::read(dir.join("outbox").join(attempt::REPORT_FILE)))
+        let report_file = read_report_file(&dir.join(attempt::REPORT_FILE))
+            .or_else(|_| read_report_file(&dir.join("outbox").join(attempt::REPORT_FILE)))
             .ok();
         let normalized = events::normalize_stream(
             kind,
@@ -354,4 +371,11 @@ impl StageRunner for CliRunner {
         )
         .ok()
     }
+}
+
+/// An agent-written report file: regular, non-blocking, at most [`REPORT_CAP`] bytes.
+///
+/// [`REPORT_CAP`]: crate::bounded_read::REPORT_CAP
+fn read_report_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    crate::bounded_read::read(path, crate::bounded_read::REPORT_CAP)
 }
