@@ -625,10 +625,22 @@ pub fn read_ledger(path: &Path) -> io::Result<Vec<LedgerEntry>> {
 /// Writes a receipt atomically (`.partial` then rename).
 pub fn write_receipt(path: &Path, receipt: &Receipt) -> io::Result<()> {
     let bytes = serde_json::to_vec_pretty(receipt).map_err(io::Error::other)?;
-    let mut partial = path.as_os_str().to_owned();
+    // A receipt replaces a regular file atomically (temp file, rename). Anything else that
+    // already exists there (`/dev/null`, `/dev/stdout`, a FIFO, a terminal) is written into,
+    // never replaced: a rename would put a regular file in its place, and as root that
+    // destroys the device for the whole machine.
+    match std::fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => {
+            let mut file = std::fs::OpenOptions::new().write(true).open(path)?;
+            return io::Write::write_all(&mut file, &bytes);
+        }
+        _ => {}
+    }
+    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut partial = target.as_os_str().to_owned();
     partial.push(".partial");
     std::fs::write(&partial, bytes)?;
-    std::fs::rename(&partial, path)
+    std::fs::rename(&partial, &target)
 }
 
 /// What a command started inside the caller's own family returned.
@@ -711,9 +723,8 @@ mod tests {
         assert!(value.is_object(), "{value}");
     }
 
-    #[test]
-    fn receipts_round_trip_and_omit_a_missing_session_boundary() {
-        let receipt = Receipt {
+    fn sample_receipt() -> Receipt {
+        Receipt {
             mode: "sampled_process_group".into(),
             label: "x".into(),
             kernel: "k".into(),
@@ -732,10 +743,51 @@ mod tests {
             run_ms: 1.5,
             cleanup_ms: 0.5,
             room: None,
-        };
+        }
+    }
+
+    #[test]
+    fn receipts_round_trip_and_omit_a_missing_session_boundary() {
+        let receipt = sample_receipt();
         let text = serde_json::to_string(&receipt).unwrap();
         assert!(!text.contains("session_boundary"), "{text}");
         assert!(text.contains(r#""ended_by":"idle_timeout""#), "{text}");
         assert_eq!(serde_json::from_str::<Receipt>(&text).unwrap(), receipt);
+    }
+
+    #[test]
+    fn a_receipt_is_written_into_what_is_not_a_regular_file_and_never_replaces_it() {
+        use std::os::unix::fs::FileTypeExt;
+        let dir = tempfile::tempdir().unwrap();
+        // A FIFO stands for /dev/null, /dev/stdout or a terminal: written into, kept.
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        write_receipt(&fifo, &sample_receipt()).unwrap();
+        let read: Receipt = serde_json::from_slice(&reader.join().unwrap()).unwrap();
+        assert_eq!(read, sample_receipt());
+        assert!(
+            std::fs::symlink_metadata(&fifo)
+                .unwrap()
+                .file_type()
+                .is_fifo()
+        );
+        // A symlink to a regular file: the file is replaced, the link stays a link.
+        let file = dir.path().join("receipt.json");
+        std::fs::write(&file, "old").unwrap();
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        write_receipt(&link, &sample_receipt()).unwrap();
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        let read: Receipt = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        assert_eq!(read, sample_receipt());
     }
 }
