@@ -16,6 +16,7 @@
 pub mod agent_env;
 pub mod bounded_read;
 pub mod cli;
+pub mod direct;
 pub mod conformance;
 pub mod demo;
 pub mod error;

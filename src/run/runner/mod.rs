@@ -7,10 +7,12 @@
 //! to this attempt by its nonce). Every artifact lands in the attempt's directory
 //! (`docs/run-lifecycle.md`).
 //!
-//! Sub-modules: [`attempt`] (one attempt: plan, launch, stream, judge in order), [`judge`]
+//! Sub-modules: [`attempt`] (one attempt: plan, launch, stream, judge in order), [`direct`]
+//! (one attempt on autocode's own runtime, `src/direct/`), [`judge`]
 //! (the report, its schema and its evidence; usage; reset hints).
 
 mod attempt;
+mod direct;
 mod judge;
 
 use std::collections::BTreeMap;
@@ -70,7 +72,7 @@ impl CliRunner {
     }
 
     /// The folder the tester's copy lives in (created on first use).
-    fn tester_copy_root(&mut self) -> std::io::Result<PathBuf> {
+    pub(super) fn tester_copy_root(&mut self) -> std::io::Result<PathBuf> {
         if self.tester_copies.is_none() {
             self.tester_copies = Some(
                 tempfile::Builder::new()
@@ -85,7 +87,7 @@ impl CliRunner {
             .unwrap_or_default())
     }
 
-    fn provider(&self, name: &ProviderName) -> Option<&ResolvedProvider> {
+    pub(super) fn provider(&self, name: &ProviderName) -> Option<&ResolvedProvider> {
         self.providers.get(name)
     }
 
@@ -124,7 +126,7 @@ impl CliRunner {
     }
 
     /// The environment replayed checks run in: credential-free, no pass-through.
-    fn check_env(&self) -> BTreeMap<String, String> {
+    pub(super) fn check_env(&self) -> BTreeMap<String, String> {
         agent_env::agent_environment(
             self.env.iter().map(|(k, v)| (k.clone(), v.clone())),
             &[],
@@ -139,6 +141,7 @@ impl CliRunner {
             OutputMode::CodexEvents => Some(TransportKind::Codex),
             OutputMode::ClaudeEvents => Some(TransportKind::Claude),
             OutputMode::ReportFile => None,
+            OutputMode::DirectRuntime => None,
         }
     }
 
@@ -150,6 +153,16 @@ impl CliRunner {
             let Some(provider) = self.providers.get(&name).cloned() else {
                 continue;
             };
+            if name.as_str() == crate::direct::PROVIDER_NAME {
+                out.insert(
+                    name.to_string(),
+                    json!({
+                        "provider_fingerprint": provider.fingerprint,
+                        "transport": self.direct_identity(),
+                    }),
+                );
+                continue;
+            }
             let env = self.agent_env(Some(&provider));
             let probe = crate::provider::ProbeContext {
                 env: env.kept.iter().map(|(k, v)| (k.into(), v.into())).collect(),
