@@ -22,6 +22,8 @@ pub enum ConnectionsCommand {
     Check(ProviderArg),
     /// Run a provider's login command on this terminal.
     Login(ProviderArg),
+    /// Create or change a direct endpoint of `--provider autocode` (launches no model).
+    Setup(super::direct::SetupArgs),
 }
 
 #[derive(Debug, Args)]
@@ -59,6 +61,10 @@ struct CheckOutput {
 pub fn run(command: ConnectionsCommand) -> Result<ExitCode, EdgeError> {
     let ctx = Context::from_process()?;
     match command {
+        ConnectionsCommand::Setup(args) => super::direct::setup(&ctx, args),
+        ConnectionsCommand::Check(args) if args.provider == crate::direct::PROVIDER_NAME => {
+            super::direct::check(&ctx, args.json)
+        }
         ConnectionsCommand::List(args) => {
             let rows: Vec<ConnectionRow> = ctx
                 .registry

@@ -6,7 +6,7 @@
 //! Sub-modules: [`connections`] (named endpoints, keys, the transport identity), [`http`] (the
 //! HTTP client: HTTPS except loopback, no redirects, bounded reads, typed failures),
 //! [`protocol`] (the three wire formats), [`tools`] (what a role is offered and how each call
-//! runs), [`runtime`] (one stage's loop and its bounds). The stage attempt that uses them, and the
+//! runs), [`runtime`] (one stage's loop and its bounds), [`scripted`] (an endpoint on the scripted model server). The stage attempt that uses them, and the
 //! mapping of failures to pause codes, is `run::runner::direct` (same artifacts and judgement as
 //! a CLI's attempt). This module depends on `events`, `report` and `supervise` only. Design: `docs/direct.md`.
 
@@ -14,6 +14,7 @@ pub mod connections;
 pub mod http;
 pub mod protocol;
 pub mod runtime;
+pub mod scripted;
 pub mod tools;
 
 /// The reserved provider name.

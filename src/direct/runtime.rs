@@ -114,6 +114,8 @@ pub enum StageEnd {
 #[derive(Debug, Clone)]
 pub struct StageRun {
     pub events: Vec<NormalizedEvent>,
+    /// The boundary's receipt of every command, by its evidence id.
+    pub receipts: Vec<(EvidenceId, crate::supervise::Receipt)>,
     pub usage: Usage,
     pub responses: u32,
     pub end: StageEnd,
@@ -162,6 +164,7 @@ pub async fn run_stage(input: StageInput) -> StageRun {
     let mut responses = 0u32;
     let mut commands = 0u32;
     let mut idle_turns = 0u32;
+    let mut receipts = Vec::new();
     let end = loop {
         if responses >= input.bounds.max_responses {
             break StageEnd::Failed(DirectFailure::ResponseLimit(input.bounds.max_responses));
@@ -268,7 +271,9 @@ pub async fn run_stage(input: StageInput) -> StageRun {
                             break;
                         }
                     };
-                    if !run.receipt.verified {
+                    let verified = run.receipt.verified;
+                    receipts.push((evidence_id.clone(), run.receipt.clone()));
+                    if !verified {
                         ended = Some(StageEnd::Failed(DirectFailure::Unverified(command)));
                         break;
                     }
@@ -358,6 +363,7 @@ pub async fn run_stage(input: StageInput) -> StageRun {
     }
     StageRun {
         events: log.events,
+        receipts,
         usage,
         responses,
         end,

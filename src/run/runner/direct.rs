@@ -240,6 +240,13 @@ impl CliRunner {
                 None,
             );
         };
+        // The boundary's word on every command autocode ran for the model.
+        let receipts: Vec<serde_json::Value> = run
+            .receipts
+            .iter()
+            .map(|(id, receipt)| json!({"evidence_id": id, "receipt": receipt}))
+            .collect();
+        let _ = integrity::write_record(&dir.join("commands.json"), &receipts);
         let usage = usage_totals(&run.usage, &resolved.model.id);
         let _ = integrity::write_record(&dir.join("usage.json"), &usage);
         let mut out = AttemptOutcome {
