@@ -16,9 +16,9 @@
 pub mod agent_env;
 pub mod bounded_read;
 pub mod cli;
-pub mod direct;
 pub mod conformance;
 pub mod demo;
+pub mod direct;
 pub mod error;
 pub mod events;
 pub mod ids;

@@ -60,7 +60,9 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
         Some(DemoCli::Codex) => Some(BuiltinTransport::Codex),
         Some(DemoCli::Claude) => Some(BuiltinTransport::Claude),
         Some(DemoCli::Opencode) => Some(BuiltinTransport::Opencode),
-        Some(DemoCli::Autocode) => return super::direct::demo(&ctx, args.protocol, args.json, args.unconfined),
+        Some(DemoCli::Autocode) => {
+            return super::direct::demo(&ctx, args.protocol, args.json, args.unconfined);
+        }
         None => None,
     };
     let Some(cli) = demo::find_cli(preferred, &ctx.path_var()) else {

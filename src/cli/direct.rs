@@ -15,9 +15,7 @@ use super::demo::{DemoProtocol, seed_workspace, shell_quote};
 use super::output::{self, say};
 use super::run::TerminalUi;
 use crate::demo::{CHECKER_MODEL, DEMO_OBJECTIVE, DOER_MODEL};
-use crate::direct::connections::{
-    self, Connections, Endpoint, EndpointKind, EndpointModel,
-};
+use crate::direct::connections::{self, Connections, Endpoint, EndpointKind, EndpointModel};
 use crate::direct::http::Secret;
 use crate::direct::protocol::{Protocol, TokenField};
 use crate::direct::scripted::{self, SCRIPTED_ENDPOINT};
@@ -114,10 +112,14 @@ pub fn setup(ctx: &Context, args: SetupArgs) -> Result<ExitCode, EdgeError> {
             .iter()
             .map(|m| {
                 let (id, family) = m.split_once('=').ok_or_else(|| {
-                    EdgeError::usage(format!("--model `{m}`: write ID=FAMILY (e.g. qwen2.5-coder=qwen)"))
+                    EdgeError::usage(format!(
+                        "--model `{m}`: write ID=FAMILY (e.g. qwen2.5-coder=qwen)"
+                    ))
                 })?;
                 if id.trim().is_empty() || family.trim().is_empty() {
-                    return Err(EdgeError::usage(format!("--model `{m}`: ID and FAMILY must not be empty")));
+                    return Err(EdgeError::usage(format!(
+                        "--model `{m}`: ID and FAMILY must not be empty"
+                    )));
                 }
                 Ok(EndpointModel {
                     id: id.trim().into(),
@@ -176,11 +178,13 @@ fn endpoint_status(endpoint: &Endpoint, has_key: bool) -> Value {
     let mut value = endpoint.identity();
     value["key"] = json!(if has_key { "stored" } else { "none" });
     value["configured"] = json!(has_key || !endpoint.kind.needs_key());
-    value["route_models"] = json!(endpoint
-        .models
-        .iter()
-        .map(|m| format!("{}/{}", endpoint.name, m.id))
-        .collect::<Vec<_>>());
+    value["route_models"] = json!(
+        endpoint
+            .models
+            .iter()
+            .map(|m| format!("{}/{}", endpoint.name, m.id))
+            .collect::<Vec<_>>()
+    );
     value
 }
 
@@ -202,7 +206,9 @@ pub fn check(ctx: &Context, json_out: bool) -> Result<ExitCode, EdgeError> {
             "endpoints": rows,
         }))?;
     } else if rows.is_empty() {
-        output::print_stdout("autocode: setup required (no endpoint): autocode connections setup --name NAME --kind KIND --model ID=FAMILY [--key-stdin]")?;
+        output::print_stdout(
+            "autocode: setup required (no endpoint): autocode connections setup --name NAME --kind KIND --model ID=FAMILY [--key-stdin]",
+        )?;
     } else {
         let lines: Vec<String> = rows
             .iter()
@@ -215,7 +221,11 @@ pub fn check(ctx: &Context, json_out: bool) -> Result<ExitCode, EdgeError> {
                     r["key"].as_str().unwrap_or_default(),
                     r["route_models"]
                         .as_array()
-                        .map(|m| m.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", "))
+                        .map(|m| m
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .collect::<Vec<_>>()
+                            .join(", "))
                         .unwrap_or_default()
                 )
             })
@@ -296,7 +306,10 @@ pub fn demo(
     })?;
     let state = crate::run::load(&outcome.run_dir).map_err(EdgeError::internal)?;
     for attempt in &state.attempts {
-        print_evidence(&outcome.run_dir.join("stages").join(&attempt.dir), &attempt.dir);
+        print_evidence(
+            &outcome.run_dir.join("stages").join(&attempt.dir),
+            &attempt.dir,
+        );
     }
     say!("run directory: {}", outcome.run_dir.display());
     say!(

@@ -173,7 +173,9 @@ pub enum ConnectionsError {
     },
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
-    #[error("{path} must be private (mode {expected:o}), it is {found:o}; fix with chmod {expected:o} {path}")]
+    #[error(
+        "{path} must be private (mode {expected:o}), it is {found:o}; fix with chmod {expected:o} {path}"
+    )]
     NotPrivate {
         path: PathBuf,
         expected: u32,
@@ -190,7 +192,9 @@ pub enum ConnectionsError {
         model: String,
         endpoints: Vec<String>,
     },
-    #[error("endpoint {name} needs its key again: it was given for another URL, or never (`autocode connections setup --name {name} --key-stdin`)")]
+    #[error(
+        "endpoint {name} needs its key again: it was given for another URL, or never (`autocode connections setup --name {name} --key-stdin`)"
+    )]
     KeyMissing { name: String },
 }
 
@@ -200,9 +204,7 @@ pub fn dir_under(config_home: &Path) -> PathBuf {
 }
 
 /// The directory from an environment: `$XDG_CONFIG_HOME`, else `$HOME/.config`.
-pub fn dir_from_env(
-    get: impl Fn(&str) -> Option<String>,
-) -> Result<PathBuf, ConnectionsError> {
+pub fn dir_from_env(get: impl Fn(&str) -> Option<String>) -> Result<PathBuf, ConnectionsError> {
     let home = get("XDG_CONFIG_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
@@ -234,12 +236,12 @@ impl Connections {
     pub fn load(dir: &Path) -> Result<Connections, ConnectionsError> {
         let path = dir.join("endpoints.toml");
         let file = match std::fs::read_to_string(&path) {
-            Ok(text) => toml::from_str::<EndpointsFile>(&text).map_err(|e| {
-                ConnectionsError::Parse {
+            Ok(text) => {
+                toml::from_str::<EndpointsFile>(&text).map_err(|e| ConnectionsError::Parse {
                     path: path.clone(),
                     message: e.to_string(),
-                }
-            })?,
+                })?
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => EndpointsFile::default(),
             Err(source) => return Err(ConnectionsError::Io { path, source }),
         };
@@ -275,7 +277,12 @@ impl Connections {
             .file
             .endpoints
             .iter()
-            .filter_map(|e| e.models.iter().find(|m| m.id == route_model).map(|m| (e, m)))
+            .filter_map(|e| {
+                e.models
+                    .iter()
+                    .find(|m| m.id == route_model)
+                    .map(|m| (e, m))
+            })
             .collect();
         match serving.as_slice() {
             [(endpoint, model)] => Ok(Resolved {
@@ -404,14 +411,20 @@ impl Connections {
         }
         self.write_private(
             &self.auth_path(),
-            &serde_json::to_vec_pretty(&auth).map_err(|e| ConnectionsError::Invalid(e.to_string()))?,
+            &serde_json::to_vec_pretty(&auth)
+                .map_err(|e| ConnectionsError::Invalid(e.to_string()))?,
         )?;
-        match self.file.endpoints.iter_mut().find(|e| e.name == endpoint.name) {
+        match self
+            .file
+            .endpoints
+            .iter_mut()
+            .find(|e| e.name == endpoint.name)
+        {
             Some(slot) => *slot = endpoint,
             None => self.file.endpoints.push(endpoint),
         }
-        let text =
-            toml::to_string_pretty(&self.file).map_err(|e| ConnectionsError::Invalid(e.to_string()))?;
+        let text = toml::to_string_pretty(&self.file)
+            .map_err(|e| ConnectionsError::Invalid(e.to_string()))?;
         self.write_private(&self.dir.join("endpoints.toml"), text.as_bytes())
     }
 
@@ -503,10 +516,17 @@ mod tests {
         let mut c = c;
         c.save_endpoint(moved.clone(), None).unwrap();
         assert!(!c.has_key(&moved));
-        assert!(!std::fs::read_to_string(dir.join("auth.json")).unwrap().contains("sk-ant"));
+        assert!(
+            !std::fs::read_to_string(dir.join("auth.json"))
+                .unwrap()
+                .contains("sk-ant")
+        );
         // A readable auth file is refused.
-        std::fs::set_permissions(dir.join("auth.json"), std::fs::Permissions::from_mode(0o644))
-            .unwrap();
+        std::fs::set_permissions(
+            dir.join("auth.json"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
         assert!(matches!(
             c.auth(&moved),
             Err(ConnectionsError::NotPrivate { .. })
@@ -518,12 +538,22 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let mut c = Connections::load(&dir_under(home.path())).unwrap();
         c.save_endpoint(
-            endpoint("a", "http://127.0.0.1:1/v1", EndpointKind::Ollama, &[("m1", "qwen"), ("m2", "qwen")]),
+            endpoint(
+                "a",
+                "http://127.0.0.1:1/v1",
+                EndpointKind::Ollama,
+                &[("m1", "qwen"), ("m2", "qwen")],
+            ),
             None,
         )
         .unwrap();
         c.save_endpoint(
-            endpoint("b", "http://localhost:2/v1", EndpointKind::Vllm, &[("m2", "llama")]),
+            endpoint(
+                "b",
+                "http://localhost:2/v1",
+                EndpointKind::Vllm,
+                &[("m2", "llama")],
+            ),
             None,
         )
         .unwrap();
@@ -540,8 +570,12 @@ mod tests {
         // A local endpoint needs no key.
         assert_eq!(c.auth(c.endpoint("a").unwrap()).unwrap(), Auth::None);
         // Plain http off loopback is refused.
-        assert!(c
-            .save_endpoint(endpoint("x", "http://example.com/v1", EndpointKind::Vllm, &[]), None)
-            .is_err());
+        assert!(
+            c.save_endpoint(
+                endpoint("x", "http://example.com/v1", EndpointKind::Vllm, &[]),
+                None
+            )
+            .is_err()
+        );
     }
 }

@@ -59,7 +59,9 @@ pub enum Auth {
 pub enum UrlError {
     #[error("`{0}` is not a URL: {1}")]
     Invalid(String, String),
-    #[error("`{0}` must use https (plain http is allowed only for loopback: 127.0.0.1, ::1, localhost)")]
+    #[error(
+        "`{0}` must use https (plain http is allowed only for loopback: 127.0.0.1, ::1, localhost)"
+    )]
     NotHttps(String),
     #[error("`{0}` must not carry a query, a fragment or credentials")]
     Extra(String),
@@ -94,7 +96,10 @@ pub fn check_base_url(url: &str) -> Result<bool, UrlError> {
         Some("https") => Ok(loopback),
         Some("http") if loopback => Ok(true),
         Some("http") => Err(UrlError::NotHttps(url.into())),
-        _ => Err(UrlError::Invalid(url.into(), "the scheme must be https".into())),
+        _ => Err(UrlError::Invalid(
+            url.into(),
+            "the scheme must be https".into(),
+        )),
     }
 }
 
@@ -173,7 +178,9 @@ impl Client {
             .header("content-type", "application/json");
         request = match &self.auth {
             Auth::None => request,
-            Auth::Bearer(key) => request.header("authorization", format!("Bearer {}", key.expose())),
+            Auth::Bearer(key) => {
+                request.header("authorization", format!("Bearer {}", key.expose()))
+            }
             Auth::AnthropicKey(key) => request.header("x-api-key", key.expose()),
             Auth::ApiKeyHeader(key) => request.header("api-key", key.expose()),
         };

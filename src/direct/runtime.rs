@@ -86,7 +86,9 @@ pub enum DirectFailure {
     Protocol(#[from] ProtocolError),
     #[error("the model asked for {calls} tool calls in one response; at most {max} are allowed")]
     ToolFlood { calls: usize, max: usize },
-    #[error("the model used all {0} model responses of the stage without submitting a valid report")]
+    #[error(
+        "the model used all {0} model responses of the stage without submitting a valid report"
+    )]
     ResponseLimit(u32),
     #[error("the response hit the {0}-token response cap")]
     OutputCap(u32),
@@ -180,7 +182,11 @@ pub async fn run_stage(input: StageInput) -> StageRun {
         let path = input.protocol.path();
         let answer = tokio::task::spawn_blocking(move || client.post_json(path, &body))
             .await
-            .unwrap_or_else(|e| Err(HttpFailure::Transport(format!("the request task failed: {e}"))));
+            .unwrap_or_else(|e| {
+                Err(HttpFailure::Transport(format!(
+                    "the request task failed: {e}"
+                )))
+            });
         responses += 1;
         let bytes = match answer {
             Ok(bytes) => bytes,
@@ -210,7 +216,10 @@ pub async fn run_stage(input: StageInput) -> StageRun {
         };
         usage = usage.add(&turn.usage);
         record_turn(&mut log, &turn);
-        if input.tokens_left.is_some_and(|left| total_tokens(&usage) > left) {
+        if input
+            .tokens_left
+            .is_some_and(|left| total_tokens(&usage) > left)
+        {
             break StageEnd::Failed(DirectFailure::Budget);
         }
         match turn.stop {
@@ -278,13 +287,22 @@ pub async fn run_stage(input: StageInput) -> StageRun {
                         break;
                     }
                     let (exit_code, status, exit_text) = match run.exit {
-                        Exit::Code(0) => (Some(0), CommandStatus::Succeeded, "exit code 0".to_owned()),
+                        Exit::Code(0) => {
+                            (Some(0), CommandStatus::Succeeded, "exit code 0".to_owned())
+                        }
                         Exit::Code(c) => (Some(c), CommandStatus::Failed, format!("exit code {c}")),
-                        Exit::Signal(s) => (None, CommandStatus::Unknown, format!("killed by signal {s}")),
+                        Exit::Signal(s) => (
+                            None,
+                            CommandStatus::Unknown,
+                            format!("killed by signal {s}"),
+                        ),
                         Exit::TimedOut => (
                             None,
                             CommandStatus::Unknown,
-                            format!("timed out after {} s and was killed", input.shell.timeout.as_secs()),
+                            format!(
+                                "timed out after {} s and was killed",
+                                input.shell.timeout.as_secs()
+                            ),
                         ),
                     };
                     let excerpt: String = run.output.chars().take(2000).collect();
@@ -297,7 +315,10 @@ pub async fn run_stage(input: StageInput) -> StageRun {
                         output_bytes: run.output_bytes,
                     });
                     results.push(result(
-                        format!("event id: {evidence_id}\n{exit_text}\noutput:\n{}", run.output),
+                        format!(
+                            "event id: {evidence_id}\n{exit_text}\noutput:\n{}",
+                            run.output
+                        ),
                         exit_code != Some(0),
                     ));
                 }
@@ -315,7 +336,11 @@ pub async fn run_stage(input: StageInput) -> StageRun {
                         let content = tools::str_arg(&call.arguments, "content")?;
                         tools::write_file(&input.root, input.writable, p, content).map(|e| (p, e))
                     });
-                    log.push(tool_event(tool_id, tools::WRITE_FILE, written.as_ref().err()));
+                    log.push(tool_event(
+                        tool_id,
+                        tools::WRITE_FILE,
+                        written.as_ref().err(),
+                    ));
                     results.push(match written {
                         Ok((path, existed)) => {
                             log.push(NormalizedEvent::FileChange {

@@ -188,12 +188,7 @@ pub fn read_file(root: &Path, rel: &str) -> Result<String, String> {
 
 /// `write_file`: creates or replaces the file (parents created inside the tree). Returns whether
 /// it existed before.
-pub fn write_file(
-    root: &Path,
-    writable: bool,
-    rel: &str,
-    content: &str,
-) -> Result<bool, String> {
+pub fn write_file(root: &Path, writable: bool, rel: &str, content: &str) -> Result<bool, String> {
     if !writable {
         return Err(PathRefusal::ReadOnly(rel.into()).to_string());
     }
@@ -265,9 +260,6 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(names(false), [SHELL, READ_FILE, REPORT]);
-        assert_eq!(
-            names(true),
-            [SHELL, READ_FILE, WRITE_FILE, REPORT]
-        );
+        assert_eq!(names(true), [SHELL, READ_FILE, WRITE_FILE, REPORT]);
     }
 }

@@ -1,6 +1,7 @@
 mod cli_foundation;
 mod conformance;
 mod demo;
+mod direct_e2e;
 mod events_fixtures;
 mod ledger;
 mod room;

@@ -29,7 +29,9 @@ pub(super) fn request(params: &RequestParams<'_>, messages: &[Value]) -> Value {
     let tools: Vec<Value> = params
         .tools
         .iter()
-        .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+        .map(
+            |t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}),
+        )
         .collect();
     json!({
         "model": params.model,
@@ -43,7 +45,9 @@ pub(super) fn request(params: &RequestParams<'_>, messages: &[Value]) -> Value {
 
 pub(super) fn parse(value: &Value) -> Result<Turn, ProtocolError> {
     if value.get("type").and_then(Value::as_str) == Some("error") {
-        return Err(ProtocolError::Unsupported("an error object with status 200".into()));
+        return Err(ProtocolError::Unsupported(
+            "an error object with status 200".into(),
+        ));
     }
     let content = value
         .get("content")

@@ -102,7 +102,10 @@ pub(super) fn parse(value: &Value) -> Result<Turn, ProtocolError> {
     }
     let mut replay = Map::new();
     replay.insert("role".into(), json!("assistant"));
-    replay.insert("content".into(), text.clone().map_or(Value::Null, Value::from));
+    replay.insert(
+        "content".into(),
+        text.clone().map_or(Value::Null, Value::from),
+    );
     if let Some(r) = &reasoning {
         replay.insert("reasoning_content".into(), json!(r));
     }

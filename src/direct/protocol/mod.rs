@@ -186,7 +186,9 @@ impl Exchange {
     /// The results of one response's tool calls, in call order.
     pub fn push_results(&mut self, results: &[ToolResult]) {
         match self.protocol {
-            Protocol::ChatCompletions => self.messages.extend(results.iter().map(chat::tool_result)),
+            Protocol::ChatCompletions => {
+                self.messages.extend(results.iter().map(chat::tool_result))
+            }
             Protocol::Responses => self
                 .messages
                 .extend(results.iter().map(responses::tool_result)),

@@ -66,7 +66,9 @@ pub(super) fn parse(value: &Value) -> Result<Turn, ProtocolError> {
                     replay: Vec::new(),
                 });
             }
-            return Err(ProtocolError::Incomplete(format!("status incomplete: {reason}")));
+            return Err(ProtocolError::Incomplete(format!(
+                "status incomplete: {reason}"
+            )));
         }
         Some(other) => return Err(ProtocolError::Incomplete(format!("status {other}"))),
     }

@@ -79,10 +79,13 @@ fn a_tool_turn_round_trips_on_every_protocol() {
         }]);
         // The scripted model reads the request back: one prompt, one assistant turn, our tool.
         let request = exchange.request_body(&params(&tools));
-        let parsed =
-            ModelRequest::parse(api(protocol), request.to_string().as_bytes()).unwrap();
+        let parsed = ModelRequest::parse(api(protocol), request.to_string().as_bytes()).unwrap();
         assert_eq!(parsed.assistant_turns, 1, "{protocol:?}");
-        assert_eq!(parsed.prompts, vec!["do the thing".to_owned()], "{protocol:?}");
+        assert_eq!(
+            parsed.prompts,
+            vec!["do the thing".to_owned()],
+            "{protocol:?}"
+        );
         assert_eq!(parsed.tool_names(), vec!["shell".to_owned()]);
         assert_eq!(parsed.model.as_deref(), Some("m"));
     }

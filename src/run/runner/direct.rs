@@ -246,7 +246,8 @@ impl CliRunner {
             .iter()
             .map(|(id, receipt)| json!({"evidence_id": id, "receipt": receipt}))
             .collect();
-        let _ = integrity::write_record(&dir.join("commands.json"), &receipts);
+        let _ =
+            integrity::write_record(&dir.join("commands.json"), &json!({ "commands": receipts }));
         let usage = usage_totals(&run.usage, &resolved.model.id);
         let _ = integrity::write_record(&dir.join("usage.json"), &usage);
         let mut out = AttemptOutcome {

@@ -35,7 +35,9 @@ pub fn pause_for(failure: &DirectFailure, now: DateTime<Utc>) -> FailurePause {
                     })
                 }),
             },
-            HttpFailure::Server { status: 503 | 529, .. } => plain(PauseCode::PausedProviderCapacity),
+            HttpFailure::Server {
+                status: 503 | 529, ..
+            } => plain(PauseCode::PausedProviderCapacity),
             HttpFailure::Server { .. } | HttpFailure::Timeout(_) | HttpFailure::Transport(_) => {
                 FailurePause {
                     code: PauseCode::PausedProviderUncertain,
@@ -43,7 +45,9 @@ pub fn pause_for(failure: &DirectFailure, now: DateTime<Utc>) -> FailurePause {
                     resume_after: None,
                 }
             }
-            HttpFailure::Client { status: 401 | 403, .. } => plain(PauseCode::PausedBillingRoute),
+            HttpFailure::Client {
+                status: 401 | 403, ..
+            } => plain(PauseCode::PausedBillingRoute),
             HttpFailure::Client { .. } | HttpFailure::Redirect { .. } | HttpFailure::Body(_) => {
                 plain(PauseCode::PausedProviderUncertain)
             }
