@@ -52,7 +52,9 @@ pub enum OutputMode {
     CodexEvents,
     /// `claude -p --output-format stream-json` rows (built-in claude only).
     ClaudeEvents,
-    /// autocode's own runtime talks to the model itself (built-in `autocode` only, `src/direct/`).
+    /// autocode's own runtime talks to the model itself (built-in `autocode` only, `src/direct/`;
+    /// never read from a file).
+    #[serde(skip_deserializing)]
     DirectRuntime,
 }
 

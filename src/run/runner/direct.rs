@@ -216,10 +216,9 @@ impl CliRunner {
             label: format!("stage {}", ctx.record.dir),
         };
         let run = match ctx.limits.timeout {
-            Some(limit) => match tokio::time::timeout(limit, runtime::run_stage(input)).await {
-                Ok(run) => Some(run),
-                Err(_) => None,
-            },
+            Some(limit) => tokio::time::timeout(limit, runtime::run_stage(input))
+                .await
+                .ok(),
             None => Some(runtime::run_stage(input).await),
         };
         drop(places);
