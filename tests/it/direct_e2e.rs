@@ -507,3 +507,159 @@ async fn a_model_looping_on_tools_stops_at_the_response_bound() {
     );
     assert_eq!(endpoint.hits(), 32);
 }
+
+/// The real binary: `connections setup` keeps the key private and out of every output,
+/// `connections check --provider autocode` reads metadata only, and `demo --provider autocode`
+/// completes with no agent CLI.
+#[test]
+fn the_command_line_sets_up_checks_and_demos_the_direct_runtime() {
+    let home = tempfile::tempdir().unwrap();
+    let bin = env!("CARGO_BIN_EXE_autocode");
+    let run = |args: &[&str], stdin: &str| {
+        let mut child = Command::new(bin)
+            .args(args)
+            .env("HOME", home.path())
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("AUTOCODE_PROVIDER")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    // Plain http off loopback is refused; nothing is written.
+    let refused = run(
+        &[
+            "connections",
+            "setup",
+            "--name",
+            "cloud",
+            "--kind",
+            "openai-compatible",
+            "--base-url",
+            "http://api.example.com/v1",
+            "--model",
+            "m=fam",
+            "--key-stdin",
+        ],
+        "sk-secret-1\n",
+    );
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    let check = run(
+        &["connections", "check", "--provider", "autocode", "--json"],
+        "",
+    );
+    assert_ne!(check.status.code(), Some(0));
+    let check: Value = serde_json::from_slice(&check.stdout).unwrap();
+    assert_eq!(check["status"], "setup_required");
+    let saved = run(
+        &[
+            "connections",
+            "setup",
+            "--name",
+            "cloud",
+            "--kind",
+            "anthropic",
+            "--model",
+            "claude-x=anthropic",
+            "--key-stdin",
+            "--json",
+        ],
+        "sk-secret-1\n",
+    );
+    assert_eq!(saved.status.code(), Some(0), "{saved:?}");
+    let local = run(
+        &[
+            "connections",
+            "setup",
+            "--name",
+            "local",
+            "--kind",
+            "llama.cpp",
+            "--base-url",
+            "http://127.0.0.1:18081/v1",
+            "--model",
+            "qwen2.5-coder=qwen",
+            "--json",
+        ],
+        "",
+    );
+    assert_eq!(local.status.code(), Some(0), "{local:?}");
+    let check = run(
+        &["connections", "check", "--provider", "autocode", "--json"],
+        "",
+    );
+    assert_eq!(check.status.code(), Some(0), "{check:?}");
+    for out in [&saved, &local, &check] {
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!all.contains("sk-secret"), "{all}");
+    }
+    let check: Value = serde_json::from_slice(&check.stdout).unwrap();
+    assert_eq!(check["status"], "configured");
+    assert_eq!(check["endpoints"][0]["protocol"], "anthropic_messages");
+    assert_eq!(check["endpoints"][0]["key"], "stored");
+    assert_eq!(check["endpoints"][1]["key"], "none");
+    assert_eq!(
+        check["endpoints"][1]["route_models"][0],
+        "local/qwen2.5-coder"
+    );
+    let dir = home.path().join(".config/autocode/direct");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    assert_eq!(
+        std::fs::metadata(dir.join("auth.json"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
+    assert!(
+        !std::fs::read_to_string(dir.join("endpoints.toml"))
+            .unwrap()
+            .contains("sk-secret")
+    );
+
+    let demo = run(
+        &[
+            "demo",
+            "--provider",
+            "autocode",
+            "--protocol",
+            "anthropic-messages",
+            "--json",
+        ],
+        "",
+    );
+    let stderr = String::from_utf8_lossy(&demo.stderr);
+    assert_eq!(demo.status.code(), Some(0), "{stderr}");
+    let summary: Value = serde_json::from_slice(&demo.stdout).unwrap();
+    assert_eq!(summary["outcome"], "complete", "{summary}");
+    assert!(stderr.contains("(run by autocode) -> verified"), "{stderr}");
+    // The demo used its own temporary home: the user's connections are unchanged.
+    assert!(
+        !std::fs::read_to_string(dir.join("endpoints.toml"))
+            .unwrap()
+            .contains("scripted")
+    );
+    let root = Path::new(summary["run_dir"].as_str().unwrap())
+        .ancestors()
+        .nth(4)
+        .unwrap()
+        .to_owned();
+    let _ = std::fs::remove_dir_all(root);
+}
