@@ -41,6 +41,10 @@ pub struct ProviderArg {
     /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
     pub json: bool,
+    /// `--provider autocode` only: also run the readiness preflight of every configured model
+    /// (real model requests: the server, the model, its context, a tool call, a long prompt).
+    #[arg(long)]
+    pub live: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -63,7 +67,7 @@ pub fn run(command: ConnectionsCommand) -> Result<ExitCode, EdgeError> {
     match command {
         ConnectionsCommand::Setup(args) => super::direct::setup(&ctx, args),
         ConnectionsCommand::Check(args) if args.provider == crate::direct::PROVIDER_NAME => {
-            super::direct::check(&ctx, args.json)
+            super::direct::check(&ctx, args.json, args.live)
         }
         ConnectionsCommand::List(args) => {
             let rows: Vec<ConnectionRow> = ctx

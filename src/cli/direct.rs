@@ -16,7 +16,8 @@ use super::output::{self, say};
 use super::run::TerminalUi;
 use crate::demo::{CHECKER_MODEL, DEMO_OBJECTIVE, DOER_MODEL};
 use crate::direct::connections::{self, Connections, Endpoint, EndpointKind, EndpointModel};
-use crate::direct::http::Secret;
+use crate::direct::http::{Client, Secret};
+use crate::direct::preflight;
 use crate::direct::protocol::{Protocol, TokenField};
 use crate::direct::scripted::{self, SCRIPTED_ENDPOINT};
 use crate::error::{EdgeError, exit};
@@ -189,15 +190,64 @@ fn endpoint_status(endpoint: &Endpoint, has_key: bool) -> Value {
 }
 
 /// `connections check --provider autocode`: validates the local setup (no model request).
-pub fn check(ctx: &Context, json_out: bool) -> Result<ExitCode, EdgeError> {
+pub fn check(ctx: &Context, json_out: bool, live: bool) -> Result<ExitCode, EdgeError> {
     let connections = connections_of(ctx)?;
-    let rows: Vec<Value> = connections
+    let mut rows: Vec<Value> = connections
         .file
         .endpoints
         .iter()
         .map(|e| endpoint_status(e, connections.has_key(e)))
         .collect();
-    let ok = !rows.is_empty() && rows.iter().all(|r| r["configured"] == true);
+    let mut ok = !rows.is_empty() && rows.iter().all(|r| r["configured"] == true);
+    if live {
+        for (row, endpoint) in rows.iter_mut().zip(&connections.file.endpoints) {
+            let client = connections
+                .auth(endpoint)
+                .map_err(|e| e.to_string())
+                .and_then(|auth| Client::new(&endpoint.base_url, auth).map_err(|e| e.to_string()));
+            let client = match client {
+                Ok(client) => client,
+                Err(e) => {
+                    row["preflight_error"] = json!(e);
+                    ok = false;
+                    continue;
+                }
+            };
+            let mut models = BTreeMap::new();
+            for model in &endpoint.models {
+                let marker = format!("ac-canary-{}", crate::run::runner::nonce_hex());
+                let checks = preflight::preflight(
+                    &client,
+                    &preflight::PreflightInput {
+                        endpoint,
+                        model: &model.id,
+                        needed_context: preflight::STAGE_CONTEXT,
+                        canary_tokens: preflight::CANARY_TOKENS,
+                        marker: &marker,
+                    },
+                );
+                ok &= checks.iter().all(|c| c.ok);
+                if !json_out {
+                    for c in &checks {
+                        say!(
+                            "{}/{} {:<12} {} {}{}",
+                            endpoint.name,
+                            model.id,
+                            c.name,
+                            if c.ok { "ok  " } else { "FAIL" },
+                            c.detail,
+                            c.fix
+                                .as_ref()
+                                .map(|f| format!(" -> {f}"))
+                                .unwrap_or_default()
+                        );
+                    }
+                }
+                models.insert(model.id.clone(), checks);
+            }
+            row["preflight"] = json!(models);
+        }
+    }
     if json_out {
         output::print_json(&json!({
             "provider": crate::direct::PROVIDER_NAME,

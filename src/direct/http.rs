@@ -170,62 +170,88 @@ impl Client {
 
     /// POSTs `body` to `{base_url}{path}` and returns the 2xx body (blocking).
     pub fn post_json(&self, path: &str, body: &Value) -> Result<Vec<u8>, HttpFailure> {
-        let url = format!("{}{}", self.base_url, path);
+        self.post_json_to(&format!("{}{}", self.base_url, path), body)
+    }
+
+    /// POSTs `body` to the absolute `url` (same server, e.g. Ollama's `/api/show`).
+    pub fn post_json_to(&self, url: &str, body: &Value) -> Result<Vec<u8>, HttpFailure> {
         let bytes = serde_json::to_vec(body).map_err(|e| HttpFailure::Body(e.to_string()))?;
         let mut request = self
             .agent
-            .post(&url)
+            .post(url)
             .header("content-type", "application/json");
         request = match &self.auth {
             Auth::None => request,
             Auth::Bearer(key) => {
                 request.header("authorization", format!("Bearer {}", key.expose()))
             }
-            Auth::AnthropicKey(key) => request.header("x-api-key", key.expose()),
+            Auth::AnthropicKey(key) => request
+                .header("x-api-key", key.expose())
+                .header("anthropic-version", ANTHROPIC_VERSION),
             Auth::ApiKeyHeader(key) => request.header("api-key", key.expose()),
         };
-        if path == "/messages" {
+        if url.ends_with("/messages") && !matches!(self.auth, Auth::AnthropicKey(_)) {
             request = request.header("anthropic-version", ANTHROPIC_VERSION);
         }
-        let response = request.send(&bytes[..]).map_err(transport_failure)?;
-        let status = response.status().as_u16();
-        let header = |name: &str| {
-            response
-                .headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
+        finish(request.send(&bytes[..]).map_err(transport_failure)?)
+    }
+
+    /// GETs the absolute `url` with the endpoint's authentication (blocking).
+    pub fn get(&self, url: &str) -> Result<Vec<u8>, HttpFailure> {
+        let mut request = self.agent.get(url);
+        request = match &self.auth {
+            Auth::None => request,
+            Auth::Bearer(key) => {
+                request.header("authorization", format!("Bearer {}", key.expose()))
+            }
+            Auth::AnthropicKey(key) => request
+                .header("x-api-key", key.expose())
+                .header("anthropic-version", ANTHROPIC_VERSION),
+            Auth::ApiKeyHeader(key) => request.header("api-key", key.expose()),
         };
-        let retry_after = header("retry-after");
-        let location = header("location");
-        let mut body = response.into_body();
-        let read = body
-            .with_config()
+        finish(request.call().map_err(transport_failure)?)
+    }
+}
+
+/// A response's 2xx body, or its status as a typed failure (redirects are never followed).
+fn finish(response: ureq::http::Response<ureq::Body>) -> Result<Vec<u8>, HttpFailure> {
+    let status = response.status().as_u16();
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let retry_after = header("retry-after");
+    let location = header("location");
+    let mut body = response.into_body();
+    let read =
+        body.with_config()
             .limit(MAX_BODY)
             .read_to_vec()
             .map_err(|e| match transport_failure(e) {
                 HttpFailure::Transport(m) => HttpFailure::Body(m),
                 other => other,
             });
-        match status {
-            200..=299 => read,
-            300..=399 => Err(HttpFailure::Redirect {
-                status,
-                location: location.unwrap_or_else(|| "(no location)".into()),
-            }),
-            429 => Err(HttpFailure::RateLimited {
-                retry_after,
-                message: error_message(&read.unwrap_or_default()),
-            }),
-            500..=599 => Err(HttpFailure::Server {
-                status,
-                message: error_message(&read.unwrap_or_default()),
-            }),
-            _ => Err(HttpFailure::Client {
-                status,
-                message: error_message(&read.unwrap_or_default()),
-            }),
-        }
+    match status {
+        200..=299 => read,
+        300..=399 => Err(HttpFailure::Redirect {
+            status,
+            location: location.unwrap_or_else(|| "(no location)".into()),
+        }),
+        429 => Err(HttpFailure::RateLimited {
+            retry_after,
+            message: error_message(&read.unwrap_or_default()),
+        }),
+        500..=599 => Err(HttpFailure::Server {
+            status,
+            message: error_message(&read.unwrap_or_default()),
+        }),
+        _ => Err(HttpFailure::Client {
+            status,
+            message: error_message(&read.unwrap_or_default()),
+        }),
     }
 }
 

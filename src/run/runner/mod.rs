@@ -37,6 +37,11 @@ use crate::supervise::{Exit, Receipt};
 use crate::transport::{BuiltinTransport, identity};
 
 pub use judge::{FORGED_EVENT, resume_after_from_hint};
+
+/// 32 hex digits no other attempt can predict (attempt nonces, preflight markers).
+pub fn nonce_hex() -> String {
+    attempt::nonce()
+}
 use judge::{command_records, judge_report};
 
 /// Drives real CLIs (built-in or registered with TOML) for the run's stages.
