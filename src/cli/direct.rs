@@ -46,6 +46,9 @@ pub struct SetupArgs {
     /// endpoint's saved models are kept.
     #[arg(long = "model", value_name = "ID=FAMILY")]
     pub models: Vec<String>,
+    /// Ask for non-streamed responses (streaming is the default).
+    #[arg(long)]
+    pub no_stream: bool,
     /// Read the API key from standard input (never from an argument, never printed).
     #[arg(long)]
     pub key_stdin: bool,
@@ -148,6 +151,7 @@ pub fn setup(ctx: &Context, args: SetupArgs) -> Result<ExitCode, EdgeError> {
         base_url,
         protocol,
         token_field,
+        stream: !args.no_stream,
         models,
     };
     let key_given = key.is_some();

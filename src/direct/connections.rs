@@ -123,6 +123,9 @@ pub struct Endpoint {
     pub protocol: Protocol,
     #[serde(default)]
     pub token_field: TokenField,
+    /// Ask for streamed responses (a server that answers plain JSON is read as such).
+    #[serde(default = "streams")]
+    pub stream: bool,
     #[serde(default, rename = "model")]
     pub models: Vec<EndpointModel>,
 }
@@ -139,6 +142,10 @@ impl Endpoint {
             "models": self.models,
         })
     }
+}
+
+fn streams() -> bool {
+    true
 }
 
 /// `endpoints.toml`.
@@ -472,6 +479,7 @@ mod tests {
             base_url: url.into(),
             protocol: kind.default_protocol(),
             token_field: kind.default_token_field(),
+            stream: true,
             models: models
                 .iter()
                 .map(|(id, family)| EndpointModel {

@@ -125,6 +125,14 @@ pub enum HttpFailure {
     Body(String),
 }
 
+/// A 2xx answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub body: Vec<u8>,
+    /// The server answered with `text/event-stream` (a streamed response).
+    pub event_stream: bool,
+}
+
 /// A connection to one endpoint.
 #[derive(Clone)]
 pub struct Client {
@@ -168,13 +176,14 @@ impl Client {
         &self.base_url
     }
 
-    /// POSTs `body` to `{base_url}{path}` and returns the 2xx body (blocking).
-    pub fn post_json(&self, path: &str, body: &Value) -> Result<Vec<u8>, HttpFailure> {
+    /// POSTs `body` to `{base_url}{path}` and returns the 2xx answer (blocking). A streamed
+    /// answer is read to its end, each read bounded by [`READ_TIMEOUT`].
+    pub fn post_json(&self, path: &str, body: &Value) -> Result<Reply, HttpFailure> {
         self.post_json_to(&format!("{}{}", self.base_url, path), body)
     }
 
     /// POSTs `body` to the absolute `url` (same server, e.g. Ollama's `/api/show`).
-    pub fn post_json_to(&self, url: &str, body: &Value) -> Result<Vec<u8>, HttpFailure> {
+    pub fn post_json_to(&self, url: &str, body: &Value) -> Result<Reply, HttpFailure> {
         let bytes = serde_json::to_vec(body).map_err(|e| HttpFailure::Body(e.to_string()))?;
         let mut request = self
             .agent
@@ -209,12 +218,12 @@ impl Client {
                 .header("anthropic-version", ANTHROPIC_VERSION),
             Auth::ApiKeyHeader(key) => request.header("api-key", key.expose()),
         };
-        finish(request.call().map_err(transport_failure)?)
+        finish(request.call().map_err(transport_failure)?).map(|r| r.body)
     }
 }
 
 /// A response's 2xx body, or its status as a typed failure (redirects are never followed).
-fn finish(response: ureq::http::Response<ureq::Body>) -> Result<Vec<u8>, HttpFailure> {
+fn finish(response: ureq::http::Response<ureq::Body>) -> Result<Reply, HttpFailure> {
     let status = response.status().as_u16();
     let header = |name: &str| {
         response
@@ -225,6 +234,8 @@ fn finish(response: ureq::http::Response<ureq::Body>) -> Result<Vec<u8>, HttpFai
     };
     let retry_after = header("retry-after");
     let location = header("location");
+    let event_stream =
+        header("content-type").is_some_and(|t| t.trim_start().starts_with("text/event-stream"));
     let mut body = response.into_body();
     let read =
         body.with_config()
@@ -235,7 +246,7 @@ fn finish(response: ureq::http::Response<ureq::Body>) -> Result<Vec<u8>, HttpFai
                 other => other,
             });
     match status {
-        200..=299 => read,
+        200..=299 => read.map(|body| Reply { body, event_stream }),
         300..=399 => Err(HttpFailure::Redirect {
             status,
             location: location.unwrap_or_else(|| "(no location)".into()),

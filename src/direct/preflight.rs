@@ -139,11 +139,11 @@ pub fn preflight(client: &Client, input: &PreflightInput<'_>) -> Vec<Check> {
             }
         }
         EndpointKind::Ollama => {
-            if let Ok(body) = client.post_json_to(
+            if let Ok(reply) = client.post_json_to(
                 &format!("{}/api/show", root(client.base_url())),
                 &json!({"model": input.model}),
             ) {
-                let show: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let show: Value = serde_json::from_slice(&reply.body).unwrap_or(Value::Null);
                 if let Some(caps) = show["capabilities"].as_array() {
                     let tools = caps.iter().any(|c| c == "tools");
                     checks.push(check(
@@ -265,11 +265,17 @@ fn canary(
         tools: &tools,
         max_output_tokens: 256,
         token_field: endpoint.token_field,
+        stream: endpoint.stream,
     });
-    let bytes = client
+    let reply = client
         .post_json(protocol.path(), &body)
         .map_err(|e: HttpFailure| e.to_string())?;
-    let turn = exchange.parse_response(&bytes).map_err(|e| e.to_string())?;
+    let turn = if reply.event_stream {
+        exchange.parse_stream(&reply.body)
+    } else {
+        exchange.parse_response(&reply.body)
+    }
+    .map_err(|e| e.to_string())?;
     let Some(call) = turn.calls.first() else {
         return Err(format!(
             "the model answered without a tool call{}",

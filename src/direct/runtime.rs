@@ -21,7 +21,7 @@ use serde_json::Value;
 use super::http::{Client, HttpFailure};
 use super::protocol::{
     Exchange, Protocol, ProtocolError, RequestParams, StopReason, TokenField, ToolResult, Turn,
-    usage_of,
+    stream, usage_of,
 };
 use super::tools::{self, ShellContext};
 use crate::events::{
@@ -59,6 +59,8 @@ pub struct StageInput {
     pub client: Client,
     pub protocol: Protocol,
     pub token_field: TokenField,
+    /// Ask for streamed responses.
+    pub stream: bool,
     pub model: String,
     pub system: String,
     pub prompt: String,
@@ -177,6 +179,7 @@ pub async fn run_stage(input: StageInput) -> StageRun {
             tools: &specs,
             max_output_tokens: input.bounds.max_output_tokens,
             token_field: input.token_field,
+            stream: input.stream,
         });
         let client = input.client.clone();
         let path = input.protocol.path();
@@ -188,8 +191,8 @@ pub async fn run_stage(input: StageInput) -> StageRun {
                 )))
             });
         responses += 1;
-        let bytes = match answer {
-            Ok(bytes) => bytes,
+        let reply = match answer {
+            Ok(reply) => reply,
             Err(failure) => {
                 log.push(NormalizedEvent::ProviderError {
                     error: provider_error(&failure),
@@ -197,10 +200,21 @@ pub async fn run_stage(input: StageInput) -> StageRun {
                 break StageEnd::Failed(failure.into());
             }
         };
-        let turn = match exchange.parse_response(&bytes) {
+        let parsed = if reply.event_stream {
+            exchange.parse_stream(&reply.body)
+        } else {
+            exchange.parse_response(&reply.body)
+        };
+        let turn = match parsed {
             Ok(turn) => turn,
             Err(e) => {
-                let failed = usage_of(input.protocol, &bytes);
+                let failed = if reply.event_stream {
+                    stream::assemble(input.protocol, &String::from_utf8_lossy(&reply.body))
+                        .map(|body| usage_of(input.protocol, body.to_string().as_bytes()))
+                        .unwrap_or_default()
+                } else {
+                    usage_of(input.protocol, &reply.body)
+                };
                 if !failed.is_empty() {
                     usage = usage.add(&failed);
                     log.push(NormalizedEvent::Usage { usage: failed });

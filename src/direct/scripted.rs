@@ -36,6 +36,7 @@ pub fn configure(
             base_url,
             protocol,
             token_field: kind.default_token_field(),
+            stream: true,
             models: models
                 .iter()
                 .map(|(id, family)| EndpointModel {

@@ -160,7 +160,7 @@ fn read_json(path: &Path) -> Value {
     .unwrap()
 }
 
-async fn full_pipeline(protocol: Protocol) {
+async fn full_pipeline(protocol: Protocol, stream: bool) {
     let place = Place::new();
     let server = ScriptedServer::start(ServerConfig::new(script_with(|_| {})))
         .await
@@ -172,6 +172,15 @@ async fn full_pipeline(protocol: Protocol) {
         &[(DOER_MODEL, "alpha"), (CHECKER_MODEL, "beta")],
     )
     .unwrap();
+    if !stream {
+        let mut connections = Connections::load(&dir_under(&place.config_home())).unwrap();
+        let mut endpoint = connections
+            .endpoint(scripted::SCRIPTED_ENDPOINT)
+            .unwrap()
+            .clone();
+        endpoint.stream = false;
+        connections.save_endpoint(endpoint, None).unwrap();
+    }
     let summary = place.run(scripted::SCRIPTED_ENDPOINT).await;
     assert!(
         matches!(summary.outcome, DriveOutcome::Complete),
@@ -224,17 +233,22 @@ async fn full_pipeline(protocol: Protocol) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pipeline_completes_on_chat_completions() {
-    full_pipeline(Protocol::ChatCompletions).await;
+    full_pipeline(Protocol::ChatCompletions, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pipeline_completes_without_streaming() {
+    full_pipeline(Protocol::ChatCompletions, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pipeline_completes_on_responses() {
-    full_pipeline(Protocol::Responses).await;
+    full_pipeline(Protocol::Responses, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pipeline_completes_on_anthropic_messages() {
-    full_pipeline(Protocol::AnthropicMessages).await;
+    full_pipeline(Protocol::AnthropicMessages, true).await;
 }
 
 /// Runs the demo with `edit` applied to the script, on Chat Completions.
@@ -426,6 +440,7 @@ async fn fake_run(endpoint: &FakeEndpoint) -> (Place, RunSummary) {
                 base_url: endpoint.url.clone(),
                 protocol: Protocol::ChatCompletions,
                 token_field: EndpointKind::Vllm.default_token_field(),
+                stream: true,
                 models: vec![
                     EndpointModel {
                         id: DOER_MODEL.into(),
@@ -693,6 +708,7 @@ fn preflight_endpoint(kind: EndpointKind, url: &str) -> Endpoint {
         base_url: url.into(),
         protocol: Protocol::ChatCompletions,
         token_field: kind.default_token_field(),
+        stream: true,
         models: vec![EndpointModel {
             id: "mock-model".into(),
             family: "mock".into(),

@@ -11,6 +11,7 @@
 pub mod anthropic;
 pub mod chat;
 pub mod responses;
+pub mod stream;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -144,6 +145,8 @@ pub struct RequestParams<'a> {
     pub tools: &'a [ToolSpec],
     pub max_output_tokens: u32,
     pub token_field: TokenField,
+    /// Ask for a streamed (SSE) response.
+    pub stream: bool,
 }
 
 /// A stage's conversation in one protocol's own message form.
@@ -202,11 +205,25 @@ impl Exchange {
 
     /// The body of the next request.
     pub fn request_body(&self, params: &RequestParams<'_>) -> Value {
-        match self.protocol {
+        let mut body = match self.protocol {
             Protocol::ChatCompletions => chat::request(params, &self.messages),
             Protocol::Responses => responses::request(params, &self.messages),
             Protocol::AnthropicMessages => anthropic::request(params, &self.messages),
+        };
+        if params.stream {
+            body["stream"] = Value::Bool(true);
+            if self.protocol == Protocol::ChatCompletions {
+                body["stream_options"] = serde_json::json!({"include_usage": true});
+            }
         }
+        body
+    }
+
+    /// Parses a streamed (SSE) response body of this protocol.
+    pub fn parse_stream(&self, body: &[u8]) -> Result<Turn, ProtocolError> {
+        let text = String::from_utf8_lossy(body);
+        let assembled = stream::assemble(self.protocol, &text)?;
+        self.parse_response(assembled.to_string().as_bytes())
     }
 
     /// Parses a response body of this protocol.

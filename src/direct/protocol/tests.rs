@@ -32,6 +32,7 @@ fn params<'a>(tools: &'a [ToolSpec]) -> RequestParams<'a> {
         tools,
         max_output_tokens: 8192,
         token_field: TokenField::MaxTokens,
+        stream: false,
     }
 }
 
@@ -179,4 +180,46 @@ fn bad_responses_fail_closed() {
         .unwrap();
     assert_eq!(turn.stop, StopReason::Length);
     assert_eq!(turn.usage.output_tokens, Some(8192));
+}
+
+#[test]
+fn streamed_turns_assemble_like_plain_ones_on_every_protocol() {
+    for protocol in Protocol::ALL {
+        let exchange = Exchange::new(protocol, "p");
+        let answer = Answer {
+            thinking: Some("let me think".into()),
+            text: Some("running it".into()),
+            tool_call: Some(ScriptedCall {
+                name: "shell".into(),
+                arguments: json!({"command": "echo 'a \"quoted\" arg'"}),
+            }),
+            finish: Finish::ToolCall,
+            usage: StepUsage::for_step(2),
+        };
+        let plain = render_answer(api(protocol), &answer, "m", &Ids::new(7), false, false).body;
+        let streamed = render_answer(api(protocol), &answer, "m", &Ids::new(7), true, true).body;
+        let a = exchange.parse_response(plain.as_bytes()).unwrap();
+        let b = exchange.parse_stream(streamed.as_bytes()).unwrap();
+        assert_eq!(a.calls, b.calls, "{protocol:?}");
+        assert_eq!(a.text, b.text, "{protocol:?}");
+        assert_eq!(a.stop, b.stop, "{protocol:?}");
+        assert_eq!(a.usage.output_tokens, b.usage.output_tokens, "{protocol:?}");
+        assert_eq!(a.reasoning, b.reasoning, "{protocol:?}");
+        // A stream cut before its end is incomplete, never a turn.
+        let cut = &streamed[..streamed.len() * 2 / 3];
+        let cut = &cut[..cut.rfind("\n\n").unwrap_or(0)];
+        assert!(
+            exchange.parse_stream(cut.as_bytes()).is_err(),
+            "{protocol:?}: a cut stream parsed"
+        );
+    }
+}
+
+#[test]
+fn a_body_without_events_is_not_a_stream() {
+    let exchange = Exchange::new(Protocol::ChatCompletions, "p");
+    assert!(matches!(
+        exchange.parse_stream(b"this is not an event stream"),
+        Err(ProtocolError::NotJson(_))
+    ));
 }

@@ -198,6 +198,7 @@ impl CliRunner {
             client,
             protocol: resolved.endpoint.protocol,
             token_field: resolved.endpoint.token_field,
+            stream: resolved.endpoint.stream,
             model: resolved.model.id.clone(),
             system: SYSTEM_PROMPT.to_owned(),
             prompt: ctx.prompt.clone(),
