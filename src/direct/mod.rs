@@ -20,3 +20,24 @@ pub mod tools;
 
 /// The reserved provider name.
 pub const PROVIDER_NAME: &str = "autocode";
+
+/// The prefix that routes one role to autocode's own runtime in a run on another provider
+/// (`--tester-model autocode:ENDPOINT/MODEL`).
+pub const ROUTE_PREFIX: &str = "autocode:";
+
+/// A role's provider and model from its model flag: `autocode:ENDPOINT/MODEL` is the direct
+/// runtime's `ENDPOINT/MODEL`; anything else stays on `provider`.
+pub fn route_override(
+    provider: &crate::ids::ProviderName,
+    model: String,
+) -> (crate::ids::ProviderName, String) {
+    match model.strip_prefix(ROUTE_PREFIX) {
+        Some(rest) if provider.as_str() != PROVIDER_NAME && !rest.is_empty() => {
+            match crate::ids::ProviderName::new(PROVIDER_NAME) {
+                Ok(direct) => (direct, rest.to_owned()),
+                Err(_) => (provider.clone(), model),
+            }
+        }
+        _ => (provider.clone(), model),
+    }
+}

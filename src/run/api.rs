@@ -165,10 +165,12 @@ pub fn resolve_routes(
             .cloned()
             .or_else(|| opts.effort.clone())
             .or_else(|| spec.and_then(|s| s.effort.clone()));
+        // `autocode:ENDPOINT/MODEL` puts one role on autocode's own runtime (src/direct/).
+        let (route_provider, model) = crate::direct::route_override(&provider.name, model);
         routes.insert(
             role,
             Route {
-                provider: provider.name.clone(),
+                provider: route_provider,
                 model,
                 effort,
                 codex_model_provider: None,
@@ -307,7 +309,18 @@ pub async fn start(
         handle.state.work_tree = path.clone();
         handle.state.isolation = Isolation::Worktree { path, branch };
     }
-    let mut runner = CliRunner::new(env_map, vec![provider]);
+    // Roles routed to another provider (the direct runtime) bring it along.
+    let mut providers = vec![provider];
+    for route in handle.state.routes.values() {
+        if !providers.iter().any(|p| p.name == route.provider) {
+            providers.push(
+                registry
+                    .resolve(&route.provider)
+                    .map_err(|e| RunError::Usage(e.to_string()))?,
+            );
+        }
+    }
+    let mut runner = CliRunner::new(env_map, providers);
     runner.scripted_local = opts.scripted_local;
     runner.not_utf8_env = crate::agent_env::not_utf8_names(env.iter());
     handle.state.transport_identities = runner.identities(&handle.state.work_tree).await;
@@ -450,7 +463,18 @@ pub async fn resume(
     let provider = registry
         .resolve(&handle.state.provider)
         .map_err(|e| RunError::Usage(e.to_string()))?;
-    let mut runner = CliRunner::new(env_map, vec![provider]);
+    // Roles routed to another provider (the direct runtime) bring it along.
+    let mut providers = vec![provider];
+    for route in handle.state.routes.values() {
+        if !providers.iter().any(|p| p.name == route.provider) {
+            providers.push(
+                registry
+                    .resolve(&route.provider)
+                    .map_err(|e| RunError::Usage(e.to_string()))?,
+            );
+        }
+    }
+    let mut runner = CliRunner::new(env_map, providers);
     runner.scripted_local = opts.scripted_local;
     runner.not_utf8_env = crate::agent_env::not_utf8_names(env.iter());
     let identities = runner.identities(&handle.state.work_tree).await;

@@ -858,3 +858,111 @@ fn preflight_catches_a_small_context_and_a_truncated_prompt() {
         "{checks:?}"
     );
 }
+
+/// A mixed run: requirements, planner and builder on a CLI (the scripted fake agent, registered
+/// with TOML, OpenCode's event format), the verifying roles on autocode's own runtime against the
+/// scripted model (`--<role>-model autocode:ENDPOINT/MODEL`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cli_builder_with_direct_verifiers_completes() {
+    let place = Place::new();
+    let report_of = |name: &str| -> Value {
+        let script = demo_script();
+        let conv = script["conversation"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap()
+            .clone();
+        conv["step"].as_array().unwrap().last().unwrap()["report"].clone()
+    };
+    let mut build = report_of("builder");
+    build["checks"][0]["evidence_ref"] = json!("{{last_event}}");
+    let agent_script = json!({
+        "requirements": [[{"report": report_of("requirements")}]],
+        "planner": [[{"report": report_of("planner")}]],
+        "builder": [[
+            {"run": "printf \"hello, world\\n\" > hello.txt"},
+            {"run": DEMO_CHECK},
+            {"report": build}
+        ]]
+    });
+    let script_path = place.dir.path().join("agent-script.json");
+    std::fs::write(&script_path, agent_script.to_string()).unwrap();
+    let state_dir = format!("{}.state/", script_path.display());
+    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake_agent/fake_agent.py");
+    let command = json!([
+        "python3",
+        agent,
+        "--script",
+        script_path,
+        "--role",
+        "{role}",
+        "--workspace",
+        "{workspace}",
+        "--model",
+        "{model}"
+    ]);
+    let providers = place.config_home().join("autocode/providers");
+    std::fs::create_dir_all(&providers).unwrap();
+    std::fs::write(
+        providers.join("fake.toml"),
+        format!(
+            "name = \"fake\"\ncommand = {command}\nresume = [\"--session\", \"{{session}}\"]\nprompt = \"stdin\"\noutput = \"opencode_events\"\n\n[roles]\n\
+             glm = {{ model = \"{DOER_MODEL}\" }}\nrequirements = {{ model = \"{DOER_MODEL}\" }}\nplan_reviewer = {{ model = \"{CHECKER_MODEL}\" }}\n\
+             terra = {{ model = \"{DOER_MODEL}\" }}\nsol = {{ model = \"{CHECKER_MODEL}\" }}\ncompletion = {{ model = \"{CHECKER_MODEL}\" }}\n\
+             astra = {{ model = \"{DOER_MODEL}\" }}\n\n[confine]\nwritable = [\"{state_dir}\"]\n"
+        ),
+    )
+    .unwrap();
+    let server = ScriptedServer::start(ServerConfig::new(script_with(|_| {})))
+        .await
+        .unwrap();
+    scripted::configure(
+        &server,
+        &place.config_home(),
+        Protocol::AnthropicMessages,
+        &[(CHECKER_MODEL, "beta")],
+    )
+    .unwrap();
+    let registry = Registry::new(ConfigPaths::under(&place.config_home().join("autocode")));
+    let models = [Role::PlanReviewer, Role::Tester, Role::CompletionReviewer]
+        .into_iter()
+        .map(|role| (role, format!("autocode:scripted/{CHECKER_MODEL}")))
+        .collect();
+    let opts = StartOptions {
+        objective: DEMO_OBJECTIVE.into(),
+        workspace: place.workspace(),
+        provider: Some("fake".into()),
+        models,
+        yes: true,
+        ..StartOptions::default()
+    };
+    let summary = api::start(&registry, &place.env(), opts, &mut Quiet)
+        .await
+        .unwrap();
+    server.shutdown().await;
+    assert!(
+        matches!(summary.outcome, DriveOutcome::Complete),
+        "{:?}",
+        summary.outcome
+    );
+    let state = autocode::run::load(&summary.run_dir).unwrap();
+    let providers: Vec<(String, String)> = state
+        .attempts
+        .iter()
+        .map(|a| (a.dir.clone(), a.route.provider.to_string()))
+        .collect();
+    for (dir, provider) in &providers {
+        let direct = dir.contains("reviewer") || dir.contains("tester");
+        assert_eq!(
+            provider,
+            if direct { "autocode" } else { "fake" },
+            "{providers:?}"
+        );
+    }
+    // The CLI builder's stage has a CLI's records; the direct tester's has autocode's.
+    let stages = summary.run_dir.join("stages");
+    assert!(stages.join("004-builder-1/stdout.log").exists());
+    assert!(stages.join("005-tester-1/commands.json").exists());
+}
