@@ -289,6 +289,39 @@ pub fn check(ctx: &Context, json_out: bool, live: bool) -> Result<ExitCode, Edge
     Ok(ExitCode::from(if ok { exit::OK } else { exit::FAILED }))
 }
 
+/// `models --provider autocode`: the configured roster (`ENDPOINT/MODEL` and family); no
+/// model request.
+pub fn models(ctx: &Context, json_out: bool) -> Result<ExitCode, EdgeError> {
+    let connections = connections_of(ctx)?;
+    let rows: Vec<Value> = connections
+        .file
+        .endpoints
+        .iter()
+        .flat_map(|e| {
+            e.models.iter().map(move |m| {
+                json!({"route_model": format!("{}/{}", e.name, m.id), "endpoint": e.name,
+                       "id": m.id, "family": m.family, "protocol": e.protocol.as_str()})
+            })
+        })
+        .collect();
+    if json_out {
+        output::print_json(&json!({"provider": crate::direct::PROVIDER_NAME, "models": rows}))?;
+    } else {
+        let lines: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                format!(
+                    "{}  (family {})",
+                    r["route_model"].as_str().unwrap_or_default(),
+                    r["family"].as_str().unwrap_or_default()
+                )
+            })
+            .collect();
+        output::print_stdout(&lines.join("\n"))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `autocode demo --provider autocode`: the demo on autocode's own runtime against the scripted
 /// model, in a temporary home whose direct connections name only the scripted endpoint.
 pub fn demo(

@@ -640,6 +640,11 @@ fn the_command_line_sets_up_checks_and_demos_the_direct_runtime() {
     }
     let check: Value = serde_json::from_slice(&check.stdout).unwrap();
     assert_eq!(check["status"], "configured");
+    let models = run(&["models", "--provider", "autocode", "--json"], "");
+    assert_eq!(models.status.code(), Some(0), "{models:?}");
+    let models: Value = serde_json::from_slice(&models.stdout).unwrap();
+    assert_eq!(models["models"][1]["route_model"], "local/qwen2.5-coder");
+    assert_eq!(models["models"][1]["family"], "qwen");
     assert_eq!(check["endpoints"][0]["protocol"], "anthropic_messages");
     assert_eq!(check["endpoints"][0]["key"], "stored");
     assert_eq!(check["endpoints"][1]["key"], "none");
