@@ -18,6 +18,7 @@ pub mod bounded_read;
 pub mod cli;
 pub mod conformance;
 pub mod demo;
+pub mod direct;
 pub mod error;
 pub mod events;
 pub mod ids;

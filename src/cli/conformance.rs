@@ -117,6 +117,7 @@ fn scripted_cli(provider: &ResolvedProvider, ctx: &Context) -> Result<Option<Fou
             OutputMode::CodexEvents => Some(BuiltinTransport::Codex),
             OutputMode::ClaudeEvents => Some(BuiltinTransport::Claude),
             OutputMode::ReportFile => None,
+            OutputMode::DirectRuntime => None,
         },
     };
     let Some(transport) = transport else {

@@ -22,6 +22,8 @@ pub enum ConnectionsCommand {
     Check(ProviderArg),
     /// Run a provider's login command on this terminal.
     Login(ProviderArg),
+    /// Create or change a direct endpoint of `--provider autocode` (launches no model).
+    Setup(super::direct::SetupArgs),
 }
 
 #[derive(Debug, Args)]
@@ -39,6 +41,10 @@ pub struct ProviderArg {
     /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
     pub json: bool,
+    /// `--provider autocode` only: also run the readiness preflight of every configured model
+    /// (real model requests: the server, the model, its context, a tool call, a long prompt).
+    #[arg(long)]
+    pub live: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -59,6 +65,10 @@ struct CheckOutput {
 pub fn run(command: ConnectionsCommand) -> Result<ExitCode, EdgeError> {
     let ctx = Context::from_process()?;
     match command {
+        ConnectionsCommand::Setup(args) => super::direct::setup(&ctx, args),
+        ConnectionsCommand::Check(args) if args.provider == crate::direct::PROVIDER_NAME => {
+            super::direct::check(&ctx, args.json, args.live)
+        }
         ConnectionsCommand::List(args) => {
             let rows: Vec<ConnectionRow> = ctx
                 .registry

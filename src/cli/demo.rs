@@ -1,5 +1,6 @@
-//! `autocode demo [--provider codex|claude|opencode]`: the whole pipeline offline, on a bundled
-//! task, through a real CLI against the scripted model (see `crate::demo`).
+//! `autocode demo [--provider codex|claude|opencode|autocode]`: the whole pipeline offline, on a
+//! bundled task, through a real CLI against the scripted model (see `crate::demo`), or on
+//! autocode's own runtime (`--provider autocode`, and whenever no agent CLI is installed).
 
 use super::output::say;
 use std::collections::BTreeMap;
@@ -23,13 +24,27 @@ pub enum DemoCli {
     Codex,
     Claude,
     Opencode,
+    /// autocode's own runtime (`src/direct/`): needs no agent CLI.
+    Autocode,
+}
+
+/// The protocol the direct runtime speaks to the scripted model in the demo.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum DemoProtocol {
+    ChatCompletions,
+    Responses,
+    AnthropicMessages,
 }
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Which CLI to drive (default: the first found of codex, claude, opencode).
+    /// Which CLI to drive (default: the first found of codex, claude, opencode; autocode's own
+    /// runtime when none is installed).
     #[arg(long)]
     pub provider: Option<DemoCli>,
+    /// The protocol of the direct runtime (`--provider autocode`).
+    #[arg(long, value_enum, default_value = "chat-completions")]
+    pub protocol: DemoProtocol,
     /// Print the run summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -41,12 +56,20 @@ pub struct DemoArgs {
 
 pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
     let ctx = Context::from_process()?;
-    let preferred = args.provider.map(|p| match p {
-        DemoCli::Codex => BuiltinTransport::Codex,
-        DemoCli::Claude => BuiltinTransport::Claude,
-        DemoCli::Opencode => BuiltinTransport::Opencode,
-    });
+    let preferred = match args.provider {
+        Some(DemoCli::Codex) => Some(BuiltinTransport::Codex),
+        Some(DemoCli::Claude) => Some(BuiltinTransport::Claude),
+        Some(DemoCli::Opencode) => Some(BuiltinTransport::Opencode),
+        Some(DemoCli::Autocode) => {
+            return super::direct::demo(&ctx, args.protocol, args.json, args.unconfined);
+        }
+        None => None,
+    };
     let Some(cli) = demo::find_cli(preferred, &ctx.path_var()) else {
+        if preferred.is_none() {
+            say!("autocode demo: no agent CLI is installed; using autocode's own runtime");
+            return super::direct::demo(&ctx, args.protocol, args.json, args.unconfined);
+        }
         return Err(EdgeError::internal(
             "no agent CLI found (codex, claude or opencode): install the pinned ones with `npm ci --prefix tests/clis`",
         ));
@@ -140,7 +163,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
     }))
 }
 
-async fn seed_workspace(workspace: &Path, ctx: &Context) -> Result<(), EdgeError> {
+pub(super) async fn seed_workspace(workspace: &Path, ctx: &Context) -> Result<(), EdgeError> {
     std::fs::create_dir_all(workspace).map_err(EdgeError::internal)?;
     std::fs::write(
         workspace.join("README.md"),
@@ -177,7 +200,7 @@ async fn seed_workspace(workspace: &Path, ctx: &Context) -> Result<(), EdgeError
 }
 
 /// `text` as one POSIX shell word (for a command a person may paste).
-fn shell_quote(text: &str) -> String {
+pub(super) fn shell_quote(text: &str) -> String {
     if !text.is_empty()
         && text
             .chars()

@@ -12,6 +12,7 @@ mod conformance;
 mod connections;
 mod context;
 mod demo;
+mod direct;
 mod doctor;
 mod events;
 mod explain;

@@ -346,6 +346,9 @@ struct ModelsOutput {
 pub fn models(args: ModelsArgs) -> Result<ExitCode, EdgeError> {
     let ctx = Context::from_process()?;
     let resolved = ctx.resolve(args.provider.as_deref())?;
+    if resolved.name.as_str() == crate::direct::PROVIDER_NAME {
+        return super::direct::models(&ctx, args.json);
+    }
     let probe = ctx.probe_context(Some(&resolved));
     let report = super::runtime()?
         .block_on(provider::probe_models(&resolved.config, &probe))

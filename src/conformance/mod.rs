@@ -230,6 +230,7 @@ fn transport_kind(provider: &ResolvedProvider) -> Option<TransportKind> {
         OutputMode::CodexEvents => Some(TransportKind::Codex),
         OutputMode::ClaudeEvents => Some(TransportKind::Claude),
         OutputMode::ReportFile => None,
+        OutputMode::DirectRuntime => None,
     }
 }
 

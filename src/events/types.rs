@@ -183,6 +183,8 @@ pub enum ErrorSource {
     ResultRow,
     /// A plain `ERROR:`/`Error:` line that ends the log.
     LogTail,
+    /// autocode's own runtime (`src/direct/`): an endpoint's HTTP or protocol failure.
+    Direct,
 }
 
 /// A provider error, reduced to what stop classification reads.

@@ -17,7 +17,7 @@ use crate::role::RoleKey;
 
 /// The built-in provider names, in listing order. These names are reserved: a user file with
 /// one of them is never read.
-pub const BUILTIN_NAMES: [&str; 3] = ["opencode", "codex", "claude"];
+pub const BUILTIN_NAMES: [&str; 4] = ["opencode", "codex", "claude", "autocode"];
 
 /// The bundled provider files: (name, TOML text), compiled in.
 pub const BUNDLED: [(&str, &str); 3] = [
@@ -219,12 +219,35 @@ fn claude() -> Option<ProviderConfig> {
     })
 }
 
+/// autocode's own runtime (`src/direct/`): no program is launched for a stage; the command is
+/// descriptive. Its models are the direct connections' (`ENDPOINT/MODEL`), so it has no role
+/// defaults: routes come from `--<role>-model` or `--single-model`.
+fn autocode_direct() -> Option<ProviderConfig> {
+    Some(ProviderConfig {
+        name: ProviderName::new(crate::direct::PROVIDER_NAME).ok()?,
+        command: argv(&["autocode", "direct", "--model", "{model}"]),
+        prompt: PromptMode::Stdin,
+        output: OutputMode::DirectRuntime,
+        resume: None,
+        models_command: None,
+        models: None,
+        version_command: None,
+        sandbox_adapter: None,
+        roles: BTreeMap::new(),
+        auth: None,
+        builder_retry: None,
+        connection: None,
+        confine: None,
+    })
+}
+
 /// The built-in provider `name`, if it is one.
 pub fn builtin(name: &str) -> Option<ProviderConfig> {
     match name {
         "opencode" => opencode(),
         "codex" => codex(),
         "claude" => claude(),
+        "autocode" => autocode_direct(),
         _ => None,
     }
 }

@@ -52,11 +52,18 @@ pub enum OutputMode {
     CodexEvents,
     /// `claude -p --output-format stream-json` rows (built-in claude only).
     ClaudeEvents,
+    /// autocode's own runtime talks to the model itself (built-in `autocode` only, `src/direct/`;
+    /// never read from a file).
+    #[serde(skip_deserializing)]
+    DirectRuntime,
 }
 
 impl OutputMode {
     pub fn builtin_only(self) -> bool {
-        matches!(self, OutputMode::CodexEvents | OutputMode::ClaudeEvents)
+        matches!(
+            self,
+            OutputMode::CodexEvents | OutputMode::ClaudeEvents | OutputMode::DirectRuntime
+        )
     }
     pub fn as_str(self) -> &'static str {
         match self {
@@ -64,6 +71,7 @@ impl OutputMode {
             OutputMode::OpencodeEvents => "opencode_events",
             OutputMode::CodexEvents => "codex_events",
             OutputMode::ClaudeEvents => "claude_events",
+            OutputMode::DirectRuntime => "direct_runtime",
         }
     }
 }

@@ -749,6 +749,7 @@ mod tests {
                 ("opencode", ProviderKind::Builtin),
                 ("codex", ProviderKind::Builtin),
                 ("claude", ProviderKind::Builtin),
+                ("autocode", ProviderKind::Builtin),
                 ("broken", ProviderKind::User),
                 ("codex_receipts", ProviderKind::Bundled),
                 ("gocode", ProviderKind::User),
@@ -785,8 +786,9 @@ mod tests {
         let json = serde_json::to_value(&list).unwrap();
         assert_eq!(json[0]["source"], "builtin");
         assert_eq!(json[0]["status"], "ok");
-        assert_eq!(json[3]["status"], "error");
-        assert_eq!(json[4]["source"], "bundled:providers/codex_receipts.toml");
+        assert_eq!(json[3]["name"], "autocode");
+        assert_eq!(json[4]["status"], "error");
+        assert_eq!(json[5]["source"], "bundled:providers/codex_receipts.toml");
     }
 
     #[test]

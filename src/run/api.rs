@@ -339,7 +339,19 @@ pub async fn start(
         ui.note(&note);
         handle.activity("in place", Some(&note))?;
     }
-    let mut runner = CliRunner::new(env_map, checked.resolved.clone());
+    // Roles routed to another provider than the preflight resolved (the direct runtime)
+    // bring it along.
+    let mut providers = checked.resolved.clone();
+    for route in handle.state.routes.values() {
+        if !providers.iter().any(|p| p.name == route.provider) {
+            providers.push(
+                registry
+                    .resolve(&route.provider)
+                    .map_err(|e| RunError::Usage(e.to_string()))?,
+            );
+        }
+    }
+    let mut runner = CliRunner::new(env_map, providers);
     runner.scripted_local = opts.scripted_local;
     runner.not_utf8_env = crate::agent_env::not_utf8_names(env.iter());
     handle.state.transport_identities = runner.identities(&handle.state.work_tree).await;

@@ -108,6 +108,8 @@ pub enum PlanError {
 const SHELL_TOOLS: [&str; 4] = ["bash", "Bash", "exec_command", "shell"];
 /// Claude Code's structured-output tool.
 const STRUCTURED_OUTPUT_TOOL: &str = "StructuredOutput";
+/// autocode's direct runtime's report tool (its arguments are the report, like Claude's).
+const DIRECT_REPORT_TOOL: &str = "report";
 /// Used for Claude's Bash `description` when the step gives none (the prototype's text).
 const DEFAULT_DESCRIPTION: &str = "Run the scripted mock command";
 
@@ -155,9 +157,12 @@ pub fn plan_step(step: &Step, request: &ModelRequest, turn: usize) -> Result<Pla
         Step::Report {
             report, thinking, ..
         } => {
-            if request.tool(STRUCTURED_OUTPUT_TOOL).is_some() {
+            if let Some(tool) = request
+                .tool(STRUCTURED_OUTPUT_TOOL)
+                .or_else(|| request.tool(DIRECT_REPORT_TOOL))
+            {
                 let call = ToolCall {
-                    name: STRUCTURED_OUTPUT_TOOL.to_owned(),
+                    name: tool.name.clone(),
                     arguments: report.clone(),
                 };
                 answer(thinking, None, Some(call))

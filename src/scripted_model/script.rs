@@ -108,7 +108,8 @@ pub enum Step {
         #[serde(default = "one")]
         repeat: u32,
     },
-    /// Answer a JSON report: a `StructuredOutput` tool call when offered, else compact JSON text.
+    /// Answer a JSON report: a `StructuredOutput` (Claude) or `report` (autocode's direct runtime)
+    /// tool call when offered, else compact JSON text.
     Report {
         report: Value,
         #[serde(default, skip_serializing_if = "Option::is_none")]

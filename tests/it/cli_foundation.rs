@@ -537,6 +537,7 @@ fn hostile_workspace_changes_nothing_autocode_loads() {
     assert_eq!(
         names(&json),
         [
+            "autocode",
             "claude",
             "codex",
             "codex_receipts",

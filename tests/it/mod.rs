@@ -1,6 +1,8 @@
 mod cli_foundation;
 mod conformance;
 mod demo;
+mod direct_e2e;
+mod direct_preflight;
 mod events_fixtures;
 mod ledger;
 mod operator_e2e;

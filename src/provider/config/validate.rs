@@ -164,7 +164,14 @@ pub fn validate_config(config: &ProviderConfig, origin: Origin) -> Result<(), In
 }
 
 fn check_roles(config: &ProviderConfig) -> Result<(), Invalid> {
-    for key in REQUIRED_ROLE_KEYS {
+    // autocode's own runtime has no default models: its routes name the user's direct
+    // connections (`ENDPOINT/MODEL`), given per run.
+    let required: &[_] = if config.output == OutputMode::DirectRuntime {
+        &[]
+    } else {
+        &REQUIRED_ROLE_KEYS
+    };
+    for &key in required {
         if !config.roles.contains_key(&key) {
             return Err(invalid(
                 KeyPath::key("roles"),

@@ -181,10 +181,12 @@ pub fn resolve_routes(
             .cloned()
             .or_else(|| choice.effort.clone())
             .or_else(|| spec.and_then(|s| s.effort.clone()));
+        // `autocode:ENDPOINT/MODEL` puts one role on autocode's own runtime (src/direct/).
+        let (route_provider, model) = crate::direct::route_override(&provider.name, model);
         routes.insert(
             role,
             Route {
-                provider: provider.name.clone(),
+                provider: route_provider,
                 model,
                 effort,
                 codex_model_provider: None,

@@ -40,17 +40,17 @@ pub(super) const REPORT_FILE: &str = "report.raw.json";
 
 /// The places a stage's room is made of, alive for the attempt (the temporary directory is
 /// removed when it ends; the tester's copy is made afresh for every tester attempt).
-struct StagePlaces {
-    tmpdir: tempfile::TempDir,
-    outbox: std::path::PathBuf,
-    copy: Option<std::path::PathBuf>,
+pub(super) struct StagePlaces {
+    pub(super) tmpdir: tempfile::TempDir,
+    pub(super) outbox: std::path::PathBuf,
+    pub(super) copy: Option<std::path::PathBuf>,
 }
 
 impl StagePlaces {
     /// `copy_root`: the runner's folder for the tester's copy. The copy keeps one path for the
     /// runner's life, because a CLI binds a session to its directory (OpenCode refuses to
     /// continue a session from another one), so a repair in the same session finds it again.
-    async fn prepare(
+    pub(super) async fn prepare(
         state: &RunState,
         ctx: &AttemptContext,
         check_env: &BTreeMap<String, String>,
@@ -85,7 +85,7 @@ impl StagePlaces {
     }
 
     /// The CLI's cwd: the tester's copy, else the work tree.
-    fn cwd(&self, work_tree: &Path) -> std::path::PathBuf {
+    pub(super) fn cwd(&self, work_tree: &Path) -> std::path::PathBuf {
         self.copy.clone().unwrap_or_else(|| work_tree.to_owned())
     }
 }
@@ -97,6 +97,9 @@ impl CliRunner {
         ctx: &AttemptContext,
         progress: &mut StageProgress,
     ) -> AttemptOutcome {
+        if ctx.record.route.provider.as_str() == crate::direct::PROVIDER_NAME {
+            return self.direct_attempt(state, ctx).await;
+        }
         let stopped = |code, reason: String| AttemptOutcome {
             session: None,
             usage: UsageTotals::default(),
@@ -589,7 +592,7 @@ impl CliRunner {
         self.finish_record(dir, out, stop.as_ref())
     }
 
-    fn finish_record(
+    pub(super) fn finish_record(
         &self,
         dir: &Path,
         out: AttemptOutcome,
@@ -611,7 +614,7 @@ impl CliRunner {
         out
     }
 
-    async fn snapshot(
+    pub(super) async fn snapshot(
         &mut self,
         work_tree: &Path,
         env: &BTreeMap<String, String>,
@@ -634,7 +637,7 @@ fn write_event(log: &mut Option<std::io::BufWriter<std::fs::File>>, event: &Norm
 }
 
 /// A value no other attempt can predict (binds capture receipts to this attempt).
-fn nonce() -> String {
+pub(super) fn nonce() -> String {
     let mut bytes = [0u8; 16];
     if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
         let _ = std::io::Read::read_exact(&mut f, &mut bytes);

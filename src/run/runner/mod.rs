@@ -7,10 +7,12 @@
 //! to this attempt by its nonce). Every artifact lands in the attempt's directory
 //! (`docs/run-lifecycle.md`).
 //!
-//! Sub-modules: [`attempt`] (one attempt: plan, launch, stream, judge in order), [`judge`]
+//! Sub-modules: [`attempt`] (one attempt: plan, launch, stream, judge in order), [`direct`]
+//! (one attempt on autocode's own runtime, `src/direct/`), [`judge`]
 //! (the report, its schema and its evidence; usage; reset hints).
 
 mod attempt;
+mod direct;
 mod judge;
 
 use std::collections::BTreeMap;
@@ -37,6 +39,11 @@ use crate::supervise::{Exit, Receipt};
 use crate::transport::{BuiltinTransport, identity};
 
 pub use judge::{FORGED_EVENT, resume_after_from_hint};
+
+/// 32 hex digits no other attempt can predict (attempt nonces, preflight markers).
+pub fn nonce_hex() -> String {
+    attempt::nonce()
+}
 use judge::{command_records, judge_report};
 
 /// Drives real CLIs (built-in or registered with TOML) for the run's stages.
@@ -75,7 +82,7 @@ impl CliRunner {
     }
 
     /// The folder the tester's copy lives in (created on first use).
-    fn tester_copy_root(&mut self) -> std::io::Result<PathBuf> {
+    pub(super) fn tester_copy_root(&mut self) -> std::io::Result<PathBuf> {
         if self.tester_copies.is_none() {
             self.tester_copies = Some(
                 tempfile::Builder::new()
@@ -90,7 +97,7 @@ impl CliRunner {
             .unwrap_or_default())
     }
 
-    fn provider(&self, name: &ProviderName) -> Option<&ResolvedProvider> {
+    pub(super) fn provider(&self, name: &ProviderName) -> Option<&ResolvedProvider> {
         self.providers.get(name)
     }
 
@@ -129,7 +136,7 @@ impl CliRunner {
     }
 
     /// The environment replayed checks run in: credential-free, no pass-through.
-    fn check_env(&self) -> BTreeMap<String, String> {
+    pub(super) fn check_env(&self) -> BTreeMap<String, String> {
         agent_env::agent_environment(
             self.env.iter().map(|(k, v)| (k.clone(), v.clone())),
             &[],
@@ -144,6 +151,7 @@ impl CliRunner {
             OutputMode::CodexEvents => Some(TransportKind::Codex),
             OutputMode::ClaudeEvents => Some(TransportKind::Claude),
             OutputMode::ReportFile => None,
+            OutputMode::DirectRuntime => None,
         }
     }
 
@@ -155,6 +163,16 @@ impl CliRunner {
             let Some(provider) = self.providers.get(&name).cloned() else {
                 continue;
             };
+            if name.as_str() == crate::direct::PROVIDER_NAME {
+                out.insert(
+                    name.to_string(),
+                    json!({
+                        "provider_fingerprint": provider.fingerprint,
+                        "transport": self.direct_identity(),
+                    }),
+                );
+                continue;
+            }
             let env = self.agent_env(Some(&provider));
             let probe = crate::provider::ProbeContext {
                 env: env.kept.iter().map(|(k, v)| (k.into(), v.into())).collect(),

@@ -1,0 +1,434 @@
+//! The command line of autocode's own runtime (`src/direct/`): `autocode connections setup`
+//! (non-interactive flags), `connections check --provider autocode` (local setup only: no model
+//! request), and `autocode demo --provider autocode`.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::Args;
+use serde_json::{Value, json};
+
+use super::context::Context;
+use super::demo::{DemoProtocol, seed_workspace, shell_quote};
+use super::output::{self, say};
+use super::run::TerminalUi;
+use crate::demo::{CHECKER_MODEL, DEMO_OBJECTIVE, DOER_MODEL};
+use crate::direct::connections::{self, Connections, Endpoint, EndpointKind, EndpointModel};
+use crate::direct::http::{Client, Secret};
+use crate::direct::preflight;
+use crate::direct::protocol::{Protocol, TokenField};
+use crate::direct::scripted::{self, SCRIPTED_ENDPOINT};
+use crate::error::{EdgeError, exit};
+use crate::role::Role;
+use crate::run::api::{self, StartOptions};
+use crate::run::driver::DriveOutcome;
+
+#[derive(Debug, Args)]
+pub struct SetupArgs {
+    /// The endpoint's name (route models are `NAME/MODEL`).
+    #[arg(long)]
+    pub name: String,
+    /// openai, anthropic, openai-compatible, ollama, llama.cpp, vllm or lmstudio.
+    #[arg(long)]
+    pub kind: String,
+    /// The base URL with its version path (https; http only on loopback). Default: the kind's.
+    #[arg(long)]
+    pub base_url: Option<String>,
+    /// chat_completions, responses or anthropic_messages (default: the kind's).
+    #[arg(long)]
+    pub protocol: Option<String>,
+    /// Chat Completions' response cap field: max_completion_tokens or max_tokens.
+    #[arg(long)]
+    pub token_field: Option<String>,
+    /// A model the endpoint serves and its family, `ID=FAMILY` (repeatable). Without any, the
+    /// endpoint's saved models are kept.
+    #[arg(long = "model", value_name = "ID=FAMILY")]
+    pub models: Vec<String>,
+    /// Ask for non-streamed responses (streaming is the default).
+    #[arg(long)]
+    pub no_stream: bool,
+    /// Read the API key from standard input (never from an argument, never printed).
+    #[arg(long)]
+    pub key_stdin: bool,
+    /// Print the saved endpoint as JSON on stdout (no key).
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn connections_of(ctx: &Context) -> Result<Connections, EdgeError> {
+    let dir = connections::dir_from_env(|k| {
+        ctx.env
+            .get(std::ffi::OsStr::new(k))
+            .and_then(|v| v.to_str())
+            .map(str::to_owned)
+    })
+    .map_err(EdgeError::usage)?;
+    Connections::load(&dir).map_err(EdgeError::usage)
+}
+
+/// `autocode connections setup` with flags.
+pub fn setup(ctx: &Context, args: SetupArgs) -> Result<ExitCode, EdgeError> {
+    let mut connections = connections_of(ctx)?;
+    let kind = EndpointKind::parse(&args.kind).ok_or_else(|| {
+        EdgeError::usage(format!(
+            "unknown kind `{}`; one of: {}",
+            args.kind,
+            EndpointKind::ALL.map(EndpointKind::as_str).join(", ")
+        ))
+    })?;
+    let previous = connections.endpoint(&args.name).cloned();
+    let base_url = args
+        .base_url
+        .clone()
+        .or_else(|| previous.as_ref().map(|p| p.base_url.clone()))
+        .or_else(|| kind.default_base_url().map(str::to_owned))
+        .ok_or_else(|| {
+            EdgeError::usage(format!(
+                "kind {} has no default URL: pass --base-url with the version path (e.g. https://host/v1)",
+                kind.as_str()
+            ))
+        })?;
+    let protocol = match &args.protocol {
+        Some(p) => Protocol::parse(p).ok_or_else(|| {
+            EdgeError::usage(format!(
+                "unknown protocol `{p}`; one of: {}",
+                Protocol::ALL.map(Protocol::as_str).join(", ")
+            ))
+        })?,
+        None => kind.default_protocol(),
+    };
+    let token_field = match args.token_field.as_deref() {
+        None => kind.default_token_field(),
+        Some("max_completion_tokens") => TokenField::MaxCompletionTokens,
+        Some("max_tokens") => TokenField::MaxTokens,
+        Some(other) => {
+            return Err(EdgeError::usage(format!(
+                "unknown token field `{other}`; max_completion_tokens or max_tokens"
+            )));
+        }
+    };
+    let models = if args.models.is_empty() {
+        previous.map(|p| p.models).unwrap_or_default()
+    } else {
+        args.models
+            .iter()
+            .map(|m| {
+                let (id, family) = m.split_once('=').ok_or_else(|| {
+                    EdgeError::usage(format!(
+                        "--model `{m}`: write ID=FAMILY (e.g. qwen2.5-coder=qwen)"
+                    ))
+                })?;
+                if id.trim().is_empty() || family.trim().is_empty() {
+                    return Err(EdgeError::usage(format!(
+                        "--model `{m}`: ID and FAMILY must not be empty"
+                    )));
+                }
+                Ok(EndpointModel {
+                    id: id.trim().into(),
+                    family: family.trim().into(),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    let key = if args.key_stdin {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(EdgeError::internal)?;
+        let key = text.trim().to_owned();
+        if key.is_empty() {
+            return Err(EdgeError::usage("--key-stdin: standard input held no key"));
+        }
+        Some(Secret::new(key))
+    } else {
+        None
+    };
+    let endpoint = Endpoint {
+        name: args.name.clone(),
+        kind,
+        base_url,
+        protocol,
+        token_field,
+        stream: !args.no_stream,
+        models,
+    };
+    let key_given = key.is_some();
+    connections
+        .save_endpoint(endpoint.clone(), key)
+        .map_err(EdgeError::usage)?;
+    let has_key = connections.has_key(&endpoint);
+    let status = endpoint_status(&endpoint, has_key);
+    if args.json {
+        output::print_json(&status)?;
+    } else {
+        say!(
+            "saved endpoint {} ({}, {}, {}) in {}{}",
+            endpoint.name,
+            kind.as_str(),
+            endpoint.base_url,
+            protocol.as_str(),
+            connections.dir().display(),
+            if key_given { "; key stored (0600)" } else { "" }
+        );
+        if kind.needs_key() && !has_key {
+            say!("no key is stored for this URL: run again with --key-stdin");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn endpoint_status(endpoint: &Endpoint, has_key: bool) -> Value {
+    let mut value = endpoint.identity();
+    value["key"] = json!(if has_key { "stored" } else { "none" });
+    value["configured"] = json!(has_key || !endpoint.kind.needs_key());
+    value["route_models"] = json!(
+        endpoint
+            .models
+            .iter()
+            .map(|m| format!("{}/{}", endpoint.name, m.id))
+            .collect::<Vec<_>>()
+    );
+    value
+}
+
+/// `connections check --provider autocode`: validates the local setup (no model request).
+pub fn check(ctx: &Context, json_out: bool, live: bool) -> Result<ExitCode, EdgeError> {
+    let connections = connections_of(ctx)?;
+    let mut rows: Vec<Value> = connections
+        .file
+        .endpoints
+        .iter()
+        .map(|e| endpoint_status(e, connections.has_key(e)))
+        .collect();
+    let mut ok = !rows.is_empty() && rows.iter().all(|r| r["configured"] == true);
+    if live {
+        for (row, endpoint) in rows.iter_mut().zip(&connections.file.endpoints) {
+            let client = connections
+                .auth(endpoint)
+                .map_err(|e| e.to_string())
+                .and_then(|auth| Client::new(&endpoint.base_url, auth).map_err(|e| e.to_string()));
+            let client = match client {
+                Ok(client) => client,
+                Err(e) => {
+                    row["preflight_error"] = json!(e);
+                    ok = false;
+                    continue;
+                }
+            };
+            let mut models = BTreeMap::new();
+            for model in &endpoint.models {
+                let marker = format!("ac-canary-{}", crate::run::runner::nonce_hex());
+                let checks = preflight::preflight(
+                    &client,
+                    &preflight::PreflightInput {
+                        endpoint,
+                        model: &model.id,
+                        needed_context: preflight::STAGE_CONTEXT,
+                        canary_tokens: preflight::CANARY_TOKENS,
+                        marker: &marker,
+                    },
+                );
+                ok &= checks.iter().all(|c| c.ok);
+                if !json_out {
+                    for c in &checks {
+                        say!(
+                            "{}/{} {:<12} {} {}{}",
+                            endpoint.name,
+                            model.id,
+                            c.name,
+                            if c.ok { "ok  " } else { "FAIL" },
+                            c.detail,
+                            c.fix
+                                .as_ref()
+                                .map(|f| format!(" -> {f}"))
+                                .unwrap_or_default()
+                        );
+                    }
+                }
+                models.insert(model.id.clone(), checks);
+            }
+            row["preflight"] = json!(models);
+        }
+    }
+    if json_out {
+        output::print_json(&json!({
+            "provider": crate::direct::PROVIDER_NAME,
+            "dir": connections.dir(),
+            "status": if ok { "configured" } else { "setup_required" },
+            "endpoints": rows,
+        }))?;
+    } else if rows.is_empty() {
+        output::print_stdout(
+            "autocode: setup required (no endpoint): autocode connections setup --name NAME --kind KIND --model ID=FAMILY [--key-stdin]",
+        )?;
+    } else {
+        let lines: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                format!(
+                    "{:<14} {:<18} {:<20} key: {:<7} models: {}",
+                    r["endpoint"].as_str().unwrap_or_default(),
+                    r["kind"].as_str().unwrap_or_default(),
+                    r["protocol"].as_str().unwrap_or_default(),
+                    r["key"].as_str().unwrap_or_default(),
+                    r["route_models"]
+                        .as_array()
+                        .map(|m| m
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .collect::<Vec<_>>()
+                            .join(", "))
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
+        output::print_stdout(&lines.join("\n"))?;
+    }
+    Ok(ExitCode::from(if ok { exit::OK } else { exit::FAILED }))
+}
+
+/// `models --provider autocode`: the configured roster (`ENDPOINT/MODEL` and family); no
+/// model request.
+pub fn models(ctx: &Context, json_out: bool) -> Result<ExitCode, EdgeError> {
+    let connections = connections_of(ctx)?;
+    let rows: Vec<Value> = connections
+        .file
+        .endpoints
+        .iter()
+        .flat_map(|e| {
+            e.models.iter().map(move |m| {
+                json!({"route_model": format!("{}/{}", e.name, m.id), "endpoint": e.name,
+                       "id": m.id, "family": m.family, "protocol": e.protocol.as_str()})
+            })
+        })
+        .collect();
+    if json_out {
+        output::print_json(&json!({"provider": crate::direct::PROVIDER_NAME, "models": rows}))?;
+    } else {
+        let lines: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                format!(
+                    "{}  (family {})",
+                    r["route_model"].as_str().unwrap_or_default(),
+                    r["family"].as_str().unwrap_or_default()
+                )
+            })
+            .collect();
+        output::print_stdout(&lines.join("\n"))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `autocode demo --provider autocode`: the demo on autocode's own runtime against the scripted
+/// model, in a temporary home whose direct connections name only the scripted endpoint.
+pub fn demo(
+    ctx: &Context,
+    protocol: DemoProtocol,
+    json_out: bool,
+    unconfined: bool,
+) -> Result<ExitCode, EdgeError> {
+    let protocol = match protocol {
+        DemoProtocol::ChatCompletions => Protocol::ChatCompletions,
+        DemoProtocol::Responses => Protocol::Responses,
+        DemoProtocol::AnthropicMessages => Protocol::AnthropicMessages,
+    };
+    let root = tempfile::Builder::new()
+        .prefix("autocode-demo-")
+        .tempdir()
+        .map_err(EdgeError::internal)?
+        .keep();
+    let workspace = root.join("demo workspace");
+    let home = root.join("home");
+    say!(
+        "autocode demo: autocode's own runtime ({}) against the scripted model; workspace {}",
+        protocol.as_str(),
+        workspace.display()
+    );
+    let runtime = super::runtime()?;
+    let outcome = runtime.block_on(async {
+        seed_workspace(&workspace, ctx).await?;
+        let server = crate::demo::start_server()
+            .await
+            .map_err(EdgeError::internal)?;
+        let config_home = home.join(".config");
+        scripted::configure(
+            &server,
+            &config_home,
+            protocol,
+            &[(DOER_MODEL, "alpha"), (CHECKER_MODEL, "beta")],
+        )
+        .map_err(EdgeError::internal)?;
+        let mut env = ctx.env.clone();
+        env.insert("HOME".into(), home.clone().into_os_string());
+        env.insert("XDG_CONFIG_HOME".into(), config_home.into_os_string());
+        let models: BTreeMap<Role, String> = Role::ALL
+            .into_iter()
+            .map(|role| {
+                let model = match role {
+                    Role::PlanReviewer | Role::Tester | Role::CompletionReviewer => CHECKER_MODEL,
+                    _ => DOER_MODEL,
+                };
+                (role, format!("{SCRIPTED_ENDPOINT}/{model}"))
+            })
+            .collect();
+        let opts = StartOptions {
+            objective: DEMO_OBJECTIVE.into(),
+            workspace: workspace.clone(),
+            provider: Some(crate::direct::PROVIDER_NAME.into()),
+            models,
+            yes: true,
+            unconfined,
+            ..StartOptions::default()
+        };
+        let mut ui =
+            TerminalUi::with_progress(super::progress::Progress::detect(false, json_out));
+        let result = api::start(&ctx.registry, &env, opts, &mut ui).await;
+        server.shutdown().await;
+        result.map_err(|e| match e {
+            e @ api::RunError::RoomUnavailable { .. } => EdgeError::usage(e),
+            e => EdgeError::internal(e),
+        })
+    })?;
+    let state = crate::run::load(&outcome.run_dir).map_err(EdgeError::internal)?;
+    for attempt in &state.attempts {
+        print_evidence(
+            &outcome.run_dir.join("stages").join(&attempt.dir),
+            &attempt.dir,
+        );
+    }
+    say!("run directory: {}", outcome.run_dir.display());
+    say!(
+        "the demo's files stay for you to inspect; remove them with: rm -rf {}",
+        shell_quote(&root.display().to_string())
+    );
+    if json_out {
+        output::print_json(&outcome)?;
+    }
+    Ok(ExitCode::from(match outcome.outcome {
+        DriveOutcome::Complete => exit::OK,
+        DriveOutcome::Paused { .. } => exit::PAUSED,
+    }))
+}
+
+fn print_evidence(dir: &Path, name: &str) {
+    if let Ok(text) = std::fs::read_to_string(dir.join("evidence.json"))
+        && let Ok(value) = serde_json::from_str::<Value>(&text)
+    {
+        for check in value["checks"].as_array().into_iter().flatten() {
+            say!(
+                "  evidence {name}: `{}` exit {} via {} (run by autocode) -> {}",
+                check["check"]["command"].as_str().unwrap_or_default(),
+                check["check"]["exit_code"],
+                check["check"]["evidence_ref"].as_str().unwrap_or_default(),
+                if check["problem"].is_null() {
+                    "verified"
+                } else {
+                    "REJECTED"
+                }
+            );
+        }
+    }
+}

@@ -1,0 +1,328 @@
+//! The direct runtime's HTTP: one `ureq` agent (rustls, webpki roots) per endpoint, JSON POSTs
+//! with the endpoint's authentication, and every way a request can fail as a typed
+//! [`HttpFailure`].
+//!
+//! Invariants: HTTPS is required except on loopback ([`check_base_url`]); redirects are never
+//! followed (a 3xx is a failure naming its `location`); every socket read is bounded
+//! ([`READ_TIMEOUT`]); a key is never logged (`Secret`'s `Debug` and `Display` hide it); a
+//! loopback endpoint is reached without any proxy from the environment.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde_json::Value;
+use ureq::http::Uri;
+
+/// The bound on every socket read (the reference's 60 s HTTP read bound).
+pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
+/// The bound on connecting (DNS, TCP, TLS).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest response body read.
+pub const MAX_BODY: u64 = 32 << 20;
+/// The Anthropic API version sent with every Messages request.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// A credential; never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+    /// The value, for the one header that carries it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<hidden>)")
+    }
+}
+
+/// How a request authenticates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Auth {
+    None,
+    /// `authorization: Bearer KEY` (OpenAI and compatible servers).
+    Bearer(Secret),
+    /// `x-api-key: KEY` plus `anthropic-version` (Anthropic).
+    AnthropicKey(Secret),
+    /// `api-key: KEY` (MiMo).
+    ApiKeyHeader(Secret),
+}
+
+/// A base URL that may not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    #[error("`{0}` is not a URL: {1}")]
+    Invalid(String, String),
+    #[error(
+        "`{0}` must use https (plain http is allowed only for loopback: 127.0.0.1, ::1, localhost)"
+    )]
+    NotHttps(String),
+    #[error("`{0}` must not carry a query, a fragment or credentials")]
+    Extra(String),
+}
+
+/// Whether `host` is a loopback name or address.
+pub fn is_loopback_host(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Checks an endpoint's base URL: https, or http on loopback; no query, fragment or userinfo.
+/// Returns whether it is loopback.
+pub fn check_base_url(url: &str) -> Result<bool, UrlError> {
+    let uri: Uri = url
+        .parse()
+        .map_err(|e: ureq::http::uri::InvalidUri| UrlError::Invalid(url.into(), e.to_string()))?;
+    let host = uri
+        .host()
+        .ok_or_else(|| UrlError::Invalid(url.into(), "no host".into()))?;
+    if uri.query().is_some()
+        || url.contains('#')
+        || uri.authority().is_some_and(|a| a.as_str().contains('@'))
+    {
+        return Err(UrlError::Extra(url.into()));
+    }
+    let loopback = is_loopback_host(host);
+    match uri.scheme_str() {
+        Some("https") => Ok(loopback),
+        Some("http") if loopback => Ok(true),
+        Some("http") => Err(UrlError::NotHttps(url.into())),
+        _ => Err(UrlError::Invalid(
+            url.into(),
+            "the scheme must be https".into(),
+        )),
+    }
+}
+
+/// Why a model request failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HttpFailure {
+    #[error("HTTP 429 rate limited{}", retry_after.as_ref().map(|r| format!(" (retry-after {r})")).unwrap_or_default())]
+    RateLimited {
+        retry_after: Option<String>,
+        message: String,
+    },
+    #[error("HTTP {status} from the server: {message}")]
+    Server { status: u16, message: String },
+    #[error("HTTP {status}: {message}")]
+    Client { status: u16, message: String },
+    #[error("HTTP {status} redirect to {location} refused (redirects are never followed)")]
+    Redirect { status: u16, location: String },
+    #[error("the endpoint did not answer in time: {0}")]
+    Timeout(String),
+    #[error("the endpoint could not be reached: {0}")]
+    Transport(String),
+    #[error("the response body could not be read: {0}")]
+    Body(String),
+}
+
+/// A 2xx answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub body: Vec<u8>,
+    /// The server answered with `text/event-stream` (a streamed response).
+    pub event_stream: bool,
+}
+
+/// A connection to one endpoint.
+#[derive(Clone)]
+pub struct Client {
+    agent: ureq::Agent,
+    base_url: String,
+    auth: Auth,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("base_url", &self.base_url)
+            .field("auth", &self.auth)
+            .finish()
+    }
+}
+
+impl Client {
+    /// A client for `base_url` (checked by [`check_base_url`]).
+    pub fn new(base_url: &str, auth: Auth) -> Result<Client, UrlError> {
+        let loopback = check_base_url(base_url)?;
+        let mut config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .max_redirects_will_error(false)
+            .https_only(!loopback)
+            .timeout_connect(Some(CONNECT_TIMEOUT))
+            .timeout_per_read(Some(READ_TIMEOUT))
+            .user_agent(concat!("autocode/", env!("CARGO_PKG_VERSION")));
+        if loopback {
+            config = config.proxy(None);
+        }
+        Ok(Client {
+            agent: config.build().new_agent(),
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            auth,
+        })
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// POSTs `body` to `{base_url}{path}` and returns the 2xx answer (blocking). A streamed
+    /// answer is read to its end, each read bounded by [`READ_TIMEOUT`].
+    pub fn post_json(&self, path: &str, body: &Value) -> Result<Reply, HttpFailure> {
+        self.post_json_to(&format!("{}{}", self.base_url, path), body)
+    }
+
+    /// POSTs `body` to the absolute `url` (same server, e.g. Ollama's `/api/show`).
+    pub fn post_json_to(&self, url: &str, body: &Value) -> Result<Reply, HttpFailure> {
+        let bytes = serde_json::to_vec(body).map_err(|e| HttpFailure::Body(e.to_string()))?;
+        let mut request = self
+            .agent
+            .post(url)
+            .header("content-type", "application/json");
+        request = match &self.auth {
+            Auth::None => request,
+            Auth::Bearer(key) => {
+                request.header("authorization", format!("Bearer {}", key.expose()))
+            }
+            Auth::AnthropicKey(key) => request
+                .header("x-api-key", key.expose())
+                .header("anthropic-version", ANTHROPIC_VERSION),
+            Auth::ApiKeyHeader(key) => request.header("api-key", key.expose()),
+        };
+        if url.ends_with("/messages") && !matches!(self.auth, Auth::AnthropicKey(_)) {
+            request = request.header("anthropic-version", ANTHROPIC_VERSION);
+        }
+        finish(request.send(&bytes[..]).map_err(transport_failure)?)
+    }
+
+    /// GETs the absolute `url` with the endpoint's authentication (blocking).
+    pub fn get(&self, url: &str) -> Result<Vec<u8>, HttpFailure> {
+        let mut request = self.agent.get(url);
+        request = match &self.auth {
+            Auth::None => request,
+            Auth::Bearer(key) => {
+                request.header("authorization", format!("Bearer {}", key.expose()))
+            }
+            Auth::AnthropicKey(key) => request
+                .header("x-api-key", key.expose())
+                .header("anthropic-version", ANTHROPIC_VERSION),
+            Auth::ApiKeyHeader(key) => request.header("api-key", key.expose()),
+        };
+        finish(request.call().map_err(transport_failure)?).map(|r| r.body)
+    }
+}
+
+/// A response's 2xx body, or its status as a typed failure (redirects are never followed).
+fn finish(response: ureq::http::Response<ureq::Body>) -> Result<Reply, HttpFailure> {
+    let status = response.status().as_u16();
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let retry_after = header("retry-after");
+    let location = header("location");
+    let event_stream =
+        header("content-type").is_some_and(|t| t.trim_start().starts_with("text/event-stream"));
+    let mut body = response.into_body();
+    let read =
+        body.with_config()
+            .limit(MAX_BODY)
+            .read_to_vec()
+            .map_err(|e| match transport_failure(e) {
+                HttpFailure::Transport(m) => HttpFailure::Body(m),
+                other => other,
+            });
+    match status {
+        200..=299 => read.map(|body| Reply { body, event_stream }),
+        300..=399 => Err(HttpFailure::Redirect {
+            status,
+            location: location.unwrap_or_else(|| "(no location)".into()),
+        }),
+        429 => Err(HttpFailure::RateLimited {
+            retry_after,
+            message: error_message(&read.unwrap_or_default()),
+        }),
+        500..=599 => Err(HttpFailure::Server {
+            status,
+            message: error_message(&read.unwrap_or_default()),
+        }),
+        _ => Err(HttpFailure::Client {
+            status,
+            message: error_message(&read.unwrap_or_default()),
+        }),
+    }
+}
+
+fn transport_failure(error: ureq::Error) -> HttpFailure {
+    match error {
+        ureq::Error::Timeout(t) => HttpFailure::Timeout(t.to_string()),
+        other => HttpFailure::Transport(other.to_string()),
+    }
+}
+
+/// The error message of an API error body (`{"error": {"message"}}`, Anthropic's the same), else
+/// the start of the body.
+fn error_message(body: &[u8]) -> String {
+    let parsed: Option<Value> = serde_json::from_slice(body).ok();
+    if let Some(message) = parsed.as_ref().and_then(|v| {
+        v.pointer("/error/message")
+            .or_else(|| v.get("message"))
+            .or_else(|| v.get("error"))
+            .and_then(Value::as_str)
+    }) {
+        return clip(message);
+    }
+    clip(&String::from_utf8_lossy(body))
+}
+
+/// At most 300 characters, terminal-safe.
+fn clip(text: &str) -> String {
+    let text: String = text.chars().take(300).collect();
+    crate::term_text::terminal_safe(&text).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn https_is_required_except_on_loopback() {
+        assert_eq!(check_base_url("https://api.openai.com/v1"), Ok(false));
+        assert_eq!(check_base_url("http://127.0.0.1:8080/v1"), Ok(true));
+        assert_eq!(check_base_url("http://localhost:11434/v1"), Ok(true));
+        assert_eq!(check_base_url("http://[::1]:1/v1"), Ok(true));
+        assert!(matches!(
+            check_base_url("http://api.example.com/v1"),
+            Err(UrlError::NotHttps(_))
+        ));
+        assert!(matches!(
+            check_base_url("http://127.0.0.1.example.com/v1"),
+            Err(UrlError::NotHttps(_))
+        ));
+        assert!(matches!(
+            check_base_url("https://u:p@api.example.com/v1"),
+            Err(UrlError::Extra(_))
+        ));
+        assert!(check_base_url("ftp://x/v1").is_err());
+        assert!(check_base_url("not a url").is_err());
+    }
+
+    #[test]
+    fn secrets_never_print() {
+        let auth = Auth::Bearer(Secret::new("sk-very-secret"));
+        assert!(!format!("{auth:?}").contains("sk-very"));
+    }
+}

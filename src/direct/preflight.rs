@@ -1,0 +1,296 @@
+//! Readiness of an endpoint's model before a run relies on it (local servers above all): the
+//! server answers, the model is there, its context is large enough, a tool call round-trips, and a
+//! long prompt is not silently truncated. Each failed check names what to change.
+//!
+//! It makes real model requests (two short completions), so it runs only when asked
+//! (`autocode connections check --provider autocode --live`). Blocking; call it off the async
+//! runtime's workers.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::connections::{Endpoint, EndpointKind};
+use super::http::{Client, HttpFailure};
+use super::protocol::{Exchange, Protocol, RequestParams, ToolSpec};
+
+/// The context a stage needs, in tokens: the largest stage prompts with their schemas are about
+/// 6k tokens, plus the response cap (8,192) and room for tool turns.
+pub const STAGE_CONTEXT: u64 = 32_768;
+/// The long-prompt canary's size, in tokens (near a stage prompt's).
+pub const CANARY_TOKENS: usize = 6_000;
+
+/// One check's outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub ok: bool,
+    pub detail: String,
+    /// What to change when it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+/// What the checks need.
+#[derive(Debug, Clone)]
+pub struct PreflightInput<'a> {
+    pub endpoint: &'a Endpoint,
+    pub model: &'a str,
+    /// The context a stage needs, in tokens (prompt + response cap).
+    pub needed_context: u64,
+    /// The size of the long-prompt canary, in tokens (about 4 characters each).
+    pub canary_tokens: usize,
+    /// The marker the canaries must bring back (random in use, fixed in tests).
+    pub marker: &'a str,
+}
+
+fn check(name: &'static str, ok: bool, detail: String, fix: Option<String>) -> Check {
+    Check {
+        name,
+        ok,
+        detail,
+        fix: if ok { None } else { fix },
+    }
+}
+
+/// The server's root (the base URL without its `/v1`).
+fn root(base_url: &str) -> &str {
+    base_url.trim_end_matches('/').trim_end_matches("/v1")
+}
+
+/// Runs the checks in order; a check that cannot run after a failure is left out.
+pub fn preflight(client: &Client, input: &PreflightInput<'_>) -> Vec<Check> {
+    let endpoint = input.endpoint;
+    let mut checks = Vec::new();
+    // 1. The server answers, and 2. the model is there.
+    if endpoint.protocol != Protocol::AnthropicMessages {
+        match client.get(&format!("{}/models", client.base_url())) {
+            Err(e) => {
+                checks.push(check(
+                    "server",
+                    false,
+                    format!("{}: {e}", client.base_url()),
+                    Some(format!(
+                        "start the {} server at {} (or fix the endpoint's --base-url)",
+                        endpoint.kind.as_str(),
+                        client.base_url()
+                    )),
+                ));
+                return checks;
+            }
+            Ok(body) => {
+                checks.push(check(
+                    "server",
+                    true,
+                    format!("{} answers", client.base_url()),
+                    None,
+                ));
+                let listed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let ids: Vec<&str> = listed["data"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|m| m["id"].as_str())
+                    .collect();
+                let present = ids.contains(&input.model);
+                checks.push(check(
+                    "model",
+                    present,
+                    if present {
+                        format!("{} is listed", input.model)
+                    } else {
+                        format!("{} is not listed (listed: {})", input.model, ids.join(", "))
+                    },
+                    Some(match endpoint.kind {
+                        EndpointKind::Ollama => format!("pull it: ollama pull {}", input.model),
+                        _ => format!(
+                            "load {} in the server, or set the endpoint's --model to a listed id",
+                            input.model
+                        ),
+                    }),
+                ));
+                if !present {
+                    return checks;
+                }
+                // vLLM lists the context length with the model.
+                if let Some(len) = listed["data"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|m| m["id"] == input.model)
+                    .and_then(|m| m["max_model_len"].as_u64())
+                {
+                    checks.push(context_check(len, input.needed_context, endpoint.kind));
+                }
+            }
+        }
+    }
+    // 3. Declared capabilities and context length.
+    match endpoint.kind {
+        EndpointKind::LlamaCpp => {
+            if let Ok(body) = client.get(&format!("{}/props", root(client.base_url()))) {
+                let props: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                if let Some(n_ctx) = props
+                    .pointer("/default_generation_settings/n_ctx")
+                    .or_else(|| props.get("n_ctx"))
+                    .and_then(Value::as_u64)
+                {
+                    checks.push(context_check(n_ctx, input.needed_context, endpoint.kind));
+                }
+            }
+        }
+        EndpointKind::Ollama => {
+            if let Ok(reply) = client.post_json_to(
+                &format!("{}/api/show", root(client.base_url())),
+                &json!({"model": input.model}),
+            ) {
+                let show: Value = serde_json::from_slice(&reply.body).unwrap_or(Value::Null);
+                if let Some(caps) = show["capabilities"].as_array() {
+                    let tools = caps.iter().any(|c| c == "tools");
+                    checks.push(check(
+                        "capabilities",
+                        tools,
+                        format!("declared capabilities: {}", show["capabilities"]),
+                        Some("pick a model whose capabilities include tools".into()),
+                    ));
+                }
+                if let Some(len) = show["model_info"].as_object().and_then(|info| {
+                    info.iter()
+                        .find(|(k, _)| k.ends_with(".context_length"))
+                        .and_then(|(_, v)| v.as_u64())
+                }) {
+                    // Ollama serves num_ctx (default 2048-4096), not the model's maximum.
+                    let num_ctx = show["parameters"]
+                        .as_str()
+                        .and_then(|p| {
+                            p.lines().find_map(|l| {
+                                l.trim()
+                                    .strip_prefix("num_ctx")
+                                    .and_then(|v| v.trim().parse::<u64>().ok())
+                            })
+                        })
+                        .unwrap_or(len);
+                    checks.push(context_check(
+                        num_ctx.min(len),
+                        input.needed_context,
+                        endpoint.kind,
+                    ));
+                }
+            }
+        }
+        _ => {}
+    }
+    // 4. A tool call round-trips.
+    let short = format!(
+        "This is autocode's preflight canary. Call the `shell` tool exactly once with the command `echo {}`. Do not answer in text.",
+        input.marker
+    );
+    let outcome = canary(client, endpoint, input.model, &short, input.marker);
+    let tools_ok = outcome.is_ok();
+    checks.push(check(
+        "tool_call",
+        tools_ok,
+        match &outcome {
+            Ok(()) => "the model called the tool with the marker".into(),
+            Err(e) => e.clone(),
+        },
+        Some(
+            "pick a tool-capable model (for llama.cpp start llama-server with --jinja and a tool-call template)"
+                .into(),
+        ),
+    ));
+    if !tools_ok {
+        return checks;
+    }
+    // 5. A long prompt keeps its start.
+    let mut long = format!(
+        "This is autocode's preflight canary. The marker is {}. Remember it.\n\n",
+        input.marker
+    );
+    let filler = "This line is filler text that stands in for a long stage prompt.\n";
+    while long.len() < input.canary_tokens.saturating_mul(4) {
+        long.push_str(filler);
+    }
+    long.push_str(
+        "\nCall the `shell` tool exactly once with the command `echo MARKER`, where MARKER is the marker given at the start of this message. Do not answer in text.",
+    );
+    let outcome = canary(client, endpoint, input.model, &long, input.marker);
+    checks.push(check(
+        "long_prompt",
+        outcome.is_ok(),
+        match &outcome {
+            Ok(()) => format!("a {}-token prompt kept its start", input.canary_tokens),
+            Err(e) => format!("a {}-token prompt lost its start: {e}", input.canary_tokens),
+        },
+        Some(match endpoint.kind {
+            EndpointKind::Ollama => "raise the context: set num_ctx (e.g. OLLAMA_CONTEXT_LENGTH or a Modelfile PARAMETER num_ctx)".into(),
+            EndpointKind::LlamaCpp => "raise the context: start llama-server with a larger -c".into(),
+            _ => "raise the server's context length (max_model_len / context size)".into(),
+        }),
+    ));
+    checks
+}
+
+fn context_check(have: u64, need: u64, kind: EndpointKind) -> Check {
+    check(
+        "context",
+        have >= need,
+        format!("context {have} tokens; a stage needs about {need}"),
+        Some(match kind {
+            EndpointKind::Ollama => format!("raise num_ctx to at least {need}"),
+            EndpointKind::LlamaCpp => format!("start llama-server with -c {need} or more"),
+            _ => format!("raise the server's context length to at least {need}"),
+        }),
+    )
+}
+
+/// One canary request: the model must call `shell` with a command holding `marker`.
+fn canary(
+    client: &Client,
+    endpoint: &Endpoint,
+    model: &str,
+    prompt: &str,
+    marker: &str,
+) -> Result<(), String> {
+    let protocol = endpoint.protocol;
+    let tools = [ToolSpec {
+        name: "shell",
+        description: "Run a shell command.",
+        parameters: json!({"type": "object", "properties": {"command": {"type": "string"}},
+                           "required": ["command"]}),
+    }];
+    let exchange = Exchange::new(protocol, prompt);
+    let body = exchange.request_body(&RequestParams {
+        model,
+        system: "You are a preflight check. Follow the instruction exactly.",
+        tools: &tools,
+        max_output_tokens: 256,
+        token_field: endpoint.token_field,
+        stream: endpoint.stream,
+    });
+    let reply = client
+        .post_json(protocol.path(), &body)
+        .map_err(|e: HttpFailure| e.to_string())?;
+    let turn = if reply.event_stream {
+        exchange.parse_stream(&reply.body)
+    } else {
+        exchange.parse_response(&reply.body)
+    }
+    .map_err(|e| e.to_string())?;
+    let Some(call) = turn.calls.first() else {
+        return Err(format!(
+            "the model answered without a tool call{}",
+            turn.text
+                .map(|t| format!(": {}", t.chars().take(120).collect::<String>()))
+                .unwrap_or_default()
+        ));
+    };
+    let command = call.arguments["command"].as_str().unwrap_or_default();
+    if call.name == "shell" && command.contains(marker) {
+        Ok(())
+    } else {
+        Err(format!(
+            "the model called `{}` with {} instead of the marker",
+            call.name, call.arguments
+        ))
+    }
+}

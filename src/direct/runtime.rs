@@ -1,0 +1,454 @@
+//! The direct runtime's loop for one stage: a fresh context holding the stage's prompt, then
+//! model response → tool calls → results, until the model submits a valid `report`, a bound is
+//! reached or the endpoint fails.
+//!
+//! The loop runs in autocode's own process: the API key never enters the agent's room, and the
+//! event log is written by autocode alone from what autocode executed — a command's output goes
+//! to the model as a tool result and nowhere else, so nothing a command prints or writes can
+//! become a command event. Every executed command is a `command_finished` event with autocode's
+//! own id (`event:ac-N`) and the exit code the boundary saw.
+//!
+//! Bounds ([`Bounds`]): model responses per stage, tool calls per response, the requested
+//! response cap, the time per tool call; the stage's token budget and time limit still apply
+//! (the caller bounds the whole loop in time).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::http::{Client, HttpFailure};
+use super::protocol::{
+    Exchange, Protocol, ProtocolError, RequestParams, StopReason, TokenField, ToolResult, Turn,
+    stream, usage_of,
+};
+use super::tools::{self, ShellContext};
+use crate::events::{
+    CommandStatus, EvidenceId, FileChangeKind, FinalReport, NormalizedEvent, ToolStatus, Usage,
+};
+use crate::report::{self, ReportKind};
+use crate::supervise::Exit;
+
+/// The runtime's bounds (the reference's numbers by default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    pub max_responses: u32,
+    pub max_calls_per_response: usize,
+    pub max_output_tokens: u32,
+    pub tool_timeout: Duration,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds {
+            max_responses: 32,
+            max_calls_per_response: 8,
+            max_output_tokens: 8192,
+            tool_timeout: Duration::from_secs(90),
+        }
+    }
+}
+
+/// The reminder after a response that neither called a tool nor reported.
+pub const REPORT_REMINDER: &str = "You ended your turn without calling the `report` tool. Text answers are not reports: call `report` with the stage's report (its arguments are the report), or keep working with the tools.";
+
+/// Everything one stage's loop needs.
+#[derive(Debug, Clone)]
+pub struct StageInput {
+    pub client: Client,
+    pub protocol: Protocol,
+    pub token_field: TokenField,
+    /// Ask for streamed responses.
+    pub stream: bool,
+    pub model: String,
+    pub system: String,
+    pub prompt: String,
+    pub kind: ReportKind,
+    /// Whether the role may write its tree (`write_file`; the room decides for `shell`).
+    pub writable: bool,
+    /// The tree file tools work in (the tester's copy, else the work tree).
+    pub root: PathBuf,
+    pub shell: ShellContext,
+    pub bounds: Bounds,
+    /// Tokens the run may still spend (`--max-tokens`), if bounded.
+    pub tokens_left: Option<u64>,
+    /// Where the normalized events are written as JSON lines.
+    pub events_log: PathBuf,
+    /// Prefix of the boundary labels (`stage 003-builder-1`).
+    pub label: String,
+}
+
+/// Why a stage stopped without a report: each becomes a typed pause.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DirectFailure {
+    #[error(transparent)]
+    Http(#[from] HttpFailure),
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    #[error("the model asked for {calls} tool calls in one response; at most {max} are allowed")]
+    ToolFlood { calls: usize, max: usize },
+    #[error(
+        "the model used all {0} model responses of the stage without submitting a valid report"
+    )]
+    ResponseLimit(u32),
+    #[error("the response hit the {0}-token response cap")]
+    OutputCap(u32),
+    #[error("the provider's content filter stopped the response")]
+    ContentFilter,
+    #[error("the stage went over the run's --max-tokens")]
+    Budget,
+    #[error("the boundary could not run a command: {0}")]
+    Boundary(String),
+    #[error("the boundary could not verify that every process of `{0}` is gone")]
+    Unverified(String),
+}
+
+/// How the loop ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StageEnd {
+    /// A report that validated against the role's schema (evidence is judged by the caller).
+    Reported(Value),
+    /// The model stopped answering with tools and never reported (repairable).
+    NoReport(String),
+    Failed(DirectFailure),
+}
+
+/// What the loop did.
+#[derive(Debug, Clone)]
+pub struct StageRun {
+    pub events: Vec<NormalizedEvent>,
+    /// The boundary's receipt of every command, by its evidence id.
+    pub receipts: Vec<(EvidenceId, crate::supervise::Receipt)>,
+    pub usage: Usage,
+    pub responses: u32,
+    pub end: StageEnd,
+}
+
+struct EventLog {
+    events: Vec<NormalizedEvent>,
+    file: Option<std::io::BufWriter<std::fs::File>>,
+}
+
+impl EventLog {
+    fn push(&mut self, event: NormalizedEvent) {
+        if let Some(file) = self.file.as_mut()
+            && serde_json::to_writer(&mut *file, &event).is_ok()
+        {
+            let _ = file.write_all(b"\n");
+            let _ = file.flush();
+        }
+        self.events.push(event);
+    }
+}
+
+fn total_tokens(usage: &Usage) -> u64 {
+    [
+        usage.input_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+        usage.output_tokens,
+    ]
+    .into_iter()
+    .flatten()
+    .sum()
+}
+
+/// Runs one stage to its end.
+pub async fn run_stage(input: StageInput) -> StageRun {
+    let mut log = EventLog {
+        events: Vec::new(),
+        file: std::fs::File::create(&input.events_log)
+            .ok()
+            .map(std::io::BufWriter::new),
+    };
+    let specs = tools::tool_specs(input.kind, input.writable);
+    let mut exchange = Exchange::new(input.protocol, &input.prompt);
+    let mut usage = Usage::default();
+    let mut responses = 0u32;
+    let mut commands = 0u32;
+    let mut idle_turns = 0u32;
+    let mut receipts = Vec::new();
+    let end = loop {
+        if responses >= input.bounds.max_responses {
+            break StageEnd::Failed(DirectFailure::ResponseLimit(input.bounds.max_responses));
+        }
+        let body = exchange.request_body(&RequestParams {
+            model: &input.model,
+            system: &input.system,
+            tools: &specs,
+            max_output_tokens: input.bounds.max_output_tokens,
+            token_field: input.token_field,
+            stream: input.stream,
+        });
+        let client = input.client.clone();
+        let path = input.protocol.path();
+        let answer = tokio::task::spawn_blocking(move || client.post_json(path, &body))
+            .await
+            .unwrap_or_else(|e| {
+                Err(HttpFailure::Transport(format!(
+                    "the request task failed: {e}"
+                )))
+            });
+        responses += 1;
+        let reply = match answer {
+            Ok(reply) => reply,
+            Err(failure) => {
+                log.push(NormalizedEvent::ProviderError {
+                    error: provider_error(&failure),
+                });
+                break StageEnd::Failed(failure.into());
+            }
+        };
+        let parsed = if reply.event_stream {
+            exchange.parse_stream(&reply.body)
+        } else {
+            exchange.parse_response(&reply.body)
+        };
+        let turn = match parsed {
+            Ok(turn) => turn,
+            Err(e) => {
+                let failed = if reply.event_stream {
+                    stream::assemble(input.protocol, &String::from_utf8_lossy(&reply.body))
+                        .map(|body| usage_of(input.protocol, body.to_string().as_bytes()))
+                        .unwrap_or_default()
+                } else {
+                    usage_of(input.protocol, &reply.body)
+                };
+                if !failed.is_empty() {
+                    usage = usage.add(&failed);
+                    log.push(NormalizedEvent::Usage { usage: failed });
+                }
+                log.push(NormalizedEvent::ProviderError {
+                    error: crate::events::ErrorSignal::new(
+                        crate::events::ErrorSource::Direct,
+                        e.to_string(),
+                    ),
+                });
+                break StageEnd::Failed(e.into());
+            }
+        };
+        usage = usage.add(&turn.usage);
+        record_turn(&mut log, &turn);
+        if input
+            .tokens_left
+            .is_some_and(|left| total_tokens(&usage) > left)
+        {
+            break StageEnd::Failed(DirectFailure::Budget);
+        }
+        match turn.stop {
+            StopReason::Length => {
+                break StageEnd::Failed(DirectFailure::OutputCap(input.bounds.max_output_tokens));
+            }
+            StopReason::ContentFilter => break StageEnd::Failed(DirectFailure::ContentFilter),
+            StopReason::EndTurn | StopReason::ToolCalls => {}
+        }
+        if turn.calls.len() > input.bounds.max_calls_per_response {
+            break StageEnd::Failed(DirectFailure::ToolFlood {
+                calls: turn.calls.len(),
+                max: input.bounds.max_calls_per_response,
+            });
+        }
+        exchange.push_turn(&turn);
+        if turn.calls.is_empty() {
+            idle_turns += 1;
+            if idle_turns >= 2 {
+                break StageEnd::NoReport(
+                    "the model ended its turn twice without calling the `report` tool".into(),
+                );
+            }
+            exchange.push_user_text(REPORT_REMINDER);
+            continue;
+        }
+        idle_turns = 0;
+        let mut results = Vec::with_capacity(turn.calls.len());
+        let mut ended = None;
+        for call in &turn.calls {
+            let result = |output: String, is_error: bool| ToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                output,
+                is_error,
+            };
+            let tool_id = EvidenceId::from_provider_id(&format!("ac-tool-{}", call.id));
+            match call.name.as_str() {
+                tools::SHELL => {
+                    let command = match tools::str_arg(&call.arguments, "command") {
+                        Ok(c) => c.to_owned(),
+                        Err(e) => {
+                            results.push(result(e, true));
+                            continue;
+                        }
+                    };
+                    commands += 1;
+                    let evidence_id = EvidenceId::from_provider_id(&format!("ac-{commands}"));
+                    log.push(NormalizedEvent::CommandStarted {
+                        evidence_id: evidence_id.clone(),
+                        command: command.clone(),
+                    });
+                    let label = format!("{} command {commands}", input.label);
+                    let run = match tools::run_shell(&input.shell, label, &command).await {
+                        Ok(run) => run,
+                        Err(e) => {
+                            ended = Some(StageEnd::Failed(DirectFailure::Boundary(e.to_string())));
+                            break;
+                        }
+                    };
+                    let verified = run.receipt.verified;
+                    receipts.push((evidence_id.clone(), run.receipt.clone()));
+                    if !verified {
+                        ended = Some(StageEnd::Failed(DirectFailure::Unverified(command)));
+                        break;
+                    }
+                    let (exit_code, status, exit_text) = match run.exit {
+                        Exit::Code(0) => {
+                            (Some(0), CommandStatus::Succeeded, "exit code 0".to_owned())
+                        }
+                        Exit::Code(c) => (Some(c), CommandStatus::Failed, format!("exit code {c}")),
+                        Exit::Signal(s) => (
+                            None,
+                            CommandStatus::Unknown,
+                            format!("killed by signal {s}"),
+                        ),
+                        Exit::TimedOut => (
+                            None,
+                            CommandStatus::Unknown,
+                            format!(
+                                "timed out after {} s and was killed",
+                                input.shell.timeout.as_secs()
+                            ),
+                        ),
+                    };
+                    let excerpt: String = run.output.chars().take(2000).collect();
+                    log.push(NormalizedEvent::CommandFinished {
+                        evidence_id: evidence_id.clone(),
+                        command,
+                        exit_code,
+                        status,
+                        output_excerpt: excerpt,
+                        output_bytes: run.output_bytes,
+                    });
+                    results.push(result(
+                        format!(
+                            "event id: {evidence_id}\n{exit_text}\noutput:\n{}",
+                            run.output
+                        ),
+                        exit_code != Some(0),
+                    ));
+                }
+                tools::READ_FILE => {
+                    let read = tools::str_arg(&call.arguments, "path")
+                        .and_then(|p| tools::read_file(&input.root, p));
+                    log.push(tool_event(tool_id, tools::READ_FILE, read.as_ref().err()));
+                    results.push(match read {
+                        Ok(text) => result(text, false),
+                        Err(e) => result(e, true),
+                    });
+                }
+                tools::WRITE_FILE => {
+                    let written = tools::str_arg(&call.arguments, "path").and_then(|p| {
+                        let content = tools::str_arg(&call.arguments, "content")?;
+                        tools::write_file(&input.root, input.writable, p, content).map(|e| (p, e))
+                    });
+                    log.push(tool_event(
+                        tool_id,
+                        tools::WRITE_FILE,
+                        written.as_ref().err(),
+                    ));
+                    results.push(match written {
+                        Ok((path, existed)) => {
+                            log.push(NormalizedEvent::FileChange {
+                                path: path.to_owned(),
+                                kind: if existed {
+                                    FileChangeKind::Update
+                                } else {
+                                    FileChangeKind::Add
+                                },
+                            });
+                            result(format!("wrote {path}"), false)
+                        }
+                        Err(e) => result(e, true),
+                    });
+                }
+                tools::REPORT => match report::validate(input.kind, &call.arguments) {
+                    Ok(()) => {
+                        log.push(tool_event(tool_id, tools::REPORT, None));
+                        log.push(NormalizedEvent::FinalReport {
+                            report: FinalReport::Structured(call.arguments.clone()),
+                        });
+                        ended = Some(StageEnd::Reported(call.arguments.clone()));
+                        break;
+                    }
+                    Err(rejection) => {
+                        let problem = format!("the report was not accepted: {rejection}");
+                        log.push(tool_event(tool_id, tools::REPORT, Some(&problem)));
+                        results.push(result(problem, true));
+                    }
+                },
+                other => {
+                    let problem = format!("there is no tool `{other}`");
+                    log.push(tool_event(tool_id, other, Some(&problem)));
+                    results.push(result(problem, true));
+                }
+            }
+        }
+        if let Some(end) = ended {
+            break end;
+        }
+        exchange.push_results(&results);
+    };
+    if let Some(mut file) = log.file.take() {
+        let _ = file.flush();
+    }
+    StageRun {
+        events: log.events,
+        receipts,
+        usage,
+        responses,
+        end,
+    }
+}
+
+fn record_turn(log: &mut EventLog, turn: &Turn) {
+    if let Some(text) = &turn.reasoning {
+        log.push(NormalizedEvent::Reasoning { text: text.clone() });
+    }
+    if let Some(text) = &turn.text {
+        log.push(NormalizedEvent::Text {
+            text: text.clone(),
+            is_final: false,
+        });
+    }
+    if !turn.usage.is_empty() {
+        log.push(NormalizedEvent::Usage { usage: turn.usage });
+    }
+}
+
+fn tool_event(evidence_id: EvidenceId, tool: &str, error: Option<&String>) -> NormalizedEvent {
+    NormalizedEvent::ToolUse {
+        evidence_id,
+        tool: tool.to_owned(),
+        status: if error.is_some() {
+            ToolStatus::Failed
+        } else {
+            ToolStatus::Completed
+        },
+        error: error.cloned(),
+    }
+}
+
+fn provider_error(failure: &HttpFailure) -> crate::events::ErrorSignal {
+    let mut signal =
+        crate::events::ErrorSignal::new(crate::events::ErrorSource::Direct, failure.to_string());
+    match failure {
+        HttpFailure::RateLimited { retry_after, .. } => {
+            signal.http_status = Some(429);
+            signal.reset_hint = retry_after.clone();
+        }
+        HttpFailure::Server { status, .. }
+        | HttpFailure::Client { status, .. }
+        | HttpFailure::Redirect { status, .. } => signal.http_status = Some(*status),
+        _ => {}
+    }
+    signal
+}

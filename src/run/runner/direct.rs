@@ -1,0 +1,355 @@
+//! One attempt on autocode's own runtime (`--provider autocode`, `src/direct/`): the same
+//! places, room, records and judgement as a CLI's attempt (`attempt`), but the model loop runs in
+//! autocode's process and only the model's shell commands run under the boundary, one
+//! supervised family per command, in the stage's room.
+//!
+//! What differs from a CLI attempt, and why it is stronger evidence: the command events are
+//! autocode's own (it ran each command and saw its exit code), held in memory and judged from
+//! there; `events.jsonl` is a record of them, never read back. No command can write into the
+//! stream, so a forged command event has nothing to forge. The endpoint's key stays in
+//! autocode's memory: the direct-connections directory is unreadable in the room, the key is in
+//! no environment and no launch record.
+
+mod pause;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::CliRunner;
+use super::attempt::StagePlaces;
+use super::judge::{command_records, judge_report, usage_totals};
+use crate::direct::connections::{self, Connections};
+use crate::direct::http::Client;
+use crate::direct::runtime::{self, Bounds, StageEnd, StageInput};
+use crate::direct::tools::ShellContext;
+use crate::events::FinalReport;
+use crate::pause::PauseCode;
+use crate::role::Role;
+use crate::run::confine::{self, GitLink, WorktreeAccess};
+use crate::run::driver::{AttemptContext, AttemptOutcome, AttemptResult};
+use crate::run::integrity;
+use crate::run::state::{RunState, UsageTotals};
+use crate::snapshot;
+use crate::store;
+
+pub use pause::pause_for;
+
+/// What the runtime tells every model before the stage's prompt.
+pub const SYSTEM_PROMPT: &str = "You are one stage of autocode's pipeline, working through tools that autocode runs for you. \
+Use `shell` to run commands (each result gives the command's event id and exit code), `read_file` to read files and, when offered, `write_file` to write them. \
+When the stage asks for a final JSON report, do not write it as text: call the `report` tool once with the report as its arguments. \
+Cite a command you ran as {\"command\": <its exact text>, \"exit_code\": <its exit code>, \"evidence_ref\": <its event id, e.g. \"event:ac-1\">}.";
+
+impl CliRunner {
+    /// The direct connections of autocode's environment (never a project file).
+    pub(super) fn direct_connections(&self) -> Result<Connections, connections::ConnectionsError> {
+        let dir = connections::dir_from_env(|k| self.env.get(k).cloned())?;
+        Connections::load(&dir)
+    }
+
+    /// The direct runtime's transport identity: every configured endpoint's kind, URL, protocol
+    /// and models (never a key), so a changed endpoint, model or protocol is a transport change
+    /// for a saved run; rotating a key is not.
+    pub(super) fn direct_identity(&self) -> serde_json::Value {
+        match self.direct_connections() {
+            Ok(c) => json!({
+                "runtime": "autocode direct",
+                "endpoints": c.file.endpoints.iter().map(|e| e.identity()).collect::<Vec<_>>(),
+            }),
+            Err(e) => json!({"runtime": "autocode direct", "error": e.to_string()}),
+        }
+    }
+
+    pub(super) async fn direct_attempt(
+        &mut self,
+        state: &RunState,
+        ctx: &AttemptContext,
+    ) -> AttemptOutcome {
+        let started = Instant::now();
+        let stopped = |code, reason: String| AttemptOutcome {
+            session: None,
+            usage: UsageTotals::default(),
+            duration: Duration::ZERO,
+            result: AttemptResult::Stopped {
+                code,
+                reason,
+                retryable_transport: false,
+                resume_after: None,
+            },
+        };
+        let dir = &ctx.stage_dir;
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            return stopped(
+                PauseCode::PausedProviderUncertain,
+                format!("cannot create {}: {e}", dir.display()),
+            );
+        }
+        let _ = store::write_atomic(&dir.join("prompt.md"), ctx.prompt.as_bytes());
+        let route = ctx.record.route.clone();
+        let Some(provider) = self.provider(&route.provider).cloned() else {
+            return stopped(
+                PauseCode::PausedTransportChanged,
+                format!("provider {} is no longer available", route.provider),
+            );
+        };
+        // The endpoint, its key and a client: any problem is a setup problem, before any launch.
+        let setup = self.direct_connections().and_then(|c| {
+            let resolved = c.resolve(&route.model)?;
+            let auth = c.auth(&resolved.endpoint)?;
+            let client = Client::new(&resolved.endpoint.base_url, auth)?;
+            Ok((c, resolved, client))
+        });
+        let (connections, resolved, client) = match setup {
+            Ok(found) => found,
+            Err(e) => {
+                return stopped(
+                    PauseCode::PausedProviderUncertain,
+                    format!("direct connection for `{}`: {e}", route.model),
+                );
+            }
+        };
+        let check_env = self.check_env();
+        let copy_root = match self.tester_copy_root() {
+            Ok(root) => root,
+            Err(e) => {
+                return stopped(
+                    PauseCode::PausedProviderUncertain,
+                    format!("cannot prepare the tester's copy folder: {e}"),
+                );
+            }
+        };
+        let places = match StagePlaces::prepare(state, ctx, &check_env, &copy_root).await {
+            Ok(places) => places,
+            Err(e) => {
+                return stopped(
+                    PauseCode::PausedProviderUncertain,
+                    format!("cannot prepare the stage's room: {e}"),
+                );
+            }
+        };
+        let cwd = places.cwd(&state.work_tree);
+        let mut env = self.agent_env(Some(&provider));
+        env.kept.insert(
+            "TMPDIR".into(),
+            places.tmpdir.path().to_string_lossy().into_owned(),
+        );
+        let room_input = confine::StageRoomInput {
+            role: ctx.plan.role,
+            work_tree: &state.work_tree,
+            isolation: &state.isolation,
+            cwd: &cwd,
+            tmpdir: places.tmpdir.path(),
+            outbox: &places.outbox,
+            provider_templates: &[],
+            env: &env.kept,
+        };
+        let (mut room, mut room_record) = confine::stage_room(&room_input, !state.unconfined);
+        // The keys' directory is never readable from the room.
+        if let Some(room) = room.as_mut()
+            && connections.dir().exists()
+        {
+            room.unreadable.push(connections.dir().to_owned());
+            room_record.unreadable.push(connections.dir().to_owned());
+        }
+        let _ = integrity::write_record(&dir.join("room.json"), &room_record);
+        let bounds = Bounds::default();
+        let _ = integrity::write_record(
+            &dir.join("launch.json"),
+            &json!({
+                "runtime": "autocode direct",
+                "endpoint": resolved.endpoint.identity(),
+                "model": resolved.model.id,
+                "shell": ["sh", "-c", "COMMAND"],
+                "cwd": cwd,
+                "env_names": env.kept.keys().collect::<Vec<_>>(),
+                "withheld_env": env.withheld,
+                "output_token_cap": bounds.max_output_tokens,
+                "bounds": {
+                    "max_responses": bounds.max_responses,
+                    "max_calls_per_response": bounds.max_calls_per_response,
+                    "tool_timeout_secs": bounds.tool_timeout.as_secs(),
+                    "http_read_timeout_secs": crate::direct::http::READ_TIMEOUT.as_secs(),
+                },
+                "transport_identity": state.transport_identities.get(route.provider.as_str()),
+                "room": room_record,
+            }),
+        );
+        let git_link = GitLink::read(&state.work_tree);
+        let check_writes = ctx.plan.role != Role::Builder;
+        let before = if check_writes {
+            match self.snapshot(&state.work_tree, &check_env).await {
+                Ok(s) => {
+                    let _ = integrity::write_record(&dir.join("snapshot-before.json"), &s);
+                    Some(s)
+                }
+                Err(e) => {
+                    return stopped(
+                        PauseCode::PausedProviderUncertain,
+                        format!("cannot snapshot the workspace: {e}"),
+                    );
+                }
+            }
+        } else {
+            None
+        };
+        let access = WorktreeAccess::for_role(ctx.plan.role);
+        let input = StageInput {
+            client,
+            protocol: resolved.endpoint.protocol,
+            token_field: resolved.endpoint.token_field,
+            stream: resolved.endpoint.stream,
+            model: resolved.model.id.clone(),
+            system: SYSTEM_PROMPT.to_owned(),
+            prompt: ctx.prompt.clone(),
+            kind: ctx.plan.kind,
+            writable: access != WorktreeAccess::ReadOnly,
+            root: cwd.clone(),
+            shell: ShellContext {
+                cwd: cwd.clone(),
+                env: env.kept.clone(),
+                room,
+                timeout: bounds.tool_timeout,
+            },
+            bounds,
+            tokens_left: ctx.limits.tokens_left,
+            events_log: dir.join("events.jsonl"),
+            label: format!("stage {}", ctx.record.dir),
+        };
+        let run = match ctx.limits.timeout {
+            Some(limit) => tokio::time::timeout(limit, runtime::run_stage(input))
+                .await
+                .ok(),
+            None => Some(runtime::run_stage(input).await),
+        };
+        drop(places);
+        let Some(run) = run else {
+            return self.finish_record(
+                dir,
+                AttemptOutcome {
+                    session: None,
+                    usage: UsageTotals::default(),
+                    duration: started.elapsed(),
+                    result: AttemptResult::Stopped {
+                        code: ctx.limits.timeout_code,
+                        reason: format!("{} ran out of time and was stopped", ctx.record.dir),
+                        retryable_transport: false,
+                        resume_after: None,
+                    },
+                },
+                None,
+            );
+        };
+        // The boundary's word on every command autocode ran for the model.
+        let receipts: Vec<serde_json::Value> = run
+            .receipts
+            .iter()
+            .map(|(id, receipt)| json!({"evidence_id": id, "receipt": receipt}))
+            .collect();
+        let _ =
+            integrity::write_record(&dir.join("commands.json"), &json!({ "commands": receipts }));
+        let usage = usage_totals(&run.usage, &resolved.model.id);
+        let _ = integrity::write_record(&dir.join("usage.json"), &usage);
+        let mut out = AttemptOutcome {
+            session: None,
+            usage,
+            duration: started.elapsed(),
+            result: AttemptResult::Rejected {
+                problems: vec![],
+                shell_command: None,
+            },
+        };
+        let stop_with = |code: PauseCode, reason: String| AttemptResult::Stopped {
+            code,
+            reason,
+            retryable_transport: false,
+            resume_after: None,
+        };
+        if GitLink::read(&state.work_tree) != git_link {
+            out.result = stop_with(
+                PauseCode::PausedDiscoveryWrite,
+                format!(
+                    "the {} changed the work tree's .git entry (its link to the git metadata), which no role may change",
+                    ctx.plan.role
+                ),
+            );
+            return self.finish_record(dir, out, None);
+        }
+        let report = match run.end {
+            StageEnd::Failed(failure) => {
+                let mapped = pause_for(&failure, chrono::Utc::now());
+                out.result = AttemptResult::Stopped {
+                    code: mapped.code,
+                    reason: format!(
+                        "{} ({} via {}): {failure}",
+                        resolved.endpoint.name,
+                        resolved.model.id,
+                        resolved.endpoint.protocol.as_str()
+                    ),
+                    retryable_transport: mapped.retryable_transport,
+                    resume_after: mapped.resume_after,
+                };
+                return self.finish_record(dir, out, None);
+            }
+            StageEnd::NoReport(reason) => Err(reason),
+            StageEnd::Reported(report) => Ok(report),
+        };
+        if let Some(before) = &before {
+            match self.snapshot(&state.work_tree, &check_env).await {
+                Ok(after) => {
+                    let _ = integrity::write_record(&dir.join("snapshot-after.json"), &after);
+                    let changes = snapshot::diff(before, &after);
+                    if !changes.is_empty() {
+                        let names: Vec<String> = changes
+                            .iter()
+                            .map(|c| format!("{} ({:?})", c.path, c.kind))
+                            .collect();
+                        out.result = stop_with(
+                            PauseCode::PausedDiscoveryWrite,
+                            format!(
+                                "the {} changed the workspace, which its role forbids: {}",
+                                ctx.plan.role,
+                                names.join(", ")
+                            ),
+                        );
+                        return self.finish_record(dir, out, None);
+                    }
+                }
+                Err(e) => {
+                    out.result = stop_with(
+                        PauseCode::PausedProviderUncertain,
+                        format!("cannot snapshot the workspace: {e}"),
+                    );
+                    return self.finish_record(dir, out, None);
+                }
+            }
+        }
+        let report = match report {
+            Ok(report) => report,
+            Err(reason) => {
+                out.result = AttemptResult::Rejected {
+                    problems: vec![reason],
+                    shell_command: None,
+                };
+                return self.finish_record(dir, out, None);
+            }
+        };
+        // The evidence: autocode's own command events, from memory.
+        let records = command_records(&run.events);
+        out.result = match judge_report(
+            ctx.plan.kind,
+            Some(&FinalReport::Structured(report)),
+            &records,
+            None,
+            None,
+            Some(&dir.join("evidence.json")),
+        ) {
+            Ok(report) => {
+                let _ = integrity::write_record(&dir.join("report.json"), &report);
+                AttemptResult::Report(report)
+            }
+            Err(rejection) => rejection,
+        };
+        self.finish_record(dir, out, None)
+    }
+}
