@@ -39,7 +39,7 @@ pub use stop::{
     stop_with_log_tail,
 };
 pub use types::{
-    CodexThreadTotals, CommandStatus, ErrorSignal, ErrorSource, EvidenceId, FileChangeKind,
+    CodexThreadTotals, CommandStatus, CostSource, ErrorSignal, ErrorSource, EvidenceId, FileChangeKind,
     FinalReport, MalformedLine, NormalizedEvent, OUTPUT_EXCERPT_CAP, StreamSummary, ToolStatus,
     TransportKind, UNKNOWN_RAW_CAP, Usage,
 };

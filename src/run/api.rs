@@ -18,7 +18,7 @@ use super::flow;
 use super::runner::CliRunner;
 use super::state::{
     AttemptStatus, Budgets, BuilderRetryPolicy, Isolation, PauseRecord, Phase, Route, RunState,
-    UsageTotals,
+    Usage,
 };
 use super::workspace;
 use crate::ids::RunId;
@@ -78,7 +78,7 @@ pub struct RunSummary {
     pub work_tree: PathBuf,
     #[serde(flatten)]
     pub outcome: DriveOutcome,
-    pub usage: UsageTotals,
+    pub usage: Usage,
     pub stages: usize,
 }
 
@@ -263,10 +263,7 @@ pub async fn start(
     state.builder_retry = builder_retry;
     state.report_file_roles = report_file_roles;
     state.unconfined = opts.unconfined;
-    let mut handle = RunHandle {
-        dir: run_dir,
-        state,
-    };
+    let mut handle = RunHandle::new(run_dir, state);
     handle.activity("run created", Some(&opts.objective))?;
     if opts.unconfined {
         let note =
@@ -393,7 +390,7 @@ pub async fn resume(
             "the run was started confined and stays so; nothing was changed",
         )?;
     }
-    let mut handle = RunHandle { dir, state };
+    let mut handle = RunHandle::new(dir, state);
     if handle.state.phase == Phase::Complete {
         drop(lock);
         return Ok(summary(&handle, DriveOutcome::Complete));

@@ -13,6 +13,7 @@
 
 pub mod api;
 pub mod budget;
+pub mod checkpoint;
 pub mod confine;
 pub mod coverage;
 pub mod driver;

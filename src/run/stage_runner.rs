@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::budget::StageLimits;
 use super::flow::{PauseDecision, StagePlan};
-use super::state::{AttemptRecord, PlanRevision, Question, RunState, UsageTotals};
+use super::state::{AttemptRecord, PlanRevision, Question, RunState, Usage};
 use crate::ids::SessionId;
 use crate::pause::PauseCode;
 use crate::role::Role;
@@ -21,7 +21,7 @@ use crate::role::Role;
 #[derive(Debug, Clone)]
 pub struct AttemptOutcome {
     pub session: Option<SessionId>,
-    pub usage: UsageTotals,
+    pub usage: Usage,
     pub duration: Duration,
     pub result: AttemptResult,
 }
