@@ -244,7 +244,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
 }
 
 /// Writes `bytes` to `path` atomically, durable now or at the next [`sync_deferred`].
-pub fn write_atomic_as(path: &Path, bytes: &[u8], durability: Durability) -> Result<(), StoreError> {
+pub fn write_atomic_as(
+    path: &Path,
+    bytes: &[u8],
+    durability: Durability,
+) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir).map_err(write_err(path))?;
     let file_name = path

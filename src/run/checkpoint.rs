@@ -179,12 +179,8 @@ pub fn commit_with(
 /// line (memory bounded by one line plus the records) and checked against the head's commit.
 pub fn read(dir: &Path, key: &TagKey) -> Result<RunState, StoreError> {
     let path = dir.join(STATE_FILE);
-    let mut state: RunState = store::read_tagged_versioned_json(
-        &path,
-        RUN_FORMAT,
-        key,
-        &integrity::context_for(&path),
-    )?;
+    let mut state: RunState =
+        store::read_tagged_versioned_json(&path, RUN_FORMAT, key, &integrity::context_for(&path))?;
     state.attempts = read_log(&dir.join(ATTEMPTS_LOG), &state.attempts_log)?;
     Ok(state)
 }

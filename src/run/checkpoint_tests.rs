@@ -157,7 +157,10 @@ fn a_changed_or_shortened_log_does_not_verify() {
     // Rewritten to look accepted, same length.
     fs::write(
         &path,
-        original.replace("\"rejected\",\"reason\":\"bad\"", "\"accepted\",\"reason\":\"bad\""),
+        original.replace(
+            "\"rejected\",\"reason\":\"bad\"",
+            "\"accepted\",\"reason\":\"bad\"",
+        ),
     )
     .unwrap();
     assert!(matches!(

@@ -357,7 +357,8 @@ impl CliRunner {
         // The family is gone: what it left in the outbox becomes the stage's report file.
         let report_file = std::fs::read(places.outbox.join(REPORT_FILE)).ok();
         if let Some(bytes) = &report_file {
-            let _ = store::write_atomic_as(&dir.join(REPORT_FILE), bytes, store::Durability::Deferred);
+            let _ =
+                store::write_atomic_as(&dir.join(REPORT_FILE), bytes, store::Durability::Deferred);
         }
         let summary = parser.map(|mut parser| {
             if let (AnyParser::Codex(codex), Some(bytes)) = (&mut parser, &report_file) {
