@@ -62,7 +62,7 @@ fn attempt(seq: u32) -> AttemptRecord {
 }
 
 fn finish(record: &mut AttemptRecord) {
-    record.status = if record.seq % 7 == 0 {
+    record.status = if record.seq.is_multiple_of(7) {
         AttemptStatus::Rejected {
             reason: "the report cites a check that never ran: cargo test --lib".into(),
         }

@@ -122,7 +122,7 @@ fn summary(handle: &RunHandle, outcome: DriveOutcome) -> RunSummary {
         run_dir: handle.dir.clone(),
         work_tree: handle.state.work_tree.clone(),
         outcome,
-        usage: handle.state.usage.clone(),
+        usage: handle.state.usage,
         stages: handle.state.attempts.len(),
     }
 }
@@ -374,7 +374,7 @@ pub async fn resume(
                 run_dir: dir,
                 work_tree: state.work_tree.clone(),
                 outcome: DriveOutcome::Paused { pause: record },
-                usage: state.usage.clone(),
+                usage: state.usage,
                 stages: state.attempts.len(),
             });
         }

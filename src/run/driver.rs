@@ -604,7 +604,7 @@ async fn launch_attempt<R: StageRunner>(
     {
         let attempt = &mut run.state.attempts[index];
         attempt.session = outcome.session.clone().or(attempt.session.clone());
-        attempt.usage = outcome.usage.clone();
+        attempt.usage = outcome.usage;
         attempt.finished_at = Some(Utc::now());
     }
     run.state.usage.accumulate(&outcome.usage);
