@@ -4,6 +4,7 @@
 # autocode's own types and key (their tags verify), which also prints what one checkpoint
 # costs at that length.
 # Usage: benches/status.sh [STAGES ...]   (default: 1000 10000)
+# RUN_STATE_BIN=path runs an already built generator instead of `cargo bench --bench run_state`.
 # Needs a release build (`cargo build --release`); prints a markdown table.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -19,7 +20,11 @@ for stages in "${@:-1000 10000}"; do
   for n in $stages; do
     ws=$root/ws-$n
     mkdir -p "$ws"
-    commits+=("$(cargo bench -q --bench run_state -- "$ws" "$n" 2>/dev/null | tail -1)")
+    if [ -n "${RUN_STATE_BIN:-}" ]; then
+      commits+=("$("$RUN_STATE_BIN" "$ws" "$n" | tail -1)")
+    else
+      commits+=("$(cargo bench -q --bench run_state -- "$ws" "$n" 2>/dev/null | tail -1)")
+    fi
   done
 done
 

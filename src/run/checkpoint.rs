@@ -43,19 +43,67 @@ pub struct LogCommit {
     pub bytes: u64,
     /// Committed lines among them.
     pub lines: u64,
-    /// Hash chain over the committed lines: `c0 = ""`, `cN = hex(SHA-256(cN-1 ‖ lineN))` where
-    /// a line includes its newline.
+    /// Hash chain over the committed lines, in hex: `c0` = 32 zero bytes,
+    /// `cN = SHA-256(cN-1 ‖ lineN)` where a line includes its newline; empty for an empty log.
     pub chain: String,
 }
 
-impl LogCommit {
+/// A [`LogCommit`] being extended, its chain kept as raw bytes.
+#[derive(Debug, Clone)]
+struct Chain {
+    bytes: u64,
+    lines: u64,
+    link: [u8; 32],
+}
+
+impl Chain {
+    fn start() -> Chain {
+        Chain {
+            bytes: 0,
+            lines: 0,
+            link: [0; 32],
+        }
+    }
+
+    /// The chain `commit` names; `None` when its hex is not a chain link.
+    fn of(commit: &LogCommit) -> Option<Chain> {
+        if commit.lines == 0 && commit.bytes == 0 && commit.chain.is_empty() {
+            return Some(Chain::start());
+        }
+        let hex = commit.chain.as_bytes();
+        if hex.len() != 64 {
+            return None;
+        }
+        let mut link = [0u8; 32];
+        for (i, pair) in hex.chunks_exact(2).enumerate() {
+            link[i] = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+        }
+        Some(Chain {
+            bytes: commit.bytes,
+            lines: commit.lines,
+            link,
+        })
+    }
+
     fn step(&mut self, line: &[u8]) {
         let mut hasher = Sha256::new();
-        hasher.update(self.chain.as_bytes());
+        hasher.update(self.link);
         hasher.update(line);
-        self.chain = hex(&hasher.finalize());
+        self.link = hasher.finalize().into();
         self.lines += 1;
         self.bytes += line.len() as u64;
+    }
+
+    fn commit(&self) -> LogCommit {
+        LogCommit {
+            bytes: self.bytes,
+            lines: self.lines,
+            chain: if self.lines == 0 {
+                String::new()
+            } else {
+                hex(&self.link)
+            },
+        }
     }
 }
 
@@ -129,7 +177,8 @@ pub fn commit_with(
         .collect();
     if !changed.is_empty() {
         let path = dir.join(ATTEMPTS_LOG);
-        let mut next = state.attempts_log.clone();
+        let mut next = Chain::of(&state.attempts_log)
+            .ok_or_else(|| StoreError::TagMismatch { path: path.clone() })?;
         let mut buf = Vec::with_capacity(512 * changed.len());
         for &index in &changed {
             let start = buf.len();
@@ -156,7 +205,7 @@ pub fn commit_with(
             .and_then(|_| file.write_all(&buf))
             .and_then(|()| file.sync_data())
             .map_err(write_err(&path))?;
-        state.attempts_log = next;
+        state.attempts_log = next.commit();
     }
     // The head; its directory fsync also makes a newly created log's entry durable.
     let attempts = std::mem::take(&mut state.attempts);
@@ -190,8 +239,11 @@ fn read_log(path: &Path, commit: &LogCommit) -> Result<Vec<AttemptRecord>, Store
     let mismatch = || StoreError::TagMismatch {
         path: path.to_owned(),
     };
-    if commit.bytes == 0 {
-        return if commit.lines == 0 && commit.chain.is_empty() {
+    let Some(expected) = Chain::of(commit) else {
+        return Err(mismatch());
+    };
+    if expected.lines == 0 {
+        return if expected.bytes == 0 {
             Ok(Vec::new())
         } else {
             Err(mismatch())
@@ -203,7 +255,7 @@ fn read_log(path: &Path, commit: &LogCommit) -> Result<Vec<AttemptRecord>, Store
     };
     let file = File::open(path).map_err(read_err)?;
     let mut reader = BufReader::with_capacity(1 << 16, file.take(commit.bytes));
-    let mut seen = LogCommit::default();
+    let mut seen = Chain::start();
     let mut attempts: Vec<AttemptRecord> = Vec::new();
     let mut unreadable: Option<StoreError> = None;
     let mut line = Vec::new();
@@ -229,7 +281,7 @@ fn read_log(path: &Path, commit: &LogCommit) -> Result<Vec<AttemptRecord>, Store
         }
     }
     // The chain first: a changed log is tampering, whatever it parses as.
-    if seen != *commit {
+    if (seen.bytes, seen.lines, seen.link) != (expected.bytes, expected.lines, expected.link) {
         return Err(mismatch());
     }
     match unreadable {
