@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 
-use crate::run::state::UsageTotals;
+use crate::events::Usage;
 
 const PRICES_TOML: &str = include_str!("../providers/prices.toml");
 
@@ -45,7 +45,7 @@ pub fn price_for(model: &str) -> Option<Price> {
 
 /// An estimate for `usage` on `model`, when the model is listed and the usage is known.
 /// Input excludes cache reads (the usage convention); output includes reasoning.
-pub fn estimate(model: &str, usage: &UsageTotals) -> Option<f64> {
+pub fn estimate(model: &str, usage: &Usage) -> Option<f64> {
     let price = price_for(model)?;
     let input = usage.input_tokens? as f64;
     let output = usage.output_tokens? as f64;
@@ -79,7 +79,7 @@ mod tests {
 
     #[test]
     fn listed_models_are_priced_and_others_stay_unknown() {
-        let usage = UsageTotals {
+        let usage = Usage {
             input_tokens: Some(1_000_000),
             output_tokens: Some(1_000_000),
             cache_read_tokens: Some(0),
@@ -91,7 +91,7 @@ mod tests {
         assert_eq!(estimate("gpt-5", &usage), Some(11.25));
         assert_eq!(estimate("claude-sonnet-5-5", &usage), None);
         assert_eq!(estimate("mock-model", &usage), None);
-        let unknown = UsageTotals::default();
+        let unknown = Usage::default();
         assert_eq!(estimate("gpt-5", &unknown), None);
     }
 }

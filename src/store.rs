@@ -1,7 +1,11 @@
 //! Durable files: atomic JSON checkpoints, append-only logs and the exclusive run lock.
 //!
 //! Every checkpoint write is temp file → fsync → rename → fsync of the directory, so a crash (or
-//! `kill -9`) leaves either the old file or the new one, never a torn one. Versioned documents
+//! `kill -9`) leaves either the old file or the new one, never a torn one. A *deferred* write
+//! ([`Durability::Deferred`]) is the same temp file → rename (just as atomic for any reader and
+//! for `kill -9`) without the fsyncs: its path is remembered and [`sync_deferred`] makes every
+//! such file below a directory durable at once (one fsync per file, one per directory), which
+//! the run's checkpoint does before it commits the state that refers to them. Versioned documents
 //! carry `format_version`, checked on read. A run is held by an exclusive `flock` on its
 //! `lock` file for as long as one autocode process works on it; a second one is refused.
 //!
@@ -9,7 +13,7 @@
 //! their exact bytes inside the same file, so one atomic write carries data and tag together:
 //!
 //! ```text
-//! <the document's pretty JSON up to, not including, its closing `}` and the blank before it>
+//! <the document's (compact) JSON up to, not including, its closing `}` and the blank before it>
 //! ,\n  "integrity": "hmac-sha256:<64 hex>"\n}\n
 //! ```
 //!
@@ -21,6 +25,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use hmac::{Hmac, Mac};
 use serde::Serialize;
@@ -179,8 +184,71 @@ fn write_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
     }
 }
 
+/// When a write becomes durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Before the call returns (file and directory fsynced).
+    Now,
+    /// At the next [`sync_deferred`] of a directory above it (atomic, not yet durable).
+    Deferred,
+}
+
+/// Files written [`Durability::Deferred`] and not yet synced. Held while syncing, so a caller
+/// of [`sync_deferred`] returns only once everything registered before it is durable.
+static DEFERRED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn defer(path: &Path) {
+    let mut pending = DEFERRED.lock().unwrap_or_else(|e| e.into_inner());
+    if !pending.iter().any(|p| p == path) {
+        pending.push(path.to_owned());
+    }
+}
+
+/// Makes every deferred write below `root` durable: each file fsynced once, then each directory
+/// between them and `root` (inclusive) once. A file that is gone since (replaced or removed) is
+/// skipped: its replacement registered itself.
+pub fn sync_deferred(root: &Path) -> Result<(), StoreError> {
+    let mut pending = DEFERRED.lock().unwrap_or_else(|e| e.into_inner());
+    let (mine, others): (Vec<PathBuf>, Vec<PathBuf>) =
+        pending.drain(..).partition(|p| p.starts_with(root));
+    *pending = others;
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for path in &mine {
+        match File::open(path) {
+            Ok(file) => file.sync_data().map_err(write_err(path))?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(write_err(path)(e)),
+        }
+        let mut dir = path.parent();
+        while let Some(d) = dir {
+            if !d.starts_with(root) {
+                break;
+            }
+            if !dirs.iter().any(|known| known == d) {
+                dirs.push(d.to_owned());
+            }
+            dir = d.parent();
+        }
+    }
+    for dir in &dirs {
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(write_err(dir))?;
+    }
+    Ok(())
+}
+
 /// Writes `bytes` to `path` atomically and durably.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    write_atomic_as(path, bytes, Durability::Now)
+}
+
+/// Writes `bytes` to `path` atomically, durable now or at the next [`sync_deferred`].
+pub fn write_atomic_as(
+    path: &Path,
+    bytes: &[u8],
+    durability: Durability,
+) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir).map_err(write_err(path))?;
     let file_name = path
@@ -188,18 +256,28 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "file".into());
     let temp = dir.join(format!(".{file_name}.{}.partial", std::process::id()));
+    let now = durability == Durability::Now;
     let result = (|| {
         let mut file = File::create(&temp)?;
         file.write_all(bytes)?;
-        file.sync_all()?;
+        if now {
+            file.sync_all()?;
+        }
         drop(file);
         fs::rename(&temp, path)?;
-        File::open(dir)?.sync_all()
+        if now {
+            File::open(dir)?.sync_all()?;
+        }
+        Ok(())
     })();
     if result.is_err() {
         let _ = fs::remove_file(&temp);
     }
-    result.map_err(write_err(path))
+    result.map_err(write_err(path))?;
+    if !now {
+        defer(path);
+    }
+    Ok(())
 }
 
 /// Serializes `value` as pretty JSON and writes it atomically.
@@ -235,22 +313,34 @@ pub fn read_versioned_json<T: DeserializeOwned>(
     path: &Path,
     expected: u64,
 ) -> Result<T, StoreError> {
-    let value: serde_json::Value = read_json(path)?;
-    check_version(path, &value, expected)?;
-    serde_json::from_value(value).map_err(|source| StoreError::Parse {
+    let bytes = fs::read(path).map_err(|source| StoreError::Read {
         path: path.to_owned(),
         source,
-    })
+    })?;
+    check_version_bytes(path, &bytes, expected)?;
+    parse(path, &bytes)
 }
 
-/// Serializes `value` (a JSON object) and writes it with its tag, in one atomic write.
+/// Serializes `value` (a JSON object) as compact JSON and writes it with its tag, in one atomic
+/// write, durable now.
 pub fn write_tagged_json<T: Serialize>(
     path: &Path,
     value: &T,
     key: &TagKey,
     context: &str,
 ) -> Result<(), StoreError> {
-    let bytes = serde_json::to_vec_pretty(value).map_err(|e| StoreError::Write {
+    write_tagged_json_as(path, value, key, context, Durability::Now)
+}
+
+/// [`write_tagged_json`], durable now or at the next [`sync_deferred`].
+pub fn write_tagged_json_as<T: Serialize>(
+    path: &Path,
+    value: &T,
+    key: &TagKey,
+    context: &str,
+    durability: Durability,
+) -> Result<(), StoreError> {
+    let bytes = serde_json::to_vec(value).map_err(|e| StoreError::Write {
         path: path.to_owned(),
         source: io::Error::other(e),
     })?;
@@ -258,64 +348,67 @@ pub fn write_tagged_json<T: Serialize>(
         path: path.to_owned(),
         source: io::Error::other("only a non-empty JSON object can carry a tag"),
     })?;
-    write_atomic(path, &sealed)
+    write_atomic_as(path, &sealed, durability)
 }
 
 /// Reads a tagged JSON document, refusing it unless its tag verifies under `key` and `context`.
+/// The tag is checked over the raw bytes, which then deserialize straight into `T` (no
+/// intermediate `serde_json::Value`).
 pub fn read_tagged_json<T: DeserializeOwned>(
     path: &Path,
     key: &TagKey,
     context: &str,
 ) -> Result<T, StoreError> {
-    let value = read_tagged_value(path, key, context)?;
-    serde_json::from_value(value).map_err(|source| StoreError::Parse {
-        path: path.to_owned(),
-        source,
-    })
+    let document = read_tagged_bytes(path, key, context)?;
+    parse(path, &document)
 }
 
-/// [`read_tagged_json`] of a document whose `format_version` must equal `expected`.
+/// [`read_tagged_json`] of a document whose `format_version` must equal `expected` (checked
+/// before the document is read as a `T`, so an older format gets [`StoreError::Version`]).
 pub fn read_tagged_versioned_json<T: DeserializeOwned>(
     path: &Path,
     expected: u64,
     key: &TagKey,
     context: &str,
 ) -> Result<T, StoreError> {
-    let value = read_tagged_value(path, key, context)?;
-    check_version(path, &value, expected)?;
-    serde_json::from_value(value).map_err(|source| StoreError::Parse {
+    let document = read_tagged_bytes(path, key, context)?;
+    check_version_bytes(path, &document, expected)?;
+    parse(path, &document)
+}
+
+fn parse<T: DeserializeOwned>(path: &Path, bytes: &[u8]) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes).map_err(|source| StoreError::Parse {
         path: path.to_owned(),
         source,
     })
 }
 
-fn read_tagged_value(
-    path: &Path,
-    key: &TagKey,
-    context: &str,
-) -> Result<serde_json::Value, StoreError> {
+/// The document of a tagged file, its tag verified over the bytes as read.
+fn read_tagged_bytes(path: &Path, key: &TagKey, context: &str) -> Result<Vec<u8>, StoreError> {
     let bytes = read_record_bytes(path).map_err(|source| StoreError::Read {
         path: path.to_owned(),
         source,
     })?;
-    let document = unseal(key, context, &bytes).map_err(|problem| match problem {
+    unseal(key, context, &bytes).map_err(|problem| match problem {
         TagProblem::Untagged => StoreError::Untagged {
             path: path.to_owned(),
         },
         TagProblem::Mismatch => StoreError::TagMismatch {
             path: path.to_owned(),
         },
-    })?;
-    serde_json::from_slice(&document).map_err(|source| StoreError::Parse {
-        path: path.to_owned(),
-        source,
     })
 }
 
-fn check_version(path: &Path, value: &serde_json::Value, expected: u64) -> Result<(), StoreError> {
-    let found = value
-        .get("format_version")
-        .and_then(serde_json::Value::as_u64)
+/// Checks `format_version` of a JSON object without building it (other members are skipped).
+fn check_version_bytes(path: &Path, document: &[u8], expected: u64) -> Result<(), StoreError> {
+    #[derive(serde::Deserialize)]
+    struct Versioned {
+        #[serde(default)]
+        format_version: serde_json::Value,
+    }
+    let found = parse::<Versioned>(path, document)?
+        .format_version
+        .as_u64()
         .unwrap_or(0);
     if found != expected {
         return Err(StoreError::Version {
@@ -329,6 +422,15 @@ fn check_version(path: &Path, value: &serde_json::Value, expected: u64) -> Resul
 
 /// Appends one JSON line to `path` and syncs it (for append-only activity logs).
 pub fn append_json_line<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError> {
+    append_json_line_as(path, value, Durability::Now)
+}
+
+/// [`append_json_line`], synced now or at the next [`sync_deferred`].
+pub fn append_json_line_as<T: Serialize>(
+    path: &Path,
+    value: &T,
+    durability: Durability,
+) -> Result<(), StoreError> {
     let mut line = serde_json::to_vec(value).map_err(|e| StoreError::Write {
         path: path.to_owned(),
         source: io::Error::other(e),
@@ -343,7 +445,13 @@ pub fn append_json_line<T: Serialize>(path: &Path, value: &T) -> Result<(), Stor
         .open(path)
         .map_err(write_err(path))?;
     file.write_all(&line).map_err(write_err(path))?;
-    file.sync_data().map_err(write_err(path))
+    match durability {
+        Durability::Now => file.sync_data().map_err(write_err(path)),
+        Durability::Deferred => {
+            defer(path);
+            Ok(())
+        }
+    }
 }
 
 /// An exclusive lock on a run, released when dropped (or when the process dies).

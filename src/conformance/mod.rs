@@ -35,7 +35,7 @@ use crate::run::driver::{AttemptContext, AttemptResult, StageRunner};
 use crate::run::flow::StagePlan;
 use crate::run::runner::CliRunner;
 use crate::run::state::{
-    AttemptPurpose, AttemptRecord, AttemptStatus, Phase, Route, RunState, UsageTotals,
+    AttemptPurpose, AttemptRecord, AttemptStatus, Phase, Route, RunState, Usage,
 };
 use crate::supervise::Receipt;
 pub use assess::{Judged, ProbeStep, Problem, StepFacts, StreamFacts};
@@ -318,7 +318,7 @@ impl Probe<'_> {
             status: AttemptStatus::Running,
             started_at: Utc::now(),
             finished_at: None,
-            usage: UsageTotals::default(),
+            usage: Usage::default(),
             milestone: Some(0),
             commit: None,
         };

@@ -556,6 +556,7 @@ impl ClaudeParser {
                 cost_usd: wire
                     .total_cost_usd
                     .map(|total| (total - self.previous_session_cost.unwrap_or(0.0)).max(0.0)),
+                cost_source: None,
             };
             self.tally.emit(out, NormalizedEvent::Usage { usage });
         }

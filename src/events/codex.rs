@@ -262,6 +262,7 @@ impl CodexParser {
                 .reasoning_output_tokens
                 .map(|_| delta(now.reasoning_output_tokens, before.reasoning_output_tokens)),
             cost_usd: None,
+            cost_source: None,
         };
         self.totals = Some(now);
         self.totals_changed = true;

@@ -39,9 +39,9 @@ pub use stop::{
     stop_with_log_tail,
 };
 pub use types::{
-    CodexThreadTotals, CommandStatus, ErrorSignal, ErrorSource, EvidenceId, FileChangeKind,
-    FinalReport, MalformedLine, NormalizedEvent, OUTPUT_EXCERPT_CAP, StreamSummary, ToolStatus,
-    TransportKind, UNKNOWN_RAW_CAP, Usage,
+    CodexThreadTotals, CommandStatus, CostSource, ErrorSignal, ErrorSource, EvidenceId,
+    FileChangeKind, FinalReport, MalformedLine, NormalizedEvent, OUTPUT_EXCERPT_CAP, StreamSummary,
+    ToolStatus, TransportKind, UNKNOWN_RAW_CAP, Usage,
 };
 
 /// The default longest line a reader hands to a parser; a longer line is discarded while it

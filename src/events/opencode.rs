@@ -286,6 +286,7 @@ impl OpencodeParser {
                     .map(|o| o.saturating_add(reasoning.unwrap_or(0))),
                 reasoning_tokens: reasoning,
                 cost_usd: part.and_then(|p| p.cost),
+                cost_source: None,
             };
             self.tally.emit(out, NormalizedEvent::Usage { usage });
         }

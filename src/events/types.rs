@@ -117,7 +117,9 @@ pub enum FileChangeKind {
 ///   part of them;
 /// - `cost_usd`: only when the CLI reported a cost.
 ///
-/// A field the CLI did not report is `None`, never zero.
+/// A field the CLI did not report is `None`, never zero. The same type is the run's usage ledger
+/// (per attempt and in total, `run::state`), where `cost_source` says where a cost came from;
+/// an event's usage never carries one (and does not print it).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Usage {
     pub input_tokens: Option<u64>,
@@ -126,6 +128,19 @@ pub struct Usage {
     pub output_tokens: Option<u64>,
     pub reasoning_tokens: Option<u64>,
     pub cost_usd: Option<f64>,
+    /// Where `cost_usd` came from, once the run priced it; absent when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_source: Option<CostSource>,
+}
+
+/// Where a recorded cost came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CostSource {
+    /// The CLI reported it.
+    Provider,
+    /// Estimated from the embedded price table (`crate::prices`).
+    PriceTable,
 }
 
 fn add_opt_u64(a: Option<u64>, b: Option<u64>) -> Option<u64> {
@@ -152,7 +167,30 @@ impl Usage {
             output_tokens: add_opt_u64(self.output_tokens, other.output_tokens),
             reasoning_tokens: add_opt_u64(self.reasoning_tokens, other.reasoning_tokens),
             cost_usd: add_opt_f64(self.cost_usd, other.cost_usd),
+            // A total keeps the first known source (a lower bound when sources mix).
+            cost_source: match other.cost_usd {
+                Some(_) => self.cost_source.or(other.cost_source),
+                None => self.cost_source,
+            },
         }
+    }
+
+    /// Adds `other` into `self` ([`Usage::add`] in place): the run's ledger.
+    pub fn accumulate(&mut self, other: &Usage) {
+        *self = self.add(other);
+    }
+
+    /// All tokens counted against `--max-tokens`: input, cache reads and writes, output.
+    pub fn total_tokens(&self) -> u64 {
+        [
+            self.input_tokens,
+            self.cache_read_tokens,
+            self.cache_write_tokens,
+            self.output_tokens,
+        ]
+        .into_iter()
+        .flatten()
+        .fold(0u64, u64::saturating_add)
     }
 
     pub fn is_empty(&self) -> bool {

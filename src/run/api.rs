@@ -24,7 +24,7 @@ use super::preflight;
 use super::runner::CliRunner;
 use super::state::{
     AttemptStatus, Budgets, BuilderRetryPolicy, Isolation, PauseRecord, Phase, RunState,
-    UsageTotals,
+    Usage,
 };
 use super::workspace;
 use crate::ids::RunId;
@@ -87,7 +87,7 @@ pub struct RunSummary {
     pub work_tree: PathBuf,
     #[serde(flatten)]
     pub outcome: DriveOutcome,
-    pub usage: UsageTotals,
+    pub usage: Usage,
     pub stages: usize,
     /// A completed worktree run: its branch, what changed and how to take it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -141,7 +141,7 @@ fn summary(handle: &RunHandle, outcome: DriveOutcome) -> RunSummary {
         run_dir: handle.dir.clone(),
         work_tree: handle.state.work_tree.clone(),
         outcome,
-        usage: handle.state.usage.clone(),
+        usage: handle.state.usage,
         stages: handle.state.attempts.len(),
         result: None,
         isolation: handle.state.isolation.clone(),
@@ -288,10 +288,7 @@ pub async fn start(
     state.report_file_roles = report_file_roles;
     state.unconfined = opts.unconfined;
     state.in_place_requested = opts.in_place;
-    let mut handle = RunHandle {
-        dir: run_dir,
-        state,
-    };
+    let mut handle = RunHandle::new(run_dir, state);
     handle.activity("run created", Some(&opts.objective))?;
     if opts.unconfined {
         let note =
@@ -397,7 +394,7 @@ fn in_place_busy(workspace: &Path, run_id: &RunId, busy: isolation::InPlaceBusy)
         run_id: holder,
         work_tree: workspace.to_owned(),
         outcome: DriveOutcome::Paused { pause: record },
-        usage: UsageTotals::default(),
+        usage: Usage::default(),
         stages: 0,
         result: None,
         isolation: Isolation::InPlace,
@@ -523,7 +520,7 @@ pub async fn resume(
                 run_dir: dir,
                 work_tree: state.work_tree.clone(),
                 outcome: DriveOutcome::Paused { pause: record },
-                usage: state.usage.clone(),
+                usage: state.usage,
                 stages: state.attempts.len(),
                 result: None,
                 isolation: state.isolation.clone(),
@@ -541,7 +538,7 @@ pub async fn resume(
             "the run was started confined and stays so; nothing was changed",
         )?;
     }
-    let mut handle = RunHandle { dir, state };
+    let mut handle = RunHandle::new(dir, state);
     if handle.state.phase == Phase::Complete {
         drop(lock);
         return Ok(finished_summary(&handle, DriveOutcome::Complete, &env_map, ui).await);

@@ -22,7 +22,7 @@ use super::prompt;
 use super::review;
 use super::state::{
     AttemptPurpose, AttemptRecord, AttemptStatus, CriterionResult, PauseRecord, Phase, RunState,
-    UsageTotals,
+    Usage,
 };
 use crate::ids::SessionId;
 use crate::pause::PauseCode;
@@ -52,10 +52,12 @@ pub enum DriverError {
     Store(#[from] StoreError),
 }
 
-/// The run's directory and its state, written atomically on every change.
+/// The run's directory and its state, committed durably on every change (`run::checkpoint`).
 pub struct RunHandle {
     pub dir: PathBuf,
     pub state: RunState,
+    /// What of the attempts is already on disk.
+    log: super::checkpoint::AttemptLog,
 }
 
 #[derive(Serialize)]
@@ -67,23 +69,32 @@ struct Activity<'a> {
 }
 
 impl RunHandle {
-    pub fn state_path(dir: &Path) -> PathBuf {
-        dir.join("run.json")
+    /// A handle on a state just read from `dir`, or just created for it.
+    pub fn new(dir: PathBuf, state: RunState) -> RunHandle {
+        let log = super::checkpoint::AttemptLog::of(&state);
+        RunHandle { dir, state, log }
     }
 
+    pub fn state_path(dir: &Path) -> PathBuf {
+        super::checkpoint::state_path(dir)
+    }
+
+    /// One durable commit of the state (and of the stage files and activity written since).
     pub fn checkpoint(&mut self) -> Result<(), StoreError> {
         self.state.updated_at = Utc::now();
-        super::integrity::write_record(&Self::state_path(&self.dir), &self.state)
+        super::checkpoint::commit(&self.dir, &mut self.state, &mut self.log)
     }
 
+    /// An `activity.jsonl` line, made durable with the next checkpoint.
     pub fn activity(&self, event: &str, detail: Option<&str>) -> Result<(), StoreError> {
-        store::append_json_line(
+        store::append_json_line_as(
             &self.dir.join("activity.jsonl"),
             &Activity {
                 at: Utc::now(),
                 event,
                 detail,
             },
+            store::Durability::Deferred,
         )
     }
 
@@ -575,7 +586,7 @@ async fn launch_attempt<R: StageRunner>(
         status: AttemptStatus::Running,
         started_at: Utc::now(),
         finished_at: None,
-        usage: UsageTotals::default(),
+        usage: Usage::default(),
         milestone: plan.milestone,
         commit: None,
     };
@@ -617,7 +628,7 @@ async fn launch_attempt<R: StageRunner>(
         outcome = runner.run_attempt(&run.state, ctx) => outcome,
         signal = interrupted() => AttemptOutcome {
             session: None,
-            usage: UsageTotals::default(),
+            usage: Usage::default(),
             duration: Duration::ZERO,
             result: AttemptResult::Stopped {
                 code: PauseCode::PausedInterrupted,
@@ -633,10 +644,10 @@ async fn launch_attempt<R: StageRunner>(
     {
         let attempt = &mut run.state.attempts[index];
         attempt.session = outcome.session.clone().or(attempt.session.clone());
-        attempt.usage = outcome.usage.clone();
+        attempt.usage = outcome.usage;
         attempt.finished_at = Some(Utc::now());
     }
-    run.state.usage.add(&outcome.usage);
+    run.state.usage.accumulate(&outcome.usage);
     run.state.active_ms += outcome.duration.as_millis() as u64;
     Ok((index, dir, seq, outcome))
 }

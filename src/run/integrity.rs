@@ -20,9 +20,9 @@ use std::sync::OnceLock;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::state::{Isolation, RUN_FORMAT, RunState};
+use super::state::{Isolation, RunState};
 use super::workspace::{self, WorkspaceError};
-use crate::store::{self, StoreError, TagKey};
+use crate::store::{self, Durability, StoreError, TagKey};
 
 /// The key file's name inside the key directory.
 pub const KEY_FILE: &str = "run-state.key";
@@ -259,13 +259,27 @@ pub fn context_for(path: &Path) -> String {
         .join("/")
 }
 
-/// Writes a run record with its tag, in one atomic write.
+/// Writes a run record with its tag, in one atomic write, durable now.
 pub fn write_record<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError> {
+    write_record_as(path, value, Durability::Now)
+}
+
+/// Writes a stage record with its tag, in one atomic write made durable by the run's next
+/// checkpoint (`run::checkpoint::commit`), before any state that refers to it.
+pub fn write_stage_record<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError> {
+    write_record_as(path, value, Durability::Deferred)
+}
+
+fn write_record_as<T: Serialize>(
+    path: &Path,
+    value: &T,
+    durability: Durability,
+) -> Result<(), StoreError> {
     let key = process_key().map_err(|e| StoreError::NoKey {
         path: path.to_owned(),
         reason: e.to_string(),
     })?;
-    store::write_tagged_json(path, value, key, &context_for(path))
+    store::write_tagged_json_as(path, value, key, &context_for(path), durability)
 }
 
 /// Reads a run record, refusing it unless its tag verifies. A receipt the keeper wrote after
@@ -279,15 +293,14 @@ pub fn read_record<T: DeserializeOwned>(path: &Path) -> Result<T, StoreError> {
     store::read_tagged_json(path, key, &context_for(path))
 }
 
-/// Reads `run.json` of `dir`, tag and format version checked (no placement checks: see
-/// [`verify_run`]).
+/// Reads the run state of `dir` (`run.json` and the attempt log it commits to), tag and format
+/// version checked (no placement checks: see [`verify_run`]).
 pub fn read_run_state(dir: &Path) -> Result<RunState, StoreError> {
-    let path = super::driver::RunHandle::state_path(dir);
     let key = process_key().map_err(|e| StoreError::NoKey {
-        path: path.clone(),
+        path: super::checkpoint::state_path(dir),
         reason: e.to_string(),
     })?;
-    store::read_tagged_versioned_json(&path, RUN_FORMAT, key, &context_for(&path))
+    super::checkpoint::read(dir, key)
 }
 
 /// Why a run is refused.
@@ -295,6 +308,22 @@ pub fn read_run_state(dir: &Path) -> Result<RunState, StoreError> {
 pub enum RunIntegrityError {
     #[error("run {run}: its run state was made by an older autocode (no integrity tag in {path})")]
     OlderAutocode { run: String, path: PathBuf },
+    #[error(
+        "run {run}: its run state was made by an older autocode (format {found}; this autocode reads format {expected})"
+    )]
+    OlderFormat {
+        run: String,
+        found: u64,
+        expected: u64,
+    },
+    #[error(
+        "run {run}: its run state was made by a newer autocode (format {found}; this autocode reads format {expected})"
+    )]
+    NewerFormat {
+        run: String,
+        found: u64,
+        expected: u64,
+    },
     #[error(
         "run {run}: {path} does not verify: it was changed by something other than autocode (or made with another user's key)"
     )]
@@ -338,6 +367,8 @@ impl RunIntegrityError {
     pub fn hint(&self) -> String {
         match self {
             Self::OlderAutocode { .. } => "finish or inspect it with the autocode that made it, or start a new run; this autocode acts only on runs it can verify".into(),
+            Self::OlderFormat { .. } => "finish it with that version of autocode or start a new run".into(),
+            Self::NewerFormat { .. } => "finish it with the autocode that made it (or a newer one), or start a new run".into(),
             Self::Tampered { .. } | Self::IdMismatch { .. } => "autocode does not act on run state it did not write; start a new run (the run directory is left as it is for inspection)".into(),
             Self::ForeignWorkspace { .. } | Self::ForeignWorkTree { .. } => "a run works only in its own workspace or its own worktree; start a new run here".into(),
             Self::Tracked { .. } => "run directories are never taken from a repository: untrack .autocode/ (git rm -r --cached .autocode) and start a new run".into(),
@@ -389,6 +420,20 @@ pub fn verify_untracked(workspace: &Path, dir: &Path) -> Result<RunState, RunInt
         StoreError::TagMismatch { path } => RunIntegrityError::Tampered {
             run: run.clone(),
             path,
+        },
+        StoreError::Version {
+            found, expected, ..
+        } if found < expected => RunIntegrityError::OlderFormat {
+            run: run.clone(),
+            found,
+            expected,
+        },
+        StoreError::Version {
+            found, expected, ..
+        } => RunIntegrityError::NewerFormat {
+            run: run.clone(),
+            found,
+            expected,
         },
         other => RunIntegrityError::Unreadable {
             run: run.clone(),

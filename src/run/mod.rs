@@ -13,6 +13,7 @@
 
 pub mod api;
 pub mod budget;
+pub mod checkpoint;
 pub mod clean;
 pub mod commit;
 pub mod confine;

@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::budget::StageLimits;
 use super::flow::{PauseDecision, StagePlan};
 use super::progress::ProgressSink;
-use super::state::{AttemptRecord, PlanRevision, Question, RunState, UsageTotals};
+use super::state::{AttemptRecord, PlanRevision, Question, RunState, Usage};
 use crate::ids::SessionId;
 use crate::pause::PauseCode;
 use crate::role::Role;
@@ -24,7 +24,7 @@ use crate::role::Role;
 #[derive(Debug, Clone)]
 pub struct AttemptOutcome {
     pub session: Option<SessionId>,
-    pub usage: UsageTotals,
+    pub usage: Usage,
     pub duration: Duration,
     pub result: AttemptResult,
 }

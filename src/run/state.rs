@@ -3,8 +3,8 @@
 //! It records everything needed to continue a run exactly where it stopped: the objective, the
 //! routes, the accepted brief and answers, the plan revisions and the approval, per-milestone
 //! progress and rework counters, every stage attempt, the usage ledger, the transport identities
-//! and the pause. It is rewritten atomically after every step, with its integrity tag in the same
-//! write (`run::integrity::write_record`); see `docs/run-lifecycle.md`.
+//! and the pause. How it is kept on disk (a small tagged head plus an append-only attempt log,
+//! one durable commit per change) is `run::checkpoint`'s; see `docs/run-lifecycle.md`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -18,7 +18,10 @@ use crate::pause::PauseCode;
 use crate::report::ReportKind;
 use crate::role::Role;
 
-pub const RUN_FORMAT: u64 = 1;
+/// The run state's on-disk format. 2: a compact head `run.json` without the attempts, which live
+/// in the append-only `attempts.jsonl` the head commits to (`run::checkpoint`); one usage type.
+/// 1: everything in one pretty `run.json` (refused with an "older autocode" error).
+pub const RUN_FORMAT: u64 = 2;
 
 pub use crate::transport::Route;
 
@@ -42,55 +45,8 @@ pub struct Budgets {
     pub max_tokens: Option<u64>,
 }
 
-/// Usage in one convention: input excludes cache reads; output includes reasoning. Unknown
-/// stays unknown (`None`), never zero.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct UsageTotals {
-    pub input_tokens: Option<u64>,
-    pub cache_read_tokens: Option<u64>,
-    pub cache_write_tokens: Option<u64>,
-    pub output_tokens: Option<u64>,
-    pub reasoning_tokens: Option<u64>,
-    pub cost_usd: Option<f64>,
-    /// Where the cost came from: `provider`, `price_table` or absent when unknown.
-    pub cost_source: Option<String>,
-}
-
-impl UsageTotals {
-    /// Adds `other` into `self`: a known value plus an unknown one stays known only if it was
-    /// already known (the total is then a lower bound, flagged by `partial`).
-    pub fn add(&mut self, other: &UsageTotals) {
-        fn add_u(a: &mut Option<u64>, b: Option<u64>) {
-            if let Some(b) = b {
-                *a = Some(a.unwrap_or(0) + b);
-            }
-        }
-        add_u(&mut self.input_tokens, other.input_tokens);
-        add_u(&mut self.cache_read_tokens, other.cache_read_tokens);
-        add_u(&mut self.cache_write_tokens, other.cache_write_tokens);
-        add_u(&mut self.output_tokens, other.output_tokens);
-        add_u(&mut self.reasoning_tokens, other.reasoning_tokens);
-        if let Some(cost) = other.cost_usd {
-            self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + cost);
-            if self.cost_source.is_none() {
-                self.cost_source = other.cost_source.clone();
-            }
-        }
-    }
-
-    /// All tokens counted against `--max-tokens`: input, cache reads and writes, output.
-    pub fn total_tokens(&self) -> u64 {
-        [
-            self.input_tokens,
-            self.cache_read_tokens,
-            self.cache_write_tokens,
-            self.output_tokens,
-        ]
-        .into_iter()
-        .flatten()
-        .sum()
-    }
-}
+/// The usage ledger's type: one convention for events and the run (`crate::events::Usage`).
+pub use crate::events::{CostSource, Usage};
 
 /// Where the run stands. Milestone indexes are 0-based into the approved plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,7 +97,7 @@ pub struct AttemptRecord {
     pub status: AttemptStatus,
     pub started_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
-    pub usage: UsageTotals,
+    pub usage: Usage,
     /// The milestone this attempt worked on, when any.
     pub milestone: Option<usize>,
     /// The commit autocode made on the run's branch after this builder attempt was accepted
@@ -275,7 +231,7 @@ pub struct RunState {
     /// Failure signature → how often it was seen (three times at one source pauses).
     pub failure_counts: BTreeMap<String, u32>,
     pub attempts: Vec<AttemptRecord>,
-    pub usage: UsageTotals,
+    pub usage: Usage,
     /// Active milliseconds spent in stages (wall time of attempts).
     pub active_ms: u64,
     /// Transport identity per provider, recorded at the first stage.
@@ -305,6 +261,10 @@ pub struct RunState {
     /// without it that has no worktree yet (paused before isolation) gets one on resume.
     #[serde(default)]
     pub in_place_requested: bool,
+    /// What `attempts.jsonl` held when this head was written (its length and hash chain): the
+    /// head's tag covers it, so the attempts are as verified as the head (`run::checkpoint`).
+    #[serde(default)]
+    pub attempts_log: super::checkpoint::LogCommit,
 }
 
 /// The builder's stronger attempt and where checkers move during it.
@@ -353,7 +313,7 @@ impl RunState {
             criteria: vec![],
             failure_counts: BTreeMap::new(),
             attempts: vec![],
-            usage: UsageTotals::default(),
+            usage: Usage::default(),
             active_ms: 0,
             transport_identities: BTreeMap::new(),
             pause: None,
@@ -367,6 +327,7 @@ impl RunState {
             unconfined: false,
             verification,
             in_place_requested: false,
+            attempts_log: Default::default(),
         }
     }
 
@@ -428,24 +389,25 @@ mod tests {
 
     #[test]
     fn usage_addition_keeps_unknown_unknown() {
-        let mut total = UsageTotals::default();
-        total.add(&UsageTotals {
+        let mut total = Usage::default();
+        total.accumulate(&Usage {
             input_tokens: Some(400),
             output_tokens: Some(40),
             ..Default::default()
         });
         assert_eq!(total.cost_usd, None);
         assert_eq!(total.cache_read_tokens, None);
-        total.add(&UsageTotals {
+        total.accumulate(&Usage {
             input_tokens: Some(500),
             cache_read_tokens: Some(610),
             cost_usd: Some(0.01),
-            cost_source: Some("provider".into()),
+            cost_source: Some(CostSource::Provider),
             ..Default::default()
         });
         assert_eq!(total.input_tokens, Some(900));
         assert_eq!(total.cache_read_tokens, Some(610));
         assert_eq!(total.cost_usd, Some(0.01));
+        assert_eq!(total.cost_source, Some(CostSource::Provider));
         assert_eq!(total.total_tokens(), 900 + 610 + 40);
     }
 

@@ -150,6 +150,36 @@ fn a_run_state_rewritten_to_complete_is_refused() {
     );
 }
 
+/// A run state of an older format (properly tagged) is named as such, with what finishes it.
+#[test]
+fn a_run_state_of_an_older_format_is_refused_with_what_finishes_it() {
+    let (harness, dir, id) = paused_run();
+    let ws = harness.workspace();
+    retag(&harness, &dir, |state| {
+        state["format_version"] = json!(1);
+    });
+    for finished in [
+        status_of(&harness, &ws, Some(&id)),
+        resume_of(&harness, &ws, Some(&id)),
+    ] {
+        assert_refused(&finished, &id, "made by an older autocode (format 1;");
+        assert!(
+            finished
+                .stderr
+                .contains("finish it with that version of autocode or start a new run"),
+            "{finished:?}"
+        );
+    }
+    retag(&harness, &dir, |state| {
+        state["format_version"] = json!(99);
+    });
+    assert_refused(
+        &status_of(&harness, &ws, Some(&id)),
+        &id,
+        "made by a newer autocode (format 99;",
+    );
+}
+
 #[test]
 fn bare_status_and_resume_ignore_a_planted_newer_run() {
     let (harness, dir, id) = paused_run();

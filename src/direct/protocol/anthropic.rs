@@ -101,6 +101,7 @@ pub(super) fn parse(value: &Value) -> Result<Turn, ProtocolError> {
         output_tokens: count(value, "/usage/output_tokens"),
         reasoning_tokens: None,
         cost_usd: None,
+        cost_source: None,
     };
     Ok(Turn {
         text: Some(text).filter(|t| !t.is_empty()),

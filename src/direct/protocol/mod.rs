@@ -267,6 +267,7 @@ pub fn usage_of(protocol: Protocol, body: &[u8]) -> Usage {
             output_tokens: count(&value, "/usage/output_tokens"),
             reasoning_tokens: None,
             cost_usd: None,
+            cost_source: None,
         },
     }
 }
@@ -311,6 +312,7 @@ pub(crate) fn openai_usage(
         output_tokens: output,
         reasoning_tokens: reasoning,
         cost_usd: None,
+        cost_source: None,
     }
 }
 

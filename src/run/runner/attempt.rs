@@ -24,7 +24,7 @@ use crate::run::driver::{AttemptContext, AttemptOutcome, AttemptResult};
 use crate::run::integrity;
 use crate::run::progress::StageProgress;
 use crate::run::replay;
-use crate::run::state::{RunState, UsageTotals};
+use crate::run::state::{RunState, Usage};
 use crate::snapshot::{self, Snapshot};
 use crate::store;
 use crate::supervise::{self, EndedBy, Exit, LaunchOptions, StdioMode};
@@ -102,7 +102,7 @@ impl CliRunner {
         }
         let stopped = |code, reason: String| AttemptOutcome {
             session: None,
-            usage: UsageTotals::default(),
+            usage: Usage::default(),
             duration: Duration::ZERO,
             result: AttemptResult::Stopped {
                 code,
@@ -125,7 +125,11 @@ impl CliRunner {
                 format!("provider {} is no longer available", route.provider),
             );
         };
-        let _ = store::write_atomic(&dir.join("prompt.md"), ctx.prompt.as_bytes());
+        let _ = store::write_atomic_as(
+            &dir.join("prompt.md"),
+            ctx.prompt.as_bytes(),
+            store::Durability::Deferred,
+        );
         let mut env = self.agent_env(Some(&provider));
         let capture_context = format!("{}/{}/{}", state.run_id, ctx.record.dir, nonce());
         env.kept
@@ -216,9 +220,9 @@ impl CliRunner {
         if room.is_some() {
             confine::create_provider_dirs(&room_record.provider_writable);
         }
-        let _ = integrity::write_record(&dir.join("room.json"), &room_record);
+        let _ = integrity::write_stage_record(&dir.join("room.json"), &room_record);
         let git_link = GitLink::read(&state.work_tree);
-        let _ = integrity::write_record(
+        let _ = integrity::write_stage_record(
             &dir.join("launch.json"),
             &json!({
                 "program": plan.program,
@@ -238,7 +242,7 @@ impl CliRunner {
         let before = if check_writes {
             match self.snapshot(&state.work_tree, &check_env).await {
                 Ok(s) => {
-                    let _ = integrity::write_record(&dir.join("snapshot-before.json"), &s);
+                    let _ = integrity::write_stage_record(&dir.join("snapshot-before.json"), &s);
                     Some(s)
                 }
                 Err(e) => {
@@ -355,7 +359,7 @@ impl CliRunner {
             }
         };
         let receipt = finished.receipt.clone();
-        let _ = integrity::write_record(&dir.join("supervision.json"), &receipt);
+        let _ = integrity::write_stage_record(&dir.join("supervision.json"), &receipt);
         // The family is gone: what it left in the outbox becomes the stage's report file.
         // Agent-written: regular, non-blocking, capped (a FIFO or /dev/zero link is no report).
         let report_file = crate::bounded_read::read(
@@ -364,7 +368,8 @@ impl CliRunner {
         )
         .ok();
         if let Some(bytes) = &report_file {
-            let _ = store::write_atomic(&dir.join(REPORT_FILE), bytes);
+            let _ =
+                store::write_atomic_as(&dir.join(REPORT_FILE), bytes, store::Durability::Deferred);
         }
         let summary = parser.map(|mut parser| {
             if let (AnyParser::Codex(codex), Some(bytes)) = (&mut parser, &report_file) {
@@ -385,7 +390,7 @@ impl CliRunner {
             .as_ref()
             .map(|s| usage_totals(&s.usage, &route.model))
             .unwrap_or_default();
-        let _ = integrity::write_record(&dir.join("usage.json"), &usage);
+        let _ = integrity::write_stage_record(&dir.join("usage.json"), &usage);
         let session = summary
             .as_ref()
             .and_then(|s| s.session_id.clone())
@@ -523,7 +528,7 @@ impl CliRunner {
         if let Some(before) = &before {
             match self.snapshot(&state.work_tree, &check_env).await {
                 Ok(after) => {
-                    let _ = integrity::write_record(&dir.join("snapshot-after.json"), &after);
+                    let _ = integrity::write_stage_record(&dir.join("snapshot-after.json"), &after);
                     let changes = snapshot::diff(before, &after);
                     if !changes.is_empty() {
                         let names: Vec<String> = changes
@@ -584,7 +589,7 @@ impl CliRunner {
             Some(&dir.join("evidence.json")),
         ) {
             Ok(report) => {
-                let _ = integrity::write_record(&dir.join("report.json"), &report);
+                let _ = integrity::write_stage_record(&dir.join("report.json"), &report);
                 AttemptResult::Report(report)
             }
             Err(rejection) => rejection,
@@ -603,7 +608,7 @@ impl CliRunner {
             AttemptResult::Rejected { problems, .. } => problems.clone(),
             AttemptResult::Stopped { code, reason, .. } => vec![format!("{code}: {reason}")],
         };
-        let _ = integrity::write_record(
+        let _ = integrity::write_stage_record(
             &dir.join("validation.json"),
             &Validation {
                 accepted: matches!(out.result, AttemptResult::Report(_)),

@@ -29,7 +29,7 @@ use crate::role::Role;
 use crate::run::confine::{self, GitLink, WorktreeAccess};
 use crate::run::driver::{AttemptContext, AttemptOutcome, AttemptResult};
 use crate::run::integrity;
-use crate::run::state::{RunState, UsageTotals};
+use crate::run::state::{RunState, Usage};
 use crate::snapshot;
 use crate::store;
 
@@ -69,7 +69,7 @@ impl CliRunner {
         let started = Instant::now();
         let stopped = |code, reason: String| AttemptOutcome {
             session: None,
-            usage: UsageTotals::default(),
+            usage: Usage::default(),
             duration: Duration::ZERO,
             result: AttemptResult::Stopped {
                 code,
@@ -228,7 +228,7 @@ impl CliRunner {
                 dir,
                 AttemptOutcome {
                     session: None,
-                    usage: UsageTotals::default(),
+                    usage: Usage::default(),
                     duration: started.elapsed(),
                     result: AttemptResult::Stopped {
                         code: ctx.limits.timeout_code,

@@ -12,7 +12,7 @@ use crate::report::ledger::{LedgerMatch, check_against_ledger, ledger_match};
 use crate::report::{self, ReportKind};
 use crate::run::driver::AttemptResult;
 use crate::run::integrity;
-use crate::run::state::UsageTotals;
+use crate::run::state::Usage;
 use crate::supervise::LedgerEntry;
 
 /// What a stage directory's `validation.json` holds.
@@ -164,7 +164,7 @@ fn judge_report_and_evidence(
             .collect(),
     };
     if let Some(path) = evidence_out {
-        let _ = integrity::write_record(
+        let _ = integrity::write_stage_record(
             path,
             &json!({ "checks": findings, "command_events": records }),
         );
@@ -231,22 +231,18 @@ pub(super) fn command_records(events: &[NormalizedEvent]) -> Vec<CommandRecord> 
 
 /// The events' usage in the run's convention, with a cost from the provider or the dated
 /// price table (else unknown).
-pub(super) fn usage_totals(usage: &events::Usage, model: &str) -> UsageTotals {
-    let mut totals = UsageTotals {
-        input_tokens: usage.input_tokens,
-        cache_read_tokens: usage.cache_read_tokens,
-        cache_write_tokens: usage.cache_write_tokens,
-        output_tokens: usage.output_tokens,
-        reasoning_tokens: usage.reasoning_tokens,
+pub(super) fn usage_totals(usage: &events::Usage, model: &str) -> Usage {
+    let mut totals = Usage {
         cost_usd: None,
         cost_source: None,
+        ..*usage
     };
     if let Some(cost) = usage.cost_usd.filter(|c| *c > 0.0) {
         totals.cost_usd = Some(cost);
-        totals.cost_source = Some("provider".into());
+        totals.cost_source = Some(crate::events::CostSource::Provider);
     } else if let Some(cost) = crate::prices::estimate(model, &totals) {
         totals.cost_usd = Some(cost);
-        totals.cost_source = Some("price_table".into());
+        totals.cost_source = Some(crate::events::CostSource::PriceTable);
     }
     totals
 }

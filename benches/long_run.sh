@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Orchestrator overhead per stage on a long scripted run, and whether it stays flat.
+#
+# Drives the real release binary through a whole run with the scripted fake agent
+# (tests/fake_agent/fake_agent.py, the one tests/it/run_e2e.rs uses) on a plan of M milestones,
+# so the run has 3 + 3·M stages (requirements, planner, plan review, then builder, tester and
+# completion review per milestone). Per stage, from the run's own records:
+#   in-runner overhead = attempt finished_at − started_at − the agent's run_ms (its receipt):
+#                        launch preparation (prompt, launch files, room, snapshot) + post-exit
+#                        work (receipt, events, report checks, replays, usage)
+#   between stages     = next attempt's started_at − this attempt's finished_at (judging,
+#                        checkpoint, flow, next prompt)
+# and compares the median of the first tenth of the stages with the last tenth's.
+#
+# Usage: benches/long_run.sh [MILESTONES]   (default 333 → 1002 stages)
+# Needs a release build (`cargo build --release`); prints a markdown table.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+repo=$PWD
+bin=${AUTOCODE_BIN:-target/release/autocode}
+[ -x "$bin" ] || cargo build --release --locked -q
+bin=$(realpath "$bin")
+milestones=${1:-333}
+root=$(mktemp -d)
+trap 'rm -rf "$root"' EXIT
+home=$root/home ws=$root/ws script=$root/script.json
+mkdir -p "$home/.config/autocode/providers" "$ws"
+
+python3 - "$milestones" "$script" <<'EOF'
+import json, sys
+m, path = int(sys.argv[1]), sys.argv[2]
+def check(i): return f"grep -qx m{i} m{i}.txt"
+script = {
+    "requirements": [[{"report": {
+        "summary": "One file per milestone.", "goals": ["each mN.txt says mN"],
+        "constraints": [], "open_questions": [],
+        "acceptance_criteria": [{"id": "AC1", "text": "every mN.txt says mN",
+                                 "covers": ["Write the files"]}]}}]],
+    "planner": [[{"report": {"summary": f"{m} milestones, one file each.", "milestones": [
+        {"id": f"M{i}", "title": f"m{i}", "description": "",
+         "acceptance_criteria": [{"id": f"AC{i}", "text": f"m{i}.txt says m{i}",
+                                  "check": check(i), "human_review": False,
+                                  "kind": "fail_to_pass"}]}
+        for i in range(1, m + 1)]}}]],
+    "plan_reviewer": [[{"report": {"verdict": "approve", "summary": "Sound.", "concerns": [],
+                                   "uncovered": []}}]],
+    "builder": [[{"run": f"printf 'm{i}\\n' > m{i}.txt"}, {"run": check(i)},
+                 {"report": {"status": "done", "summary": f"Wrote m{i}.txt.",
+                             "files_changed": [f"m{i}.txt"],
+                             "checks": [{"command": check(i), "exit_code": 0,
+                                         "evidence_ref": "{{last_event}}"}],
+                             "blockers": []}}] for i in range(1, m + 1)],
+    "tester": [[{"run": check(i)},
+                {"report": {"milestone_id": f"M{i}", "summary": "Holds.",
+                            "criteria": [{"criterion_id": f"AC{i}", "verdict": "PASS",
+                                          "notes": "",
+                                          "checks": [{"command": check(i), "exit_code": 0,
+                                                      "evidence_ref": "{{last_event}}"}]}]}}]
+               for i in range(1, m + 1)],
+    "completion_reviewer": [[{"report": {"decision": "COMPLETE" if i == m else "CONTINUE",
+                                         "summary": "ok", "findings": [], "uncovered": []}}]
+                            for i in range(1, m + 1)],
+}
+json.dump(script, open(path, "w"))
+EOF
+
+cat >"$home/.config/autocode/providers/fake.toml" <<EOF
+name = "fake"
+command = ["python3", "$repo/tests/fake_agent/fake_agent.py", "--script", "$script", "--role", "{role}", "--workspace", "{workspace}", "--model", "{model}"]
+resume = ["--session", "{session}"]
+prompt = "stdin"
+output = "opencode_events"
+
+[roles]
+glm = { model = "alpha-large" }
+requirements = { model = "alpha-large" }
+plan_reviewer = { model = "beta-large" }
+terra = { model = "alpha-large" }
+sol = { model = "beta-large" }
+completion = { model = "beta-large" }
+astra = { model = "alpha-large" }
+
+[confine]
+writable = ["$script.state/"]
+EOF
+
+ac() {
+  env -i PATH="$PATH" HOME="$home" XDG_CONFIG_HOME="$home/.config" \
+    XDG_DATA_HOME="$home/.local/share" XDG_CACHE_HOME="$home/.cache" \
+    XDG_STATE_HOME="$home/.local/state" LANG=C.UTF-8 GIT_CONFIG_NOSYSTEM=1 \
+    "$bin" "$@" </dev/null
+}
+git -C "$ws" init -q
+echo seed >"$ws/README.md"
+git -C "$ws" add -A
+git -C "$ws" -c user.name=b -c user.email=b@b commit -qm seed
+
+start=$(date +%s.%N)
+ac run "Write the files" --workspace "$ws" --provider fake --yes --json >"$root/run.json" 2>"$root/run.err" || {
+  echo "the run did not complete:" >&2
+  tail -20 "$root/run.err" >&2
+  cat "$root/run.json" >&2
+  exit 1
+}
+end=$(date +%s.%N)
+ac status --workspace "$ws" --json >"$root/status.json"
+run_dir=$(ls -d "$ws"/.autocode/runs/*)
+
+python3 - "$root/status.json" "$run_dir" "$start" "$end" <<'EOF'
+import json, os, statistics, sys
+from datetime import datetime
+state = json.load(open(sys.argv[1]))
+run_dir = sys.argv[2]
+wall = float(sys.argv[4]) - float(sys.argv[3])
+def t(s): return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+rows = []
+attempts = state["attempts"]
+for i, a in enumerate(attempts):
+    receipt = json.load(open(os.path.join(run_dir, "stages", a["dir"], "supervision.json")))
+    run_ms = receipt["run_ms"]
+    in_runner = (t(a["finished_at"]) - t(a["started_at"])) * 1000 - run_ms
+    between = (t(attempts[i + 1]["started_at"]) - t(a["finished_at"])) * 1000 if i + 1 < len(attempts) else None
+    rows.append((a["role"], run_ms, in_runner, between))
+n = len(rows)
+tenth = max(1, n // 10)
+def med(xs): return statistics.median(xs) if xs else float("nan")
+def part(sel):
+    total = [r[2] + r[3] for r in sel if r[3] is not None]
+    return (med([r[1] for r in sel]), med([r[2] for r in sel]),
+            med([r[3] for r in sel if r[3] is not None]), med(total))
+first, last, whole = part(rows[:tenth]), part(rows[-tenth - 1:-1]), part(rows)
+print(f"{n} stages, {state['phase']['phase']}, {wall:.0f} s wall; attempts.jsonl "
+      f"{os.path.getsize(os.path.join(run_dir, 'attempts.jsonl'))/1e6:.2f} MB, run.json "
+      f"{os.path.getsize(os.path.join(run_dir, 'run.json'))/1e3:.1f} kB\n")
+print("| stages | agent run ms | in-runner overhead ms | between stages ms | overhead per stage ms |")
+print("|---|---|---|---|---|")
+for name, p in (("first tenth", first), ("last tenth", last), ("all", whole)):
+    print(f"| {name} | {p[0]:.1f} | {p[1]:.1f} | {p[2]:.1f} | {p[3]:.1f} |")
+print(f"\nlast tenth / first tenth (overhead per stage, medians): {last[3] / first[3]:.2f}")
+EOF

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# `autocode status` on synthetic long runs: wall time (median of 11) and peak RSS, human and
+# --json, at 1,000 and 10,000 stages. The runs are written by benches/run_state.rs with
+# autocode's own types and key (their tags verify), which also prints what one checkpoint
+# costs at that length.
+# Usage: benches/status.sh [STAGES ...]   (default: 1000 10000)
+# RUN_STATE_BIN=path runs an already built generator instead of `cargo bench --bench run_state`.
+# Needs a release build (`cargo build --release`); prints a markdown table.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bin=${AUTOCODE_BIN:-target/release/autocode}
+[ -x "$bin" ] || cargo build --release --locked -q
+root=$(mktemp -d)
+trap 'rm -rf "$root"' EXIT
+export HOME=$root/home XDG_STATE_HOME=$root/home/.local/state
+mkdir -p "$HOME"
+
+commits=()
+for stages in "${@:-1000 10000}"; do
+  for n in $stages; do
+    ws=$root/ws-$n
+    mkdir -p "$ws"
+    if [ -n "${RUN_STATE_BIN:-}" ]; then
+      commits+=("$("$RUN_STATE_BIN" "$ws" "$n" | tail -1)")
+    else
+      commits+=("$(cargo bench -q --bench run_state -- "$ws" "$n" 2>/dev/null | tail -1)")
+    fi
+  done
+done
+
+python3 - "$bin" "$root" <<'PY'
+import os, statistics, subprocess, sys, time
+bin, root = sys.argv[1], sys.argv[2]
+print("| stages | output | median wall ms | peak RSS MiB | stdout bytes |")
+print("|---|---|---|---|---|")
+runs = sorted((int(os.listdir(f"{root}/{d}/.autocode/runs")[0].split("-")[1]), f"{root}/{d}")
+              for d in os.listdir(root) if d.startswith("ws-"))
+for n, ws in runs:
+    for mode, flag in (("human", []), ("json", ["--json"])):
+        walls, rss = [], []
+        for _ in range(11):
+            with open(f"{root}/out", "wb") as out:
+                started = time.perf_counter()
+                child = subprocess.Popen([bin, "status", "--workspace", ws, *flag], stdout=out,
+                                         stderr=subprocess.DEVNULL)
+                _, status, usage = os.wait4(child.pid, 0)
+                walls.append((time.perf_counter() - started) * 1000)
+                rss.append(usage.ru_maxrss / 1024)
+                child.returncode = os.waitstatus_to_exitcode(status)
+        print(f"| {n} | {mode} | {statistics.median(walls):.1f} | {statistics.median(rss):.1f} "
+              f"| {os.path.getsize(root + '/out')} |")
+PY
+echo
+printf '%s\n' "${commits[@]}"
