@@ -20,6 +20,7 @@ pub mod conformance;
 pub mod demo;
 pub mod error;
 pub mod events;
+pub mod gittree;
 pub mod ids;
 pub mod pause;
 pub mod prices;

@@ -6,6 +6,13 @@
 //! inode) lets an unchanged large tree be snapshotted again without reading it. A file whose
 //! mtime is too close to the moment it was hashed is not trusted from the cache (the "racy git"
 //! problem: a write in the same timestamp tick would be invisible).
+//!
+//! A [`Snapshotter`] is what the run uses (issue 13): in a git work tree a snapshot is the id of
+//! the tree `git add -A` + `git write-tree` make of it with a private index in autocode's own git
+//! directory (`crate::gittree`; the same files as above, at the cost of a warm `git status`),
+//! and two snapshots are compared with `git diff-tree`. Outside git it falls back to the file
+//! walk and hashes above. Either way what a stage stores is a [`SnapshotRecord`]: a digest and
+//! the list of changes, never every file's hash.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
@@ -18,9 +25,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::gittree::{EntryChange, GitStore, TreeId};
 use crate::supervise::{self, Exit, LaunchSpec, StdinSource, StdioMode};
 
 pub const SNAPSHOT_FORMAT: u32 = 1;
+/// The format of a stored [`SnapshotRecord`].
+pub const RECORD_FORMAT: u32 = 2;
 
 /// Directories never part of a snapshot.
 const EXCLUDED_DIRS: [&str; 2] = [".autocode", ".git"];
@@ -29,6 +39,8 @@ const EXCLUDED_DIRS: [&str; 2] = [".autocode", ".git"];
 pub enum SnapshotError {
     #[error("cannot list the files of {root}: {reason}")]
     Listing { root: PathBuf, reason: String },
+    #[error(transparent)]
+    Git(#[from] crate::gittree::GitTreeError),
     #[error("cannot read {path}: {source}")]
     Read {
         path: PathBuf,
@@ -304,6 +316,136 @@ pub fn diff(before: &Snapshot, after: &Snapshot) -> Vec<Change> {
             })
         })
         .collect()
+}
+
+/// A snapshot as the run takes it: a git tree id, or (outside git) every file's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Taken {
+    Tree(TreeId),
+    Files(Snapshot),
+}
+
+impl Taken {
+    /// A digest of what was seen: the tree id, or the sha256 of the compact file map.
+    pub fn digest(&self) -> String {
+        match self {
+            Taken::Tree(tree) => tree.to_string(),
+            Taken::Files(snapshot) => {
+                let bytes = serde_json::to_vec(&snapshot.files).unwrap_or_default();
+                let mut hasher = Sha256::new();
+                hasher.update(&bytes);
+                hasher
+                    .finalize()
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect()
+            }
+        }
+    }
+
+    /// What a stage stores: the digest, and the changes when they are known.
+    pub fn record<'a>(&self, changes: Option<&'a [Change]>) -> SnapshotRecord<'a> {
+        SnapshotRecord {
+            format_version: RECORD_FORMAT,
+            kind: match self {
+                Taken::Tree(_) => SnapshotKind::GitTree,
+                Taken::Files(_) => SnapshotKind::FileHashes,
+            },
+            digest: self.digest(),
+            changes,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotKind {
+    /// A git tree id (`git write-tree` of a private index).
+    GitTree,
+    /// The sha256 of every file's state (a workspace outside git).
+    FileHashes,
+}
+
+/// `snapshot-before.json` / `snapshot-after.json`: small whatever the tree's size.
+#[derive(Debug, Clone, Serialize)]
+pub struct SnapshotRecord<'a> {
+    pub format_version: u32,
+    pub kind: SnapshotKind,
+    pub digest: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changes: Option<&'a [Change]>,
+}
+
+/// Takes and compares snapshots of one work tree, keeping its stat cache between them.
+#[derive(Debug)]
+pub struct Snapshotter {
+    root: PathBuf,
+    store: Option<GitStore>,
+    index: PathBuf,
+    cache: StatCache,
+    env: BTreeMap<String, String>,
+}
+
+impl Snapshotter {
+    /// `git_dir`: autocode's private git directory for the run; `index`: the private index of
+    /// this work tree (kept between snapshots: it is the stat cache). A work tree that is not
+    /// the top of a git work tree is snapshotted file by file.
+    pub async fn open(
+        root: &Path,
+        git_dir: &Path,
+        index: &Path,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Snapshotter, SnapshotError> {
+        let store = GitStore::open(git_dir, root, env).await?;
+        Ok(Snapshotter {
+            root: root.to_owned(),
+            store,
+            index: index.to_owned(),
+            cache: StatCache::default(),
+            env: env.clone(),
+        })
+    }
+
+    /// The git store, when the work tree is in git.
+    pub fn store(&self) -> Option<&GitStore> {
+        self.store.as_ref()
+    }
+
+    pub async fn take(&mut self) -> Result<Taken, SnapshotError> {
+        match &self.store {
+            Some(store) => Ok(Taken::Tree(
+                store.write_tree(&self.root, &self.index).await?,
+            )),
+            None => {
+                let files = list_files(&self.root, &self.env).await?;
+                Ok(Taken::Files(take(&self.root, &files, &mut self.cache)?))
+            }
+        }
+    }
+
+    /// The changes from `before` to `after`, in path order.
+    pub async fn diff(&self, before: &Taken, after: &Taken) -> Result<Vec<Change>, SnapshotError> {
+        match (before, after, &self.store) {
+            (Taken::Tree(old), Taken::Tree(new), Some(store)) => Ok(store
+                .diff(old, new)
+                .await?
+                .into_iter()
+                .map(|(path, change)| Change {
+                    path,
+                    kind: match change {
+                        EntryChange::Added => ChangeKind::Added,
+                        EntryChange::Removed => ChangeKind::Removed,
+                        EntryChange::Modified => ChangeKind::Modified,
+                    },
+                })
+                .collect()),
+            (Taken::Files(old), Taken::Files(new), _) => Ok(diff(old, new)),
+            _ => Err(SnapshotError::Listing {
+                root: self.root.clone(),
+                reason: "the two snapshots were not taken the same way".into(),
+            }),
+        }
+    }
 }
 
 #[cfg(test)]
