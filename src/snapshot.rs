@@ -533,4 +533,94 @@ mod tests {
         let third = take_at(root, &files, &mut cache, later + 10_000_000_000).unwrap();
         assert_eq!(diff(&first, &third).len(), 1);
     }
+
+    fn env() -> BTreeMap<String, String> {
+        ["PATH", "HOME"]
+            .into_iter()
+            .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_owned(), v)))
+            .collect()
+    }
+
+    /// The same changes are seen in git (tree ids) and outside git (file hashes), and a mode
+    /// change or a symlink retarget is as visible as a content change.
+    #[tokio::test]
+    async fn a_mode_change_and_a_symlink_retarget_are_changes_in_and_out_of_git() {
+        use std::os::unix::fs::PermissionsExt;
+        for in_git in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let ws = dir.path().join("ws");
+            fs::create_dir_all(&ws).unwrap();
+            if in_git {
+                assert!(
+                    std::process::Command::new("git")
+                        .args(["init", "-q"])
+                        .arg(&ws)
+                        .status()
+                        .unwrap()
+                        .success()
+                );
+            }
+            fs::write(ws.join("run.sh"), "echo hi\n").unwrap();
+            fs::write(ws.join("a.txt"), "a").unwrap();
+            fs::write(ws.join("b.txt"), "b").unwrap();
+            std::os::unix::fs::symlink("a.txt", ws.join("link")).unwrap();
+            fs::create_dir_all(ws.join(".autocode")).unwrap();
+            let mut snapshotter = Snapshotter::open(
+                &ws,
+                &dir.path().join("git"),
+                &dir.path().join("wt.index"),
+                &env(),
+            )
+            .await
+            .unwrap();
+            assert_eq!(snapshotter.store().is_some(), in_git);
+            let before = snapshotter.take().await.unwrap();
+            let again = snapshotter.take().await.unwrap();
+            assert!(snapshotter.diff(&before, &again).await.unwrap().is_empty());
+            fs::set_permissions(ws.join("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+            fs::remove_file(ws.join("link")).unwrap();
+            std::os::unix::fs::symlink("b.txt", ws.join("link")).unwrap();
+            fs::write(ws.join(".autocode/state"), "not part of it").unwrap();
+            let after = snapshotter.take().await.unwrap();
+            let changes: Vec<(String, ChangeKind)> = snapshotter
+                .diff(&before, &after)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|c| (c.path, c.kind))
+                .collect();
+            assert_eq!(
+                changes,
+                [
+                    ("link".to_owned(), ChangeKind::Modified),
+                    ("run.sh".to_owned(), ChangeKind::Modified)
+                ],
+                "in git: {in_git}"
+            );
+            // A file replaced by a symlink, a new and a deleted file.
+            fs::remove_file(ws.join("a.txt")).unwrap();
+            std::os::unix::fs::symlink("b.txt", ws.join("a.txt")).unwrap();
+            fs::remove_file(ws.join("b.txt")).unwrap();
+            fs::write(ws.join("c.txt"), "c").unwrap();
+            let last = snapshotter.take().await.unwrap();
+            let changes: Vec<(String, ChangeKind)> = snapshotter
+                .diff(&after, &last)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|c| (c.path, c.kind))
+                .collect();
+            assert_eq!(
+                changes,
+                [
+                    ("a.txt".to_owned(), ChangeKind::Modified),
+                    ("b.txt".to_owned(), ChangeKind::Removed),
+                    ("c.txt".to_owned(), ChangeKind::Added)
+                ],
+                "in git: {in_git}"
+            );
+            let record = serde_json::to_vec(&last.record(Some(&[]))).unwrap();
+            assert!(record.len() < 300, "{}", String::from_utf8_lossy(&record));
+        }
+    }
 }

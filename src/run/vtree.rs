@@ -266,4 +266,102 @@ mod tests {
         assert!(!out.join("new.txt").exists() && !out.join("planted").is_symlink());
         remove_verification_trees(dir.path(), "nothing-here").unwrap();
     }
+
+    fn git_init(ws: &Path) {
+        fs::create_dir_all(ws).unwrap();
+        assert!(
+            std::process::Command::new("git")
+                .args(["init", "-q"])
+                .arg(ws)
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+
+    async fn checks_in(dir: &Path, commands: &[String]) -> Vec<bool> {
+        crate::run::replay::run_checks_in(
+            dir,
+            crate::run::replay::Restore::default(),
+            commands,
+            &env(),
+            std::time::Duration::from_secs(30),
+            crate::run::replay::ReplayConfinement::Unconfined,
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.passed())
+        .collect()
+    }
+
+    /// What an agent leaves behind — an ignored build artifact, an ignored cache, an untracked
+    /// note, an escaping link — reaches a replay in the verification tree exactly as it reached
+    /// the copy, and what a check writes is gone at the next replay.
+    #[tokio::test]
+    async fn a_replay_in_the_tree_sees_what_the_copy_saw_and_nothing_a_check_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        git_init(&ws);
+        fs::write(ws.join(".gitignore"), "target/\n__pycache__/\n").unwrap();
+        fs::write(ws.join("main.py"), "print(1)\n").unwrap();
+        fs::create_dir_all(ws.join("target")).unwrap();
+        fs::write(ws.join("target/artifact"), "built").unwrap();
+        fs::create_dir_all(ws.join("__pycache__")).unwrap();
+        fs::write(ws.join("__pycache__/main.pyc"), "cached").unwrap();
+        fs::write(ws.join("notes.txt"), "untracked, not ignored").unwrap();
+        let outside = dir.path().join("outside.txt");
+        fs::write(&outside, "x").unwrap();
+        std::os::unix::fs::symlink(&outside, ws.join("esc.txt")).unwrap();
+        let commands: Vec<String> = [
+            "test -e main.py",
+            "test -e target/artifact",
+            "test -e __pycache__/main.pyc",
+            "test -e notes.txt",
+            "test -e esc.txt",
+            "test -L esc.txt",
+        ]
+        .map(String::from)
+        .to_vec();
+        // Today's copy.
+        let copy = tempfile::tempdir().unwrap();
+        let copied = crate::run::replay::clean_copy(&ws, copy.path(), &env())
+            .await
+            .unwrap();
+        let in_copy = checks_in(copy.path(), &commands).await;
+        // The verification tree.
+        let store = GitStore::open(&dir.path().join("git"), &ws, &env())
+            .await
+            .unwrap()
+            .unwrap();
+        let tree = store
+            .write_tree(&ws, &dir.path().join("wt.index"))
+            .await
+            .unwrap();
+        let trees = VerifyTrees::new(&dir.path().join("verify"), store);
+        let report = trees.bring_to(TreeRole::Replay, &tree).await.unwrap();
+        let out = trees.dir(TreeRole::Replay);
+        let in_tree = checks_in(&out, &commands).await;
+        assert_eq!(in_tree, in_copy);
+        assert_eq!(in_tree, [true, false, false, true, false, false]);
+        assert_eq!(report.unclosed, copied.unclosed);
+        // A check writes a build output, a cache and a file in the tree, and deletes one.
+        let writes = [
+            "mkdir -p target __pycache__ && echo x > target/out && echo y > __pycache__/c.pyc && echo z > made.txt && rm main.py && chmod -w . "
+                .to_owned(),
+        ];
+        assert_eq!(checks_in(&out, &writes).await, [true]);
+        let report = trees.bring_to(TreeRole::Replay, &tree).await.unwrap();
+        assert_eq!(report.unclosed, copied.unclosed);
+        let after: Vec<String> = [
+            "test ! -e target",
+            "test ! -e __pycache__",
+            "test ! -e made.txt",
+            "test -e main.py",
+            "test -w .",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(checks_in(&out, &after).await, [true; 5]);
+    }
 }
