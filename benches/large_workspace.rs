@@ -101,9 +101,17 @@ async fn main() {
         None
     };
     println!("\n| measure | time | × warm git status |\n|---|---|---|");
-    line("git status --porcelain, warm (median of 5)", warm_status, warm_status);
+    line(
+        "git status --porcelain, warm (median of 5)",
+        warm_status,
+        warm_status,
+    );
     if let Some(cold_status) = cold_status {
-        line("git status --porcelain, cold (page cache dropped)", cold_status, warm_status);
+        line(
+            "git status --porcelain, cold (page cache dropped)",
+            cold_status,
+            warm_status,
+        );
     }
 
     // The snapshot: a tree id with a private index.
@@ -114,7 +122,11 @@ async fn main() {
         .expect("open");
     let (first, t_first) = timed(snapshotter.take()).await;
     let first = first.expect("snapshot");
-    line("snapshot, first of the run (seeds the private index)", t_first, warm_status);
+    line(
+        "snapshot, first of the run (seeds the private index)",
+        t_first,
+        warm_status,
+    );
     let mut warm = Vec::new();
     for _ in 0..5 {
         let (taken, t) = timed(snapshotter.take()).await;
@@ -125,7 +137,11 @@ async fn main() {
     line("snapshot, warm (median of 5)", warm_snapshot, warm_status);
     if cold && drop_caches() {
         let (_, t) = timed(snapshotter.take()).await;
-        line("snapshot, cold (page cache dropped, private index kept)", t, warm_status);
+        line(
+            "snapshot, cold (page cache dropped, private index kept)",
+            t,
+            warm_status,
+        );
     }
 
     // The old snapshot: every file hashed, a stat cache.
@@ -135,7 +151,11 @@ async fn main() {
         snapshot::take(&repo, &files, &mut cache).expect("take")
     })
     .await;
-    line("old snapshot (ls-files + sha256), first", t_old_first, warm_status);
+    line(
+        "old snapshot (ls-files + sha256), first",
+        t_old_first,
+        warm_status,
+    );
     let (_, t_old_warm) = timed(async {
         let files = snapshot::list_files(&repo, &env).await.expect("list");
         snapshot::take(&repo, &files, &mut cache).expect("take")
@@ -165,7 +185,11 @@ async fn main() {
     let (changes, t_diff) = timed(snapshotter.diff(&first, &second)).await;
     let changes = changes.expect("diff");
     assert_eq!(changes.len(), 1);
-    line("diff of the two snapshots (git diff-tree)", t_diff, warm_status);
+    line(
+        "diff of the two snapshots (git diff-tree)",
+        t_diff,
+        warm_status,
+    );
 
     // Verification trees.
     let (Taken::Tree(tree1), Taken::Tree(tree2)) = (&first, &second) else {
@@ -178,13 +202,21 @@ async fn main() {
     line("verification tree, first checkout", t, warm_status);
     let (r, t) = timed(trees.bring_to(TreeRole::Replay, tree2)).await;
     r.expect("bring");
-    line("verification tree to the tree after a one-file change", t, warm_status);
+    line(
+        "verification tree to the tree after a one-file change",
+        t,
+        warm_status,
+    );
     let dir = trees.dir(TreeRole::Replay);
     std::fs::create_dir_all(dir.join("build")).expect("mkdir");
     std::fs::write(dir.join("build/out.o"), b"x").expect("write");
     let (r, t) = timed(trees.bring_to(TreeRole::Replay, tree2)).await;
     r.expect("bring");
-    line("verification tree again, after a check wrote a file", t, warm_status);
+    line(
+        "verification tree again, after a check wrote a file",
+        t,
+        warm_status,
+    );
     if cold && drop_caches() {
         let (r, t) = timed(trees.bring_to(TreeRole::Replay, tree1)).await;
         r.expect("bring");
@@ -196,7 +228,9 @@ async fn main() {
     for _ in 0..2 {
         let copy = tempfile::tempdir().expect("copy");
         let start = Instant::now();
-        replay::clean_copy(&repo, copy.path(), &env).await.expect("copy");
+        replay::clean_copy(&repo, copy.path(), &env)
+            .await
+            .expect("copy");
         drop(copy);
         copies.push(start.elapsed().as_secs_f64());
     }
@@ -213,7 +247,10 @@ async fn main() {
     let old_pretty = serde_json::to_vec_pretty(&old).expect("json");
     println!("\n| stored | bytes |\n|---|---|");
     println!("| snapshot-before.json record | {} |", before.len());
-    println!("| snapshot-after.json record (one change) | {} |", after.len());
+    println!(
+        "| snapshot-after.json record (one change) | {} |",
+        after.len()
+    );
     println!(
         "| old snapshot file (pretty, each of two per stage) | {} |",
         old_pretty.len()
