@@ -446,6 +446,33 @@ impl GitStore {
         self.sync(tree, dir, index).await
     }
 
+    /// Puts `dir` back to what `index` holds (the tree it was last brought to), writing only
+    /// what differs: tracked files whose stat no longer matches the index are checked out again,
+    /// then every untracked or ignored file is removed. Cheaper than [`Self::checkout`] to the
+    /// same tree (no tree is read). On failure the caller checks the tree out again.
+    pub async fn restore(&self, dir: &Path, index: &Path) -> Result<(), GitTreeError> {
+        let changed = self
+            .git(
+                Some(dir),
+                Some(index),
+                &["diff-files", "--name-only", "-z"],
+                None,
+            )
+            .await?;
+        if changed.iter().any(|b| *b != 0) {
+            self.git(
+                Some(dir),
+                Some(index),
+                &["checkout-index", "-f", "-u", "-z", "--stdin"],
+                Some(changed),
+            )
+            .await?;
+        }
+        self.git(Some(dir), Some(index), &["clean", "-ffdxq"], None)
+            .await?;
+        Ok(())
+    }
+
     async fn sync(&self, tree: &TreeId, dir: &Path, index: &Path) -> Result<(), GitTreeError> {
         self.git(
             Some(dir),
