@@ -4,7 +4,8 @@
 # Generates FILES small Python files in 1,000 directories (committed), plus an ignored build
 # directory, once per FILES in ${LARGE_WS_DIR:-/tmp/autocode-large-ws}; then runs the
 # `large_workspace` bench (benches/large_workspace.rs) on it. As root the page cache is dropped
-# for the cold measures (LARGE_WS_COLD=0 to skip). Prints markdown tables.
+# for the cold measures (LARGE_WS_COLD=0 to skip); LARGE_WS_OLD_COPY=1 also times the old copy
+# (minutes at 100k files). Prints markdown tables.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 files=${1:-100000}
