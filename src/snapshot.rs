@@ -6,6 +6,13 @@
 //! inode) lets an unchanged large tree be snapshotted again without reading it. A file whose
 //! mtime is too close to the moment it was hashed is not trusted from the cache (the "racy git"
 //! problem: a write in the same timestamp tick would be invisible).
+//!
+//! A [`Snapshotter`] is what the run uses (issue 13): in a git work tree a snapshot is the id of
+//! the tree `git add -A` + `git write-tree` make of it with a private index in autocode's own git
+//! directory (`crate::gittree`; the same files as above, at the cost of a warm `git status`),
+//! and two snapshots are compared with `git diff-tree`. Outside git it falls back to the file
+//! walk and hashes above. Either way what a stage stores is a [`SnapshotRecord`]: a digest and
+//! the list of changes, never every file's hash.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
@@ -18,9 +25,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::gittree::{EntryChange, GitStore, TreeId};
 use crate::supervise::{self, Exit, LaunchSpec, StdinSource, StdioMode};
 
 pub const SNAPSHOT_FORMAT: u32 = 1;
+/// The format of a stored [`SnapshotRecord`].
+pub const RECORD_FORMAT: u32 = 2;
 
 /// Directories never part of a snapshot.
 const EXCLUDED_DIRS: [&str; 2] = [".autocode", ".git"];
@@ -29,6 +39,8 @@ const EXCLUDED_DIRS: [&str; 2] = [".autocode", ".git"];
 pub enum SnapshotError {
     #[error("cannot list the files of {root}: {reason}")]
     Listing { root: PathBuf, reason: String },
+    #[error(transparent)]
+    Git(#[from] crate::gittree::GitTreeError),
     #[error("cannot read {path}: {source}")]
     Read {
         path: PathBuf,
@@ -308,6 +320,136 @@ pub fn diff(before: &Snapshot, after: &Snapshot) -> Vec<Change> {
         .collect()
 }
 
+/// A snapshot as the run takes it: a git tree id, or (outside git) every file's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Taken {
+    Tree(TreeId),
+    Files(Snapshot),
+}
+
+impl Taken {
+    /// A digest of what was seen: the tree id, or the sha256 of the compact file map.
+    pub fn digest(&self) -> String {
+        match self {
+            Taken::Tree(tree) => tree.to_string(),
+            Taken::Files(snapshot) => {
+                let bytes = serde_json::to_vec(&snapshot.files).unwrap_or_default();
+                let mut hasher = Sha256::new();
+                hasher.update(&bytes);
+                hasher
+                    .finalize()
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect()
+            }
+        }
+    }
+
+    /// What a stage stores: the digest, and the changes when they are known.
+    pub fn record<'a>(&self, changes: Option<&'a [Change]>) -> SnapshotRecord<'a> {
+        SnapshotRecord {
+            format_version: RECORD_FORMAT,
+            kind: match self {
+                Taken::Tree(_) => SnapshotKind::GitTree,
+                Taken::Files(_) => SnapshotKind::FileHashes,
+            },
+            digest: self.digest(),
+            changes,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotKind {
+    /// A git tree id (`git write-tree` of a private index).
+    GitTree,
+    /// The sha256 of every file's state (a workspace outside git).
+    FileHashes,
+}
+
+/// `snapshot-before.json` / `snapshot-after.json`: small whatever the tree's size.
+#[derive(Debug, Clone, Serialize)]
+pub struct SnapshotRecord<'a> {
+    pub format_version: u32,
+    pub kind: SnapshotKind,
+    pub digest: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changes: Option<&'a [Change]>,
+}
+
+/// Takes and compares snapshots of one work tree, keeping its stat cache between them.
+#[derive(Debug)]
+pub struct Snapshotter {
+    root: PathBuf,
+    store: Option<GitStore>,
+    index: PathBuf,
+    cache: StatCache,
+    env: BTreeMap<String, String>,
+}
+
+impl Snapshotter {
+    /// `git_dir`: autocode's private git directory for the run; `index`: the private index of
+    /// this work tree (kept between snapshots: it is the stat cache). A work tree that is not
+    /// the top of a git work tree is snapshotted file by file.
+    pub async fn open(
+        root: &Path,
+        git_dir: &Path,
+        index: &Path,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Snapshotter, SnapshotError> {
+        let store = GitStore::open(git_dir, root, env).await?;
+        Ok(Snapshotter {
+            root: root.to_owned(),
+            store,
+            index: index.to_owned(),
+            cache: StatCache::default(),
+            env: env.clone(),
+        })
+    }
+
+    /// The git store, when the work tree is in git.
+    pub fn store(&self) -> Option<&GitStore> {
+        self.store.as_ref()
+    }
+
+    pub async fn take(&mut self) -> Result<Taken, SnapshotError> {
+        match &self.store {
+            Some(store) => Ok(Taken::Tree(
+                store.write_tree(&self.root, &self.index).await?,
+            )),
+            None => {
+                let files = list_files(&self.root, &self.env).await?;
+                Ok(Taken::Files(take(&self.root, &files, &mut self.cache)?))
+            }
+        }
+    }
+
+    /// The changes from `before` to `after`, in path order.
+    pub async fn diff(&self, before: &Taken, after: &Taken) -> Result<Vec<Change>, SnapshotError> {
+        match (before, after, &self.store) {
+            (Taken::Tree(old), Taken::Tree(new), Some(store)) => Ok(store
+                .diff(old, new)
+                .await?
+                .into_iter()
+                .map(|(path, change)| Change {
+                    path,
+                    kind: match change {
+                        EntryChange::Added => ChangeKind::Added,
+                        EntryChange::Removed => ChangeKind::Removed,
+                        EntryChange::Modified => ChangeKind::Modified,
+                    },
+                })
+                .collect()),
+            (Taken::Files(old), Taken::Files(new), _) => Ok(diff(old, new)),
+            _ => Err(SnapshotError::Listing {
+                root: self.root.clone(),
+                reason: "the two snapshots were not taken the same way".into(),
+            }),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -392,5 +534,95 @@ mod tests {
             .unwrap();
         let third = take_at(root, &files, &mut cache, later + 10_000_000_000).unwrap();
         assert_eq!(diff(&first, &third).len(), 1);
+    }
+
+    fn env() -> BTreeMap<String, String> {
+        ["PATH", "HOME"]
+            .into_iter()
+            .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_owned(), v)))
+            .collect()
+    }
+
+    /// The same changes are seen in git (tree ids) and outside git (file hashes), and a mode
+    /// change or a symlink retarget is as visible as a content change.
+    #[tokio::test]
+    async fn a_mode_change_and_a_symlink_retarget_are_changes_in_and_out_of_git() {
+        use std::os::unix::fs::PermissionsExt;
+        for in_git in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let ws = dir.path().join("ws");
+            fs::create_dir_all(&ws).unwrap();
+            if in_git {
+                assert!(
+                    std::process::Command::new("git")
+                        .args(["init", "-q"])
+                        .arg(&ws)
+                        .status()
+                        .unwrap()
+                        .success()
+                );
+            }
+            fs::write(ws.join("run.sh"), "echo hi\n").unwrap();
+            fs::write(ws.join("a.txt"), "a").unwrap();
+            fs::write(ws.join("b.txt"), "b").unwrap();
+            std::os::unix::fs::symlink("a.txt", ws.join("link")).unwrap();
+            fs::create_dir_all(ws.join(".autocode")).unwrap();
+            let mut snapshotter = Snapshotter::open(
+                &ws,
+                &dir.path().join("git"),
+                &dir.path().join("wt.index"),
+                &env(),
+            )
+            .await
+            .unwrap();
+            assert_eq!(snapshotter.store().is_some(), in_git);
+            let before = snapshotter.take().await.unwrap();
+            let again = snapshotter.take().await.unwrap();
+            assert!(snapshotter.diff(&before, &again).await.unwrap().is_empty());
+            fs::set_permissions(ws.join("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+            fs::remove_file(ws.join("link")).unwrap();
+            std::os::unix::fs::symlink("b.txt", ws.join("link")).unwrap();
+            fs::write(ws.join(".autocode/state"), "not part of it").unwrap();
+            let after = snapshotter.take().await.unwrap();
+            let changes: Vec<(String, ChangeKind)> = snapshotter
+                .diff(&before, &after)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|c| (c.path, c.kind))
+                .collect();
+            assert_eq!(
+                changes,
+                [
+                    ("link".to_owned(), ChangeKind::Modified),
+                    ("run.sh".to_owned(), ChangeKind::Modified)
+                ],
+                "in git: {in_git}"
+            );
+            // A file replaced by a symlink, a new and a deleted file.
+            fs::remove_file(ws.join("a.txt")).unwrap();
+            std::os::unix::fs::symlink("b.txt", ws.join("a.txt")).unwrap();
+            fs::remove_file(ws.join("b.txt")).unwrap();
+            fs::write(ws.join("c.txt"), "c").unwrap();
+            let last = snapshotter.take().await.unwrap();
+            let changes: Vec<(String, ChangeKind)> = snapshotter
+                .diff(&after, &last)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|c| (c.path, c.kind))
+                .collect();
+            assert_eq!(
+                changes,
+                [
+                    ("a.txt".to_owned(), ChangeKind::Modified),
+                    ("b.txt".to_owned(), ChangeKind::Removed),
+                    ("c.txt".to_owned(), ChangeKind::Added)
+                ],
+                "in git: {in_git}"
+            );
+            let record = serde_json::to_vec(&last.record(Some(&[]))).unwrap();
+            assert!(record.len() < 300, "{}", String::from_utf8_lossy(&record));
+        }
     }
 }

@@ -383,8 +383,7 @@ pub fn demo(
             unconfined,
             ..StartOptions::default()
         };
-        let mut ui =
-            TerminalUi::with_progress(super::progress::Progress::detect(false, json_out));
+        let mut ui = TerminalUi::with_progress(super::progress::Progress::detect(false, json_out));
         let result = api::start(&ctx.registry, &env, opts, &mut ui).await;
         server.shutdown().await;
         result.map_err(|e| match e {

@@ -23,8 +23,7 @@ use super::isolation::{self, IsolationError, LockError, Placement};
 use super::preflight;
 use super::runner::CliRunner;
 use super::state::{
-    AttemptStatus, Budgets, BuilderRetryPolicy, Isolation, PauseRecord, Phase, RunState,
-    Usage,
+    AttemptStatus, Budgets, BuilderRetryPolicy, Isolation, PauseRecord, Phase, RunState, Usage,
 };
 use super::workspace;
 use crate::ids::RunId;

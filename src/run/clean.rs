@@ -1,5 +1,5 @@
 //! What `autocode clean` may remove, and removing it: a run's worktree, its branch
-//! `autocode/<run-id>` and its verification tree `.autocode/verify/<run-id>`. A branch with
+//! `autocode/<run-id>` and its verification trees (`run::vtree`, outside the workspace). A branch with
 //! commits the user's current branch does not have, or a worktree with uncommitted changes, is
 //! the run's result: it is removed only with `--force` ([`CleanPlan::blockers`]).
 
@@ -69,12 +69,10 @@ impl CleanPlan {
     }
 }
 
-/// `<workspace>/.autocode/verify/<run-id>`.
+/// Where the run's verification trees live (`run::vtree::verification_root`, outside the
+/// workspace and every agent's room).
 pub fn verify_tree_path(workspace: &Path, run_id: &RunId) -> PathBuf {
-    workspace
-        .join(".autocode")
-        .join("verify")
-        .join(run_id.as_str())
+    super::vtree::verification_root(workspace, run_id.as_str())
 }
 
 /// What cleaning `state`'s run in `workspace` (canonical) would remove.
@@ -120,19 +118,13 @@ pub async fn execute(
     env: &BTreeMap<String, String>,
 ) -> Result<(), WorkspaceError> {
     if let Some(tree) = &plan.verify_tree {
-        // The verification tree may be a detached worktree or a plain copy.
-        let text = tree.to_string_lossy().into_owned();
-        if git(workspace, &["worktree", "remove", "--force", &text], env)
-            .await
-            .is_err()
-            && tree.exists()
-        {
-            std::fs::remove_dir_all(tree).map_err(|e| WorkspaceError::Git {
-                args: "(remove the verification tree)".into(),
+        super::vtree::remove_verification_trees(workspace, plan.run_id.as_str()).map_err(|e| {
+            WorkspaceError::Git {
+                args: "(remove the verification trees)".into(),
                 dir: tree.clone(),
                 detail: e.to_string(),
-            })?;
-        }
+            }
+        })?;
     }
     if plan.worktree.is_some() || plan.branch.is_some() {
         workspace::remove_worktree(workspace, &plan.run_id, env).await?;

@@ -8,7 +8,10 @@
 //! throwaway copy of the worktree, which is writable; every other role gets no worktree access.
 //! Everything else — HOME, the user's `.git`, `.autocode/` with the run directory — is read-only,
 //! and autocode's state-key directory is unreadable. A replay's room holds only its copy and a
-//! private temporary directory. Design and limits: `docs/run-lifecycle.md`, "The room".
+//! private temporary directory. In git the tester's copy and a replay's copy are verification
+//! trees (`super::vtree`) under `~/.cache/autocode/verify/`, outside the workspace: HOME is
+//! read-only in every room, so no stage can write them, and each room grants only its own tree.
+//! Design and limits: `docs/run-lifecycle.md`, "The room".
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -34,6 +34,7 @@ pub mod stage_runner;
 pub mod state;
 pub mod treediff;
 pub mod verify;
+pub mod vtree;
 pub mod workspace;
 
 use std::collections::BTreeMap;

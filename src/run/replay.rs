@@ -69,7 +69,7 @@ pub struct CopyReport {
 
 /// Where a symlink at `rel` (relative to the copy's root) pointing at `target` leads, if it stays
 /// inside the root (lexically: `..` may not climb above the root).
-fn stays_inside(rel: &str, target: &Path) -> bool {
+pub(crate) fn stays_inside(rel: &str, target: &Path) -> bool {
     if target.is_absolute() {
         return false;
     }
@@ -267,21 +267,40 @@ pub async fn replay_checks_restoring(
         .tempdir()
         .map_err(ReplayError::Copy)?;
     let report = clean_copy(work_tree, copy.path(), env).await?;
-    let unclosed: Vec<String> = report
-        .unclosed
+    refuse_unclosed(report.unclosed, tolerated)?;
+    run_checks_in(copy.path(), restored, commands, env, timeout, confinement).await
+}
+
+/// Refuses a tree that had to leave something out, unless that entry is in `tolerated`.
+pub fn refuse_unclosed(unclosed: Vec<String>, tolerated: &[String]) -> Result<(), ReplayError> {
+    let unclosed: Vec<String> = unclosed
         .into_iter()
         .filter(|u| !tolerated.contains(u))
         .collect();
-    if !unclosed.is_empty() {
-        return Err(ReplayError::NotClosed { paths: unclosed });
+    if unclosed.is_empty() {
+        Ok(())
+    } else {
+        Err(ReplayError::NotClosed { paths: unclosed })
     }
-    restore(copy.path(), &restored)?;
+}
+
+/// Runs `commands` one by one in `tree` (a clean copy or a verification tree, already closed),
+/// with `restored` files put back first.
+pub async fn run_checks_in(
+    tree: &Path,
+    restored: Restore<'_>,
+    commands: &[String],
+    env: &BTreeMap<String, String>,
+    timeout: Duration,
+    confinement: ReplayConfinement,
+) -> Result<Vec<Replayed>, ReplayError> {
+    restore(tree, &restored)?;
     let tmpdir = tempfile::Builder::new()
         .prefix("autocode-replay-tmp-")
         .tempdir()
         .map_err(ReplayError::Copy)?;
     let room = (confinement == ReplayConfinement::Room)
-        .then(|| confine::replay_room(copy.path(), tmpdir.path(), env));
+        .then(|| confine::replay_room(tree, tmpdir.path(), env));
     let mut env = env.clone();
     env.insert(
         "TMPDIR".into(),
@@ -298,7 +317,7 @@ pub async fn replay_checks_restoring(
                 .iter()
                 .map(|(k, v)| (OsString::from(k), OsString::from(v)))
                 .collect(),
-            cwd: copy.path().to_owned(),
+            cwd: tree.to_owned(),
             stdin: StdinSource::Null,
             stdio: StdioMode::Captured { limit: 1 << 20 },
             timeout: Some(timeout),

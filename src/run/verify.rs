@@ -139,9 +139,11 @@ impl Verification {
     }
 }
 
-/// `<run>/base/`: the work tree as it was before any stage ran.
+/// The work tree as it was before any stage ran: its verification tree (`super::vtree`), or
+/// `<run>/base/` (outside git, and runs of an older autocode).
 pub fn base_dir(state: &super::state::RunState) -> std::path::PathBuf {
-    state.run_dir().join("base")
+    let run_dir = state.run_dir();
+    super::vtree::base_record(&run_dir).map_or_else(|| run_dir.join("base"), |b| b.dir)
 }
 
 /// The text shown to a person, with its sha256.

@@ -206,10 +206,17 @@ fn clean_keeps_an_unmerged_result_unless_forced() {
         "{unnamed:?}"
     );
     assert!(tree.exists());
-    // A verification tree of the run goes with it.
-    let verify = ws.join(".autocode/verify").join(&id);
-    fs::create_dir_all(&verify).expect("verify tree");
-    fs::write(verify.join("f"), "x").expect("verify file");
+    // The run's verification trees (under the cache of its HOME, outside the workspace) go
+    // with it.
+    let verify_root = harness.home().join(".cache/autocode/verify");
+    let verify: Vec<_> = fs::read_dir(&verify_root)
+        .expect("verification trees")
+        .flatten()
+        .map(|workspace| workspace.path().join(&id))
+        .filter(|trees| trees.exists())
+        .collect();
+    assert_eq!(verify.len(), 1, "{verify:?}");
+    let verify = verify[0].clone();
     let forced = harness.autocode(&["clean", &id, "--force", "--workspace", &ws_text(&ws)]);
     assert_eq!(forced.code, Some(0), "{forced:?}");
     assert!(!tree.exists());

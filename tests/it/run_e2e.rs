@@ -831,16 +831,19 @@ fn run_happy_path_completes_with_every_role_once() {
         ]
     );
     // Every agent ran in the run's tree, and was handed that tree as its workspace; the
-    // tester ran in a throwaway copy of it instead.
+    // tester ran in a throwaway copy of it instead: its verification tree, outside the
+    // workspace and the run's tree (under HOME's cache, read-only in every room).
     for call in harness.calls() {
         if call["role"] == "tester" {
             assert_ne!(call["cwd"], tree.display().to_string(), "{call}");
             assert_eq!(call["workspace"], call["cwd"], "{call}");
             let copy = PathBuf::from(call["cwd"].as_str().expect("cwd"));
             assert!(
-                !copy.exists(),
-                "the tester's copy is removed after the stage"
+                copy.starts_with(harness.home().join(".cache/autocode/verify"))
+                    && copy.ends_with("tester"),
+                "{call}"
             );
+            assert!(!copy.starts_with(harness.workspace()) && !copy.starts_with(&tree));
             continue;
         }
         assert_eq!(call["cwd"], tree.display().to_string(), "{call}");

@@ -25,7 +25,6 @@ use crate::run::integrity;
 use crate::run::progress::StageProgress;
 use crate::run::replay;
 use crate::run::state::{RunState, Usage};
-use crate::snapshot::{self, Snapshot};
 use crate::store;
 use crate::supervise::{self, EndedBy, Exit, LaunchOptions, StdioMode};
 use crate::transport::{self, StageRequest, claude_auth};
@@ -39,7 +38,9 @@ const LOG_LIMIT: u64 = 256 << 20;
 pub(super) const REPORT_FILE: &str = "report.raw.json";
 
 /// The places a stage's room is made of, alive for the attempt (the temporary directory is
-/// removed when it ends; the tester's copy is made afresh for every tester attempt).
+/// removed when it ends). The tester's copy is made for every tester attempt: in git, its
+/// verification tree brought to the work tree's snapshot (`super::trees`); outside git, a
+/// fresh copy.
 pub(super) struct StagePlaces {
     pub(super) tmpdir: tempfile::TempDir,
     pub(super) outbox: std::path::PathBuf,
@@ -55,28 +56,31 @@ impl StagePlaces {
         ctx: &AttemptContext,
         check_env: &BTreeMap<String, String>,
         copy_root: &Path,
+        tester_tree: Option<std::path::PathBuf>,
     ) -> std::io::Result<Self> {
         let tmpdir = tempfile::Builder::new()
             .prefix("autocode-stage-")
             .tempdir()?;
         let outbox = ctx.stage_dir.join("outbox");
         std::fs::create_dir_all(&outbox)?;
-        let copy =
-            if confine::WorktreeAccess::for_role(ctx.plan.role) == confine::WorktreeAccess::Copy {
-                let copy = copy_root.join("tree");
-                match std::fs::remove_dir_all(&copy) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(e),
-                }
-                std::fs::create_dir_all(&copy)?;
-                replay::clean_copy(&state.work_tree, &copy, check_env)
-                    .await
-                    .map_err(std::io::Error::other)?;
-                Some(copy)
-            } else {
-                None
-            };
+        let copy = if tester_tree.is_some() {
+            tester_tree
+        } else if confine::WorktreeAccess::for_role(ctx.plan.role) == confine::WorktreeAccess::Copy
+        {
+            let copy = copy_root.join("tree");
+            match std::fs::remove_dir_all(&copy) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+            std::fs::create_dir_all(&copy)?;
+            replay::clean_copy(&state.work_tree, &copy, check_env)
+                .await
+                .map_err(std::io::Error::other)?;
+            Some(copy)
+        } else {
+            None
+        };
         Ok(Self {
             tmpdir,
             outbox,
@@ -148,15 +152,52 @@ impl CliRunner {
                 );
             }
         };
-        let places = match StagePlaces::prepare(state, ctx, &check_env, &copy_root).await {
-            Ok(places) => places,
-            Err(e) => {
-                return stopped(
-                    PauseCode::PausedProviderUncertain,
-                    format!("cannot prepare the stage's room: {e}"),
-                );
+        // Everything but the builder must leave the source as it found it.
+        let check_writes = ctx.plan.role != Role::Builder;
+        let before = if check_writes {
+            match self.snapshot(state, &check_env).await {
+                Ok(s) => {
+                    let _ = integrity::write_stage_record(
+                        &dir.join("snapshot-before.json"),
+                        &s.record(None),
+                    );
+                    Some(s)
+                }
+                Err(e) => {
+                    return stopped(
+                        PauseCode::PausedProviderUncertain,
+                        format!("cannot snapshot the workspace: {e}"),
+                    );
+                }
             }
+        } else {
+            None
         };
+        // The tester's copy: its verification tree brought to the snapshot just taken.
+        let tester_tree = match (&before, confine::WorktreeAccess::for_role(ctx.plan.role)) {
+            (Some(before), confine::WorktreeAccess::Copy) => {
+                match self.tester_tree(state, before, &check_env).await {
+                    Ok(tree) => tree,
+                    Err(e) => {
+                        return stopped(
+                            PauseCode::PausedProviderUncertain,
+                            format!("cannot prepare the tester's copy: {e}"),
+                        );
+                    }
+                }
+            }
+            _ => None,
+        };
+        let places =
+            match StagePlaces::prepare(state, ctx, &check_env, &copy_root, tester_tree).await {
+                Ok(places) => places,
+                Err(e) => {
+                    return stopped(
+                        PauseCode::PausedProviderUncertain,
+                        format!("cannot prepare the stage's room: {e}"),
+                    );
+                }
+            };
         let cwd = places.cwd(&state.work_tree);
         env.kept.insert(
             "TMPDIR".into(),
@@ -237,24 +278,6 @@ impl CliRunner {
                 "room": room_record,
             }),
         );
-        // Everything but the builder must leave the source as it found it.
-        let check_writes = ctx.plan.role != Role::Builder;
-        let before = if check_writes {
-            match self.snapshot(&state.work_tree, &check_env).await {
-                Ok(s) => {
-                    let _ = integrity::write_stage_record(&dir.join("snapshot-before.json"), &s);
-                    Some(s)
-                }
-                Err(e) => {
-                    return stopped(
-                        PauseCode::PausedProviderUncertain,
-                        format!("cannot snapshot the workspace: {e}"),
-                    );
-                }
-            }
-        } else {
-            None
-        };
         let limits: StageLimits = ctx.limits;
         let mut spec = plan.into_launch_spec(
             format!("stage {}", ctx.record.dir),
@@ -526,10 +549,23 @@ impl CliRunner {
         }
         // 5. The workspace: planners and judges must not have changed source.
         if let Some(before) = &before {
-            match self.snapshot(&state.work_tree, &check_env).await {
-                Ok(after) => {
-                    let _ = integrity::write_stage_record(&dir.join("snapshot-after.json"), &after);
-                    let changes = snapshot::diff(before, &after);
+            let compared = match self.snapshot(state, &check_env).await {
+                Ok(after) => match self.snapshotter(state, &check_env).await {
+                    Ok(snapshotter) => snapshotter
+                        .diff(before, &after)
+                        .await
+                        .map(|changes| (after, changes))
+                        .map_err(|e| e.to_string()),
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(e),
+            };
+            match compared {
+                Ok((after, changes)) => {
+                    let _ = integrity::write_stage_record(
+                        &dir.join("snapshot-after.json"),
+                        &after.record(Some(&changes)),
+                    );
                     if !changes.is_empty() {
                         let names: Vec<String> = changes
                             .iter()
@@ -617,18 +653,6 @@ impl CliRunner {
             },
         );
         out
-    }
-
-    pub(super) async fn snapshot(
-        &mut self,
-        work_tree: &Path,
-        env: &BTreeMap<String, String>,
-    ) -> Result<Snapshot, String> {
-        let files = snapshot::list_files(work_tree, env)
-            .await
-            .map_err(|e| e.to_string())?;
-        let cache = self.caches.entry(work_tree.to_owned()).or_default();
-        snapshot::take(work_tree, &files, cache).map_err(|e| e.to_string())
     }
 }
 

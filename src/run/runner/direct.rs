@@ -30,7 +30,6 @@ use crate::run::confine::{self, GitLink, WorktreeAccess};
 use crate::run::driver::{AttemptContext, AttemptOutcome, AttemptResult};
 use crate::run::integrity;
 use crate::run::state::{RunState, Usage};
-use crate::snapshot;
 use crate::store;
 
 pub use pause::pause_for;
@@ -119,15 +118,52 @@ impl CliRunner {
                 );
             }
         };
-        let places = match StagePlaces::prepare(state, ctx, &check_env, &copy_root).await {
-            Ok(places) => places,
-            Err(e) => {
-                return stopped(
-                    PauseCode::PausedProviderUncertain,
-                    format!("cannot prepare the stage's room: {e}"),
-                );
+        // Everything but the builder must leave the source as it found it.
+        let check_writes = ctx.plan.role != Role::Builder;
+        let before = if check_writes {
+            match self.snapshot(state, &check_env).await {
+                Ok(s) => {
+                    let _ = integrity::write_stage_record(
+                        &dir.join("snapshot-before.json"),
+                        &s.record(None),
+                    );
+                    Some(s)
+                }
+                Err(e) => {
+                    return stopped(
+                        PauseCode::PausedProviderUncertain,
+                        format!("cannot snapshot the workspace: {e}"),
+                    );
+                }
             }
+        } else {
+            None
         };
+        // The tester's copy: its verification tree brought to the snapshot just taken.
+        let tester_tree = match (&before, confine::WorktreeAccess::for_role(ctx.plan.role)) {
+            (Some(before), confine::WorktreeAccess::Copy) => {
+                match self.tester_tree(state, before, &check_env).await {
+                    Ok(tree) => tree,
+                    Err(e) => {
+                        return stopped(
+                            PauseCode::PausedProviderUncertain,
+                            format!("cannot prepare the tester's copy: {e}"),
+                        );
+                    }
+                }
+            }
+            _ => None,
+        };
+        let places =
+            match StagePlaces::prepare(state, ctx, &check_env, &copy_root, tester_tree).await {
+                Ok(places) => places,
+                Err(e) => {
+                    return stopped(
+                        PauseCode::PausedProviderUncertain,
+                        format!("cannot prepare the stage's room: {e}"),
+                    );
+                }
+            };
         let cwd = places.cwd(&state.work_tree);
         let mut env = self.agent_env(Some(&provider));
         env.kept.insert(
@@ -176,23 +212,6 @@ impl CliRunner {
             }),
         );
         let git_link = GitLink::read(&state.work_tree);
-        let check_writes = ctx.plan.role != Role::Builder;
-        let before = if check_writes {
-            match self.snapshot(&state.work_tree, &check_env).await {
-                Ok(s) => {
-                    let _ = integrity::write_record(&dir.join("snapshot-before.json"), &s);
-                    Some(s)
-                }
-                Err(e) => {
-                    return stopped(
-                        PauseCode::PausedProviderUncertain,
-                        format!("cannot snapshot the workspace: {e}"),
-                    );
-                }
-            }
-        } else {
-            None
-        };
         let access = WorktreeAccess::for_role(ctx.plan.role);
         let input = StageInput {
             client,
@@ -295,10 +314,23 @@ impl CliRunner {
             StageEnd::Reported(report) => Ok(report),
         };
         if let Some(before) = &before {
-            match self.snapshot(&state.work_tree, &check_env).await {
-                Ok(after) => {
-                    let _ = integrity::write_record(&dir.join("snapshot-after.json"), &after);
-                    let changes = snapshot::diff(before, &after);
+            let compared = match self.snapshot(state, &check_env).await {
+                Ok(after) => match self.snapshotter(state, &check_env).await {
+                    Ok(snapshotter) => snapshotter
+                        .diff(before, &after)
+                        .await
+                        .map(|changes| (after, changes))
+                        .map_err(|e| e.to_string()),
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(e),
+            };
+            match compared {
+                Ok((after, changes)) => {
+                    let _ = integrity::write_stage_record(
+                        &dir.join("snapshot-after.json"),
+                        &after.record(Some(&changes)),
+                    );
                     if !changes.is_empty() {
                         let names: Vec<String> = changes
                             .iter()

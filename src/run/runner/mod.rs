@@ -14,6 +14,7 @@
 mod attempt;
 mod direct;
 mod judge;
+mod trees;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -34,7 +35,7 @@ use crate::ids::ProviderName;
 use crate::pause::PauseCode;
 use crate::provider::{OutputMode, ResolvedProvider, family_of};
 use crate::role::Role;
-use crate::snapshot::StatCache;
+use crate::snapshot::Snapshotter;
 use crate::supervise::{Exit, Receipt};
 use crate::transport::{BuiltinTransport, identity};
 
@@ -61,7 +62,8 @@ pub struct CliRunner {
     pub not_utf8_env: Vec<String>,
     /// The folder of the tester's throwaway copy, one for the runner's life (removed with it).
     tester_copies: Option<tempfile::TempDir>,
-    caches: BTreeMap<PathBuf, StatCache>,
+    /// One per work tree: its private index is the snapshots' stat cache.
+    snapshotters: BTreeMap<PathBuf, Snapshotter>,
     /// Where live progress goes (the command line's renderer), if anywhere.
     progress: Option<Arc<dyn ProgressSink>>,
 }
@@ -76,7 +78,7 @@ impl CliRunner {
             replay_timeout: Duration::from_secs(600),
             not_utf8_env: Vec::new(),
             tester_copies: None,
-            caches: BTreeMap::new(),
+            snapshotters: BTreeMap::new(),
             progress: None,
         }
     }
@@ -265,33 +267,23 @@ impl StageRunner for CliRunner {
                 unique.push(c.clone());
             }
         }
-        let base = super::verify::base_dir(state);
-        let (root, restore) = match tree {
-            ReplayTree::Final => (state.work_tree.clone(), replay::Restore::default()),
-            ReplayTree::Base => (base.clone(), replay::Restore::default()),
-            ReplayTree::FinalWithBaseFiles(files) => (
-                state.work_tree.clone(),
-                replay::Restore {
-                    from: Some(&base),
-                    files,
-                },
-            ),
+        let env = self.check_env();
+        let confinement = if state.unconfined {
+            replay::ReplayConfinement::Unconfined
+        } else {
+            replay::ReplayConfinement::Room
         };
-        let replayed = match replay::replay_checks_restoring(
-            &root,
-            restore,
-            &state.verification.base_unclosed,
-            &unique,
-            &self.check_env(),
-            self.replay_timeout,
-            if state.unconfined {
-                replay::ReplayConfinement::Unconfined
-            } else {
-                replay::ReplayConfinement::Room
-            },
-        )
-        .await
-        {
+        let in_tree = self
+            .replay_in_tree(state, tree, &unique, &env, self.replay_timeout, confinement)
+            .await;
+        let replayed = match in_tree {
+            Some(result) => result,
+            None => {
+                self.replay_in_copy(state, tree, &unique, &env, confinement)
+                    .await
+            }
+        };
+        let replayed = match replayed {
             // A copy that is not closed fails every check, naming the paths.
             Err(e @ replay::ReplayError::NotClosed { .. }) => {
                 return Ok(unique
@@ -336,8 +328,19 @@ impl StageRunner for CliRunner {
     }
 
     async fn save_base(&mut self, state: &RunState) -> Result<Vec<String>, PauseDecision> {
+        let env = self.check_env();
+        match self.save_base_tree(state, &env).await {
+            Ok(Some(unclosed)) => return Ok(unclosed),
+            Ok(None) => {}
+            Err(e) => {
+                return Err(PauseDecision::new(
+                    PauseCode::PausedProcessCleanup,
+                    format!("autocode could not save the base tree: {e}"),
+                ));
+            }
+        }
         let dest = super::verify::base_dir(state);
-        replay::save_tree(&state.work_tree, &dest, &self.check_env())
+        replay::save_tree(&state.work_tree, &dest, &env)
             .await
             .map(|report| report.unclosed)
             .map_err(|e| {

@@ -1,0 +1,273 @@
+//! Snapshots and verification trees on a large git workspace (issue 13), against `git status`
+//! and against the copies they replace. `harness = false`; run through
+//! `benches/large_workspace.sh`, which generates the repository (`cargo bench --bench
+//! large_workspace -- <repo>` on an existing one). Numbers go to docs/performance.md.
+//!
+//! With `LARGE_WS_COLD=1` (root only) the page cache is dropped before each cold measure; with
+//! `LARGE_WS_OLD_COPY=1` the copy replays used before issue 13 is timed too (minutes).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use autocode::run::replay;
+use autocode::run::vtree::{TreeRole, VerifyTrees};
+use autocode::snapshot::{self, Snapshotter, StatCache, Taken};
+
+fn env() -> BTreeMap<String, String> {
+    ["PATH", "HOME"]
+        .into_iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_owned(), v)))
+        .collect()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn drop_caches() -> bool {
+    let _ = Command::new("sync").status();
+    std::fs::write("/proc/sys/vm/drop_caches", "3").is_ok()
+}
+
+fn git_status(repo: &Path) -> f64 {
+    let start = Instant::now();
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "core.fsmonitor=false",
+            "status",
+            "--porcelain",
+        ])
+        .current_dir(repo)
+        .output()
+        .expect("git status");
+    assert!(out.status.success());
+    start.elapsed().as_secs_f64()
+}
+
+fn du(path: &Path) -> u64 {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    if meta.is_dir() {
+        std::fs::read_dir(path)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| du(&e.path()))
+            .sum()
+    } else {
+        meta.len()
+    }
+}
+
+fn line(what: &str, seconds: f64, status: f64) {
+    println!(
+        "| {what} | {:.3} s | {:.2}x |",
+        seconds,
+        seconds / status.max(1e-9)
+    );
+}
+
+async fn timed<T>(f: impl std::future::Future<Output = T>) -> (T, f64) {
+    let start = Instant::now();
+    let out = f.await;
+    (out, start.elapsed().as_secs_f64())
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let repo = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .expect("usage: large_workspace <git repository>");
+    let repo = Path::new(&repo).canonicalize().expect("repository");
+    let cold = std::env::var("LARGE_WS_COLD").as_deref() == Ok("1");
+    let env = env();
+    let scratch = tempfile::tempdir().expect("scratch");
+    let files = snapshot::list_files(&repo, &env).await.expect("list").len();
+    println!("repository: {} ({files} files)", repo.display());
+
+    // git status, warm (and cold).
+    git_status(&repo);
+    let warm_status = median((0..5).map(|_| git_status(&repo)).collect());
+    let cold_status = if cold && drop_caches() {
+        Some(git_status(&repo))
+    } else {
+        None
+    };
+    println!("\n| measure | time | × warm git status |\n|---|---|---|");
+    line(
+        "git status --porcelain, warm (median of 5)",
+        warm_status,
+        warm_status,
+    );
+    if let Some(cold_status) = cold_status {
+        line(
+            "git status --porcelain, cold (page cache dropped)",
+            cold_status,
+            warm_status,
+        );
+    }
+
+    // The snapshot: a tree id with a private index.
+    let git_dir = scratch.path().join("run/git");
+    let index = scratch.path().join("verify/worktree.index");
+    let mut snapshotter = Snapshotter::open(&repo, &git_dir, &index, &env)
+        .await
+        .expect("open");
+    let (first, t_first) = timed(snapshotter.take()).await;
+    let first = first.expect("snapshot");
+    line(
+        "snapshot, first of the run (seeds the private index)",
+        t_first,
+        warm_status,
+    );
+    let mut warm = Vec::new();
+    for _ in 0..5 {
+        let (taken, t) = timed(snapshotter.take()).await;
+        assert_eq!(taken.expect("snapshot"), first);
+        warm.push(t);
+    }
+    let warm_snapshot = median(warm);
+    line("snapshot, warm (median of 5)", warm_snapshot, warm_status);
+    if cold && drop_caches() {
+        let (_, t) = timed(snapshotter.take()).await;
+        line(
+            "snapshot, cold (page cache dropped, private index kept)",
+            t,
+            warm_status,
+        );
+    }
+
+    // The old snapshot: every file hashed, a stat cache.
+    let mut cache = StatCache::default();
+    let (old, t_old_first) = timed(async {
+        let files = snapshot::list_files(&repo, &env).await.expect("list");
+        snapshot::take(&repo, &files, &mut cache).expect("take")
+    })
+    .await;
+    line(
+        "old snapshot (ls-files + sha256), first",
+        t_old_first,
+        warm_status,
+    );
+    let (_, t_old_warm) = timed(async {
+        let files = snapshot::list_files(&repo, &env).await.expect("list");
+        snapshot::take(&repo, &files, &mut cache).expect("take")
+    })
+    .await;
+    line("old snapshot, warm stat cache", t_old_warm, warm_status);
+
+    // One file changes: the snapshot and the diff.
+    let changed = std::fs::read_dir(&repo)
+        .expect("read repo")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.is_dir() && !p.ends_with(".git"))
+        .and_then(|d| {
+            std::fs::read_dir(d)
+                .ok()?
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| p.is_file())
+        })
+        .expect("a file to change");
+    let original = std::fs::read(&changed).expect("read");
+    std::fs::write(&changed, b"changed by the bench\n").expect("write");
+    let (second, t_second) = timed(snapshotter.take()).await;
+    let second = second.expect("snapshot");
+    line("snapshot after a one-file change", t_second, warm_status);
+    let (changes, t_diff) = timed(snapshotter.diff(&first, &second)).await;
+    let changes = changes.expect("diff");
+    assert_eq!(changes.len(), 1);
+    line(
+        "diff of the two snapshots (git diff-tree)",
+        t_diff,
+        warm_status,
+    );
+
+    // Verification trees.
+    let (Taken::Tree(tree1), Taken::Tree(tree2)) = (&first, &second) else {
+        panic!("not a git repository");
+    };
+    let store = snapshotter.store().expect("git").clone();
+    let trees = VerifyTrees::new(&scratch.path().join("verify"), store);
+    let (r, t) = timed(trees.bring_to(TreeRole::Replay, tree1)).await;
+    r.expect("bring");
+    line("verification tree, first checkout", t, warm_status);
+    let (r, t) = timed(trees.bring_to(TreeRole::Replay, tree2)).await;
+    r.expect("bring");
+    line(
+        "verification tree to the tree after a one-file change",
+        t,
+        warm_status,
+    );
+    let dir = trees.dir(TreeRole::Replay);
+    std::fs::create_dir_all(dir.join("build")).expect("mkdir");
+    std::fs::write(dir.join("build/out.o"), b"x").expect("write");
+    let (r, t) = timed(trees.bring_to(TreeRole::Replay, tree2)).await;
+    r.expect("bring");
+    line(
+        "verification tree again, after a check wrote a file",
+        t,
+        warm_status,
+    );
+    if cold && drop_caches() {
+        let (r, t) = timed(trees.bring_to(TreeRole::Replay, tree1)).await;
+        r.expect("bring");
+        line("verification tree back, cold", t, warm_status);
+    }
+
+    // The old replay tree: a fresh copy, then its removal (minutes at 100k files: opt in).
+    if std::env::var("LARGE_WS_OLD_COPY").as_deref() == Ok("1") {
+        let mut copies = Vec::new();
+        for _ in 0..2 {
+            let copy = tempfile::tempdir().expect("copy");
+            let start = Instant::now();
+            replay::clean_copy(&repo, copy.path(), &env)
+                .await
+                .expect("copy");
+            drop(copy);
+            copies.push(start.elapsed().as_secs_f64());
+        }
+        line(
+            "old clean copy + removal (the second of two in a row)",
+            copies[1],
+            warm_status,
+        );
+    }
+    std::fs::write(&changed, original).expect("restore");
+
+    // What is stored.
+    let before = serde_json::to_vec(&first.record(None)).expect("json");
+    let after = serde_json::to_vec(&second.record(Some(&changes))).expect("json");
+    let old_pretty = serde_json::to_vec_pretty(&old).expect("json");
+    println!("\n| stored | bytes |\n|---|---|");
+    println!("| snapshot-before.json record | {} |", before.len());
+    println!(
+        "| snapshot-after.json record (one change) | {} |",
+        after.len()
+    );
+    println!(
+        "| old snapshot file (pretty, each of two per stage) | {} |",
+        old_pretty.len()
+    );
+    println!(
+        "| private git dir (`<run>/git/`, objects of changed content) | {} |",
+        du(&git_dir)
+    );
+    println!(
+        "| private index of the work tree (verification root) | {} |",
+        du(&index)
+    );
+    println!(
+        "| verification root (indexes + trees, outside the run dir) | {} |",
+        du(&scratch.path().join("verify"))
+    );
+}

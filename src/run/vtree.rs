@@ -1,0 +1,385 @@
+//! Verification trees (issue 13): the persistent per-run directories where autocode replays a
+//! tester's checks and the final gate's, runs the plan's checks on the base tree, gives the
+//! tester its throwaway copy and keeps the base tree for the diff a person reviews.
+//!
+//! Each is brought to a git tree id (`crate::gittree`) with its own index as the stat cache —
+//! `git read-tree --reset -u` then `git clean -ffdx` — so what is written is what changed, and
+//! whatever a previous check or tester wrote there is gone. After that the tree is closed like
+//! the copy it replaces (`super::replay`): every symlink of the tree (mode 120000) is checked,
+//! lexically and then resolved, and one that leads outside is removed and reported with the same
+//! words as the copy's. Git never records FIFOs, sockets or device nodes.
+//!
+//! They live outside the workspace, under `${XDG_CACHE_HOME:-~/.cache}/autocode/verify/`
+//! ([`verification_root`]): no room grants that (HOME is read-only in every room; an in-place
+//! builder's room is the whole workspace, `.autocode/` included), and no tool started in them
+//! finds the user's repository above them, as none did in the temporary copies. The private git
+//! directory with the trees' objects is `<run>/git/` (small: only content git did not already
+//! have); the indexes (the stat caches, ~80 bytes a file) are beside the trees.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::replay::{CopyReport, stays_inside};
+use crate::gittree::{GitStore, GitTreeError, TreeId};
+
+/// The verification trees of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TreeRole {
+    /// Replays of the tester's checks, the final gate's, and the checks on the base tree.
+    Replay,
+    /// The tester's throwaway copy (its cwd; writable in its room).
+    Tester,
+    /// The base tree as it was before any stage ran: read by autocode, never written by a check.
+    Base,
+}
+
+impl TreeRole {
+    pub fn name(self) -> &'static str {
+        match self {
+            TreeRole::Replay => "replay",
+            TreeRole::Tester => "tester",
+            TreeRole::Base => "base",
+        }
+    }
+}
+
+/// Where the base tree is: `<run>/base-tree.json`, tagged like every run record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BaseTree {
+    pub tree: TreeId,
+    /// The base verification tree.
+    pub dir: PathBuf,
+}
+
+pub const BASE_TREE_FILE: &str = "base-tree.json";
+
+/// The run's base tree record, if the base was saved as a git tree (an older run, or one
+/// outside git, has its base copied in `<run>/base/`).
+pub fn base_record(run_dir: &Path) -> Option<BaseTree> {
+    super::integrity::read_record(&run_dir.join(BASE_TREE_FILE)).ok()
+}
+
+/// The directory that holds a run's verification trees.
+pub fn verification_root(workspace: &Path, run_id: &str) -> PathBuf {
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    let cache = var("XDG_CACHE_HOME")
+        .or_else(|| var("HOME").map(|h| h.join(".cache")))
+        .unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("autocode-cache-{}", nix::unistd::getuid()))
+        });
+    let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_owned());
+    let key = crate::report::evidence::sha256_hex(workspace.to_string_lossy().as_bytes());
+    cache
+        .join("autocode")
+        .join("verify")
+        .join(&key[..16])
+        .join(run_id)
+}
+
+/// Removes a run's verification trees (for `clean`). Absent trees are not an error.
+pub fn remove_verification_trees(workspace: &Path, run_id: &str) -> std::io::Result<()> {
+    let root = verification_root(workspace, run_id);
+    crate::gittree::remove_all(&root).map_err(|e| std::io::Error::other(e.to_string()))?;
+    // The workspace's folder goes too once its last run is gone.
+    if let Some(parent) = root.parent() {
+        let _ = std::fs::remove_dir(parent);
+    }
+    Ok(())
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyTreeError {
+    #[error(transparent)]
+    Git(#[from] GitTreeError),
+}
+
+/// A run's verification trees, bound to its private git directory.
+#[derive(Debug, Clone)]
+pub struct VerifyTrees {
+    root: PathBuf,
+    store: GitStore,
+}
+
+impl VerifyTrees {
+    pub fn new(root: &Path, store: GitStore) -> VerifyTrees {
+        VerifyTrees {
+            root: root.to_owned(),
+            store,
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn dir(&self, role: TreeRole) -> PathBuf {
+        self.root.join(role.name())
+    }
+
+    fn index(&self, role: TreeRole) -> PathBuf {
+        self.root.join(format!("{}.index", role.name()))
+    }
+
+    fn marker(&self, role: TreeRole) -> PathBuf {
+        self.root.join(format!("{}.tree", role.name()))
+    }
+
+    /// The tree `role`'s directory was last brought to, if that finished.
+    pub fn current(&self, role: TreeRole) -> Option<TreeId> {
+        let text = std::fs::read_to_string(self.marker(role)).ok()?;
+        TreeId::parse(&text).ok()
+    }
+
+    /// Brings `role`'s directory to exactly `tree`, then closes it: symlinks that lead outside
+    /// are removed and named in the report (as `super::replay::clean_copy` names them).
+    pub async fn bring_to(
+        &self,
+        role: TreeRole,
+        tree: &TreeId,
+    ) -> Result<CopyReport, VerifyTreeError> {
+        let marker = self.marker(role);
+        std::fs::create_dir_all(&self.root).map_err(|source| GitTreeError::Io {
+            path: self.root.clone(),
+            source,
+        })?;
+        let same = self.current(role).as_ref() == Some(tree);
+        let _ = std::fs::remove_file(&marker);
+        let dir = self.dir(role);
+        let index = self.index(role);
+        // Back to the same tree: only what a check or the tester changed is written again.
+        let restored = same && dir.is_dir() && self.store.restore(&dir, &index).await.is_ok();
+        if !restored {
+            self.store.checkout(tree, &dir, &index).await?;
+        }
+        let entries = self.store.entries(tree).await?;
+        let links: Vec<&str> = entries
+            .iter()
+            .filter(|e| e.is_symlink())
+            .map(|e| e.path.as_str())
+            .collect();
+        let report = CopyReport {
+            files: entries.len(),
+            unclosed: close(&dir, &links),
+        };
+        std::fs::write(&marker, tree.as_str()).map_err(|source| GitTreeError::Io {
+            path: marker.clone(),
+            source,
+        })?;
+        Ok(report)
+    }
+}
+
+/// Removes the links among `links` (paths relative to `dir`) that lead outside `dir`, first
+/// lexically, then as resolved through the links that remain, and says why for each.
+fn close(dir: &Path, links: &[&str]) -> Vec<String> {
+    let mut unclosed = Vec::new();
+    let mut kept = Vec::new();
+    for rel in links {
+        let path = dir.join(rel);
+        let Ok(target) = std::fs::read_link(&path) else {
+            continue;
+        };
+        if stays_inside(rel, &target) {
+            kept.push(*rel);
+        } else {
+            unclosed.push(format!(
+                "`{rel}` is a symlink to {} (outside the tree)",
+                target.display()
+            ));
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+    let Ok(root) = std::fs::canonicalize(dir) else {
+        return unclosed;
+    };
+    for rel in kept {
+        let path = dir.join(rel);
+        if let Ok(resolved) = std::fs::canonicalize(&path)
+            && !resolved.starts_with(&root)
+        {
+            unclosed.push(format!(
+                "`{rel}` resolves to {} (outside the tree)",
+                resolved.display()
+            ));
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+    unclosed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::fs;
+
+    fn env() -> BTreeMap<String, String> {
+        ["PATH", "HOME"]
+            .into_iter()
+            .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_owned(), v)))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_verification_tree_is_exact_and_closed_after_each_use() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        fs::create_dir_all(ws.join("src")).unwrap();
+        assert!(
+            std::process::Command::new("git")
+                .args(["init", "-q"])
+                .arg(&ws)
+                .status()
+                .unwrap()
+                .success()
+        );
+        fs::write(ws.join("src/a.txt"), "a").unwrap();
+        std::os::unix::fs::symlink("src/a.txt", ws.join("inside")).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", ws.join("abs")).unwrap();
+        std::os::unix::fs::symlink("../../elsewhere", ws.join("src/up")).unwrap();
+        let store = GitStore::open(&dir.path().join("git"), &ws, &env())
+            .await
+            .unwrap()
+            .unwrap();
+        let tree = store
+            .write_tree(&ws, &dir.path().join("wt.index"))
+            .await
+            .unwrap();
+        let trees = VerifyTrees::new(&dir.path().join("verify"), store);
+        let report = trees.bring_to(TreeRole::Replay, &tree).await.unwrap();
+        assert_eq!(
+            report.unclosed,
+            [
+                "`abs` is a symlink to /etc/hostname (outside the tree)",
+                "`src/up` is a symlink to ../../elsewhere (outside the tree)"
+            ]
+        );
+        let out = trees.dir(TreeRole::Replay);
+        assert!(out.join("inside").is_symlink() && !out.join("abs").is_symlink());
+        assert_eq!(trees.current(TreeRole::Replay), Some(tree.clone()));
+        // A check writes, modifies, chmods and plants a link: the next use sees none of it.
+        fs::write(out.join("src/a.txt"), "tampered").unwrap();
+        fs::write(out.join("new.txt"), "n").unwrap();
+        std::os::unix::fs::symlink("/etc", out.join("planted")).unwrap();
+        let report = trees.bring_to(TreeRole::Replay, &tree).await.unwrap();
+        assert_eq!(report.unclosed.len(), 2);
+        assert_eq!(fs::read_to_string(out.join("src/a.txt")).unwrap(), "a");
+        // A tracked directory replaced by a link out of the tree is a directory again.
+        let elsewhere = dir.path().join("elsewhere");
+        fs::create_dir_all(&elsewhere).unwrap();
+        fs::remove_dir_all(out.join("src")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, out.join("src")).unwrap();
+        trees.bring_to(TreeRole::Replay, &tree).await.unwrap();
+        assert!(!out.join("src").is_symlink() && out.join("src").is_dir());
+        assert_eq!(fs::read_to_string(out.join("src/a.txt")).unwrap(), "a");
+        assert!(
+            fs::read_dir(&elsewhere).unwrap().next().is_none(),
+            "nothing written outside"
+        );
+        assert!(!out.join("new.txt").exists() && !out.join("planted").is_symlink());
+        remove_verification_trees(dir.path(), "nothing-here").unwrap();
+    }
+
+    fn git_init(ws: &Path) {
+        fs::create_dir_all(ws).unwrap();
+        assert!(
+            std::process::Command::new("git")
+                .args(["init", "-q"])
+                .arg(ws)
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+
+    async fn checks_in(dir: &Path, commands: &[String]) -> Vec<bool> {
+        crate::run::replay::run_checks_in(
+            dir,
+            crate::run::replay::Restore::default(),
+            commands,
+            &env(),
+            std::time::Duration::from_secs(30),
+            crate::run::replay::ReplayConfinement::Unconfined,
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.passed())
+        .collect()
+    }
+
+    /// What an agent leaves behind — an ignored build artifact, an ignored cache, an untracked
+    /// note, an escaping link — reaches a replay in the verification tree exactly as it reached
+    /// the copy, and what a check writes is gone at the next replay.
+    #[tokio::test]
+    async fn a_replay_in_the_tree_sees_what_the_copy_saw_and_nothing_a_check_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        git_init(&ws);
+        fs::write(ws.join(".gitignore"), "target/\n__pycache__/\n").unwrap();
+        fs::write(ws.join("main.py"), "print(1)\n").unwrap();
+        fs::create_dir_all(ws.join("target")).unwrap();
+        fs::write(ws.join("target/artifact"), "built").unwrap();
+        fs::create_dir_all(ws.join("__pycache__")).unwrap();
+        fs::write(ws.join("__pycache__/main.pyc"), "cached").unwrap();
+        fs::write(ws.join("notes.txt"), "untracked, not ignored").unwrap();
+        let outside = dir.path().join("outside.txt");
+        fs::write(&outside, "x").unwrap();
+        std::os::unix::fs::symlink(&outside, ws.join("esc.txt")).unwrap();
+        let commands: Vec<String> = [
+            "test -e main.py",
+            "test -e target/artifact",
+            "test -e __pycache__/main.pyc",
+            "test -e notes.txt",
+            "test -e esc.txt",
+            "test -L esc.txt",
+        ]
+        .map(String::from)
+        .to_vec();
+        // Today's copy.
+        let copy = tempfile::tempdir().unwrap();
+        let copied = crate::run::replay::clean_copy(&ws, copy.path(), &env())
+            .await
+            .unwrap();
+        let in_copy = checks_in(copy.path(), &commands).await;
+        // The verification tree.
+        let store = GitStore::open(&dir.path().join("git"), &ws, &env())
+            .await
+            .unwrap()
+            .unwrap();
+        let tree = store
+            .write_tree(&ws, &dir.path().join("wt.index"))
+            .await
+            .unwrap();
+        let trees = VerifyTrees::new(&dir.path().join("verify"), store);
+        let report = trees.bring_to(TreeRole::Replay, &tree).await.unwrap();
+        let out = trees.dir(TreeRole::Replay);
+        let in_tree = checks_in(&out, &commands).await;
+        assert_eq!(in_tree, in_copy);
+        assert_eq!(in_tree, [true, false, false, true, false, false]);
+        assert_eq!(report.unclosed, copied.unclosed);
+        // A check writes a build output, a cache and a file in the tree, and deletes one.
+        let writes = [
+            "mkdir -p target __pycache__ && echo x > target/out && echo y > __pycache__/c.pyc && echo z > made.txt && rm main.py && chmod -w . "
+                .to_owned(),
+        ];
+        assert_eq!(checks_in(&out, &writes).await, [true]);
+        let report = trees.bring_to(TreeRole::Replay, &tree).await.unwrap();
+        assert_eq!(report.unclosed, copied.unclosed);
+        let after: Vec<String> = [
+            "test ! -e target",
+            "test ! -e __pycache__",
+            "test ! -e made.txt",
+            "test -e main.py",
+            "test -w .",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(checks_in(&out, &after).await, [true; 5]);
+    }
+}
