@@ -226,7 +226,11 @@ impl GitStore {
             format!("{}\n", self.repo_common_dir.join("objects").display()).as_bytes(),
         )?;
         write_if_changed(&dir.join("info/attributes"), ATTRIBUTES.as_bytes())?;
-        let exclude = fs::read(self.repo_common_dir.join("info/exclude")).unwrap_or_default();
+        // autocode's own directory is never part of a tree: excluded here (a pathspec
+        // exclusion would make `git add` fail when the user's ignore files name it too), and
+        // removed from a seeded index when the repository tracks it.
+        let mut exclude = fs::read(self.repo_common_dir.join("info/exclude")).unwrap_or_default();
+        exclude.extend_from_slice(format!("\n/{EXCLUDED}/\n").as_bytes());
         write_if_changed(&dir.join("info/exclude"), &exclude)?;
         Ok(())
     }
@@ -271,7 +275,7 @@ impl GitStore {
         if !index.exists() {
             self.seed_index(work_tree, index).await;
         }
-        let add = ["add", "-A", "--", ".", ":(exclude,top).autocode"];
+        let add = ["add", "-A"];
         if self
             .git(Some(work_tree), Some(index), &add, None)
             .await
@@ -592,13 +596,10 @@ mod tests {
             .collect()
     }
 
-    pub(crate) fn git_repo(dir: &Path) {
-        let status = std::process::Command::new("git")
-            .args(["init", "-q"])
-            .arg(dir)
-            .status()
-            .unwrap();
-        assert!(status.success());
+    pub(crate) async fn git_repo(dir: &Path) {
+        crate::run::workspace::git(dir, &["init", "-q"], &env())
+            .await
+            .expect("git init");
     }
 
     #[tokio::test]
@@ -606,7 +607,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().join("ws");
         fs::create_dir_all(&ws).unwrap();
-        git_repo(&ws);
+        git_repo(&ws).await;
         fs::write(ws.join("a.txt"), "a").unwrap();
         fs::write(ws.join(".gitignore"), "target/\n").unwrap();
         fs::create_dir_all(ws.join("target")).unwrap();

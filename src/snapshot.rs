@@ -554,12 +554,15 @@ mod tests {
             fs::create_dir_all(&ws).unwrap();
             if in_git {
                 assert!(
-                    std::process::Command::new("git")
-                        .args(["init", "-q"])
-                        .arg(&ws)
-                        .status()
-                        .unwrap()
-                        .success()
+                    crate::run::workspace::git(
+                        &ws,
+                        &["init", "-q"],
+                        &std::env::vars()
+                            .filter(|(k, _)| k == "PATH" || k == "HOME")
+                            .collect()
+                    )
+                    .await
+                    .is_ok()
                 );
             }
             fs::write(ws.join("run.sh"), "echo hi\n").unwrap();

@@ -231,12 +231,15 @@ mod tests {
         let ws = dir.path().join("ws");
         fs::create_dir_all(ws.join("src")).unwrap();
         assert!(
-            std::process::Command::new("git")
-                .args(["init", "-q"])
-                .arg(&ws)
-                .status()
-                .unwrap()
-                .success()
+            crate::run::workspace::git(
+                &ws,
+                &["init", "-q"],
+                &std::env::vars()
+                    .filter(|(k, _)| k == "PATH" || k == "HOME")
+                    .collect()
+            )
+            .await
+            .is_ok()
         );
         fs::write(ws.join("src/a.txt"), "a").unwrap();
         std::os::unix::fs::symlink("src/a.txt", ws.join("inside")).unwrap();
@@ -285,15 +288,18 @@ mod tests {
         remove_verification_trees(dir.path(), "nothing-here").unwrap();
     }
 
-    fn git_init(ws: &Path) {
+    async fn git_init(ws: &Path) {
         fs::create_dir_all(ws).unwrap();
         assert!(
-            std::process::Command::new("git")
-                .args(["init", "-q"])
-                .arg(ws)
-                .status()
-                .unwrap()
-                .success()
+            crate::run::workspace::git(
+                ws,
+                &["init", "-q"],
+                &std::env::vars()
+                    .filter(|(k, _)| k == "PATH" || k == "HOME")
+                    .collect()
+            )
+            .await
+            .is_ok()
         );
     }
 
@@ -320,7 +326,7 @@ mod tests {
     async fn a_replay_in_the_tree_sees_what_the_copy_saw_and_nothing_a_check_left() {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().join("ws");
-        git_init(&ws);
+        git_init(&ws).await;
         fs::write(ws.join(".gitignore"), "target/\n__pycache__/\n").unwrap();
         fs::write(ws.join("main.py"), "print(1)\n").unwrap();
         fs::create_dir_all(ws.join("target")).unwrap();

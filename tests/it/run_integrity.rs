@@ -330,6 +330,9 @@ fn a_run_id_that_is_not_its_directory_is_refused() {
     let moved = dir.parent().unwrap().join(other);
     fs::create_dir(&moved).unwrap();
     fs::copy(dir.join("run.json"), moved.join("run.json")).unwrap();
+    if dir.join("attempts.jsonl").exists() {
+        fs::copy(dir.join("attempts.jsonl"), moved.join("attempts.jsonl")).unwrap();
+    }
     // Copied as is: the tag names its place, so it does not verify elsewhere.
     assert_refused(
         &status_of(&harness, &ws, Some(other)),

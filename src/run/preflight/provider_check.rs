@@ -194,6 +194,10 @@ pub async fn check_provider(p: &ResolvedProvider, input: &CheckInput<'_>) -> Pro
         problems: Vec::new(),
         warnings: Vec::new(),
     };
+    if p.config.output == crate::provider::OutputMode::DirectRuntime {
+        direct_runtime(input, &mut check);
+        return check;
+    }
     if let (Some(program), None) = (&program, &executable) {
         problems.push(Problem::new(
             format!("`{program}` is not installed (not on PATH)"),
@@ -251,6 +255,60 @@ pub async fn check_provider(p: &ResolvedProvider, input: &CheckInput<'_>) -> Pro
     check.problems = problems;
     check.warnings = warnings;
     check
+}
+
+/// autocode's own runtime: no program to find; every route's model must name a configured
+/// endpoint and model (`autocode connections setup`), whose key (if it needs one) is stored.
+/// The live readiness canaries are `autocode connections check --provider autocode --live`.
+fn direct_runtime(input: &CheckInput<'_>, check: &mut ProviderCheck) {
+    check.program = None;
+    check.executable = None;
+    check.sign_in = SignIn::Unchecked {
+        note: "autocode's own runtime: `autocode connections check --provider autocode --live` checks its endpoints".into(),
+    };
+    check.models = ModelsCheck::Skipped {
+        note: "the routes name configured direct endpoints".into(),
+    };
+    let get = |name: &str| {
+        input
+            .env
+            .get(&OsString::from(name))
+            .and_then(|value| value.to_str().map(str::to_owned))
+    };
+    let connections = crate::direct::connections::dir_from_env(get)
+        .and_then(|dir| crate::direct::connections::Connections::load(&dir));
+    let connections = match connections {
+        Ok(connections) => connections,
+        Err(e) => {
+            check.problems.push(Problem::new(
+                format!("direct connections: {e}"),
+                "set one up with `autocode connections setup --name NAME --kind KIND --base-url URL --model ID=FAMILY`".to_owned(),
+            ));
+            return;
+        }
+    };
+    for (role, model) in input.roles {
+        match connections.resolve(model) {
+            Ok(resolved) => {
+                if resolved.endpoint.kind.needs_key() && !connections.has_key(&resolved.endpoint) {
+                    check.problems.push(Problem::new(
+                        format!("the {role}'s endpoint {} has no key stored", resolved.endpoint.name),
+                        format!(
+                            "store it with `autocode connections setup --name {} … --key-stdin`",
+                            resolved.endpoint.name
+                        ),
+                    ));
+                }
+            }
+            Err(e) => check.problems.push(Problem::new(
+                format!("the {role}'s route {model}: {e}"),
+                format!(
+                    "name a configured ENDPOINT/MODEL with {} (`autocode models --provider autocode`)",
+                    role_flag(*role)
+                ),
+            )),
+        }
+    }
 }
 
 async fn sign_in(
