@@ -251,9 +251,6 @@ pub fn register(
         std::fs::File::create(path)?;
     }
     let origin_unix_ms = ledger::unix_ms();
-    // Every exec of the family is a round trip to whoever services the listener: keep it on
-    // one CPU where the kernel can (6.6+; older kernels refuse the flag and nothing changes).
-    let _ = sys::notif_sync_wakeup(listener.as_fd());
     let owner = owner();
     let id = {
         let mut next = lock(&owner.next_id);

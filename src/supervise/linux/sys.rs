@@ -26,11 +26,6 @@ pub const SECCOMP_IOCTL_NOTIF_RECV: u64 = 0xc050_2100;
 pub const SECCOMP_IOCTL_NOTIF_SEND: u64 = 0xc018_2101;
 /// `_IOW('!', 2, __u64)` (the number fixed in 5.9).
 pub const SECCOMP_IOCTL_NOTIF_ID_VALID: u64 = 0x4008_2102;
-/// `_IOW('!', 4, __u64)` (Linux 6.6): the argument is the flags value itself.
-pub const SECCOMP_IOCTL_NOTIF_SET_FLAGS: u64 = 0x4008_2104;
-/// Wake the supervisor on the notifying task's CPU and the task on the supervisor's: a
-/// notification round trip without a cross-CPU wakeup each way.
-pub const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: u64 = 1;
 
 pub const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
 pub const AUDIT_ARCH_I386: u32 = 0x4000_0003;
@@ -263,24 +258,6 @@ pub fn notif_id_valid(listener: BorrowedFd<'_>, id: u64) -> bool {
         )
     };
     rc == 0
-}
-
-/// Asks for synchronous wakeups on a listener (see [`SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`]).
-/// Before Linux 6.6 this fails with `EINVAL`/`ENOTTY`: a latency hint only, callers ignore it.
-pub fn notif_sync_wakeup(listener: BorrowedFd<'_>) -> io::Result<()> {
-    // SAFETY: an ioctl whose argument is a plain integer; the kernel reads no memory of ours.
-    let rc = unsafe {
-        libc::ioctl(
-            listener.as_raw_fd(),
-            SECCOMP_IOCTL_NOTIF_SET_FLAGS as _,
-            SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
 }
 
 /// Polls one descriptor; returns its revents (0 on timeout).
@@ -636,10 +613,6 @@ mod tests {
         assert_eq!(
             SECCOMP_IOCTL_NOTIF_ID_VALID,
             libc::SECCOMP_IOCTL_NOTIF_ID_VALID as u64
-        );
-        assert_eq!(
-            SECCOMP_IOCTL_NOTIF_SET_FLAGS,
-            libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS as u64
         );
         assert_eq!(NR_SETSID_X86_64 as i64, libc::SYS_setsid);
         assert_eq!(NR_SETPGID_X86_64 as i64, libc::SYS_setpgid);
