@@ -20,6 +20,12 @@ loop='i=0; while [ $i -lt 1000 ]; do /bin/true; i=$((i+1)); done'
 cargo new -q --vcs none "$work/small" >/dev/null
 cargo build -q --offline --manifest-path "$work/small/Cargo.toml" # warm the toolchain
 small="cd $work/small && rm -rf target && cargo build -q --offline"
+# The same crate with one small dependency (`itoa`, already in the cargo cache once autocode
+# is built): a few more rustc runs, each much longer than an exec round trip.
+cargo new -q --vcs none "$work/dep" >/dev/null
+printf 'itoa = "1"\n' >>"$work/dep/Cargo.toml"
+cargo build -q --offline --manifest-path "$work/dep/Cargo.toml"
+dep="cd $work/dep && rm -rf target && cargo build -q --offline"
 
 # Wall seconds of one run of `sh -c SCRIPT` with an optional prefix command.
 wall() {
@@ -63,3 +69,4 @@ echo "| workload | ledger entries | plain s | supervised + ledger s | overhead |
 echo "|---|---|---|---|---|---|---|---|"
 measure "1,000 execs of /bin/true" "$loop"
 measure "cargo build of a new crate" "$small"
+measure "cargo build of a new crate with one dependency" "$dep"

@@ -249,6 +249,18 @@ pub fn write_atomic_as(
     bytes: &[u8],
     durability: Durability,
 ) -> Result<(), StoreError> {
+    // Something that exists and is not a regular file (`/dev/null`, `/dev/stdout`, a FIFO) is
+    // written into, never replaced: a rename would put a regular file in its place, and as
+    // root that destroys a device for the whole machine.
+    if let Ok(meta) = fs::metadata(path)
+        && !meta.is_file()
+    {
+        return fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .and_then(|mut file| file.write_all(bytes))
+            .map_err(write_err(path));
+    }
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir).map_err(write_err(path))?;
     let file_name = path
@@ -502,6 +514,21 @@ mod tests {
     struct Doc {
         format_version: u64,
         name: String,
+    }
+
+    #[test]
+    fn an_atomic_write_to_what_is_not_a_regular_file_writes_into_it() {
+        use std::os::unix::fs::FileTypeExt;
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || fs::read(fifo).unwrap())
+        };
+        write_atomic(&fifo, b"data\n").unwrap();
+        assert_eq!(reader.join().unwrap(), b"data\n");
+        assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
     }
 
     #[test]
