@@ -17,7 +17,6 @@ use crate::events::{self, AnyParser, FinalReport, NormalizedEvent, ParseOptions,
 use crate::ids::SessionId;
 use crate::pause::PauseCode;
 use crate::report::evidence;
-use crate::role::Role;
 use crate::run::budget::StageLimits;
 use crate::run::confine::{self, GitLink};
 use crate::run::driver::{AttemptContext, AttemptOutcome, AttemptResult};
@@ -152,41 +151,14 @@ impl CliRunner {
                 );
             }
         };
-        // Everything but the builder must leave the source as it found it.
-        let check_writes = ctx.plan.role != Role::Builder;
-        let before = if check_writes {
-            match self.snapshot(state, &check_env).await {
-                Ok(s) => {
-                    let _ = integrity::write_stage_record(
-                        &dir.join("snapshot-before.json"),
-                        &s.record(None),
-                    );
-                    Some(s)
-                }
-                Err(e) => {
-                    return stopped(
-                        PauseCode::PausedProviderUncertain,
-                        format!("cannot snapshot the workspace: {e}"),
-                    );
-                }
-            }
-        } else {
-            None
-        };
-        // The tester's copy: its verification tree brought to the snapshot just taken.
-        let tester_tree = match (&before, confine::WorktreeAccess::for_role(ctx.plan.role)) {
-            (Some(before), confine::WorktreeAccess::Copy) => {
-                match self.tester_tree(state, before, &check_env).await {
-                    Ok(tree) => tree,
-                    Err(e) => {
-                        return stopped(
-                            PauseCode::PausedProviderUncertain,
-                            format!("cannot prepare the tester's copy: {e}"),
-                        );
-                    }
-                }
-            }
-            _ => None,
+        // Everything but the builder must leave the source as it found it; the tester works
+        // in its copy.
+        let (before, tester_tree) = match self
+            .before_stage(state, ctx.plan.role, &dir, &check_env)
+            .await
+        {
+            Ok(prepared) => prepared,
+            Err(message) => return stopped(PauseCode::PausedProviderUncertain, message),
         };
         let places =
             match StagePlaces::prepare(state, ctx, &check_env, &copy_root, tester_tree).await {
@@ -548,48 +520,13 @@ impl CliRunner {
             return self.finish_record(dir, out, None);
         }
         // 5. The workspace: planners and judges must not have changed source.
-        if let Some(before) = &before {
-            let compared = match self.snapshot(state, &check_env).await {
-                Ok(after) => match self.snapshotter(state, &check_env).await {
-                    Ok(snapshotter) => snapshotter
-                        .diff(before, &after)
-                        .await
-                        .map(|changes| (after, changes))
-                        .map_err(|e| e.to_string()),
-                    Err(e) => Err(e),
-                },
-                Err(e) => Err(e),
-            };
-            match compared {
-                Ok((after, changes)) => {
-                    let _ = integrity::write_stage_record(
-                        &dir.join("snapshot-after.json"),
-                        &after.record(Some(&changes)),
-                    );
-                    if !changes.is_empty() {
-                        let names: Vec<String> = changes
-                            .iter()
-                            .map(|c| format!("{} ({:?})", c.path, c.kind))
-                            .collect();
-                        out.result = stop_with(
-                            PauseCode::PausedDiscoveryWrite,
-                            format!(
-                                "the {} changed the workspace, which its role forbids: {}",
-                                ctx.plan.role,
-                                names.join(", ")
-                            ),
-                        );
-                        return self.finish_record(dir, out, stop.as_ref());
-                    }
-                }
-                Err(e) => {
-                    out.result = stop_with(
-                        PauseCode::PausedProviderUncertain,
-                        format!("cannot snapshot the workspace: {e}"),
-                    );
-                    return self.finish_record(dir, out, stop.as_ref());
-                }
-            }
+        if let Some(before) = &before
+            && let Some((code, message)) = self
+                .changed_since(state, ctx.plan.role, before, &dir, &check_env)
+                .await
+        {
+            out.result = stop_with(code, message);
+            return self.finish_record(dir, out, stop.as_ref());
         }
         // 6. The report itself.
         let final_report = match (&summary, &report_file) {

@@ -25,7 +25,6 @@ use crate::direct::runtime::{self, Bounds, StageEnd, StageInput};
 use crate::direct::tools::ShellContext;
 use crate::events::FinalReport;
 use crate::pause::PauseCode;
-use crate::role::Role;
 use crate::run::confine::{self, GitLink, WorktreeAccess};
 use crate::run::driver::{AttemptContext, AttemptOutcome, AttemptResult};
 use crate::run::integrity;
@@ -118,41 +117,14 @@ impl CliRunner {
                 );
             }
         };
-        // Everything but the builder must leave the source as it found it.
-        let check_writes = ctx.plan.role != Role::Builder;
-        let before = if check_writes {
-            match self.snapshot(state, &check_env).await {
-                Ok(s) => {
-                    let _ = integrity::write_stage_record(
-                        &dir.join("snapshot-before.json"),
-                        &s.record(None),
-                    );
-                    Some(s)
-                }
-                Err(e) => {
-                    return stopped(
-                        PauseCode::PausedProviderUncertain,
-                        format!("cannot snapshot the workspace: {e}"),
-                    );
-                }
-            }
-        } else {
-            None
-        };
-        // The tester's copy: its verification tree brought to the snapshot just taken.
-        let tester_tree = match (&before, confine::WorktreeAccess::for_role(ctx.plan.role)) {
-            (Some(before), confine::WorktreeAccess::Copy) => {
-                match self.tester_tree(state, before, &check_env).await {
-                    Ok(tree) => tree,
-                    Err(e) => {
-                        return stopped(
-                            PauseCode::PausedProviderUncertain,
-                            format!("cannot prepare the tester's copy: {e}"),
-                        );
-                    }
-                }
-            }
-            _ => None,
+        // Everything but the builder must leave the source as it found it; the tester works
+        // in its copy.
+        let (before, tester_tree) = match self
+            .before_stage(state, ctx.plan.role, &dir, &check_env)
+            .await
+        {
+            Ok(prepared) => prepared,
+            Err(message) => return stopped(PauseCode::PausedProviderUncertain, message),
         };
         let places =
             match StagePlaces::prepare(state, ctx, &check_env, &copy_root, tester_tree).await {
@@ -313,48 +285,13 @@ impl CliRunner {
             StageEnd::NoReport(reason) => Err(reason),
             StageEnd::Reported(report) => Ok(report),
         };
-        if let Some(before) = &before {
-            let compared = match self.snapshot(state, &check_env).await {
-                Ok(after) => match self.snapshotter(state, &check_env).await {
-                    Ok(snapshotter) => snapshotter
-                        .diff(before, &after)
-                        .await
-                        .map(|changes| (after, changes))
-                        .map_err(|e| e.to_string()),
-                    Err(e) => Err(e),
-                },
-                Err(e) => Err(e),
-            };
-            match compared {
-                Ok((after, changes)) => {
-                    let _ = integrity::write_stage_record(
-                        &dir.join("snapshot-after.json"),
-                        &after.record(Some(&changes)),
-                    );
-                    if !changes.is_empty() {
-                        let names: Vec<String> = changes
-                            .iter()
-                            .map(|c| format!("{} ({:?})", c.path, c.kind))
-                            .collect();
-                        out.result = stop_with(
-                            PauseCode::PausedDiscoveryWrite,
-                            format!(
-                                "the {} changed the workspace, which its role forbids: {}",
-                                ctx.plan.role,
-                                names.join(", ")
-                            ),
-                        );
-                        return self.finish_record(dir, out, None);
-                    }
-                }
-                Err(e) => {
-                    out.result = stop_with(
-                        PauseCode::PausedProviderUncertain,
-                        format!("cannot snapshot the workspace: {e}"),
-                    );
-                    return self.finish_record(dir, out, None);
-                }
-            }
+        if let Some(before) = &before
+            && let Some((code, message)) = self
+                .changed_since(state, ctx.plan.role, before, &dir, &check_env)
+                .await
+        {
+            out.result = stop_with(code, message);
+            return self.finish_record(dir, out, None);
         }
         let report = match report {
             Ok(report) => report,

@@ -9,6 +9,9 @@ use std::time::Duration;
 
 use super::CliRunner;
 use crate::gittree::TreeId;
+use crate::pause::PauseCode;
+use crate::role::Role;
+use crate::run::confine;
 use crate::run::driver::ReplayTree;
 use crate::run::integrity;
 use crate::run::replay::{self, ReplayConfinement, ReplayError, Replayed, Restore};
@@ -25,6 +28,84 @@ fn other(e: impl std::fmt::Display) -> ReplayError {
 }
 
 impl CliRunner {
+    /// Before a stage of `role`: every role but the builder must leave the source as it found
+    /// it, so its snapshot is taken (and recorded in `dir`), and the tester gets its copy, the
+    /// verification tree brought to that snapshot. `Err`: what could not be prepared.
+    pub(super) async fn before_stage(
+        &mut self,
+        state: &RunState,
+        role: Role,
+        dir: &std::path::Path,
+        env: &BTreeMap<String, String>,
+    ) -> Result<(Option<Taken>, Option<PathBuf>), String> {
+        if role == Role::Builder {
+            return Ok((None, None));
+        }
+        let before = self
+            .snapshot(state, env)
+            .await
+            .map_err(|e| format!("cannot snapshot the workspace: {e}"))?;
+        let _ =
+            integrity::write_stage_record(&dir.join("snapshot-before.json"), &before.record(None));
+        let tester_tree = match confine::WorktreeAccess::for_role(role) {
+            confine::WorktreeAccess::Copy => self
+                .tester_tree(state, &before, env)
+                .await
+                .map_err(|e| format!("cannot prepare the tester's copy: {e}"))?,
+            _ => None,
+        };
+        Ok((Some(before), tester_tree))
+    }
+
+    /// After a stage that had to leave the source alone: `None` when it did (the snapshot
+    /// after, with the changes, is recorded in `dir`), else the pause it comes to.
+    pub(super) async fn changed_since(
+        &mut self,
+        state: &RunState,
+        role: Role,
+        before: &Taken,
+        dir: &std::path::Path,
+        env: &BTreeMap<String, String>,
+    ) -> Option<(PauseCode, String)> {
+        let compared = match self.snapshot(state, env).await {
+            Ok(after) => match self.snapshotter(state, env).await {
+                Ok(snapshotter) => snapshotter
+                    .diff(before, &after)
+                    .await
+                    .map(|changes| (after, changes))
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        match compared {
+            Ok((after, changes)) => {
+                let _ = integrity::write_stage_record(
+                    &dir.join("snapshot-after.json"),
+                    &after.record(Some(&changes)),
+                );
+                if changes.is_empty() {
+                    return None;
+                }
+                let names: Vec<String> = changes
+                    .iter()
+                    .map(|c| format!("{} ({:?})", c.path, c.kind))
+                    .collect();
+                Some((
+                    PauseCode::PausedDiscoveryWrite,
+                    format!(
+                        "the {role} changed the workspace, which its role forbids: {}",
+                        names.join(", ")
+                    ),
+                ))
+            }
+            Err(e) => Some((
+                PauseCode::PausedProviderUncertain,
+                format!("cannot snapshot the workspace: {e}"),
+            )),
+        }
+    }
+
     /// The snapshotter of the run's work tree, opened on first use.
     pub(super) async fn snapshotter(
         &mut self,
