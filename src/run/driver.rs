@@ -19,10 +19,10 @@ use super::flow::{self, Next, PauseDecision, StagePlan};
 use super::gate;
 use super::interrupt::{interrupted, stop_requested, watch_stop_signals};
 use super::prompt;
+use super::replay_verdicts::{all_checks, final_replay_results, verify_test_report};
 use super::review;
 use super::state::{
-    AttemptPurpose, AttemptRecord, AttemptStatus, CriterionResult, PauseRecord, Phase, RunState,
-    Usage,
+    AttemptPurpose, AttemptRecord, AttemptStatus, PauseRecord, Phase, RunState, Usage,
 };
 use crate::ids::SessionId;
 use crate::pause::PauseCode;
@@ -792,103 +792,4 @@ async fn apply_report<R: StageRunner>(
         ReportKind::Resolution => Ok(()),
     };
     Ok(result)
-}
-
-/// The tester's verdicts after autocode replays every check it reported passing.
-async fn verify_test_report<R: StageRunner>(
-    runner: &mut R,
-    state: &RunState,
-    milestone: usize,
-    report: &Value,
-) -> Result<Vec<CriterionResult>, PauseDecision> {
-    let criteria = report["criteria"].as_array().cloned().unwrap_or_default();
-    let mut commands = Vec::new();
-    for c in &criteria {
-        if c["verdict"] == "PASS" {
-            for check in c["checks"].as_array().into_iter().flatten() {
-                if let Some(command) = check["command"].as_str() {
-                    commands.push(command.to_owned());
-                }
-            }
-        }
-    }
-    let replayed = runner.replay(state, &ReplayTree::Final, &commands).await?;
-    let mut results = Vec::new();
-    for c in criteria {
-        let id = c["criterion_id"].as_str().unwrap_or_default().to_owned();
-        let verdict = c["verdict"].as_str().unwrap_or("FAIL").to_owned();
-        let checks: Vec<String> = c["checks"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|k| k["command"].as_str().map(str::to_owned))
-            .collect();
-        let (verdict, detail) = if verdict == "PASS" {
-            let failed: Vec<&ReplayResult> = replayed
-                .iter()
-                .filter(|r| checks.contains(&r.command) && !r.passed)
-                .collect();
-            if failed.is_empty() {
-                ("PASS".to_owned(), "verified by replay".to_owned())
-            } else {
-                (
-                    "FAIL".to_owned(),
-                    format!(
-                        "the tester reported PASS, but autocode's replay failed: {}",
-                        failed
-                            .iter()
-                            .map(|r| format!("`{}`: {}", r.command, r.detail))
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    ),
-                )
-            }
-        } else {
-            (verdict, c["notes"].as_str().unwrap_or_default().to_owned())
-        };
-        results.push(CriterionResult {
-            milestone,
-            criterion_id: id,
-            verdict,
-            checks,
-            detail,
-        });
-    }
-    Ok(results)
-}
-
-/// Every check command of every milestone of the approved plan.
-fn all_checks(state: &RunState) -> Vec<String> {
-    let count = flow::milestones(state).len();
-    (0..count)
-        .flat_map(|m| flow::criteria_of(state, m))
-        .filter_map(|(_, check)| check)
-        .collect()
-}
-
-fn final_replay_results(state: &RunState, replayed: &[ReplayResult]) -> Vec<CriterionResult> {
-    let count = flow::milestones(state).len();
-    let mut out = Vec::new();
-    for m in 0..count {
-        for (id, check) in flow::criteria_of(state, m) {
-            let Some(check) = check else { continue };
-            let result = replayed.iter().find(|r| r.command == check);
-            let (verdict, detail) = match result {
-                Some(r) if r.passed => ("PASS", String::new()),
-                Some(r) => (
-                    "FAIL",
-                    format!("`{check}` failed on the final tree: {}", r.detail),
-                ),
-                None => ("FAIL", format!("`{check}` was not replayed")),
-            };
-            out.push(CriterionResult {
-                milestone: m,
-                criterion_id: id,
-                verdict: verdict.into(),
-                checks: vec![check],
-                detail,
-            });
-        }
-    }
-    out
 }

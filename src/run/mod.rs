@@ -28,6 +28,7 @@ pub mod preflight;
 pub mod progress;
 pub mod prompt;
 pub mod replay;
+pub mod replay_verdicts;
 pub mod review;
 pub mod runner;
 pub mod stage_runner;
