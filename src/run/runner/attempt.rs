@@ -154,7 +154,7 @@ impl CliRunner {
         // Everything but the builder must leave the source as it found it; the tester works
         // in its copy.
         let (before, tester_tree) = match self
-            .before_stage(state, ctx.plan.role, &dir, &check_env)
+            .before_stage(state, ctx.plan.role, dir, &check_env)
             .await
         {
             Ok(prepared) => prepared,
@@ -522,7 +522,7 @@ impl CliRunner {
         // 5. The workspace: planners and judges must not have changed source.
         if let Some(before) = &before
             && let Some((code, message)) = self
-                .changed_since(state, ctx.plan.role, before, &dir, &check_env)
+                .changed_since(state, ctx.plan.role, before, dir, &check_env)
                 .await
         {
             out.result = stop_with(code, message);
