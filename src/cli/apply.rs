@@ -4,7 +4,6 @@
 //! that is not complete or worked in place, and a checkout with uncommitted changes
 //! (`.autocode/` aside); a merge that conflicts is aborted, leaving your tree as it was (exit 1).
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -17,7 +16,6 @@ use crate::ids::RunId;
 use crate::run::commit::{self, MergeMode, MergeOutcome};
 use crate::run::state::{Isolation, Phase};
 use crate::run::workspace;
-use crate::store::{RunLock, StoreError};
 
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
@@ -50,30 +48,13 @@ fn is_autocode_path(line: &str) -> bool {
 }
 
 pub fn apply(args: ApplyArgs) -> Result<ExitCode, EdgeError> {
-    let workspace = std::fs::canonicalize(&args.workspace)
-        .map_err(|e| EdgeError::usage(format!("workspace {}: {e}", args.workspace.display())))?;
-    let env: BTreeMap<String, String> = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .collect();
-    let runtime = super::runtime()?;
-    let found = runtime
-        .block_on(crate::run::find_run(&workspace, args.run.as_ref(), &env))
-        .map_err(super::run::find_error)?;
-    let _lock = match RunLock::acquire(&found.dir.join("lock")) {
-        Ok(lock) => lock,
-        Err(StoreError::Busy { .. }) => {
-            return Err(EdgeError::usage(format!(
-                "run {} is in use by another autocode process; nothing was merged",
-                found.state.run_id
-            )));
-        }
-        Err(e) => return Err(EdgeError::internal(e)),
-    };
-    let state = runtime
-        .block_on(crate::run::integrity::verify_run(
-            &workspace, &found.dir, &env,
-        ))
-        .map_err(|e| super::run::find_error(e.into()))?;
+    let super::clean::HeldRun {
+        workspace,
+        env,
+        runtime,
+        state,
+        lock: _lock,
+    } = super::clean::hold_run(&args.workspace, args.run.as_ref(), "nothing was merged")?;
     let id = &state.run_id;
     let (_, branch) = workspace::worktree_location(&workspace, id);
     if !matches!(&state.isolation, Isolation::Worktree { branch: b, .. } if *b == branch) {

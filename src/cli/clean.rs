@@ -43,10 +43,57 @@ struct Cleaned<'a> {
     plan: &'a CleanPlan,
 }
 
-fn env() -> BTreeMap<String, String> {
-    std::env::vars_os()
+/// A run found in a workspace, held by its lock and verified again under it: what `clean` and
+/// `apply` act on. Dropping it releases the lock.
+pub(super) struct HeldRun {
+    pub workspace: PathBuf,
+    pub env: BTreeMap<String, String>,
+    pub runtime: tokio::runtime::Runtime,
+    pub state: crate::run::state::RunState,
+    /// Held until the command is done.
+    pub lock: RunLock,
+}
+
+/// Finds `run` (or the latest) in `workspace`, takes its lock and verifies it under the lock;
+/// a run held by another autocode is refused, the message ending with `nothing_done`.
+pub(super) fn hold_run(
+    workspace: &std::path::Path,
+    run: Option<&RunId>,
+    nothing_done: &str,
+) -> Result<HeldRun, EdgeError> {
+    let workspace = std::fs::canonicalize(workspace)
+        .map_err(|e| EdgeError::usage(format!("workspace {}: {e}", workspace.display())))?;
+    let env: BTreeMap<String, String> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .collect()
+        .collect();
+    let runtime = super::runtime()?;
+    let found = runtime
+        .block_on(crate::run::find_run(&workspace, run, &env))
+        .map_err(super::run::find_error)?;
+    let lock = match RunLock::acquire(&found.dir.join("lock")) {
+        Ok(lock) => lock,
+        Err(StoreError::Busy { .. }) => {
+            return Err(EdgeError::usage(format!(
+                "run {} is in use by another autocode process; {nothing_done}",
+                found.state.run_id
+            ))
+            .hint(format!("autocode status {}", found.state.run_id)));
+        }
+        Err(e) => return Err(EdgeError::internal(e)),
+    };
+    // Verified again under the lock.
+    let state = runtime
+        .block_on(crate::run::integrity::verify_run(
+            &workspace, &found.dir, &env,
+        ))
+        .map_err(|e| super::run::find_error(e.into()))?;
+    Ok(HeldRun {
+        workspace,
+        env,
+        runtime,
+        state,
+        lock,
+    })
 }
 
 /// Asks `prompt` on the terminal; `true` for yes.
@@ -65,30 +112,13 @@ fn confirm(prompt: &str) -> bool {
 }
 
 pub fn clean(args: CleanArgs) -> Result<ExitCode, EdgeError> {
-    let workspace = std::fs::canonicalize(&args.workspace)
-        .map_err(|e| EdgeError::usage(format!("workspace {}: {e}", args.workspace.display())))?;
-    let env = env();
-    let runtime = super::runtime()?;
-    let found = runtime
-        .block_on(crate::run::find_run(&workspace, args.run.as_ref(), &env))
-        .map_err(super::run::find_error)?;
-    let _lock = match RunLock::acquire(&found.dir.join("lock")) {
-        Ok(lock) => lock,
-        Err(StoreError::Busy { .. }) => {
-            return Err(EdgeError::usage(format!(
-                "run {} is in use by another autocode process; nothing was removed",
-                found.state.run_id
-            ))
-            .hint(format!("autocode status {}", found.state.run_id)));
-        }
-        Err(e) => return Err(EdgeError::internal(e)),
-    };
-    // Verified again under the lock.
-    let state = runtime
-        .block_on(crate::run::integrity::verify_run(
-            &workspace, &found.dir, &env,
-        ))
-        .map_err(|e| super::run::find_error(e.into()))?;
+    let HeldRun {
+        workspace,
+        env,
+        runtime,
+        state,
+        lock: _lock,
+    } = hold_run(&args.workspace, args.run.as_ref(), "nothing was removed")?;
     let id = state.run_id.clone();
     let plan = runtime
         .block_on(clean::plan(&workspace, &state, &env))
