@@ -1,13 +1,12 @@
 //! The keeper's coalesced ledger messages: what an exec-ledger batch holds, when it must go,
-//! and the lifeline's multi-descriptor `SCM_RIGHTS` send/receive that carries its pidfds.
+//! and how many items it holds (its pidfds travel with `sys::send_with_fds`).
 //!
 //! Invariants: a batch is sent only for a launch whose ledger file the keeper writes (each
 //! entry is in the file, one `write(2)`, before its exec is continued); items keep their order
 //! (an exec before its exit); a batch is sent before any session/group/denied journal entry of
 //! its launch and before `Flushed`, so strict ordering holds for everything cleanup depends on.
 
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -35,7 +34,7 @@ pub enum Batched {
 /// How long the first item of a batch may wait.
 pub const BATCH_DELAY: Duration = Duration::from_millis(20);
 /// Items (and descriptors) per message.
-pub const BATCH_ITEMS: usize = 64;
+pub const BATCH_ITEMS: usize = super::sys::FDS_PER_MESSAGE;
 /// Estimated serialized bytes per message before it is sent early (the lifeline's receive
 /// buffer is `MESSAGE_LIMIT`).
 pub const BATCH_BYTES: usize = 24 * 1024;
@@ -111,110 +110,11 @@ fn estimate(item: &Batched) -> usize {
     }
 }
 
-/// Room for one `SCM_RIGHTS` message with up to [`BATCH_ITEMS`] descriptors (aligned).
-#[repr(C, align(8))]
-struct ManySpace([u8; 64 + 4 * BATCH_ITEMS]);
-
-/// Sends `bytes` with up to [`BATCH_ITEMS`] descriptors (the kernel duplicates them).
-pub fn send_with_fds(socket: RawFd, bytes: &[u8], fds: &[OwnedFd]) -> io::Result<()> {
-    if fds.len() > BATCH_ITEMS {
-        return Err(io::Error::from_raw_os_error(libc::EINVAL));
-    }
-    let mut iov = libc::iovec {
-        iov_base: bytes.as_ptr() as *mut libc::c_void,
-        iov_len: bytes.len(),
-    };
-    let mut space = ManySpace([0; 64 + 4 * BATCH_ITEMS]);
-    // SAFETY: msghdr is plain data; zeroed is a valid empty header.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    if !fds.is_empty() {
-        let payload = (size_of::<RawFd>() * fds.len()) as u32;
-        // SAFETY: CMSG_SPACE/CMSG_LEN are pure arithmetic.
-        let (space_len, len) = unsafe {
-            (
-                libc::CMSG_SPACE(payload) as usize,
-                libc::CMSG_LEN(payload) as usize,
-            )
-        };
-        msg.msg_control = space.0.as_mut_ptr() as *mut libc::c_void;
-        msg.msg_controllen = space_len;
-        // SAFETY: the control buffer holds CMSG_SPACE(4 * BATCH_ITEMS) (16 + 256 bytes) and is
-        // aligned, so the header and every descriptor written lie inside it.
-        unsafe {
-            let cmsg = libc::CMSG_FIRSTHDR(&msg);
-            (*cmsg).cmsg_level = libc::SOL_SOCKET;
-            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-            (*cmsg).cmsg_len = len;
-            let data = libc::CMSG_DATA(cmsg) as *mut RawFd;
-            for (index, fd) in fds.iter().enumerate() {
-                std::ptr::write_unaligned(data.add(index), fd.as_raw_fd());
-            }
-        }
-    }
-    loop {
-        // SAFETY: msg points at live stack buffers for the duration of the call.
-        let rc = unsafe { libc::sendmsg(socket, &msg, libc::MSG_NOSIGNAL) };
-        if rc >= 0 {
-            return Ok(());
-        }
-        let error = io::Error::last_os_error();
-        if error.raw_os_error() != Some(libc::EINTR) {
-            return Err(error);
-        }
-    }
-}
-
-/// Receives one message into `buf`; returns its length (0 = peer closed) and every descriptor
-/// that came along, in order (close-on-exec).
-pub fn recv_with_fds(socket: RawFd, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
-        iov_len: buf.len(),
-    };
-    let mut space = ManySpace([0; 64 + 4 * BATCH_ITEMS]);
-    // SAFETY: msghdr is plain data; zeroed is a valid empty header.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = space.0.as_mut_ptr() as *mut libc::c_void;
-    msg.msg_controllen = space.0.len();
-    let received = loop {
-        // SAFETY: msg points at live buffers we own.
-        let rc = unsafe { libc::recvmsg(socket, &mut msg, libc::MSG_CMSG_CLOEXEC) };
-        if rc >= 0 {
-            break rc as usize;
-        }
-        let error = io::Error::last_os_error();
-        if error.raw_os_error() != Some(libc::EINTR) {
-            return Err(error);
-        }
-    };
-    let mut fds = Vec::new();
-    // SAFETY: walking the control buffer the kernel filled, with the libc macros that bound it
-    // by msg_controllen; the descriptor count is derived from cmsg_len, and each descriptor the
-    // kernel installed is owned by nobody else.
-    unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
-        while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
-                let header = libc::CMSG_LEN(0) as usize;
-                let count = ((*cmsg).cmsg_len as usize).saturating_sub(header) / size_of::<RawFd>();
-                let data = libc::CMSG_DATA(cmsg) as *const RawFd;
-                for index in 0..count {
-                    let raw = std::ptr::read_unaligned(data.add(index));
-                    fds.push(OwnedFd::from_raw_fd(raw));
-                }
-            }
-            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
-        }
-    }
-    Ok((received, fds))
-}
-
 #[cfg(test)]
 mod tests {
+    use std::os::fd::AsRawFd;
+
+    use super::super::sys::{recv_with_fds, send_with_fds};
     use super::*;
 
     #[test]
@@ -227,7 +127,12 @@ mod tests {
                 OwnedFd::from(file)
             })
             .collect();
-        send_with_fds(a.as_raw_fd(), b"batch", &files).unwrap();
+        send_with_fds(
+            a.as_raw_fd(),
+            b"batch",
+            &files.iter().map(AsRawFd::as_raw_fd).collect::<Vec<_>>(),
+        )
+        .unwrap();
         let mut buf = [0u8; 64];
         let (len, got) = recv_with_fds(b.as_raw_fd(), &mut buf).unwrap();
         assert_eq!(&buf[..len], b"batch");

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::batch::{self, Batched};
+use super::batch::Batched;
 use super::inflight;
 use super::keeper_proc;
 use super::ledger::{self, Book, ExecCall};
@@ -436,7 +436,7 @@ fn serve_in_process(launch: &LaunchShared, stop: RawFd) {
 fn read_keeper(socket: OwnedFd, keeper_pid: i32) {
     let mut buf = vec![0u8; MESSAGE_LIMIT];
     loop {
-        let Ok((len, fds)) = batch::recv_with_fds(socket.as_raw_fd(), &mut buf) else {
+        let Ok((len, fds)) = sys::recv_with_fds(socket.as_raw_fd(), &mut buf) else {
             break;
         };
         if len == 0 {

@@ -4,7 +4,7 @@
 //! Invariants: the notification being handled is held in the shared in-flight slot
 //! (`inflight.rs`) from before it is handled until it is answered, and every session/group/denied
 //! entry goes before its answer (strict, one message each). Ledger messages (`Exec`, `Exited`) of a launch whose ledger file the keeper writes are coalesced into one `Batch`
-//! per [`batch::BATCH_DELAY`] (or sooner when full), because the file line, written before
+//! per [`super::batch::BATCH_DELAY`] (or sooner when full), because the file line, written before
 //! CONTINUE, is the durable record; a pending batch is sent before any strict message of its
 //! launch and before `Flushed`. Without a ledger file they go one by one before CONTINUE.
 
@@ -13,7 +13,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::batch::{self, Batched, Pending};
+use super::batch::{Batched, Pending};
 use super::family;
 use super::inflight;
 use super::keeper::{FromKeeper, MESSAGE_LIMIT, ToKeeper, pollin, settle_ready};
@@ -122,7 +122,8 @@ fn send_batch(socket: BorrowedFd<'_>, launch: u64, items: Vec<Batched>, fds: &[O
         return;
     }
     if let Ok(bytes) = serde_json::to_vec(&FromKeeper::Batch { launch, items }) {
-        let _ = batch::send_with_fds(socket.as_raw_fd(), &bytes, fds);
+        let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+        let _ = sys::send_with_fds(socket.as_raw_fd(), &bytes, &raw);
     }
 }
 

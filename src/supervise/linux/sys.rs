@@ -314,39 +314,50 @@ pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// Room for one `SCM_RIGHTS` control message carrying one descriptor (aligned for cmsghdr).
-#[repr(C, align(8))]
-pub struct CmsgSpace(pub [u8; 32]);
+/// The most descriptors one lifeline message carries (the keeper's batches fill up to it).
+pub const FDS_PER_MESSAGE: usize = 64;
 
-/// Sends `bytes` with an optional descriptor. Async-signal-safe (stack only).
-pub fn send_with_fd(socket: RawFd, bytes: &[u8], fd: Option<RawFd>) -> io::Result<()> {
+/// Room for one `SCM_RIGHTS` message with up to [`FDS_PER_MESSAGE`] descriptors (aligned).
+#[repr(C, align(8))]
+struct ManySpace([u8; 64 + 4 * FDS_PER_MESSAGE]);
+
+/// Sends `bytes` with up to [`FDS_PER_MESSAGE`] descriptors (the kernel duplicates them).
+/// Async-signal-safe (stack only): the forked child sends its listener with it.
+pub fn send_with_fds(socket: RawFd, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
+    if fds.len() > FDS_PER_MESSAGE {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
     let mut iov = libc::iovec {
         iov_base: bytes.as_ptr() as *mut libc::c_void,
         iov_len: bytes.len(),
     };
-    let mut space = CmsgSpace([0; 32]);
+    let mut space = ManySpace([0; 64 + 4 * FDS_PER_MESSAGE]);
     // SAFETY: msghdr is plain data; zeroed is a valid empty header.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
-    if let Some(fd) = fd {
+    if !fds.is_empty() {
+        let payload = size_of_val(fds) as u32;
         // SAFETY: CMSG_SPACE/CMSG_LEN are pure arithmetic.
         let (space_len, len) = unsafe {
             (
-                libc::CMSG_SPACE(size_of::<RawFd>() as u32) as usize,
-                libc::CMSG_LEN(size_of::<RawFd>() as u32) as usize,
+                libc::CMSG_SPACE(payload) as usize,
+                libc::CMSG_LEN(payload) as usize,
             )
         };
         msg.msg_control = space.0.as_mut_ptr() as *mut libc::c_void;
         msg.msg_controllen = space_len;
-        // SAFETY: the control buffer is 32 aligned bytes, larger than CMSG_SPACE(4) = 24, so
-        // the first header and its data lie inside it.
+        // SAFETY: the control buffer holds CMSG_SPACE(4 * FDS_PER_MESSAGE) (16 + 256 bytes) and is
+        // aligned, so the header and every descriptor written lie inside it.
         unsafe {
             let cmsg = libc::CMSG_FIRSTHDR(&msg);
             (*cmsg).cmsg_level = libc::SOL_SOCKET;
             (*cmsg).cmsg_type = libc::SCM_RIGHTS;
             (*cmsg).cmsg_len = len;
-            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut RawFd, fd);
+            let data = libc::CMSG_DATA(cmsg) as *mut RawFd;
+            for (index, fd) in fds.iter().enumerate() {
+                std::ptr::write_unaligned(data.add(index), *fd);
+            }
         }
     }
     loop {
@@ -362,14 +373,14 @@ pub fn send_with_fd(socket: RawFd, bytes: &[u8], fd: Option<RawFd>) -> io::Resul
     }
 }
 
-/// Receives one message into `buf`; returns its length (0 = peer closed) and a descriptor if
-/// one came along (close-on-exec).
-pub fn recv_with_fd(socket: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
+/// Receives one message into `buf`; returns its length (0 = peer closed) and every descriptor
+/// that came along, in order (close-on-exec).
+pub fn recv_with_fds(socket: RawFd, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr() as *mut libc::c_void,
         iov_len: buf.len(),
     };
-    let mut space = CmsgSpace([0; 32]);
+    let mut space = ManySpace([0; 64 + 4 * FDS_PER_MESSAGE]);
     // SAFETY: msghdr is plain data; zeroed is a valid empty header.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
@@ -387,20 +398,38 @@ pub fn recv_with_fd(socket: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<
             return Err(error);
         }
     };
-    let mut fd = None;
+    let mut fds = Vec::new();
     // SAFETY: walking the control buffer the kernel filled, with the libc macros that bound it
-    // by msg_controllen.
+    // by msg_controllen; the descriptor count is derived from cmsg_len, and each descriptor the
+    // kernel installed is owned by nobody else.
     unsafe {
         let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
         while !cmsg.is_null() {
             if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
-                let raw = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const RawFd);
-                fd = Some(OwnedFd::from_raw_fd(raw));
+                let header = libc::CMSG_LEN(0) as usize;
+                let count = ((*cmsg).cmsg_len as usize).saturating_sub(header) / size_of::<RawFd>();
+                let data = libc::CMSG_DATA(cmsg) as *const RawFd;
+                for index in 0..count {
+                    let raw = std::ptr::read_unaligned(data.add(index));
+                    fds.push(OwnedFd::from_raw_fd(raw));
+                }
             }
             cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
         }
     }
-    Ok((received, fd))
+    Ok((received, fds))
+}
+
+/// Sends `bytes` with an optional descriptor ([`send_with_fds`] with zero or one).
+pub fn send_with_fd(socket: RawFd, bytes: &[u8], fd: Option<RawFd>) -> io::Result<()> {
+    send_with_fds(socket, bytes, fd.as_slice())
+}
+
+/// Receives one message into `buf`; returns its length (0 = peer closed) and the first
+/// descriptor that came along (any others are closed).
+pub fn recv_with_fd(socket: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
+    let (received, fds) = recv_with_fds(socket, buf)?;
+    Ok((received, fds.into_iter().next()))
 }
 
 /// Asks the kernel to attach the sender's credentials to every message received on `socket`.
