@@ -487,8 +487,16 @@ mod tests {
         assert!(reminder.contains("autocode did not run it"), "{reminder}");
         assert!(reminder.ends_with(REPORT_REMINDER), "{reminder}");
         // Prose, a report sent as text and no text at all get the plain reminder.
-        for text in [Some("All done."), Some(r#"{"status": "done", "cmd": "x"}"#), None] {
-            assert_eq!(reminder_after_text(text, ReportKind::Build), REPORT_REMINDER, "{text:?}");
+        for text in [
+            Some("All done."),
+            Some(r#"{"status": "done", "cmd": "x"}"#),
+            None,
+        ] {
+            assert_eq!(
+                reminder_after_text(text, ReportKind::Build),
+                REPORT_REMINDER,
+                "{text:?}"
+            );
         }
     }
 }

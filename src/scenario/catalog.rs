@@ -220,7 +220,8 @@ impl Scenario {
         if let Some(reason) = self.not_applicable(profile) {
             return Some(SkipReason::NotApplicable(reason.to_owned()));
         }
-        (profile.is_scripted() && self.script_path(profile).is_none()).then_some(SkipReason::NoScript)
+        (profile.is_scripted() && self.script_path(profile).is_none())
+            .then_some(SkipReason::NoScript)
     }
 }
 
@@ -536,7 +537,11 @@ command = "true"
         assert_eq!(jobs.len(), 6);
         assert_eq!(
             unsupported,
-            vec![("a".to_owned(), Profile::ScriptedClaude, SkipReason::NoScript)]
+            vec![(
+                "a".to_owned(),
+                Profile::ScriptedClaude,
+                SkipReason::NoScript
+            )]
         );
         let first: Vec<_> = plan_jobs(&cases, &profiles, 2, Some("1/2".parse().unwrap())).0;
         let second: Vec<_> = plan_jobs(&cases, &profiles, 2, Some("2/2".parse().unwrap())).0;
@@ -557,7 +562,10 @@ command = "true"
         a.scripts.remove(&direct);
         a.spec = spec;
         let pinned = Profile::ScriptedDirect(DirectWire::Responses);
-        assert_eq!(a.not_applicable(&pinned), Some("writes into a CLI's own stream"));
+        assert_eq!(
+            a.not_applicable(&pinned),
+            Some("writes into a CLI's own stream")
+        );
         let (jobs, skipped) = plan_jobs(&[&a], &[Profile::ScriptedCodex, pinned.clone()], 1, None);
         assert_eq!(jobs.len(), 1);
         assert_eq!(
@@ -577,7 +585,10 @@ command = "true"
             "scripted-nope = \"r\"",
         ] {
             let text = format!("{MINIMAL}\n[not_applicable]\n{bad}\n");
-            assert!(parse_scenario_file(&text, Path::new("x.toml")).is_err(), "{bad}");
+            assert!(
+                parse_scenario_file(&text, Path::new("x.toml")).is_err(),
+                "{bad}"
+            );
         }
     }
 
@@ -590,7 +601,10 @@ command = "true"
             assert!(c.supports(&p));
             assert_eq!(c.script_path(&p), Some(Path::new("s.json")));
         }
-        assert_eq!(c.skip_reason(&Profile::ScriptedCodex), Some(SkipReason::NoScript));
+        assert_eq!(
+            c.skip_reason(&Profile::ScriptedCodex),
+            Some(SkipReason::NoScript)
+        );
     }
 
     #[test]

@@ -145,8 +145,10 @@ pub fn find_scripts(
 mod tests {
     use super::*;
 
-    const SCRIPT: &str = r#"{"conversation": [{"name": "c", "step": [{"kind": "text", "text": "hi"}]}]}"#;
-    const OTHER: &str = r#"{"conversation": [{"name": "c", "step": [{"kind": "text", "text": "ho"}]}]}"#;
+    const SCRIPT: &str =
+        r#"{"conversation": [{"name": "c", "step": [{"kind": "text", "text": "hi"}]}]}"#;
+    const OTHER: &str =
+        r#"{"conversation": [{"name": "c", "step": [{"kind": "text", "text": "ho"}]}]}"#;
 
     fn case_dir(files: &[(&str, &str)]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
@@ -211,12 +213,19 @@ mod tests {
     fn pinned_protocol_files_and_unknown_names_are_refused() {
         let dir = case_dir(&[("scripted-direct-responses.json", SCRIPT)]);
         let err = find_scripts(dir.path(), &BTreeMap::new()).unwrap_err();
-        assert!(err.to_string().contains("scripts/scripted-direct.json"), "{err}");
+        assert!(
+            err.to_string().contains("scripts/scripted-direct.json"),
+            "{err}"
+        );
         let dir = case_dir(&[("live-codex.json", SCRIPT)]);
         assert!(find_scripts(dir.path(), &BTreeMap::new()).is_err());
         let dir = case_dir(&[("scripted-codex.json", "{not json")]);
         assert!(find_scripts(dir.path(), &BTreeMap::new()).is_err());
         let none = tempfile::tempdir().unwrap();
-        assert!(find_scripts(none.path(), &BTreeMap::new()).unwrap().is_empty());
+        assert!(
+            find_scripts(none.path(), &BTreeMap::new())
+                .unwrap()
+                .is_empty()
+        );
     }
 }

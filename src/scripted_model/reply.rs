@@ -417,10 +417,7 @@ mod tests {
         );
         let direct = request(vec![
             tool("shell", json!({"properties":{"command":{}}})),
-            tool(
-                "write_file",
-                json!({"properties":{"path":{},"content":{}}}),
-            ),
+            tool("write_file", json!({"properties":{"path":{},"content":{}}})),
         ]);
         let call = tool_call(plan_step(&step, &direct, 0).unwrap());
         assert_eq!(call.name, "write_file");
