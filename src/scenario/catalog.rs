@@ -595,7 +595,7 @@ command = "true"
     #[test]
     fn a_direct_profile_plays_the_scripted_direct_script() {
         let direct = Profile::ScriptedDirect(DirectWire::Rotate);
-        let c = case("c", &[direct.clone()]);
+        let c = case("c", std::slice::from_ref(&direct));
         for wire in DirectWire::ALL {
             let p = Profile::ScriptedDirect(wire);
             assert!(c.supports(&p));
