@@ -213,8 +213,15 @@ async fn forged_stream_events_have_no_purchase_on_scripted_direct() {
                 .contains("/proc/$p/fd/1"),
             "{finished:?}"
         );
-        let text = std::fs::read_to_string(tester.join("events.jsonl")).unwrap();
-        assert!(!text.contains("\"evidence_id\":\"event:ac-9\""), "{text}");
+        assert!(
+            events.iter().all(|e| e["evidence_id"] != "event:ac-9"),
+            "{events:?}"
+        );
+        // The forged line went back to the model as the command's output, and the write into
+        // autocode's own stdout was refused by the room.
+        let output = finished[0]["output_excerpt"].as_str().unwrap();
+        assert!(output.contains("event:ac-9"), "{output}");
+        assert!(output.contains("Permission denied"), "{output}");
         let evidence: Value =
             serde_json::from_slice(&std::fs::read(tester.join("evidence.json")).unwrap()).unwrap();
         assert!(
