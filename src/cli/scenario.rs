@@ -3,6 +3,7 @@
 //! `run` and `stats` exit 1 when any result is a FALSE_COMPLETE (the CI gate); `check` exits 1
 //! when a case's oracle cannot fail on its seed or rejects the scripted result.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -53,7 +54,9 @@ pub struct RunArgs {
     /// Run every case of the catalog.
     #[arg(long)]
     pub all: bool,
-    /// scripted-opencode, scripted-codex, scripted-claude, or a live profile (a provider name);
+    /// scripted-opencode, scripted-codex, scripted-claude, scripted-direct (autocode's own
+    /// runtime, the protocol rotating by case; scripted-direct-chat-completions,
+    /// -responses, -anthropic-messages pin one), or a live profile (a provider name);
     /// repeatable.
     #[arg(long = "profile", default_value = "scripted-codex")]
     pub profiles: Vec<String>,
@@ -130,7 +133,13 @@ struct Listed<'a> {
     title: &'a str,
     expect: catalog::ExpectedOutcome,
     honest_stops: Vec<String>,
+    /// The scripted profiles the case runs on (`scripted-direct` stands for every protocol).
     profiles: Vec<String>,
+    /// Each scripted profile's script file (a derived one names the file it plays).
+    scripts: BTreeMap<String, PathBuf>,
+    /// Scripted profiles the case does not apply to, with the reason.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    not_applicable: BTreeMap<String, &'a str>,
 }
 
 fn list(args: ListArgs) -> Result<ExitCode, EdgeError> {
@@ -149,15 +158,42 @@ fn list(args: ListArgs) -> Result<ExitCode, EdgeError> {
                 .map(|c| c.to_string())
                 .collect(),
             profiles: s.scripts.keys().map(|p| p.to_string()).collect(),
+            scripts: s
+                .scripts
+                .iter()
+                .map(|(p, script)| (p.to_string(), script.path.clone()))
+                .collect(),
+            not_applicable: s
+                .spec
+                .not_applicable
+                .iter()
+                .map(|(p, reason)| (p.to_string(), reason.as_str()))
+                .collect(),
         })
         .collect();
     if args.json {
         output::print_json(&listed)?;
     } else {
-        let lines: Vec<String> = listed
-            .iter()
-            .map(|l| format!("{:<30} {:<55} {}", l.name, l.title, l.profiles.join(",")))
-            .collect();
+        let mut lines = Vec::new();
+        for (l, case) in listed.iter().zip(&cases) {
+            let profiles: Vec<String> = case
+                .scripts
+                .iter()
+                .map(|(p, script)| match &script.derived_from {
+                    Some(from) => format!("{p}(={from})"),
+                    None => p.to_string(),
+                })
+                .collect();
+            lines.push(format!(
+                "{:<30} {:<55} {}",
+                l.name,
+                l.title,
+                profiles.join(",")
+            ));
+            for (profile, reason) in &l.not_applicable {
+                lines.push(format!("{:<30} {profile} not applicable: {reason}", ""));
+            }
+        }
         output::print_stdout(&lines.join("\n"))?;
     }
     Ok(ExitCode::SUCCESS)
@@ -188,8 +224,8 @@ fn run_cases(args: RunArgs) -> Result<ExitCode, EdgeError> {
         .transpose()
         .map_err(EdgeError::usage)?;
     let (jobs, unsupported) = catalog::plan_jobs(&selected, &profiles, args.repeat, shard);
-    for (case, profile) in &unsupported {
-        output::say!("skipped: {case} has no script for {profile}");
+    for (case, profile, reason) in &unsupported {
+        output::say!("skipped: {case} on {profile}: {reason}");
     }
     let cli_bin = std::fs::canonicalize(&args.cli_bin).unwrap_or(args.cli_bin.clone());
     let config = HarnessConfig {
@@ -201,8 +237,13 @@ fn run_cases(args: RunArgs) -> Result<ExitCode, EdgeError> {
     let runtime = super::runtime()?;
     let mut results = Vec::with_capacity(jobs.len());
     for job in &jobs {
+        let protocol = job
+            .profile
+            .direct_protocol(&job.scenario.name, job.repeat)
+            .map(|p| format!(", {}", p.as_str()))
+            .unwrap_or_default();
         output::say!(
-            "running {} on {} (#{})",
+            "running {} on {}{protocol} (#{})",
             job.scenario.name,
             job.profile,
             job.repeat + 1

@@ -53,6 +53,23 @@ impl Default for Bounds {
 /// The reminder after a response that neither called a tool nor reported.
 pub const REPORT_REMINDER: &str = "You ended your turn without calling the `report` tool. Text answers are not reports: call `report` with the stage's report (its arguments are the report), or keep working with the tools.";
 
+/// The reminder after a response without a tool call: when its text is only a shell command
+/// (the final-message rule of `crate::events::final_message`, as for a CLI's final message), it
+/// says so and that autocode did not run it; otherwise [`REPORT_REMINDER`].
+pub fn reminder_after_text(text: Option<&str>, kind: ReportKind) -> String {
+    let fields = kind.top_level_fields();
+    let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+    match text.map(|t| crate::events::classify_final_message(t, &fields)) {
+        Some(crate::events::FinalMessage::ShellCommandFinalMessage { rejection }) => {
+            let command = serde_json::json!({ rejection.key.clone(): rejection.command });
+            format!(
+                "Your final message was a shell command ({command}) instead of the report. autocode did not run it. {REPORT_REMINDER}"
+            )
+        }
+        _ => REPORT_REMINDER.to_owned(),
+    }
+}
+
 /// Everything one stage's loop needs.
 #[derive(Debug, Clone)]
 pub struct StageInput {
@@ -257,7 +274,7 @@ pub async fn run_stage(input: StageInput) -> StageRun {
                     "the model ended its turn twice without calling the `report` tool".into(),
                 );
             }
-            exchange.push_user_text(REPORT_REMINDER);
+            exchange.push_user_text(&reminder_after_text(turn.text.as_deref(), input.kind));
             continue;
         }
         idle_turns = 0;
@@ -451,4 +468,35 @@ fn provider_error(failure: &HttpFailure) -> crate::events::ErrorSignal {
         _ => {}
     }
     signal
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_text_answer_that_is_a_shell_command_is_named_as_one() {
+        let cmd = r#"{"cmd": "python3 -m unittest -q test_vowels"}"#;
+        let reminder = reminder_after_text(Some(cmd), ReportKind::Build);
+        assert!(
+            reminder.starts_with(
+                r#"Your final message was a shell command ({"cmd":"python3 -m unittest -q test_vowels"})"#
+            ),
+            "{reminder}"
+        );
+        assert!(reminder.contains("autocode did not run it"), "{reminder}");
+        assert!(reminder.ends_with(REPORT_REMINDER), "{reminder}");
+        // Prose, a report sent as text and no text at all get the plain reminder.
+        for text in [
+            Some("All done."),
+            Some(r#"{"status": "done", "cmd": "x"}"#),
+            None,
+        ] {
+            assert_eq!(
+                reminder_after_text(text, ReportKind::Build),
+                REPORT_REMINDER,
+                "{text:?}"
+            );
+        }
+    }
 }

@@ -3,19 +3,20 @@
 //!
 //! Invariants: a loaded [`Scenario`] has a non-empty `brief.md`, a `seed/` directory, at least
 //! one oracle check (or an oracle script), a consistent expectation (a case that expects a stop
-//! names the pause codes that count as honest), and every `scripts/<profile>.toml` parses as a
-//! scripted-model script for a known scripted profile. Cases are listed in name order, so
+//! names the pause codes that count as honest), every `scripts/<profile>.toml` parses as a
+//! scripted-model script for a known scripted profile (`scripts.rs`), and every profile it marks
+//! `[not_applicable]` is a scripted one with a reason. Cases are listed in name order, so
 //! sharding is stable across machines.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::profile::{DirectWire, Profile};
+pub use super::scripts::CaseScript;
 use crate::pause::PauseCode;
-use crate::scripted_model::Script;
 
 /// The catalog file of one case.
 pub const SCENARIO_FILE: &str = "scenario.toml";
@@ -167,77 +168,10 @@ pub struct ScenarioFile {
     #[serde(default)]
     pub run: RunSettings,
     pub oracle: Oracle,
-}
-
-/// A harness profile: which agent CLI runs the case and against what model.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Profile {
-    ScriptedOpencode,
-    ScriptedCodex,
-    ScriptedClaude,
-    ScriptedFake,
-    /// A user-defined live profile: a provider name from the registry; needs
-    /// `--i-authorize-live-model-spend`.
-    Live(String),
-}
-
-impl Profile {
-    pub const SCRIPTED: [Profile; 4] = [
-        Profile::ScriptedOpencode,
-        Profile::ScriptedCodex,
-        Profile::ScriptedClaude,
-        Profile::ScriptedFake,
-    ];
-
-    pub fn as_str(&self) -> &str {
-        match self {
-            Profile::ScriptedOpencode => "scripted-opencode",
-            Profile::ScriptedCodex => "scripted-codex",
-            Profile::ScriptedClaude => "scripted-claude",
-            Profile::ScriptedFake => "scripted-fake",
-            Profile::Live(name) => name,
-        }
-    }
-
-    pub fn is_scripted(&self) -> bool {
-        !matches!(self, Profile::Live(_))
-    }
-
-    /// The built-in provider a scripted profile drives.
-    pub fn provider(&self) -> &str {
-        match self {
-            Profile::ScriptedOpencode => "opencode",
-            Profile::ScriptedCodex => "codex",
-            Profile::ScriptedClaude => "claude",
-            Profile::ScriptedFake => "fake",
-            Profile::Live(name) => name.strip_prefix("live-").unwrap_or(name),
-        }
-    }
-}
-
-impl fmt::Display for Profile {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Profile {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "scripted-opencode" => Ok(Profile::ScriptedOpencode),
-            "scripted-codex" => Ok(Profile::ScriptedCodex),
-            "scripted-claude" => Ok(Profile::ScriptedClaude),
-            "scripted-fake" => Ok(Profile::ScriptedFake),
-            other if other.starts_with("scripted-") => Err(format!(
-                "unknown scripted profile {other:?} (scripted-opencode, scripted-codex, scripted-claude, scripted-fake)"
-            )),
-            other if valid_name(other) => Ok(Profile::Live(other.to_owned())),
-            other => Err(format!(
-                "bad profile name {other:?}: use lowercase letters, digits and '-'"
-            )),
-        }
-    }
+    /// Scripted profiles the case cannot apply to, each with the reason (`scenario list` shows
+    /// it); the key is the profile that owns the script (`scripted-direct` for every protocol).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub not_applicable: BTreeMap<Profile, String>,
 }
 
 /// A validated case.
@@ -247,9 +181,9 @@ pub struct Scenario {
     pub dir: PathBuf,
     pub spec: ScenarioFile,
     pub brief: String,
-    /// The scripted profiles this case has a script for, and the script
-    /// (`scripts/<profile>.toml` or `.json`).
-    pub scripts: BTreeMap<Profile, PathBuf>,
+    /// The scripted profiles this case has a script for (by [`Profile::script_key`]), and the
+    /// script (`scripts/<profile>.toml` or `.json`, or the one it is derived from).
+    pub scripts: BTreeMap<Profile, CaseScript>,
 }
 
 impl Scenario {
@@ -261,13 +195,51 @@ impl Scenario {
         self.dir.join(ORACLE_DIR)
     }
 
+    /// The script `profile` plays (every `scripted-direct*` profile plays `scripted-direct`'s).
     pub fn script_path(&self, profile: &Profile) -> Option<&Path> {
-        self.scripts.get(profile).map(PathBuf::as_path)
+        self.scripts
+            .get(&profile.script_key())
+            .map(|s| s.path.as_path())
+    }
+
+    /// Why the case does not apply to `profile`, when its `scenario.toml` says so.
+    pub fn not_applicable(&self, profile: &Profile) -> Option<&str> {
+        self.spec
+            .not_applicable
+            .get(&profile.script_key())
+            .map(String::as_str)
     }
 
     /// Whether the case can run on `profile` (scripted profiles need a script).
     pub fn supports(&self, profile: &Profile) -> bool {
-        !profile.is_scripted() || self.scripts.contains_key(profile)
+        self.skip_reason(profile).is_none()
+    }
+
+    /// Why a job of this case on `profile` is not planned; `None` when it runs.
+    pub fn skip_reason(&self, profile: &Profile) -> Option<SkipReason> {
+        if let Some(reason) = self.not_applicable(profile) {
+            return Some(SkipReason::NotApplicable(reason.to_owned()));
+        }
+        (profile.is_scripted() && self.script_path(profile).is_none())
+            .then_some(SkipReason::NoScript)
+    }
+}
+
+/// Why a (case, profile) pair is not run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SkipReason {
+    /// A scripted profile and no script for it.
+    NoScript,
+    /// The case's `[not_applicable]` names the profile, with this reason.
+    NotApplicable(String),
+}
+
+impl std::fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SkipReason::NoScript => f.write_str("no script"),
+            SkipReason::NotApplicable(reason) => write!(f, "not applicable: {reason}"),
+        }
     }
 }
 
@@ -328,6 +300,18 @@ pub fn parse_scenario_file(text: &str, path: &Path) -> Result<ScenarioFile, Cata
             "run.background_service: an argument is empty (it is an argv, not a shell line)".into(),
         ));
     }
+    for (profile, reason) in &spec.not_applicable {
+        if !profile.is_scripted() || *profile != profile.script_key() {
+            return Err(invalid(format!(
+                "not_applicable: {profile} is not a scripted profile that owns a script (e.g. scripted-direct)"
+            )));
+        }
+        if reason.trim().is_empty() {
+            return Err(invalid(format!(
+                "not_applicable: say why the case does not apply to {profile}"
+            )));
+        }
+    }
     if spec.run.timeout_seconds == 0 || spec.oracle.timeout_seconds == 0 {
         return Err(invalid("timeouts must be positive".into()));
     }
@@ -362,49 +346,7 @@ pub fn load_case(dir: &Path) -> Result<Scenario, CatalogError> {
             message: "the seed folder is missing".into(),
         });
     }
-    let mut scripts_found = BTreeMap::new();
-    let scripts = dir.join(SCRIPTS_DIR);
-    if scripts.is_dir() {
-        for entry in std::fs::read_dir(&scripts).map_err(io_err(&scripts))? {
-            let entry = entry.map_err(io_err(&scripts))?;
-            let path = entry.path();
-            let Some(stem) = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .and_then(|n| n.strip_suffix(".toml").or_else(|| n.strip_suffix(".json")))
-                .map(str::to_owned)
-            else {
-                return Err(CatalogError::Invalid {
-                    path,
-                    message: "scripts/ holds only <profile>.toml or <profile>.json files".into(),
-                });
-            };
-            let profile: Profile = stem.parse().map_err(|message| CatalogError::Script {
-                path: path.clone(),
-                profile: stem.to_owned(),
-                message,
-            })?;
-            if !profile.is_scripted() {
-                return Err(CatalogError::Script {
-                    path,
-                    profile: stem.to_owned(),
-                    message: "only scripted-* profiles take a script".into(),
-                });
-            }
-            Script::load(&path).map_err(|e| CatalogError::Script {
-                path: path.clone(),
-                profile: stem.to_owned(),
-                message: e.to_string(),
-            })?;
-            if scripts_found.insert(profile, path.clone()).is_some() {
-                return Err(CatalogError::Script {
-                    path,
-                    profile: stem.to_owned(),
-                    message: "two scripts for one profile".into(),
-                });
-            }
-        }
-    }
+    let scripts_found = super::scripts::find_scripts(dir, &spec.not_applicable)?;
     Ok(Scenario {
         name,
         dir: dir.to_owned(),
@@ -484,19 +426,20 @@ pub struct Job<'a> {
 }
 
 /// Every (case, profile, repetition) the case supports, in stable order, then this shard's
-/// share. Cases without a script for a scripted profile are skipped (and returned apart).
+/// share. Cases without a script for a scripted profile, or marked not applicable to it, are
+/// skipped (and returned apart, with the reason).
 pub fn plan_jobs<'a>(
     cases: &[&'a Scenario],
     profiles: &[Profile],
     repeat: u32,
     shard: Option<Shard>,
-) -> (Vec<Job<'a>>, Vec<(String, Profile)>) {
+) -> (Vec<Job<'a>>, Vec<(String, Profile, SkipReason)>) {
     let mut jobs = Vec::new();
     let mut unsupported = Vec::new();
     for scenario in cases {
         for profile in profiles {
-            if !scenario.supports(profile) {
-                unsupported.push((scenario.name.clone(), profile.clone()));
+            if let Some(reason) = scenario.skip_reason(profile) {
+                unsupported.push((scenario.name.clone(), profile.clone(), reason));
                 continue;
             }
             for r in 0..repeat {
@@ -559,20 +502,6 @@ command = "true"
     }
 
     #[test]
-    fn profiles_parse_and_round_trip() {
-        for p in Profile::SCRIPTED {
-            assert_eq!(p.as_str().parse::<Profile>().unwrap(), p);
-        }
-        assert_eq!(
-            "live-claude".parse::<Profile>().unwrap(),
-            Profile::Live("live-claude".into())
-        );
-        assert_eq!(Profile::Live("live-claude".into()).provider(), "claude");
-        assert!("scripted-nope".parse::<Profile>().is_err());
-        assert!("Bad Name".parse::<Profile>().is_err());
-    }
-
-    #[test]
     fn shards_parse_and_partition_every_job_exactly_once() {
         assert!("0/2".parse::<Shard>().is_err());
         assert!("3/2".parse::<Shard>().is_err());
@@ -593,7 +522,7 @@ command = "true"
             brief: "b".into(),
             scripts: profiles
                 .iter()
-                .map(|p| (p.clone(), PathBuf::from("s.json")))
+                .map(|p| (p.clone(), CaseScript::own(PathBuf::from("s.json"))))
                 .collect(),
         }
     }
@@ -606,13 +535,76 @@ command = "true"
         let profiles = [Profile::ScriptedCodex, Profile::ScriptedClaude];
         let (jobs, unsupported) = plan_jobs(&cases, &profiles, 2, None);
         assert_eq!(jobs.len(), 6);
-        assert_eq!(unsupported, vec![("a".to_owned(), Profile::ScriptedClaude)]);
+        assert_eq!(
+            unsupported,
+            vec![(
+                "a".to_owned(),
+                Profile::ScriptedClaude,
+                SkipReason::NoScript
+            )]
+        );
         let first: Vec<_> = plan_jobs(&cases, &profiles, 2, Some("1/2".parse().unwrap())).0;
         let second: Vec<_> = plan_jobs(&cases, &profiles, 2, Some("2/2".parse().unwrap())).0;
         assert_eq!(first.len() + second.len(), 6);
         assert!(first.iter().all(|j| !second.contains(j)));
         let live = [Profile::Live("live-x".into())];
         assert_eq!(plan_jobs(&cases, &live, 1, None).0.len(), 2);
+    }
+
+    #[test]
+    fn not_applicable_marks_parse_skip_every_direct_protocol_and_are_checked() {
+        let marked = format!(
+            "{MINIMAL}\n[not_applicable]\nscripted-direct = \"writes into a CLI's own stream\"\n"
+        );
+        let spec = parse_scenario_file(&marked, Path::new("x.toml")).unwrap();
+        let direct = Profile::ScriptedDirect(DirectWire::Rotate);
+        let mut a = case("a", &[Profile::ScriptedCodex, direct.clone()]);
+        a.scripts.remove(&direct);
+        a.spec = spec;
+        let pinned = Profile::ScriptedDirect(DirectWire::Responses);
+        assert_eq!(
+            a.not_applicable(&pinned),
+            Some("writes into a CLI's own stream")
+        );
+        let (jobs, skipped) = plan_jobs(&[&a], &[Profile::ScriptedCodex, pinned.clone()], 1, None);
+        assert_eq!(jobs.len(), 1);
+        assert_eq!(
+            skipped,
+            vec![(
+                "a".to_owned(),
+                pinned,
+                SkipReason::NotApplicable("writes into a CLI's own stream".into())
+            )]
+        );
+        assert!(skipped[0].2.to_string().starts_with("not applicable: "));
+        // The key must own a script, be scripted, and come with a reason.
+        for bad in [
+            "scripted-direct-responses = \"r\"",
+            "live-codex = \"r\"",
+            "scripted-direct = \" \"",
+            "scripted-nope = \"r\"",
+        ] {
+            let text = format!("{MINIMAL}\n[not_applicable]\n{bad}\n");
+            assert!(
+                parse_scenario_file(&text, Path::new("x.toml")).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_direct_profile_plays_the_scripted_direct_script() {
+        let direct = Profile::ScriptedDirect(DirectWire::Rotate);
+        let c = case("c", std::slice::from_ref(&direct));
+        for wire in DirectWire::ALL {
+            let p = Profile::ScriptedDirect(wire);
+            assert!(c.supports(&p));
+            assert_eq!(c.script_path(&p), Some(Path::new("s.json")));
+        }
+        assert_eq!(
+            c.skip_reason(&Profile::ScriptedCodex),
+            Some(SkipReason::NoScript)
+        );
     }
 
     #[test]

@@ -6,7 +6,10 @@
 //! profile, runs the oracle on a copy of the result, and computes a verdict; `stats` merges
 //! result folders into a scorecard. See `docs/reliability.md`.
 //!
-//! - [`catalog`]: loading, validation, profiles, sharding.
+//! - [`catalog`]: loading, validation, sharding.
+//! - [`profile`]: the harness profiles (CLIs, autocode's direct runtime and its protocols, live).
+//! - [`scripts`]: a case's scripts, the derived `scripted-direct` one, not-applicable marks.
+//! - [`direct_setup`]: a `scripted-direct*` job's endpoint in its throwaway home.
 //! - [`verdict`]: the pure verdict table.
 //! - [`oracle`]: the hidden checks, run through the boundary on a copy of the result tree.
 //! - [`result`]: the `result.json` of one run.
@@ -15,9 +18,12 @@
 //! - [`selfcheck`]: the catalog self-check (the oracle fails on the seed, passes the scripted result).
 
 pub mod catalog;
+pub mod direct_setup;
 pub mod oracle;
+pub mod profile;
 pub mod result;
 pub mod runner;
+pub mod scripts;
 pub mod selfcheck;
 pub mod stats;
 pub mod verdict;

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::oracle::OracleCheckResult;
 use super::verdict::{RunEnding, Verdict};
+use crate::direct::protocol::Protocol;
 use crate::store::{self, StoreError};
 
 pub const RESULT_FILE: &str = "result.json";
@@ -33,6 +34,9 @@ pub struct ScenarioResult {
     pub format_version: u64,
     pub case: String,
     pub profile: String,
+    /// The wire protocol of a `scripted-direct*` job (`None` on the CLI and live profiles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<Protocol>,
     /// 0-based repetition.
     pub repeat: u32,
     pub verdict: Verdict,

@@ -30,10 +30,12 @@ use crate::transport::BuiltinTransport;
 /// The model name every scripted profile uses (the scripts' `models`).
 pub const SCRIPTED_MODEL: &str = "mock-model";
 
-/// The model as the profile's CLI names it (OpenCode wants PROVIDER/MODEL).
+/// The model as the profile's runtime names it (OpenCode wants PROVIDER/MODEL, autocode's own
+/// runtime ENDPOINT/MODEL).
 pub fn scripted_model_name(profile: &Profile) -> String {
     match profile {
         Profile::ScriptedOpencode => format!("mock/{SCRIPTED_MODEL}"),
+        Profile::ScriptedDirect(_) => super::direct_setup::model_route(),
         _ => SCRIPTED_MODEL.to_owned(),
     }
 }
@@ -175,7 +177,7 @@ pub fn write_cli_config(
         Profile::ScriptedCodex => BuiltinTransport::Codex,
         Profile::ScriptedClaude => BuiltinTransport::Claude,
         Profile::ScriptedOpencode => BuiltinTransport::Opencode,
-        Profile::ScriptedFake | Profile::Live(_) => {
+        Profile::ScriptedFake | Profile::ScriptedDirect(_) | Profile::Live(_) => {
             return Err(format!(
                 "profile {profile} has no scripted CLI configuration"
             ));
@@ -380,6 +382,7 @@ fn error_result(
         format_version: RESULT_FORMAT,
         case: job.scenario.name.clone(),
         profile: job.profile.to_string(),
+        protocol: job.profile.direct_protocol(&job.scenario.name, job.repeat),
         repeat: job.repeat,
         verdict: verdict::Verdict::Error,
         ending: RunEnding::HarnessError { message },
@@ -457,7 +460,20 @@ async fn run_job_inner(
             .map_err(|e| HarnessError::Setup(format!("scripted model: {e}")))?;
         let mut env = scripted_env(&config.env, &home, &config.cli_bin_dir);
         write_login_profile(&home, &env).map_err(io("cannot write the throwaway ~/.profile"))?;
-        env.extend(write_cli_config(&job.profile, &home, &running).map_err(HarnessError::Setup)?);
+        if let Profile::ScriptedDirect(_) = job.profile {
+            super::direct_setup::configure(
+                &job.profile,
+                &scenario.name,
+                job.repeat,
+                &env,
+                &running,
+            )
+            .map_err(HarnessError::Setup)?;
+        } else {
+            env.extend(
+                write_cli_config(&job.profile, &home, &running).map_err(HarnessError::Setup)?,
+            );
+        }
         server = Some(running);
         env
     } else {
@@ -633,6 +649,7 @@ async fn run_and_judge(
         format_version: RESULT_FORMAT,
         case: scenario.name.clone(),
         profile: job.profile.to_string(),
+        protocol: job.profile.direct_protocol(&job.scenario.name, job.repeat),
         repeat: job.repeat,
         verdict,
         ending: part.ending,

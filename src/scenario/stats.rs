@@ -510,6 +510,7 @@ pub(crate) mod tests {
             format_version: RESULT_FORMAT,
             case: case.into(),
             profile: profile.into(),
+            protocol: None,
             repeat,
             verdict,
             ending: match verdict {

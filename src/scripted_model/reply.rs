@@ -110,6 +110,8 @@ const SHELL_TOOLS: [&str; 4] = ["bash", "Bash", "exec_command", "shell"];
 const STRUCTURED_OUTPUT_TOOL: &str = "StructuredOutput";
 /// autocode's direct runtime's report tool (its arguments are the report, like Claude's).
 const DIRECT_REPORT_TOOL: &str = "report";
+/// autocode's direct runtime's file-writing tool (`path`, `content`).
+const DIRECT_WRITE_TOOL: &str = "write_file";
 /// Used for Claude's Bash `description` when the step gives none (the prototype's text).
 const DEFAULT_DESCRIPTION: &str = "Run the scripted mock command";
 
@@ -230,7 +232,10 @@ fn shell_call(
 
 /// The write tool call (`write {filePath, content}`, `Write {file_path, content}`), if offered.
 fn write_call(request: &ModelRequest, path: &str, content: &str) -> Option<ToolCall> {
-    let tool: &OfferedTool = request.tool("write").or_else(|| request.tool("Write"))?;
+    let tool: &OfferedTool = request
+        .tool("write")
+        .or_else(|| request.tool("Write"))
+        .or_else(|| request.tool(DIRECT_WRITE_TOOL))?;
     let path_key = ["filePath", "file_path", "path"]
         .into_iter()
         .find(|key| tool.has_property(key))
@@ -410,6 +415,13 @@ mod tests {
             tool_call(plan_step(&step, &claude, 0).unwrap()).arguments,
             json!({"file_path":"a/b.txt","content":"x\n"})
         );
+        let direct = request(vec![
+            tool("shell", json!({"properties":{"command":{}}})),
+            tool("write_file", json!({"properties":{"path":{},"content":{}}})),
+        ]);
+        let call = tool_call(plan_step(&step, &direct, 0).unwrap());
+        assert_eq!(call.name, "write_file");
+        assert_eq!(call.arguments, json!({"path":"a/b.txt","content":"x\n"}));
         let codex = request(vec![tool("exec_command", json!({"properties":{"cmd":{}}}))]);
         let call = tool_call(plan_step(&step, &codex, 0).unwrap());
         assert_eq!(

@@ -91,7 +91,8 @@ pub enum Step {
         #[serde(default = "one")]
         repeat: u32,
     },
-    /// Write a file with the CLI's write tool, or a shell heredoc when there is none (Codex).
+    /// Write a file with the runtime's write tool (OpenCode `write`, Claude `Write`, autocode's
+    /// direct runtime `write_file`), or a shell heredoc when there is none (Codex, read-only roles).
     WriteFile {
         path: String,
         content: String,

@@ -13,6 +13,7 @@ mod room_e2e;
 mod run_e2e;
 mod run_integrity;
 mod scenario;
+mod scenario_direct;
 mod scripted_model;
 mod supervise;
 mod transport_launch;
