@@ -219,6 +219,7 @@ pub async fn start(
             auto_select: !opts.no_auto_select,
             scripted_local: opts.scripted_local,
             workspace: workspace.clone(),
+            canaries: crate::direct::readiness::CanaryMode::Cached,
         },
     )
     .await

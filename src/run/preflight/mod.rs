@@ -10,6 +10,7 @@
 //! result. One function, two callers: what `doctor` calls ready is what a run starts with.
 //! Design: `docs/run-lifecycle.md` ("Preflight and automatic routes").
 
+pub mod direct_ready;
 pub mod provider_check;
 pub mod resume;
 
@@ -64,6 +65,8 @@ pub struct Request {
     /// The routes talk to a loopback scripted/local endpoint (tests, demo).
     pub scripted_local: bool,
     pub workspace: PathBuf,
+    /// Whether the direct runtime's readiness canaries may come from the cache.
+    pub canaries: crate::direct::readiness::CanaryMode,
 }
 
 /// Whether the verifiers run on another model family than what they check.
@@ -271,6 +274,7 @@ async fn check(
             roles: &roles,
             scripted_local: req.scripted_local,
             workspace: &req.workspace,
+            canaries: req.canaries,
         },
     )
     .await
@@ -377,6 +381,17 @@ pub async fn preflight(
     };
     let mut checks = vec![check(&chosen, &routes, env, req).await];
     checks.extend(candidate_checks);
+    // A provider only some roles are routed to (`autocode:ENDPOINT/MODEL`) is checked too.
+    for route in routes.values() {
+        if resolved.iter().any(|p| p.name == route.provider) {
+            continue;
+        }
+        let Ok(other) = registry.resolve(&route.provider) else {
+            continue;
+        };
+        checks.push(check(&other, &routes, env, req).await);
+        resolved.push(other);
+    }
     let mut problems: Vec<Problem> = Vec::new();
     if let Some(source) = &default_source
         && checks[0].executable.is_none()
