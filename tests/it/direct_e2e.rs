@@ -379,8 +379,20 @@ pub(super) struct FakeEndpoint {
 }
 
 impl FakeEndpoint {
+    /// A ready local server (it lists the demo's models and passes the readiness canaries,
+    /// `ready_answer`) that answers every stage request with `response`; `hits` counts the
+    /// stage requests only.
     fn start(response: String) -> FakeEndpoint {
-        FakeEndpoint::routed(move |_, _| response.clone())
+        let stage_hits = Arc::new(Mutex::new(0));
+        let counter = stage_hits.clone();
+        let mut endpoint = FakeEndpoint::routed(move |path, body| {
+            ready_answer(path, body).unwrap_or_else(|| {
+                *counter.lock().unwrap() += 1;
+                response.clone()
+            })
+        });
+        endpoint.hits = stage_hits;
+        endpoint
     }
 
     /// Answers each request with `handler(path, body)` (a whole HTTP response).
@@ -458,6 +470,30 @@ async fn fake_run(endpoint: &FakeEndpoint) -> (Place, RunSummary) {
         .unwrap();
     let summary = place.run("fake").await;
     (place, summary)
+}
+
+/// What a ready local server answers to the readiness preflight (`GET /v1/models` listing the
+/// demo's models; a canary asking to echo its `ac-canary-…` marker gets that shell call), or
+/// `None` for any other request.
+pub(super) fn ready_answer(path: &str, body: &str) -> Option<String> {
+    if path == "/v1/models" {
+        return Some(http_json(
+            "200 OK",
+            &json!({"data": [{"id": DOER_MODEL}, {"id": CHECKER_MODEL}]}),
+        ));
+    }
+    if !body.contains("preflight canary") {
+        return None;
+    }
+    let start = body.find("ac-canary-")?;
+    let marker: String = body[start..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect();
+    Some(http_json(
+        "200 OK",
+        &chat_calls(1, &json!({"command": format!("echo {marker}")}).to_string()),
+    ))
 }
 
 pub(super) fn http_json(status: &str, body: &Value) -> String {

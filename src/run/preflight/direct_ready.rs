@@ -99,3 +99,30 @@ pub async fn check(
     }
     (results, problems)
 }
+
+/// The problems of the local endpoint models `routes` put on autocode's own runtime (a resume
+/// re-checks them before it launches anything; canaries from the cache when they passed).
+pub async fn check_routes(
+    env: &Env,
+    routes: &BTreeMap<Role, crate::transport::Route>,
+) -> Vec<Problem> {
+    let roles: Vec<(Role, String)> = routes
+        .iter()
+        .filter(|(_, r)| r.provider.as_str() == crate::direct::PROVIDER_NAME)
+        .map(|(role, r)| (*role, r.model.clone()))
+        .collect();
+    if roles.is_empty() {
+        return Vec::new();
+    }
+    let get = |name: &str| {
+        env.get(&OsString::from(name))
+            .and_then(|v| v.to_str().map(str::to_owned))
+    };
+    let Ok(connections) = crate::direct::connections::dir_from_env(get)
+        .and_then(|dir| Connections::load(&dir))
+    else {
+        // Unloadable connections change the transport identity, which is checked first.
+        return Vec::new();
+    };
+    check(env, &connections, &roles, CanaryMode::Cached).await.1
+}
