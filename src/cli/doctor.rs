@@ -23,8 +23,8 @@ use crate::error::{EdgeError, exit};
 use crate::provider::{
     AuthReport, ConfigSource, DefaultProvider, IgnoredConfig, ProviderKind, ResolvedProvider,
 };
-use crate::run::preflight::{self, ClaudeChecks, Independence, ModelsCheck, Preflight, SignIn};
 use crate::role::Role;
+use crate::run::preflight::{self, ClaudeChecks, Independence, ModelsCheck, Preflight, SignIn};
 use crate::supervise;
 
 #[derive(Debug, Args)]
@@ -146,13 +146,8 @@ pub fn run(args: DoctorArgs) -> Result<ExitCode, EdgeError> {
             choice.models.insert(role, model.clone());
         }
     }
-    let report = super::runtime()?.block_on(diagnose(
-        &ctx,
-        &resolved,
-        &workspace,
-        &choice,
-        canaries,
-    ));
+    let report =
+        super::runtime()?.block_on(diagnose(&ctx, &resolved, &workspace, &choice, canaries));
     if args.json {
         output::print_json(&report)?;
     } else {

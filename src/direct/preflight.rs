@@ -181,10 +181,7 @@ pub fn metadata(client: &Client, input: &PreflightInput<'_>) -> Metadata {
                     .find(|m| m["id"] == input.model)
                     .cloned();
                 // vLLM lists the context length with the model.
-                if let Some(len) = entry
-                    .as_ref()
-                    .and_then(|m| m["max_model_len"].as_u64())
-                {
+                if let Some(len) = entry.as_ref().and_then(|m| m["max_model_len"].as_u64()) {
                     checks.push(context_check(len, input.needed_context, endpoint.kind));
                 }
                 out.facts.listed = entry.map(|mut m| {

@@ -331,9 +331,17 @@ mod tests {
             (EndpointKind::Vllm, "https://vllm.internal.example/v1", true),
             (EndpointKind::Lmstudio, "http://localhost:1234/v1", true),
             (EndpointKind::OpenaiCompatible, "http://[::1]:9000/v1", true),
-            (EndpointKind::OpenaiCompatible, "https://openrouter.ai/api/v1", false),
+            (
+                EndpointKind::OpenaiCompatible,
+                "https://openrouter.ai/api/v1",
+                false,
+            ),
             (EndpointKind::Openai, "https://api.openai.com/v1", false),
-            (EndpointKind::Anthropic, "https://api.anthropic.com/v1", false),
+            (
+                EndpointKind::Anthropic,
+                "https://api.anthropic.com/v1",
+                false,
+            ),
         ];
         for (kind, url, local) in cases {
             assert_eq!(is_local(&endpoint(kind, url)), local, "{kind:?} {url}");

@@ -21,10 +21,7 @@ pub const MARKER_PREFIX: &str = "ac-canary-";
 
 /// The marker a canary request asks to echo, when it is one.
 pub fn canary_marker(request: &ModelRequest) -> Option<String> {
-    let prompt = request
-        .prompts
-        .iter()
-        .find(|p| p.contains(CANARY_PHRASE))?;
+    let prompt = request.prompts.iter().find(|p| p.contains(CANARY_PHRASE))?;
     let start = prompt.find(MARKER_PREFIX)?;
     let marker: String = prompt[start..]
         .chars()

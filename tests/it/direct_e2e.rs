@@ -32,7 +32,7 @@ use autocode::run::driver::{DriveOutcome, Interaction};
 use autocode::run::state::{PlanRevision, Question};
 use autocode::scripted_model::{Script, ScriptSyntax, ScriptedServer, ServerConfig};
 
-struct Quiet;
+pub(super) struct Quiet;
 
 impl Interaction for Quiet {
     fn answer_questions(&mut self, _: &[Question]) -> Option<Vec<(String, String)>> {
@@ -45,12 +45,12 @@ impl Interaction for Quiet {
 }
 
 /// A temporary home (direct connections under `.config`) and a committed git workspace.
-struct Place {
-    dir: tempfile::TempDir,
+pub(super) struct Place {
+    pub(super) dir: tempfile::TempDir,
 }
 
 impl Place {
-    fn new() -> Place {
+    pub(super) fn new() -> Place {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().join("ws");
         std::fs::create_dir_all(&ws).unwrap();
@@ -79,24 +79,34 @@ impl Place {
         Place { dir }
     }
 
-    fn config_home(&self) -> PathBuf {
+    pub(super) fn config_home(&self) -> PathBuf {
         self.dir.path().join("home/.config")
     }
 
-    fn workspace(&self) -> PathBuf {
+    pub(super) fn workspace(&self) -> PathBuf {
         self.dir.path().join("ws")
     }
 
-    fn env(&self) -> BTreeMap<OsString, OsString> {
+    /// The home's environment: its own config and state directories (the readiness cache).
+    pub(super) fn env(&self) -> BTreeMap<OsString, OsString> {
         let mut env: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
         env.insert("HOME".into(), self.dir.path().join("home").into());
         env.insert("XDG_CONFIG_HOME".into(), self.config_home().into());
+        env.insert(
+            "XDG_STATE_HOME".into(),
+            self.dir.path().join("home/.local/state").into(),
+        );
         env.remove(&OsString::from("AUTOCODE_PASS_ENV"));
         env
     }
 
     /// Runs the demo objective with every role on `endpoint/MODEL` (two families).
-    async fn run(&self, endpoint: &str) -> RunSummary {
+    pub(super) async fn run(&self, endpoint: &str) -> RunSummary {
+        self.start(endpoint).await.unwrap()
+    }
+
+    /// [`Place::run`], its error kept.
+    pub(super) async fn start(&self, endpoint: &str) -> Result<RunSummary, api::RunError> {
         let registry = Registry::new(ConfigPaths::under(
             &self.dir.path().join("home/.config/autocode"),
         ));
@@ -118,13 +128,11 @@ impl Place {
             yes: true,
             ..StartOptions::default()
         };
-        api::start(&registry, &self.env(), opts, &mut Quiet)
-            .await
-            .unwrap()
+        api::start(&registry, &self.env(), opts, &mut Quiet).await
     }
 }
 
-fn script_with(edit: impl FnOnce(&mut Value)) -> Script {
+pub(super) fn script_with(edit: impl FnOnce(&mut Value)) -> Script {
     let mut script = demo_script();
     edit(&mut script);
     Script::parse(
@@ -437,7 +445,7 @@ impl FakeEndpoint {
         FakeEndpoint::start(http_json(status, &body))
     }
 
-    fn hits(&self) -> u32 {
+    pub(super) fn hits(&self) -> u32 {
         *self.hits.lock().unwrap()
     }
 }
@@ -504,7 +512,7 @@ pub(super) fn http_json(status: &str, body: &Value) -> String {
     )
 }
 
-fn chat_calls(calls: usize, arguments: &str) -> Value {
+pub(super) fn chat_calls(calls: usize, arguments: &str) -> Value {
     let calls: Vec<Value> = (0..calls)
         .map(|i| {
             json!({"id": format!("c{i}"), "type": "function",

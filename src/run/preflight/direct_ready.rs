@@ -118,8 +118,8 @@ pub async fn check_routes(
         env.get(&OsString::from(name))
             .and_then(|v| v.to_str().map(str::to_owned))
     };
-    let Ok(connections) = crate::direct::connections::dir_from_env(get)
-        .and_then(|dir| Connections::load(&dir))
+    let Ok(connections) =
+        crate::direct::connections::dir_from_env(get).and_then(|dir| Connections::load(&dir))
     else {
         // Unloadable connections change the transport identity, which is checked first.
         return Vec::new();

@@ -275,7 +275,10 @@ pub async fn check_provider(p: &ResolvedProvider, input: &CheckInput<'_>) -> Pro
 /// autocode's own runtime: no program to find; every route's model must name a configured
 /// endpoint and model (`autocode connections setup`), whose key (if it needs one) is stored.
 /// Returns the connections when they load (the caller then checks local endpoints' readiness).
-fn direct_runtime(input: &CheckInput<'_>, check: &mut ProviderCheck) -> Option<crate::direct::connections::Connections> {
+fn direct_runtime(
+    input: &CheckInput<'_>,
+    check: &mut ProviderCheck,
+) -> Option<crate::direct::connections::Connections> {
     check.program = None;
     check.executable = None;
     check.sign_in = SignIn::Unchecked {
