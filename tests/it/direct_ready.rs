@@ -456,3 +456,65 @@ async fn independence_uses_the_endpoints_declared_families() {
     assert_eq!(declared.of(&route("a/gpt-x")).as_str(), "alpha");
     assert_eq!(declared.of(&route("d/llama-3")).as_str(), "acme");
 }
+
+/// A resume re-checks the local endpoints of the run's routes before it launches anything: a
+/// server that went down pauses the run again, naming the check and its fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_pauses_when_the_local_server_went_down() {
+    let place = Place::new();
+    let server = ScriptedServer::start(ServerConfig::new(script_with(|s| {
+        let builder = s["conversation"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .find(|c| c["name"] == "builder")
+            .unwrap();
+        builder["step"].as_array_mut().unwrap().insert(
+            0,
+            json!({"kind": "http_error", "status": 429, "retry_after": 1, "times": 3}),
+        );
+    })))
+    .await
+    .unwrap();
+    scripted::configure(
+        &server,
+        &place.config_home(),
+        Protocol::ChatCompletions,
+        &[(DOER_MODEL, "alpha"), (CHECKER_MODEL, "beta")],
+    )
+    .unwrap();
+    let first = place.run(scripted::SCRIPTED_ENDPOINT).await;
+    let DriveOutcome::Paused { pause } = &first.outcome else {
+        panic!("expected the rate-limit pause");
+    };
+    assert_eq!(pause.code, autocode::pause::PauseCode::PausedRateLimit);
+    let stages = first.stages;
+    server.shutdown().await;
+    let resumed = autocode::run::api::resume(
+        &registry(&place),
+        &place.env(),
+        autocode::run::api::ResumeOptions {
+            workspace: place.workspace(),
+            ..Default::default()
+        },
+        &mut super::direct_e2e::Quiet,
+    )
+    .await
+    .unwrap();
+    let DriveOutcome::Paused { pause } = &resumed.outcome else {
+        panic!("expected a pause, got {:?}", resumed.outcome);
+    };
+    assert_eq!(
+        pause.code,
+        autocode::pause::PauseCode::PausedProviderUncertain,
+        "{pause:?}"
+    );
+    assert!(
+        pause.reason.contains("server check failed"),
+        "{}",
+        pause.reason
+    );
+    assert!(pause.reason.contains("fix: start the"), "{}", pause.reason);
+    // Nothing was launched.
+    assert_eq!(resumed.stages, stages);
+}
