@@ -264,15 +264,22 @@ fn render_preflight(pf: &Preflight, out: &mut String) {
         ));
     }
     for check in pf.checks.iter().skip(1) {
+        let roles: Vec<&str> = pf
+            .routes
+            .iter()
+            .filter(|(_, r)| r.provider.as_str() == check.provider)
+            .map(|(role, _)| role.as_str())
+            .collect();
         out.push_str(&format!(
-            "{} provider {} for the verifiers: {} {}; sign-in: {}; models: {}\n",
+            "{} provider {} for the {}: {} {}; sign-in: {}; models: {}\n",
             mark(check.ok()),
             check.provider,
-            check
-                .executable
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_else(|| "not installed".into()),
+            roles.join(", "),
+            match (&check.executable, &check.program) {
+                (Some(path), _) => path.display().to_string(),
+                (None, Some(_)) => "not installed".into(),
+                (None, None) => "built in".into(),
+            },
             check.version.as_deref().unwrap_or("(version unknown)"),
             sign_in_text(&check.sign_in),
             models_text(&check.models)

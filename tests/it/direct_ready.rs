@@ -518,3 +518,72 @@ async fn a_resume_pauses_when_the_local_server_went_down() {
     // Nothing was launched.
     assert_eq!(resumed.stages, stages);
 }
+
+/// The real binary: a passing `connections check --live` records its passes, so `doctor` (the
+/// run's own checks) reuses them; `doctor --recheck` runs the canaries again.
+#[test]
+fn a_live_check_feeds_the_cache_and_doctor_recheck_bypasses_it() {
+    let place = Place::new();
+    let canaries = Arc::new(AtomicU64::new(0));
+    let count = canaries.clone();
+    let server = FakeEndpoint::routed(move |path, body| {
+        if body.contains("preflight canary") {
+            count.fetch_add(1, Ordering::SeqCst);
+        }
+        ready_answer(path, body).unwrap_or_else(|| http_json("404 Not Found", &json!({})))
+    });
+    demo_models(&place, &server.url);
+    let autocode = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_autocode"))
+            .args(args)
+            .env_clear()
+            .envs(place.env())
+            .current_dir(place.workspace())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null),
+        )
+    };
+    let (code, check) = autocode(&[
+        "connections",
+        "check",
+        "--provider",
+        "autocode",
+        "--live",
+        "--json",
+    ]);
+    assert_eq!(code, Some(0), "{check}");
+    assert_eq!(canaries.load(Ordering::SeqCst), 4);
+    let model = format!("local/{DOER_MODEL}");
+    let doctor = |recheck: bool| {
+        let mut args = vec![
+            "doctor",
+            "--provider",
+            "autocode",
+            "--single-model",
+            &model,
+            "--json",
+        ];
+        if recheck {
+            args.push("--recheck");
+        }
+        let (_, report) = autocode(&args);
+        report["preflight"]["checks"][0]["readiness"][0].clone()
+    };
+    let cached = doctor(false);
+    assert_eq!(cached["canaries"]["state"], "cached", "{cached}");
+    assert_eq!(canaries.load(Ordering::SeqCst), 4);
+    let fresh = doctor(true);
+    assert_eq!(fresh["canaries"]["state"], "ran", "{fresh}");
+    assert!(
+        fresh["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["ok"] == true),
+        "{fresh}"
+    );
+    assert_eq!(canaries.load(Ordering::SeqCst), 6);
+}
