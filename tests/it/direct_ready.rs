@@ -316,7 +316,20 @@ async fn a_changed_fingerprint_or_a_recheck_runs_the_canaries_again() {
     let tools = Arc::new(AtomicBool::new(true));
     let canaries = Arc::new(AtomicU64::new(0));
     let (ctx, tools_on, count) = (n_ctx.clone(), tools.clone(), canaries.clone());
+    let listed = AtomicU64::new(0);
     let server = FakeEndpoint::routed(move |path, body| {
+        if path == "/v1/models" {
+            // llama.cpp stamps `created` with the time of the request, vLLM adds fresh
+            // permission ids: neither may change the fingerprint.
+            let n = listed.fetch_add(1, Ordering::SeqCst);
+            return http_json(
+                "200 OK",
+                &json!({"data": [
+                    {"id": DOER_MODEL, "created": 1_700_000_000 + n,
+                     "permission": [{"id": format!("modelperm-{n}")}], "meta": {"n_params": 1_500_000_000u64}},
+                    {"id": CHECKER_MODEL}]}),
+            );
+        }
         if path == "/props" {
             return http_json(
                 "200 OK",

@@ -2,6 +2,7 @@ mod cli_foundation;
 mod conformance;
 mod demo;
 mod direct_e2e;
+mod direct_fake;
 mod direct_preflight;
 mod direct_ready;
 mod events_fixtures;
