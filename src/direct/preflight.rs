@@ -284,12 +284,13 @@ pub fn canaries(client: &Client, input: &PreflightInput<'_>) -> Vec<Check> {
         tools_ok,
         match &outcome {
             Ok(()) => "the model called the tool with the marker".into(),
-            Err(e) => e.clone(),
+            Err(e) => e.to_string(),
         },
-        Some(
-            "pick a tool-capable model (for llama.cpp start llama-server with --jinja and a tool-call template)"
+        Some(match &outcome {
+            Err(e) if e.unanswered() => UNANSWERED_FIX.into(),
+            _ => "pick a tool-capable model (for llama.cpp start llama-server with --jinja and a tool-call template)"
                 .into(),
-        ),
+        }),
     ));
     if !tools_ok {
         return checks;
@@ -315,6 +316,7 @@ pub fn canaries(client: &Client, input: &PreflightInput<'_>) -> Vec<Check> {
             Err(e) => format!("a {}-token prompt lost its start: {e}", input.canary_tokens),
         },
         Some(match endpoint.kind {
+            _ if outcome.as_ref().is_err_and(CanaryFailure::unanswered) => UNANSWERED_FIX.into(),
             EndpointKind::Ollama => "raise the context: set num_ctx (e.g. OLLAMA_CONTEXT_LENGTH or a Modelfile PARAMETER num_ctx)".into(),
             EndpointKind::LlamaCpp => "raise the context: start llama-server with a larger -c".into(),
             _ => "raise the server's context length (max_model_len / context size)".into(),
@@ -336,6 +338,30 @@ fn context_check(have: u64, need: u64, kind: EndpointKind) -> Check {
     )
 }
 
+/// The fix when the server did not answer a canary at all.
+const UNANSWERED_FIX: &str = "the server did not answer the canary in time or dropped it: check that it runs and is not busy (its log says why); on a slow machine use a smaller model";
+
+/// Why a canary failed: no answer, or an answer that is not the marker's tool call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum CanaryFailure {
+    #[error(transparent)]
+    Http(HttpFailure),
+    #[error("{0}")]
+    Answer(String),
+}
+
+impl CanaryFailure {
+    /// The server gave no answer (timeout, dropped connection, unreadable body).
+    fn unanswered(&self) -> bool {
+        matches!(
+            self,
+            CanaryFailure::Http(
+                HttpFailure::Timeout(_) | HttpFailure::Transport(_) | HttpFailure::Body(_)
+            )
+        )
+    }
+}
+
 /// One canary request: the model must call `shell` with a command holding `marker`.
 fn canary(
     client: &Client,
@@ -343,7 +369,7 @@ fn canary(
     model: &str,
     prompt: &str,
     marker: &str,
-) -> Result<(), String> {
+) -> Result<(), CanaryFailure> {
     let protocol = endpoint.protocol;
     let tools = [ToolSpec {
         name: "shell",
@@ -362,28 +388,28 @@ fn canary(
     });
     let reply = client
         .post_json(protocol.path(), &body)
-        .map_err(|e: HttpFailure| e.to_string())?;
+        .map_err(CanaryFailure::Http)?;
     let turn = if reply.event_stream {
         exchange.parse_stream(&reply.body)
     } else {
         exchange.parse_response(&reply.body)
     }
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| CanaryFailure::Answer(e.to_string()))?;
     let Some(call) = turn.calls.first() else {
-        return Err(format!(
+        return Err(CanaryFailure::Answer(format!(
             "the model answered without a tool call{}",
             turn.text
                 .map(|t| format!(": {}", t.chars().take(120).collect::<String>()))
                 .unwrap_or_default()
-        ));
+        )));
     };
     let command = call.arguments["command"].as_str().unwrap_or_default();
     if call.name == "shell" && command.contains(marker) {
         Ok(())
     } else {
-        Err(format!(
+        Err(CanaryFailure::Answer(format!(
             "the model called `{}` with {} instead of the marker",
             call.name, call.arguments
-        ))
+        )))
     }
 }

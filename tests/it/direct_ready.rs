@@ -1,8 +1,9 @@
 //! The readiness preflight of local direct endpoints as a run meets it (`src/direct/readiness.rs`,
 //! `src/run/preflight/direct_ready.rs`): a run is refused before anything exists when its local
-//! server is down, its model absent, the model calls no tools, or the prompt is truncated; `doctor`
-//! prints the same checks; a passed canary is cached (a second run repeats no canary, a changed
-//! server fingerprint does); the cross-model rule uses the endpoints' declared families.
+//! server is down, its model absent, the model calls no tools, the prompt is truncated, or the
+//! server drops the canary; `doctor` prints the same checks; a resume re-checks them; a passed
+//! canary is cached (a second run repeats no canary, a changed server fingerprint does); the
+//! cross-model rule uses the endpoints' declared families.
 
 use std::ffi::OsString;
 use std::net::TcpListener;
@@ -101,6 +102,8 @@ fn faulty_server(fault: &'static str, stage: Arc<Mutex<u32>>) -> FakeEndpoint {
             ("truncated", "/v1/chat/completions") if canary && body.contains("filler text") => {
                 tool_call("echo MARKER")
             }
+            // The server drops the request without an answer.
+            ("no_answer", "/v1/chat/completions") if canary => String::new(),
             (_, "/props") => http_json("404 Not Found", &json!({"error": "no props"})),
             _ => ready_answer(path, body).unwrap_or_else(|| {
                 *stage.lock().unwrap() += 1;
@@ -124,7 +127,7 @@ fn branches(workspace: &Path) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_on_a_local_endpoint_that_is_not_ready_is_refused_before_anything_exists() {
-    let cases: [(&str, &str, &str); 5] = [
+    let cases: [(&str, &str, &str); 6] = [
         (
             "server_down",
             "server check failed",
@@ -142,6 +145,11 @@ async fn a_run_on_a_local_endpoint_that_is_not_ready_is_refused_before_anything_
             "start llama-server with -c 32768",
         ),
         ("truncated", "long_prompt check failed", "larger -c"),
+        (
+            "no_answer",
+            "tool_call check failed",
+            "did not answer the canary",
+        ),
     ];
     for (fault, what, fix) in cases {
         let place = Place::new();
@@ -175,7 +183,7 @@ async fn a_run_on_a_local_endpoint_that_is_not_ready_is_refused_before_anything_
             .path()
             .join("home/.local/state/autocode")
             .join(CACHE_FILE);
-        if matches!(fault, "no_tools" | "truncated") {
+        if matches!(fault, "no_tools" | "truncated" | "no_answer") {
             let text = std::fs::read_to_string(&cache).unwrap_or_default();
             assert!(
                 !text.contains(DOER_MODEL) && !text.contains(CHECKER_MODEL),
