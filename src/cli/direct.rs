@@ -1,6 +1,7 @@
 //! The command line of autocode's own runtime (`src/direct/`): `autocode connections setup`
 //! (non-interactive flags), `connections check --provider autocode` (local setup only: no model
-//! request), and `autocode demo --provider autocode`.
+//! request; `--live` runs the readiness checks and records a full pass in the canary cache), and
+//! `autocode demo --provider autocode`.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -220,16 +221,27 @@ pub fn check(ctx: &Context, json_out: bool, live: bool) -> Result<ExitCode, Edge
             let mut models = BTreeMap::new();
             for model in &endpoint.models {
                 let marker = format!("ac-canary-{}", crate::run::runner::nonce_hex());
-                let checks = preflight::preflight(
-                    &client,
-                    &preflight::PreflightInput {
-                        endpoint,
-                        model: &model.id,
-                        needed_context: preflight::STAGE_CONTEXT,
-                        canary_tokens: preflight::CANARY_TOKENS,
-                        marker: &marker,
-                    },
-                );
+                let input = preflight::PreflightInput {
+                    endpoint,
+                    model: &model.id,
+                    needed_context: preflight::STAGE_CONTEXT,
+                    canary_tokens: preflight::CANARY_TOKENS,
+                    marker: &marker,
+                };
+                let metadata = preflight::metadata(&client, &input);
+                let fingerprint = metadata.facts.fingerprint();
+                let mut checks = metadata.checks.clone();
+                if metadata.reachable() {
+                    checks.extend(preflight::canaries(&client, &input));
+                }
+                // A full pass spares the next run's preflight its canaries (`direct::readiness`).
+                if checks.iter().all(|c| c.ok)
+                    && let Some(cache) = crate::run::preflight::direct_ready::cache_of(&ctx.env)
+                    && let Err(e) =
+                        cache.record_pass(endpoint, &model.id, &fingerprint, chrono::Utc::now())
+                {
+                    tracing::warn!(error = %e, "cannot record the readiness pass");
+                }
                 ok &= checks.iter().all(|c| c.ok);
                 if !json_out {
                     for c in &checks {

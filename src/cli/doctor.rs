@@ -1,9 +1,12 @@
-//! `autocode doctor [--provider NAME] [--workspace DIR]`: is this machine ready to run a
+//! `autocode doctor [--provider NAME] [--workspace DIR] [--ROLE-model M | --single-model M]
+//! [--recheck]`: is this machine ready to run a
 //! provider? The run's own preflight (`crate::run::preflight`, the same function `autocode run`
 //! calls before creating anything): the routes, automatic ones included, and for every provider
 //! they use its executable and version, its sign-in (`[connection]` status, `[auth]`, or Claude
 //! Code's login and billing-route checks) and its models; verifier independence. Then forbidden
 //! and withheld variables, config files autocode ignores, the process boundary and the room.
+//! For autocode's own runtime, the readiness of every local endpoint model its routes use
+//! (`--recheck` runs the canaries again instead of reusing a cached pass).
 //! Exit 0 when everything passed, 1 when a check failed.
 
 use std::path::PathBuf;
@@ -20,6 +23,7 @@ use crate::error::{EdgeError, exit};
 use crate::provider::{
     AuthReport, ConfigSource, DefaultProvider, IgnoredConfig, ProviderKind, ResolvedProvider,
 };
+use crate::role::Role;
 use crate::run::preflight::{self, ClaudeChecks, Independence, ModelsCheck, Preflight, SignIn};
 use crate::supervise;
 
@@ -34,6 +38,35 @@ pub struct DoctorArgs {
     /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
     pub json: bool,
+    /// The requirements gatherer's model, as for a run (e.g. `ENDPOINT/MODEL` on `--provider
+    /// autocode`, or `autocode:ENDPOINT/MODEL` on another provider).
+    #[arg(long)]
+    pub requirements_model: Option<String>,
+    /// The planner's model, as for a run.
+    #[arg(long)]
+    pub planner_model: Option<String>,
+    /// The plan reviewer's model, as for a run.
+    #[arg(long)]
+    pub plan_reviewer_model: Option<String>,
+    /// The builder's model, as for a run.
+    #[arg(long)]
+    pub builder_model: Option<String>,
+    /// The tester's model, as for a run.
+    #[arg(long)]
+    pub tester_model: Option<String>,
+    /// The completion reviewer's model, as for a run.
+    #[arg(long)]
+    pub completion_model: Option<String>,
+    /// The resolver's model, as for a run.
+    #[arg(long)]
+    pub resolver_model: Option<String>,
+    /// Every role on this one model, as for a run (independence waived).
+    #[arg(long)]
+    pub single_model: Option<String>,
+    /// Run the readiness canaries of local direct endpoints again instead of reusing a cached
+    /// pass (a pass is cached for 24 hours).
+    #[arg(long)]
+    pub recheck: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -91,7 +124,30 @@ pub fn run(args: DoctorArgs) -> Result<ExitCode, EdgeError> {
         None => std::env::current_dir().map_err(EdgeError::internal)?,
     };
     let resolved = ctx.resolve(args.provider.as_deref())?;
-    let report = super::runtime()?.block_on(diagnose(&ctx, &resolved, &workspace));
+    let canaries = if args.recheck {
+        crate::direct::readiness::CanaryMode::Fresh
+    } else {
+        crate::direct::readiness::CanaryMode::Cached
+    };
+    let mut choice = preflight::RouteChoice {
+        single_model: args.single_model.clone(),
+        ..preflight::RouteChoice::default()
+    };
+    for (role, model) in [
+        (Role::Requirements, &args.requirements_model),
+        (Role::Planner, &args.planner_model),
+        (Role::PlanReviewer, &args.plan_reviewer_model),
+        (Role::Builder, &args.builder_model),
+        (Role::Tester, &args.tester_model),
+        (Role::CompletionReviewer, &args.completion_model),
+        (Role::Resolver, &args.resolver_model),
+    ] {
+        if let Some(model) = model {
+            choice.models.insert(role, model.clone());
+        }
+    }
+    let report =
+        super::runtime()?.block_on(diagnose(&ctx, &resolved, &workspace, &choice, canaries));
     if args.json {
         output::print_json(&report)?;
     } else {
@@ -108,17 +164,21 @@ pub async fn diagnose(
     ctx: &Context,
     resolved: &ResolvedProvider,
     workspace: &std::path::Path,
+    choice: &preflight::RouteChoice,
+    canaries: crate::direct::readiness::CanaryMode,
 ) -> DoctorReport {
-    // The very checks a run's start makes, with a run's defaults (automatic routes included).
+    // The very checks a run's start makes, with a run's defaults (automatic routes included)
+    // and the model flags given.
     let preflight = preflight::preflight(
         &ctx.registry,
         &ctx.env,
         &preflight::Request {
             provider: Some(resolved.name.to_string()),
-            choice: preflight::RouteChoice::default(),
+            choice: choice.clone(),
             auto_select: true,
             scripted_local: false,
             workspace: workspace.to_owned(),
+            canaries,
         },
     )
     .await;
@@ -204,19 +264,39 @@ fn render_preflight(pf: &Preflight, out: &mut String) {
         ));
     }
     for check in pf.checks.iter().skip(1) {
+        let roles: Vec<&str> = pf
+            .routes
+            .iter()
+            .filter(|(_, r)| r.provider.as_str() == check.provider)
+            .map(|(role, _)| role.as_str())
+            .collect();
         out.push_str(&format!(
-            "{} provider {} for the verifiers: {} {}; sign-in: {}; models: {}\n",
+            "{} provider {} for the {}: {} {}; sign-in: {}; models: {}\n",
             mark(check.ok()),
             check.provider,
-            check
-                .executable
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_else(|| "not installed".into()),
+            roles.join(", "),
+            match (&check.executable, &check.program) {
+                (Some(path), _) => path.display().to_string(),
+                (None, Some(_)) => "not installed".into(),
+                (None, None) => "built in".into(),
+            },
             check.version.as_deref().unwrap_or("(version unknown)"),
             sign_in_text(&check.sign_in),
             models_text(&check.models)
         ));
+    }
+    // autocode's own runtime: each local endpoint model's readiness (`direct::readiness`).
+    for readiness in pf.checks.iter().flat_map(|c| &c.readiness) {
+        for c in &readiness.checks {
+            out.push_str(&format!(
+                "{} {}/{} {}: {}\n",
+                mark(c.ok),
+                readiness.endpoint,
+                readiness.model,
+                c.name,
+                c.detail
+            ));
+        }
     }
     let independent = !matches!(pf.independence, Independence::Violated { .. });
     out.push_str(&format!(

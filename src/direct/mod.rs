@@ -5,7 +5,7 @@
 //!
 //! Sub-modules: [`connections`] (named endpoints, keys, the transport identity), [`http`] (the
 //! HTTP client: HTTPS except loopback, no redirects, bounded reads, typed failures),
-//! [`protocol`] (the three wire formats), [`preflight`] (an endpoint model's readiness), [`tools`] (what a role is offered and how each call
+//! [`protocol`] (the three wire formats), [`preflight`] (an endpoint model's readiness checks), [`readiness`] (which endpoints a run checks, and the cache of passed canaries), [`tools`] (what a role is offered and how each call
 //! runs), [`runtime`] (one stage's loop and its bounds), [`scripted`] (an endpoint on the scripted model server). The stage attempt that uses them, and the
 //! mapping of failures to pause codes, is `run::runner::direct` (same artifacts and judgement as
 //! a CLI's attempt). This module depends on `events`, `report` and `supervise` only. Design: `docs/direct.md`.
@@ -14,6 +14,7 @@ pub mod connections;
 pub mod http;
 pub mod preflight;
 pub mod protocol;
+pub mod readiness;
 pub mod runtime;
 pub mod scripted;
 pub mod tools;

@@ -2,9 +2,10 @@
 //! server answers, the model is there, its context is large enough, a tool call round-trips, and a
 //! long prompt is not silently truncated. Each failed check names what to change.
 //!
-//! It makes real model requests (two short completions), so it runs only when asked
-//! (`autocode connections check --provider autocode --live`). Blocking; call it off the async
-//! runtime's workers.
+//! [`metadata`] makes no model request (server, model, context, capabilities); [`canaries`] makes
+//! two real ones (a tool call, a long prompt). A run's preflight runs both for local endpoints and
+//! caches a passed canary (`super::readiness`); `autocode connections check --provider autocode
+//! --live` runs both for every endpoint. Blocking; call it off the async runtime's workers.
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -57,10 +58,72 @@ fn root(base_url: &str) -> &str {
     base_url.trim_end_matches('/').trim_end_matches("/v1")
 }
 
-/// Runs the checks in order; a check that cannot run after a failure is left out.
+/// What the server reported about a model: the input of the readiness cache's fingerprint
+/// (`direct::readiness`), so a reloaded model, a changed context or template re-runs the canaries.
+/// Volatile fields (`created`, vLLM's `permission` ids) are left out.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ServerFacts {
+    /// The model's entry in `GET /models`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listed: Option<Value>,
+    /// llama.cpp's `/props`: model path, context, chat template, build.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub props: Option<Value>,
+    /// Ollama's `/api/show`: capabilities, parameters, template, details, context length.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub show: Option<Value>,
+}
+
+impl ServerFacts {
+    /// A SHA-256 of the facts (hex).
+    pub fn fingerprint(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let bytes = serde_json::to_vec(self).unwrap_or_default();
+        Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+}
+
+/// The cheap checks (no model request): server, model, context, capabilities.
+#[derive(Debug, Clone, Default)]
+pub struct Metadata {
+    pub checks: Vec<Check>,
+    pub facts: ServerFacts,
+}
+
+impl Metadata {
+    pub fn ok(&self) -> bool {
+        self.checks.iter().all(|c| c.ok)
+    }
+
+    /// The server answered and lists the model (the canaries can run).
+    pub fn reachable(&self) -> bool {
+        self.checks
+            .iter()
+            .all(|c| c.ok || !matches!(c.name, "server" | "model"))
+    }
+}
+
+/// Runs every check in order: the metadata, then the canaries unless the server is down or the
+/// model absent.
 pub fn preflight(client: &Client, input: &PreflightInput<'_>) -> Vec<Check> {
+    let metadata = metadata(client, input);
+    let reachable = metadata.reachable();
+    let mut checks = metadata.checks;
+    if reachable {
+        checks.extend(canaries(client, input));
+    }
+    checks
+}
+
+/// The server answers, lists the model, and declares enough context and tool support (GET
+/// requests and Ollama's `/api/show`; no model request).
+pub fn metadata(client: &Client, input: &PreflightInput<'_>) -> Metadata {
     let endpoint = input.endpoint;
-    let mut checks = Vec::new();
+    let mut out = Metadata::default();
+    let checks = &mut out.checks;
     // 1. The server answers, and 2. the model is there.
     if endpoint.protocol != Protocol::AnthropicMessages {
         match client.get(&format!("{}/models", client.base_url())) {
@@ -75,7 +138,7 @@ pub fn preflight(client: &Client, input: &PreflightInput<'_>) -> Vec<Check> {
                         client.base_url()
                     )),
                 ));
-                return checks;
+                return out;
             }
             Ok(body) => {
                 checks.push(check(
@@ -109,18 +172,25 @@ pub fn preflight(client: &Client, input: &PreflightInput<'_>) -> Vec<Check> {
                     }),
                 ));
                 if !present {
-                    return checks;
+                    return out;
                 }
-                // vLLM lists the context length with the model.
-                if let Some(len) = listed["data"]
+                let entry = listed["data"]
                     .as_array()
                     .into_iter()
                     .flatten()
                     .find(|m| m["id"] == input.model)
-                    .and_then(|m| m["max_model_len"].as_u64())
-                {
+                    .cloned();
+                // vLLM lists the context length with the model.
+                if let Some(len) = entry.as_ref().and_then(|m| m["max_model_len"].as_u64()) {
                     checks.push(context_check(len, input.needed_context, endpoint.kind));
                 }
+                out.facts.listed = entry.map(|mut m| {
+                    if let Some(fields) = m.as_object_mut() {
+                        fields.remove("created");
+                        fields.remove("permission");
+                    }
+                    m
+                });
             }
         }
     }
@@ -129,13 +199,19 @@ pub fn preflight(client: &Client, input: &PreflightInput<'_>) -> Vec<Check> {
         EndpointKind::LlamaCpp => {
             if let Ok(body) = client.get(&format!("{}/props", root(client.base_url()))) {
                 let props: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                if let Some(n_ctx) = props
+                let n_ctx = props
                     .pointer("/default_generation_settings/n_ctx")
                     .or_else(|| props.get("n_ctx"))
-                    .and_then(Value::as_u64)
-                {
+                    .and_then(Value::as_u64);
+                if let Some(n_ctx) = n_ctx {
                     checks.push(context_check(n_ctx, input.needed_context, endpoint.kind));
                 }
+                out.facts.props = Some(json!({
+                    "model_path": props["model_path"],
+                    "n_ctx": n_ctx,
+                    "chat_template": props["chat_template"],
+                    "build_info": props["build_info"],
+                }));
             }
         }
         EndpointKind::Ollama => {
@@ -153,11 +229,12 @@ pub fn preflight(client: &Client, input: &PreflightInput<'_>) -> Vec<Check> {
                         Some("pick a model whose capabilities include tools".into()),
                     ));
                 }
-                if let Some(len) = show["model_info"].as_object().and_then(|info| {
+                let max_len = show["model_info"].as_object().and_then(|info| {
                     info.iter()
                         .find(|(k, _)| k.ends_with(".context_length"))
                         .and_then(|(_, v)| v.as_u64())
-                }) {
+                });
+                if let Some(len) = max_len {
                     // Ollama serves num_ctx (default 2048-4096), not the model's maximum.
                     let num_ctx = show["parameters"]
                         .as_str()
@@ -175,10 +252,26 @@ pub fn preflight(client: &Client, input: &PreflightInput<'_>) -> Vec<Check> {
                         endpoint.kind,
                     ));
                 }
+                out.facts.show = Some(json!({
+                    "capabilities": show["capabilities"],
+                    "parameters": show["parameters"],
+                    "template": show["template"],
+                    "details": show["details"],
+                    "modified_at": show["modified_at"],
+                    "context_length": max_len,
+                }));
             }
         }
         _ => {}
     }
+    out
+}
+
+/// The two canaries (real model requests): a tool call round-trips, and a long prompt keeps its
+/// start. The second runs only when the first passed.
+pub fn canaries(client: &Client, input: &PreflightInput<'_>) -> Vec<Check> {
+    let endpoint = input.endpoint;
+    let mut checks = Vec::new();
     // 4. A tool call round-trips.
     let short = format!(
         "This is autocode's preflight canary. Call the `shell` tool exactly once with the command `echo {}`. Do not answer in text.",
@@ -191,12 +284,13 @@ pub fn preflight(client: &Client, input: &PreflightInput<'_>) -> Vec<Check> {
         tools_ok,
         match &outcome {
             Ok(()) => "the model called the tool with the marker".into(),
-            Err(e) => e.clone(),
+            Err(e) => e.to_string(),
         },
-        Some(
-            "pick a tool-capable model (for llama.cpp start llama-server with --jinja and a tool-call template)"
+        Some(match &outcome {
+            Err(e) if e.unanswered() => UNANSWERED_FIX.into(),
+            _ => "pick a tool-capable model (for llama.cpp start llama-server with --jinja and a tool-call template)"
                 .into(),
-        ),
+        }),
     ));
     if !tools_ok {
         return checks;
@@ -222,6 +316,7 @@ pub fn preflight(client: &Client, input: &PreflightInput<'_>) -> Vec<Check> {
             Err(e) => format!("a {}-token prompt lost its start: {e}", input.canary_tokens),
         },
         Some(match endpoint.kind {
+            _ if outcome.as_ref().is_err_and(CanaryFailure::unanswered) => UNANSWERED_FIX.into(),
             EndpointKind::Ollama => "raise the context: set num_ctx (e.g. OLLAMA_CONTEXT_LENGTH or a Modelfile PARAMETER num_ctx)".into(),
             EndpointKind::LlamaCpp => "raise the context: start llama-server with a larger -c".into(),
             _ => "raise the server's context length (max_model_len / context size)".into(),
@@ -243,6 +338,30 @@ fn context_check(have: u64, need: u64, kind: EndpointKind) -> Check {
     )
 }
 
+/// The fix when the server did not answer a canary at all.
+const UNANSWERED_FIX: &str = "the server did not answer the canary in time or dropped it: check that it runs and is not busy (its log says why); on a slow machine use a smaller model";
+
+/// Why a canary failed: no answer, or an answer that is not the marker's tool call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum CanaryFailure {
+    #[error(transparent)]
+    Http(HttpFailure),
+    #[error("{0}")]
+    Answer(String),
+}
+
+impl CanaryFailure {
+    /// The server gave no answer (timeout, dropped connection, unreadable body).
+    fn unanswered(&self) -> bool {
+        matches!(
+            self,
+            CanaryFailure::Http(
+                HttpFailure::Timeout(_) | HttpFailure::Transport(_) | HttpFailure::Body(_)
+            )
+        )
+    }
+}
+
 /// One canary request: the model must call `shell` with a command holding `marker`.
 fn canary(
     client: &Client,
@@ -250,7 +369,7 @@ fn canary(
     model: &str,
     prompt: &str,
     marker: &str,
-) -> Result<(), String> {
+) -> Result<(), CanaryFailure> {
     let protocol = endpoint.protocol;
     let tools = [ToolSpec {
         name: "shell",
@@ -269,28 +388,28 @@ fn canary(
     });
     let reply = client
         .post_json(protocol.path(), &body)
-        .map_err(|e: HttpFailure| e.to_string())?;
+        .map_err(CanaryFailure::Http)?;
     let turn = if reply.event_stream {
         exchange.parse_stream(&reply.body)
     } else {
         exchange.parse_response(&reply.body)
     }
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| CanaryFailure::Answer(e.to_string()))?;
     let Some(call) = turn.calls.first() else {
-        return Err(format!(
+        return Err(CanaryFailure::Answer(format!(
             "the model answered without a tool call{}",
             turn.text
                 .map(|t| format!(": {}", t.chars().take(120).collect::<String>()))
                 .unwrap_or_default()
-        ));
+        )));
     };
     let command = call.arguments["command"].as_str().unwrap_or_default();
     if call.name == "shell" && command.contains(marker) {
         Ok(())
     } else {
-        Err(format!(
+        Err(CanaryFailure::Answer(format!(
             "the model called `{}` with {} instead of the marker",
             call.name, call.arguments
-        ))
+        )))
     }
 }

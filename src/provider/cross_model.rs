@@ -23,20 +23,29 @@ pub struct SameFamilyPair {
     pub family: Family,
 }
 
-/// The verifier pairs of `routes` that share a model family. Roles without a route are skipped.
+/// The verifier pairs of `routes` that share a model family (inferred from the model names).
+/// Roles without a route are skipped.
 pub fn same_family_pairs(routes: &BTreeMap<Role, RouteSpec>) -> Vec<SameFamilyPair> {
+    same_family_pairs_with(routes, |_, route| family_of(&route.model))
+}
+
+/// [`same_family_pairs`] with each role's family from `family` (a direct route's declared one).
+pub fn same_family_pairs_with(
+    routes: &BTreeMap<Role, RouteSpec>,
+    family: impl Fn(Role, &RouteSpec) -> Family,
+) -> Vec<SameFamilyPair> {
     Role::VERIFIER_PAIRS
         .iter()
         .filter_map(|(verifier, checked)| {
             let verifier_route = routes.get(verifier)?;
             let checked_route = routes.get(checked)?;
-            let family = family_of(&verifier_route.model);
-            (family == family_of(&checked_route.model)).then(|| SameFamilyPair {
+            let verifier_family = family(*verifier, verifier_route);
+            (verifier_family == family(*checked, checked_route)).then(|| SameFamilyPair {
                 verifier: *verifier,
                 verifier_model: verifier_route.model.clone(),
                 checked: *checked,
                 checked_model: checked_route.model.clone(),
-                family,
+                family: verifier_family,
             })
         })
         .collect()

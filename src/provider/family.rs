@@ -141,6 +141,28 @@ pub fn family_of(model_id: &str) -> Family {
     }
 }
 
+/// A family as an endpoint declares it (`connections setup --model ID=FAMILY`): a known
+/// family's name or vendor word (`openai`, `qwen`, `claude`) is that family; anything else is
+/// its own family, named exactly (lowercase), so `acme-1` and `acme-2` differ.
+pub fn declared_family(name: &str) -> Family {
+    let name = name.trim().to_ascii_lowercase();
+    let single = {
+        let mut all = words(&name);
+        match (all.next(), all.next()) {
+            (Some(word), None) if word == name => family_of_word(word),
+            _ => None,
+        }
+    };
+    if let Some(family) = single {
+        return family;
+    }
+    if name.is_empty() {
+        Family::Other("unknown".into())
+    } else {
+        Family::Other(name)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,6 +216,25 @@ mod tests {
         for (id, want) in cases {
             assert_eq!(family_of(id).as_str(), want, "{id}");
         }
+    }
+
+    #[test]
+    fn declared_families_are_exact_unless_a_known_name() {
+        let cases = [
+            ("openai", Family::OpenAi),
+            ("Qwen", Family::Qwen),
+            ("claude", Family::Anthropic),
+            ("mock", Family::Other("mock".into())),
+            ("alpha", Family::Other("alpha".into())),
+            ("acme-1", Family::Other("acme-1".into())),
+            ("gpt-oss", Family::Other("gpt-oss".into())),
+            ("", Family::Other("unknown".into())),
+        ];
+        for (name, want) in cases {
+            assert_eq!(declared_family(name), want, "{name}");
+        }
+        // A declared `mock` meets a CLI's inferred `mock-model`.
+        assert_eq!(declared_family("mock"), family_of("mock-model"));
     }
 
     #[test]

@@ -25,8 +25,8 @@ pub use config::{
     OutputMode, PromptMode, ProviderConfig, RouteSpec, SandboxAdapter, WritableSyntax,
     check_writable, expand_writable, load_config,
 };
-pub use cross_model::{SameFamilyPair, same_family_pairs};
-pub use family::{Family, family_of};
+pub use cross_model::{SameFamilyPair, same_family_pairs, same_family_pairs_with};
+pub use family::{Family, declared_family, family_of};
 pub use probe::{
     AuthReport, ConnectionStatus, ModelsReport, ProbeContext, ProbeError, check_auth,
     connection_status, evaluate_auth, probe_models, probe_version, resolve_on_path,

@@ -219,6 +219,7 @@ pub async fn start(
             auto_select: !opts.no_auto_select,
             scripted_local: opts.scripted_local,
             workspace: workspace.clone(),
+            canaries: crate::direct::readiness::CanaryMode::Cached,
         },
     )
     .await
@@ -592,7 +593,8 @@ pub async fn resume(
     }
     // Independence is checked again on every resume, before anything else can launch: no
     // flag (not even --accept-transport-change) runs verifiers on the family they check.
-    if let Some(reason) = preflight::resume::independence_violation(&handle.state) {
+    let families = preflight::families::from_os_env(env);
+    if let Some(reason) = preflight::resume::independence_violation(&handle.state, &families) {
         let outcome = pause_now(&mut handle, PauseCode::PausedCrossModel, reason)?;
         drop(lock);
         return Ok(summary(&handle, outcome));
@@ -631,6 +633,23 @@ pub async fn resume(
             )?;
             return Ok(summary(&handle, outcome));
         }
+    }
+    // The local endpoints of the run's direct routes must be ready (cached canaries count).
+    let mut effective = handle.state.routes.clone();
+    effective.extend(handle.state.route_overrides.clone());
+    let not_ready = preflight::direct_ready::check_routes(env, &effective).await;
+    if !not_ready.is_empty() {
+        let text = not_ready
+            .iter()
+            .map(|p| format!("{} (fix: {})", p.what, p.fix))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let outcome = pause_now(
+            &mut handle,
+            PauseCode::PausedProviderUncertain,
+            format!("a local endpoint of the run's routes is not ready: {text}"),
+        )?;
+        return Ok(summary(&handle, outcome));
     }
     if opts.wait
         && let Some(until) = handle.state.pause.as_ref().and_then(|p| p.resume_after)

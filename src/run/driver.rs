@@ -543,16 +543,17 @@ fn set_strong_overrides<R: StageRunner>(state: &mut RunState, runner: &R, milest
     }
     state.route_overrides.clear();
     state.overrides_milestone = Some(milestone);
-    if let Some(builder) = state.routes.get(&Role::Builder) {
-        let mut strong = builder.clone();
-        strong.model = policy.strong_model.clone();
-        strong.effort = Some(policy.strong_effort.clone());
-        state.route_overrides.insert(Role::Builder, strong);
-    }
-    let strong_family = runner.model_family(&policy.strong_model);
+    let Some(builder) = state.routes.get(&Role::Builder) else {
+        return;
+    };
+    let mut strong = builder.clone();
+    strong.model = policy.strong_model.clone();
+    strong.effort = Some(policy.strong_effort.clone());
+    let strong_family = runner.model_family(&strong);
+    state.route_overrides.insert(Role::Builder, strong);
     for checker in [Role::Tester, Role::CompletionReviewer] {
         if let Some(route) = state.routes.get(&checker)
-            && runner.model_family(&route.model) == strong_family
+            && runner.model_family(route) == strong_family
         {
             let mut moved = route.clone();
             moved.model = policy.checker_model.clone();

@@ -91,8 +91,9 @@ pub trait StageRunner {
     /// Whether repairs of this role can continue the same session.
     fn keeps_sessions(&self, state: &RunState, role: Role) -> bool;
 
-    /// The model family of `model` (the cross-model rules use it).
-    fn model_family(&self, model: &str) -> String;
+    /// The model family of `route` (the cross-model rules use it): a direct route's declared
+    /// family, else the one inferred from its model's name.
+    fn model_family(&self, route: &crate::transport::Route) -> String;
 
     /// Replays check commands in a clean copy of `tree`. `Err` is a pause.
     fn replay(

@@ -5,7 +5,8 @@
 //! Theory of operation: every model request is normalized ([`request::ModelRequest`]), matched to
 //! a script conversation, and its step chosen from the number of assistant turns in the request's
 //! history ([`script::Conversation::resolve`]), so the server keeps no per-session state and a
-//! resumed session continues its script. The only shared state is the per-conversation count of
+//! resumed session continues its script. autocode's readiness canaries are answered by a
+//! built-in responder ([`canary`]) that consumes no step. The only shared state is the per-conversation count of
 //! served fault steps (HTTP errors, hangs, garbage) and the request log. The chosen step becomes a
 //! [`reply::Plan`], which [`wire`] renders in the API's wire form.
 //!
@@ -13,6 +14,7 @@
 //! when asked, as JSON lines to a file) before it is answered; shutdown (or dropping the
 //! [`RunningServer`]) stops accepting, ends hanging requests and closes every connection.
 
+pub mod canary;
 pub mod reply;
 pub mod request;
 pub mod script;
@@ -85,6 +87,8 @@ pub enum Action {
     Length,
     /// Answered OpenCode's title-generation call (no step consumed).
     Title,
+    /// Answered autocode's readiness canary with the built-in responder (no step consumed).
+    Canary,
     HttpError,
     Hang,
     Garbage,
@@ -537,10 +541,28 @@ impl State {
         mut entry: RequestLogEntry,
     ) -> Result<HttpResponse, HangUp> {
         let api = request.api;
+        let canary = canary::canary_marker(request)
+            .filter(|_| !canary::scripted_explicitly(&self.script, request));
         let plan = if request.title_call {
             entry.action = Action::Title;
             entry.step = Some(0);
             Plan::Answer(Answer::text(self.script.title.clone(), 0))
+        } else if let Some(marker) = canary {
+            entry.action = Action::Canary;
+            let step = Step::Shell {
+                command: format!("echo {marker}"),
+                description: None,
+                thinking: None,
+                repeat: 1,
+            };
+            match reply::plan_step(&step, request, 0) {
+                Ok(plan) => plan,
+                Err(error) => {
+                    entry.action = Action::Unplayable;
+                    entry.detail = Some(error.to_string());
+                    return Ok(self.refuse(api, entry));
+                }
+            }
         } else {
             let Some((conversation_index, conversation)) =
                 choose_conversation(&self.script, request)
@@ -602,7 +624,10 @@ impl State {
         let ids = wire::Ids::new(entry.seq);
         let response = match plan {
             Plan::Answer(answer) => {
-                if !matches!(entry.action, Action::Title | Action::Exhausted) {
+                if !matches!(
+                    entry.action,
+                    Action::Title | Action::Exhausted | Action::Canary
+                ) {
                     entry.action = match (&answer.tool_call, answer.finish) {
                         (_, Finish::Length) => Action::Length,
                         (Some(_), _) => Action::ToolCall,
@@ -671,6 +696,7 @@ mod tests {
             (Action::Text, "text"),
             (Action::Length, "length"),
             (Action::Title, "title"),
+            (Action::Canary, "canary"),
             (Action::HttpError, "http_error"),
             (Action::Hang, "hang"),
             (Action::Garbage, "garbage"),

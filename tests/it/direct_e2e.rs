@@ -9,11 +9,9 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
@@ -32,7 +30,9 @@ use autocode::run::driver::{DriveOutcome, Interaction};
 use autocode::run::state::{PlanRevision, Question};
 use autocode::scripted_model::{Script, ScriptSyntax, ScriptedServer, ServerConfig};
 
-struct Quiet;
+pub(super) use super::direct_fake::{FakeEndpoint, chat_calls, http_json, ready_answer};
+
+pub(super) struct Quiet;
 
 impl Interaction for Quiet {
     fn answer_questions(&mut self, _: &[Question]) -> Option<Vec<(String, String)>> {
@@ -45,12 +45,12 @@ impl Interaction for Quiet {
 }
 
 /// A temporary home (direct connections under `.config`) and a committed git workspace.
-struct Place {
-    dir: tempfile::TempDir,
+pub(super) struct Place {
+    pub(super) dir: tempfile::TempDir,
 }
 
 impl Place {
-    fn new() -> Place {
+    pub(super) fn new() -> Place {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().join("ws");
         std::fs::create_dir_all(&ws).unwrap();
@@ -79,24 +79,34 @@ impl Place {
         Place { dir }
     }
 
-    fn config_home(&self) -> PathBuf {
+    pub(super) fn config_home(&self) -> PathBuf {
         self.dir.path().join("home/.config")
     }
 
-    fn workspace(&self) -> PathBuf {
+    pub(super) fn workspace(&self) -> PathBuf {
         self.dir.path().join("ws")
     }
 
-    fn env(&self) -> BTreeMap<OsString, OsString> {
+    /// The home's environment: its own config and state directories (the readiness cache).
+    pub(super) fn env(&self) -> BTreeMap<OsString, OsString> {
         let mut env: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
         env.insert("HOME".into(), self.dir.path().join("home").into());
         env.insert("XDG_CONFIG_HOME".into(), self.config_home().into());
+        env.insert(
+            "XDG_STATE_HOME".into(),
+            self.dir.path().join("home/.local/state").into(),
+        );
         env.remove(&OsString::from("AUTOCODE_PASS_ENV"));
         env
     }
 
     /// Runs the demo objective with every role on `endpoint/MODEL` (two families).
-    async fn run(&self, endpoint: &str) -> RunSummary {
+    pub(super) async fn run(&self, endpoint: &str) -> RunSummary {
+        self.start(endpoint).await.unwrap()
+    }
+
+    /// [`Place::run`], its error kept.
+    pub(super) async fn start(&self, endpoint: &str) -> Result<RunSummary, api::RunError> {
         let registry = Registry::new(ConfigPaths::under(
             &self.dir.path().join("home/.config/autocode"),
         ));
@@ -118,13 +128,11 @@ impl Place {
             yes: true,
             ..StartOptions::default()
         };
-        api::start(&registry, &self.env(), opts, &mut Quiet)
-            .await
-            .unwrap()
+        api::start(&registry, &self.env(), opts, &mut Quiet).await
     }
 }
 
-fn script_with(edit: impl FnOnce(&mut Value)) -> Script {
+pub(super) fn script_with(edit: impl FnOnce(&mut Value)) -> Script {
     let mut script = demo_script();
     edit(&mut script);
     Script::parse(
@@ -372,64 +380,6 @@ async fn forged_command_events_have_no_purchase() {
     drop(place);
 }
 
-/// A loopback endpoint answering every request with one canned HTTP response; counts requests.
-pub(super) struct FakeEndpoint {
-    pub(super) url: String,
-    hits: Arc<Mutex<u32>>,
-}
-
-impl FakeEndpoint {
-    fn start(response: String) -> FakeEndpoint {
-        FakeEndpoint::routed(move |_, _| response.clone())
-    }
-
-    /// Answers each request with `handler(path, body)` (a whole HTTP response).
-    pub(super) fn routed(handler: impl Fn(&str, &str) -> String + Send + 'static) -> FakeEndpoint {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}/v1", listener.local_addr().unwrap());
-        let hits = Arc::new(Mutex::new(0));
-        let counter = hits.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { return };
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut length = 0usize;
-                let mut path = String::new();
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                        break;
-                    }
-                    if path.is_empty() {
-                        path = line
-                            .split_whitespace()
-                            .nth(1)
-                            .unwrap_or_default()
-                            .to_owned();
-                    }
-                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                        length = v.trim().parse().unwrap_or(0);
-                    }
-                }
-                let mut body = vec![0; length];
-                let _ = reader.read_exact(&mut body);
-                *counter.lock().unwrap() += 1;
-                let response = handler(&path, &String::from_utf8_lossy(&body));
-                let _ = stream.write_all(response.as_bytes());
-            }
-        });
-        FakeEndpoint { url, hits }
-    }
-
-    fn json(status: &str, body: Value) -> FakeEndpoint {
-        FakeEndpoint::start(http_json(status, &body))
-    }
-
-    fn hits(&self) -> u32 {
-        *self.hits.lock().unwrap()
-    }
-}
-
 async fn fake_run(endpoint: &FakeEndpoint) -> (Place, RunSummary) {
     let place = Place::new();
     let mut connections = Connections::load(&dir_under(&place.config_home())).unwrap();
@@ -458,26 +408,6 @@ async fn fake_run(endpoint: &FakeEndpoint) -> (Place, RunSummary) {
         .unwrap();
     let summary = place.run("fake").await;
     (place, summary)
-}
-
-pub(super) fn http_json(status: &str, body: &Value) -> String {
-    let body = body.to_string();
-    format!(
-        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    )
-}
-
-fn chat_calls(calls: usize, arguments: &str) -> Value {
-    let calls: Vec<Value> = (0..calls)
-        .map(|i| {
-            json!({"id": format!("c{i}"), "type": "function",
-                        "function": {"name": "shell", "arguments": arguments}})
-        })
-        .collect();
-    json!({"choices": [{"index": 0, "finish_reason": "tool_calls",
-                        "message": {"role": "assistant", "content": null, "tool_calls": calls}}],
-           "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,6 +10,8 @@
 //! result. One function, two callers: what `doctor` calls ready is what a run starts with.
 //! Design: `docs/run-lifecycle.md` ("Preflight and automatic routes").
 
+pub mod direct_ready;
+pub mod families;
 pub mod provider_check;
 pub mod resume;
 
@@ -19,9 +21,10 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::provider::registry::Env;
-use crate::provider::{self, DefaultSource, LoadStatus, Registry, ResolvedProvider, RouteSpec};
+use crate::provider::{self, DefaultSource, LoadStatus, Registry, ResolvedProvider};
 use crate::role::Role;
 use crate::transport::Route;
+pub use families::Families;
 pub use provider_check::{CheckInput, ClaudeChecks, ModelsCheck, ProviderCheck, SignIn};
 
 /// Something that stops a run from starting, and what to do about it.
@@ -64,6 +67,8 @@ pub struct Request {
     /// The routes talk to a loopback scripted/local endpoint (tests, demo).
     pub scripted_local: bool,
     pub workspace: PathBuf,
+    /// Whether the direct runtime's readiness canaries may come from the cache.
+    pub canaries: crate::direct::readiness::CanaryMode,
 }
 
 /// Whether the verifiers run on another model family than what they check.
@@ -196,20 +201,20 @@ pub fn resolve_routes(
     Ok(routes)
 }
 
-/// The verifier pairs of `routes` on one model family, as text (empty: independent).
-pub fn cross_model_violations(routes: &BTreeMap<Role, Route>) -> Vec<String> {
-    violating_pairs(routes)
+/// The verifier pairs of `routes` on one model family, as text (empty: independent). A direct
+/// route's family is its endpoint's declared one ([`families`]).
+pub fn cross_model_violations(routes: &BTreeMap<Role, Route>, families: &Families) -> Vec<String> {
+    violating_pairs(routes, families)
         .into_iter()
         .map(|pair| pair.to_string())
         .collect()
 }
 
-fn violating_pairs(routes: &BTreeMap<Role, Route>) -> Vec<provider::SameFamilyPair> {
-    let specs: BTreeMap<Role, RouteSpec> = routes
-        .iter()
-        .map(|(role, r)| (*role, RouteSpec::new(&r.model, r.effort.as_deref())))
-        .collect();
-    provider::same_family_pairs(&specs)
+fn violating_pairs(
+    routes: &BTreeMap<Role, Route>,
+    families: &Families,
+) -> Vec<provider::SameFamilyPair> {
+    families.same_family_pairs(routes)
 }
 
 /// The routes with `verifiers` moved to `candidate`'s defaults (their own effort flags and
@@ -271,6 +276,7 @@ async fn check(
             roles: &roles,
             scripted_local: req.scripted_local,
             workspace: &req.workspace,
+            canaries: req.canaries,
         },
     )
     .await
@@ -295,6 +301,7 @@ pub async fn preflight(
         .resolve_name(&name)
         .map_err(|e| PreflightError::Provider(e.to_string()))?;
     let mut routes = resolve_routes(&chosen, &req.choice)?;
+    let families = families::from_os_env(env);
     let mut warnings = Vec::new();
     let mut auto_routes = None;
     let mut resolved = vec![chosen.clone()];
@@ -303,7 +310,7 @@ pub async fn preflight(
     let pairs = if waived {
         Vec::new()
     } else {
-        violating_pairs(&routes)
+        violating_pairs(&routes, &families)
     };
     // The verifiers that may move: on the checked role's family and not named by a flag.
     let movable: Vec<Role> = pairs
@@ -329,7 +336,7 @@ pub async fn preflight(
             let Some(moved) = moved_routes(&routes, &candidate, &movable, &req.choice) else {
                 continue;
             };
-            if !violating_pairs(&moved).is_empty() {
+            if !violating_pairs(&moved, &families).is_empty() {
                 continue;
             }
             if !provider_check::installed(env, &candidate) {
@@ -368,7 +375,7 @@ pub async fn preflight(
     let independence = if waived {
         Independence::Waived
     } else {
-        let remaining = cross_model_violations(&routes);
+        let remaining = cross_model_violations(&routes, &families);
         if remaining.is_empty() {
             Independence::Independent
         } else {
@@ -377,6 +384,17 @@ pub async fn preflight(
     };
     let mut checks = vec![check(&chosen, &routes, env, req).await];
     checks.extend(candidate_checks);
+    // A provider only some roles are routed to (`autocode:ENDPOINT/MODEL`) is checked too.
+    for route in routes.values() {
+        if resolved.iter().any(|p| p.name == route.provider) {
+            continue;
+        }
+        let Ok(other) = registry.resolve(&route.provider) else {
+            continue;
+        };
+        checks.push(check(&other, &routes, env, req).await);
+        resolved.push(other);
+    }
     let mut problems: Vec<Problem> = Vec::new();
     if let Some(source) = &default_source
         && checks[0].executable.is_none()
@@ -489,11 +507,11 @@ mod tests {
         let codex = registry.resolve_name("codex").unwrap();
         let claude = registry.resolve_name("claude").unwrap();
         let routes = resolve_routes(&codex, &RouteChoice::default()).unwrap();
-        let pairs = violating_pairs(&routes);
+        let pairs = violating_pairs(&routes, &Families::default());
         assert_eq!(pairs.len(), 3);
         let verifiers: Vec<Role> = pairs.iter().map(|p| p.verifier).collect();
         let moved = moved_routes(&routes, &claude, &verifiers, &RouteChoice::default()).unwrap();
-        assert!(cross_model_violations(&moved).is_empty());
+        assert!(cross_model_violations(&moved, &Families::default()).is_empty());
         assert_eq!(moved[&Role::Tester].provider.as_str(), "claude");
         assert_eq!(moved[&Role::Builder].provider.as_str(), "codex");
         let (models, roles) = usage_of(&moved, "claude");

@@ -112,6 +112,10 @@ pub struct ProviderCheck {
     /// Claude Code's login and project-settings checks (the `claude` provider only).
     pub claude: Option<ClaudeChecks>,
     pub models: ModelsCheck,
+    /// autocode's own runtime: the readiness of each local endpoint model its routes use
+    /// (`direct_ready`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub readiness: Vec<crate::direct::readiness::ModelReadiness>,
     pub problems: Vec<Problem>,
     pub warnings: Vec<String>,
 }
@@ -132,6 +136,8 @@ pub struct CheckInput<'a> {
     /// Routes talk to a loopback scripted/local endpoint: no sign-in or model listing applies.
     pub scripted_local: bool,
     pub workspace: &'a Path,
+    /// Whether the direct runtime's readiness canaries may come from the cache.
+    pub canaries: crate::direct::readiness::CanaryMode,
 }
 
 fn path_var(env: &Env) -> OsString {
@@ -191,11 +197,20 @@ pub async fn check_provider(p: &ResolvedProvider, input: &CheckInput<'_>) -> Pro
         models: ModelsCheck::Skipped {
             note: "not checked".into(),
         },
+        readiness: Vec::new(),
         problems: Vec::new(),
         warnings: Vec::new(),
     };
     if p.config.output == crate::provider::OutputMode::DirectRuntime {
-        direct_runtime(input, &mut check);
+        if let Some(connections) = direct_runtime(input, &mut check)
+            && check.problems.is_empty()
+        {
+            let (readiness, problems) =
+                super::direct_ready::check(input.env, &connections, input.roles, input.canaries)
+                    .await;
+            check.readiness = readiness;
+            check.problems.extend(problems);
+        }
         return check;
     }
     if let (Some(program), None) = (&program, &executable) {
@@ -259,12 +274,15 @@ pub async fn check_provider(p: &ResolvedProvider, input: &CheckInput<'_>) -> Pro
 
 /// autocode's own runtime: no program to find; every route's model must name a configured
 /// endpoint and model (`autocode connections setup`), whose key (if it needs one) is stored.
-/// The live readiness canaries are `autocode connections check --provider autocode --live`.
-fn direct_runtime(input: &CheckInput<'_>, check: &mut ProviderCheck) {
+/// Returns the connections when they load (the caller then checks local endpoints' readiness).
+fn direct_runtime(
+    input: &CheckInput<'_>,
+    check: &mut ProviderCheck,
+) -> Option<crate::direct::connections::Connections> {
     check.program = None;
     check.executable = None;
     check.sign_in = SignIn::Unchecked {
-        note: "autocode's own runtime: `autocode connections check --provider autocode --live` checks its endpoints".into(),
+        note: "autocode's own runtime: local endpoints are checked for readiness below; `autocode connections check --provider autocode --live` checks every endpoint".into(),
     };
     check.models = ModelsCheck::Skipped {
         note: "the routes name configured direct endpoints".into(),
@@ -284,7 +302,7 @@ fn direct_runtime(input: &CheckInput<'_>, check: &mut ProviderCheck) {
                 format!("direct connections: {e}"),
                 "set one up with `autocode connections setup --name NAME --kind KIND --base-url URL --model ID=FAMILY`".to_owned(),
             ));
-            return;
+            return None;
         }
     };
     for (role, model) in input.roles {
@@ -309,6 +327,7 @@ fn direct_runtime(input: &CheckInput<'_>, check: &mut ProviderCheck) {
             )),
         }
     }
+    Some(connections)
 }
 
 async fn sign_in(

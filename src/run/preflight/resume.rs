@@ -24,11 +24,11 @@ pub fn route_providers(state: &RunState) -> Vec<ProviderName> {
 
 /// Why the run's routes may not run: verifiers on the family they check while independence
 /// was not waived. `None`: independent (or waived).
-pub fn independence_violation(state: &RunState) -> Option<String> {
+pub fn independence_violation(state: &RunState, families: &super::Families) -> Option<String> {
     if state.independence_waived {
         return None;
     }
-    let pairs = super::cross_model_violations(&state.routes);
+    let pairs = super::cross_model_violations(&state.routes, families);
     (!pairs.is_empty()).then(|| {
         format!(
             "a verifier runs on the same model family as what it checks: {}; the routes of a run are fixed, so it cannot continue: start a new run (preflight puts the verifiers on another installed, signed-in provider, or explains --single-model)",

@@ -33,7 +33,7 @@ use crate::agent_env::{self, AgentEnvironment};
 use crate::events::{self, TransportKind};
 use crate::ids::ProviderName;
 use crate::pause::PauseCode;
-use crate::provider::{OutputMode, ResolvedProvider, family_of};
+use crate::provider::{OutputMode, ResolvedProvider};
 use crate::role::Role;
 use crate::snapshot::Snapshotter;
 use crate::supervise::{Exit, Receipt};
@@ -251,8 +251,11 @@ impl StageRunner for CliRunner {
         }
     }
 
-    fn model_family(&self, model: &str) -> String {
-        family_of(model).as_str().to_owned()
+    fn model_family(&self, route: &crate::transport::Route) -> String {
+        crate::run::preflight::Families::from_env(|k| self.env.get(k).cloned())
+            .of(route)
+            .as_str()
+            .to_owned()
     }
 
     async fn replay(
