@@ -26,7 +26,7 @@ pub fn terminal_safe(text: &str) -> Cow<'_, str> {
 /// (U+0080–U+009F) are `0xC2` followed by `0x80`–`0x9F`. Printable ASCII, the common case, is
 /// passed over sixteen bytes at a time (a loop the compiler vectorizes).
 fn has_control(bytes: &[u8]) -> bool {
-    let suspect = |b: u8| b < 0x20 || b >= 0x7f;
+    let suspect = |b: u8| !(0x20..0x7f).contains(&b);
     let mut start = 0;
     for chunk in bytes.chunks(16) {
         if chunk.iter().fold(false, |any, &b| any | suspect(b)) {
