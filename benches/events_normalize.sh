@@ -2,10 +2,13 @@
 # The `autocode events normalize` command as a whole process (not the library parser): wall
 # throughput and peak RSS, human and --json, per format, on inputs made by repeating the real
 # fixture streams. Usage: benches/events_normalize.sh [MB ...]   (default: 200)
-# Needs a release build (`cargo build --release`); prints a markdown table.
+# AUTOCODE_BIN=path times another build (e.g. a copy of the one before a change).
+# Needs a release build (`cargo build --release`); prints a markdown table. CPU MB/s is the
+# input over the process's user + system time: on this shared machine wall time also counts
+# the time the process waited for a core.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-bin=target/release/autocode
+bin=${AUTOCODE_BIN:-target/release/autocode}
 [ -x "$bin" ] || cargo build --release --locked -q
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -33,8 +36,8 @@ make_input() { # format MB -> path
   echo "$path"
 }
 
-echo "| format | MB | output | wall s | MB/s | peak RSS MiB |"
-echo "|---|---|---|---|---|---|"
+echo "| format | MB | output | wall s | wall MB/s | CPU MB/s | peak RSS MiB |"
+echo "|---|---|---|---|---|---|---|"
 for mb in "${@:-200}"; do
   for format in opencode codex claude; do
     input=$(make_input "$format" "$mb")
@@ -44,10 +47,11 @@ for mb in "${@:-200}"; do
       [ "$mode" = json ] && flag=(--json)
       # Warm the page cache once, then measure.
       cat "$input" >/dev/null
-      /usr/bin/time -f '%e %M' -o "$work/time" "$bin" events normalize --transport "$format" "$input" "${flag[@]}" >/dev/null
-      read -r wall kib <"$work/time"
-      awk -v f="$format" -v mb="$mb" -v m="$mode" -v w="$wall" -v b="$bytes" -v k="$kib" \
-        'BEGIN { printf "| %s | %d | %s | %.2f | %.0f | %.1f |\n", f, mb, m, w, (w > 0 ? b / 1e6 / w : 0), k / 1024 }'
+      /usr/bin/time -f '%e %U %S %M' -o "$work/time" "$bin" events normalize --transport "$format" "$input" "${flag[@]}" >/dev/null
+      read -r wall user sys kib <"$work/time"
+      awk -v f="$format" -v mb="$mb" -v m="$mode" -v w="$wall" -v u="$user" -v s="$sys" -v b="$bytes" -v k="$kib" \
+        'BEGIN { cpu = u + s;
+                 printf "| %s | %d | %s | %.2f | %.0f | %.0f | %.1f |\n", f, mb, m, w, (w > 0 ? b / 1e6 / w : 0), (cpu > 0 ? b / 1e6 / cpu : 0), k / 1024 }'
     done
     rm -f "$input"
   done

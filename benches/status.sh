@@ -18,36 +18,41 @@ mkdir -p "$HOME"
 commits=()
 for stages in "${@:-1000 10000}"; do
   for n in $stages; do
-    ws=$root/ws-$n
-    mkdir -p "$ws"
-    if [ -n "${RUN_STATE_BIN:-}" ]; then
-      commits+=("$("$RUN_STATE_BIN" "$ws" "$n" | tail -1)")
-    else
-      commits+=("$(cargo bench -q --bench run_state -- "$ws" "$n" 2>/dev/null | tail -1)")
-    fi
+    # A plain directory, and a git repository (where status also asks git whether the run is
+    # tracked: two supervised git launches).
+    for ws in "$root/ws-$n" "$root/gws-$n"; do
+      mkdir -p "$ws"
+      case $ws in */gws-*) git -C "$ws" init -q ;; esac
+      if [ -n "${RUN_STATE_BIN:-}" ]; then
+        commits+=("$("$RUN_STATE_BIN" "$ws" "$n" | tail -1)")
+      else
+        commits+=("$(cargo bench -q --bench run_state -- "$ws" "$n" 2>/dev/null | tail -1)")
+      fi
+    done
   done
 done
 
 python3 - "$bin" "$root" <<'PY'
 import os, statistics, subprocess, sys, time
 bin, root = sys.argv[1], sys.argv[2]
-print("| stages | output | median wall ms | peak RSS MiB | stdout bytes |")
-print("|---|---|---|---|---|")
-runs = sorted((int(os.listdir(f"{root}/{d}/.autocode/runs")[0].split("-")[1]), f"{root}/{d}")
-              for d in os.listdir(root) if d.startswith("ws-"))
-for n, ws in runs:
+print("| stages | workspace | output | median wall ms | peak RSS MiB | stdout bytes |")
+print("|---|---|---|---|---|---|")
+runs = sorted((int(os.listdir(f"{root}/{d}/.autocode/runs")[0].split("-")[1]), d.startswith("g"),
+               f"{root}/{d}") for d in os.listdir(root) if d.startswith(("ws-", "gws-")))
+for n, in_git, ws in runs:
     for mode, flag in (("human", []), ("json", ["--json"])):
         walls, rss = [], []
         for _ in range(11):
             with open(f"{root}/out", "wb") as out:
                 started = time.perf_counter()
-                child = subprocess.Popen([bin, "status", "--workspace", ws, *flag], stdout=out,
-                                         stderr=subprocess.DEVNULL)
-                _, status, usage = os.wait4(child.pid, 0)
+                # Through /usr/bin/time: a child forked from Python itself would report
+                # Python's peak RSS (~13 MiB here; exec keeps the maximum), not autocode's.
+                subprocess.run(["/usr/bin/time", "-f", "%M", "-o", f"{root}/rss", bin, "status",
+                                "--workspace", ws, *flag], stdout=out, stderr=subprocess.DEVNULL)
                 walls.append((time.perf_counter() - started) * 1000)
-                rss.append(usage.ru_maxrss / 1024)
-                child.returncode = os.waitstatus_to_exitcode(status)
-        print(f"| {n} | {mode} | {statistics.median(walls):.1f} | {statistics.median(rss):.1f} "
+                with open(f"{root}/rss") as f:
+                    rss.append(int(f.read().split()[-1]) / 1024)
+        print(f"| {n} | {'git' if in_git else 'plain'} | {mode} | {statistics.median(walls):.1f} | {statistics.median(rss):.1f} "
               f"| {os.path.getsize(root + '/out')} |")
 PY
 echo

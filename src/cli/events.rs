@@ -89,6 +89,9 @@ struct EventSink<W: Write> {
     json: bool,
     first: bool,
     error: Option<std::io::Error>,
+    /// One event's bytes, reused from event to event (no allocation per event).
+    buffer: Vec<u8>,
+    line: String,
 }
 
 impl<W: Write> EventSink<W> {
@@ -98,6 +101,8 @@ impl<W: Write> EventSink<W> {
             json,
             first: true,
             error: None,
+            buffer: Vec::with_capacity(1 << 12),
+            line: String::with_capacity(1 << 10),
         };
         if json {
             sink.write(|out| out.write_all(b"{\"events\": ["));
@@ -114,16 +119,27 @@ impl<W: Write> EventSink<W> {
     }
 
     fn event(&mut self, event: &events::NormalizedEvent) {
-        if self.json {
-            let separator: &[u8] = if self.first { b"\n  " } else { b",\n  " };
+        if self.error.is_some() {
+            return;
+        }
+        let bytes = if self.json {
+            self.buffer.clear();
+            self.buffer
+                .extend_from_slice(if self.first { b"\n  " } else { b",\n  " });
             self.first = false;
-            self.write(|out| {
-                out.write_all(separator)?;
-                serde_json::to_writer(&mut *out, event).map_err(std::io::Error::other)
-            });
+            if let Err(e) = serde_json::to_writer(&mut self.buffer, event) {
+                self.error = Some(std::io::Error::other(e));
+                return;
+            }
+            &self.buffer[..]
         } else {
-            let line = events::render_event(event);
-            self.write(|out| writeln!(out, "{line}"));
+            self.line.clear();
+            events::render_event_into(event, &mut self.line);
+            self.line.push('\n');
+            self.line.as_bytes()
+        };
+        if let Err(e) = self.out.write_all(bytes) {
+            self.error = Some(e);
         }
     }
 

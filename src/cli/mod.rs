@@ -99,6 +99,8 @@ impl Command {
         !matches!(
             self,
             Command::Explain(_)
+                // `status` forks the keeper itself, and only when it will start git.
+                | Command::Status(_)
                 | Command::Events(_)
                 | Command::Capture(_)
                 | Command::Completions(_)

@@ -498,7 +498,18 @@ pub fn status(args: StatusArgs) -> Result<ExitCode, EdgeError> {
     let env: BTreeMap<String, String> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
-    let found = super::runtime()?
+    // The only process `status` may start is git, to check that no run is tracked, and git
+    // cannot run outside a repository: there, no keeper and no runtime threads.
+    let runtime = if crate::run::integrity::could_be_in_git_repository(&workspace, &env) {
+        crate::supervise::init_before_threads();
+        super::runtime()?
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(EdgeError::internal)?
+    };
+    let found = runtime
         .block_on(crate::run::find_run(&workspace, args.run.as_ref(), &env))
         .map_err(find_error)?;
     let mut state = found.state;

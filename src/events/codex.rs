@@ -30,7 +30,7 @@ struct WireLine<'a> {
     #[serde(borrow, default)]
     item: Option<Box<WireItem<'a>>>,
     #[serde(default)]
-    usage: Option<WireUsage>,
+    usage: Option<Box<WireUsage>>,
     #[serde(borrow, default)]
     message: LenientStr<'a>,
     #[serde(borrow, default)]
@@ -176,7 +176,7 @@ impl CodexParser {
                 self.flush_message(out, true);
                 self.last_final_message = message;
                 if let Some(usage) = wire.usage {
-                    self.turn_usage(usage, out);
+                    self.turn_usage(*usage, out);
                 }
                 self.terminal = Terminal::Completed;
             }

@@ -104,7 +104,11 @@ impl Tally {
             NormalizedEvent::ProviderError { error } => {
                 self.provider_errors += 1;
                 self.all_errors_retryable_transport &= is_retryable_transport_signal(error);
-                self.last_error = Some(error.clone());
+                // In place: a stream of retries replaces it at every line.
+                match &mut self.last_error {
+                    Some(last) => last.clone_from(error),
+                    None => self.last_error = Some(error.clone()),
+                }
             }
             _ => {}
         }

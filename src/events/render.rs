@@ -1,49 +1,82 @@
 //! The human rendering of normalized events: one line per event, then the summary block.
 //! Every string that came from a stream passes through [`terminal_safe`] first, so an agent
 //! cannot move the cursor, retitle a pane or hide text in the reader's terminal.
+//!
+//! [`render_event_into`] appends to a caller's buffer, so a long stream is rendered without an
+//! allocation per event (`autocode events normalize` reuses one buffer).
 
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 
-use super::{FinalReport, Normalized, NormalizedEvent, StreamSummary, Usage};
+use super::{
+    CommandStatus, FileChangeKind, FinalReport, Normalized, NormalizedEvent, StreamSummary,
+    ToolStatus, Usage,
+};
 use crate::term_text::terminal_safe;
 
-fn one_line(text: &str, cap: usize) -> String {
-    let flat: String = text
-        .chars()
-        .map(|c| if c == '\n' || c == '\r' { '⏎' } else { c })
-        .collect();
-    if flat.chars().count() <= cap {
-        flat
+/// Appends `text` on one line: newlines and carriage returns become `⏎`, and past `cap`
+/// characters it is cut and ends with `…`.
+fn push_one_line(out: &mut String, text: &str, cap: usize) {
+    // A text of at most `cap` bytes has at most `cap` characters, and so has an ASCII prefix.
+    let end = if text.len() <= cap {
+        text.len()
+    } else if text.as_bytes()[..cap].is_ascii() {
+        cap
     } else {
-        let cut: String = flat.chars().take(cap).collect();
-        format!("{cut}…")
+        text.char_indices().nth(cap).map_or(text.len(), |(i, _)| i)
+    };
+    let head = &text[..end];
+    let mut rest = head;
+    // Newlines and carriage returns are ASCII: a byte search finds them on char boundaries.
+    while let Some(at) = rest.bytes().position(|b| b == b'\n' || b == b'\r') {
+        out.push_str(&rest[..at]);
+        out.push('⏎');
+        rest = &rest[at + 1..];
+    }
+    out.push_str(rest);
+    if end < text.len() {
+        out.push('…');
     }
 }
 
-fn opt<T: std::fmt::Display>(value: Option<T>) -> String {
-    value.map_or_else(|| "?".to_owned(), |v| v.to_string())
+#[cfg(test)]
+fn one_line(text: &str, cap: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(cap * 4) + 3);
+    push_one_line(&mut out, text, cap);
+    out
 }
 
-fn render_usage(usage: &Usage) -> String {
-    format!(
-        "input {} · cache read {} · cache write {} · output {} (reasoning {}){}",
-        opt(usage.input_tokens),
-        opt(usage.cache_read_tokens),
-        opt(usage.cache_write_tokens),
-        opt(usage.output_tokens),
-        opt(usage.reasoning_tokens),
-        usage
-            .cost_usd
-            .map(|c| format!(" · ${c:.6}"))
-            .unwrap_or_default()
-    )
+/// A value or `?` when it is unknown.
+struct Opt<T>(Option<T>);
+
+impl<T: fmt::Display> fmt::Display for Opt<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Some(v) => v.fmt(f),
+            None => f.write_str("?"),
+        }
+    }
+}
+
+fn push_usage(out: &mut String, usage: &Usage) {
+    let _ = write!(
+        out,
+        "input {} · cache read {} · cache write {} · output {} (reasoning {})",
+        Opt(usage.input_tokens),
+        Opt(usage.cache_read_tokens),
+        Opt(usage.cache_write_tokens),
+        Opt(usage.output_tokens),
+        Opt(usage.reasoning_tokens),
+    );
+    if let Some(c) = usage.cost_usd {
+        let _ = write!(out, " · ${c:.6}");
+    }
 }
 
 /// A human rendering: one line per event, then the summary.
 pub fn render_human(normalized: &Normalized) -> String {
     let mut out = String::new();
     for event in &normalized.events {
-        out.push_str(&render_event(event));
+        render_event_into(event, &mut out);
         out.push('\n');
     }
     out.push_str(&render_summary(&normalized.summary));
@@ -52,24 +85,48 @@ pub fn render_human(normalized: &Normalized) -> String {
 
 /// One event as one line (no newline); every string from the stream is made terminal-safe.
 pub fn render_event(event: &NormalizedEvent) -> String {
-    let line = match event {
+    let mut line = String::new();
+    render_event_into(event, &mut line);
+    line
+}
+
+/// Appends [`render_event`]'s line (no newline) to `out`.
+pub fn render_event_into(event: &NormalizedEvent, out: &mut String) {
+    let start = out.len();
+    push_event(event, out);
+    if let std::borrow::Cow::Owned(clean) = terminal_safe(&out[start..]) {
+        out.truncate(start);
+        out.push_str(&clean);
+    }
+}
+
+fn push_event(event: &NormalizedEvent, out: &mut String) {
+    match event {
         NormalizedEvent::SessionStarted {
             session_id,
             api_key_source,
-        } => match api_key_source {
-            Some(source) => format!("session {session_id} (api key source: {source})"),
-            None => format!("session {session_id}"),
-        },
-        NormalizedEvent::Text { text, is_final } => format!(
-            "{} {}",
-            if *is_final { "final text:" } else { "text:" },
-            one_line(text, 160)
-        ),
-        NormalizedEvent::Reasoning { text } => format!("reasoning: {}", one_line(text, 160)),
+        } => {
+            let _ = write!(out, "session {session_id}");
+            if let Some(source) = api_key_source {
+                let _ = write!(out, " (api key source: {source})");
+            }
+        }
+        NormalizedEvent::Text { text, is_final } => {
+            out.push_str(if *is_final { "final text: " } else { "text: " });
+            push_one_line(out, text, 160);
+        }
+        NormalizedEvent::Reasoning { text } => {
+            out.push_str("reasoning: ");
+            push_one_line(out, text, 160);
+        }
         NormalizedEvent::CommandStarted {
             evidence_id,
             command,
-        } => format!("$ {} [{evidence_id}]", one_line(command, 160)),
+        } => {
+            out.push_str("$ ");
+            push_one_line(out, command, 160);
+            let _ = write!(out, " [{evidence_id}]");
+        }
         NormalizedEvent::CommandFinished {
             evidence_id,
             command,
@@ -77,83 +134,126 @@ pub fn render_event(event: &NormalizedEvent) -> String {
             status,
             output_bytes,
             ..
-        } => format!(
-            "command {} [{evidence_id}] exit {} ({}, {output_bytes} bytes of output)",
-            one_line(command, 120),
-            opt(*exit_code),
-            serde_plain(status)
-        ),
+        } => {
+            out.push_str("command ");
+            push_one_line(out, command, 120);
+            let _ = write!(
+                out,
+                " [{evidence_id}] exit {} ({}, {output_bytes} bytes of output)",
+                Opt(*exit_code),
+                command_status_str(*status)
+            );
+        }
         NormalizedEvent::ToolUse {
             evidence_id,
             tool,
             status,
             error,
-        } => format!(
-            "tool {tool} [{evidence_id}] {}{}",
-            serde_plain(status),
-            error
-                .as_deref()
-                .map(|e| format!(": {}", one_line(e, 120)))
-                .unwrap_or_default()
-        ),
+        } => {
+            let _ = write!(
+                out,
+                "tool {tool} [{evidence_id}] {}",
+                tool_status_str(*status)
+            );
+            if let Some(e) = error {
+                out.push_str(": ");
+                push_one_line(out, e, 120);
+            }
+        }
         NormalizedEvent::FileChange { path, kind } => {
-            format!("file {} {path}", serde_plain(kind))
+            let _ = write!(out, "file {} {path}", file_change_str(*kind));
         }
         NormalizedEvent::PermissionDenied {
             tool,
             evidence_id,
             message,
-        } => format!(
-            "permission denied: {tool}{} {}",
-            evidence_id
-                .as_ref()
-                .map(|e| format!(" [{e}]"))
-                .unwrap_or_default(),
-            one_line(message, 120)
-        ),
+        } => {
+            let _ = write!(out, "permission denied: {tool}");
+            if let Some(e) = evidence_id {
+                let _ = write!(out, " [{e}]");
+            }
+            out.push(' ');
+            push_one_line(out, message, 120);
+        }
         NormalizedEvent::Retry {
             attempt,
             max_retries,
             http_status,
             message,
-        } => format!(
-            "retry {}/{} (HTTP {}): {}",
-            opt(*attempt),
-            opt(*max_retries),
-            opt(*http_status),
-            one_line(message, 120)
-        ),
-        NormalizedEvent::Usage { usage } => format!("usage: {}", render_usage(usage)),
-        NormalizedEvent::Notice { message } => format!("notice: {}", one_line(message, 160)),
-        NormalizedEvent::ProviderError { error } => format!(
-            "provider error (HTTP {}): {}",
-            opt(error.http_status),
-            one_line(&error.message, 160)
-        ),
+        } => {
+            let _ = write!(
+                out,
+                "retry {}/{} (HTTP {}): ",
+                Opt(*attempt),
+                Opt(*max_retries),
+                Opt(*http_status),
+            );
+            push_one_line(out, message, 120);
+        }
+        NormalizedEvent::Usage { usage } => {
+            out.push_str("usage: ");
+            push_usage(out, usage);
+        }
+        NormalizedEvent::Notice { message } => {
+            out.push_str("notice: ");
+            push_one_line(out, message, 160);
+        }
+        NormalizedEvent::ProviderError { error } => {
+            let _ = write!(out, "provider error (HTTP {}): ", Opt(error.http_status));
+            push_one_line(out, &error.message, 160);
+        }
         NormalizedEvent::FinalReport { report } => match report {
             FinalReport::Structured(value) => {
-                format!(
-                    "final report (structured): {}",
-                    one_line(&value.to_string(), 160)
-                )
+                out.push_str("final report (structured): ");
+                push_one_line(out, &value.to_string(), 160);
             }
-            FinalReport::Text(text) => format!("final report (text): {}", one_line(text, 160)),
+            FinalReport::Text(text) => {
+                out.push_str("final report (text): ");
+                push_one_line(out, text, 160);
+            }
         },
         NormalizedEvent::Malformed { line_no, error } => {
-            format!("malformed line {line_no}: {}", one_line(error, 160))
+            let _ = write!(out, "malformed line {line_no}: ");
+            push_one_line(out, error, 160);
         }
         NormalizedEvent::Unknown {
             line_no,
             event_type,
             ..
-        } => format!(
-            "unknown line {line_no} (type {})",
-            event_type.as_deref().unwrap_or("?")
-        ),
-    };
-    match terminal_safe(&line) {
-        std::borrow::Cow::Borrowed(_) => line,
-        std::borrow::Cow::Owned(clean) => clean,
+        } => {
+            let _ = write!(
+                out,
+                "unknown line {line_no} (type {})",
+                event_type.as_deref().unwrap_or("?")
+            );
+        }
+    }
+}
+
+/// The serialized names of the status enums (their serde strings, checked in the tests).
+fn command_status_str(status: CommandStatus) -> &'static str {
+    match status {
+        CommandStatus::Succeeded => "succeeded",
+        CommandStatus::Failed => "failed",
+        CommandStatus::Denied => "denied",
+        CommandStatus::Unknown => "unknown",
+    }
+}
+
+fn tool_status_str(status: ToolStatus) -> &'static str {
+    match status {
+        ToolStatus::Completed => "completed",
+        ToolStatus::Failed => "failed",
+        ToolStatus::Denied => "denied",
+    }
+}
+
+fn file_change_str(kind: FileChangeKind) -> &'static str {
+    match kind {
+        FileChangeKind::Add => "add",
+        FileChangeKind::Update => "update",
+        FileChangeKind::Delete => "delete",
+        FileChangeKind::Write => "write",
     }
 }
 
@@ -167,37 +267,122 @@ pub fn render_summary(s: &StreamSummary) -> String {
         s.transport, s.lines, s.events, s.malformed_lines
     );
     let _ = writeln!(out, "session: {}", s.session_id.as_deref().unwrap_or("?"));
-    let _ = writeln!(
-        out,
-        "stop: {}{}{}",
-        s.stop.class,
-        s.stop
-            .pause_code
-            .map(|c| format!(" ({c})"))
-            .unwrap_or_default(),
-        s.stop
-            .detail
-            .as_deref()
-            .map(|d| format!(": {}", one_line(d, 160)))
-            .unwrap_or_default()
-    );
-    let _ = writeln!(out, "usage: {}", render_usage(&s.usage));
-    let _ = writeln!(
-        out,
-        "report: {}",
-        match &s.final_report {
-            None => "none".to_owned(),
-            Some(FinalReport::Structured(_)) => "structured".to_owned(),
-            Some(FinalReport::Text(t)) => format!("text ({} bytes)", t.len()),
+    let _ = write!(out, "stop: {}", s.stop.class);
+    if let Some(code) = s.stop.pause_code {
+        let _ = write!(out, " ({code})");
+    }
+    if let Some(detail) = s.stop.detail.as_deref() {
+        out.push_str(": ");
+        push_one_line(&mut out, detail, 160);
+    }
+    out.push('\n');
+    out.push_str("usage: ");
+    push_usage(&mut out, &s.usage);
+    out.push('\n');
+    match &s.final_report {
+        None => out.push_str("report: none\n"),
+        Some(FinalReport::Structured(_)) => out.push_str("report: structured\n"),
+        Some(FinalReport::Text(t)) => {
+            let _ = writeln!(out, "report: text ({} bytes)", t.len());
         }
-    );
+    }
     terminal_safe(&out).into_owned()
 }
 
-/// The serde string of a unit enum variant (for display).
-fn serde_plain<T: serde::Serialize>(value: &T) -> String {
-    match serde_json::to_value(value) {
-        Ok(serde_json::Value::String(s)) => s,
-        _ => "?".to_owned(),
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The rendering this module had before it wrote into a buffer (the reference).
+    fn one_line_reference(text: &str, cap: usize) -> String {
+        let flat: String = text
+            .chars()
+            .map(|c| if c == '\n' || c == '\r' { '⏎' } else { c })
+            .collect();
+        if flat.chars().count() <= cap {
+            flat
+        } else {
+            let cut: String = flat.chars().take(cap).collect();
+            format!("{cut}…")
+        }
+    }
+
+    fn serde_name<T: serde::Serialize>(value: T) -> String {
+        match serde_json::to_value(value) {
+            Ok(serde_json::Value::String(s)) => s,
+            other => panic!("not a string: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn status_names_are_the_serde_names() {
+        for s in [
+            CommandStatus::Succeeded,
+            CommandStatus::Failed,
+            CommandStatus::Denied,
+            CommandStatus::Unknown,
+        ] {
+            assert_eq!(command_status_str(s), serde_name(s));
+        }
+        for s in [
+            ToolStatus::Completed,
+            ToolStatus::Failed,
+            ToolStatus::Denied,
+        ] {
+            assert_eq!(tool_status_str(s), serde_name(s));
+        }
+        for k in [
+            FileChangeKind::Add,
+            FileChangeKind::Update,
+            FileChangeKind::Delete,
+            FileChangeKind::Write,
+        ] {
+            assert_eq!(file_change_str(k), serde_name(k));
+        }
+    }
+
+    #[test]
+    fn one_line_cuts_and_flattens() {
+        assert_eq!(one_line("a\nb\rc", 10), "a⏎b⏎c");
+        assert_eq!(one_line("abcdef", 3), "abc…");
+        assert_eq!(one_line("abc", 3), "abc");
+        assert_eq!(one_line("ééé", 2), "éé…");
+        assert_eq!(one_line("", 0), "");
+        assert_eq!(one_line("x", 0), "…");
+    }
+
+    #[test]
+    fn events_render_as_before() {
+        let event = NormalizedEvent::CommandFinished {
+            evidence_id: super::super::EvidenceId::from_provider_id("c1"),
+            command: "echo \u{1b}[31mhi\nthere".into(),
+            exit_code: None,
+            status: CommandStatus::Unknown,
+            output_excerpt: String::new(),
+            output_bytes: 7,
+        };
+        assert_eq!(
+            render_event(&event),
+            "command echo [31mhi⏎there [event:c1] exit ? (unknown, 7 bytes of output)"
+        );
+        let mut buffer = String::from("kept|");
+        render_event_into(
+            &NormalizedEvent::Retry {
+                attempt: Some(1),
+                max_retries: None,
+                http_status: Some(429),
+                message: "slow down".into(),
+            },
+            &mut buffer,
+        );
+        assert_eq!(buffer, "kept|retry 1/? (HTTP 429): slow down");
+    }
+
+    proptest! {
+        #[test]
+        fn one_line_matches_the_reference(text in "(?s).{0,40}", cap in 0usize..30) {
+            prop_assert_eq!(one_line(&text, cap), one_line_reference(&text, cap));
+        }
     }
 }

@@ -226,7 +226,7 @@ pub enum ErrorSource {
 }
 
 /// A provider error, reduced to what stop classification reads.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorSignal {
     pub source: ErrorSource,
     pub message: String,
@@ -238,6 +238,29 @@ pub struct ErrorSignal {
     pub retryable: Option<bool>,
     /// A reset time or retry-after hint when the provider gave one.
     pub reset_hint: Option<String>,
+}
+
+impl Clone for ErrorSignal {
+    fn clone(&self) -> Self {
+        ErrorSignal {
+            source: self.source,
+            message: self.message.clone(),
+            http_status: self.http_status,
+            kind: self.kind.clone(),
+            retryable: self.retryable,
+            reset_hint: self.reset_hint.clone(),
+        }
+    }
+
+    /// Reuses `self`'s strings (the stream summary's last error is replaced at every error).
+    fn clone_from(&mut self, source: &Self) {
+        self.source = source.source;
+        self.message.clone_from(&source.message);
+        self.http_status = source.http_status;
+        self.kind.clone_from(&source.kind);
+        self.retryable = source.retryable;
+        self.reset_hint.clone_from(&source.reset_hint);
+    }
 }
 
 impl ErrorSignal {

@@ -379,20 +379,64 @@ impl RunIntegrityError {
     }
 }
 
+/// Whether git could find a repository for `dir` — `false` only when it certainly cannot, so
+/// the caller may skip starting git (a supervised launch costs milliseconds, most of `status`'s
+/// time in a plain directory). Git finds a repository through `GIT_DIR` (or another variable
+/// that changes discovery, or configuration from the environment), a `.git` entry in `dir` or
+/// one of its ancestors, or an ancestor that is itself a repository (a bare one holds `HEAD`).
+/// Any of these, or an entry that cannot be looked at, answers `true` and git decides as
+/// before. `GIT_CEILING_DIRECTORIES` and file-system boundaries only stop git sooner, so
+/// ignoring them errs toward `true`.
+pub fn could_be_in_git_repository(dir: &Path, env: &BTreeMap<String, String>) -> bool {
+    // The variables that point git at a repository or change where it looks (git(1),
+    // "Environment Variables"); the others (GIT_SSL_CAINFO, GIT_AUTHOR_NAME…) do not.
+    let git_variable = |key: &str| {
+        matches!(
+            key,
+            "GIT_DIR" | "GIT_WORK_TREE" | "GIT_COMMON_DIR" | "GIT_DISCOVERY_ACROSS_FILESYSTEM"
+        ) || key.starts_with("GIT_CONFIG")
+    };
+    if env.keys().any(|key| git_variable(key))
+        || std::env::vars_os().any(|(key, _)| key.to_str().is_none_or(git_variable))
+    {
+        return true;
+    }
+    let Ok(dir) = fs::canonicalize(dir) else {
+        return true;
+    };
+    let present = |path: PathBuf| match fs::symlink_metadata(path) {
+        Ok(_) => true,
+        Err(e) => e.kind() != io::ErrorKind::NotFound,
+    };
+    dir.ancestors()
+        .any(|ancestor| present(ancestor.join(".git")) || present(ancestor.join("HEAD")))
+}
+
 /// The run directory names under `.autocode/runs/` that git tracks in `workspace` (empty when
 /// the workspace is not in a git work tree).
 pub async fn tracked_run_dirs(
     workspace: &Path,
     env: &BTreeMap<String, String>,
 ) -> Result<BTreeSet<String>, WorkspaceError> {
-    if workspace::git(workspace, &["rev-parse", "--is-inside-work-tree"], env)
-        .await
-        .is_err()
-    {
+    if !could_be_in_git_repository(workspace, env) {
         return Ok(BTreeSet::new());
     }
+    // One git launch where there is a work tree; outside one `ls-files` fails, and only then
+    // does `rev-parse` tell "not a repository" (nothing tracked) from a failing git.
     let listed =
-        workspace::git(workspace, &["ls-files", "-z", "--", ".autocode/runs"], env).await?;
+        match workspace::git(workspace, &["ls-files", "-z", "--", ".autocode/runs"], env).await {
+            Ok(listed) => listed,
+            Err(error) => {
+                return if workspace::git(workspace, &["rev-parse", "--is-inside-work-tree"], env)
+                    .await
+                    .is_err()
+                {
+                    Ok(BTreeSet::new())
+                } else {
+                    Err(error)
+                };
+            }
+        };
     Ok(listed
         .split('\0')
         .filter_map(|p| p.strip_prefix(".autocode/runs/"))
@@ -500,6 +544,35 @@ pub async fn verify_run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn git_is_skipped_only_where_it_could_find_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        let none = BTreeMap::new();
+        let deep = root.path().join("a/b");
+        fs::create_dir_all(&deep).unwrap();
+        // Outside any repository, nothing below it can be in one either (when the temporary
+        // directory itself is inside a repository, both answers are `true`).
+        assert_eq!(
+            could_be_in_git_repository(&deep, &none),
+            could_be_in_git_repository(root.path(), &none)
+        );
+        let git_dir = BTreeMap::from([("GIT_DIR".to_owned(), "/elsewhere".to_owned())]);
+        assert!(could_be_in_git_repository(&deep, &git_dir));
+        // A `.git` file (a linked worktree) two levels up.
+        fs::write(root.path().join("a/.git"), "gitdir: /elsewhere\n").unwrap();
+        assert!(could_be_in_git_repository(&deep, &none));
+        // A bare repository's own directory.
+        let bare = root.path().join("bare.git");
+        fs::create_dir_all(bare.join("objects")).unwrap();
+        fs::write(bare.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        assert!(could_be_in_git_repository(&bare.join("objects"), &none));
+        // A path that cannot be resolved leaves the answer to git.
+        assert!(could_be_in_git_repository(
+            &root.path().join("missing"),
+            &none
+        ));
+    }
 
     #[test]
     fn key_dir_follows_xdg_state_home_only_when_absolute() {

@@ -436,7 +436,11 @@ fn reap_orphans(targets: &family::Targets) {
     let own = std::process::id() as i32;
     let keeper = keeper::keeper_pid();
     let roots = lock(active_roots());
-    for stat in family::scan() {
+    let candidates = match family::own_children() {
+        Some(children) => children.into_iter().filter_map(family::read_stat).collect(),
+        None => family::scan(),
+    };
+    for stat in candidates {
         if stat.ppid == own
             && stat.state == 'Z'
             && !roots.contains(&stat.pid)
