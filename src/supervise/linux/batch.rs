@@ -2,7 +2,7 @@
 //! and how many items it holds (its pidfds travel with `sys::send_with_fds`).
 //!
 //! Invariants: a batch is sent only for a launch whose ledger file the keeper writes (each
-//! entry is in the file, one `write(2)`, right after its exec is continued); items keep their order
+//! entry is in the file, one `write(2)`, before its exec is continued); items keep their order
 //! (an exec before its exit); a batch is sent before any session/group/denied journal entry of
 //! its launch and before `Flushed`, so strict ordering holds for everything cleanup depends on.
 

@@ -2,13 +2,11 @@
 //! the ledger's pidfds; its journal to autocode; its cleanup when autocode is lost.
 //!
 //! Invariants: the notification being handled is held in the shared in-flight slot
-//! (`inflight.rs`) from before it is handled until it is answered (and recorded), and every
-//! session/group/denied entry goes before its answer (strict, one message each). An exec's
-//! entry is recorded right after its CONTINUE (everything in it was read before). Ledger
-//! messages (`Exec`, `Exited`) of a launch whose ledger file the keeper writes are coalesced into
-//! one `Batch` per [`super::batch::BATCH_DELAY`] (or sooner when full), because the file line is
-//! the durable record; a pending batch is sent before any strict message of its launch and
-//! before `Flushed`. Without a ledger file they go one by one.
+//! (`inflight.rs`) from before it is handled until it is answered, and every session/group/denied
+//! entry goes before its answer (strict, one message each). Ledger messages (`Exec`, `Exited`) of a launch whose ledger file the keeper writes are coalesced into one `Batch`
+//! per [`super::batch::BATCH_DELAY`] (or sooner when full), because the file line, written before
+//! CONTINUE, is the durable record; a pending batch is sent before any strict message of its
+//! launch and before `Flushed`. Without a ledger file they go one by one before CONTINUE.
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};

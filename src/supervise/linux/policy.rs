@@ -34,7 +34,7 @@ pub struct Records {
     pub denied: Vec<DeniedCall>,
 }
 
-/// One journal entry (session, group, denial), made durable before the answer.
+/// One journal entry, made durable before the answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Entry {
@@ -74,8 +74,8 @@ impl Records {
 pub trait Journal {
     fn records(&self) -> Records;
     fn write(&mut self, entry: &Entry);
-    /// Records an exec in the ledger (file first) right after it was let through (what it
-    /// holds was read before); `pidfd` follows the process to its end.
+    /// Records an exec in the ledger (file first) before it is let through; `pidfd` follows
+    /// the process to its end.
     fn exec(&mut self, tgid: i32, call: ExecCall, pidfd: Option<OwnedFd>);
 }
 
@@ -292,17 +292,16 @@ pub fn handle(
         },
     };
     match &verdict {
-        Verdict::Continue(entries) => entries.iter().for_each(|entry| journal.write(entry)),
+        Verdict::Continue(entries) => {
+            entries.iter().for_each(|entry| journal.write(entry));
+            if let (Some((read, pidfd)), Some(caller)) = (exec, caller) {
+                journal.exec(caller.tgid, read, pidfd);
+            }
+        }
         Verdict::Deny(reason) => journal.write(&denied((*reason).to_owned())),
         Verdict::Refuse { reason, .. } => journal.write(&denied(reason.clone())),
     }
     respond(listener, notif.id, &verdict);
-    // The exec's entry is recorded right after the answer, off the caller's wait: everything it
-    // holds was read (and the pidfd opened) before the answer, so only a servicer lost in
-    // between can lose it, and a lost entry can only make a cited command unproven.
-    if let (Verdict::Continue(_), Some((read, pidfd)), Some(caller)) = (&verdict, exec, caller) {
-        journal.exec(caller.tgid, read, pidfd);
-    }
 }
 
 #[cfg(test)]
