@@ -2,6 +2,7 @@ mod cli_foundation;
 mod conformance;
 mod demo;
 mod direct_e2e;
+mod direct_local;
 mod direct_preflight;
 mod events_fixtures;
 mod ledger;
