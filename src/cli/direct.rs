@@ -1,7 +1,9 @@
 //! The command line of autocode's own runtime (`src/direct/`): `autocode connections setup`
-//! (flags; the interview on a terminal is `direct_setup`), the direct endpoints' rows of
-//! `connections list`, `connections check --provider autocode` (local setup only: no model
+//! (non-interactive flags), `connections check --provider autocode` (local setup only: no model
 //! request), and `autocode demo --provider autocode`.
+
+//! Setup also has an interview on a terminal (`super::direct_setup`); `connections list` shows
+//! the endpoints ([`endpoint_rows`]).
 
 use std::collections::BTreeMap;
 use std::io::Read;
