@@ -1,5 +1,5 @@
-//! `autocode connections list|check|login`: the sign-in state of each provider, from its
-//! `[connection]` table. The status command makes no model request: exit 0 = credentials present,
+//! `autocode connections list|check|login|setup`: the sign-in state of each provider, from its
+//! `[connection]` table (and, for `autocode`, its direct endpoints: `cli::direct`). The status command makes no model request: exit 0 = credentials present,
 //! 1 = sign-in required, anything else = the check failed. Its output is never printed. The login
 //! command runs attached to the terminal.
 
@@ -53,6 +53,12 @@ struct ConnectionRow {
     kind: ProviderKind,
     login_command: Option<Vec<String>>,
     status_command: Option<Vec<String>>,
+    /// `autocode` only: its direct endpoints (no key; `key` says whether one is stored).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    endpoints: Option<Vec<serde_json::Value>>,
+    /// `autocode` only: why its endpoints could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    endpoints_error: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -77,34 +83,56 @@ pub fn run(command: ConnectionsCommand) -> Result<ExitCode, EdgeError> {
                 .filter_map(|l| {
                     let resolved = ctx.registry.resolve_name(&l.name).ok()?;
                     let conn = resolved.config.connection.clone().unwrap_or_default();
+                    let (endpoints, endpoints_error) = if l.name == crate::direct::PROVIDER_NAME {
+                        match super::direct::endpoint_rows(&ctx) {
+                            Ok(rows) => (Some(rows), None),
+                            Err(e) => (None, Some(e.error.to_string())),
+                        }
+                    } else {
+                        (None, None)
+                    };
                     Some(ConnectionRow {
                         name: l.name,
                         kind: l.kind,
                         login_command: conn.login_command,
                         status_command: conn.status_command,
+                        endpoints,
+                        endpoints_error,
                     })
                 })
                 .collect();
             if args.json {
                 output::print_json(&rows)?;
             } else {
-                let text: Vec<String> = rows
-                    .iter()
-                    .map(|r| {
-                        format!(
-                            "{:<16} status: {:<28} login: {}",
-                            r.name,
-                            r.status_command
-                                .as_ref()
-                                .map(|c| c.join(" "))
-                                .unwrap_or_else(|| "unchecked".into()),
-                            r.login_command
-                                .as_ref()
-                                .map(|c| c.join(" "))
-                                .unwrap_or_else(|| "none configured".into())
-                        )
-                    })
-                    .collect();
+                let mut text: Vec<String> = Vec::new();
+                for r in &rows {
+                    text.push(format!(
+                        "{:<16} status: {:<28} login: {}",
+                        r.name,
+                        r.status_command
+                            .as_ref()
+                            .map(|c| c.join(" "))
+                            .unwrap_or_else(|| "unchecked".into()),
+                        r.login_command
+                            .as_ref()
+                            .map(|c| c.join(" "))
+                            .unwrap_or_else(|| "none configured".into())
+                    ));
+                    if let Some(e) = &r.endpoints_error {
+                        text.push(format!("  endpoints unreadable: {e}"));
+                    }
+                    match r.endpoints.as_deref() {
+                        Some([]) => {
+                            text.push("  no direct endpoint: autocode connections setup".to_owned())
+                        }
+                        Some(endpoints) => text.extend(
+                            endpoints
+                                .iter()
+                                .map(|e| format!("  {}", super::direct::endpoint_line(e))),
+                        ),
+                        None => {}
+                    }
+                }
                 output::print_stdout(&text.join("\n"))?;
             }
             Ok(ExitCode::SUCCESS)

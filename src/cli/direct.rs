@@ -3,6 +3,9 @@
 //! request; `--live` runs the readiness checks and records a full pass in the canary cache), and
 //! `autocode demo --provider autocode`.
 
+//! Setup also has an interview on a terminal (`super::direct_setup`); `connections list` shows
+//! the endpoints ([`endpoint_rows`]).
+
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
@@ -13,6 +16,7 @@ use serde_json::{Value, json};
 
 use super::context::Context;
 use super::demo::{DemoProtocol, seed_workspace, shell_quote};
+use super::direct_setup::{self, Draft, InterviewError, Preset, Prompter};
 use super::output::{self, say};
 use super::run::TerminalUi;
 use crate::demo::{CHECKER_MODEL, DEMO_OBJECTIVE, DOER_MODEL};
@@ -28,12 +32,13 @@ use crate::run::driver::DriveOutcome;
 
 #[derive(Debug, Args)]
 pub struct SetupArgs {
-    /// The endpoint's name (route models are `NAME/MODEL`).
+    /// The endpoint's name (route models are `NAME/MODEL`). Without --name and --kind on a
+    /// terminal, setup asks for each answer.
     #[arg(long)]
-    pub name: String,
+    pub name: Option<String>,
     /// openai, anthropic, openai-compatible, ollama, llama.cpp, vllm or lmstudio.
     #[arg(long)]
-    pub kind: String,
+    pub kind: Option<String>,
     /// The base URL with its version path (https; http only on loopback). Default: the kind's.
     #[arg(long)]
     pub base_url: Option<String>,
@@ -58,6 +63,11 @@ pub struct SetupArgs {
     pub json: bool,
 }
 
+/// The non-interactive form, for the error that names it.
+const SETUP_FLAGS: &str = "autocode connections setup --name NAME --kind KIND [--base-url URL] \
+[--protocol chat_completions|responses|anthropic_messages] [--token-field max_completion_tokens|max_tokens] \
+[--model ID=FAMILY]... [--no-stream] [--key-stdin] [--json]";
+
 fn connections_of(ctx: &Context) -> Result<Connections, EdgeError> {
     let dir = connections::dir_from_env(|k| {
         ctx.env
@@ -69,18 +79,104 @@ fn connections_of(ctx: &Context) -> Result<Connections, EdgeError> {
     Connections::load(&dir).map_err(EdgeError::usage)
 }
 
-/// `autocode connections setup` with flags.
+/// The flags, parsed (each one checked before anything is asked or saved).
+fn preset_of(args: &SetupArgs) -> Result<Preset, EdgeError> {
+    let kind = args
+        .kind
+        .as_deref()
+        .map(|k| {
+            EndpointKind::parse(k).ok_or_else(|| {
+                EdgeError::usage(format!(
+                    "unknown kind `{k}`; one of: {}",
+                    EndpointKind::ALL.map(EndpointKind::as_str).join(", ")
+                ))
+            })
+        })
+        .transpose()?;
+    let protocol = args
+        .protocol
+        .as_deref()
+        .map(|p| {
+            Protocol::parse(p).ok_or_else(|| {
+                EdgeError::usage(format!(
+                    "unknown protocol `{p}`; one of: {}",
+                    Protocol::ALL.map(Protocol::as_str).join(", ")
+                ))
+            })
+        })
+        .transpose()?;
+    let token_field = match args.token_field.as_deref() {
+        None => None,
+        Some("max_completion_tokens") => Some(TokenField::MaxCompletionTokens),
+        Some("max_tokens") => Some(TokenField::MaxTokens),
+        Some(other) => {
+            return Err(EdgeError::usage(format!(
+                "unknown token field `{other}`; max_completion_tokens or max_tokens"
+            )));
+        }
+    };
+    let models = args
+        .models
+        .iter()
+        .map(|m| {
+            let (id, family) = m.split_once('=').ok_or_else(|| {
+                EdgeError::usage(format!(
+                    "--model `{m}`: write ID=FAMILY (e.g. qwen2.5-coder=qwen)"
+                ))
+            })?;
+            if id.trim().is_empty() || family.trim().is_empty() {
+                return Err(EdgeError::usage(format!(
+                    "--model `{m}`: ID and FAMILY must not be empty"
+                )));
+            }
+            Ok(EndpointModel {
+                id: id.trim().into(),
+                family: family.trim().into(),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Preset {
+        name: args.name.clone(),
+        kind,
+        base_url: args.base_url.clone(),
+        protocol,
+        token_field,
+        models,
+        no_stream: args.no_stream,
+    })
+}
+
+/// `autocode connections setup`: with `--name` and `--kind`, from the flags; without them, an
+/// interview on the terminal (`cli::direct_setup`); without them and without a terminal, a usage
+/// error naming the flags.
 pub fn setup(ctx: &Context, args: SetupArgs) -> Result<ExitCode, EdgeError> {
     let mut connections = connections_of(ctx)?;
-    let kind = EndpointKind::parse(&args.kind).ok_or_else(|| {
-        EdgeError::usage(format!(
-            "unknown kind `{}`; one of: {}",
-            args.kind,
-            EndpointKind::ALL.map(EndpointKind::as_str).join(", ")
-        ))
-    })?;
-    let previous = connections.endpoint(&args.name).cloned();
-    let base_url = args
+    let preset = preset_of(&args)?;
+    let (Some(name), Some(kind)) = (preset.name.clone(), preset.kind) else {
+        let prompter = (!args.key_stdin).then(Prompter::terminal).flatten();
+        let Some(mut prompter) = prompter else {
+            return Err(EdgeError::usage(format!(
+                "connections setup needs --name and --kind when {}: {SETUP_FLAGS}",
+                if args.key_stdin {
+                    "the key is read from standard input (--key-stdin)"
+                } else {
+                    "standard input or standard error is not a terminal"
+                }
+            ))
+            .hint(
+                "on a terminal, `autocode connections setup` without flags asks for each answer",
+            ));
+        };
+        let draft = match direct_setup::interview(&mut prompter, &connections, &preset) {
+            Ok(draft) => draft,
+            Err(e @ InterviewError::Cancelled) => return Err(EdgeError::usage(e)),
+            Err(e) => return Err(EdgeError::internal(e)),
+        };
+        drop(prompter);
+        return save(&mut connections, draft, args.json);
+    };
+    let previous = connections.endpoint(&name).cloned();
+    let base_url = preset
         .base_url
         .clone()
         .or_else(|| previous.as_ref().map(|p| p.base_url.clone()))
@@ -91,47 +187,10 @@ pub fn setup(ctx: &Context, args: SetupArgs) -> Result<ExitCode, EdgeError> {
                 kind.as_str()
             ))
         })?;
-    let protocol = match &args.protocol {
-        Some(p) => Protocol::parse(p).ok_or_else(|| {
-            EdgeError::usage(format!(
-                "unknown protocol `{p}`; one of: {}",
-                Protocol::ALL.map(Protocol::as_str).join(", ")
-            ))
-        })?,
-        None => kind.default_protocol(),
-    };
-    let token_field = match args.token_field.as_deref() {
-        None => kind.default_token_field(),
-        Some("max_completion_tokens") => TokenField::MaxCompletionTokens,
-        Some("max_tokens") => TokenField::MaxTokens,
-        Some(other) => {
-            return Err(EdgeError::usage(format!(
-                "unknown token field `{other}`; max_completion_tokens or max_tokens"
-            )));
-        }
-    };
-    let models = if args.models.is_empty() {
+    let models = if preset.models.is_empty() {
         previous.map(|p| p.models).unwrap_or_default()
     } else {
-        args.models
-            .iter()
-            .map(|m| {
-                let (id, family) = m.split_once('=').ok_or_else(|| {
-                    EdgeError::usage(format!(
-                        "--model `{m}`: write ID=FAMILY (e.g. qwen2.5-coder=qwen)"
-                    ))
-                })?;
-                if id.trim().is_empty() || family.trim().is_empty() {
-                    return Err(EdgeError::usage(format!(
-                        "--model `{m}`: ID and FAMILY must not be empty"
-                    )));
-                }
-                Ok(EndpointModel {
-                    id: id.trim().into(),
-                    family: family.trim().into(),
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?
+        preset.models
     };
     let key = if args.key_stdin {
         let mut text = String::new();
@@ -147,33 +206,43 @@ pub fn setup(ctx: &Context, args: SetupArgs) -> Result<ExitCode, EdgeError> {
         None
     };
     let endpoint = Endpoint {
-        name: args.name.clone(),
+        name,
         kind,
         base_url,
-        protocol,
-        token_field,
+        protocol: preset.protocol.unwrap_or(kind.default_protocol()),
+        token_field: preset.token_field.unwrap_or(kind.default_token_field()),
         stream: !args.no_stream,
         models,
     };
+    save(&mut connections, Draft { endpoint, key }, args.json)
+}
+
+/// Saves one endpoint (and its key, bound to its URL) and says so.
+fn save(
+    connections: &mut Connections,
+    draft: Draft,
+    json_out: bool,
+) -> Result<ExitCode, EdgeError> {
+    let Draft { endpoint, key } = draft;
     let key_given = key.is_some();
     connections
         .save_endpoint(endpoint.clone(), key)
         .map_err(EdgeError::usage)?;
     let has_key = connections.has_key(&endpoint);
     let status = endpoint_status(&endpoint, has_key);
-    if args.json {
+    if json_out {
         output::print_json(&status)?;
     } else {
         say!(
             "saved endpoint {} ({}, {}, {}) in {}{}",
             endpoint.name,
-            kind.as_str(),
+            endpoint.kind.as_str(),
             endpoint.base_url,
-            protocol.as_str(),
+            endpoint.protocol.as_str(),
             connections.dir().display(),
             if key_given { "; key stored (0600)" } else { "" }
         );
-        if kind.needs_key() && !has_key {
+        if endpoint.kind.needs_key() && !has_key {
             say!("no key is stored for this URL: run again with --key-stdin");
         }
     }
@@ -192,6 +261,47 @@ fn endpoint_status(endpoint: &Endpoint, has_key: bool) -> Value {
             .collect::<Vec<_>>()
     );
     value
+}
+
+/// The direct endpoints' rows of `connections list` (what `check` shows, without a request):
+/// name, kind, base URL, protocol, models with family, whether a key is stored (never the key).
+pub fn endpoint_rows(ctx: &Context) -> Result<Vec<Value>, EdgeError> {
+    let connections = connections_of(ctx)?;
+    Ok(connections
+        .file
+        .endpoints
+        .iter()
+        .map(|e| endpoint_status(e, connections.has_key(e)))
+        .collect())
+}
+
+/// One endpoint row for people: `NAME KIND URL PROTOCOL key: … models: ID (FAMILY), …`.
+pub fn endpoint_line(row: &Value) -> String {
+    let models: Vec<String> = row["models"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            format!(
+                "{} ({})",
+                m["id"].as_str().unwrap_or_default(),
+                m["family"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    format!(
+        "{:<14} {:<18} {:<30} {:<18} key: {:<6} models: {}",
+        row["endpoint"].as_str().unwrap_or_default(),
+        row["kind"].as_str().unwrap_or_default(),
+        row["base_url"].as_str().unwrap_or_default(),
+        row["protocol"].as_str().unwrap_or_default(),
+        row["key"].as_str().unwrap_or_default(),
+        if models.is_empty() {
+            "none".to_owned()
+        } else {
+            models.join(", ")
+        }
+    )
 }
 
 /// `connections check --provider autocode`: validates the local setup (no model request).

@@ -13,6 +13,7 @@ mod connections;
 mod context;
 mod demo;
 mod direct;
+mod direct_setup;
 mod doctor;
 mod events;
 mod explain;

@@ -224,6 +224,20 @@ pub fn dir_from_env(get: impl Fn(&str) -> Option<String>) -> Result<PathBuf, Con
     Ok(dir_under(&home))
 }
 
+/// An endpoint name is letters, digits, `-`, `_` and `.` (it prefixes route models).
+pub fn check_name(name: &str) -> Result<(), ConnectionsError> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(ConnectionsError::Invalid(format!(
+            "endpoint name `{name}`: use letters, digits, `-`, `_` and `.`"
+        )));
+    }
+    Ok(())
+}
+
 /// The endpoints and keys in one directory.
 #[derive(Debug, Clone)]
 pub struct Connections {
@@ -383,17 +397,7 @@ impl Connections {
         key: Option<Secret>,
     ) -> Result<(), ConnectionsError> {
         http::check_base_url(&endpoint.base_url)?;
-        if endpoint.name.is_empty()
-            || !endpoint
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        {
-            return Err(ConnectionsError::Invalid(format!(
-                "endpoint name `{}`: use letters, digits, `-`, `_` and `.`",
-                endpoint.name
-            )));
-        }
+        check_name(&endpoint.name)?;
         self.ensure_dir()?;
         let mut auth = self.read_auth()?;
         match key {

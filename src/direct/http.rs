@@ -5,9 +5,14 @@
 //! Invariants: HTTPS is required except on loopback ([`check_base_url`]); redirects are never
 //! followed (a 3xx is a failure naming its `location`); every socket read is bounded
 //! ([`READ_TIMEOUT`]); a key is never logged (`Secret`'s `Debug` and `Display` hide it); a
-//! loopback endpoint is reached without any proxy from the environment.
+//! loopback endpoint is reached without any proxy from the environment. A request read with a
+//! [`Cancel`] stops between two reads once it is cancelled and closes its connection, so a
+//! dropped stage neither keeps a server generating nor holds the process open.
 
 use std::fmt;
+use std::io::Read;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -125,6 +130,37 @@ pub enum HttpFailure {
     Body(String),
 }
 
+/// Stops a request's body read between two reads: set when whoever waits for the answer is
+/// gone (the blocking read runs on its own thread and outlives a dropped future otherwise).
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    pub fn new() -> Cancel {
+        Cancel::default()
+    }
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+    /// A guard that cancels when dropped (hold it across the await of the request).
+    pub fn on_drop(&self) -> CancelOnDrop {
+        CancelOnDrop(self.clone())
+    }
+}
+
+/// Cancels its [`Cancel`] when dropped.
+#[derive(Debug)]
+pub struct CancelOnDrop(Cancel);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
 /// A 2xx answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
@@ -182,8 +218,23 @@ impl Client {
         self.post_json_to(&format!("{}{}", self.base_url, path), body)
     }
 
+    /// [`Client::post_json`] that stops reading (and closes the connection) once `cancel` is
+    /// set: the answer is then a [`HttpFailure::Body`] nobody waits for.
+    pub fn post_json_cancellable(
+        &self,
+        path: &str,
+        body: &Value,
+        cancel: &Cancel,
+    ) -> Result<Reply, HttpFailure> {
+        self.post(&format!("{}{}", self.base_url, path), body, Some(cancel))
+    }
+
     /// POSTs `body` to the absolute `url` (same server, e.g. Ollama's `/api/show`).
     pub fn post_json_to(&self, url: &str, body: &Value) -> Result<Reply, HttpFailure> {
+        self.post(url, body, None)
+    }
+
+    fn post(&self, url: &str, body: &Value, cancel: Option<&Cancel>) -> Result<Reply, HttpFailure> {
         let bytes = serde_json::to_vec(body).map_err(|e| HttpFailure::Body(e.to_string()))?;
         let mut request = self
             .agent
@@ -202,7 +253,7 @@ impl Client {
         if url.ends_with("/messages") && !matches!(self.auth, Auth::AnthropicKey(_)) {
             request = request.header("anthropic-version", ANTHROPIC_VERSION);
         }
-        finish(request.send(&bytes[..]).map_err(transport_failure)?)
+        finish(request.send(&bytes[..]).map_err(transport_failure)?, cancel)
     }
 
     /// GETs the absolute `url` with the endpoint's authentication (blocking).
@@ -218,12 +269,15 @@ impl Client {
                 .header("anthropic-version", ANTHROPIC_VERSION),
             Auth::ApiKeyHeader(key) => request.header("api-key", key.expose()),
         };
-        finish(request.call().map_err(transport_failure)?).map(|r| r.body)
+        finish(request.call().map_err(transport_failure)?, None).map(|r| r.body)
     }
 }
 
 /// A response's 2xx body, or its status as a typed failure (redirects are never followed).
-fn finish(response: ureq::http::Response<ureq::Body>) -> Result<Reply, HttpFailure> {
+fn finish(
+    response: ureq::http::Response<ureq::Body>,
+    cancel: Option<&Cancel>,
+) -> Result<Reply, HttpFailure> {
     let status = response.status().as_u16();
     let header = |name: &str| {
         response
@@ -237,14 +291,18 @@ fn finish(response: ureq::http::Response<ureq::Body>) -> Result<Reply, HttpFailu
     let event_stream =
         header("content-type").is_some_and(|t| t.trim_start().starts_with("text/event-stream"));
     let mut body = response.into_body();
-    let read =
-        body.with_config()
-            .limit(MAX_BODY)
-            .read_to_vec()
-            .map_err(|e| match transport_failure(e) {
-                HttpFailure::Transport(m) => HttpFailure::Body(m),
-                other => other,
-            });
+    let read = match cancel {
+        None => {
+            body.with_config()
+                .limit(MAX_BODY)
+                .read_to_vec()
+                .map_err(|e| match transport_failure(e) {
+                    HttpFailure::Transport(m) => HttpFailure::Body(m),
+                    other => other,
+                })
+        }
+        Some(cancel) => read_until_cancelled(body.with_config().limit(MAX_BODY).reader(), cancel),
+    };
     match status {
         200..=299 => read.map(|body| Reply { body, event_stream }),
         300..=399 => Err(HttpFailure::Redirect {
@@ -263,6 +321,30 @@ fn finish(response: ureq::http::Response<ureq::Body>) -> Result<Reply, HttpFailu
             status,
             message: error_message(&read.unwrap_or_default()),
         }),
+    }
+}
+
+/// Reads `reader` to its end, checking `cancel` before every read; a cancelled read drops the
+/// reader (closing the connection).
+fn read_until_cancelled(mut reader: impl Read, cancel: &Cancel) -> Result<Vec<u8>, HttpFailure> {
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        if cancel.is_cancelled() {
+            return Err(HttpFailure::Body("the request was cancelled".into()));
+        }
+        match reader.read(&mut chunk) {
+            Ok(0) => return Ok(out),
+            Ok(n) => out.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                return Err(match e.downcast::<ureq::Error>() {
+                    Ok(ureq::Error::Timeout(t)) => HttpFailure::Timeout(t.to_string()),
+                    Ok(other) => HttpFailure::Body(other.to_string()),
+                    Err(e) => HttpFailure::Body(e.to_string()),
+                });
+            }
+        }
     }
 }
 
@@ -318,6 +400,64 @@ mod tests {
         ));
         assert!(check_base_url("ftp://x/v1").is_err());
         assert!(check_base_url("not a url").is_err());
+    }
+
+    /// A stream that never ends (a model writing thousands of tokens): a cancelled read returns
+    /// at its next read and closes the connection, which ends the server's writing.
+    #[test]
+    fn a_cancelled_request_stops_reading_and_closes_its_connection() {
+        use std::io::Write;
+        use std::sync::mpsc;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let (sent_tx, sent_rx) = mpsc::channel::<usize>();
+        let server = std::thread::spawn(move || {
+            let (mut socket, _) = listener.accept().unwrap();
+            let mut request = [0u8; 4096];
+            let _ = socket.read(&mut request);
+            socket
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+                .unwrap();
+            let event = b"data: {\"choices\":[{\"delta\":{\"content\":\"\\n\"}}]}\n\n";
+            let mut sent = 0usize;
+            loop {
+                let chunk = [format!("{:x}\r\n", event.len()).as_bytes(), event, b"\r\n"].concat();
+                if socket
+                    .write_all(&chunk)
+                    .and_then(|()| socket.flush())
+                    .is_err()
+                {
+                    return sent;
+                }
+                sent += 1;
+                let _ = sent_tx.send(sent);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        let client = Client::new(&url, Auth::None).unwrap();
+        let cancel = Cancel::new();
+        let (done_tx, done_rx) = mpsc::channel();
+        let flag = cancel.clone();
+        std::thread::spawn(move || {
+            let _ = done_tx.send(client.post_json_cancellable(
+                "/chat/completions",
+                &serde_json::json!({}),
+                &flag,
+            ));
+        });
+        // Some of the stream has been read or is in flight; then whoever waited is gone.
+        while sent_rx.recv().unwrap() < 20 {}
+        drop(cancel.on_drop());
+        let answer = done_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("a cancelled request returns");
+        assert_eq!(
+            answer,
+            Err(HttpFailure::Body("the request was cancelled".into()))
+        );
+        // The connection is closed: the never-ending stream stops.
+        let sent = server.join().unwrap();
+        assert!(sent >= 20, "{sent}");
     }
 
     #[test]

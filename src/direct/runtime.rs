@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::http::{Client, HttpFailure};
+use super::http::{Cancel, Client, HttpFailure};
 use super::protocol::{
     Exchange, Protocol, ProtocolError, RequestParams, StopReason, TokenField, ToolResult, Turn,
     stream, usage_of,
@@ -200,13 +200,18 @@ pub async fn run_stage(input: StageInput) -> StageRun {
         });
         let client = input.client.clone();
         let path = input.protocol.path();
-        let answer = tokio::task::spawn_blocking(move || client.post_json(path, &body))
-            .await
-            .unwrap_or_else(|e| {
-                Err(HttpFailure::Transport(format!(
-                    "the request task failed: {e}"
-                )))
-            });
+        // The read runs on a blocking thread: if this stage is dropped (its time limit, a stop
+        // signal) the guard cancels it, so the server stops generating and the process can exit.
+        let cancel = Cancel::new();
+        let _cancel_on_drop = cancel.on_drop();
+        let answer =
+            tokio::task::spawn_blocking(move || client.post_json_cancellable(path, &body, &cancel))
+                .await
+                .unwrap_or_else(|e| {
+                    Err(HttpFailure::Transport(format!(
+                        "the request task failed: {e}"
+                    )))
+                });
         responses += 1;
         let reply = match answer {
             Ok(reply) => reply,

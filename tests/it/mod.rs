@@ -3,6 +3,7 @@ mod conformance;
 mod demo;
 mod direct_e2e;
 mod direct_fake;
+mod direct_local;
 mod direct_preflight;
 mod direct_ready;
 mod events_fixtures;

@@ -5,8 +5,8 @@
 use serde_json::{Map, Value, json};
 
 use super::{
-    ProtocolError, RequestParams, StopReason, TokenField, ToolCall, ToolResult, Turn,
-    arguments_object, count, openai_usage,
+    ProtocolError, RequestParams, StopReason, ToolCall, ToolResult, Turn, arguments_object, count,
+    openai_usage,
 };
 
 pub(super) fn user_message(text: &str) -> Value {
@@ -35,11 +35,7 @@ pub(super) fn request(params: &RequestParams<'_>, messages: &[Value]) -> Value {
         "tools": tools,
         "stream": false,
     });
-    let field = match params.token_field {
-        TokenField::MaxCompletionTokens => "max_completion_tokens",
-        TokenField::MaxTokens => "max_tokens",
-    };
-    body[field] = json!(params.max_output_tokens);
+    body[params.token_field.as_str()] = json!(params.max_output_tokens);
     body
 }
 

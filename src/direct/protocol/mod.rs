@@ -68,6 +68,16 @@ pub enum TokenField {
     MaxTokens,
 }
 
+impl TokenField {
+    /// The request field's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenField::MaxCompletionTokens => "max_completion_tokens",
+            TokenField::MaxTokens => "max_tokens",
+        }
+    }
+}
+
 /// A tool offered to the model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolSpec {
