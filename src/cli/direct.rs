@@ -342,7 +342,7 @@ pub fn check(ctx: &Context, json_out: bool, live: bool) -> Result<ExitCode, Edge
                 let fingerprint = metadata.facts.fingerprint();
                 let mut checks = metadata.checks.clone();
                 if metadata.reachable() {
-                    checks.extend(preflight::canaries(&client, &input));
+                    checks.extend(preflight::canaries(&client, &input, metadata.context));
                 }
                 // A full pass spares the next run's preflight its canaries (`direct::readiness`).
                 if checks.iter().all(|c| c.ok)

@@ -91,6 +91,8 @@ impl ServerFacts {
 pub struct Metadata {
     pub checks: Vec<Check>,
     pub facts: ServerFacts,
+    /// The context the server said it serves the model with, in tokens, when it said.
+    pub context: Option<u64>,
 }
 
 impl Metadata {
@@ -111,9 +113,10 @@ impl Metadata {
 pub fn preflight(client: &Client, input: &PreflightInput<'_>) -> Vec<Check> {
     let metadata = metadata(client, input);
     let reachable = metadata.reachable();
+    let context = metadata.context;
     let mut checks = metadata.checks;
     if reachable {
-        checks.extend(canaries(client, input));
+        checks.extend(canaries(client, input, context));
     }
     checks
 }
@@ -183,6 +186,7 @@ pub fn metadata(client: &Client, input: &PreflightInput<'_>) -> Metadata {
                 // vLLM lists the context length with the model.
                 if let Some(len) = entry.as_ref().and_then(|m| m["max_model_len"].as_u64()) {
                     checks.push(context_check(len, input.needed_context, endpoint.kind));
+                    out.context = Some(len);
                 }
                 out.facts.listed = entry.map(|mut m| {
                     if let Some(fields) = m.as_object_mut() {
@@ -205,6 +209,7 @@ pub fn metadata(client: &Client, input: &PreflightInput<'_>) -> Metadata {
                     .and_then(Value::as_u64);
                 if let Some(n_ctx) = n_ctx {
                     checks.push(context_check(n_ctx, input.needed_context, endpoint.kind));
+                    out.context = Some(n_ctx);
                 }
                 out.facts.props = Some(json!({
                     "model_path": props["model_path"],
@@ -251,6 +256,7 @@ pub fn metadata(client: &Client, input: &PreflightInput<'_>) -> Metadata {
                         input.needed_context,
                         endpoint.kind,
                     ));
+                    out.context = Some(num_ctx.min(len));
                 }
                 out.facts.show = Some(json!({
                     "capabilities": show["capabilities"],
@@ -268,8 +274,9 @@ pub fn metadata(client: &Client, input: &PreflightInput<'_>) -> Metadata {
 }
 
 /// The two canaries (real model requests): a tool call round-trips, and a long prompt keeps its
-/// start. The second runs only when the first passed.
-pub fn canaries(client: &Client, input: &PreflightInput<'_>) -> Vec<Check> {
+/// start. The second runs only when the first passed. `context`: what the server said it serves
+/// ([`Metadata::context`]), which tells a cut prompt from a model that lost the marker.
+pub fn canaries(client: &Client, input: &PreflightInput<'_>, context: Option<u64>) -> Vec<Check> {
     let endpoint = input.endpoint;
     let mut checks = Vec::new();
     // 4. A tool call round-trips.
@@ -304,25 +311,65 @@ pub fn canaries(client: &Client, input: &PreflightInput<'_>) -> Vec<Check> {
     while long.len() < input.canary_tokens.saturating_mul(4) {
         long.push_str(filler);
     }
+    // No placeholder word to copy: weak models echo a literal `MARKER` (measured on a 1.5B model).
     long.push_str(
-        "\nCall the `shell` tool exactly once with the command `echo MARKER`, where MARKER is the marker given at the start of this message. Do not answer in text.",
+        "\nCall the `shell` tool exactly once. Its command is the word echo, a space, and then the marker given in the first line of this message. Do not answer in text.",
     );
     let outcome = canary(client, endpoint, input.model, &long, input.marker);
+    let cut = outcome
+        .as_ref()
+        .err()
+        .map(|e| prompt_was_cut(e.read_tokens(), context));
+    let raise_context = match endpoint.kind {
+        EndpointKind::Ollama => {
+            "raise the context: set num_ctx (e.g. OLLAMA_CONTEXT_LENGTH or a Modelfile PARAMETER num_ctx)"
+        }
+        EndpointKind::LlamaCpp => "raise the context: start llama-server with a larger -c",
+        _ => "raise the server's context length (max_model_len / context size)",
+    };
     checks.push(check(
         "long_prompt",
         outcome.is_ok(),
-        match &outcome {
-            Ok(()) => format!("a {}-token prompt kept its start", input.canary_tokens),
-            Err(e) => format!("a {}-token prompt lost its start: {e}", input.canary_tokens),
+        match (&outcome, cut) {
+            (Ok(()), _) => format!("a {}-token prompt kept its start", input.canary_tokens),
+            (Err(e), Some(Cut::No { read, context })) => format!(
+                "the model did not bring back the marker from the start of a {}-token prompt, though the server read all of it ({read} tokens, context {context}): {e}",
+                input.canary_tokens
+            ),
+            (Err(e), _) => format!("a {}-token prompt lost its start: {e}{}", input.canary_tokens,
+                e.read_tokens().map(|n| format!(" (the server read {n} tokens)")).unwrap_or_default()),
         },
-        Some(match endpoint.kind {
+        Some(match cut {
             _ if outcome.as_ref().is_err_and(CanaryFailure::unanswered) => UNANSWERED_FIX.into(),
-            EndpointKind::Ollama => "raise the context: set num_ctx (e.g. OLLAMA_CONTEXT_LENGTH or a Modelfile PARAMETER num_ctx)".into(),
-            EndpointKind::LlamaCpp => "raise the context: start llama-server with a larger -c".into(),
-            _ => "raise the server's context length (max_model_len / context size)".into(),
+            Some(Cut::No { .. }) => "the prompt was not cut, the model lost its start: pick a stronger model for this role (stage prompts are this long)".into(),
+            Some(Cut::Unknown) => format!("{raise_context}; if the context is already large, the model itself lost the start: pick a stronger model"),
+            _ => raise_context.into(),
         }),
     ));
     checks
+}
+
+/// Whether a long canary's prompt was cut to the server's context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    /// The server read well under its context: nothing was cut.
+    No { read: u64, context: u64 },
+    /// It read about its whole context (a cut prompt fills it).
+    Yes,
+    /// Not said (no token count, or no declared context).
+    Unknown,
+}
+
+/// A server that cuts a prompt keeps about a context's worth of it (less a reserve for the
+/// answer): a read count well under the declared context means the whole prompt was read.
+fn prompt_was_cut(read: Option<u64>, context: Option<u64>) -> Cut {
+    match (read, context) {
+        (Some(read), Some(context)) if read + (context / 8).max(512) < context => {
+            Cut::No { read, context }
+        }
+        (Some(_), Some(_)) => Cut::Yes,
+        _ => Cut::Unknown,
+    }
 }
 
 fn context_check(have: u64, need: u64, kind: EndpointKind) -> Check {
@@ -346,11 +393,19 @@ const UNANSWERED_FIX: &str = "the server did not answer the canary in time or dr
 enum CanaryFailure {
     #[error(transparent)]
     Http(HttpFailure),
-    #[error("{0}")]
-    Answer(String),
+    /// The answer, and the prompt tokens the server said it read (input plus cached reads).
+    #[error("{detail}")]
+    Answer { detail: String, read: Option<u64> },
 }
 
 impl CanaryFailure {
+    fn read_tokens(&self) -> Option<u64> {
+        match self {
+            CanaryFailure::Answer { read, .. } => *read,
+            CanaryFailure::Http(_) => None,
+        }
+    }
+
     /// The server gave no answer (timeout, dropped connection, unreadable body).
     fn unanswered(&self) -> bool {
         matches!(
@@ -394,22 +449,58 @@ fn canary(
     } else {
         exchange.parse_response(&reply.body)
     }
-    .map_err(|e| CanaryFailure::Answer(e.to_string()))?;
+    .map_err(|e| CanaryFailure::Answer {
+        detail: e.to_string(),
+        read: None,
+    })?;
+    let read = turn
+        .usage
+        .input_tokens
+        .map(|input| input + turn.usage.cache_read_tokens.unwrap_or(0));
     let Some(call) = turn.calls.first() else {
-        return Err(CanaryFailure::Answer(format!(
-            "the model answered without a tool call{}",
-            turn.text
-                .map(|t| format!(": {}", t.chars().take(120).collect::<String>()))
-                .unwrap_or_default()
-        )));
+        return Err(CanaryFailure::Answer {
+            detail: format!(
+                "the model answered without a tool call{}",
+                turn.text
+                    .map(|t| format!(": {}", t.chars().take(120).collect::<String>()))
+                    .unwrap_or_default()
+            ),
+            read,
+        });
     };
     let command = call.arguments["command"].as_str().unwrap_or_default();
     if call.name == "shell" && command.contains(marker) {
         Ok(())
     } else {
-        Err(CanaryFailure::Answer(format!(
-            "the model called `{}` with {} instead of the marker",
-            call.name, call.arguments
-        )))
+        Err(CanaryFailure::Answer {
+            detail: format!(
+                "the model called `{}` with {} instead of the marker",
+                call.name, call.arguments
+            ),
+            read,
+        })
+    }
+}
+
+#[cfg(test)]
+mod cut_tests {
+    use super::{Cut, prompt_was_cut};
+
+    #[test]
+    fn a_read_count_well_under_the_context_means_nothing_was_cut() {
+        // The 1.5B model on llama.cpp: the whole ~5.2k-token canary read in a 32k context.
+        assert_eq!(
+            prompt_was_cut(Some(5_235), Some(32_768)),
+            Cut::No {
+                read: 5_235,
+                context: 32_768
+            }
+        );
+        // Ollama's 2048 default: a cut prompt fills the context.
+        assert_eq!(prompt_was_cut(Some(2_040), Some(2_048)), Cut::Yes);
+        assert_eq!(prompt_was_cut(Some(1_600), Some(2_048)), Cut::Yes);
+        assert_eq!(prompt_was_cut(Some(30_000), Some(32_768)), Cut::Yes);
+        assert_eq!(prompt_was_cut(None, Some(32_768)), Cut::Unknown);
+        assert_eq!(prompt_was_cut(Some(5_000), None), Cut::Unknown);
     }
 }

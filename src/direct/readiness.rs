@@ -134,7 +134,7 @@ pub fn check_model(
         out.canaries = Canaries::Cached { passed_at };
         return out;
     }
-    let canaries = preflight::canaries(client, &input);
+    let canaries = preflight::canaries(client, &input, metadata.context);
     let passed = canaries.len() == 2 && canaries.iter().all(|c| c.ok);
     out.checks.extend(canaries);
     out.canaries = Canaries::Ran;

@@ -137,6 +137,52 @@ fn preflight_catches_a_server_that_is_down() {
 }
 
 #[test]
+fn a_long_prompt_read_whole_but_answered_wrong_names_the_model_not_the_context() {
+    // A llama.cpp-like server with a 32k context that reads the whole long canary (its usage says
+    // so) while the model echoes the instruction instead of the marker: a weak model, measured
+    // with the 1.5B reference model; raising the context would not help.
+    let endpoint = FakeEndpoint::routed(|path, body| {
+        let call = |command: &str, prompt_tokens: u64| {
+            http_json(
+                "200 OK",
+                &json!({"choices": [{"index": 0, "finish_reason": "tool_calls",
+                "message": {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "shell", "arguments": json!({"command": command}).to_string()}}]}}],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 9}}),
+            )
+        };
+        match path {
+            "/v1/models" => http_json("200 OK", &json!({"data": [{"id": "mock-model"}]})),
+            "/props" => http_json(
+                "200 OK",
+                &json!({"default_generation_settings": {"n_ctx": 32768}}),
+            ),
+            "/v1/chat/completions" if body.contains("filler text") => call("echo marker", 5_235),
+            "/v1/chat/completions" => call(&format!("echo {MARKER}"), 120),
+            _ => http_json("404 Not Found", &json!({"error": "no"})),
+        }
+    });
+    let checks = run_preflight(
+        &preflight_endpoint(EndpointKind::LlamaCpp, &endpoint.url),
+        "mock-model",
+    );
+    let failures = failed(&checks);
+    let names: Vec<&str> = failures.iter().map(|f| f.0).collect();
+    assert_eq!(names, ["long_prompt"], "{checks:?}");
+    let long = checks.iter().find(|c| c.name == "long_prompt").unwrap();
+    assert!(
+        long.detail
+            .contains("read all of it (5235 tokens, context 32768)"),
+        "{long:?}"
+    );
+    let fix = long.fix.as_deref().unwrap_or_default();
+    assert!(
+        fix.contains("stronger model") && !fix.contains("-c"),
+        "{fix}"
+    );
+}
+
+#[test]
 fn preflight_catches_a_small_context_and_a_truncated_prompt() {
     // A llama.cpp-like server with a 4096-token context that drops the start of long prompts.
     let endpoint = FakeEndpoint::routed(|path, body| {
