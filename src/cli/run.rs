@@ -120,6 +120,10 @@ pub struct RunArgs {
     /// signed-in provider when the chosen one cannot give them an independent model family.
     #[arg(long)]
     pub no_auto_select: bool,
+    /// Run the readiness canaries of local direct endpoints again instead of reusing a cached
+    /// pass (docs/direct.md, "Readiness preflight").
+    #[arg(long)]
+    pub recheck: bool,
     /// Accept the proposed defaults of open questions and approve the reviewed plan (recorded).
     #[arg(long, short = 'y')]
     pub yes: bool,
@@ -458,6 +462,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, EdgeError> {
         scripted_local: args.scripted_local_endpoint,
         unconfined: args.unconfined,
         no_auto_select: args.no_auto_select,
+        recheck: args.recheck,
     };
     let mut ui = TerminalUi::with_progress(Progress::detect(args.quiet, args.json));
     let summary = super::runtime()?

@@ -58,6 +58,8 @@ pub struct StartOptions {
     /// `--no-auto-select`: keep the provider's fixed routes even when their verifiers are not
     /// independent (preflight then refuses them).
     pub no_auto_select: bool,
+    /// `--recheck`: the readiness canaries of local direct endpoints run again (no cached pass).
+    pub recheck: bool,
 }
 
 /// What the user asked for when resuming.
@@ -219,7 +221,11 @@ pub async fn start(
             auto_select: !opts.no_auto_select,
             scripted_local: opts.scripted_local,
             workspace: workspace.clone(),
-            canaries: crate::direct::readiness::CanaryMode::Cached,
+            canaries: if opts.recheck {
+                crate::direct::readiness::CanaryMode::Fresh
+            } else {
+                crate::direct::readiness::CanaryMode::Cached
+            },
         },
     )
     .await

@@ -107,6 +107,15 @@ impl Place {
 
     /// [`Place::run`], its error kept.
     pub(super) async fn start(&self, endpoint: &str) -> Result<RunSummary, api::RunError> {
+        self.start_with(endpoint, false).await
+    }
+
+    /// [`Place::start`], with `--recheck` (the readiness canaries run again) when asked.
+    pub(super) async fn start_with(
+        &self,
+        endpoint: &str,
+        recheck: bool,
+    ) -> Result<RunSummary, api::RunError> {
         let registry = Registry::new(ConfigPaths::under(
             &self.dir.path().join("home/.config/autocode"),
         ));
@@ -126,6 +135,7 @@ impl Place {
             provider: Some("autocode".into()),
             models,
             yes: true,
+            recheck,
             ..StartOptions::default()
         };
         api::start(&registry, &self.env(), opts, &mut Quiet).await

@@ -252,7 +252,8 @@ fn doctor_prints_the_readiness_checks_of_the_routes() {
 
 /// Two full runs against the scripted model in one home: the first runs the canaries of both
 /// models (answered by the scripted model's built-in responder, the script not shifted), the
-/// second reuses the cached passes; the cache is in the state directory, not the workspace.
+/// second reuses the cached passes, a third with `--recheck` runs them again; the cache is in the
+/// state directory, not the workspace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_run_reuses_the_passed_canaries() {
     let place = Place::new();
@@ -283,6 +284,13 @@ async fn a_second_run_reuses_the_passed_canaries() {
         // Two canaries per model, on the first run only.
         assert_eq!(canaries(), 4, "run {run}");
     }
+    // `run --recheck` runs them again despite the cached passes.
+    let summary = place
+        .start_with(scripted::SCRIPTED_ENDPOINT, true)
+        .await
+        .unwrap();
+    assert!(matches!(summary.outcome, DriveOutcome::Complete));
+    assert_eq!(canaries(), 8);
     let cache = place
         .dir
         .path()
