@@ -39,5 +39,6 @@ PY
   touch "$repo/.done"
   echo ".done" >> "$repo/.git/info/exclude"
 fi
+[ -n "${LARGE_WS_ONLY_GENERATE:-}" ] && exit 0  # benches/task_on_workspace.sh needs only the repository
 cold=${LARGE_WS_COLD:-$([ "$(id -u)" = 0 ] && echo 1 || echo 0)}
 LARGE_WS_COLD=$cold cargo bench --profile "${LARGE_WS_PROFILE:-bench}" --bench large_workspace -- "$repo"

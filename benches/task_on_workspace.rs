@@ -1,0 +1,119 @@
+//! A whole one-line task (the demo's `hello.txt`) on a given git workspace, end to end: a real
+//! CLI against the scripted model, every stage, the replays and the final gate (issue 13's
+//! "a one-line task on a generated 100k-file repository"). `harness = false`; run through
+//! `benches/task_on_workspace.sh`, which generates the repositories and times `git status`
+//! beside it. Prints one line: seconds, outcome, stages, run directory size.
+//!
+//! `cargo bench --bench task_on_workspace -- <repo> [codex|claude|opencode]`
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use autocode::demo::{self, CHECKER_MODEL, DEMO_OBJECTIVE, DOER_MODEL};
+use autocode::provider::{ConfigPaths, Registry};
+use autocode::role::Role;
+use autocode::run::api::{self, StartOptions};
+use autocode::run::driver::{DriveOutcome, Interaction};
+use autocode::run::state::{PlanRevision, Question};
+use autocode::transport::BuiltinTransport;
+
+struct Quiet;
+
+impl Interaction for Quiet {
+    fn answer_questions(&mut self, _: &[Question]) -> Option<Vec<(String, String)>> {
+        None
+    }
+    fn approve_plan(&mut self, _: &PlanRevision) -> bool {
+        true
+    }
+    fn note(&mut self, _: &str) {}
+}
+
+fn du(path: &Path) -> u64 {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    if !meta.is_dir() {
+        return meta.len();
+    }
+    std::fs::read_dir(path)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| du(&entry.path()))
+        .sum()
+}
+
+fn main() {
+    autocode::supervise::init_before_threads();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    let Some(repo) = args.first().map(PathBuf::from) else {
+        eprintln!("usage: task_on_workspace <git repo> [codex|claude|opencode]");
+        std::process::exit(2);
+    };
+    let preferred = match args.get(1).map(String::as_str) {
+        Some("claude") => Some(BuiltinTransport::Claude),
+        Some("opencode") => Some(BuiltinTransport::Opencode),
+        _ => Some(BuiltinTransport::Codex),
+    };
+    let base: BTreeMap<std::ffi::OsString, std::ffi::OsString> = std::env::vars_os().collect();
+    let path_var = base
+        .get(std::ffi::OsStr::new("PATH"))
+        .cloned()
+        .unwrap_or_default();
+    let Some(cli) = demo::find_cli(preferred, &path_var) else {
+        eprintln!("no pinned CLI on PATH (add tests/clis/node_modules/.bin)");
+        std::process::exit(2);
+    };
+    let home = tempfile::tempdir().expect("home");
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let (seconds, outcome, stages, run_dir) = runtime.block_on(async {
+        let server = demo::start_server().await.expect("scripted model");
+        let overrides = demo::isolated_cli_env(cli.transport, &server, home.path(), demo::DEMO_CLI)
+            .expect("cli home");
+        let env = demo::run_env(&base, &overrides, &cli);
+        let registry = Registry::new(ConfigPaths::from_env(&env).expect("config paths"));
+        let models: BTreeMap<Role, String> = Role::ALL
+            .into_iter()
+            .map(|role| {
+                let model = match role {
+                    Role::PlanReviewer | Role::Tester | Role::CompletionReviewer => CHECKER_MODEL,
+                    _ => DOER_MODEL,
+                };
+                (role, demo::model_id(cli.transport, model))
+            })
+            .collect();
+        let opts = StartOptions {
+            objective: DEMO_OBJECTIVE.into(),
+            workspace: repo.clone(),
+            provider: Some(cli.transport.as_str().into()),
+            models,
+            yes: true,
+            scripted_local: true,
+            ..StartOptions::default()
+        };
+        let start = Instant::now();
+        let summary = api::start(&registry, &env, opts, &mut Quiet)
+            .await
+            .expect("run");
+        let seconds = start.elapsed().as_secs_f64();
+        server.shutdown().await;
+        let outcome = match &summary.outcome {
+            DriveOutcome::Complete => "complete".to_owned(),
+            DriveOutcome::Paused { pause } => format!("paused {}", pause.code.as_str()),
+        };
+        let stages = autocode::run::load(&summary.run_dir)
+            .map(|state| state.attempts.len())
+            .unwrap_or(0);
+        (seconds, outcome, stages, summary.run_dir)
+    });
+    println!(
+        "{seconds:.1} s | {outcome} | {stages} stages | run directory {:.1} MB | {}",
+        du(&run_dir) as f64 / 1e6,
+        run_dir.display()
+    );
+}
