@@ -243,11 +243,31 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     write_atomic_as(path, bytes, Durability::Now)
 }
 
+/// Writes `bytes` to `path` atomically and durably, readable by its owner only (mode 0600 from
+/// the temporary file on: the bytes never exist with wider permissions). For secrets and
+/// per-user state (direct endpoints' keys, the readiness cache).
+pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    write_replacing(path, bytes, Durability::Now, Some(0o600))
+}
+
 /// Writes `bytes` to `path` atomically, durable now or at the next [`sync_deferred`].
 pub fn write_atomic_as(
     path: &Path,
     bytes: &[u8],
     durability: Durability,
+) -> Result<(), StoreError> {
+    write_replacing(path, bytes, durability, None)
+}
+
+/// Temporary files of one process are told apart by this counter (threads may write the same
+/// path at once; each rename is whole, the last one wins).
+static TEMP_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn write_replacing(
+    path: &Path,
+    bytes: &[u8],
+    durability: Durability,
+    mode: Option<u32>,
 ) -> Result<(), StoreError> {
     // Something that exists and is not a regular file (`/dev/null`, `/dev/stdout`, a FIFO) is
     // written into, never replaced: a rename would put a regular file in its place, and as
@@ -267,10 +287,17 @@ pub fn write_atomic_as(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "file".into());
-    let temp = dir.join(format!(".{file_name}.{}.partial", std::process::id()));
+    let seq = TEMP_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let temp = dir.join(format!(".{file_name}.{}.{seq}.partial", std::process::id()));
     let now = durability == Durability::Now;
     let result = (|| {
-        let mut file = File::create(&temp)?;
+        let mut options = OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        if let Some(mode) = mode {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(mode);
+        }
+        let mut file = options.open(&temp)?;
         file.write_all(bytes)?;
         if now {
             file.sync_all()?;
@@ -514,6 +541,31 @@ mod tests {
     struct Doc {
         format_version: u64,
         name: String,
+    }
+
+    #[test]
+    fn a_private_write_replaces_whole_with_mode_0600_and_leaves_no_temporary() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secret.json");
+        fs::write(&path, b"old, world-readable").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+        // Threads writing the same path at once each rename a whole file of their own.
+        std::thread::scope(|scope| {
+            for n in 0..8u8 {
+                let path = &path;
+                scope.spawn(move || write_private(path, &[b'a' + n; 4096]).unwrap());
+            }
+        });
+        let bytes = fs::read(&path).unwrap();
+        assert_eq!(bytes.len(), 4096);
+        assert!(bytes.iter().all(|b| *b == bytes[0]), "one writer's bytes");
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "{names:?}");
     }
 
     #[test]

@@ -10,8 +10,7 @@
 //! URL, protocol and models (not the key: rotating it keeps the identity).
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -454,21 +453,13 @@ impl Connections {
 
     /// Writes `bytes` to `path` through a 0600 temporary file and a rename.
     fn write_private(&self, path: &Path, bytes: &[u8]) -> Result<(), ConnectionsError> {
-        let io = |source| ConnectionsError::Io {
+        crate::store::write_private(path, bytes).map_err(|e| ConnectionsError::Io {
             path: path.to_owned(),
-            source,
-        };
-        let tmp = path.with_extension("tmp");
-        let _ = std::fs::remove_file(&tmp);
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(io)?;
-        file.write_all(bytes).map_err(io)?;
-        file.sync_all().map_err(io)?;
-        std::fs::rename(&tmp, path).map_err(io)
+            source: match e {
+                crate::store::StoreError::Write { source, .. } => source,
+                other => std::io::Error::other(other),
+            },
+        })
     }
 }
 

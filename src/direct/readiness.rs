@@ -17,8 +17,7 @@
 //! directory (`$XDG_STATE_HOME/autocode/`, never a workspace), written atomically, 0600.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Duration, Utc};
@@ -272,33 +271,16 @@ impl CanaryCache {
         self.write(&file)
     }
 
-    /// A unique 0600 temporary file beside the cache, then a rename.
+    /// Written through a 0600 temporary file beside the cache and a rename
+    /// ([`crate::store::write_private`]), in a 0700 directory.
     fn write(&self, file: &CacheFile) -> std::io::Result<()> {
         let dir = self.path.parent().unwrap_or(Path::new("."));
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(dir)?;
-        let tmp = dir.join(format!(
-            ".{CACHE_FILE}.{}.{}.tmp",
-            std::process::id(),
-            random_hex()
-        ));
         let bytes = serde_json::to_vec_pretty(file).map_err(std::io::Error::other)?;
-        let written = (|| {
-            let mut out = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&tmp)?;
-            out.write_all(&bytes)?;
-            out.sync_all()?;
-            std::fs::rename(&tmp, &self.path)
-        })();
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        written
+        crate::store::write_private(&self.path, &bytes).map_err(std::io::Error::other)
     }
 }
 
