@@ -10,9 +10,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use autocode::demo::{self, CHECKER_MODEL, DEMO_OBJECTIVE, DOER_MODEL};
+use autocode::demo::{self, DEMO_OBJECTIVE};
 use autocode::provider::{ConfigPaths, Registry};
-use autocode::role::Role;
 use autocode::run::api::{self, StartOptions};
 use autocode::run::driver::{DriveOutcome, Interaction};
 use autocode::run::state::{PlanRevision, Question};
@@ -77,16 +76,7 @@ fn main() {
             .expect("cli home");
         let env = demo::run_env(&base, &overrides, &cli);
         let registry = Registry::new(ConfigPaths::from_env(&env).expect("config paths"));
-        let models: BTreeMap<Role, String> = Role::ALL
-            .into_iter()
-            .map(|role| {
-                let model = match role {
-                    Role::PlanReviewer | Role::Tester | Role::CompletionReviewer => CHECKER_MODEL,
-                    _ => DOER_MODEL,
-                };
-                (role, demo::model_id(cli.transport, model))
-            })
-            .collect();
+        let models = demo::demo_routes(|model| demo::model_id(cli.transport, model));
         let opts = StartOptions {
             objective: DEMO_OBJECTIVE.into(),
             workspace: repo.clone(),

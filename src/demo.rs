@@ -26,6 +26,22 @@ pub const CHECKER_MODEL: &str = "beta-model";
 /// The check that decides the demo's one acceptance criterion.
 pub const DEMO_CHECK: &str = "grep -qx \"hello, world\" hello.txt";
 
+/// The demo's routes: the verifying roles on [`CHECKER_MODEL`], the others on [`DOER_MODEL`]
+/// (two families, so independence holds), each model id written by `route`.
+pub fn demo_routes(route: impl Fn(&str) -> String) -> BTreeMap<crate::role::Role, String> {
+    use crate::role::Role;
+    Role::ALL
+        .into_iter()
+        .map(|role| {
+            let model = match role {
+                Role::PlanReviewer | Role::Tester | Role::CompletionReviewer => CHECKER_MODEL,
+                _ => DOER_MODEL,
+            };
+            (role, route(model))
+        })
+        .collect()
+}
+
 pub const DEMO_OBJECTIVE: &str = "Create hello.txt containing exactly the line `hello, world`.";
 
 /// Where a CLI was found.

@@ -12,9 +12,8 @@ use clap::{Args, ValueEnum};
 use super::context::Context;
 use super::output;
 use super::run::TerminalUi;
-use crate::demo::{self, CHECKER_MODEL, DEMO_OBJECTIVE, DOER_MODEL};
+use crate::demo::{self, DEMO_OBJECTIVE};
 use crate::error::{EdgeError, exit};
-use crate::role::Role;
 use crate::run::api::{self, StartOptions};
 use crate::run::driver::DriveOutcome;
 use crate::transport::BuiltinTransport;
@@ -94,14 +93,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
         let overrides = demo::isolated_cli_env(cli.transport, &server, &home, demo::DEMO_CLI)
             .map_err(EdgeError::internal)?;
         let env = demo::run_env(&ctx.env, &overrides, &cli);
-        let mut models = BTreeMap::new();
-        for role in Role::ALL {
-            let model = match role {
-                Role::PlanReviewer | Role::Tester | Role::CompletionReviewer => CHECKER_MODEL,
-                _ => DOER_MODEL,
-            };
-            models.insert(role, demo::model_id(cli.transport, model));
-        }
+        let models = demo::demo_routes(|model| demo::model_id(cli.transport, model));
         let opts = StartOptions {
             objective: DEMO_OBJECTIVE.into(),
             workspace: workspace.clone(),

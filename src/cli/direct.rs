@@ -26,7 +26,6 @@ use crate::direct::preflight;
 use crate::direct::protocol::{Protocol, TokenField};
 use crate::direct::scripted::{self, SCRIPTED_ENDPOINT};
 use crate::error::{EdgeError, exit};
-use crate::role::Role;
 use crate::run::api::{self, StartOptions};
 use crate::run::driver::DriveOutcome;
 
@@ -486,16 +485,7 @@ pub fn demo(
         let mut env = ctx.env.clone();
         env.insert("HOME".into(), home.clone().into_os_string());
         env.insert("XDG_CONFIG_HOME".into(), config_home.into_os_string());
-        let models: BTreeMap<Role, String> = Role::ALL
-            .into_iter()
-            .map(|role| {
-                let model = match role {
-                    Role::PlanReviewer | Role::Tester | Role::CompletionReviewer => CHECKER_MODEL,
-                    _ => DOER_MODEL,
-                };
-                (role, format!("{SCRIPTED_ENDPOINT}/{model}"))
-            })
-            .collect();
+        let models = crate::demo::demo_routes(|model| format!("{SCRIPTED_ENDPOINT}/{model}"));
         let opts = StartOptions {
             objective: DEMO_OBJECTIVE.into(),
             workspace: workspace.clone(),

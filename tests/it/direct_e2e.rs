@@ -119,16 +119,7 @@ impl Place {
         let registry = Registry::new(ConfigPaths::under(
             &self.dir.path().join("home/.config/autocode"),
         ));
-        let models = Role::ALL
-            .into_iter()
-            .map(|role| {
-                let model = match role {
-                    Role::PlanReviewer | Role::Tester | Role::CompletionReviewer => CHECKER_MODEL,
-                    _ => DOER_MODEL,
-                };
-                (role, format!("{endpoint}/{model}"))
-            })
-            .collect();
+        let models = autocode::demo::demo_routes(|model| format!("{endpoint}/{model}"));
         let opts = StartOptions {
             objective: DEMO_OBJECTIVE.into(),
             workspace: self.workspace(),
