@@ -108,6 +108,7 @@ fn main() {
     let scratch = tempfile::tempdir().expect("scratch dir");
     std::fs::create_dir(scratch.path().join("state")).expect("state dir");
     std::fs::write(scratch.path().join("state/key"), "k").expect("key");
+    std::fs::create_dir(scratch.path().join(".git")).expect("hole dir");
     let rooms = [
         ("no room", None),
         (
@@ -119,6 +120,15 @@ fn main() {
             Some(Room {
                 writable: vec![std::env::temp_dir()],
                 unreadable: vec![scratch.path().join("state/key")],
+                read_only: Vec::new(),
+            }),
+        ),
+        (
+            "room + read-only hole (an in-place .git)",
+            Some(Room {
+                writable: vec![scratch.path().to_owned()],
+                unreadable: Vec::new(),
+                read_only: vec![scratch.path().join(".git")],
             }),
         ),
     ];

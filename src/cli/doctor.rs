@@ -115,6 +115,14 @@ pub struct RoomCheck {
     pub writable: Vec<crate::run::confine::WritableEntry>,
     /// autocode's state-key directory, unreadable from every room.
     pub unreadable: Option<PathBuf>,
+    /// What the host lacks to keep an `--in-place` builder's `.git` and `.autocode/` read-only
+    /// (`None`: it can; worktree runs do not need it).
+    pub in_place_holes_missing: Option<String>,
+}
+
+/// Whether this host can keep an in-place builder's `.git` and `.autocode/` read-only.
+fn in_place_holes_missing() -> Option<String> {
+    supervise::probe().read_only_holes_missing()
 }
 
 pub fn run(args: DoctorArgs) -> Result<ExitCode, EdgeError> {
@@ -208,6 +216,7 @@ pub async fn diagnose(
         room_missing: crate::run::confine::room_missing(&own_env),
         writable: super::providers::effective_writable(ctx, resolved),
         unreadable: crate::run::confine::state_key_dir(&agent_env.kept),
+        in_place_holes_missing: in_place_holes_missing(),
     };
     for missing in &room.room_missing {
         problems.push(format!(
@@ -407,6 +416,14 @@ fn render(r: &DoctorReport) -> String {
     }
     if let Some(dir) = &r.room.unreadable {
         out.push_str(&format!("     unreadable in the room: {}\n", dir.display()));
+    }
+    match &r.room.in_place_holes_missing {
+        None => out.push_str(
+            "     --in-place runs: .git and .autocode/ stay read-only (a private mount namespace)\n",
+        ),
+        Some(missing) => out.push_str(&format!(
+            "     --in-place runs: unavailable, missing {missing} (they refuse to start unless --unconfined; worktree runs are unaffected)\n"
+        )),
     }
     if !r.withheld_env.is_empty() {
         let names: Vec<&str> = r.withheld_env.iter().map(|w| w.name.as_str()).collect();

@@ -37,6 +37,10 @@ pub struct SuperviseArgs {
     /// A path the confined command may not read (repeatable; implies --confine).
     #[arg(long, value_name = "PATH")]
     pub unreadable: Vec<PathBuf>,
+    /// A path beneath a --writable one that stays read-only (repeatable; implies --confine):
+    /// a read-only mount in a private mount namespace, as an `--in-place` builder's `.git`.
+    #[arg(long, value_name = "PATH")]
+    pub read_only: Vec<PathBuf>,
     /// Write the exec ledger (JSON lines, one entry per exec) to this file.
     #[arg(long)]
     pub ledger: Option<PathBuf>,
@@ -60,12 +64,15 @@ pub fn run(args: SuperviseArgs) -> Result<ExitCode, EdgeError> {
         timeout,
         args.json,
         args.receipt,
-        (args.confine || !args.writable.is_empty() || !args.unreadable.is_empty()).then_some(
-            crate::supervise::Room {
-                writable: args.writable,
-                unreadable: args.unreadable,
-            },
-        ),
+        (args.confine
+            || !args.writable.is_empty()
+            || !args.unreadable.is_empty()
+            || !args.read_only.is_empty())
+        .then_some(crate::supervise::Room {
+            writable: args.writable,
+            unreadable: args.unreadable,
+            read_only: args.read_only,
+        }),
         args.ledger,
     ));
     Ok(ExitCode::from(code.clamp(0, 255) as u8))

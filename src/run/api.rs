@@ -123,9 +123,17 @@ pub enum RunError {
     RoomUnavailable { missing: String, what: &'static str },
 }
 
-/// Refuses a confined run on a host that cannot build the room.
-fn require_room(env: &BTreeMap<String, String>, what: &'static str) -> Result<(), RunError> {
-    let missing = super::confine::room_missing(env);
+/// Refuses a confined run on a host that cannot build the room (for an in-place run, with its
+/// read-only `.git` and `.autocode/`).
+fn require_room(
+    env: &BTreeMap<String, String>,
+    in_place: bool,
+    what: &'static str,
+) -> Result<(), RunError> {
+    let mut missing = super::confine::room_missing(env);
+    if in_place && missing.is_empty() {
+        missing.extend(crate::supervise::probe().read_only_holes_missing());
+    }
     if missing.is_empty() {
         Ok(())
     } else {
@@ -197,14 +205,15 @@ pub async fn start(
     }
     let workspace = std::fs::canonicalize(&opts.workspace)
         .map_err(|e| RunError::Usage(format!("workspace {}: {e}", opts.workspace.display())))?;
+    // Where the agents will work, decided before anything exists: never in place silently.
+    let placement = isolation::decide(&workspace, opts.in_place, &env_strings(env)).await?;
     if !opts.unconfined {
         require_room(
             &env_strings(env),
+            matches!(placement, Placement::InPlace),
             "nothing was started; pass --unconfined to run with the ownership boundary only (recorded)",
         )?;
     }
-    // Where the agents will work, decided before anything exists: never in place silently.
-    let placement = isolation::decide(&workspace, opts.in_place, &env_strings(env)).await?;
     // Preflight: every route's tool, version, sign-in, models and independence, before
     // anything exists.
     let checked = preflight::preflight(
@@ -541,6 +550,7 @@ pub async fn resume(
     if !state.unconfined {
         require_room(
             &env_map,
+            matches!(state.isolation, Isolation::InPlace),
             "the run was started confined and stays so; nothing was changed",
         )?;
     }

@@ -124,9 +124,10 @@ pub struct RoomRecord {
     pub unreadable: Vec<PathBuf>,
     /// The provider's `[confine] writable` entries and what each became.
     pub provider_writable: Vec<WritableEntry>,
-    /// Work-tree entries deliberately left out of the grant (in-place runs).
+    /// Paths beneath the work tree that stay read-only (an in-place builder's `.git` and
+    /// `.autocode/`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub withheld: Vec<PathBuf>,
+    pub read_only: Vec<PathBuf>,
 }
 
 /// The places a stage's room is built from.
@@ -143,16 +144,24 @@ pub struct StageRoomInput<'a> {
     pub env: &'a BTreeMap<String, String>,
 }
 
-/// The work-tree grant of a builder: the work tree itself. In a run's worktree autocode's state
-/// and the git metadata live outside it (its `.git` is a file naming metadata in the main
-/// repository, checked after the stage; a `.autocode/` inside it is repository content). An
-/// `--in-place` run gets the whole workspace too: Landlock cannot carve a read-only hole beneath
-/// a writable directory, and granting top-level entries one by one would stop the builder from
-/// creating new files there, which honest work needs. So in place, `.git` and `.autocode/` are
-/// not protected from the builder (the run state still carries its tag; `docs/run-lifecycle.md`
-/// says so); the worktree mode is the one that keeps the user's repository out of reach.
-fn builder_grants(work_tree: &Path, _isolation: &Isolation) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    (vec![work_tree.to_owned()], Vec::new())
+/// The work-tree grant of a builder: the work tree itself, and what stays read-only beneath it.
+/// In a run's worktree autocode's state and the git metadata live outside it (its `.git` is a
+/// file naming metadata in the main repository, checked after the stage; a `.autocode/` inside
+/// it is repository content): nothing to hold back. An `--in-place` run's builder gets the whole
+/// workspace, whose `.git` (the user's repository) and `.autocode/` (the runs) stay read-only:
+/// Landlock cannot carve a hole beneath a writable directory, so these are read-only mounts in
+/// the family's private mount namespace (`crate::supervise::Room::read_only`), and the stage's
+/// `outbox/` inside `.autocode/` stays writable.
+fn builder_grants(work_tree: &Path, isolation: &Isolation) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let read_only = match isolation {
+        Isolation::InPlace => [".git", ".autocode"]
+            .iter()
+            .map(|name| work_tree.join(name))
+            .filter(|path| path.symlink_metadata().is_ok())
+            .collect(),
+        Isolation::Worktree { .. } => Vec::new(),
+    };
+    (vec![work_tree.to_owned()], read_only)
 }
 
 /// Builds a stage's room and its record. `confined: false` records an unconfined stage.
@@ -160,12 +169,12 @@ pub fn stage_room(input: &StageRoomInput<'_>, confined: bool) -> (Option<Room>, 
     let access = WorktreeAccess::for_role(input.role);
     let provider_writable = provider_writable(input.provider_templates, input.env);
     let mut writable: Vec<PathBuf> = Vec::new();
-    let mut withheld = Vec::new();
+    let mut read_only = Vec::new();
     match access {
         WorktreeAccess::Write => {
-            let (grants, left_out) = builder_grants(input.work_tree, input.isolation);
+            let (grants, held_back) = builder_grants(input.work_tree, input.isolation);
             writable.extend(grants);
-            withheld = left_out;
+            read_only = held_back;
         }
         WorktreeAccess::Copy => writable.push(input.cwd.to_owned()),
         WorktreeAccess::ReadOnly => {}
@@ -196,11 +205,16 @@ pub fn stage_room(input: &StageRoomInput<'_>, confined: bool) -> (Option<Room>, 
             Vec::new()
         },
         provider_writable,
-        withheld: if confined { withheld } else { Vec::new() },
+        read_only: if confined {
+            read_only.clone()
+        } else {
+            Vec::new()
+        },
     };
     let room = confined.then_some(Room {
         writable,
         unreadable,
+        read_only,
     });
     (room, record)
 }
@@ -224,6 +238,7 @@ pub fn replay_room(copy: &Path, tmpdir: &Path, env: &BTreeMap<String, String>) -
     Room {
         writable: vec![copy.to_owned(), tmpdir.to_owned()],
         unreadable: unreadable(env),
+        read_only: Vec::new(),
     }
 }
 
@@ -237,6 +252,48 @@ pub enum GitLink {
 }
 
 impl GitLink {
+    /// When a stage changed the work tree's `.git` entry from `self`: moves what it left there
+    /// into `quarantine` (so no later git command, autocode's or the user's, reads a planted
+    /// repository or link) and writes back the link the work tree had, and returns the reason
+    /// the stage pauses with. `None`: the entry is unchanged.
+    pub fn restore_after(&self, work_tree: &Path, role: Role, quarantine: &Path) -> Option<String> {
+        let now = GitLink::read(work_tree);
+        if &now == self {
+            return None;
+        }
+        let entry = work_tree.join(".git");
+        let mut what = format!(
+            "the {role} changed the work tree's .git entry (its link to the git metadata), which no role may change"
+        );
+        let moved = quarantine.join("dot-git");
+        let outcome = (|| -> std::io::Result<()> {
+            if now != GitLink::Absent && !matches!(self, GitLink::Directory) {
+                std::fs::create_dir_all(quarantine)?;
+                std::fs::rename(&entry, &moved)?;
+            }
+            if let GitLink::File(bytes) = self {
+                std::fs::write(&entry, bytes)?;
+            }
+            Ok(())
+        })();
+        match (outcome, self) {
+            (Err(e), _) => what.push_str(&format!(
+                "; autocode could not put it back ({e}): check {} before running git there",
+                entry.display()
+            )),
+            (Ok(()), GitLink::Directory | GitLink::Other) => what.push_str(&format!(
+                "; check {} before running git there",
+                entry.display()
+            )),
+            (Ok(()), _) if now != GitLink::Absent => what.push_str(&format!(
+                "; what it left was moved to {} and the link put back",
+                moved.display()
+            )),
+            (Ok(()), _) => what.push_str("; the link was put back"),
+        }
+        Some(what)
+    }
+
     pub fn read(work_tree: &Path) -> Self {
         let path = work_tree.join(".git");
         match std::fs::symlink_metadata(&path) {
@@ -340,7 +397,7 @@ mod tests {
     }
 
     #[test]
-    fn an_in_place_builder_gets_the_whole_workspace() {
+    fn an_in_place_builder_gets_the_workspace_but_not_its_git_or_runs() {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path();
         for d in [".git", ".autocode", "src"] {
@@ -353,7 +410,48 @@ mod tests {
         );
         let room = room.unwrap();
         assert!(room.writable.contains(&ws.to_owned()));
-        assert!(record.withheld.is_empty());
+        assert_eq!(room.read_only, vec![ws.join(".git"), ws.join(".autocode")]);
+        assert_eq!(record.read_only, room.read_only);
+        let wt = Isolation::Worktree {
+            path: ws.to_owned(),
+            branch: "b".into(),
+        };
+        let (room, _) = stage_room(&input(Role::Builder, ws, &wt, ws, &[], &e), true);
+        assert!(room.unwrap().read_only.is_empty());
+    }
+
+    #[test]
+    fn a_planted_git_entry_is_quarantined_and_the_link_put_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let quarantine = dir.path().join("stage/quarantine");
+        // A workspace without git: a repository the builder creates is moved away.
+        let before = GitLink::read(&ws);
+        assert_eq!(before.restore_after(&ws, Role::Builder, &quarantine), None);
+        std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+        std::fs::write(ws.join(".git/hooks/post-checkout"), "evil").unwrap();
+        let why = before
+            .restore_after(&ws, Role::Builder, &quarantine)
+            .unwrap();
+        assert!(why.contains("moved to"), "{why}");
+        assert!(!ws.join(".git").exists());
+        assert!(quarantine.join("dot-git/hooks/post-checkout").exists());
+        // A worktree's link rewritten to a planted repository: the link comes back.
+        std::fs::write(ws.join(".git"), "gitdir: /repo/.git/worktrees/x\n").unwrap();
+        let before = GitLink::read(&ws);
+        std::fs::write(ws.join(".git"), "gitdir: planted\n").unwrap();
+        let quarantine = dir.path().join("stage2/quarantine");
+        assert!(
+            before
+                .restore_after(&ws, Role::Builder, &quarantine)
+                .is_some()
+        );
+        assert_eq!(GitLink::read(&ws), before);
+        assert_eq!(
+            std::fs::read_to_string(quarantine.join("dot-git")).unwrap(),
+            "gitdir: planted\n"
+        );
     }
 
     #[test]

@@ -98,6 +98,9 @@ pub struct RunSettings {
     /// (`<scratch>/service`, created empty).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub background_service: Vec<String>,
+    /// The run works in the workspace itself (`--in-place`) instead of a worktree.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_place: bool,
 }
 
 fn default_run_timeout() -> u64 {
@@ -116,6 +119,7 @@ impl Default for RunSettings {
             max_resumes: default_max_resumes(),
             check_quiescent: false,
             background_service: Vec::new(),
+            in_place: false,
         }
     }
 }

@@ -302,6 +302,7 @@ async fn drive_case(
         single_model: scripted.then(|| scripted_model_name(profile)),
         yes: true,
         scripted_local: scripted,
+        in_place: scenario.spec.run.in_place,
         ..StartOptions::default()
     };
     let mut summary = match api::start(&registry, &os_env, opts, &mut ui).await {

@@ -51,6 +51,14 @@ impl Probe {
         )]
     }
 
+    /// Read-only holes are mounts in a private mount namespace: Linux only.
+    pub fn read_only_holes_missing(&self) -> Option<String> {
+        Some(format!(
+            "a private mount namespace for read-only holes (Linux only; {} has none)",
+            self.platform
+        ))
+    }
+
     /// Nothing refuses an unconfined launch on the fallback (it prints a notice instead).
     pub fn missing(&self) -> Vec<&'static str> {
         Vec::new()

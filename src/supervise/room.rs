@@ -22,6 +22,11 @@ pub struct Room {
     pub writable: Vec<PathBuf>,
     /// Hierarchies the family may not read at all (autocode's run-state key, stored secrets).
     pub unreadable: Vec<PathBuf>,
+    /// Paths beneath a writable hierarchy that stay read-only (an `--in-place` builder's `.git`
+    /// and `.autocode/`): Landlock cannot deny beneath a grant, so these are read-only mounts
+    /// in a private mount namespace. Writable paths inside one stay writable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_only: Vec<PathBuf>,
 }
 
 impl Room {
@@ -34,6 +39,7 @@ impl Room {
         Self {
             writable: writable.into_iter().map(Into::into).collect(),
             unreadable: Vec::new(),
+            read_only: Vec::new(),
         }
     }
 }
@@ -45,6 +51,9 @@ pub struct RoomReceipt {
     pub mechanisms: Vec<String>,
     pub writable: Vec<PathBuf>,
     pub unreadable: Vec<PathBuf>,
+    /// Read-only holes cut beneath the writable set (mounts in a private mount namespace).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_only: Vec<PathBuf>,
     /// Requested writable or unreadable paths that did not exist at launch (not granted).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<PathBuf>,

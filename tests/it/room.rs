@@ -1,8 +1,9 @@
 //! The agent's room (Landlock) with real processes: writes outside the writable set refused
 //! (a HOME-like and a `.git`-like directory among them) and inside allowed, an unreadable file
 //! carved out of readable siblings, signals and abstract unix sockets that cannot leave the
-//! family, the ownership guarantees unchanged under a room, and the room holding for an
-//! ordinary user.
+//! family, the ownership guarantees unchanged under a room, the room holding for an ordinary
+//! user, and read-only holes (an in-place builder's `.git` and `.autocode/`) beneath a writable
+//! tree, as root and as an ordinary user.
 //!
 //! Each case probes with a small Python program that reports, per operation, `ok` or the errno
 //! name; a control launch without a room shows the same probe succeeding, so a refusal is the
@@ -214,6 +215,7 @@ fn an_unreadable_file_cannot_be_read_while_its_siblings_can() {
     let room = Room {
         writable: vec![tree.path("work")],
         unreadable: vec![state.join("key"), tree.path("outside/missing")],
+        read_only: Vec::new(),
     };
     let ops = [
         op("read", state.join("key")),
@@ -416,4 +418,163 @@ fn the_room_holds_for_an_ordinary_user() {
     assert!(stdout.contains("inside-ok"), "{stdout} {stderr}");
     assert!(!tree.path("outside/by-user").exists());
     assert!(finished.receipt.verified);
+}
+
+/// A workspace as an in-place builder sees it: `work/` writable, `work/.git` and
+/// `work/.autocode` read-only holes, the stage's outbox inside `.autocode` writable again.
+fn in_place_tree(tree: &Tree) -> (PathBuf, PathBuf) {
+    let work = tree.path("work");
+    let outbox = work.join(".autocode/runs/r/stages/s/outbox");
+    for sub in [".git/hooks", "src"] {
+        std::fs::create_dir_all(work.join(sub)).unwrap();
+    }
+    std::fs::create_dir_all(&outbox).unwrap();
+    std::fs::write(work.join(".git/config"), "[core]\n").unwrap();
+    std::fs::write(work.join(".autocode/runs/r/run.json"), "{}").unwrap();
+    (work, outbox)
+}
+
+#[test]
+fn read_only_holes_keep_git_and_the_runs_beneath_a_writable_tree() {
+    let tree = Tree::new();
+    let (work, outbox) = in_place_tree(&tree);
+    let room = Room {
+        writable: vec![work.clone(), outbox.clone()],
+        unreadable: Vec::new(),
+        read_only: vec![work.join(".git"), work.join(".autocode")],
+    };
+    let allowed = [
+        op("write", work.join("new-top-level")),
+        op("mkdir", work.join("newdir")),
+        op("write", work.join("src/lib.py")),
+        op("write", outbox.join("report.json")),
+        op("read", work.join(".git/config")),
+    ];
+    let refused = [
+        op("write", work.join(".git/config")),
+        op("write", work.join(".git/hooks/post-checkout")),
+        op("mkdir", work.join(".git/info")),
+        op("unlink", work.join(".git/config")),
+        op("write", work.join(".autocode/runs/r/run.json")),
+        op("mkdir", work.join(".autocode/runs/planted")),
+    ];
+    let all: Vec<String> = allowed.iter().chain(&refused).cloned().collect();
+    let (verdicts, receipt) = probe(&work, Some(room), &all);
+    for op in &allowed {
+        assert_eq!(verdict(&verdicts, op), "ok", "{op}: {verdicts:?}");
+    }
+    for op in &refused {
+        assert_eq!(verdict(&verdicts, op), "EROFS", "{op}: {verdicts:?}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(work.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    assert!(!work.join(".git/hooks/post-checkout").exists());
+    assert!(outbox.join("report.json").exists());
+    let room = receipt.room.expect("the receipt lists the room");
+    assert_eq!(
+        room.read_only,
+        vec![work.join(".autocode"), work.join(".git")]
+    );
+    assert!(
+        room.mechanisms
+            .iter()
+            .any(|m| m.starts_with("mount-namespace")),
+        "{room:?}"
+    );
+    assert!(receipt.verified);
+    // Nothing leaked into this process's mount namespace: the holes are the family's alone.
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(&*work.to_string_lossy()), "{mounts}");
+}
+
+/// The same holes for an ordinary user (a user namespace mapping the user to itself): autocode
+/// itself runs as `nobody` (through `setpriv` when the test runs as root).
+#[test]
+fn read_only_holes_hold_for_an_ordinary_user() {
+    let tree = Tree::new();
+    let (work, outbox) = in_place_tree(&tree);
+    for entry in walk(tree.path("")) {
+        std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let script = format!(
+        "id -u; echo x > .git/hooks/pre-commit || echo hook-refused; \
+         echo x > .autocode/runs/r/run.json || echo state-refused; \
+         echo x > new-file && echo top-ok; echo x > {outbox}/report.json && echo outbox-ok",
+        outbox = outbox.display()
+    );
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mut command = if root {
+        let mut c = Command::new("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+            BIN,
+        ]);
+        c
+    } else {
+        Command::new(BIN)
+    };
+    let output = command
+        .args(["supervise", "--json", "--writable"])
+        .arg(&work)
+        .arg("--writable")
+        .arg(&outbox)
+        .arg("--read-only")
+        .arg(work.join(".git"))
+        .arg("--read-only")
+        .arg(work.join(".autocode"))
+        .args(["--", "/bin/sh", "-c", &script])
+        .current_dir(&work)
+        .env("HOME", tree.path("home"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout} {stderr}");
+    let uid: u32 = stdout
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .parse()
+        .unwrap_or(0);
+    assert_ne!(
+        uid, 0,
+        "the family must run as an ordinary user: {stdout} {stderr}"
+    );
+    for said in ["hook-refused", "state-refused", "top-ok", "outbox-ok"] {
+        assert!(stdout.contains(said), "{said}: {stdout} {stderr}");
+    }
+    assert!(stderr.contains("Read-only file system"), "{stderr}");
+    assert!(!work.join(".git/hooks/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(work.join(".autocode/runs/r/run.json")).unwrap(),
+        "{}"
+    );
+    let receipt: Receipt = serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("receipt in {stdout}: {e}"));
+    assert!(receipt.verified);
+    let room = receipt.room.expect("room");
+    assert!(
+        room.mechanisms.iter().any(|m| m.contains("user namespace")) || !root,
+        "{room:?}"
+    );
+}
+
+fn walk(dir: PathBuf) -> Vec<PathBuf> {
+    let mut out = vec![dir.clone()];
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
 }

@@ -1396,15 +1396,79 @@ pub(super) fn calls_of(harness: &Harness, role: &str) -> Vec<Value> {
 #[test]
 fn run_in_place_works_in_the_workspace_itself() {
     let harness = Harness::new(script_with(&[]));
-    // In place, the room grants the existing top-level entries one by one (never .git or
-    // .autocode), so the file the builder writes must exist already.
-    fs::write(harness.workspace().join("hello.txt"), "").expect("hello.txt");
+    // In place, the builder may create files at the top level (hello.txt is new).
     let finished = harness.run(&["--yes", "--in-place"]);
     finished.assert_complete();
     assert_eq!(
         fs::read_to_string(harness.workspace().join("hello.txt")).expect("hello.txt"),
         "hello\n"
     );
+}
+
+/// An in-place builder works in the user's own checkout, but its `.git` (hooks, config) and
+/// `.autocode/` (the runs) stay read-only: what it plants there fails, its honest work does not.
+#[test]
+fn an_in_place_builder_cannot_plant_in_git_or_the_runs() {
+    let plant = "echo planted > .git/hooks/post-checkout || echo refused-hook; \
+                 git config core.fsmonitor 'touch fsmonitor-ran' || echo refused-config; \
+                 mkdir -p .autocode/runs/planted && echo '{}' > .autocode/runs/planted/run.json || echo refused-run; \
+                 for r in .autocode/runs/*/run.json; do echo forged > \"$r\" || echo refused-state; done; true";
+    let harness = Harness::new(script_with(&[(
+        "builder",
+        json!([[{"run": plant}, {"run": BUILD}, {"run": CHECK}, build_report()]]),
+    )]));
+    let config_before = fs::read(harness.workspace().join(".git/config")).expect("config");
+    let finished = harness.run(&["--yes", "--in-place"]);
+    finished.assert_complete();
+    let ws = harness.workspace();
+    assert_eq!(
+        fs::read_to_string(ws.join("hello.txt")).expect("hello.txt"),
+        "hello\n"
+    );
+    assert!(!ws.join(".git/hooks/post-checkout").exists());
+    assert_eq!(
+        fs::read(ws.join(".git/config")).expect("config"),
+        config_before
+    );
+    assert!(!ws.join(".autocode/runs/planted").exists());
+    let run = only_run_dir(&harness);
+    let stages = fs::read_dir(run.join("stages")).expect("stages");
+    let builder = stages
+        .map(|e| e.expect("stage").path())
+        .find(|p| p.to_string_lossy().contains("builder"))
+        .expect("a builder stage");
+    let room: Value =
+        serde_json::from_slice(&fs::read(builder.join("room.json")).expect("room.json"))
+            .expect("room json");
+    let read_only: Vec<&str> = room["read_only"]
+        .as_array()
+        .expect("read_only")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(read_only.len(), 2, "{room}");
+    assert!(read_only[0].ends_with("/.git") && read_only[1].ends_with("/.autocode"));
+    let receipt: Value = serde_json::from_slice(
+        &fs::read(builder.join("supervision.json")).expect("supervision.json"),
+    )
+    .expect("receipt json");
+    assert!(
+        receipt["room"]["mechanisms"]
+            .as_array()
+            .expect("mechanisms")
+            .iter()
+            .any(|m| m.as_str().is_some_and(|m| m.starts_with("mount-namespace"))),
+        "{receipt}"
+    );
+    let stdout = fs::read_to_string(builder.join("stdout.log")).unwrap_or_default();
+    for refused in [
+        "refused-hook",
+        "refused-config",
+        "refused-run",
+        "refused-state",
+    ] {
+        assert!(stdout.contains(refused), "{refused} not in {stdout}");
+    }
 }
 
 #[test]

@@ -418,14 +418,10 @@ impl CliRunner {
             return self.finish_record(dir, out, None);
         }
         // 1b. The worktree's link to its git metadata is not the builder's to change.
-        if GitLink::read(&state.work_tree) != git_link {
-            out.result = stop_with(
-                PauseCode::PausedDiscoveryWrite,
-                format!(
-                    "the {} changed the work tree's .git entry (its link to the git metadata), which no role may change",
-                    ctx.plan.role
-                ),
-            );
+        if let Some(reason) =
+            git_link.restore_after(&state.work_tree, ctx.plan.role, &dir.join("quarantine"))
+        {
+            out.result = stop_with(PauseCode::PausedDiscoveryWrite, reason);
             return self.finish_record(dir, out, None);
         }
         // 2. Limits.

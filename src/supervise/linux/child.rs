@@ -2,7 +2,8 @@
 //!
 //! Invariants: runs in the forked child of a multi-threaded parent, so it only makes raw system
 //! calls on data prepared before the fork (no allocation, no locks). Order: session (or group)
-//! → PDEATHSIG + parent race check → no_new_privs → capability drop → the room (Landlock
+//! → PDEATHSIG + parent race check → no_new_privs → read-only holes (a private mount
+//! namespace, `super::holes`, only when the room has some) → capability drop → the room (Landlock
 //! `restrict_self` on the ruleset the parent built, when there is one) → filter with
 //! NEW_LISTENER → listener sent to the parent over SCM_RIGHTS and closed → exec. The agent
 //! never holds its own listener.
@@ -10,7 +11,7 @@
 use std::io;
 use std::os::fd::RawFd;
 
-use super::{landlock, sys};
+use super::{holes::HolePlan, landlock, sys};
 
 /// Capabilities that would let the family defeat the boundary (steal or replace the listener,
 /// trace the keeper, load code into the kernel). Dropped from every set, irreversibly.
@@ -69,8 +70,9 @@ fn check(rc: libc::c_long) -> io::Result<()> {
 }
 
 impl ChildPlan {
-    /// The body of `pre_exec`. Async-signal-safe: raw syscalls on stack data only.
-    pub fn enter(&self) -> io::Result<()> {
+    /// The body of `pre_exec`. Async-signal-safe: raw syscalls on stack data (and on `holes`,
+    /// prepared before the fork) only.
+    pub fn enter(&self, holes: Option<&HolePlan>) -> io::Result<()> {
         // SAFETY: each call below is a raw system call on integers or on stack memory that
         // outlives the call; none allocates or takes a lock.
         unsafe {
@@ -90,6 +92,10 @@ impl ChildPlan {
                 libc::_exit(127);
             }
             check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as libc::c_long)?;
+            // Mounts need CAP_SYS_ADMIN (here or in a fresh user namespace): before the drop.
+            if let Some(holes) = holes {
+                holes.enter()?;
+            }
             for cap in DROPPED_CAPABILITIES {
                 // EINVAL (unknown cap) or EPERM (no CAP_SETPCAP: not root, so the cap is not
                 // ours to lose) leave nothing to drop.

@@ -320,6 +320,7 @@ pub fn plan(room: &Room, abi: u32) -> Result<Plan, RoomError> {
             mechanisms: vec![format!("landlock-abi-{abi}")],
             writable,
             unreadable,
+            read_only: Vec::new(),
             skipped,
             signals_scoped: true,
             abstract_sockets_scoped: true,
@@ -489,6 +490,7 @@ mod tests {
         let room = Room {
             writable: vec![root.clone()],
             unreadable: vec![secrets.join("key"), secrets.join("key")],
+            read_only: Vec::new(),
         };
         let plan = plan(&room, 7).unwrap();
         assert_ne!(plan.handled_access_fs & ACCESS_FS_READ_FILE, 0);
@@ -523,6 +525,7 @@ mod tests {
         let room = Room {
             writable: vec![dir.path().to_owned()],
             unreadable: vec![dir.path().to_owned()],
+            read_only: Vec::new(),
         };
         assert!(matches!(plan(&room, 7), Err(RoomError::Conflict(_))));
     }
@@ -537,6 +540,7 @@ mod tests {
         let room = Room {
             writable: vec![],
             unreadable: vec![inner.clone(), root.join("a")],
+            read_only: Vec::new(),
         };
         let plan = plan(&room, 7).unwrap();
         assert_eq!(plan.receipt.unreadable, vec![root.join("a")]);

@@ -10,6 +10,7 @@ mod batch;
 mod child;
 mod family;
 mod filter;
+mod holes;
 mod inflight;
 mod keeper;
 mod keeper_proc;
@@ -143,9 +144,30 @@ pub async fn start(
         }
         None => None,
     };
-    let (ruleset, room) = match room {
+    let (ruleset, mut room) = match room {
         Some(prepared) => (Some(prepared.ruleset), Some(prepared.receipt)),
         None => (None, None),
+    };
+    // Read-only holes beneath the writable set: refused, like the room, when the host cannot
+    // cut them.
+    let holes = match (&spec.room, room.as_mut()) {
+        (Some(requested), Some(receipt)) if !requested.read_only.is_empty() => {
+            let (needed, absent) = holes::needed(&requested.writable, &requested.read_only);
+            receipt.skipped.extend(absent);
+            let plan = holes::HolePlan::new(&requested.writable, &needed)
+                .map_err(|error| io_error(spec, error))?;
+            if plan.is_some()
+                && let Some(missing) = holes::missing()
+            {
+                return Err(LaunchError::Refused { missing });
+            }
+            if let Some(plan) = &plan {
+                receipt.mechanisms.push(plan.mechanism().to_owned());
+            }
+            receipt.read_only = needed;
+            plan
+        }
+        _ => None,
     };
     let (ours, theirs) = sys::seqpacket_pair().map_err(|error| io_error(spec, error))?;
     let plan = child::ChildPlan {
@@ -182,7 +204,7 @@ pub async fn start(
     };
     // SAFETY: `ChildPlan::enter` makes raw system calls only, on values computed above.
     unsafe {
-        command.pre_exec(move || plan.enter());
+        command.pre_exec(move || plan.enter(holes.as_ref()));
     }
     // The root's own exec is notified (the exec ledger), and `spawn` returns only once that
     // exec went through: the listener is received and registered on a hand-off thread while

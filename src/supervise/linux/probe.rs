@@ -156,6 +156,12 @@ impl Probe {
         }
     }
 
+    /// What a room with read-only holes (an `--in-place` builder's) needs beyond
+    /// [`Probe::room_missing`] and this host lacks (tried once, in a forked child).
+    pub fn read_only_holes_missing(&self) -> Option<String> {
+        super::holes::missing()
+    }
+
     /// The features whose absence refuses a launch, by name (empty: launches may proceed).
     pub fn missing(&self) -> Vec<&'static str> {
         let mut missing = Vec::new();

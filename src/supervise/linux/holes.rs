@@ -1,0 +1,322 @@
+//! Read-only holes in a writable room: paths beneath a writable hierarchy that stay read-only
+//! (an `--in-place` builder's `.git` and `.autocode/`), enforced by a private mount namespace.
+//!
+//! Landlock grants by hierarchy and cannot deny beneath a grant, so a hole is a mount: in the
+//! child, between fork and exec, the family enters a private mount namespace (as root: a mount
+//! namespace only; otherwise a user namespace mapping the user to itself, then a mount
+//! namespace), makes every mount private (nothing propagates back), binds each writable path
+//! that lies inside a hole onto itself (so it stays writable: the stage's `outbox/` in
+//! `.autocode/`), then binds each hole onto itself recursively and remounts that bind
+//! read-only. The capability drop that follows (`super::child`) takes `CAP_SYS_ADMIN`, so the
+//! family cannot unmount or remount; a user namespace it makes later copies the mounts locked
+//! (read-only flags and the mounts over the holes cannot be undone there), and renaming or
+//! removing a mount point fails with `EBUSY`. Files in a hole keep their identity: reads see
+//! the same inodes, and autocode, outside the namespace, writes there as before.
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Everything the child needs to cut the holes, prepared before the fork.
+#[derive(Debug)]
+pub struct HolePlan {
+    /// `Some`: not privileged for mounts here, so a user namespace is made first, with these
+    /// maps (`"<uid> <uid> 1\n"`, `"<gid> <gid> 1\n"`).
+    user_maps: Option<(CString, CString)>,
+    /// Writable paths inside a hole, bound onto themselves before the holes are cut.
+    rebinds: Vec<CString>,
+    holes: Vec<CString>,
+}
+
+/// The holes of a room that need a mount: those beneath one of `writable` (the others are
+/// read-only already). Paths are canonical; holes that do not exist are returned apart.
+pub fn needed(writable: &[PathBuf], read_only: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let writable: Vec<PathBuf> = writable
+        .iter()
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .collect();
+    let mut holes = Vec::new();
+    let mut skipped = Vec::new();
+    for hole in read_only {
+        match std::fs::canonicalize(hole) {
+            Ok(hole) => {
+                if writable.iter().any(|w| hole.starts_with(w) && &hole != w) {
+                    holes.push(hole);
+                }
+            }
+            Err(_) => skipped.push(hole.clone()),
+        }
+    }
+    holes.sort();
+    holes.dedup();
+    (holes, skipped)
+}
+
+fn cstring(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path holds a NUL byte"))
+}
+
+/// Whether this process may mount in a new mount namespace without a user namespace
+/// (`CAP_SYS_ADMIN` in its effective set).
+fn privileged_for_mounts() -> bool {
+    caps::has_cap(
+        None,
+        caps::CapSet::Effective,
+        caps::Capability::CAP_SYS_ADMIN,
+    )
+    .unwrap_or(false)
+}
+
+impl HolePlan {
+    /// The plan for `holes` (canonical, from [`needed`]); `writable` paths inside a hole are
+    /// bound back writable. `None` when there is no hole.
+    pub fn new(writable: &[PathBuf], holes: &[PathBuf]) -> io::Result<Option<HolePlan>> {
+        if holes.is_empty() {
+            return Ok(None);
+        }
+        let rebinds = writable
+            .iter()
+            .filter_map(|w| std::fs::canonicalize(w).ok())
+            .filter(|w| holes.iter().any(|h| w.starts_with(h)))
+            .map(|w| cstring(&w))
+            .collect::<io::Result<Vec<_>>>()?;
+        let user_maps = if privileged_for_mounts() {
+            None
+        } else {
+            let uid = nix::unistd::geteuid().as_raw();
+            let gid = nix::unistd::getegid().as_raw();
+            Some((
+                CString::new(format!("{uid} {uid} 1\n")).map_err(io::Error::other)?,
+                CString::new(format!("{gid} {gid} 1\n")).map_err(io::Error::other)?,
+            ))
+        };
+        Ok(Some(HolePlan {
+            user_maps,
+            rebinds,
+            holes: holes
+                .iter()
+                .map(|h| cstring(h))
+                .collect::<io::Result<_>>()?,
+        }))
+    }
+
+    /// The mechanism's name in a receipt.
+    pub fn mechanism(&self) -> &'static str {
+        if self.user_maps.is_some() {
+            "mount-namespace-read-only-holes (user namespace)"
+        } else {
+            "mount-namespace-read-only-holes"
+        }
+    }
+
+    /// Cuts the holes in this (forked, single-threaded) process. Async-signal-safe: raw system
+    /// calls on data prepared before the fork.
+    pub fn enter(&self) -> io::Result<()> {
+        // SAFETY: raw system calls on integers, on C strings owned by `self` (alive for the
+        // call) and on stack memory; nothing allocates or takes a lock.
+        unsafe {
+            match &self.user_maps {
+                Some((uid_map, gid_map)) => {
+                    // A process that changed its uid (su, setpriv) is not dumpable, and then its
+                    // `/proc/self` files belong to root: the maps could not be written. Exec
+                    // sets dumpability afresh either way.
+                    check(libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0))?;
+                    check(libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS))?;
+                    write_file(c"/proc/self/setgroups", b"deny")?;
+                    write_file(c"/proc/self/uid_map", uid_map.as_bytes())?;
+                    write_file(c"/proc/self/gid_map", gid_map.as_bytes())?;
+                }
+                None => check(libc::unshare(libc::CLONE_NEWNS))?,
+            }
+            check(libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ))?;
+            for path in &self.rebinds {
+                bind(path)?;
+            }
+            for hole in &self.holes {
+                bind(hole)?;
+                // The flags the bind inherited that a remount must keep (a user namespace may
+                // not drop nosuid, nodev, noexec or the atime mode of a mount it did not make).
+                let mut fs: libc::statvfs = std::mem::zeroed();
+                check(libc::statvfs(hole.as_ptr(), &mut fs))?;
+                let kept = [
+                    (libc::ST_NOSUID, libc::MS_NOSUID),
+                    (libc::ST_NODEV, libc::MS_NODEV),
+                    (libc::ST_NOEXEC, libc::MS_NOEXEC),
+                    (libc::ST_NOATIME, libc::MS_NOATIME),
+                    (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+                    (libc::ST_RELATIME, libc::MS_RELATIME),
+                ]
+                .iter()
+                .filter(|(st, _)| fs.f_flag & *st != 0)
+                .fold(0, |flags, (_, ms)| flags | ms);
+                check(libc::mount(
+                    std::ptr::null(),
+                    hole.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | kept,
+                    std::ptr::null(),
+                ))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check(rc: libc::c_int) -> io::Result<()> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Binds `path` onto itself, recursively (what is mounted beneath comes along).
+///
+/// # Safety
+/// Forked child only; `path` is a valid C string.
+unsafe fn bind(path: &CString) -> io::Result<()> {
+    // SAFETY: the caller's contract; the pointers are valid C strings or null.
+    check(unsafe {
+        libc::mount(
+            path.as_ptr(),
+            path.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND | libc::MS_REC,
+            std::ptr::null(),
+        )
+    })
+}
+
+/// Writes `bytes` to `path` in one `write` (the `/proc` map files take one write).
+///
+/// # Safety
+/// Forked child only.
+unsafe fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> io::Result<()> {
+    // SAFETY: `path` is a valid C string and `bytes` outlives the calls.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let written = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+        let error = io::Error::last_os_error();
+        libc::close(fd);
+        if written != bytes.len() as isize {
+            return Err(error);
+        }
+    }
+    Ok(())
+}
+
+/// `None` when read-only holes can be cut here, else what is missing (tried once per process:
+/// a forked child cuts a hole in a temporary directory and checks a write there fails while a
+/// write in a path bound back succeeds).
+pub fn missing() -> Option<String> {
+    static MISSING: OnceLock<Option<String>> = OnceLock::new();
+    MISSING.get_or_init(try_in_a_child).clone()
+}
+
+fn try_in_a_child() -> Option<String> {
+    let what = "a private mount namespace for read-only holes (`--in-place` runs keep `.git` and `.autocode/` read-only with it)";
+    let result = (|| -> io::Result<i32> {
+        let dir = tempfile::Builder::new()
+            .prefix("autocode-holes-probe-")
+            .tempdir()?;
+        let root = std::fs::canonicalize(dir.path())?;
+        let hole = root.join("hole");
+        let inside = hole.join("open");
+        std::fs::create_dir_all(&inside)?;
+        let plan = HolePlan::new(std::slice::from_ref(&inside), std::slice::from_ref(&hole))?
+            .ok_or_else(|| io::Error::other("no hole planned"))?;
+        let refused = cstring(&hole.join("refused"))?;
+        let allowed = cstring(&inside.join("allowed"))?;
+        // SAFETY: the child makes raw system calls only (HolePlan::enter, open, _exit) on data
+        // prepared before the fork, then exits without returning.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if pid == 0 {
+            // SAFETY: see above; this is the forked child.
+            unsafe {
+                let code = match plan.enter() {
+                    Err(e) => 10 + e.raw_os_error().unwrap_or(0).min(100),
+                    Ok(()) => {
+                        let mode = libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC;
+                        let hole_write = libc::open(refused.as_ptr(), mode, 0o600);
+                        let erofs = hole_write < 0 && *libc::__errno_location() == libc::EROFS;
+                        let open_write = libc::open(allowed.as_ptr(), mode, 0o600);
+                        match (erofs, open_write >= 0) {
+                            (true, true) => 0,
+                            (false, _) => 2,
+                            (true, false) => 3,
+                        }
+                    }
+                };
+                libc::_exit(code);
+            }
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child forked above.
+        if unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(if libc::WIFEXITED(status) {
+            libc::WEXITSTATUS(status)
+        } else {
+            -1
+        })
+    })();
+    match result {
+        Ok(0) => None,
+        Ok(code @ 10..) => Some(format!(
+            "{what}: {}",
+            io::Error::from_raw_os_error(code - 10)
+        )),
+        Ok(2) => Some(format!("{what}: a write inside the hole was not refused")),
+        Ok(3) => Some(format!(
+            "{what}: a writable path inside the hole was not writable"
+        )),
+        Ok(code) => Some(format!("{what}: the probe ended with {code}")),
+        Err(e) => Some(format!("{what}: the probe could not run: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_holes_beneath_a_writable_path_need_a_mount() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        for sub in ["ws/.git", "ws/src", "other"] {
+            std::fs::create_dir_all(root.join(sub)).unwrap();
+        }
+        let (holes, skipped) = needed(
+            &[root.join("ws")],
+            &[
+                root.join("ws/.git"),
+                root.join("other"),
+                root.join("ws"),
+                root.join("ws/.autocode"),
+            ],
+        );
+        assert_eq!(holes, vec![root.join("ws/.git")]);
+        assert_eq!(skipped, vec![root.join("ws/.autocode")]);
+    }
+
+    #[test]
+    fn this_host_can_cut_holes() {
+        assert_eq!(missing(), None);
+    }
+}
