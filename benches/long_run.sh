@@ -22,7 +22,8 @@ bin=${AUTOCODE_BIN:-target/release/autocode}
 bin=$(realpath "$bin")
 milestones=${1:-333}
 root=$(mktemp -d)
-trap 'rm -rf "$root"' EXIT
+# LONG_RUN_KEEP=1 keeps the workspace and the run for a closer look (the path is printed).
+if [ -n "${LONG_RUN_KEEP:-}" ]; then echo "kept in $root" >&2; else trap 'rm -rf "$root"' EXIT; fi
 home=$root/home ws=$root/ws script=$root/script.json
 mkdir -p "$home/.config/autocode/providers" "$ws"
 
@@ -137,4 +138,16 @@ print("|---|---|---|---|---|")
 for name, p in (("first tenth", first), ("last tenth", last), ("all", whole)):
     print(f"| {name} | {p[0]:.1f} | {p[1]:.1f} | {p[2]:.1f} | {p[3]:.1f} |")
 print(f"\nlast tenth / first tenth (overhead per stage, medians): {last[3] / first[3]:.2f}")
+print("\nBy role (first tenth → last tenth, medians: in-runner ms, between ms):\n")
+print("| role | in-runner first | in-runner last | between first | between last |")
+print("|---|---|---|---|---|")
+for role in sorted({r[0] for r in rows}):
+    f = [r for r in rows[:tenth] if r[0] == role]
+    l = [r for r in rows[-tenth - 1:-1] if r[0] == role]
+    if not f or not l:
+        continue
+    fb = [r[3] for r in f if r[3] is not None]
+    lb = [r[3] for r in l if r[3] is not None]
+    print(f"| {role} | {med([r[2] for r in f]):.1f} | {med([r[2] for r in l]):.1f} | "
+          f"{med(fb):.1f} | {med(lb):.1f} |")
 EOF

@@ -503,9 +503,10 @@ pub fn status(args: StatusArgs) -> Result<ExitCode, EdgeError> {
     let env: BTreeMap<String, String> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
-    // The only process `status` may start is git, to check that no run is tracked, and git
-    // cannot run outside a repository: there, no keeper and no runtime threads.
-    let runtime = if crate::run::integrity::could_be_in_git_repository(&workspace, &env) {
+    // The only process `status` may start is git, to check that no run is tracked: not outside
+    // a repository, nor in a plain one (its index is read in place). Then no keeper and no
+    // runtime threads.
+    let runtime = if crate::run::integrity::tracking_needs_git(&workspace, &env) {
         crate::supervise::init_before_threads();
         super::runtime()?
     } else {

@@ -412,6 +412,32 @@ pub fn could_be_in_git_repository(dir: &Path, env: &BTreeMap<String, String>) ->
         .any(|ancestor| present(ancestor.join(".git")) || present(ancestor.join("HEAD")))
 }
 
+/// [`tracked_run_dirs`] without git: a plain repository's index read in place (`None`: git
+/// must be asked — a `GIT_*` variable is set, or the repository is not a plain case).
+pub fn tracked_run_dirs_from_index(
+    workspace: &Path,
+    env: &BTreeMap<String, String>,
+) -> Option<BTreeSet<String>> {
+    let git_variable = |k: &str| k.starts_with("GIT_");
+    if env.keys().any(|k| git_variable(k))
+        || std::env::vars_os().any(|(k, _)| k.to_str().is_none_or(git_variable))
+    {
+        return None;
+    }
+    match crate::gitindex::tracked_under(workspace) {
+        crate::gitindex::Answer::Tracked(paths) => {
+            Some(run_names(paths.iter().map(String::as_str)))
+        }
+        crate::gitindex::Answer::AskGit => None,
+    }
+}
+
+/// Whether answering [`tracked_run_dirs`] for `workspace` starts git (a supervised launch).
+pub fn tracking_needs_git(workspace: &Path, env: &BTreeMap<String, String>) -> bool {
+    could_be_in_git_repository(workspace, env)
+        && tracked_run_dirs_from_index(workspace, env).is_none()
+}
+
 /// The run directory names under `.autocode/runs/` that git tracks in `workspace` (empty when
 /// the workspace is not in a git work tree).
 pub async fn tracked_run_dirs(
@@ -420,6 +446,9 @@ pub async fn tracked_run_dirs(
 ) -> Result<BTreeSet<String>, WorkspaceError> {
     if !could_be_in_git_repository(workspace, env) {
         return Ok(BTreeSet::new());
+    }
+    if let Some(names) = tracked_run_dirs_from_index(workspace, env) {
+        return Ok(names);
     }
     // One git launch where there is a work tree; outside one `ls-files` fails, and only then
     // does `rev-parse` tell "not a repository" (nothing tracked) from a failing git.
@@ -437,13 +466,17 @@ pub async fn tracked_run_dirs(
                 };
             }
         };
-    Ok(listed
-        .split('\0')
+    Ok(run_names(listed.split('\0')))
+}
+
+/// The run directory names of tracked paths (relative to the workspace).
+fn run_names<'a>(paths: impl Iterator<Item = &'a str>) -> BTreeSet<String> {
+    paths
         .filter_map(|p| p.strip_prefix(".autocode/runs/"))
         .filter_map(|p| p.split('/').next())
         .filter(|name| !name.is_empty())
         .map(str::to_owned)
-        .collect())
+        .collect()
 }
 
 /// Checks everything but git: the tag, the id, the workspace and the work tree.
