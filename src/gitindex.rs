@@ -221,19 +221,21 @@ fn varint(bytes: &[u8]) -> Option<(u64, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::process::Command;
 
+    /// git through the boundary, as autocode runs it (`run::workspace::git`).
     fn git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-            .args(args)
-            .current_dir(dir)
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_INDEX_FILE")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-        String::from_utf8(out.stdout).unwrap()
+        let env: std::collections::BTreeMap<String, String> = ["PATH", "HOME"]
+            .into_iter()
+            .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_owned(), v)))
+            .collect();
+        let mut all = vec!["-c", "user.name=t", "-c", "user.email=t@t"];
+        all.extend_from_slice(args);
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(crate::run::workspace::git(dir, &all, &env))
+            .unwrap_or_else(|e| panic!("git {args:?}: {e}"))
     }
 
     /// What `git ls-files` says, the way `run::integrity` asks it.

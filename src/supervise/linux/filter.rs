@@ -1,5 +1,7 @@
 //! The boundary's classic-BPF program: assembled from labels for the two kinds of launch
-//! (plain: ownership calls and execs; with a room: also connect), and checked in the tests by
+//! (plain: ownership calls and execs; with a room: also connect and `sendto` with an address;
+//! not `sendmsg`: the pre-exec child hands its listener over with one, before anyone could
+//! answer a notification), and checked in the tests by
 //! an interpreter that runs it the way the kernel does.
 //!
 //! Invariants: x86_64 (x32 folded onto the native numbers with `& ~X32_SYSCALL_BIT`) and i386
@@ -9,9 +11,10 @@
 use super::sys::{
     AUDIT_ARCH_I386, AUDIT_ARCH_X86_64, NR_CONNECT_I386, NR_CONNECT_X86_64, NR_EXECVE_I386,
     NR_EXECVE_X32, NR_EXECVE_X86_64, NR_EXECVEAT_I386, NR_EXECVEAT_X32, NR_EXECVEAT_X86_64,
-    NR_SECCOMP_I386, NR_SECCOMP_X86_64, NR_SETPGID_I386, NR_SETPGID_X86_64, NR_SETSID_I386,
-    NR_SETSID_X86_64, NR_SOCKETCALL_I386, SECCOMP_FILTER_FLAG_NEW_LISTENER, SECCOMP_RET_ALLOW,
-    SECCOMP_RET_KILL_PROCESS, SECCOMP_RET_USER_NOTIF, SYS_CONNECT, X32_SYSCALL_BIT,
+    NR_SECCOMP_I386, NR_SECCOMP_X86_64, NR_SENDTO_I386, NR_SENDTO_X86_64, NR_SETPGID_I386,
+    NR_SETPGID_X86_64, NR_SETSID_I386, NR_SETSID_X86_64, NR_SOCKETCALL_I386,
+    SECCOMP_FILTER_FLAG_NEW_LISTENER, SECCOMP_RET_ALLOW, SECCOMP_RET_KILL_PROCESS,
+    SECCOMP_RET_USER_NOTIF, SYS_CONNECT, SYS_SENDTO, X32_SYSCALL_BIT,
 };
 
 const BPF_LD_W_ABS: u16 = 0x20;
@@ -26,6 +29,8 @@ const OFFSET_NR: u32 = 0;
 const OFFSET_ARCH: u32 = 4;
 const OFFSET_ARG0_LOW: u32 = 16;
 const OFFSET_ARG1_LOW: u32 = 16 + 8;
+const OFFSET_ARG4_LOW: u32 = 16 + 4 * 8;
+const OFFSET_ARG4_HIGH: u32 = 16 + 4 * 8 + 4;
 
 /// One BPF instruction (`struct sock_filter`).
 #[repr(C)]
@@ -81,6 +86,7 @@ enum Label {
     I386,
     NewListener,
     Socketcall,
+    SendtoAddress,
     Kill,
     Allow,
     Notify,
@@ -115,7 +121,15 @@ fn program(gate_connect: bool) -> Vec<Asm> {
         notify(NR_EXECVEAT_X32),
     ];
     if gate_connect {
-        asm.push(notify(NR_CONNECT_X86_64));
+        asm.extend([
+            notify(NR_CONNECT_X86_64),
+            Jump(
+                BPF_JEQ_K,
+                NR_SENDTO_X86_64,
+                Some(Label::SendtoAddress),
+                None,
+            ),
+        ]);
     }
     asm.extend([
         Jump(BPF_JEQ_K, NR_SECCOMP_X86_64, Some(Label::NewListener), None),
@@ -131,6 +145,7 @@ fn program(gate_connect: bool) -> Vec<Asm> {
     if gate_connect {
         asm.extend([
             notify(NR_CONNECT_I386),
+            Jump(BPF_JEQ_K, NR_SENDTO_I386, Some(Label::SendtoAddress), None),
             Jump(BPF_JEQ_K, NR_SOCKETCALL_I386, Some(Label::Socketcall), None),
         ]);
     }
@@ -142,12 +157,20 @@ fn program(gate_connect: bool) -> Vec<Asm> {
         asm.extend([
             Mark(Label::Socketcall),
             Stmt(BPF_LD_W_ABS, OFFSET_ARG0_LOW),
+            Jump(BPF_JEQ_K, SYS_CONNECT, Some(Label::Notify), None),
             Jump(
                 BPF_JEQ_K,
-                SYS_CONNECT,
+                SYS_SENDTO,
                 Some(Label::Notify),
                 Some(Label::Allow),
             ),
+            // A sendto that names a destination (both halves of the pointer are looked at;
+            // i386's upper half is zero).
+            Mark(Label::SendtoAddress),
+            Stmt(BPF_LD_W_ABS, OFFSET_ARG4_LOW),
+            Jump(BPF_JEQ_K, 0, None, Some(Label::Notify)),
+            Stmt(BPF_LD_W_ABS, OFFSET_ARG4_HIGH),
+            Jump(BPF_JEQ_K, 0, Some(Label::Allow), Some(Label::Notify)),
         ]);
     }
     asm.extend([
@@ -274,12 +297,12 @@ mod tests {
         let room = evaluate_with(filter(FilterKind::Room), data);
         let connect = matches!(
             NotifiedCall::of(data),
-            NotifiedCall::Connect | NotifiedCall::Socketcall
+            NotifiedCall::Connect | NotifiedCall::Socketcall | NotifiedCall::Sendto { .. }
         );
         if !connect {
             assert_eq!(
                 plain, room,
-                "the room filter differs only in connect: {data:?}"
+                "the room filter differs only in connect and sendto: {data:?}"
             );
         }
         room
@@ -342,6 +365,96 @@ mod tests {
                 SECCOMP_RET_KILL_PROCESS
             );
         }
+    }
+
+    #[test]
+    fn sendto_with_an_address_is_notified_only_with_a_room() {
+        let (notif, allow) = (SECCOMP_RET_USER_NOTIF, SECCOMP_RET_ALLOW);
+        let x32 = X32_SYSCALL_BIT;
+        let send = |kind, arch, nr: u32, args: [u64; 6]| {
+            evaluate_with(
+                filter(kind),
+                &SeccompData {
+                    nr: nr as i32,
+                    arch,
+                    instruction_pointer: 0,
+                    args,
+                },
+            )
+        };
+        let with_address = [3, 0x1000, 1, 0, 0x7fff_0000_2000, 110];
+        let high_only = [3, 0x1000, 1, 0, 0x7fff_0000_0000, 110];
+        let without = [3, 0x1000, 1, 0, 0, 0];
+        for (arch, nr) in [
+            (AUDIT_ARCH_X86_64, 44),
+            (AUDIT_ARCH_X86_64, 44 | x32),
+            (AUDIT_ARCH_I386, 369),
+        ] {
+            assert_eq!(send(FilterKind::Room, arch, nr, with_address), notif);
+            assert_eq!(
+                send(FilterKind::Room, arch, nr, without),
+                allow,
+                "a plain send"
+            );
+            assert_eq!(send(FilterKind::Plain, arch, nr, with_address), allow);
+        }
+        assert_eq!(
+            send(FilterKind::Room, AUDIT_ARCH_X86_64, 44, high_only),
+            notif,
+            "the upper half of the pointer counts"
+        );
+        for (arch, nr) in [
+            (AUDIT_ARCH_X86_64, 46),
+            (AUDIT_ARCH_X86_64, 307),
+            (AUDIT_ARCH_X86_64, 518 | x32),
+            (AUDIT_ARCH_I386, 370),
+        ] {
+            // The pre-exec child hands its listener over with sendmsg: never notified.
+            assert_eq!(send(FilterKind::Room, arch, nr, without), allow, "{nr}");
+        }
+        assert_eq!(
+            send(
+                FilterKind::Room,
+                AUDIT_ARCH_I386,
+                102,
+                [11, 0x1000, 0, 0, 0, 0]
+            ),
+            notif,
+            "socketcall(SYS_SENDTO): its address is in memory, so always notified"
+        );
+        assert_eq!(
+            send(
+                FilterKind::Plain,
+                AUDIT_ARCH_I386,
+                102,
+                [11, 0x1000, 0, 0, 0, 0]
+            ),
+            allow
+        );
+        assert_eq!(
+            send(
+                FilterKind::Room,
+                AUDIT_ARCH_I386,
+                102,
+                [9, 0x1000, 0, 0, 0, 0]
+            ),
+            allow,
+            "socketcall(SYS_SEND) names no destination"
+        );
+        // Each is classified as the send it is.
+        let of = |arch, nr: u32, arg0| {
+            NotifiedCall::of(&SeccompData {
+                nr: nr as i32,
+                arch,
+                instruction_pointer: 0,
+                args: [arg0, 0, 0, 0, 0, 0],
+            })
+            .name()
+        };
+        assert_eq!(of(AUDIT_ARCH_X86_64, 44, 0), "sendto");
+        assert_eq!(of(AUDIT_ARCH_X86_64, 44 | x32, 0), "sendto");
+        assert_eq!(of(AUDIT_ARCH_I386, 369, 0), "sendto");
+        assert_eq!(of(AUDIT_ARCH_I386, 102, 11), "sendto");
     }
 
     #[test]

@@ -237,6 +237,29 @@ pub fn read_connect_target(tid: i32, args: &[u64; 6], socketcall: bool) -> Optio
     Some(parse_sockaddr(buf.get(..got)?))
 }
 
+/// The destination a `sendto` names (`Some(None)`: no address; `None`: unreadable memory).
+pub fn read_sendto_target(
+    tid: i32,
+    args: &[u64; 6],
+    socketcall: bool,
+) -> Option<Option<SocketTarget>> {
+    let (address, length) = if socketcall {
+        // The args array holds six 32-bit words: fd, buf, len, flags, addr, addrlen.
+        let address = read_pointer(tid, args[1].checked_add(16)?, Width::W32)?;
+        let length = read_pointer(tid, args[1].checked_add(20)?, Width::W32)?;
+        (address, length)
+    } else {
+        (args[4], args[5] & 0xffff_ffff)
+    };
+    if address == 0 {
+        return Some(None);
+    }
+    let length = length.min(SOCKADDR_UN_LEN) as usize;
+    let mut buf = vec![0u8; length];
+    let got = sys::read_memory(tid, address, &mut buf).ok()?;
+    Some(Some(parse_sockaddr(buf.get(..got)?)))
+}
+
 /// The canonical path of a socket the caller names, resolved through its cwd and root
 /// (symlinks included); `None` when nothing exists there (the connect can only fail).
 pub fn resolve_socket(tid: i32, path: &[u8]) -> Option<PathBuf> {

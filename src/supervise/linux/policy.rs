@@ -140,9 +140,10 @@ pub fn decide(
         }
         NotifiedCall::Seccomp => Verdict::Deny("a second notification listener"),
         // Handled by `handle` (they read the caller's memory); a plain answer here.
-        NotifiedCall::Exec { .. } | NotifiedCall::Connect | NotifiedCall::Socketcall => {
-            Verdict::Continue(Vec::new())
-        }
+        NotifiedCall::Exec { .. }
+        | NotifiedCall::Connect
+        | NotifiedCall::Socketcall
+        | NotifiedCall::Sendto { .. } => Verdict::Continue(Vec::new()),
         NotifiedCall::Other => Verdict::Deny("unexpected notified system call"),
     }
 }
@@ -263,6 +264,19 @@ pub fn handle(
                     connect = Some(decide_connect(target, gate, |path| {
                         ledger::resolve_socket(tid, path)
                     }));
+                }
+            }
+            NotifiedCall::Sendto { socketcall } => {
+                if let Some(gate) = gate {
+                    let target = ledger::read_sendto_target(tid, &notif.data.args, socketcall);
+                    // A send without an address (a connected socket) names nothing to gate.
+                    connect = Some(match target {
+                        Some(None) => Verdict::Continue(Vec::new()),
+                        Some(Some(target)) => decide_connect(Some(target), gate, |path| {
+                            ledger::resolve_socket(tid, path)
+                        }),
+                        None => decide_connect(None, gate, |_| None),
+                    });
                 }
             }
             _ => {}

@@ -51,6 +51,11 @@ pub const NR_CONNECT_I386: u32 = 362;
 pub const NR_SOCKETCALL_I386: u32 = 102;
 /// `socketcall(SYS_CONNECT, args)`.
 pub const SYS_CONNECT: u32 = 3;
+/// `sendto(fd, buf, len, flags, addr, addrlen)`: gated in a room when it names an address (a
+/// datagram to a pathname socket outside the room). x32 uses the common number.
+pub const NR_SENDTO_X86_64: u32 = 44;
+pub const NR_SENDTO_I386: u32 = 369;
+pub const SYS_SENDTO: u32 = 11;
 
 pub use super::filter::{FilterKind, SockFilter, SockFprog, filter};
 
@@ -124,6 +129,11 @@ pub enum NotifiedCall {
     Connect,
     /// i386 `socketcall(SYS_CONNECT, args)`: the three arguments are 32-bit words at `args`.
     Socketcall,
+    /// `sendto` with an address; `socketcall`: i386 `socketcall(SYS_SENDTO, args)`, the six
+    /// arguments 32-bit words at `args[1]`.
+    Sendto {
+        socketcall: bool,
+    },
     Other,
 }
 
@@ -138,6 +148,7 @@ impl NotifiedCall {
                 (NR_SETPGID_X86_64, _) => Self::Setpgid,
                 (NR_SECCOMP_X86_64, _) => Self::Seccomp,
                 (NR_CONNECT_X86_64, _) => Self::Connect,
+                (NR_SENDTO_X86_64, _) => Self::Sendto { socketcall: false },
                 (NR_EXECVE_X86_64, false) => Self::Exec {
                     at: false,
                     width: Width::W64,
@@ -171,7 +182,12 @@ impl NotifiedCall {
                     width: Width::W32,
                 },
                 NR_CONNECT_I386 => Self::Connect,
-                NR_SOCKETCALL_I386 => Self::Socketcall,
+                NR_SENDTO_I386 => Self::Sendto { socketcall: false },
+                NR_SOCKETCALL_I386 => match data.args[0] as u32 {
+                    SYS_CONNECT => Self::Socketcall,
+                    SYS_SENDTO => Self::Sendto { socketcall: true },
+                    _ => Self::Other,
+                },
                 _ => Self::Other,
             },
             _ => Self::Other,
@@ -186,6 +202,7 @@ impl NotifiedCall {
             Self::Exec { at: false, .. } => "execve",
             Self::Exec { at: true, .. } => "execveat",
             Self::Connect | Self::Socketcall => "connect",
+            Self::Sendto { .. } => "sendto",
             Self::Other => "other",
         }
     }
@@ -649,6 +666,7 @@ mod tests {
         assert_eq!(NR_EXECVE_X86_64 as i64, libc::SYS_execve);
         assert_eq!(NR_EXECVEAT_X86_64 as i64, libc::SYS_execveat);
         assert_eq!(NR_CONNECT_X86_64 as i64, libc::SYS_connect);
+        assert_eq!(NR_SENDTO_X86_64 as i64, libc::SYS_sendto);
     }
 
     #[test]
