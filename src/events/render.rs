@@ -231,7 +231,7 @@ fn push_event(event: &NormalizedEvent, out: &mut String) {
 }
 
 /// The serialized names of the status enums (their serde strings, checked in the tests).
-fn command_status_str(status: CommandStatus) -> &'static str {
+pub(super) fn command_status_str(status: CommandStatus) -> &'static str {
     match status {
         CommandStatus::Succeeded => "succeeded",
         CommandStatus::Failed => "failed",
@@ -240,7 +240,7 @@ fn command_status_str(status: CommandStatus) -> &'static str {
     }
 }
 
-fn tool_status_str(status: ToolStatus) -> &'static str {
+pub(super) fn tool_status_str(status: ToolStatus) -> &'static str {
     match status {
         ToolStatus::Completed => "completed",
         ToolStatus::Failed => "failed",
@@ -248,7 +248,7 @@ fn tool_status_str(status: ToolStatus) -> &'static str {
     }
 }
 
-fn file_change_str(kind: FileChangeKind) -> &'static str {
+pub(super) fn file_change_str(kind: FileChangeKind) -> &'static str {
     match kind {
         FileChangeKind::Add => "add",
         FileChangeKind::Update => "update",
