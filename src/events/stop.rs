@@ -315,22 +315,37 @@ pub fn http_status_in_text(message: &str) -> Option<u16> {
         if !(100..=599).contains(&status) {
             continue;
         }
-        let before = message[..start].trim_end().to_ascii_lowercase();
+        // The markers are lower-case ASCII: comparing the tail case-insensitively is the same
+        // as lower-casing the text before (without an allocation per number).
+        let before = message[..start].trim_end().as_bytes();
+        let ends_with = |m: &str| {
+            before.len() >= m.len()
+                && before[before.len() - m.len()..].eq_ignore_ascii_case(m.as_bytes())
+        };
         let after_ok = bytes.get(i).is_none_or(|b| !b.is_ascii_alphanumeric());
-        if after_ok && MARKERS.iter().any(|m| before.ends_with(m)) {
+        if after_ok && MARKERS.iter().any(|m| ends_with(m)) {
             return Some(status);
         }
     }
     None
 }
 
+/// Whether `text` lower-cased contains `needle` (lower-case ASCII), without lower-casing it.
+fn contains_ignore_ascii_case(text: &str, needle: &str) -> bool {
+    let needle = needle.as_bytes();
+    needle.is_empty()
+        || text
+            .as_bytes()
+            .windows(needle.len())
+            .any(|window| window.eq_ignore_ascii_case(needle))
+}
+
 /// A reset time in a provider message (`resets 3pm`, `…|1767225600`, `try again in 20s`).
 pub fn reset_hint(message: &str) -> Option<String> {
-    let lower = message.to_ascii_lowercase();
     if !message.contains('|')
         && !["reset", "try again", "retry after"]
             .iter()
-            .any(|n| lower.contains(n))
+            .any(|n| contains_ignore_ascii_case(message, n))
     {
         return None;
     }
@@ -632,5 +647,50 @@ mod tests {
         let mut refused = signal("connect ECONNREFUSED 127.0.0.1", None, None);
         refused.retryable = Some(true);
         assert!(!is_retryable_transport_signal(&refused));
+    }
+
+    /// The status scan as it was before it stopped lower-casing the text (the reference).
+    fn http_status_reference(message: &str) -> Option<u16> {
+        const MARKERS: [&str; 6] = ["status:", "status", "(", "http", "api error:", "api error"];
+        let bytes = message.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            if !bytes[i].is_ascii_digit() {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < bytes.len() && bytes[i].is_ascii_digit() {
+                i += 1;
+            }
+            if i - start != 3 {
+                continue;
+            }
+            let Ok(status) = message[start..i].parse::<u16>() else {
+                continue;
+            };
+            if !(100..=599).contains(&status) {
+                continue;
+            }
+            let before = message[..start].trim_end().to_ascii_lowercase();
+            let after_ok = bytes.get(i).is_none_or(|b| !b.is_ascii_alphanumeric());
+            if after_ok && MARKERS.iter().any(|m| before.ends_with(m)) {
+                return Some(status);
+            }
+        }
+        None
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn status_and_hint_scans_match_lower_casing(
+            text in "(?s)(status:? ?|STATUS|HTTP|Api Error:?|\\(|reset|Try Again|RETRY AFTER|[0-9]{1,4}| |é|ß|\\||[a-z]){0,12}",
+        ) {
+            proptest::prop_assert_eq!(http_status_in_text(&text), http_status_reference(&text));
+            let lower = text.to_ascii_lowercase();
+            for needle in ["reset", "try again", "retry after"] {
+                proptest::prop_assert_eq!(contains_ignore_ascii_case(&text, needle), lower.contains(needle));
+            }
+        }
     }
 }
