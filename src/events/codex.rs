@@ -12,83 +12,14 @@
 
 use std::borrow::Cow;
 
-use serde::Deserialize;
-
-use super::common::{LenientStr, Tally, exit_code, json_error, parse_line};
+use super::codex_wire::{WireItem, WireLine, WireUsage, parse_wire_line};
+use super::common::{LenientStr, Tally, exit_code, json_error};
 use super::stop::{Stop, StopClass, http_status_in_text, reset_hint};
 use super::types::{
     CodexThreadTotals, CommandStatus, ErrorSignal, ErrorSource, EvidenceId, FileChangeKind,
     FinalReport, NormalizedEvent, OUTPUT_EXCERPT_CAP, StreamSummary, ToolStatus, TransportKind,
     Usage, excerpt,
 };
-
-#[derive(Deserialize)]
-struct WireLine<'a> {
-    #[serde(borrow, rename = "type")]
-    kind: Cow<'a, str>,
-    #[serde(borrow, default)]
-    thread_id: LenientStr<'a>,
-    #[serde(borrow, default)]
-    item: Option<Box<WireItem<'a>>>,
-    #[serde(default)]
-    usage: Option<Box<WireUsage>>,
-    #[serde(borrow, default)]
-    message: LenientStr<'a>,
-    #[serde(borrow, default)]
-    error: Option<WireTurnError<'a>>,
-}
-
-#[derive(Deserialize)]
-struct WireTurnError<'a> {
-    #[serde(borrow, default)]
-    message: LenientStr<'a>,
-}
-
-#[derive(Deserialize)]
-struct WireItem<'a> {
-    #[serde(borrow, default)]
-    id: LenientStr<'a>,
-    #[serde(borrow, rename = "type", default)]
-    kind: LenientStr<'a>,
-    #[serde(borrow, default)]
-    text: LenientStr<'a>,
-    #[serde(borrow, default)]
-    command: LenientStr<'a>,
-    #[serde(borrow, default)]
-    aggregated_output: LenientStr<'a>,
-    #[serde(default)]
-    exit_code: Option<i64>,
-    #[serde(borrow, default)]
-    status: LenientStr<'a>,
-    #[serde(borrow, default)]
-    message: LenientStr<'a>,
-    #[serde(borrow, default)]
-    tool: LenientStr<'a>,
-    #[serde(borrow, default)]
-    changes: Option<Vec<WireChange<'a>>>,
-}
-
-#[derive(Deserialize)]
-struct WireChange<'a> {
-    #[serde(borrow, default)]
-    path: LenientStr<'a>,
-    #[serde(borrow, default)]
-    kind: LenientStr<'a>,
-}
-
-#[derive(Deserialize, Clone, Copy)]
-struct WireUsage {
-    #[serde(default)]
-    input_tokens: Option<u64>,
-    #[serde(default)]
-    cached_input_tokens: Option<u64>,
-    #[serde(default)]
-    cache_write_input_tokens: Option<u64>,
-    #[serde(default)]
-    output_tokens: Option<u64>,
-    #[serde(default)]
-    reasoning_output_tokens: Option<u64>,
-}
 
 #[derive(Debug)]
 enum Terminal {
@@ -158,7 +89,7 @@ impl CodexParser {
         let Some(line) = self.tally.start_line(line) else {
             return;
         };
-        let mut wire: WireLine = match parse_line(line) {
+        let mut wire: WireLine = match parse_wire_line(line) {
             Ok(wire) => wire,
             Err(error) => return self.tally.malformed(out, json_error(&error)),
         };

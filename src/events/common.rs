@@ -234,7 +234,7 @@ pub(crate) fn json_error(error: &serde_json::Error) -> String {
 
 /// A string field that tolerates any other JSON type (read as `None`), so one unexpected
 /// value does not make the whole line malformed.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 pub(crate) struct LenientStr<'a>(pub Option<Cow<'a, str>>);
 
 impl<'a> LenientStr<'a> {

@@ -16,9 +16,11 @@
 mod async_lines;
 mod claude;
 mod codex;
+mod codex_wire;
 mod common;
 mod event_json;
 mod final_message;
+mod json_scan;
 mod opencode;
 mod render;
 pub mod stop;

@@ -330,14 +330,20 @@ pub fn http_status_in_text(message: &str) -> Option<u16> {
     None
 }
 
-/// Whether `text` lower-cased contains `needle` (lower-case ASCII), without lower-casing it.
+/// Whether `text` lower-cased contains `needle` (non-empty lower-case ASCII), without
+/// lower-casing it: only positions holding the needle's first letter (either case) are compared.
 fn contains_ignore_ascii_case(text: &str, needle: &str) -> bool {
-    let needle = needle.as_bytes();
-    needle.is_empty()
-        || text
-            .as_bytes()
-            .windows(needle.len())
-            .any(|window| window.eq_ignore_ascii_case(needle))
+    let (text, needle) = (text.as_bytes(), needle.as_bytes());
+    let Some(&first) = needle.first() else {
+        return true;
+    };
+    let first_upper = first.to_ascii_uppercase();
+    text.iter().enumerate().any(|(at, &b)| {
+        (b == first || b == first_upper)
+            && text
+                .get(at..at + needle.len())
+                .is_some_and(|window| window.eq_ignore_ascii_case(needle))
+    })
 }
 
 /// A reset time in a provider message (`resets 3pm`, `…|1767225600`, `try again in 20s`).
