@@ -7,6 +7,7 @@
 //! compile error here until it is written out too. The rare non-string leaves (`cost_usd`, a
 //! structured report's `serde_json::Value`) go through serde_json itself.
 
+use super::json_scan::find_string_special;
 use super::render::{command_status_str, file_change_str, tool_status_str};
 use super::types::{CostSource, ErrorSignal, ErrorSource, FinalReport, NormalizedEvent, Usage};
 
@@ -318,20 +319,6 @@ fn push_int(out: &mut Vec<u8>, value: Int) {
     out.extend_from_slice(&digits[at..]);
 }
 
-const ONES: u64 = 0x0101_0101_0101_0101;
-const HIGHS: u64 = 0x8080_8080_8080_8080;
-
-/// Whether any of the eight bytes of `word` is a control character (< 0x20), `"` or `\`: the
-/// bytes JSON must escape. Exact as a yes/no (bytes >= 0x80 never count).
-fn needs_escape(word: u64) -> bool {
-    let has_zero = |w: u64| w.wrapping_sub(ONES) & !w & HIGHS;
-    let control = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
-    (control
-        | has_zero(word ^ (ONES * u64::from(b'"')))
-        | has_zero(word ^ (ONES * u64::from(b'\\'))))
-        != 0
-}
-
 /// serde_json's escape of one byte: 0 for none, `u` for `\u00XX`, else the short escape's letter.
 const fn escape_of(byte: u8) -> u8 {
     match byte {
@@ -347,68 +334,37 @@ const fn escape_of(byte: u8) -> u8 {
     }
 }
 
-const ESCAPE: [u8; 256] = {
-    let mut table = [0u8; 256];
-    let mut i = 0;
-    while i < 256 {
-        table[i] = escape_of(i as u8);
-        i += 1;
-    }
-    table
-};
-
 /// Appends `value` as a JSON string, escaped as serde_json escapes it (the short escapes, else
-/// `\u00xx` in lower-case hex for control characters; everything from 0x7F up as is).
+/// `\u00xx` in lower-case hex for control characters; everything from 0x7F up as is). The
+/// bytes to escape are exactly the ones [`find_string_special`] stops at.
 pub(crate) fn push_json_str(out: &mut Vec<u8>, value: &str) {
     let bytes = value.as_bytes();
     out.reserve(bytes.len() + 2);
     out.push(b'"');
-    let mut clean_from = 0;
     let mut at = 0;
-    while at < bytes.len() {
-        if let Some(chunk) = bytes.get(at..at + 8)
-            && let Ok(chunk) = <[u8; 8]>::try_from(chunk)
-        {
-            if !needs_escape(u64::from_le_bytes(chunk)) {
-                at += 8;
-                continue;
+    loop {
+        let end = find_string_special(bytes, at);
+        out.extend_from_slice(&bytes[at..end]);
+        let Some(&byte) = bytes.get(end) else {
+            break;
+        };
+        match escape_of(byte) {
+            b'u' => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(&[
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[usize::from(byte >> 4)],
+                    HEX[usize::from(byte & 0xF)],
+                ]);
             }
-            for offset in 0..8 {
-                escape_byte(out, bytes, &mut clean_from, at + offset);
-            }
-            at += 8;
-        } else {
-            escape_byte(out, bytes, &mut clean_from, at);
-            at += 1;
+            escape => out.extend_from_slice(&[b'\\', escape]),
         }
+        at = end + 1;
     }
-    out.extend_from_slice(&bytes[clean_from..]);
     out.push(b'"');
-}
-
-/// Escapes `bytes[at]` if it needs it, first flushing the clean run before it.
-#[inline]
-fn escape_byte(out: &mut Vec<u8>, bytes: &[u8], clean_from: &mut usize, at: usize) {
-    let byte = bytes[at];
-    let escape = ESCAPE[usize::from(byte)];
-    if escape == 0 {
-        return;
-    }
-    out.extend_from_slice(&bytes[*clean_from..at]);
-    *clean_from = at + 1;
-    if escape == b'u' {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        out.extend_from_slice(&[
-            b'\\',
-            b'u',
-            b'0',
-            b'0',
-            HEX[usize::from(byte >> 4)],
-            HEX[usize::from(byte & 0xF)],
-        ]);
-    } else {
-        out.extend_from_slice(&[b'\\', escape]);
-    }
 }
 
 #[cfg(test)]
@@ -665,17 +621,12 @@ mod tests {
     }
 
     #[test]
-    fn the_chunk_test_is_exact() {
-        for byte in 0..=255u8 {
-            for position in 0..8 {
-                let mut chunk = [b'a'; 8];
-                chunk[position] = byte;
-                assert_eq!(
-                    needs_escape(u64::from_le_bytes(chunk)),
-                    ESCAPE[usize::from(byte)] != 0,
-                    "byte {byte:#x} at {position}"
-                );
-            }
+    fn every_byte_escapes_as_serde_json_escapes_it() {
+        for byte in 0..0x80u8 {
+            let text = format!("a{}b", char::from(byte));
+            let mut out = Vec::new();
+            push_json_str(&mut out, &text);
+            assert_eq!(out, serde_json::to_vec(&text).unwrap(), "byte {byte:#x}");
         }
     }
 

@@ -14,15 +14,14 @@ const MAX_DEPTH: u32 = 100;
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGHS: u64 = 0x8080_8080_8080_8080;
 
-/// Whether any byte of `word` ends a run of plain string content: a control character
-/// (< 0x20), `"` or `\`. Exact as a yes/no; bytes >= 0x80 never count.
-pub(crate) fn has_string_special(word: u64) -> bool {
+/// The bytes of `word` that end a run of plain string content (a control character < 0x20,
+/// `"` or `\`), flagged by their high bits. The lowest flag is exact (a borrow only disturbs
+/// the bytes above a flagged one), so its byte is the first such byte; bytes >= 0x80 never
+/// count.
+pub(crate) fn string_special_mask(word: u64) -> u64 {
     let has_zero = |w: u64| w.wrapping_sub(ONES) & !w & HIGHS;
     let control = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
-    (control
-        | has_zero(word ^ (ONES * u64::from(b'"')))
-        | has_zero(word ^ (ONES * u64::from(b'\\'))))
-        != 0
+    control | has_zero(word ^ (ONES * u64::from(b'"'))) | has_zero(word ^ (ONES * u64::from(b'\\')))
 }
 
 fn is_string_special(byte: u8) -> bool {
@@ -30,15 +29,17 @@ fn is_string_special(byte: u8) -> bool {
 }
 
 /// The index of the first control character, `"` or `\` in `bytes` from `from`, else the
-/// length; eight bytes at a time over plain content.
+/// length; eight bytes at a time.
 pub(crate) fn find_string_special(bytes: &[u8], from: usize) -> usize {
     let mut at = from;
     while let Some(chunk) = bytes.get(at..at + 8) {
         let Ok(chunk) = <[u8; 8]>::try_from(chunk) else {
             break;
         };
-        if has_string_special(u64::from_le_bytes(chunk)) {
-            break;
+        let mask = string_special_mask(u64::from_le_bytes(chunk));
+        if mask != 0 {
+            // The flag is a byte's high bit: bit 8k + 7 for byte k.
+            return at + (mask.trailing_zeros() / 8) as usize;
         }
         at += 8;
     }
@@ -323,11 +324,15 @@ mod tests {
             for position in 0..8 {
                 let mut chunk = [b'a'; 8];
                 chunk[position] = byte;
+                let mask = string_special_mask(u64::from_le_bytes(chunk));
                 assert_eq!(
-                    has_string_special(u64::from_le_bytes(chunk)),
+                    mask != 0,
                     is_string_special(byte),
                     "byte {byte:#x} at {position}"
                 );
+                if mask != 0 {
+                    assert_eq!(mask.trailing_zeros() / 8, position as u32);
+                }
             }
         }
     }
@@ -370,6 +375,16 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(1024))]
+
+        #[test]
+        fn find_string_special_finds_the_first(
+            bytes in proptest::collection::vec(prop::sample::select(vec![b'a', b'"', b'\\', 0x00, 0x1f, 0x20, 0x7f, 0x80, 0xff, 0x5b, 0x21]), 0..40),
+            from in 0usize..40,
+        ) {
+            let from = from.min(bytes.len());
+            let expected = bytes[from..].iter().position(|&b| is_string_special(b)).map_or(bytes.len(), |p| from + p);
+            prop_assert_eq!(find_string_special(&bytes, from), expected);
+        }
 
         /// Whatever the cursor reads, serde_json reads the same way.
         #[test]
