@@ -365,8 +365,16 @@ mod tests {
                 "{\"k\":[null]}",
                 "[1,]",
                 "nul",
+                "1e400",
+                "-1E+400",
+                "1e-400",
+                "[1e400]",
+                "{\"k\":1e999}",
+                "0.5e1",
             ])
             .prop_map(str::to_owned),
+            Just(format!("1{}", "0".repeat(400))),
+            Just(format!("[1{}]", "0".repeat(400))),
         ]
     }
 

@@ -304,11 +304,20 @@ impl<'a> Cursor<'a> {
     }
 
     /// A string, or `None` inside for any other value (consumed): the lenient string fields.
+    /// serde_json reads a number standing there in full (and refuses one beyond `f64`'s range,
+    /// `1e400` or 400 digits), unlike a nested one, which it only checks for syntax: a number
+    /// with an exponent or of more than 100 characters is left to it.
     pub fn lenient_str(&mut self) -> Option<Option<Cow<'a, str>>> {
-        if self.peek()? == b'"' {
-            self.string().map(Some)
-        } else {
-            self.skip_value().map(|()| None)
+        match self.peek()? {
+            b'"' => self.string().map(Some),
+            b'-' | b'0'..=b'9' => {
+                let start = self.at;
+                self.skip_number()?;
+                let number = &self.bytes()[start..self.at];
+                let plain = number.len() <= 100 && !number.iter().any(|&b| b == b'e' || b == b'E');
+                plain.then_some(None)
+            }
+            _ => self.skip_value().map(|()| None),
         }
     }
 }
