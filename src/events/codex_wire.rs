@@ -292,6 +292,7 @@ mod tests {
             r#"{"type":"turn.completed","usage":{"input_tokens":01}}"#,
             r#"{"type":"x","message":"\ud83e\udd80"}"#,
             r#"{"type":"x"} x"#,
+            r#"{"type":"x","thread_id":1e400}"#,
             r#"{"type":"x",}"#,
             "[\"x\"]",
         ] {
@@ -300,6 +301,9 @@ mod tests {
         // Every one of them still parses (or fails) through serde_json.
         assert!(parse_wire_line(br#"{"type":"item.completed","item":{"changes":[]}}"#).is_ok());
         assert!(parse_wire_line(br#"{"type":"a","type":"b"}"#).is_err());
+        // serde_json reads a number standing for a lenient field in full and refuses this one.
+        assert!(parse_wire_line(br#"{"type":"x","thread_id":1e400}"#).is_err());
+        assert!(parse_wire_line(br#"{"type":"x","thread_id":[1e400]}"#).is_ok());
     }
 
     /// A JSON string literal with the escapes and characters Codex output carries, and some
