@@ -127,10 +127,7 @@ impl<W: Write> EventSink<W> {
             self.buffer
                 .extend_from_slice(if self.first { b"\n  " } else { b",\n  " });
             self.first = false;
-            if let Err(e) = serde_json::to_writer(&mut self.buffer, event) {
-                self.error = Some(std::io::Error::other(e));
-                return;
-            }
+            events::write_event_json(event, &mut self.buffer);
             &self.buffer[..]
         } else {
             self.line.clear();

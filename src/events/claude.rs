@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 
 use serde::Deserialize;
 
-use super::common::{LenientStr, StrOr, Tally, json_error};
+use super::common::{LenientStr, StrOr, Tally, json_error, parse_line};
 use super::stop::{Stop, StopClass, reset_hint};
 use super::types::{
     CommandStatus, ErrorSignal, ErrorSource, EvidenceId, FileChangeKind, FinalReport,
@@ -252,7 +252,7 @@ impl ClaudeParser {
         let Some(line) = self.tally.start_line(line) else {
             return;
         };
-        let wire: WireLine = match serde_json::from_slice(line) {
+        let wire: WireLine = match parse_line(line) {
             Ok(wire) => wire,
             Err(error) => return self.tally.malformed(out, json_error(&error)),
         };

@@ -12,82 +12,14 @@
 
 use std::borrow::Cow;
 
-use serde::Deserialize;
-
+use super::codex_wire::{WireItem, WireLine, WireUsage, parse_wire_line};
 use super::common::{LenientStr, Tally, exit_code, json_error};
 use super::stop::{Stop, StopClass, http_status_in_text, reset_hint};
 use super::types::{
     CodexThreadTotals, CommandStatus, ErrorSignal, ErrorSource, EvidenceId, FileChangeKind,
-    FinalReport, NormalizedEvent, StreamSummary, ToolStatus, TransportKind, Usage, excerpt,
+    FinalReport, NormalizedEvent, OUTPUT_EXCERPT_CAP, StreamSummary, ToolStatus, TransportKind,
+    Usage, excerpt,
 };
-
-#[derive(Deserialize)]
-struct WireLine<'a> {
-    #[serde(borrow, rename = "type")]
-    kind: Cow<'a, str>,
-    #[serde(borrow, default)]
-    thread_id: LenientStr<'a>,
-    #[serde(borrow, default)]
-    item: Option<Box<WireItem<'a>>>,
-    #[serde(default)]
-    usage: Option<Box<WireUsage>>,
-    #[serde(borrow, default)]
-    message: LenientStr<'a>,
-    #[serde(borrow, default)]
-    error: Option<WireTurnError<'a>>,
-}
-
-#[derive(Deserialize)]
-struct WireTurnError<'a> {
-    #[serde(borrow, default)]
-    message: LenientStr<'a>,
-}
-
-#[derive(Deserialize)]
-struct WireItem<'a> {
-    #[serde(borrow, default)]
-    id: LenientStr<'a>,
-    #[serde(borrow, rename = "type", default)]
-    kind: LenientStr<'a>,
-    #[serde(borrow, default)]
-    text: LenientStr<'a>,
-    #[serde(borrow, default)]
-    command: LenientStr<'a>,
-    #[serde(borrow, default)]
-    aggregated_output: LenientStr<'a>,
-    #[serde(default)]
-    exit_code: Option<i64>,
-    #[serde(borrow, default)]
-    status: LenientStr<'a>,
-    #[serde(borrow, default)]
-    message: LenientStr<'a>,
-    #[serde(borrow, default)]
-    tool: LenientStr<'a>,
-    #[serde(borrow, default)]
-    changes: Option<Vec<WireChange<'a>>>,
-}
-
-#[derive(Deserialize)]
-struct WireChange<'a> {
-    #[serde(borrow, default)]
-    path: LenientStr<'a>,
-    #[serde(borrow, default)]
-    kind: LenientStr<'a>,
-}
-
-#[derive(Deserialize, Clone, Copy)]
-struct WireUsage {
-    #[serde(default)]
-    input_tokens: Option<u64>,
-    #[serde(default)]
-    cached_input_tokens: Option<u64>,
-    #[serde(default)]
-    cache_write_input_tokens: Option<u64>,
-    #[serde(default)]
-    output_tokens: Option<u64>,
-    #[serde(default)]
-    reasoning_output_tokens: Option<u64>,
-}
 
 #[derive(Debug)]
 enum Terminal {
@@ -157,7 +89,7 @@ impl CodexParser {
         let Some(line) = self.tally.start_line(line) else {
             return;
         };
-        let wire: WireLine = match serde_json::from_slice(line) {
+        let mut wire: WireLine = match parse_wire_line(line) {
             Ok(wire) => wire,
             Err(error) => return self.tally.malformed(out, json_error(&error)),
         };
@@ -211,7 +143,7 @@ impl CodexParser {
             }
             "item.started" | "item.completed" => {
                 let completed = wire.kind == "item.completed";
-                match &wire.item {
+                match &mut wire.item {
                     Some(item) => self.item(item, completed, line, out),
                     None => self
                         .tally
@@ -271,7 +203,7 @@ impl CodexParser {
 
     fn item(
         &mut self,
-        item: &WireItem,
+        item: &mut WireItem,
         completed: bool,
         raw: &[u8],
         out: &mut Vec<NormalizedEvent>,
@@ -287,7 +219,7 @@ impl CodexParser {
                 out,
                 NormalizedEvent::CommandStarted {
                     evidence_id,
-                    command: item.command.as_deref().unwrap_or("").to_owned(),
+                    command: take(&mut item.command),
                 },
             ),
             ("command_execution", true) => {
@@ -298,7 +230,7 @@ impl CodexParser {
                     ("completed" | "failed", Some(_)) => CommandStatus::Failed,
                     _ => CommandStatus::Unknown,
                 };
-                let command = item.command.as_deref().unwrap_or("").to_owned();
+                let command = take(&mut item.command);
                 if status == CommandStatus::Denied {
                     self.tally.emit(
                         out,
@@ -309,7 +241,15 @@ impl CodexParser {
                         },
                     );
                 }
-                let output = item.aggregated_output.as_deref().unwrap_or("");
+                let output = item.aggregated_output.0.take().unwrap_or_default();
+                let output_bytes = output.len() as u64;
+                // An output within the cap is kept whole: moved when serde_json already owns it
+                // (it had escapes), else copied once.
+                let output_excerpt = if output.len() <= OUTPUT_EXCERPT_CAP {
+                    output.into_owned()
+                } else {
+                    excerpt(&output)
+                };
                 self.tally.emit(
                     out,
                     NormalizedEvent::CommandFinished {
@@ -323,21 +263,21 @@ impl CodexParser {
                             exit
                         },
                         status,
-                        output_excerpt: excerpt(output),
-                        output_bytes: output.len() as u64,
+                        output_excerpt,
+                        output_bytes,
                     },
                 );
             }
             ("agent_message", true) => {
                 self.flush_message(out, false);
-                self.pending_message = Some(item.text.as_deref().unwrap_or("").to_owned());
+                self.pending_message = Some(take(&mut item.text));
             }
             ("reasoning", true) => {
-                if let Some(text) = item.text.as_deref() {
+                if let Some(text) = item.text.0.take() {
                     self.tally.emit(
                         out,
                         NormalizedEvent::Reasoning {
-                            text: text.to_owned(),
+                            text: text.into_owned(),
                         },
                     );
                 }
@@ -439,6 +379,12 @@ impl CodexParser {
     pub fn finish(self) -> StreamSummary {
         self.finish_into(&mut Vec::new())
     }
+}
+
+/// A kept string field: moved out when serde_json had to unescape it (it owns it), else copied
+/// once; absent or not a string is empty.
+fn take(field: &mut LenientStr) -> String {
+    field.0.take().map(Cow::into_owned).unwrap_or_default()
 }
 
 fn signal(source: ErrorSource, message: &str) -> ErrorSignal {

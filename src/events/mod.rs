@@ -16,8 +16,11 @@
 mod async_lines;
 mod claude;
 mod codex;
+mod codex_wire;
 mod common;
+mod event_json;
 mod final_message;
+mod json_scan;
 mod opencode;
 mod render;
 pub mod stop;
@@ -28,6 +31,7 @@ use std::io::{self, BufRead, Read};
 pub use async_lines::{LiveLine, read_line_capped};
 pub use claude::{ClaudeParser, MAX_PENDING_TOOLS};
 pub use codex::CodexParser;
+pub use event_json::write_event_json;
 pub use final_message::{
     COMMAND_KEYS, FinalMessage, SHELL_CALL_ARGUMENTS, ShellCommandFinalMessage,
     classify_final_message,

@@ -14,7 +14,7 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
-use super::common::{LenientStr, Tally, exit_code, json_error};
+use super::common::{LenientStr, Tally, exit_code, json_error, parse_line};
 use super::stop::{Stop, StopClass, reset_hint};
 use super::types::{
     CommandStatus, ErrorSignal, ErrorSource, EvidenceId, FileChangeKind, FinalReport,
@@ -185,7 +185,7 @@ impl OpencodeParser {
         let Some(line) = self.tally.start_line(line) else {
             return;
         };
-        let wire: WireLine = match serde_json::from_slice(line) {
+        let wire: WireLine = match parse_line(line) {
             Ok(wire) => wire,
             Err(error) => return self.tally.malformed(out, json_error(&error)),
         };

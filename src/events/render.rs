@@ -5,7 +5,7 @@
 //! [`render_event_into`] appends to a caller's buffer, so a long stream is rendered without an
 //! allocation per event (`autocode events normalize` reuses one buffer).
 
-use std::fmt::{self, Write as _};
+use std::fmt::Write as _;
 
 use super::{
     CommandStatus, FileChangeKind, FinalReport, Normalized, NormalizedEvent, StreamSummary,
@@ -25,16 +25,79 @@ fn push_one_line(out: &mut String, text: &str, cap: usize) {
         text.char_indices().nth(cap).map_or(text.len(), |(i, _)| i)
     };
     let head = &text[..end];
-    let mut rest = head;
+    let mut from = 0;
     // Newlines and carriage returns are ASCII: a byte search finds them on char boundaries.
-    while let Some(at) = rest.bytes().position(|b| b == b'\n' || b == b'\r') {
-        out.push_str(&rest[..at]);
+    while let Some(at) = find_line_break(head.as_bytes(), from) {
+        out.push_str(&head[from..at]);
         out.push('⏎');
-        rest = &rest[at + 1..];
+        from = at + 1;
     }
-    out.push_str(rest);
+    out.push_str(&head[from..]);
     if end < text.len() {
         out.push('…');
+    }
+}
+
+/// The index of the first `\n` or `\r` in `bytes` from `from`, eight bytes at a time.
+fn find_line_break(bytes: &[u8], from: usize) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |w: u64| w.wrapping_sub(ONES) & !w & HIGHS;
+    let mut at = from;
+    while let Some(chunk) = bytes.get(at..at + 8) {
+        let Ok(chunk) = <[u8; 8]>::try_from(chunk) else {
+            break;
+        };
+        let word = u64::from_le_bytes(chunk);
+        let mask =
+            has_zero(word ^ (ONES * u64::from(b'\n'))) | has_zero(word ^ (ONES * u64::from(b'\r')));
+        if mask != 0 {
+            // The lowest flag is exact: bit 8k + 7 for byte k.
+            return Some(at + (mask.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    bytes[at..]
+        .iter()
+        .position(|&b| b == b'\n' || b == b'\r')
+        .map(|offset| at + offset)
+}
+
+/// Appends `n` in decimal (what `Display` writes), without the formatting machinery.
+fn push_int(out: &mut String, n: i64) {
+    if n < 0 {
+        out.push('-');
+    }
+    push_uint(out, n.unsigned_abs());
+}
+
+fn push_uint(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        // `n % 10` is below 10: the cast keeps it exactly.
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(digits[at..].iter().map(|&d| char::from(d)));
+}
+
+/// A value or `?` when it is unknown (what `Opt` displays).
+fn push_opt_int(out: &mut String, n: Option<i64>) {
+    match n {
+        Some(n) => push_int(out, n),
+        None => out.push('?'),
+    }
+}
+
+fn push_opt_uint(out: &mut String, n: Option<u64>) {
+    match n {
+        Some(n) => push_uint(out, n),
+        None => out.push('?'),
     }
 }
 
@@ -45,28 +108,18 @@ fn one_line(text: &str, cap: usize) -> String {
     out
 }
 
-/// A value or `?` when it is unknown.
-struct Opt<T>(Option<T>);
-
-impl<T: fmt::Display> fmt::Display for Opt<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.0 {
-            Some(v) => v.fmt(f),
-            None => f.write_str("?"),
-        }
-    }
-}
-
 fn push_usage(out: &mut String, usage: &Usage) {
-    let _ = write!(
-        out,
-        "input {} · cache read {} · cache write {} · output {} (reasoning {})",
-        Opt(usage.input_tokens),
-        Opt(usage.cache_read_tokens),
-        Opt(usage.cache_write_tokens),
-        Opt(usage.output_tokens),
-        Opt(usage.reasoning_tokens),
-    );
+    out.push_str("input ");
+    push_opt_uint(out, usage.input_tokens);
+    out.push_str(" · cache read ");
+    push_opt_uint(out, usage.cache_read_tokens);
+    out.push_str(" · cache write ");
+    push_opt_uint(out, usage.cache_write_tokens);
+    out.push_str(" · output ");
+    push_opt_uint(out, usage.output_tokens);
+    out.push_str(" (reasoning ");
+    push_opt_uint(out, usage.reasoning_tokens);
+    out.push(')');
     if let Some(c) = usage.cost_usd {
         let _ = write!(out, " · ${c:.6}");
     }
@@ -106,7 +159,8 @@ fn push_event(event: &NormalizedEvent, out: &mut String) {
             session_id,
             api_key_source,
         } => {
-            let _ = write!(out, "session {session_id}");
+            out.push_str("session ");
+            out.push_str(session_id);
             if let Some(source) = api_key_source {
                 let _ = write!(out, " (api key source: {source})");
             }
@@ -125,7 +179,9 @@ fn push_event(event: &NormalizedEvent, out: &mut String) {
         } => {
             out.push_str("$ ");
             push_one_line(out, command, 160);
-            let _ = write!(out, " [{evidence_id}]");
+            out.push_str(" [");
+            out.push_str(evidence_id.as_str());
+            out.push(']');
         }
         NormalizedEvent::CommandFinished {
             evidence_id,
@@ -137,12 +193,15 @@ fn push_event(event: &NormalizedEvent, out: &mut String) {
         } => {
             out.push_str("command ");
             push_one_line(out, command, 120);
-            let _ = write!(
-                out,
-                " [{evidence_id}] exit {} ({}, {output_bytes} bytes of output)",
-                Opt(*exit_code),
-                command_status_str(*status)
-            );
+            out.push_str(" [");
+            out.push_str(evidence_id.as_str());
+            out.push_str("] exit ");
+            push_opt_int(out, exit_code.map(i64::from));
+            out.push_str(" (");
+            out.push_str(command_status_str(*status));
+            out.push_str(", ");
+            push_uint(out, *output_bytes);
+            out.push_str(" bytes of output)");
         }
         NormalizedEvent::ToolUse {
             evidence_id,
@@ -181,13 +240,13 @@ fn push_event(event: &NormalizedEvent, out: &mut String) {
             http_status,
             message,
         } => {
-            let _ = write!(
-                out,
-                "retry {}/{} (HTTP {}): ",
-                Opt(*attempt),
-                Opt(*max_retries),
-                Opt(*http_status),
-            );
+            out.push_str("retry ");
+            push_opt_int(out, attempt.map(i64::from));
+            out.push('/');
+            push_opt_int(out, max_retries.map(i64::from));
+            out.push_str(" (HTTP ");
+            push_opt_int(out, http_status.map(i64::from));
+            out.push_str("): ");
             push_one_line(out, message, 120);
         }
         NormalizedEvent::Usage { usage } => {
@@ -199,7 +258,9 @@ fn push_event(event: &NormalizedEvent, out: &mut String) {
             push_one_line(out, message, 160);
         }
         NormalizedEvent::ProviderError { error } => {
-            let _ = write!(out, "provider error (HTTP {}): ", Opt(error.http_status));
+            out.push_str("provider error (HTTP ");
+            push_opt_int(out, error.http_status.map(i64::from));
+            out.push_str("): ");
             push_one_line(out, &error.message, 160);
         }
         NormalizedEvent::FinalReport { report } => match report {
@@ -231,7 +292,7 @@ fn push_event(event: &NormalizedEvent, out: &mut String) {
 }
 
 /// The serialized names of the status enums (their serde strings, checked in the tests).
-fn command_status_str(status: CommandStatus) -> &'static str {
+pub(super) fn command_status_str(status: CommandStatus) -> &'static str {
     match status {
         CommandStatus::Succeeded => "succeeded",
         CommandStatus::Failed => "failed",
@@ -240,7 +301,7 @@ fn command_status_str(status: CommandStatus) -> &'static str {
     }
 }
 
-fn tool_status_str(status: ToolStatus) -> &'static str {
+pub(super) fn tool_status_str(status: ToolStatus) -> &'static str {
     match status {
         ToolStatus::Completed => "completed",
         ToolStatus::Failed => "failed",
@@ -248,7 +309,7 @@ fn tool_status_str(status: ToolStatus) -> &'static str {
     }
 }
 
-fn file_change_str(kind: FileChangeKind) -> &'static str {
+pub(super) fn file_change_str(kind: FileChangeKind) -> &'static str {
     match kind {
         FileChangeKind::Add => "add",
         FileChangeKind::Update => "update",
@@ -379,7 +440,53 @@ mod tests {
         assert_eq!(buffer, "kept|retry 1/? (HTTP 429): slow down");
     }
 
+    #[test]
+    fn numbers_render_as_display_does() {
+        for n in [0, 7, -1, 10, 429, i64::from(i32::MIN), i64::MAX, i64::MIN] {
+            let mut out = String::new();
+            push_int(&mut out, n);
+            assert_eq!(out, n.to_string());
+        }
+        let mut out = String::new();
+        push_opt_uint(&mut out, Some(u64::MAX));
+        push_opt_uint(&mut out, None);
+        push_opt_int(&mut out, None);
+        assert_eq!(out, format!("{}??", u64::MAX));
+        let event = NormalizedEvent::CommandFinished {
+            evidence_id: super::super::EvidenceId::from_provider_id("c2"),
+            command: "false".into(),
+            exit_code: Some(-9),
+            status: CommandStatus::Failed,
+            output_excerpt: String::new(),
+            output_bytes: 0,
+        };
+        assert_eq!(
+            render_event(&event),
+            "command false [event:c2] exit -9 (failed, 0 bytes of output)"
+        );
+    }
+
     proptest! {
+        #[test]
+        fn find_line_break_finds_the_first(
+            bytes in proptest::collection::vec(prop::sample::select(vec![b'a', b'\n', b'\r', 0x0b, 0x0c, 0x8a, 0x8d, 0xff]), 0..40),
+            from in 0usize..40,
+        ) {
+            let from = from.min(bytes.len());
+            prop_assert_eq!(
+                find_line_break(&bytes, from),
+                bytes[from..].iter().position(|&b| b == b'\n' || b == b'\r').map(|p| from + p)
+            );
+        }
+
+        #[test]
+        fn int_renders_as_display(n in any::<i64>(), u in any::<u64>()) {
+            let mut out = String::new();
+            push_int(&mut out, n);
+            push_uint(&mut out, u);
+            prop_assert_eq!(out, format!("{n}{u}"));
+        }
+
         #[test]
         fn one_line_matches_the_reference(text in "(?s).{0,40}", cap in 0usize..30) {
             prop_assert_eq!(one_line(&text, cap), one_line_reference(&text, cap));

@@ -315,23 +315,43 @@ pub fn http_status_in_text(message: &str) -> Option<u16> {
         if !(100..=599).contains(&status) {
             continue;
         }
-        let before = message[..start].trim_end().to_ascii_lowercase();
+        // The markers are lower-case ASCII: comparing the tail case-insensitively is the same
+        // as lower-casing the text before (without an allocation per number).
+        let before = message[..start].trim_end().as_bytes();
+        let ends_with = |m: &str| {
+            before.len() >= m.len()
+                && before[before.len() - m.len()..].eq_ignore_ascii_case(m.as_bytes())
+        };
         let after_ok = bytes.get(i).is_none_or(|b| !b.is_ascii_alphanumeric());
-        if after_ok && MARKERS.iter().any(|m| before.ends_with(m)) {
+        if after_ok && MARKERS.iter().any(|m| ends_with(m)) {
             return Some(status);
         }
     }
     None
 }
 
+/// Whether `message` may hold a reset hint: a `|`, or `reset`, `try again` or `retry after` in
+/// any case (one pass over the bytes, comparing only where an `r` or a `t` stands).
+fn may_hold_reset_hint(message: &str) -> bool {
+    let bytes = message.as_bytes();
+    bytes.iter().enumerate().any(|(at, &b)| {
+        let rest = &bytes[at..];
+        let starts = |needle: &str| {
+            rest.get(..needle.len())
+                .is_some_and(|head| head.eq_ignore_ascii_case(needle.as_bytes()))
+        };
+        match b | 0x20 {
+            b'|' => b == b'|',
+            b'r' => starts("reset") || starts("retry after"),
+            b't' => starts("try again"),
+            _ => false,
+        }
+    })
+}
+
 /// A reset time in a provider message (`resets 3pm`, `…|1767225600`, `try again in 20s`).
 pub fn reset_hint(message: &str) -> Option<String> {
-    let lower = message.to_ascii_lowercase();
-    if !message.contains('|')
-        && !["reset", "try again", "retry after"]
-            .iter()
-            .any(|n| lower.contains(n))
-    {
+    if !may_hold_reset_hint(message) {
         return None;
     }
     if let Some(epoch) = EPOCH_SUFFIX.captures(message).and_then(|c| c.get(1)) {
@@ -632,5 +652,52 @@ mod tests {
         let mut refused = signal("connect ECONNREFUSED 127.0.0.1", None, None);
         refused.retryable = Some(true);
         assert!(!is_retryable_transport_signal(&refused));
+    }
+
+    /// The status scan as it was before it stopped lower-casing the text (the reference).
+    fn http_status_reference(message: &str) -> Option<u16> {
+        const MARKERS: [&str; 6] = ["status:", "status", "(", "http", "api error:", "api error"];
+        let bytes = message.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            if !bytes[i].is_ascii_digit() {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < bytes.len() && bytes[i].is_ascii_digit() {
+                i += 1;
+            }
+            if i - start != 3 {
+                continue;
+            }
+            let Ok(status) = message[start..i].parse::<u16>() else {
+                continue;
+            };
+            if !(100..=599).contains(&status) {
+                continue;
+            }
+            let before = message[..start].trim_end().to_ascii_lowercase();
+            let after_ok = bytes.get(i).is_none_or(|b| !b.is_ascii_alphanumeric());
+            if after_ok && MARKERS.iter().any(|m| before.ends_with(m)) {
+                return Some(status);
+            }
+        }
+        None
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn status_and_hint_scans_match_lower_casing(
+            text in "(?s)(status:? ?|STATUS|HTTP|Api Error:?|\\(|reset|Try Again|RETRY AFTER|[0-9]{1,4}| |é|ß|\\||[a-z]){0,12}",
+        ) {
+            proptest::prop_assert_eq!(http_status_in_text(&text), http_status_reference(&text));
+            let lower = text.to_ascii_lowercase();
+            let mut any = text.contains('|');
+            for needle in ["reset", "try again", "retry after"] {
+                any |= lower.contains(needle);
+            }
+            proptest::prop_assert_eq!(may_hold_reset_hint(&text), any);
+        }
     }
 }

@@ -61,7 +61,10 @@ pub struct EvidenceId(String);
 
 impl EvidenceId {
     pub fn from_provider_id(provider_id: &str) -> EvidenceId {
-        EvidenceId(format!("event:{provider_id}"))
+        let mut id = String::with_capacity("event:".len() + provider_id.len());
+        id.push_str("event:");
+        id.push_str(provider_id);
+        EvidenceId(id)
     }
     pub fn as_str(&self) -> &str {
         &self.0
