@@ -153,16 +153,29 @@ pub struct StageRoomInput<'a> {
 /// the family's private mount namespace (`crate::supervise::Room::read_only`), and the stage's
 /// `outbox/` inside `.autocode/` stays writable.
 fn builder_grants(work_tree: &Path, isolation: &Isolation) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    let read_only = match isolation {
-        Isolation::InPlace => [".git", ".autocode"]
-            .iter()
-            .map(|name| work_tree.join(name))
-            .filter(|path| path.symlink_metadata().is_ok())
-            .collect(),
-        Isolation::Worktree { .. } => Vec::new(),
-    };
-    (vec![work_tree.to_owned()], read_only)
+    match isolation {
+        Isolation::InPlace => {
+            let read_only: Vec<PathBuf> = [".git", ".autocode"]
+                .iter()
+                .map(|name| work_tree.join(name))
+                .filter(|path| path.symlink_metadata().is_ok())
+                .collect();
+            // `autocode capture` receipts (report-file tools' evidence) stay writable inside
+            // the read-only `.autocode/`: the directory is made now, since only an existing
+            // path can be granted and bound back.
+            let evidence = work_tree.join(EVIDENCE_DIR);
+            let mut grants = vec![work_tree.to_owned()];
+            if !read_only.is_empty() && std::fs::create_dir_all(&evidence).is_ok() {
+                grants.push(evidence);
+            }
+            (grants, read_only)
+        }
+        Isolation::Worktree { .. } => (vec![work_tree.to_owned()], Vec::new()),
+    }
 }
+
+/// Where `autocode capture` writes its receipts, relative to the work tree.
+pub const EVIDENCE_DIR: &str = ".autocode/evidence";
 
 /// Builds a stage's room and its record. `confined: false` records an unconfined stage.
 pub fn stage_room(input: &StageRoomInput<'_>, confined: bool) -> (Option<Room>, RoomRecord) {
@@ -410,6 +423,11 @@ mod tests {
         );
         let room = room.unwrap();
         assert!(room.writable.contains(&ws.to_owned()));
+        assert!(
+            room.writable.contains(&ws.join(EVIDENCE_DIR)),
+            "capture receipts"
+        );
+        assert!(ws.join(EVIDENCE_DIR).is_dir());
         assert_eq!(room.read_only, vec![ws.join(".git"), ws.join(".autocode")]);
         assert_eq!(record.read_only, room.read_only);
         let wt = Isolation::Worktree {

@@ -61,10 +61,10 @@ fn named_by(check: &str, path: &str) -> bool {
         .unwrap_or_default();
     let name = path.rsplit('/').next().unwrap_or(path).to_lowercase();
     let test_like = ["test", "spec", "check"].iter().any(|t| name.contains(t));
-    for (_, command, _) in split_list(check) {
+    for command in check_words(check).iter() {
         let mut after_runner = false;
         let mut skip_next = false;
-        for word in words(&command) {
+        for word in command {
             if skip_next {
                 skip_next = false;
                 continue;
@@ -86,6 +86,35 @@ fn named_by(check: &str, path: &str) -> bool {
         }
     }
     false
+}
+
+/// The words of each command of `check`'s shell list, parsed once per check and thread: a
+/// reviewer's prompt asks [`named_by`] for every changed path against every check of the plan,
+/// which re-parsed each check per path (quadratic in a long plan).
+fn check_words(check: &str) -> std::rc::Rc<Vec<Vec<String>>> {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    use std::rc::Rc;
+    thread_local! {
+        static PARSED: RefCell<HashMap<String, Rc<Vec<Vec<String>>>>> = RefCell::new(HashMap::new());
+    }
+    PARSED.with(|parsed| {
+        let mut parsed = parsed.borrow_mut();
+        if let Some(words) = parsed.get(check) {
+            return Rc::clone(words);
+        }
+        if parsed.len() >= 4096 {
+            parsed.clear();
+        }
+        let words: Rc<Vec<Vec<String>>> = Rc::new(
+            split_list(check)
+                .into_iter()
+                .map(|(_, command, _)| words(&command))
+                .collect(),
+        );
+        parsed.insert(check.to_owned(), Rc::clone(&words));
+        words
+    })
 }
 
 /// How a file differs between the base and the final tree.
