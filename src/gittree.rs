@@ -28,6 +28,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::supervise::{self, Exit, LaunchSpec, StdinSource, StdioMode};
 
+mod objects;
+pub use objects::{ChangedEntry, Side};
+
 /// Configuration given to every git command of a store (`-c` pairs).
 const CONFIG: [&str; 17] = [
     "core.hooksPath=/dev/null",
