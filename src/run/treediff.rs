@@ -592,4 +592,78 @@ mod tests {
             ["a.py"]
         );
     }
+
+    /// The base read from git: a changed test is found, its diff shown, a symlink shown by its
+    /// target, an added file is not a changed test, and build outputs are not compared.
+    #[tokio::test]
+    async fn the_base_tree_is_compared_from_git() {
+        let env: std::collections::BTreeMap<String, String> = ["PATH", "HOME"]
+            .into_iter()
+            .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_owned(), v)))
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        fs::create_dir_all(ws.join("tests")).unwrap();
+        crate::run::workspace::git(&ws, &["init", "-q"], &env)
+            .await
+            .expect("git init");
+        fs::write(ws.join("tests/test_a.py"), "assert f() == 1\nassert g()\n").unwrap();
+        fs::write(ws.join("a.py"), "def f(): raise\n").unwrap();
+        std::os::unix::fs::symlink("a.py", ws.join("alias.py")).unwrap();
+        let store = GitStore::open(&dir.path().join("git"), &ws, &env)
+            .await
+            .unwrap()
+            .unwrap();
+        let index = dir.path().join("wt.index");
+        let base = store.write_tree(&ws, &index).await.unwrap();
+        fs::write(ws.join("tests/test_a.py"), "assert f() == 1\n").unwrap();
+        fs::write(ws.join("a.py"), "def f(): return 1\n").unwrap();
+        fs::write(ws.join("tests/test_new.py"), "assert f()\n").unwrap();
+        fs::remove_file(ws.join("alias.py")).unwrap();
+        std::os::unix::fs::symlink("tests/test_a.py", ws.join("alias.py")).unwrap();
+        fs::create_dir_all(ws.join("target")).unwrap();
+        fs::write(ws.join("target/out.bin"), "built").unwrap();
+        let now = store.write_tree(&ws, &index).await.unwrap();
+        let compared = Comparison::of_trees(&store, &base, &now).await.unwrap();
+        assert_eq!(
+            compared.changes(),
+            [
+                ("a.py".to_owned(), Change::Modified),
+                ("alias.py".to_owned(), Change::Modified),
+                ("tests/test_a.py".to_owned(), Change::Modified),
+                ("tests/test_new.py".to_owned(), Change::Added),
+            ]
+        );
+        assert_eq!(compared.changed_tests(&[]), ["tests/test_a.py"]);
+        let diff = compared.diff_of(&compared.changed_tests(&[]), 20_000);
+        assert!(
+            diff.starts_with("--- a/tests/test_a.py\n+++ b/tests/test_a.py\n"),
+            "{diff}"
+        );
+        assert!(diff.contains(" assert f() == 1\n-assert g()\n"), "{diff}");
+        let link = compared.diff_of(&["alias.py".to_owned()], 20_000);
+        assert!(
+            link.contains("-symlink → a.py\n+symlink → tests/test_a.py\n"),
+            "{link}"
+        );
+        // The same comparison from the two trees on disk reads the same.
+        let walked = dir.path().join("base");
+        store
+            .checkout(&base, &walked, &dir.path().join("base.index"))
+            .await
+            .unwrap();
+        let from_dirs = Comparison::of_dirs(&walked, &ws);
+        assert_eq!(from_dirs.changes(), compared.changes());
+        assert_eq!(
+            from_dirs.diff_of(&["a.py".to_owned()], 100),
+            compared.diff_of(&["a.py".to_owned()], 100)
+        );
+        assert!(
+            Comparison::of_trees(&store, &now, &now)
+                .await
+                .unwrap()
+                .changes()
+                .is_empty()
+        );
+    }
 }

@@ -840,7 +840,7 @@ fn run_happy_path_completes_with_every_role_once() {
             let copy = PathBuf::from(call["cwd"].as_str().expect("cwd"));
             assert!(
                 copy.starts_with(harness.home().join(".cache/autocode/verify"))
-                    && copy.ends_with("tester"),
+                    && copy.ends_with("tree"),
                 "{call}"
             );
             assert!(!copy.starts_with(harness.workspace()) && !copy.starts_with(&tree));
@@ -939,6 +939,41 @@ fn run_a_testers_edit_stays_in_its_copy_and_its_pass_is_not_believed() {
         fs::read_to_string(tree.join("hello.txt")).expect("hello.txt"),
         "hi\n"
     );
+}
+
+/// The tester's copy and every replay share the run's one verification tree: what the tester
+/// wrote there (a new file, a deleted one) is gone when autocode replays, and nothing else
+/// (no copy of the base tree, no second tree) is kept beside it.
+#[test]
+fn run_the_tester_and_the_replays_share_one_tree_and_the_testers_files_are_gone() {
+    let tester = json!([[{"run": "printf 'x\\n' > stray.txt && mkdir -p build && touch build/out"},
+                         {"run": CHECK}, {"run": "rm hello.txt"}, test_report("PASS", 0)]]);
+    // The tester cites the first check (exit 0); its copy has lost hello.txt by the end.
+    let tester = {
+        let mut t = tester;
+        t[0][3]["report"]["criteria"][0]["checks"][0]["evidence_ref"] = json!("{{event:2}}");
+        t
+    };
+    let harness = Harness::new(script_with(&[("tester", tester)]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_complete();
+    let cwd = harness
+        .calls()
+        .iter()
+        .find(|c| c["role"] == "tester")
+        .and_then(|c| c["cwd"].as_str().map(PathBuf::from))
+        .expect("the tester ran");
+    assert!(cwd.ends_with("tree"), "{cwd:?}");
+    assert!(!cwd.join("stray.txt").exists() && !cwd.join("build").exists());
+    assert_eq!(
+        fs::read_to_string(cwd.join("hello.txt")).expect("hello.txt"),
+        "hello\n",
+        "the final gate replayed in the tree brought back to the work tree"
+    );
+    let root = cwd.parent().expect("the verification root");
+    for gone in ["base", "tester", "replay"] {
+        assert!(!root.join(gone).exists(), "{gone} in {root:?}");
+    }
 }
 
 #[test]
