@@ -2346,6 +2346,66 @@ fn changed_tests_wait_for_a_person_and_escaping_links_fail_the_replay() {
     );
 }
 
+/// Outside git nothing changes: the base tree is the closed copy in `<run>/base/`, walked
+/// beside the work tree for the test diff, the replays run in fresh copies, and no verification
+/// tree is made.
+#[test]
+fn outside_git_the_base_is_a_copy_and_changed_tests_still_wait_for_a_person() {
+    let check = "sh tests/check.sh";
+    let plan = json!([{"report": {
+        "summary": "One milestone.",
+        "milestones": [{"id": "M1", "title": "Greeting", "description": "",
+                        "acceptance_criteria": [
+                            {"id": "AC1", "text": "the greeting check passes", "check": check,
+                             "human_review": false, "kind": "fail_to_pass"}]}]
+    }}]);
+    let build = json!([
+        {"run": "printf 'hi\\n' > hello.txt && printf 'grep -qx hi hello.txt\\n' > tests/check.sh"},
+        {"run": check},
+        {"report": {"status": "done", "summary": "Wrote hello.txt.",
+                    "files_changed": ["hello.txt", "tests/check.sh"],
+                    "checks": [{"command": check, "exit_code": 0, "evidence_ref": "{{last_event}}"}],
+                    "blockers": []}}
+    ]);
+    let tester = json!([{"run": check}, {"report": {
+        "milestone_id": "M1", "summary": "Checked.",
+        "criteria": [{"criterion_id": "AC1", "verdict": "PASS", "notes": "",
+                      "checks": [{"command": check, "exit_code": 0, "evidence_ref": "{{last_event}}"}]}]
+    }}]);
+    let harness = Harness::new(script_with(&[
+        ("planner", json!([plan])),
+        ("builder", json!([build])),
+        ("tester", json!([tester])),
+    ]));
+    let ws = harness.workspace();
+    fs::remove_dir_all(ws.join(".git")).expect("no git");
+    fs::create_dir_all(ws.join("tests")).expect("tests dir");
+    fs::write(ws.join("tests/check.sh"), "grep -qx hello hello.txt\n").expect("seed test");
+    let paused = harness.run(&["--yes", "--in-place"]);
+    paused.assert_paused("AWAITING_TEST_CHANGE_REVIEW");
+    let reason = paused.pause_reason();
+    assert!(
+        reason.contains("-grep -qx hello hello.txt") && reason.contains("+grep -qx hi hello.txt"),
+        "the test diff is shown: {paused:?}"
+    );
+    let runs: Vec<PathBuf> = fs::read_dir(ws.join(".autocode/runs"))
+        .expect("runs")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(
+        fs::read_to_string(runs[0].join("base/tests/check.sh")).expect("the base copy"),
+        "grep -qx hello hello.txt\n"
+    );
+    assert!(!runs[0].join("base-tree.json").exists());
+    assert!(
+        !harness.home().join(".cache/autocode/verify").exists(),
+        "no verification tree outside git"
+    );
+    harness.resume(&["--accept-test-changes"]).assert_complete();
+}
+
 /// Ctrl-C or SIGTERM in the middle of a stage: the stage's family is ended, the run pauses
 /// `PAUSED_INTERRUPTED` with its next step and autocode exits 3; `resume --abandon-stage`
 /// completes it. After a SIGKILL, `status` sees the free run lock and shows the attempt as
