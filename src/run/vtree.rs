@@ -136,6 +136,55 @@ impl VerifyTree {
         TreeId::parse(&text).ok()
     }
 
+    fn links_file(&self) -> PathBuf {
+        self.root.join(format!("{TREE}.links"))
+    }
+
+    /// How many entries `tree` has and its symlinks (every one is checked after each use).
+    /// Read from the record of the last tree brought to, updated with `git diff-tree` from that
+    /// tree (time proportional to what changed), else listed whole (`git ls-tree -r`).
+    async fn links_of(&self, tree: &TreeId) -> Result<(usize, Vec<String>), GitTreeError> {
+        let file = self.links_file();
+        let known = std::fs::read(&file)
+            .ok()
+            .and_then(|bytes| parse_links(&bytes));
+        let (files, links) = match known {
+            Some((at, files, links)) if &at == tree => (files, links),
+            Some((at, files, links)) => {
+                let mut links: std::collections::BTreeSet<String> = links.into_iter().collect();
+                let mut files = files as i64;
+                for change in self.store.diff_entries(&at, tree).await? {
+                    files += i64::from(change.old.is_none()) - i64::from(change.new.is_none());
+                    if change.new.as_ref().is_some_and(|n| n.is_symlink()) {
+                        links.insert(change.path);
+                    } else {
+                        links.remove(&change.path);
+                    }
+                }
+                (files.max(0) as usize, links.into_iter().collect())
+            }
+            None => {
+                let entries = self.store.entries(tree).await?;
+                let links = entries
+                    .iter()
+                    .filter(|e| e.is_symlink())
+                    .map(|e| e.path.clone())
+                    .collect();
+                (entries.len(), links)
+            }
+        };
+        let mut record = format!("{tree}\n{files}\n").into_bytes();
+        for link in &links {
+            record.extend_from_slice(link.as_bytes());
+            record.push(0);
+        }
+        crate::store::write_atomic(&file, &record).map_err(|e| GitTreeError::Io {
+            path: file.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        Ok((files, links))
+    }
+
     /// Removes the trees an autocode before the single tree kept beside it (a resumed run).
     pub fn remove_legacy_trees(&self) {
         for name in LEGACY_TREES {
@@ -145,6 +194,7 @@ impl VerifyTree {
             }
             let _ = std::fs::remove_file(self.root.join(format!("{name}.index")));
             let _ = std::fs::remove_file(self.root.join(format!("{name}.tree")));
+            let _ = std::fs::remove_file(self.root.join(format!("{name}.links")));
         }
     }
 
@@ -165,14 +215,10 @@ impl VerifyTree {
         if !restored {
             self.store.checkout(tree, &dir, &index).await?;
         }
-        let entries = self.store.entries(tree).await?;
-        let links: Vec<&str> = entries
-            .iter()
-            .filter(|e| e.is_symlink())
-            .map(|e| e.path.as_str())
-            .collect();
+        let (files, links) = self.links_of(tree).await?;
+        let links: Vec<&str> = links.iter().map(String::as_str).collect();
         let report = CopyReport {
-            files: entries.len(),
+            files,
             unclosed: close(&dir, &links),
         };
         std::fs::write(&marker, tree.as_str()).map_err(|source| GitTreeError::Io {
@@ -181,6 +227,20 @@ impl VerifyTree {
         })?;
         Ok(report)
     }
+}
+
+/// `<tree id>` LF `<entries>` LF then each symlink's path, NUL-terminated.
+fn parse_links(bytes: &[u8]) -> Option<(TreeId, usize, Vec<String>)> {
+    let mut lines = bytes.splitn(3, |b| *b == b'\n');
+    let tree = TreeId::parse(std::str::from_utf8(lines.next()?).ok()?).ok()?;
+    let files = std::str::from_utf8(lines.next()?).ok()?.parse().ok()?;
+    let links = lines
+        .next()?
+        .split(|b| *b == 0)
+        .filter(|l| !l.is_empty())
+        .map(|l| String::from_utf8(l.to_vec()).ok())
+        .collect::<Option<Vec<String>>>()?;
+    Some((tree, files, links))
 }
 
 /// Removes the links among `links` (paths relative to `dir`) that lead outside `dir`, first
@@ -294,6 +354,28 @@ mod tests {
             "nothing written outside"
         );
         assert!(!out.join("new.txt").exists() && !out.join("planted").is_symlink());
+        // Another tree: its links are the last tree's updated with what changed.
+        std::os::unix::fs::symlink("/etc", ws.join("added")).unwrap();
+        fs::remove_file(ws.join("abs")).unwrap();
+        let other = trees
+            .store()
+            .write_tree(&ws, &dir.path().join("wt.index"))
+            .await
+            .unwrap();
+        let report = trees.bring_to(&other).await.unwrap();
+        assert_eq!(
+            report.unclosed,
+            [
+                "`added` is a symlink to /etc (outside the tree)",
+                "`src/up` is a symlink to ../../elsewhere (outside the tree)"
+            ]
+        );
+        assert_eq!(report.files, 4);
+        assert!(!out.join("abs").exists() && !out.join("added").is_symlink());
+        let report = trees.bring_to(&tree).await.unwrap();
+        assert_eq!(report.unclosed.len(), 2);
+        assert!(report.unclosed[0].starts_with("`abs`"), "{report:?}");
+        assert_eq!(report.files, 4);
         remove_verification_trees(dir.path(), "nothing-here").unwrap();
     }
 
