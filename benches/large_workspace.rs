@@ -250,8 +250,9 @@ async fn main() {
     }
     // The comparison before: the base checked out, walked beside the work tree, every file
     // compared by content.
+    // (It also finds the ignored `build/` files the work tree has and the checkout has not.)
     let (walked, t) = timed(async { Comparison::of_dirs(&dir, &repo) }).await;
-    assert_eq!(walked.changes().len(), 1);
+    assert!(walked.changes().iter().any(|(p, _)| changed.ends_with(p)));
     line(
         "base compared by walking its checkout beside the work tree (before)",
         t,
