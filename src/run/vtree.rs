@@ -379,6 +379,46 @@ mod tests {
         remove_verification_trees(dir.path(), "nothing-here").unwrap();
     }
 
+    /// A record written before the single tree (it named the base's checkout) still reads, a
+    /// new one names none, and the trees such a run left beside the root go when it resumes.
+    #[tokio::test]
+    async fn an_older_runs_record_reads_and_its_trees_are_removed() {
+        let id = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+        let old: BaseTree =
+            serde_json::from_str(&format!(r#"{{"tree":"{id}","dir":"/x/verify/base"}}"#)).unwrap();
+        assert_eq!(old.tree.as_str(), id);
+        let new = BaseTree {
+            tree: old.tree.clone(),
+            dir: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&new).unwrap(),
+            format!(r#"{{"tree":"{id}"}}"#)
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        git_init(&ws).await;
+        let store = GitStore::open(&dir.path().join("git"), &ws, &env())
+            .await
+            .unwrap()
+            .unwrap();
+        let root = dir.path().join("verify");
+        for name in ["base", "tester", "replay"] {
+            fs::create_dir_all(root.join(name).join("sub")).unwrap();
+            fs::write(root.join(format!("{name}.index")), "i").unwrap();
+            fs::write(root.join(format!("{name}.tree")), id).unwrap();
+        }
+        let tree = VerifyTree::new(&root, store);
+        fs::create_dir_all(tree.dir()).unwrap();
+        tree.remove_legacy_trees();
+        let left: Vec<String> = fs::read_dir(&root)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left, ["tree"]);
+    }
+
     async fn git_init(ws: &Path) {
         fs::create_dir_all(ws).unwrap();
         assert!(
