@@ -40,6 +40,10 @@ fn side(mode: &str, object: &str) -> Option<Side> {
     })
 }
 
+/// The most bytes [`GitStore::read_blobs`] reads in one call (well under what a git command's
+/// captured output may hold).
+pub const BLOBS_BUDGET: u64 = 64 << 20;
+
 impl GitStore {
     /// The entries that differ from `old` to `new`, in path order, with the mode and object of
     /// each side (recursive, no rename detection). Time is proportional to what changed.
@@ -85,9 +89,10 @@ impl GitStore {
         Ok(changes)
     }
 
-    /// The bytes of each blob in `objects` (ids), `None` for one that is missing, not a blob, or
-    /// larger than `cap` bytes. Two git commands whatever the count (`cat-file --batch-check`
-    /// for the sizes, then `--batch` for those within the cap).
+    /// The bytes of each blob in `objects` (ids), absent for one that is missing, not a blob,
+    /// larger than `cap` bytes, or past [`BLOBS_BUDGET`] bytes read in all (in the order
+    /// given). Two git commands whatever the count (`cat-file --batch-check` for the sizes,
+    /// then `--batch` for those within the caps).
     pub async fn read_blobs(
         &self,
         objects: &[String],
@@ -112,12 +117,17 @@ impl GitStore {
             .await?;
         let mut wanted = String::new();
         let mut asked = std::collections::BTreeSet::new();
+        let mut total = 0u64;
         for line in String::from_utf8_lossy(&sizes).lines() {
             let fields: Vec<&str> = line.split(' ').collect();
-            if let [id, "blob", size] = fields[..]
-                && size.parse::<u64>().is_ok_and(|s| s <= cap)
-                && asked.insert(id.to_owned())
-            {
+            let [id, "blob", size] = fields[..] else {
+                continue;
+            };
+            let Ok(size) = size.parse::<u64>() else {
+                continue;
+            };
+            if size <= cap && total + size <= BLOBS_BUDGET && asked.insert(id.to_owned()) {
+                total += size;
                 wanted.push_str(id);
                 wanted.push('\n');
             }

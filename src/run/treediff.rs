@@ -243,8 +243,12 @@ enum Sides {
     /// Both trees on disk (outside git): read when a diff is asked for.
     Dirs { base: PathBuf, work: PathBuf },
     /// Read from the object store when compared: per changed path, the base and the work side.
-    Loaded(BTreeMap<String, (Option<Vec<u8>>, Option<Vec<u8>>)>),
+    Loaded(BTreeMap<String, BothSides>),
 }
+
+/// The content of a changed path in the base and in the work tree (`None`: absent, or not read:
+/// past the size cap).
+type BothSides = (Option<Vec<u8>>, Option<Vec<u8>>);
 
 /// Whether a path lies in a directory never compared ([`SKIPPED_DIRS`]).
 fn in_skipped_dir(rel: &str) -> bool {
@@ -268,7 +272,8 @@ impl Comparison {
 
     /// The base tree `base` against the work tree's snapshot `now`, both read from `store`:
     /// one `diff-tree` and two `cat-file` batches for the changed blobs (each up to the cap a
-    /// file read from disk has).
+    /// file read from disk has, 64 MiB in all: past that a side reads as empty, as a file over
+    /// the cap always did).
     pub async fn of_trees(
         store: &GitStore,
         base: &TreeId,

@@ -1,7 +1,8 @@
 //! The runner's snapshots and verification tree (issue 13): one [`Snapshotter`] per work tree
 //! (its private index is the stat cache), the run's one [`VerifyTree`] (the tester's copy and
-//! every replay), the base tree saved as a tree id and compared from git. A workspace outside git keeps the copies of
-//! `super::super::replay` (the callers fall back when these return `None`).
+//! every replay), and the base tree saved as a tree id and compared from git. A workspace
+//! outside git keeps the copies of `super::super::replay` (the callers fall back when these
+//! return `None`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
