@@ -12,7 +12,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use autocode::run::replay;
-use autocode::run::vtree::{TreeRole, VerifyTrees};
+use autocode::run::treediff::Comparison;
+use autocode::run::vtree::VerifyTree;
 use autocode::snapshot::{self, Snapshotter, StatCache, Taken};
 
 fn env() -> BTreeMap<String, String> {
@@ -197,21 +198,42 @@ async fn main() {
         panic!("not a git repository");
     };
     let store = snapshotter.store().expect("git").clone();
-    let trees = VerifyTrees::new(&scratch.path().join("verify"), store);
-    let (r, t) = timed(trees.bring_to(TreeRole::Replay, tree1)).await;
+    // The base read from git: the comparison a reviewer and the test-change gate are given.
+    let (compared, t) = timed(Comparison::of_trees(&store, tree1, tree2)).await;
+    assert_eq!(compared.expect("compare").changes().len(), 1);
+    line(
+        "base compared from git, one change (diff-tree + blobs)",
+        t,
+        warm_status,
+    );
+    let scratch_index = scratch.path().join("verify/compose.index");
+    let rel = changed
+        .strip_prefix(&repo)
+        .expect("inside")
+        .to_string_lossy()
+        .into_owned();
+    let (composed, t) = timed(store.with_paths_from(tree2, tree1, &[rel], &scratch_index)).await;
+    assert_eq!(&composed.expect("compose"), tree1);
+    line(
+        "final tree with a file from the base (read-tree + update-index + write-tree)",
+        t,
+        warm_status,
+    );
+    let trees = VerifyTree::new(&scratch.path().join("verify"), store);
+    let (r, t) = timed(trees.bring_to(tree1)).await;
     r.expect("bring");
     line("verification tree, first checkout", t, warm_status);
-    let (r, t) = timed(trees.bring_to(TreeRole::Replay, tree2)).await;
+    let (r, t) = timed(trees.bring_to(tree2)).await;
     r.expect("bring");
     line(
         "verification tree to the tree after a one-file change",
         t,
         warm_status,
     );
-    let dir = trees.dir(TreeRole::Replay);
+    let dir = trees.dir();
     std::fs::create_dir_all(dir.join("build")).expect("mkdir");
     std::fs::write(dir.join("build/out.o"), b"x").expect("write");
-    let (r, t) = timed(trees.bring_to(TreeRole::Replay, tree2)).await;
+    let (r, t) = timed(trees.bring_to(tree2)).await;
     r.expect("bring");
     line(
         "verification tree again, after a check wrote a file",
@@ -219,10 +241,23 @@ async fn main() {
         warm_status,
     );
     if cold && drop_caches() {
-        let (r, t) = timed(trees.bring_to(TreeRole::Replay, tree1)).await;
+        let (r, t) = timed(trees.bring_to(tree1)).await;
         r.expect("bring");
         line("verification tree back, cold", t, warm_status);
+    } else {
+        let (r, _) = timed(trees.bring_to(tree1)).await;
+        r.expect("bring");
     }
+    // The comparison before: the base checked out, walked beside the work tree, every file
+    // compared by content.
+    // (It also finds the ignored `build/` files the work tree has and the checkout has not.)
+    let (walked, t) = timed(async { Comparison::of_dirs(&dir, &repo) }).await;
+    assert!(walked.changes().iter().any(|(p, _)| changed.ends_with(p)));
+    line(
+        "base compared by walking its checkout beside the work tree (before)",
+        t,
+        warm_status,
+    );
 
     // The old replay tree: a fresh copy, then its removal (minutes at 100k files: opt in).
     if std::env::var("LARGE_WS_OLD_COPY").as_deref() == Ok("1") {

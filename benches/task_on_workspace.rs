@@ -101,9 +101,19 @@ fn main() {
             .unwrap_or(0);
         (seconds, outcome, stages, summary.run_dir)
     });
+    // The run's verification tree is outside the run directory: measured, then removed (a
+    // bench run must not leave a checkout of the repository in the cache).
+    let run_id = run_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let verify_root = autocode::run::vtree::verification_root(&repo, &run_id);
+    let verify_size = du(&verify_root);
+    let _ = autocode::run::vtree::remove_verification_trees(&repo, &run_id);
     println!(
-        "{seconds:.1} s | {outcome} | {stages} stages | run directory {:.1} MB | {}",
+        "{seconds:.1} s | {outcome} | {stages} stages | run directory {:.1} MB | verification root {:.1} MB | {}",
         du(&run_dir) as f64 / 1e6,
+        verify_size as f64 / 1e6,
         run_dir.display()
     );
 }

@@ -28,8 +28,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::supervise::{self, Exit, LaunchSpec, StdinSource, StdioMode};
 
+mod objects;
+pub use objects::{ChangedEntry, Side};
+
 /// Configuration given to every git command of a store (`-c` pairs).
-const CONFIG: [&str; 17] = [
+const CONFIG: [&str; 18] = [
     "core.hooksPath=/dev/null",
     "core.fsmonitor=false",
     "core.fileMode=true",
@@ -47,6 +50,8 @@ const CONFIG: [&str; 17] = [
     "maintenance.auto=false",
     "advice.addEmbeddedRepo=false",
     "index.sparse=false",
+    // A worker per core when a checkout writes many files (the first checkout of a tree).
+    "checkout.workers=0",
 ];
 
 /// Attributes that keep git from transforming content (a clean filter is a user program).

@@ -4,13 +4,15 @@
 //! A stage's room: writable are the provider's own state paths (`[confine] writable`, expanded
 //! against the agents' environment), a private temporary directory (also `TMPDIR`, outside the
 //! run directory, removed after the stage) and the stage's `outbox/` (where a CLI writes its
-//! report file); the builder also gets the worktree, never its git metadata; the tester runs in a
-//! throwaway copy of the worktree, which is writable; every other role gets no worktree access.
-//! Everything else — HOME, the user's `.git`, `.autocode/` with the run directory — is read-only,
-//! and autocode's state-key directory is unreadable. A replay's room holds only its copy and a
-//! private temporary directory. In git the tester's copy and a replay's copy are verification
-//! trees (`super::vtree`) under `~/.cache/autocode/verify/`, outside the workspace: HOME is
-//! read-only in every room, so no stage can write them, and each room grants only its own tree.
+//! report file); the builder also gets the worktree, never its git metadata (in place, the
+//! workspace with `.git` and `.autocode/` as read-only holes); the tester runs in a throwaway copy
+//! of the worktree, which is writable; every other role gets no worktree access. Everything else
+//! — HOME, the user's `.git`, `.autocode/` with the run directory — is read-only, and autocode's
+//! state-key directory is unreadable. A replay's room holds only its copy and a private
+//! temporary directory. In git the tester's copy and every replay use the run's one
+//! verification tree (`super::vtree`) under `~/.cache/autocode/verify/`, outside the workspace,
+//! brought to the tree under test each time: HOME is read-only in every room, so no stage can
+//! write it, and a room grants it only while its stage or replay runs.
 //! Design and limits: `docs/run-lifecycle.md`, "The room".
 
 use std::collections::BTreeMap;

@@ -230,10 +230,17 @@ pub async fn drive<R: StageRunner, I: Interaction>(
                 final_results.extend(gate::required_results(&run.state, &replayed));
                 let refusals = flow::completion_gate(&run.state, &final_results);
                 if refusals.is_empty() {
-                    if let Some(pause) = gate::judge_test_changes(run, runner, &commands).await? {
+                    let comparison = match runner.compare_base(&run.state).await {
+                        Ok(comparison) => comparison,
+                        Err(pause) => return Ok(run.pause(pause, None)?),
+                    };
+                    let comparison = comparison.as_ref();
+                    if let Some(pause) =
+                        gate::judge_test_changes(run, runner, comparison, &commands).await?
+                    {
                         return Ok(run.pause(pause, None)?);
                     }
-                    if let Some(pause) = gate::ask_people(run)? {
+                    if let Some(pause) = gate::ask_people(run, comparison)? {
                         return Ok(run.pause(pause, None)?);
                     }
                     let verified = review::verified_summary(&run.state);
@@ -593,6 +600,29 @@ async fn launch_attempt<R: StageRunner>(
     };
     let sandbox = plan.role.sandbox();
     let evidence = runner_evidence_style(&run.state, plan.role);
+    let full_prompt = match purpose {
+        AttemptPurpose::ReportRepair { .. } => resume_session.is_none(),
+        AttemptPurpose::ShellCommandCorrection { .. } => false,
+        _ => true,
+    };
+    // The completion reviewer is shown the work against the base tree (read from git).
+    let (changes, compare_failed) = if full_prompt && prompt::shows_changes(plan.role) {
+        match runner.compare_base(&run.state).await {
+            Ok(changes) => (changes, None),
+            Err(pause) => (None, Some(pause.reason)),
+        }
+    } else {
+        (None, None)
+    };
+    let stage_prompt = || {
+        let mut text = prompt::stage_prompt(&run.state, plan, sandbox, evidence, changes.as_ref());
+        if let Some(reason) = &compare_failed {
+            text.push_str(&format!(
+                "\n# Changes (base tree → now)\n\nNot shown: {reason}. Read the work tree itself.\n"
+            ));
+        }
+        text
+    };
     let prompt_text = match purpose {
         AttemptPurpose::ReportRepair { problems, .. } => {
             let repair = prompt::repair_prompt(plan.kind, problems, resume_session.is_some());
@@ -600,17 +630,14 @@ async fn launch_attempt<R: StageRunner>(
                 repair
             } else {
                 // A repair on a fresh session needs the whole context again.
-                format!(
-                    "{}\n\n{repair}",
-                    prompt::stage_prompt(&run.state, plan, sandbox, evidence)
-                )
+                format!("{}\n\n{repair}", stage_prompt())
             }
         }
         AttemptPurpose::ShellCommandCorrection { .. } => {
             let command = run.state.last_shell_command.clone().unwrap_or_default();
             prompt::shell_command_correction(&command)
         }
-        _ => prompt::stage_prompt(&run.state, plan, sandbox, evidence),
+        _ => stage_prompt(),
     };
     run.state.attempts.push(record.clone());
     run.checkpoint()?;

@@ -8,6 +8,7 @@ use super::driver::{DriverError, ReplayResult, ReplayTree, RunHandle, StageRunne
 use super::flow::{self, PauseDecision, StagePlan};
 use super::review;
 use super::state::{CriterionResult, RunState};
+use super::treediff::Comparison;
 use super::verify;
 use crate::pause::PauseCode;
 use crate::role::Role;
@@ -79,22 +80,23 @@ pub(super) async fn prepare_base<R: StageRunner>(
     Ok(Ok(()))
 }
 
-/// Tests of the base tree the builder modified or deleted: the checks are replayed with those
-/// files restored; if they fail, a person must accept the new tests (`Some(pause)`).
+/// Tests of the base tree the builder modified or deleted (`comparison`: the work tree against
+/// the base, `None` when no base was saved): the checks are replayed with those files restored;
+/// if they fail, a person must accept the new tests (`Some(pause)`).
 pub(super) async fn judge_test_changes<R: StageRunner>(
     run: &mut RunHandle,
     runner: &mut R,
+    comparison: Option<&Comparison>,
     commands: &[String],
 ) -> Result<Option<PauseDecision>, DriverError> {
-    if !run.state.verification.base_saved {
+    let Some(comparison) = comparison else {
         return Ok(None);
-    }
-    let base = verify::base_dir(&run.state);
-    let changed = super::treediff::changed_tests(&base, &run.state.work_tree, commands);
+    };
+    let changed = comparison.changed_tests(commands);
     if changed.is_empty() {
         return Ok(None);
     }
-    let diff = super::treediff::diff_of(&base, &run.state.work_tree, &changed, 20_000);
+    let diff = comparison.diff_of(&changed, 20_000);
     let diff_sha = crate::report::evidence::sha256_hex(diff.as_bytes());
     if let Some(review) = &run.state.verification.test_change_review
         && review.diff_sha256 == diff_sha
@@ -155,14 +157,13 @@ pub(super) async fn judge_test_changes<R: StageRunner>(
     )))
 }
 
-/// Criteria no check can verify wait for a person (`Some(pause)`), with what they are shown.
-pub(super) fn ask_people(run: &mut RunHandle) -> Result<Option<PauseDecision>, DriverError> {
-    let base = run
-        .state
-        .verification
-        .base_saved
-        .then(|| verify::base_dir(&run.state));
-    let pending = review::pending_reviews(&run.state, base.as_deref());
+/// Criteria no check can verify wait for a person (`Some(pause)`), with what they are shown
+/// (the diff from `comparison`, the work tree against the base, when one was saved).
+pub(super) fn ask_people(
+    run: &mut RunHandle,
+    comparison: Option<&Comparison>,
+) -> Result<Option<PauseDecision>, DriverError> {
+    let pending = review::pending_reviews(&run.state, comparison);
     if pending.is_empty() {
         run.state.verification.pending_reviews.clear();
         return Ok(None);

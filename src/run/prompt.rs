@@ -9,7 +9,8 @@ use serde_json::Value;
 
 use super::flow::{StagePlan, criteria_of, milestones};
 use super::state::RunState;
-use super::verify::{self, CheckKind};
+use super::treediff::Comparison;
+use super::verify::CheckKind;
 use crate::report::ReportKind;
 use crate::report::evidence::UNNAMED_EVENT_REF;
 use crate::role::{Role, SandboxMode};
@@ -54,11 +55,14 @@ fn pretty(value: &Value) -> String {
 }
 
 /// The full prompt of a fresh stage attempt.
+/// `changes`: the work tree against the base tree, shown to the completion reviewer (`None`
+/// when no base was saved, or for the other roles; see [`shows_changes`]).
 pub fn stage_prompt(
     state: &RunState,
     plan: &StagePlan,
     sandbox: SandboxMode,
     evidence: EvidenceStyle,
+    changes: Option<&Comparison>,
 ) -> String {
     let mut out = String::new();
     out.push_str(role_brief(plan.role));
@@ -132,7 +136,9 @@ pub fn stage_prompt(
                     }
                 }
                 if plan.role == Role::CompletionReviewer {
-                    changes_section(state, &mut out);
+                    if let Some(changes) = changes {
+                        changes_section(state, changes, &mut out);
+                    }
                     out.push_str(&super::coverage::prompt_section(state));
                     let results: Vec<_> =
                         state.criteria.iter().filter(|c| c.milestone == m).collect();
@@ -226,13 +232,14 @@ fn base_tree_section(state: &RunState, plan: &Value, out: &mut String) {
     }
 }
 
+/// Whether a stage of `role` is shown the changes from the base tree.
+pub fn shows_changes(role: Role) -> bool {
+    role == Role::CompletionReviewer
+}
+
 /// The work so far, base → work tree: the diff of test files apart from the rest.
-fn changes_section(state: &RunState, out: &mut String) {
-    if !state.verification.base_saved {
-        return;
-    }
-    let base = verify::base_dir(state);
-    let changes = super::treediff::tree_changes(&base, &state.work_tree);
+fn changes_section(state: &RunState, comparison: &Comparison, out: &mut String) {
+    let changes = comparison.changes();
     let checks: Vec<String> = milestones(state)
         .iter()
         .flat_map(|m| {
@@ -245,20 +252,15 @@ fn changes_section(state: &RunState, out: &mut String) {
         .chain(state.verification.required_checks.iter().cloned())
         .collect();
     let (tests, other): (Vec<_>, Vec<_>) = changes
-        .into_iter()
-        .map(|(rel, _)| rel)
+        .iter()
+        .map(|(rel, _)| rel.clone())
         .partition(|rel| super::treediff::looks_like_test(rel, &checks));
     out.push_str("\n# Changes to test files (base tree → now)\n\n");
     if tests.is_empty() {
         out.push_str("None.\n");
     } else {
         out.push_str("Judge these on their own: a weakened or deleted test is not a passing one.\n\n```diff\n");
-        out.push_str(&super::treediff::diff_of(
-            &base,
-            &state.work_tree,
-            &tests,
-            12_000,
-        ));
+        out.push_str(&comparison.diff_of(&tests, 12_000));
         out.push_str("```\n");
     }
     out.push_str("\n# Other changes (base tree → now)\n\n");
@@ -266,12 +268,7 @@ fn changes_section(state: &RunState, out: &mut String) {
         out.push_str("None.\n");
     } else {
         out.push_str("```diff\n");
-        out.push_str(&super::treediff::diff_of(
-            &base,
-            &state.work_tree,
-            &other,
-            20_000,
-        ));
+        out.push_str(&comparison.diff_of(&other, 20_000));
         out.push_str("```\n");
     }
 }
@@ -314,7 +311,13 @@ mod tests {
             milestone: None,
             purpose: AttemptPurpose::Fresh,
         };
-        let text = stage_prompt(&state, &plan, SandboxMode::ReadOnly, EvidenceStyle::Events);
+        let text = stage_prompt(
+            &state,
+            &plan,
+            SandboxMode::ReadOnly,
+            EvidenceStyle::Events,
+            None,
+        );
         assert!(text.contains("do it"));
         assert!(text.contains("read-only"));
         assert!(text.contains("\"open_questions\""));
@@ -330,6 +333,7 @@ mod tests {
             &build,
             SandboxMode::WorkspaceWrite,
             EvidenceStyle::CaptureReceipts,
+            None,
         );
         assert!(text.contains("autocode capture --output"));
         let repair = repair_prompt(ReportKind::Build, &["/status: bad".into()], true);

@@ -7,12 +7,11 @@
 //! to the sha256 of the exact text shown; when the work changes, the text changes and the
 //! criterion is asked again.
 
-use std::path::Path;
-
 use chrono::{DateTime, Utc};
 
 use super::flow::milestones;
 use super::state::{Finding, Phase, RunState};
+use super::treediff::Comparison;
 use super::verify::{self, CheckKind, HumanDecision, PendingReview, VerifiedCriterion};
 
 /// One acceptance criterion of the approved plan.
@@ -88,7 +87,7 @@ pub fn why_person(state: &RunState, criterion: &Criterion) -> Option<String> {
 
 /// The text a person is shown for `criterion`: what it says, why a person is asked, and the part
 /// of the diff (base → work tree) that bears on it.
-pub fn review_text(criterion: &Criterion, why: &str, base: Option<&Path>, work: &Path) -> String {
+pub fn review_text(criterion: &Criterion, why: &str, base: Option<&Comparison>) -> String {
     let mut out = format!(
         "Criterion {} of milestone {}: {}\nWhy a person is asked: {why}\n",
         criterion.id,
@@ -102,13 +101,13 @@ pub fn review_text(criterion: &Criterion, why: &str, base: Option<&Path>, work: 
         ));
     }
     match base {
-        Some(base) => {
-            let changes = super::treediff::tree_changes(base, work);
+        Some(comparison) => {
+            let changes = comparison.changes();
             if changes.is_empty() {
                 out.push_str("\nThe work tree does not differ from the base tree.\n");
             } else {
                 let files = super::treediff::files_bearing_on(
-                    &changes,
+                    changes,
                     &criterion.text,
                     criterion.check.as_deref(),
                 );
@@ -117,7 +116,7 @@ pub fn review_text(criterion: &Criterion, why: &str, base: Option<&Path>, work: 
                     files.len(),
                     changes.len()
                 ));
-                out.push_str(&super::treediff::diff_of(base, work, &files, 6000));
+                out.push_str(&comparison.diff_of(&files, 6000));
             }
         }
         None => out.push_str("\n(The base tree was not saved for this run: no diff.)\n"),
@@ -126,13 +125,13 @@ pub fn review_text(criterion: &Criterion, why: &str, base: Option<&Path>, work: 
 }
 
 /// The criteria that still need a person, with the text they would be shown.
-pub fn pending_reviews(state: &RunState, base: Option<&Path>) -> Vec<PendingReview> {
+pub fn pending_reviews(state: &RunState, base: Option<&Comparison>) -> Vec<PendingReview> {
     let mut out = Vec::new();
     for criterion in plan_criteria(state) {
         let Some(why) = why_person(state, &criterion) else {
             continue;
         };
-        let (shown, sha) = verify::shown(review_text(&criterion, &why, base, &state.work_tree));
+        let (shown, sha) = verify::shown(review_text(&criterion, &why, base));
         if state
             .verification
             .accepted(criterion.milestone, &criterion.id, &sha)
@@ -441,7 +440,8 @@ mod tests {
         std::fs::write(base.path().join("a.txt"), "old\n").unwrap();
         std::fs::write(work.path().join("a.txt"), "new\n").unwrap();
         state.work_tree = work.path().to_owned();
-        state.verification.pending_reviews = pending_reviews(&state, Some(base.path()));
+        let compare = || Comparison::of_dirs(base.path(), work.path());
+        state.verification.pending_reviews = pending_reviews(&state, Some(&compare()));
         assert!(state.verification.pending_reviews[0].shown.contains("+new"));
         apply_decisions(
             &mut state,
@@ -452,9 +452,9 @@ mod tests {
             Utc::now(),
         )
         .unwrap();
-        assert!(pending_reviews(&state, Some(base.path())).is_empty());
+        assert!(pending_reviews(&state, Some(&compare())).is_empty());
         std::fs::write(work.path().join("a.txt"), "newer\n").unwrap();
-        assert_eq!(pending_reviews(&state, Some(base.path())).len(), 2);
+        assert_eq!(pending_reviews(&state, Some(&compare())).len(), 2);
     }
 
     #[test]

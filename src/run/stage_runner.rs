@@ -103,7 +103,14 @@ pub trait StageRunner {
         commands: &[String],
     ) -> impl Future<Output = Result<Vec<ReplayResult>, PauseDecision>>;
 
-    /// Saves the work tree as the run's base tree (`verify::base_dir`), before any stage ran.
+    /// The work tree compared with the run's base tree (`verify::base_source`): `Ok(None)`
+    /// before the base is saved. `Err` is a pause.
+    fn compare_base(
+        &mut self,
+        state: &RunState,
+    ) -> impl Future<Output = Result<Option<super::treediff::Comparison>, PauseDecision>>;
+
+    /// Saves the work tree as the run's base tree (`verify::base_source`), before any stage ran.
     /// `Ok` holds what the (closed) copy had to leave out.
     fn save_base(
         &mut self,

@@ -1,10 +1,15 @@
 //! Which files of the base tree the builder changed, which of them are tests, and the diffs a
 //! person or a reviewer is shown (a small line diff in unified form, no external tool). The base
-//! tree is the closed copy saved in `<run>/base/` before any stage ran (`verify::base_dir`).
+//! tree is a git tree id read from the run's object store, compared with the work tree's
+//! snapshot in time proportional to what changed ([`Comparison::of_trees`]); outside git it is
+//! the closed copy saved in `<run>/base/` before any stage ran, walked beside the work tree
+//! ([`Comparison::of_dirs`]). See `super::verify::BaseSource`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use crate::gittree::{ChangedEntry, GitStore, GitTreeError, Side, TreeId};
 
 use super::verify::{split_list, words};
 
@@ -243,17 +248,8 @@ pub fn tree_changes(base: &Path, work: &Path) -> Vec<(String, Change)> {
     out
 }
 
-/// Base files the builder modified or deleted that look like tests.
-pub fn changed_tests(base: &Path, work: &Path, checks: &[String]) -> Vec<String> {
-    tree_changes(base, work)
-        .into_iter()
-        .filter(|(rel, change)| *change != Change::Added && looks_like_test(rel, checks))
-        .map(|(rel, _)| rel)
-        .collect()
-}
-
 /// A unified diff of `rel` between the two trees (`--- a/rel` / `+++ b/rel`, 2 lines of context).
-pub fn file_diff(base: &Path, work: &Path, rel: &str) -> String {
+fn file_diff(base: &Path, work: &Path, rel: &str) -> String {
     let old = read_entry(&base.join(rel))
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
@@ -263,13 +259,141 @@ pub fn file_diff(base: &Path, work: &Path, rel: &str) -> String {
     unified_diff(rel, &old, &new)
 }
 
-/// The diff of `files` between the trees, cut at `max` characters.
-pub fn diff_of(base: &Path, work: &Path, files: &[String], max: usize) -> String {
-    let mut out = String::new();
-    for rel in files {
-        out.push_str(&file_diff(base, work, rel));
+/// The work tree compared with the base tree: what changed, and the content of both sides for
+/// the diffs.
+#[derive(Debug, Clone)]
+pub struct Comparison {
+    changes: Vec<(String, Change)>,
+    sides: Sides,
+}
+
+#[derive(Debug, Clone)]
+enum Sides {
+    /// Both trees on disk (outside git): read when a diff is asked for.
+    Dirs { base: PathBuf, work: PathBuf },
+    /// Read from the object store when compared: per changed path, the base and the work side.
+    Loaded(BTreeMap<String, BothSides>),
+}
+
+/// The content of a changed path in the base and in the work tree (`None`: absent, or not read:
+/// past the size cap).
+type BothSides = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// Whether a path lies in a directory never compared ([`SKIPPED_DIRS`]).
+fn in_skipped_dir(rel: &str) -> bool {
+    let dirs: Vec<&str> = rel.split('/').collect();
+    dirs[..dirs.len().saturating_sub(1)]
+        .iter()
+        .any(|d| SKIPPED_DIRS.contains(d))
+}
+
+impl Comparison {
+    /// The base copy `base` walked beside the work tree `work` (outside git, older runs).
+    pub fn of_dirs(base: &Path, work: &Path) -> Comparison {
+        Comparison {
+            changes: tree_changes(base, work),
+            sides: Sides::Dirs {
+                base: base.to_owned(),
+                work: work.to_owned(),
+            },
+        }
     }
-    cut(&out, max)
+
+    /// The base tree `base` against the work tree's snapshot `now`, both read from `store`:
+    /// one `diff-tree` and two `cat-file` batches for the changed blobs (each up to the cap a
+    /// file read from disk has, 64 MiB in all: past that a side reads as empty, as a file over
+    /// the cap always did).
+    pub async fn of_trees(
+        store: &GitStore,
+        base: &TreeId,
+        now: &TreeId,
+    ) -> Result<Comparison, GitTreeError> {
+        let entries: Vec<ChangedEntry> = store
+            .diff_entries(base, now)
+            .await?
+            .into_iter()
+            .filter(|e| !in_skipped_dir(&e.path))
+            .collect();
+        let objects: Vec<String> = entries
+            .iter()
+            .flat_map(|e| [&e.old, &e.new])
+            .flatten()
+            .filter(|s| !s.is_gitlink())
+            .map(|s| s.object.clone())
+            .collect();
+        let blobs = store
+            .read_blobs(&objects, crate::bounded_read::TREE_FILE_CAP)
+            .await?;
+        let content = |side: &Option<Side>| -> Option<Vec<u8>> {
+            let side = side.as_ref()?;
+            if side.is_gitlink() {
+                return Some(format!("submodule → {}\n", side.object).into_bytes());
+            }
+            let bytes = blobs.get(&side.object)?;
+            Some(if side.is_symlink() {
+                format!("symlink → {}\n", String::from_utf8_lossy(bytes)).into_bytes()
+            } else {
+                bytes.clone()
+            })
+        };
+        let mut changes = Vec::with_capacity(entries.len());
+        let mut loaded = BTreeMap::new();
+        for e in &entries {
+            let change = match (&e.old, &e.new) {
+                (None, _) => Change::Added,
+                (_, None) => Change::Deleted,
+                _ => Change::Modified,
+            };
+            changes.push((e.path.clone(), change));
+            loaded.insert(e.path.clone(), (content(&e.old), content(&e.new)));
+        }
+        Ok(Comparison {
+            changes,
+            sides: Sides::Loaded(loaded),
+        })
+    }
+
+    /// Files that differ between the base and the work tree, sorted by path.
+    pub fn changes(&self) -> &[(String, Change)] {
+        &self.changes
+    }
+
+    /// Base files the builder modified or deleted that look like tests.
+    pub fn changed_tests(&self, checks: &[String]) -> Vec<String> {
+        self.changes
+            .iter()
+            .filter(|(rel, change)| *change != Change::Added && looks_like_test(rel, checks))
+            .map(|(rel, _)| rel.clone())
+            .collect()
+    }
+
+    /// A unified diff of `rel` between the two trees.
+    pub fn file_diff(&self, rel: &str) -> String {
+        match &self.sides {
+            Sides::Dirs { base, work } => file_diff(base, work, rel),
+            Sides::Loaded(loaded) => {
+                let text = |b: &Option<Vec<u8>>| {
+                    b.as_deref()
+                        .map(|b| String::from_utf8_lossy(b).into_owned())
+                        .unwrap_or_default()
+                };
+                let (old, new) = loaded
+                    .get(rel)
+                    .map(|(old, new)| (text(old), text(new)))
+                    .unwrap_or_default();
+                unified_diff(rel, &old, &new)
+            }
+        }
+    }
+
+    /// The diff of `files` between the trees, cut at `max` characters.
+    pub fn diff_of(&self, files: &[String], max: usize) -> String {
+        let mut out = String::new();
+        for rel in files {
+            out.push_str(&self.file_diff(rel));
+        }
+        cut(&out, max)
+    }
 }
 
 /// `text` cut at about `max` characters (on a character boundary), saying so.
@@ -494,12 +618,86 @@ mod tests {
             ]
         );
         assert_eq!(
-            changed_tests(base.path(), work.path(), &[]),
+            Comparison::of_dirs(base.path(), work.path()).changed_tests(&[]),
             ["test_a.py", "test_gone.py"]
         );
         assert_eq!(
             files_bearing_on(&changes, "f works in a.py", None),
             ["a.py"]
+        );
+    }
+
+    /// The base read from git: a changed test is found, its diff shown, a symlink shown by its
+    /// target, an added file is not a changed test, and build outputs are not compared.
+    #[tokio::test]
+    async fn the_base_tree_is_compared_from_git() {
+        let env: std::collections::BTreeMap<String, String> = ["PATH", "HOME"]
+            .into_iter()
+            .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_owned(), v)))
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        fs::create_dir_all(ws.join("tests")).unwrap();
+        crate::run::workspace::git(&ws, &["init", "-q"], &env)
+            .await
+            .expect("git init");
+        fs::write(ws.join("tests/test_a.py"), "assert f() == 1\nassert g()\n").unwrap();
+        fs::write(ws.join("a.py"), "def f(): raise\n").unwrap();
+        std::os::unix::fs::symlink("a.py", ws.join("alias.py")).unwrap();
+        let store = GitStore::open(&dir.path().join("git"), &ws, &env)
+            .await
+            .unwrap()
+            .unwrap();
+        let index = dir.path().join("wt.index");
+        let base = store.write_tree(&ws, &index).await.unwrap();
+        fs::write(ws.join("tests/test_a.py"), "assert f() == 1\n").unwrap();
+        fs::write(ws.join("a.py"), "def f(): return 1\n").unwrap();
+        fs::write(ws.join("tests/test_new.py"), "assert f()\n").unwrap();
+        fs::remove_file(ws.join("alias.py")).unwrap();
+        std::os::unix::fs::symlink("tests/test_a.py", ws.join("alias.py")).unwrap();
+        fs::create_dir_all(ws.join("target")).unwrap();
+        fs::write(ws.join("target/out.bin"), "built").unwrap();
+        let now = store.write_tree(&ws, &index).await.unwrap();
+        let compared = Comparison::of_trees(&store, &base, &now).await.unwrap();
+        assert_eq!(
+            compared.changes(),
+            [
+                ("a.py".to_owned(), Change::Modified),
+                ("alias.py".to_owned(), Change::Modified),
+                ("tests/test_a.py".to_owned(), Change::Modified),
+                ("tests/test_new.py".to_owned(), Change::Added),
+            ]
+        );
+        assert_eq!(compared.changed_tests(&[]), ["tests/test_a.py"]);
+        let diff = compared.diff_of(&compared.changed_tests(&[]), 20_000);
+        assert!(
+            diff.starts_with("--- a/tests/test_a.py\n+++ b/tests/test_a.py\n"),
+            "{diff}"
+        );
+        assert!(diff.contains(" assert f() == 1\n-assert g()\n"), "{diff}");
+        let link = compared.diff_of(&["alias.py".to_owned()], 20_000);
+        assert!(
+            link.contains("-symlink → a.py\n+symlink → tests/test_a.py\n"),
+            "{link}"
+        );
+        // The same comparison from the two trees on disk reads the same.
+        let walked = dir.path().join("base");
+        store
+            .checkout(&base, &walked, &dir.path().join("base.index"))
+            .await
+            .unwrap();
+        let from_dirs = Comparison::of_dirs(&walked, &ws);
+        assert_eq!(from_dirs.changes(), compared.changes());
+        assert_eq!(
+            from_dirs.diff_of(&["a.py".to_owned()], 100),
+            compared.diff_of(&["a.py".to_owned()], 100)
+        );
+        assert!(
+            Comparison::of_trees(&store, &now, &now)
+                .await
+                .unwrap()
+                .changes()
+                .is_empty()
         );
     }
 }

@@ -104,7 +104,7 @@ pub struct VerifiedCriterion {
 pub struct Verification {
     /// Commands the objective names as having to pass (extracted when the run starts).
     pub required_checks: Vec<String>,
-    /// Whether the base tree was saved (`<run>/base/`) before any stage ran.
+    /// Whether the base tree was saved (a git tree, or `<run>/base/`) before any stage ran.
     pub base_saved: bool,
     /// What the base tree's closed copy had to leave out (symlinks out of the tree, FIFOs...):
     /// a replay leaves the same entries out without failing, since they are not the work's.
@@ -139,11 +139,31 @@ impl Verification {
     }
 }
 
-/// The work tree as it was before any stage ran: its verification tree (`super::vtree`), or
-/// `<run>/base/` (outside git, and runs of an older autocode).
-pub fn base_dir(state: &super::state::RunState) -> std::path::PathBuf {
+/// Where the work tree as it was before any stage ran (the base tree) is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BaseSource {
+    /// The closed copy in `<run>/base/` (outside git, and runs of an autocode before trees).
+    Dir(std::path::PathBuf),
+    /// A tree in the run's private object store (`<run>/base-tree.json`): never checked out
+    /// for reading; a replay on the base brings the verification tree to it.
+    GitTree(crate::gittree::TreeId),
+}
+
+/// The run's base tree, `None` until it is saved.
+pub fn base_source(state: &super::state::RunState) -> Option<BaseSource> {
+    if !state.verification.base_saved {
+        return None;
+    }
     let run_dir = state.run_dir();
-    super::vtree::base_record(&run_dir).map_or_else(|| run_dir.join("base"), |b| b.dir)
+    Some(match super::vtree::base_record(&run_dir) {
+        Some(record) => BaseSource::GitTree(record.tree),
+        None => BaseSource::Dir(base_copy_dir(&run_dir)),
+    })
+}
+
+/// Where the base tree is copied outside git.
+pub fn base_copy_dir(run_dir: &std::path::Path) -> std::path::PathBuf {
+    run_dir.join("base")
 }
 
 /// The text shown to a person, with its sha256.

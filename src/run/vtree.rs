@@ -1,20 +1,24 @@
-//! Verification trees (issue 13): the persistent per-run directories where autocode replays a
-//! tester's checks and the final gate's, runs the plan's checks on the base tree, gives the
-//! tester its throwaway copy and keeps the base tree for the diff a person reviews.
+//! The verification tree (issue 13): the one persistent per-run directory where autocode gives
+//! the tester its throwaway copy, replays the tester's checks and the final gate's, and runs the
+//! plan's checks on the base tree. The uses never overlap (the tester's family is dead, verified,
+//! before any replay), and the directory keeps one path for the runner's life (a CLI binds its
+//! session to its cwd). The base tree itself is a git tree id ([`BaseTree`]), read from the
+//! object store (`super::treediff::Comparison`), never checked out to be read.
 //!
-//! Each is brought to a git tree id (`crate::gittree`) with its own index as the stat cache —
-//! `git read-tree --reset -u` then `git clean -ffdx` — so what is written is what changed, and
-//! whatever a previous check or tester wrote there is gone. After that the tree is closed like
-//! the copy it replaces (`super::replay`): every symlink of the tree (mode 120000) is checked,
-//! lexically and then resolved, and one that leads outside is removed and reported with the same
-//! words as the copy's. Git never records FIFOs, sockets or device nodes.
+//! The tree is brought to a git tree id (`crate::gittree`) with its own index as the stat cache —
+//! back to the same tree, `git diff-files` + `git checkout-index` of what differs; else
+//! `git read-tree --reset -u` — then `git clean -ffdx`, so what is written is what changed, and
+//! whatever a previous check or the tester wrote there is gone. After that the tree is closed
+//! like the copy it replaces (`super::replay`): every symlink of the tree (mode 120000) is
+//! checked, lexically and then resolved, and one that leads outside is removed and reported with
+//! the same words as the copy's. Git never records FIFOs, sockets or device nodes.
 //!
-//! They live outside the workspace, under `${XDG_CACHE_HOME:-~/.cache}/autocode/verify/`
+//! It lives outside the workspace, under `${XDG_CACHE_HOME:-~/.cache}/autocode/verify/`
 //! ([`verification_root`]): no room grants that (HOME is read-only in every room; an in-place
-//! builder's room is the whole workspace, `.autocode/` included), and no tool started in them
-//! finds the user's repository above them, as none did in the temporary copies. The private git
+//! builder's room is the whole workspace, `.autocode/` included), and no tool started in it
+//! finds the user's repository above it, as none did in the temporary copies. The private git
 //! directory with the trees' objects is `<run>/git/` (small: only content git did not already
-//! have); the indexes (the stat caches, ~80 bytes a file) are beside the trees.
+//! have); the index (the stat cache, ~80 bytes a file) is beside the tree.
 
 use std::path::{Path, PathBuf};
 
@@ -23,44 +27,31 @@ use serde::{Deserialize, Serialize};
 use super::replay::{CopyReport, stays_inside};
 use crate::gittree::{GitStore, GitTreeError, TreeId};
 
-/// The verification trees of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TreeRole {
-    /// Replays of the tester's checks, the final gate's, and the checks on the base tree.
-    Replay,
-    /// The tester's throwaway copy (its cwd; writable in its room).
-    Tester,
-    /// The base tree as it was before any stage ran: read by autocode, never written by a check.
-    Base,
-}
+/// The directory name of the verification tree in its root.
+const TREE: &str = "tree";
 
-impl TreeRole {
-    pub fn name(self) -> &'static str {
-        match self {
-            TreeRole::Replay => "replay",
-            TreeRole::Tester => "tester",
-            TreeRole::Base => "base",
-        }
-    }
-}
+/// The directories an autocode before the single tree kept in the root (removed when seen).
+const LEGACY_TREES: [&str; 3] = ["base", "tester", "replay"];
 
 /// Where the base tree is: `<run>/base-tree.json`, tagged like every run record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BaseTree {
     pub tree: TreeId,
-    /// The base verification tree.
-    pub dir: PathBuf,
+    /// Where an autocode before the single tree checked the base out (read by none now; kept so
+    /// either record reads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<PathBuf>,
 }
 
 pub const BASE_TREE_FILE: &str = "base-tree.json";
 
-/// The run's base tree record, if the base was saved as a git tree (an older run, or one
-/// outside git, has its base copied in `<run>/base/`).
+/// The run's base tree record, if the base was saved as a git tree (a run outside git, or of an
+/// autocode before trees, has its base copied in `<run>/base/`).
 pub fn base_record(run_dir: &Path) -> Option<BaseTree> {
     super::integrity::read_record(&run_dir.join(BASE_TREE_FILE)).ok()
 }
 
-/// The directory that holds a run's verification trees.
+/// The directory that holds a run's verification tree.
 pub fn verification_root(workspace: &Path, run_id: &str) -> PathBuf {
     let var = |name: &str| {
         std::env::var_os(name)
@@ -81,7 +72,7 @@ pub fn verification_root(workspace: &Path, run_id: &str) -> PathBuf {
         .join(run_id)
 }
 
-/// Removes a run's verification trees (for `clean`). Absent trees are not an error.
+/// Removes a run's verification tree (for `clean`). An absent tree is not an error.
 pub fn remove_verification_trees(workspace: &Path, run_id: &str) -> std::io::Result<()> {
     let root = verification_root(workspace, run_id);
     crate::gittree::remove_all(&root).map_err(|e| std::io::Error::other(e.to_string()))?;
@@ -98,16 +89,16 @@ pub enum VerifyTreeError {
     Git(#[from] GitTreeError),
 }
 
-/// A run's verification trees, bound to its private git directory.
+/// A run's verification tree, bound to its private git directory.
 #[derive(Debug, Clone)]
-pub struct VerifyTrees {
+pub struct VerifyTree {
     root: PathBuf,
     store: GitStore,
 }
 
-impl VerifyTrees {
-    pub fn new(root: &Path, store: GitStore) -> VerifyTrees {
-        VerifyTrees {
+impl VerifyTree {
+    pub fn new(root: &Path, store: GitStore) -> VerifyTree {
+        VerifyTree {
             root: root.to_owned(),
             store,
         }
@@ -117,53 +108,117 @@ impl VerifyTrees {
         &self.root
     }
 
-    pub fn dir(&self, role: TreeRole) -> PathBuf {
-        self.root.join(role.name())
+    pub fn store(&self) -> &GitStore {
+        &self.store
     }
 
-    fn index(&self, role: TreeRole) -> PathBuf {
-        self.root.join(format!("{}.index", role.name()))
+    /// The tree's directory: the tester's cwd and every replay's.
+    pub fn dir(&self) -> PathBuf {
+        self.root.join(TREE)
     }
 
-    fn marker(&self, role: TreeRole) -> PathBuf {
-        self.root.join(format!("{}.tree", role.name()))
+    fn index(&self) -> PathBuf {
+        self.root.join(format!("{TREE}.index"))
     }
 
-    /// The tree `role`'s directory was last brought to, if that finished.
-    pub fn current(&self, role: TreeRole) -> Option<TreeId> {
-        let text = std::fs::read_to_string(self.marker(role)).ok()?;
+    fn marker(&self) -> PathBuf {
+        self.root.join(format!("{TREE}.tree"))
+    }
+
+    /// A scratch index for composing trees ([`GitStore::with_paths_from`]).
+    pub fn scratch_index(&self) -> PathBuf {
+        self.root.join("compose.index")
+    }
+
+    /// The tree the directory was last brought to, if that finished.
+    pub fn current(&self) -> Option<TreeId> {
+        let text = std::fs::read_to_string(self.marker()).ok()?;
         TreeId::parse(&text).ok()
     }
 
-    /// Brings `role`'s directory to exactly `tree`, then closes it: symlinks that lead outside
-    /// are removed and named in the report (as `super::replay::clean_copy` names them).
-    pub async fn bring_to(
-        &self,
-        role: TreeRole,
-        tree: &TreeId,
-    ) -> Result<CopyReport, VerifyTreeError> {
-        let marker = self.marker(role);
+    fn links_file(&self) -> PathBuf {
+        self.root.join(format!("{TREE}.links"))
+    }
+
+    /// How many entries `tree` has and its symlinks (every one is checked after each use).
+    /// Read from the record of the last tree brought to, updated with `git diff-tree` from that
+    /// tree (time proportional to what changed), else listed whole (`git ls-tree -r`).
+    async fn links_of(&self, tree: &TreeId) -> Result<(usize, Vec<String>), GitTreeError> {
+        let file = self.links_file();
+        let known = std::fs::read(&file)
+            .ok()
+            .and_then(|bytes| parse_links(&bytes));
+        let (files, links) = match known {
+            Some((at, files, links)) if &at == tree => (files, links),
+            Some((at, files, links)) => {
+                let mut links: std::collections::BTreeSet<String> = links.into_iter().collect();
+                let mut files = files as i64;
+                for change in self.store.diff_entries(&at, tree).await? {
+                    files += i64::from(change.old.is_none()) - i64::from(change.new.is_none());
+                    if change.new.as_ref().is_some_and(|n| n.is_symlink()) {
+                        links.insert(change.path);
+                    } else {
+                        links.remove(&change.path);
+                    }
+                }
+                (files.max(0) as usize, links.into_iter().collect())
+            }
+            None => {
+                let entries = self.store.entries(tree).await?;
+                let links = entries
+                    .iter()
+                    .filter(|e| e.is_symlink())
+                    .map(|e| e.path.clone())
+                    .collect();
+                (entries.len(), links)
+            }
+        };
+        let mut record = format!("{tree}\n{files}\n").into_bytes();
+        for link in &links {
+            record.extend_from_slice(link.as_bytes());
+            record.push(0);
+        }
+        crate::store::write_atomic(&file, &record).map_err(|e| GitTreeError::Io {
+            path: file.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        Ok((files, links))
+    }
+
+    /// Removes the trees an autocode before the single tree kept beside it (a resumed run).
+    pub fn remove_legacy_trees(&self) {
+        for name in LEGACY_TREES {
+            let dir = self.root.join(name);
+            if dir.exists() {
+                let _ = crate::gittree::remove_all(&dir);
+            }
+            let _ = std::fs::remove_file(self.root.join(format!("{name}.index")));
+            let _ = std::fs::remove_file(self.root.join(format!("{name}.tree")));
+            let _ = std::fs::remove_file(self.root.join(format!("{name}.links")));
+        }
+    }
+
+    /// Brings the directory to exactly `tree`, then closes it: symlinks that lead outside are
+    /// removed and named in the report (as `super::replay::clean_copy` names them).
+    pub async fn bring_to(&self, tree: &TreeId) -> Result<CopyReport, VerifyTreeError> {
+        let marker = self.marker();
         std::fs::create_dir_all(&self.root).map_err(|source| GitTreeError::Io {
             path: self.root.clone(),
             source,
         })?;
-        let same = self.current(role).as_ref() == Some(tree);
+        let same = self.current().as_ref() == Some(tree);
         let _ = std::fs::remove_file(&marker);
-        let dir = self.dir(role);
-        let index = self.index(role);
+        let dir = self.dir();
+        let index = self.index();
         // Back to the same tree: only what a check or the tester changed is written again.
         let restored = same && dir.is_dir() && self.store.restore(&dir, &index).await.is_ok();
         if !restored {
             self.store.checkout(tree, &dir, &index).await?;
         }
-        let entries = self.store.entries(tree).await?;
-        let links: Vec<&str> = entries
-            .iter()
-            .filter(|e| e.is_symlink())
-            .map(|e| e.path.as_str())
-            .collect();
+        let (files, links) = self.links_of(tree).await?;
+        let links: Vec<&str> = links.iter().map(String::as_str).collect();
         let report = CopyReport {
-            files: entries.len(),
+            files,
             unclosed: close(&dir, &links),
         };
         std::fs::write(&marker, tree.as_str()).map_err(|source| GitTreeError::Io {
@@ -172,6 +227,20 @@ impl VerifyTrees {
         })?;
         Ok(report)
     }
+}
+
+/// `<tree id>` LF `<entries>` LF then each symlink's path, NUL-terminated.
+fn parse_links(bytes: &[u8]) -> Option<(TreeId, usize, Vec<String>)> {
+    let mut lines = bytes.splitn(3, |b| *b == b'\n');
+    let tree = TreeId::parse(std::str::from_utf8(lines.next()?).ok()?).ok()?;
+    let files = std::str::from_utf8(lines.next()?).ok()?.parse().ok()?;
+    let links = lines
+        .next()?
+        .split(|b| *b == 0)
+        .filter(|l| !l.is_empty())
+        .map(|l| String::from_utf8(l.to_vec()).ok())
+        .collect::<Option<Vec<String>>>()?;
+    Some((tree, files, links))
 }
 
 /// Removes the links among `links` (paths relative to `dir`) that lead outside `dir`, first
@@ -253,8 +322,8 @@ mod tests {
             .write_tree(&ws, &dir.path().join("wt.index"))
             .await
             .unwrap();
-        let trees = VerifyTrees::new(&dir.path().join("verify"), store);
-        let report = trees.bring_to(TreeRole::Replay, &tree).await.unwrap();
+        let trees = VerifyTree::new(&dir.path().join("verify"), store);
+        let report = trees.bring_to(&tree).await.unwrap();
         assert_eq!(
             report.unclosed,
             [
@@ -262,14 +331,14 @@ mod tests {
                 "`src/up` is a symlink to ../../elsewhere (outside the tree)"
             ]
         );
-        let out = trees.dir(TreeRole::Replay);
+        let out = trees.dir();
         assert!(out.join("inside").is_symlink() && !out.join("abs").is_symlink());
-        assert_eq!(trees.current(TreeRole::Replay), Some(tree.clone()));
+        assert_eq!(trees.current(), Some(tree.clone()));
         // A check writes, modifies, chmods and plants a link: the next use sees none of it.
         fs::write(out.join("src/a.txt"), "tampered").unwrap();
         fs::write(out.join("new.txt"), "n").unwrap();
         std::os::unix::fs::symlink("/etc", out.join("planted")).unwrap();
-        let report = trees.bring_to(TreeRole::Replay, &tree).await.unwrap();
+        let report = trees.bring_to(&tree).await.unwrap();
         assert_eq!(report.unclosed.len(), 2);
         assert_eq!(fs::read_to_string(out.join("src/a.txt")).unwrap(), "a");
         // A tracked directory replaced by a link out of the tree is a directory again.
@@ -277,7 +346,7 @@ mod tests {
         fs::create_dir_all(&elsewhere).unwrap();
         fs::remove_dir_all(out.join("src")).unwrap();
         std::os::unix::fs::symlink(&elsewhere, out.join("src")).unwrap();
-        trees.bring_to(TreeRole::Replay, &tree).await.unwrap();
+        trees.bring_to(&tree).await.unwrap();
         assert!(!out.join("src").is_symlink() && out.join("src").is_dir());
         assert_eq!(fs::read_to_string(out.join("src/a.txt")).unwrap(), "a");
         assert!(
@@ -285,7 +354,69 @@ mod tests {
             "nothing written outside"
         );
         assert!(!out.join("new.txt").exists() && !out.join("planted").is_symlink());
+        // Another tree: its links are the last tree's updated with what changed.
+        std::os::unix::fs::symlink("/etc", ws.join("added")).unwrap();
+        fs::remove_file(ws.join("abs")).unwrap();
+        let other = trees
+            .store()
+            .write_tree(&ws, &dir.path().join("wt.index"))
+            .await
+            .unwrap();
+        let report = trees.bring_to(&other).await.unwrap();
+        assert_eq!(
+            report.unclosed,
+            [
+                "`added` is a symlink to /etc (outside the tree)",
+                "`src/up` is a symlink to ../../elsewhere (outside the tree)"
+            ]
+        );
+        assert_eq!(report.files, 4);
+        assert!(!out.join("abs").exists() && !out.join("added").is_symlink());
+        let report = trees.bring_to(&tree).await.unwrap();
+        assert_eq!(report.unclosed.len(), 2);
+        assert!(report.unclosed[0].starts_with("`abs`"), "{report:?}");
+        assert_eq!(report.files, 4);
         remove_verification_trees(dir.path(), "nothing-here").unwrap();
+    }
+
+    /// A record written before the single tree (it named the base's checkout) still reads, a
+    /// new one names none, and the trees such a run left beside the root go when it resumes.
+    #[tokio::test]
+    async fn an_older_runs_record_reads_and_its_trees_are_removed() {
+        let id = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+        let old: BaseTree =
+            serde_json::from_str(&format!(r#"{{"tree":"{id}","dir":"/x/verify/base"}}"#)).unwrap();
+        assert_eq!(old.tree.as_str(), id);
+        let new = BaseTree {
+            tree: old.tree.clone(),
+            dir: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&new).unwrap(),
+            format!(r#"{{"tree":"{id}"}}"#)
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        git_init(&ws).await;
+        let store = GitStore::open(&dir.path().join("git"), &ws, &env())
+            .await
+            .unwrap()
+            .unwrap();
+        let root = dir.path().join("verify");
+        for name in ["base", "tester", "replay"] {
+            fs::create_dir_all(root.join(name).join("sub")).unwrap();
+            fs::write(root.join(format!("{name}.index")), "i").unwrap();
+            fs::write(root.join(format!("{name}.tree")), id).unwrap();
+        }
+        let tree = VerifyTree::new(&root, store);
+        fs::create_dir_all(tree.dir()).unwrap();
+        tree.remove_legacy_trees();
+        let left: Vec<String> = fs::read_dir(&root)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left, ["tree"]);
     }
 
     async fn git_init(ws: &Path) {
@@ -362,9 +493,9 @@ mod tests {
             .write_tree(&ws, &dir.path().join("wt.index"))
             .await
             .unwrap();
-        let trees = VerifyTrees::new(&dir.path().join("verify"), store);
-        let report = trees.bring_to(TreeRole::Replay, &tree).await.unwrap();
-        let out = trees.dir(TreeRole::Replay);
+        let trees = VerifyTree::new(&dir.path().join("verify"), store);
+        let report = trees.bring_to(&tree).await.unwrap();
+        let out = trees.dir();
         let in_tree = checks_in(&out, &commands).await;
         assert_eq!(in_tree, in_copy);
         assert_eq!(in_tree, [true, false, false, true, false, false]);
@@ -375,7 +506,7 @@ mod tests {
                 .to_owned(),
         ];
         assert_eq!(checks_in(&out, &writes).await, [true]);
-        let report = trees.bring_to(TreeRole::Replay, &tree).await.unwrap();
+        let report = trees.bring_to(&tree).await.unwrap();
         assert_eq!(report.unclosed, copied.unclosed);
         let after: Vec<String> = [
             "test ! -e target",

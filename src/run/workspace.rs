@@ -108,10 +108,20 @@ pub async fn create_worktree(
 ) -> Result<(PathBuf, String), WorkspaceError> {
     let (path, branch) = worktree_location(workspace, run_id);
     let path_text = path.to_string_lossy().into_owned();
+    // Parallel checkout: a checkout of many small files is several times faster with a worker
+    // per core (docs/performance.md, "Large workspaces").
     git(
         workspace,
         &[
-            "worktree", "add", "--quiet", "-b", &branch, &path_text, "HEAD",
+            "-c",
+            "checkout.workers=0",
+            "worktree",
+            "add",
+            "--quiet",
+            "-b",
+            &branch,
+            &path_text,
+            "HEAD",
         ],
         env,
     )

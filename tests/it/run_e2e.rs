@@ -840,7 +840,7 @@ fn run_happy_path_completes_with_every_role_once() {
             let copy = PathBuf::from(call["cwd"].as_str().expect("cwd"));
             assert!(
                 copy.starts_with(harness.home().join(".cache/autocode/verify"))
-                    && copy.ends_with("tester"),
+                    && copy.ends_with("tree"),
                 "{call}"
             );
             assert!(!copy.starts_with(harness.workspace()) && !copy.starts_with(&tree));
@@ -939,6 +939,41 @@ fn run_a_testers_edit_stays_in_its_copy_and_its_pass_is_not_believed() {
         fs::read_to_string(tree.join("hello.txt")).expect("hello.txt"),
         "hi\n"
     );
+}
+
+/// The tester's copy and every replay share the run's one verification tree: what the tester
+/// wrote there (a new file, a deleted one) is gone when autocode replays, and nothing else
+/// (no copy of the base tree, no second tree) is kept beside it.
+#[test]
+fn run_the_tester_and_the_replays_share_one_tree_and_the_testers_files_are_gone() {
+    let tester = json!([[{"run": "printf 'x\\n' > stray.txt && mkdir -p build && touch build/out"},
+                         {"run": CHECK}, {"run": "rm hello.txt"}, test_report("PASS", 0)]]);
+    // The tester cites the first check (exit 0); its copy has lost hello.txt by the end.
+    let tester = {
+        let mut t = tester;
+        t[0][3]["report"]["criteria"][0]["checks"][0]["evidence_ref"] = json!("{{event:2}}");
+        t
+    };
+    let harness = Harness::new(script_with(&[("tester", tester)]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_complete();
+    let cwd = harness
+        .calls()
+        .iter()
+        .find(|c| c["role"] == "tester")
+        .and_then(|c| c["cwd"].as_str().map(PathBuf::from))
+        .expect("the tester ran");
+    assert!(cwd.ends_with("tree"), "{cwd:?}");
+    assert!(!cwd.join("stray.txt").exists() && !cwd.join("build").exists());
+    assert_eq!(
+        fs::read_to_string(cwd.join("hello.txt")).expect("hello.txt"),
+        "hello\n",
+        "the final gate replayed in the tree brought back to the work tree"
+    );
+    let root = cwd.parent().expect("the verification root");
+    for gone in ["base", "tester", "replay"] {
+        assert!(!root.join(gone).exists(), "{gone} in {root:?}");
+    }
 }
 
 #[test]
@@ -2373,6 +2408,66 @@ fn changed_tests_wait_for_a_person_and_escaping_links_fail_the_replay() {
         ),
         "{stopped:?}"
     );
+}
+
+/// Outside git nothing changes: the base tree is the closed copy in `<run>/base/`, walked
+/// beside the work tree for the test diff, the replays run in fresh copies, and no verification
+/// tree is made.
+#[test]
+fn outside_git_the_base_is_a_copy_and_changed_tests_still_wait_for_a_person() {
+    let check = "sh tests/check.sh";
+    let plan = json!([{"report": {
+        "summary": "One milestone.",
+        "milestones": [{"id": "M1", "title": "Greeting", "description": "",
+                        "acceptance_criteria": [
+                            {"id": "AC1", "text": "the greeting check passes", "check": check,
+                             "human_review": false, "kind": "fail_to_pass"}]}]
+    }}]);
+    let build = json!([
+        {"run": "printf 'hi\\n' > hello.txt && printf 'grep -qx hi hello.txt\\n' > tests/check.sh"},
+        {"run": check},
+        {"report": {"status": "done", "summary": "Wrote hello.txt.",
+                    "files_changed": ["hello.txt", "tests/check.sh"],
+                    "checks": [{"command": check, "exit_code": 0, "evidence_ref": "{{last_event}}"}],
+                    "blockers": []}}
+    ]);
+    let tester = json!([{"run": check}, {"report": {
+        "milestone_id": "M1", "summary": "Checked.",
+        "criteria": [{"criterion_id": "AC1", "verdict": "PASS", "notes": "",
+                      "checks": [{"command": check, "exit_code": 0, "evidence_ref": "{{last_event}}"}]}]
+    }}]);
+    let harness = Harness::new(script_with(&[
+        ("planner", json!([plan])),
+        ("builder", json!([build])),
+        ("tester", json!([tester])),
+    ]));
+    let ws = harness.workspace();
+    fs::remove_dir_all(ws.join(".git")).expect("no git");
+    fs::create_dir_all(ws.join("tests")).expect("tests dir");
+    fs::write(ws.join("tests/check.sh"), "grep -qx hello hello.txt\n").expect("seed test");
+    let paused = harness.run(&["--yes", "--in-place"]);
+    paused.assert_paused("AWAITING_TEST_CHANGE_REVIEW");
+    let reason = paused.pause_reason();
+    assert!(
+        reason.contains("-grep -qx hello hello.txt") && reason.contains("+grep -qx hi hello.txt"),
+        "the test diff is shown: {paused:?}"
+    );
+    let runs: Vec<PathBuf> = fs::read_dir(ws.join(".autocode/runs"))
+        .expect("runs")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(
+        fs::read_to_string(runs[0].join("base/tests/check.sh")).expect("the base copy"),
+        "grep -qx hello hello.txt\n"
+    );
+    assert!(!runs[0].join("base-tree.json").exists());
+    assert!(
+        !harness.home().join(".cache/autocode/verify").exists(),
+        "no verification tree outside git"
+    );
+    harness.resume(&["--accept-test-changes"]).assert_complete();
 }
 
 /// Ctrl-C or SIGTERM in the middle of a stage: the stage's family is ended, the run pauses

@@ -342,7 +342,7 @@ impl StageRunner for CliRunner {
                 ));
             }
         }
-        let dest = super::verify::base_dir(state);
+        let dest = super::verify::base_copy_dir(&state.run_dir());
         replay::save_tree(&state.work_tree, &dest, &env)
             .await
             .map(|report| report.unclosed)
@@ -352,6 +352,19 @@ impl StageRunner for CliRunner {
                     format!("autocode could not save the base tree: {e}"),
                 )
             })
+    }
+
+    async fn compare_base(
+        &mut self,
+        state: &RunState,
+    ) -> Result<Option<crate::run::treediff::Comparison>, PauseDecision> {
+        let env = self.check_env();
+        self.compare_with_base(state, &env).await.map_err(|e| {
+            PauseDecision::new(
+                PauseCode::PausedProcessCleanup,
+                format!("autocode could not compare the work tree with the base tree: {e}"),
+            )
+        })
     }
 
     fn judge_interrupted(&mut self, state: &RunState, attempt: &AttemptRecord) -> Option<Value> {

@@ -1,14 +1,14 @@
-//! The runner's snapshots and verification trees (issue 13): one [`Snapshotter`] per work tree
-//! (its private index is the stat cache), the run's [`VerifyTrees`], and the replays, the base
-//! tree and the tester's copy made from them. A workspace outside git keeps the copies of
-//! `super::super::replay` (the callers fall back when these return `None`).
+//! The runner's snapshots and verification tree (issue 13): one [`Snapshotter`] per work tree
+//! (its private index is the stat cache), the run's one [`VerifyTree`] (the tester's copy and
+//! every replay), and the base tree saved as a tree id and compared from git. A workspace
+//! outside git keeps the copies of `super::super::replay` (the callers fall back when these
+//! return `None`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use super::CliRunner;
-use crate::gittree::TreeId;
 use crate::pause::PauseCode;
 use crate::role::Role;
 use crate::run::confine;
@@ -16,12 +16,10 @@ use crate::run::driver::ReplayTree;
 use crate::run::integrity;
 use crate::run::replay::{self, ReplayConfinement, ReplayError, Replayed, Restore};
 use crate::run::state::RunState;
-use crate::run::vtree::{self, BaseTree, TreeRole, VerifyTrees};
+use crate::run::treediff::Comparison;
+use crate::run::verify::{self, BaseSource};
+use crate::run::vtree::{self, BaseTree, VerifyTree};
 use crate::snapshot::{Snapshotter, Taken};
-
-fn base_record(state: &RunState) -> Option<BaseTree> {
-    vtree::base_record(&state.run_dir())
-}
 
 fn other(e: impl std::fmt::Display) -> ReplayError {
     ReplayError::Copy(std::io::Error::other(e.to_string()))
@@ -142,18 +140,22 @@ impl CliRunner {
             .map_err(|e| e.to_string())
     }
 
-    /// The run's verification trees (`None`: the work tree is not in git).
-    pub(super) async fn verify_trees(
+    /// The run's verification tree (`None`: the work tree is not in git).
+    pub(super) async fn verify_tree(
         &mut self,
         state: &RunState,
         env: &BTreeMap<String, String>,
-    ) -> Result<Option<VerifyTrees>, String> {
+    ) -> Result<Option<VerifyTree>, String> {
         let root = vtree::verification_root(&state.workspace, state.run_id.as_str());
         let store = self.snapshotter(state, env).await?.store().cloned();
-        Ok(store.map(|store| VerifyTrees::new(&root, store)))
+        Ok(store.map(|store| {
+            let tree = VerifyTree::new(&root, store);
+            tree.remove_legacy_trees();
+            tree
+        }))
     }
 
-    /// The tester's copy: the tester tree brought to `before` (the snapshot just taken).
+    /// The tester's copy: the verification tree brought to `before` (the snapshot just taken).
     /// `Ok(None)`: outside git (the caller copies).
     pub(super) async fn tester_tree(
         &mut self,
@@ -164,17 +166,16 @@ impl CliRunner {
         let Taken::Tree(tree) = before else {
             return Ok(None);
         };
-        let Some(trees) = self.verify_trees(state, env).await? else {
+        let Some(vtree) = self.verify_tree(state, env).await? else {
             return Ok(None);
         };
-        trees
-            .bring_to(TreeRole::Tester, tree)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(Some(trees.dir(TreeRole::Tester)))
+        vtree.bring_to(tree).await.map_err(|e| e.to_string())?;
+        Ok(Some(vtree.dir()))
     }
 
-    /// Saves the base tree as a git tree and materializes it. `Ok(None)`: outside git.
+    /// Saves the base tree as a git tree (`<run>/base-tree.json`) and returns what its closed
+    /// form leaves out, from the verification tree brought to it (where the plan's checks on
+    /// the base run next). `Ok(None)`: outside git.
     pub(super) async fn save_base_tree(
         &mut self,
         state: &RunState,
@@ -183,43 +184,53 @@ impl CliRunner {
         let Taken::Tree(tree) = self.snapshot(state, env).await? else {
             return Ok(None);
         };
-        let Some(trees) = self.verify_trees(state, env).await? else {
+        let Some(vtree) = self.verify_tree(state, env).await? else {
             return Ok(None);
         };
-        let unclosed = self.ensure_base(state, &trees, &tree).await?;
+        let unclosed = vtree
+            .bring_to(&tree)
+            .await
+            .map_err(|e| e.to_string())?
+            .unclosed;
+        let record = BaseTree { tree, dir: None };
+        integrity::write_record(&state.run_dir().join(vtree::BASE_TREE_FILE), &record)
+            .map_err(|e| e.to_string())?;
         Ok(Some(unclosed))
     }
 
-    /// Brings the base verification tree to `tree` unless it is there, and records it.
-    async fn ensure_base(
+    /// The work tree compared with the base tree: from git (the base tree id against a
+    /// snapshot taken now), or by walking `<run>/base/` beside it. `Ok(None)`: no base saved.
+    pub(super) async fn compare_with_base(
         &mut self,
         state: &RunState,
-        trees: &VerifyTrees,
-        tree: &TreeId,
-    ) -> Result<Vec<String>, String> {
-        let dir = trees.dir(TreeRole::Base);
-        let record = BaseTree {
-            tree: tree.clone(),
-            dir: dir.clone(),
-        };
-        let unclosed = if trees.current(TreeRole::Base).as_ref() == Some(tree) {
-            Vec::new()
-        } else {
-            trees
-                .bring_to(TreeRole::Base, tree)
-                .await
-                .map_err(|e| e.to_string())?
-                .unclosed
-        };
-        if base_record(state).as_ref() != Some(&record) {
-            integrity::write_record(&state.run_dir().join(vtree::BASE_TREE_FILE), &record)
-                .map_err(|e| e.to_string())?;
+        env: &BTreeMap<String, String>,
+    ) -> Result<Option<Comparison>, String> {
+        match verify::base_source(state) {
+            None => Ok(None),
+            Some(BaseSource::Dir(dir)) => Ok(Some(Comparison::of_dirs(&dir, &state.work_tree))),
+            Some(BaseSource::GitTree(base)) => {
+                let Taken::Tree(now) = self.snapshot(state, env).await? else {
+                    return Err(
+                        "the base is a git tree but the work tree is no longer in git".into(),
+                    );
+                };
+                let store = self
+                    .snapshotter(state, env)
+                    .await?
+                    .store()
+                    .cloned()
+                    .ok_or_else(|| "the work tree's git store is gone".to_owned())?;
+                Comparison::of_trees(&store, &base, &now)
+                    .await
+                    .map(Some)
+                    .map_err(|e| e.to_string())
+            }
         }
-        Ok(unclosed)
     }
 
-    /// Replays `commands` in the replay tree brought to `tree`'s content. `None`: outside git,
-    /// or a base saved as a copy by an older autocode (the caller copies).
+    /// Replays `commands` in the verification tree brought to `tree`'s content (the base tree,
+    /// the work tree's snapshot, or that snapshot with some paths as they are in the base
+    /// tree). `None`: outside git, or a base saved as a copy (the caller copies).
     pub(super) async fn replay_in_tree(
         &mut self,
         state: &RunState,
@@ -229,25 +240,18 @@ impl CliRunner {
         timeout: Duration,
         confinement: ReplayConfinement,
     ) -> Option<Result<Vec<Replayed>, ReplayError>> {
-        let trees = match self.verify_trees(state, env).await {
-            Ok(Some(trees)) => trees,
+        let vtree = match self.verify_tree(state, env).await {
+            Ok(Some(vtree)) => vtree,
             Ok(None) => return None,
             Err(e) => return Some(Err(other(e))),
         };
-        let base = base_record(state);
-        if state.verification.base_saved && base.is_none() {
-            return None;
-        }
-        if let Some(base) = &base
-            && let Err(e) = self.ensure_base(state, &trees, &base.tree).await
-        {
-            return Some(Err(other(e)));
-        }
+        let base = match verify::base_source(state) {
+            Some(BaseSource::Dir(_)) => return None,
+            Some(BaseSource::GitTree(base)) => Some(base),
+            None => None,
+        };
         let target = match tree {
-            ReplayTree::Base => match &base {
-                Some(base) => base.tree.clone(),
-                None => return None,
-            },
+            ReplayTree::Base => base.clone()?,
             ReplayTree::Final | ReplayTree::FinalWithBaseFiles(_) => {
                 match self.snapshot(state, env).await {
                     Ok(Taken::Tree(tree)) => tree,
@@ -256,7 +260,21 @@ impl CliRunner {
                 }
             }
         };
-        let report = match trees.bring_to(TreeRole::Replay, &target).await {
+        let target = match (tree, &base) {
+            (ReplayTree::FinalWithBaseFiles(files), Some(base)) => {
+                match vtree
+                    .store()
+                    .with_paths_from(&target, base, files, &vtree.scratch_index())
+                    .await
+                {
+                    Ok(composed) => composed,
+                    Err(e) => return Some(Err(other(e))),
+                }
+            }
+            (ReplayTree::FinalWithBaseFiles(_), None) => return None,
+            _ => target,
+        };
+        let report = match vtree.bring_to(&target).await {
             Ok(report) => report,
             Err(e) => return Some(Err(other(e))),
         };
@@ -264,18 +282,10 @@ impl CliRunner {
         {
             return Some(Err(e));
         }
-        let base_dir = trees.dir(TreeRole::Base);
-        let restored = match tree {
-            ReplayTree::FinalWithBaseFiles(files) => Restore {
-                from: Some(&base_dir),
-                files,
-            },
-            _ => Restore::default(),
-        };
         Some(
             replay::run_checks_in(
-                &trees.dir(TreeRole::Replay),
-                restored,
+                &vtree.dir(),
+                Restore::default(),
                 commands,
                 env,
                 timeout,
@@ -294,7 +304,7 @@ impl CliRunner {
         env: &BTreeMap<String, String>,
         confinement: ReplayConfinement,
     ) -> Result<Vec<Replayed>, ReplayError> {
-        let base = crate::run::verify::base_dir(state);
+        let base = verify::base_copy_dir(&state.run_dir());
         let (root, restore) = match tree {
             ReplayTree::Final => (state.work_tree.clone(), Restore::default()),
             ReplayTree::Base => (base.clone(), Restore::default()),

@@ -1,0 +1,342 @@
+//! Reading trees under test from the object store (issue 13): what changed between two trees
+//! with the blobs on each side ([`GitStore::diff_entries`]), the bytes of blobs
+//! ([`GitStore::read_blobs`]), and a tree made of another with some paths taken from a third
+//! ([`GitStore::with_paths_from`]), so the base tree is read from git and never checked out.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::{GitStore, GitTreeError, TreeId, io_error};
+
+/// One side of a changed entry: its mode (`100644`, `100755`, `120000`, `160000`) and object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Side {
+    pub mode: String,
+    pub object: String,
+}
+
+impl Side {
+    pub fn is_symlink(&self) -> bool {
+        self.mode == "120000"
+    }
+
+    pub fn is_gitlink(&self) -> bool {
+        self.mode == "160000"
+    }
+}
+
+/// An entry that differs between two trees: absent on one side when added or removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangedEntry {
+    pub path: String,
+    pub old: Option<Side>,
+    pub new: Option<Side>,
+}
+
+fn side(mode: &str, object: &str) -> Option<Side> {
+    (mode.bytes().any(|b| b != b'0')).then(|| Side {
+        mode: mode.to_owned(),
+        object: object.to_owned(),
+    })
+}
+
+/// The most bytes [`GitStore::read_blobs`] reads in one call (well under what a git command's
+/// captured output may hold).
+pub const BLOBS_BUDGET: u64 = 64 << 20;
+
+impl GitStore {
+    /// The entries that differ from `old` to `new`, in path order, with the mode and object of
+    /// each side (recursive, no rename detection). Time is proportional to what changed.
+    pub async fn diff_entries(
+        &self,
+        old: &TreeId,
+        new: &TreeId,
+    ) -> Result<Vec<ChangedEntry>, GitTreeError> {
+        if old == new {
+            return Ok(Vec::new());
+        }
+        let args = [
+            "diff-tree",
+            "-r",
+            "-z",
+            "--no-renames",
+            "--raw",
+            "--full-index",
+            old.as_str(),
+            new.as_str(),
+        ];
+        let out = self.git(None, None, &args, None).await?;
+        // `:<old mode> <new mode> <old id> <new id> <status>` NUL `<path>` NUL, repeated.
+        let mut parts = out.split(|b| *b == 0).filter(|p| !p.is_empty());
+        let mut changes = Vec::new();
+        while let (Some(meta), Some(path)) = (parts.next(), parts.next()) {
+            let meta = String::from_utf8_lossy(meta);
+            let fields: Vec<&str> = meta.trim_start_matches(':').split(' ').collect();
+            let [old_mode, new_mode, old_id, new_id, ..] = fields[..] else {
+                return Err(GitTreeError::Git {
+                    args: args.join(" "),
+                    dir: self.git_dir.clone(),
+                    detail: format!("unexpected line {meta:?}"),
+                });
+            };
+            changes.push(ChangedEntry {
+                path: String::from_utf8_lossy(path).into_owned(),
+                old: side(old_mode, old_id),
+                new: side(new_mode, new_id),
+            });
+        }
+        changes.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(changes)
+    }
+
+    /// The bytes of each blob in `objects` (ids), absent for one that is missing, not a blob,
+    /// larger than `cap` bytes, or past [`BLOBS_BUDGET`] bytes read in all (in the order
+    /// given). Two git commands whatever the count (`cat-file --batch-check` for the sizes,
+    /// then `--batch` for those within the caps).
+    pub async fn read_blobs(
+        &self,
+        objects: &[String],
+        cap: u64,
+    ) -> Result<BTreeMap<String, Vec<u8>>, GitTreeError> {
+        let mut out = BTreeMap::new();
+        if objects.is_empty() {
+            return Ok(out);
+        }
+        let mut ask = String::new();
+        for id in objects {
+            ask.push_str(id);
+            ask.push('\n');
+        }
+        let sizes = self
+            .git(
+                None,
+                None,
+                &["cat-file", "--batch-check"],
+                Some(ask.into_bytes()),
+            )
+            .await?;
+        let mut wanted = String::new();
+        let mut asked = std::collections::BTreeSet::new();
+        let mut total = 0u64;
+        for line in String::from_utf8_lossy(&sizes).lines() {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let [id, "blob", size] = fields[..] else {
+                continue;
+            };
+            let Ok(size) = size.parse::<u64>() else {
+                continue;
+            };
+            if size <= cap && total + size <= BLOBS_BUDGET && asked.insert(id.to_owned()) {
+                total += size;
+                wanted.push_str(id);
+                wanted.push('\n');
+            }
+        }
+        if wanted.is_empty() {
+            return Ok(out);
+        }
+        let batch = self
+            .git(
+                None,
+                None,
+                &["cat-file", "--batch"],
+                Some(wanted.into_bytes()),
+            )
+            .await?;
+        // `<id> blob <size>` LF `<content>` LF, repeated.
+        let mut rest = &batch[..];
+        while let Some(eol) = rest.iter().position(|b| *b == b'\n') {
+            let header = String::from_utf8_lossy(&rest[..eol]).into_owned();
+            rest = &rest[eol + 1..];
+            let fields: Vec<&str> = header.split(' ').collect();
+            let [id, _, size] = fields[..] else {
+                break;
+            };
+            let Ok(size) = size.parse::<usize>() else {
+                break;
+            };
+            if rest.len() < size {
+                break;
+            }
+            out.insert(id.to_owned(), rest[..size].to_vec());
+            rest = rest.get(size + 1..).unwrap_or_default();
+        }
+        Ok(out)
+    }
+
+    /// The tree `onto` with each of `paths` as it is in `from`: its entry there, or removed
+    /// when `from` lacks it. `index` is a scratch index file (removed afterwards).
+    pub async fn with_paths_from(
+        &self,
+        onto: &TreeId,
+        from: &TreeId,
+        paths: &[String],
+        index: &Path,
+    ) -> Result<TreeId, GitTreeError> {
+        if paths.is_empty() || onto == from {
+            return Ok(onto.clone());
+        }
+        if let Some(parent) = index.parent() {
+            fs_create(parent)?;
+        }
+        let _ = std::fs::remove_file(index);
+        let result = self.compose(onto, from, paths, index).await;
+        let _ = std::fs::remove_file(index);
+        result
+    }
+
+    async fn compose(
+        &self,
+        onto: &TreeId,
+        from: &TreeId,
+        paths: &[String],
+        index: &Path,
+    ) -> Result<TreeId, GitTreeError> {
+        self.git(None, Some(index), &["read-tree", onto.as_str()], None)
+            .await?;
+        // The entries of `from` at exactly these paths (literal pathspecs: no glob, no magic).
+        let mut args = vec![
+            "--literal-pathspecs",
+            "ls-tree",
+            "-r",
+            "-z",
+            "--full-tree",
+            from.as_str(),
+            "--",
+        ];
+        args.extend(paths.iter().map(String::as_str));
+        let listed = self.git(None, None, &args, None).await?;
+        let mut found: BTreeMap<String, String> = BTreeMap::new();
+        for line in listed.split(|b| *b == 0).filter(|l| !l.is_empty()) {
+            let Some(tab) = line.iter().position(|b| *b == b'\t') else {
+                continue;
+            };
+            let meta = String::from_utf8_lossy(&line[..tab]);
+            let fields: Vec<&str> = meta.split(' ').collect();
+            if let [mode, _, id] = fields[..] {
+                found.insert(
+                    String::from_utf8_lossy(&line[tab + 1..]).into_owned(),
+                    format!("{mode} {id}"),
+                );
+            }
+        }
+        let zero = "0".repeat(onto.as_str().len());
+        let mut info = Vec::new();
+        for path in paths {
+            let entry = found
+                .get(path)
+                .cloned()
+                .unwrap_or_else(|| format!("0 {zero}"));
+            info.extend_from_slice(format!("{entry}\t{path}").as_bytes());
+            info.push(0);
+        }
+        self.git(
+            None,
+            Some(index),
+            &["update-index", "-z", "--index-info"],
+            Some(info),
+        )
+        .await?;
+        let out = self.git(None, Some(index), &["write-tree"], None).await?;
+        TreeId::parse(&String::from_utf8_lossy(&out))
+    }
+}
+
+fn fs_create(dir: &Path) -> Result<(), GitTreeError> {
+    std::fs::create_dir_all(dir).map_err(io_error(dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn env() -> BTreeMap<String, String> {
+        ["PATH", "HOME"]
+            .into_iter()
+            .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_owned(), v)))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn changed_entries_blobs_and_a_tree_with_paths_from_another() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        fs::create_dir_all(ws.join("t")).unwrap();
+        crate::run::workspace::git(&ws, &["init", "-q"], &env())
+            .await
+            .expect("git init");
+        fs::write(ws.join("a.txt"), "a\n").unwrap();
+        fs::write(ws.join("t/test_a.py"), "assert 1\n").unwrap();
+        fs::write(ws.join("gone.txt"), "g\n").unwrap();
+        fs::write(ws.join("empty"), "").unwrap();
+        let store = GitStore::open(&dir.path().join("git"), &ws, &env())
+            .await
+            .unwrap()
+            .unwrap();
+        let index = dir.path().join("wt.index");
+        let base = store.write_tree(&ws, &index).await.unwrap();
+        fs::write(ws.join("t/test_a.py"), "pass\n").unwrap();
+        fs::remove_file(ws.join("gone.txt")).unwrap();
+        fs::write(ws.join("new.txt"), "n\n").unwrap();
+        std::os::unix::fs::symlink("a.txt", ws.join("link")).unwrap();
+        let now = store.write_tree(&ws, &index).await.unwrap();
+        assert!(store.diff_entries(&base, &base).await.unwrap().is_empty());
+        let changed = store.diff_entries(&base, &now).await.unwrap();
+        let summary: Vec<(&str, bool, bool)> = changed
+            .iter()
+            .map(|c| (c.path.as_str(), c.old.is_some(), c.new.is_some()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("gone.txt", true, false),
+                ("link", false, true),
+                ("new.txt", false, true),
+                ("t/test_a.py", true, true)
+            ]
+        );
+        assert!(changed[1].new.as_ref().unwrap().is_symlink());
+        let test = &changed[3];
+        let ids = [
+            test.old.clone().unwrap().object,
+            test.new.clone().unwrap().object,
+            changed[1].new.clone().unwrap().object,
+            "0".repeat(40),
+        ];
+        let blobs = store.read_blobs(&ids, 1 << 20).await.unwrap();
+        assert_eq!(blobs[&ids[0]], b"assert 1\n");
+        assert_eq!(blobs[&ids[1]], b"pass\n");
+        assert_eq!(blobs[&ids[2]], b"a.txt", "a link's blob is its target");
+        assert!(!blobs.contains_key(&ids[3]), "a missing object is absent");
+        let small = store.read_blobs(&ids[..1], 3).await.unwrap();
+        assert!(small.is_empty(), "a blob over the cap is not read");
+        // The work tree with the test and the removed file as they were, the new file gone.
+        let scratch = dir.path().join("compose.index");
+        let paths = ["t/test_a.py", "gone.txt", "new.txt"].map(String::from);
+        let composed = store
+            .with_paths_from(&now, &base, &paths, &scratch)
+            .await
+            .unwrap();
+        assert!(!scratch.exists(), "the scratch index is removed");
+        let left: Vec<String> = store
+            .diff_entries(&base, &composed)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| c.path)
+            .collect();
+        assert_eq!(
+            left,
+            ["link"],
+            "only what was not taken from the base differs"
+        );
+        assert_eq!(
+            store
+                .with_paths_from(&now, &base, &[], &scratch)
+                .await
+                .unwrap(),
+            now
+        );
+    }
+}
