@@ -12,6 +12,8 @@ bin=${AUTOCODE_BIN:-target/release/autocode}
 [ -x "$bin" ] || cargo build --release --locked -q
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
+# The toolchain stays where it is when HOME moves (rustup and cargo find it through HOME).
+export RUSTUP_HOME=${RUSTUP_HOME:-$HOME/.rustup} CARGO_HOME=${CARGO_HOME:-$HOME/.cargo}
 export HOME=$root/home XDG_STATE_HOME=$root/home/.local/state
 mkdir -p "$HOME"
 

@@ -49,29 +49,88 @@ pub fn use_color() -> bool {
     std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
 }
 
-/// Prints `value` as pretty JSON on stdout. A closed pipe is not an error.
+/// Prints `value` as pretty JSON on stdout, streamed (a 10,000-stage `status --json` is 9 MB: it
+/// is never held whole). A closed pipe is not an error.
 pub fn print_json<T: Serialize>(value: &T) -> Result<(), EdgeError> {
-    let text = serde_json::to_string_pretty(value).map_err(EdgeError::internal)?;
-    write_stdout(&escape_c1(&text))
+    // serde_json writes in small pieces: they are gathered first, then scanned in 64 kB blocks.
+    let stdout = std::io::stdout().lock();
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, C1Escaping::new(stdout));
+    let written = serde_json::to_writer_pretty(&mut out, value)
+        .map_err(std::io::Error::from)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
+    match written {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(EdgeError::internal(e)),
+    }
 }
 
 /// JSON escapes C0 controls itself; DEL and the C1 range (`U+007F`–`U+009F`, a terminal's
 /// 8-bit CSI among them) are written as `\u` escapes too, so `--json` on a terminal cannot
 /// drive it. They can only occur inside JSON strings, where the escape means the same text.
-fn escape_c1(json: &str) -> std::borrow::Cow<'_, str> {
-    let c1 = |c: char| ('\u{7f}'..='\u{9f}').contains(&c);
-    if !json.contains(c1) {
-        return std::borrow::Cow::Borrowed(json);
-    }
-    let mut out = String::with_capacity(json.len() + 16);
-    for c in json.chars() {
-        if c1(c) {
-            out.push_str(&format!("\\u{:04x}", u32::from(c)));
-        } else {
-            out.push(c);
+/// A writer, so the document streams: a C1 character is `0xC2 0x80..=0x9F` in UTF-8, and a
+/// `0xC2` ending one write waits for the next byte.
+struct C1Escaping<W: Write> {
+    inner: W,
+    pending_c2: bool,
+}
+
+impl<W: Write> C1Escaping<W> {
+    fn new(inner: W) -> Self {
+        Self {
+            inner,
+            pending_c2: false,
         }
     }
-    std::borrow::Cow::Owned(out)
+
+    fn escape(&mut self, code: u8) -> std::io::Result<()> {
+        write!(self.inner, "\\u{code:04x}")
+    }
+}
+
+impl<W: Write> Write for C1Escaping<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        // Nearly every write holds neither byte (`contains` on bytes is a memchr).
+        if !self.pending_c2 && !buf.contains(&0x7f) && !buf.contains(&0xc2) {
+            self.inner.write_all(buf)?;
+            return Ok(buf.len());
+        }
+        let mut start = 0;
+        for (i, &byte) in buf.iter().enumerate() {
+            if self.pending_c2 {
+                self.pending_c2 = false;
+                if (0x80..=0x9f).contains(&byte) {
+                    self.escape(byte)?;
+                    start = i + 1;
+                    continue;
+                }
+                self.inner.write_all(&[0xc2])?;
+            }
+            match byte {
+                0x7f => {
+                    self.inner.write_all(&buf[start..i])?;
+                    self.escape(0x7f)?;
+                    start = i + 1;
+                }
+                0xc2 => {
+                    self.inner.write_all(&buf[start..i])?;
+                    self.pending_c2 = true;
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        self.inner.write_all(&buf[start..])?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if std::mem::take(&mut self.pending_c2) {
+            self.inner.write_all(&[0xc2])?;
+        }
+        self.inner.flush()
+    }
 }
 
 /// Prints data text on stdout with a trailing newline. A closed pipe is not an error.
@@ -112,12 +171,28 @@ mod tests {
     fn json_keeps_its_meaning_without_raw_control_characters() {
         let value = serde_json::json!({"text": "a\u{1b}]0;t\u{7}b\u{9b}31m\u{7f}"});
         let text = serde_json::to_string_pretty(&value).unwrap();
-        let escaped = escape_c1(&text);
+        // Written a byte at a time too, so a C1 character split across writes is caught.
+        let mut whole = C1Escaping::new(Vec::new());
+        whole.write_all(text.as_bytes()).unwrap();
+        whole.flush().unwrap();
+        let mut split = C1Escaping::new(Vec::new());
+        for byte in text.as_bytes() {
+            split.write_all(std::slice::from_ref(byte)).unwrap();
+        }
+        split.flush().unwrap();
+        assert_eq!(whole.inner, split.inner);
+        let escaped = String::from_utf8(whole.inner).unwrap();
         assert!(
             !escaped.chars().any(|c| c.is_control() && c != '\n'),
             "{escaped}"
         );
         let back: serde_json::Value = serde_json::from_str(&escaped).unwrap();
         assert_eq!(back, value);
+        // Other non-ASCII text passes unchanged (U+00C2 itself is 0xC3 0x82).
+        let plain = "{\"a\": \"é Â ü \u{a0}\"}";
+        let mut out = C1Escaping::new(Vec::new());
+        out.write_all(plain.as_bytes()).unwrap();
+        out.flush().unwrap();
+        assert_eq!(out.inner, plain.as_bytes());
     }
 }
