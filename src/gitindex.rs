@@ -224,10 +224,7 @@ mod tests {
 
     /// git through the boundary, as autocode runs it (`run::workspace::git`).
     fn git(dir: &Path, args: &[&str]) -> String {
-        let env: std::collections::BTreeMap<String, String> = ["PATH", "HOME"]
-            .into_iter()
-            .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_owned(), v)))
-            .collect();
+        let env = crate::run::workspace::git_test_env();
         let mut all = vec!["-c", "user.name=t", "-c", "user.email=t@t"];
         all.extend_from_slice(args);
         tokio::runtime::Builder::new_current_thread()

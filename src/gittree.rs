@@ -594,12 +594,7 @@ async fn run_git(
 mod tests {
     use super::*;
 
-    fn env() -> BTreeMap<String, String> {
-        ["PATH", "HOME"]
-            .into_iter()
-            .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_owned(), v)))
-            .collect()
-    }
+    use crate::run::workspace::git_test_env as env;
 
     pub(crate) async fn git_repo(dir: &Path) {
         crate::run::workspace::git(dir, &["init", "-q"], &env())

@@ -536,12 +536,7 @@ mod tests {
         assert_eq!(diff(&first, &third).len(), 1);
     }
 
-    fn env() -> BTreeMap<String, String> {
-        ["PATH", "HOME"]
-            .into_iter()
-            .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_owned(), v)))
-            .collect()
-    }
+    use crate::run::workspace::git_test_env as env;
 
     /// The same changes are seen in git (tree ids) and outside git (file hashes), and a mode
     /// change or a symlink retarget is as visible as a content change.

@@ -251,12 +251,7 @@ mod tests {
     use super::*;
     use std::fs;
 
-    fn env() -> BTreeMap<String, String> {
-        ["PATH", "HOME"]
-            .into_iter()
-            .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_owned(), v)))
-            .collect()
-    }
+    use crate::run::workspace::git_test_env as env;
 
     #[tokio::test]
     async fn changed_entries_blobs_and_a_tree_with_paths_from_another() {

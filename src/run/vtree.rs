@@ -284,15 +284,9 @@ fn close(dir: &Path, links: &[&str]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
     use std::fs;
 
-    fn env() -> BTreeMap<String, String> {
-        ["PATH", "HOME"]
-            .into_iter()
-            .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_owned(), v)))
-            .collect()
-    }
+    use crate::run::workspace::git_test_env as env;
 
     #[tokio::test]
     async fn a_verification_tree_is_exact_and_closed_after_each_use() {

@@ -33,6 +33,15 @@ pub const SAFE_GIT_ARGS: [&str; 4] = [
     "core.fsmonitor=false",
 ];
 
+/// The environment unit tests run git with: `PATH` and `HOME` only.
+#[cfg(test)]
+pub(crate) fn git_test_env() -> BTreeMap<String, String> {
+    ["PATH", "HOME"]
+        .into_iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_owned(), v)))
+        .collect()
+}
+
 /// Runs git with `args` in `dir` and returns its stdout.
 pub async fn git(
     dir: &Path,
