@@ -1,17 +1,15 @@
-//! The driver: owns the run state, asks the flow what comes next, runs stage attempts through a
-//! [`StageRunner`], handles repairs, corrections, the one transport retry and pauses, and
-//! checkpoints after every step.
+//! The driver: holds the run state (in a [`RunHandle`], `super::handle`), asks the flow what comes
+//! next, runs stage attempts through a [`StageRunner`], handles repairs, corrections, the one
+//! transport retry and pauses, and checkpoints after every step.
 //!
 //! Every change to the state is followed by an atomic `run.json` write and an `activity.jsonl`
 //! line, and an attempt is recorded as `running` *before* it launches, so a crash at any point
 //! leaves a state that `resume` can judge: a running attempt is adopted only if its artifacts
 //! hold a complete, valid, verified report, and is otherwise `PAUSED_INTERRUPTED`.
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use serde::Serialize;
+use chrono::Utc;
 use serde_json::Value;
 
 use super::budget;
@@ -21,15 +19,13 @@ use super::interrupt::{interrupted, stop_requested, watch_stop_signals};
 use super::prompt;
 use super::replay_verdicts::{all_checks, final_replay_results, verify_test_report};
 use super::review;
-use super::state::{
-    AttemptPurpose, AttemptRecord, AttemptStatus, PauseRecord, Phase, RunState, Usage,
-};
+use super::state::{AttemptPurpose, AttemptRecord, AttemptStatus, Phase, RunState, Usage};
 use crate::ids::SessionId;
 use crate::pause::PauseCode;
 use crate::report::ReportKind;
 use crate::role::Role;
-use crate::store::{self, StoreError};
 
+pub use super::handle::{DriveOutcome, DriverError, RunHandle};
 pub use super::stage_runner::{
     AttemptContext, AttemptOutcome, AttemptResult, Interaction, ReplayResult, ReplayTree,
     StageRunner,
@@ -37,113 +33,6 @@ pub use super::stage_runner::{
 
 /// At most this many report-only repairs per stage before `PAUSED_INVALID_OUTPUT`.
 pub const MAX_REPORT_REPAIRS: u32 = 2;
-
-/// How a drive ended.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
-pub enum DriveOutcome {
-    Complete,
-    Paused { pause: PauseRecord },
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum DriverError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-/// The run's directory and its state, committed durably on every change (`run::checkpoint`).
-pub struct RunHandle {
-    pub dir: PathBuf,
-    pub state: RunState,
-    /// What of the attempts is already on disk.
-    log: super::checkpoint::AttemptLog,
-}
-
-#[derive(Serialize)]
-struct Activity<'a> {
-    at: DateTime<Utc>,
-    event: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    detail: Option<&'a str>,
-}
-
-impl RunHandle {
-    /// A handle on a state just read from `dir`, or just created for it.
-    pub fn new(dir: PathBuf, state: RunState) -> RunHandle {
-        let log = super::checkpoint::AttemptLog::of(&state);
-        RunHandle { dir, state, log }
-    }
-
-    pub fn state_path(dir: &Path) -> PathBuf {
-        super::checkpoint::state_path(dir)
-    }
-
-    /// One durable commit of the state (and of the stage files and activity written since).
-    pub fn checkpoint(&mut self) -> Result<(), StoreError> {
-        self.state.updated_at = Utc::now();
-        super::checkpoint::commit(&self.dir, &mut self.state, &mut self.log)
-    }
-
-    /// An `activity.jsonl` line, made durable with the next checkpoint.
-    pub fn activity(&self, event: &str, detail: Option<&str>) -> Result<(), StoreError> {
-        store::append_json_line_as(
-            &self.dir.join("activity.jsonl"),
-            &Activity {
-                at: Utc::now(),
-                event,
-                detail,
-            },
-            store::Durability::Deferred,
-        )
-    }
-
-    fn pause(
-        &mut self,
-        decision: PauseDecision,
-        attempt: Option<String>,
-    ) -> Result<DriveOutcome, StoreError> {
-        self.pause_until(decision, attempt, None)
-    }
-
-    fn pause_until(
-        &mut self,
-        decision: PauseDecision,
-        attempt: Option<String>,
-        resume_after: Option<DateTime<Utc>>,
-    ) -> Result<DriveOutcome, StoreError> {
-        let next_step = decision
-            .code
-            .next_step()
-            .replace("RUN", self.state.run_id.as_str())
-            .replace("ATTEMPT", attempt.as_deref().unwrap_or("ATTEMPT"));
-        let reason = match (&attempt, decision.code) {
-            // Name the log the pause refers to.
-            (Some(dir), PauseCode::PausedProviderUncertain) => {
-                let stage = self.dir.join("stages").join(dir);
-                format!(
-                    "{} (stage log: {}; its event stream: {})",
-                    decision.reason,
-                    stage.join("stderr.log").display(),
-                    stage.join("stdout.log").display()
-                )
-            }
-            _ => decision.reason,
-        };
-        let record = PauseRecord {
-            code: decision.code,
-            reason,
-            next_step,
-            at: Utc::now(),
-            attempt,
-            resume_after,
-        };
-        self.state.pause = Some(record.clone());
-        self.checkpoint()?;
-        self.activity(&format!("paused {}", record.code), Some(&record.reason))?;
-        Ok(DriveOutcome::Paused { pause: record })
-    }
-}
 
 /// Drives the run until it completes or pauses.
 pub async fn drive<R: StageRunner, I: Interaction>(

@@ -21,6 +21,7 @@ pub mod coverage;
 pub mod driver;
 pub mod flow;
 pub mod gate;
+pub mod handle;
 pub mod integrity;
 mod interrupt;
 pub mod isolation;
