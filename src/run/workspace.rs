@@ -22,6 +22,11 @@ pub enum WorkspaceError {
         dir: PathBuf,
         detail: String,
     },
+    #[error("cannot lock {path} (autocode's worktree changes in this repository): {source}")]
+    Lock {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// Options given to every git command autocode runs itself: the repository is the user's (or a
@@ -109,6 +114,39 @@ pub fn worktree_location(workspace: &Path, run_id: &RunId) -> (PathBuf, String) 
     )
 }
 
+/// Held while autocode changes the repository's worktrees: `git worktree add` reads every entry
+/// of `.git/worktrees/` and fails on one that another `add` is creating at that moment (two runs
+/// started together in one repository), so autocode's own adds and removals take turns.
+struct WorktreeLock {
+    _lock: nix::fcntl::Flock<std::fs::File>,
+}
+
+async fn lock_worktrees(workspace: &Path) -> Result<WorktreeLock, WorkspaceError> {
+    let path = workspace.join(".autocode/worktrees.lock");
+    let failed = |path: &Path| {
+        let path = path.to_owned();
+        move |source: std::io::Error| WorkspaceError::Lock { path, source }
+    };
+    let dir = workspace.join(".autocode");
+    std::fs::create_dir_all(&dir).map_err(failed(&dir))?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(failed(&path))?;
+    // A blocking flock, on a thread of its own: the other run holds it for one git command.
+    let locked = tokio::task::spawn_blocking(move || {
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, errno)| std::io::Error::from(errno))
+    })
+    .await
+    .map_err(std::io::Error::other)
+    .and_then(|locked| locked)
+    .map_err(failed(&path))?;
+    Ok(WorktreeLock { _lock: locked })
+}
+
 /// Creates the run's worktree on a new branch from HEAD.
 pub async fn create_worktree(
     workspace: &Path,
@@ -116,6 +154,7 @@ pub async fn create_worktree(
     env: &BTreeMap<String, String>,
 ) -> Result<(PathBuf, String), WorkspaceError> {
     let (path, branch) = worktree_location(workspace, run_id);
+    let _turn = lock_worktrees(workspace).await?;
     let path_text = path.to_string_lossy().into_owned();
     // Parallel checkout: a checkout of many small files is several times faster with a worker
     // per core (docs/performance.md, "Large workspaces").
@@ -145,6 +184,7 @@ pub async fn remove_worktree(
     env: &BTreeMap<String, String>,
 ) -> Result<(), WorkspaceError> {
     let (path, branch) = worktree_location(workspace, run_id);
+    let _turn = lock_worktrees(workspace).await?;
     if path.exists() {
         let path_text = path.to_string_lossy().into_owned();
         git(
