@@ -298,25 +298,15 @@ fn push_bool(out: &mut Vec<u8>, value: bool) {
 }
 
 fn push_int(out: &mut Vec<u8>, value: Int) {
-    let (negative, mut n) = match value {
+    let (negative, n) = match value {
         Int::U(n) => (false, n),
         Int::I(n) => (n < 0, n.unsigned_abs()),
     };
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        // `n % 10` is below 10: the cast keeps it exactly.
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
     if negative {
         out.push(b'-');
     }
-    out.extend_from_slice(&digits[at..]);
+    let mut digits = [0u8; 20];
+    out.extend_from_slice(super::render::decimal(n, &mut digits));
 }
 
 /// serde_json's escape of one byte: 0 for none, `u` for `\u00XX`, else the short escape's letter.

@@ -71,8 +71,13 @@ fn push_int(out: &mut String, n: i64) {
     push_uint(out, n.unsigned_abs());
 }
 
-fn push_uint(out: &mut String, mut n: u64) {
+fn push_uint(out: &mut String, n: u64) {
     let mut digits = [0u8; 20];
+    out.extend(decimal(n, &mut digits).iter().map(|&d| char::from(d)));
+}
+
+/// `n`'s decimal digits (what `Display` writes), in `digits`; shared with the JSON writer.
+pub(super) fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
     let mut at = digits.len();
     loop {
         at -= 1;
@@ -83,7 +88,7 @@ fn push_uint(out: &mut String, mut n: u64) {
             break;
         }
     }
-    out.extend(digits[at..].iter().map(|&d| char::from(d)));
+    &digits[at..]
 }
 
 /// A value or `?` when it is unknown (what `Opt` displays).

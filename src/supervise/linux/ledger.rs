@@ -231,6 +231,11 @@ pub fn read_connect_target(tid: i32, args: &[u64; 6], socketcall: bool) -> Optio
     } else {
         (args[1], args[2] & 0xffff_ffff)
     };
+    read_sockaddr(tid, address, length)
+}
+
+/// Reads and classifies the sockaddr of `length` bytes (at most a `sockaddr_un`) at `address`.
+fn read_sockaddr(tid: i32, address: u64, length: u64) -> Option<SocketTarget> {
     let length = length.min(SOCKADDR_UN_LEN) as usize;
     let mut buf = vec![0u8; length];
     let got = sys::read_memory(tid, address, &mut buf).ok()?;
@@ -254,10 +259,7 @@ pub fn read_sendto_target(
     if address == 0 {
         return Some(None);
     }
-    let length = length.min(SOCKADDR_UN_LEN) as usize;
-    let mut buf = vec![0u8; length];
-    let got = sys::read_memory(tid, address, &mut buf).ok()?;
-    Some(Some(parse_sockaddr(buf.get(..got)?)))
+    read_sockaddr(tid, address, length).map(Some)
 }
 
 /// The canonical path of a socket the caller names, resolved through its cwd and root
