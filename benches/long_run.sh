@@ -22,7 +22,9 @@ bin=${AUTOCODE_BIN:-target/release/autocode}
 bin=$(realpath "$bin")
 milestones=${1:-333}
 root=$(mktemp -d)
-# LONG_RUN_KEEP=1 keeps the workspace and the run for a closer look (the path is printed).
+# LONG_RUN_KEEP=1 keeps the workspace and the run for a closer look (the path is printed);
+# RUST_LOG=autocode=debug logs each supervised launch, checkpoint and prompt with its time
+# into the kept run.err.
 if [ -n "${LONG_RUN_KEEP:-}" ]; then echo "kept in $root" >&2; else trap 'rm -rf "$root"' EXIT; fi
 home=$root/home ws=$root/ws script=$root/script.json
 mkdir -p "$home/.config/autocode/providers" "$ws"
@@ -89,7 +91,7 @@ ac() {
   env -i PATH="$PATH" HOME="$home" XDG_CONFIG_HOME="$home/.config" \
     XDG_DATA_HOME="$home/.local/share" XDG_CACHE_HOME="$home/.cache" \
     XDG_STATE_HOME="$home/.local/state" LANG=C.UTF-8 GIT_CONFIG_NOSYSTEM=1 \
-    "$bin" "$@" </dev/null
+    ${RUST_LOG:+RUST_LOG=$RUST_LOG} NO_COLOR=1 "$bin" "$@" </dev/null
 }
 git -C "$ws" init -q
 echo seed >"$ws/README.md"

@@ -29,11 +29,15 @@ const NOT_AUTOCODE: &str = ":(glob,exclude)**/.autocode/**";
 
 /// `-c user.name=… -c user.email=…` when the repository (or the user's config) lacks either.
 async fn identity_args(dir: &Path, env: &BTreeMap<String, String>) -> Vec<String> {
-    let name = git(dir, &["config", "--get", "user.name"], env).await;
-    let email = git(dir, &["config", "--get", "user.email"], env).await;
-    let configured =
-        |r: &Result<String, WorkspaceError>| r.as_ref().is_ok_and(|v| !v.trim().is_empty());
-    if configured(&name) && configured(&email) {
+    // One launch for both keys; git lists every value in precedence order, the last one wins.
+    let listed = git(
+        dir,
+        &["config", "--get-regexp", r"^user\.(name|email)$"],
+        env,
+    )
+    .await
+    .unwrap_or_default();
+    if identity_configured(&listed) {
         return Vec::new();
     }
     vec![
@@ -42,6 +46,23 @@ async fn identity_args(dir: &Path, env: &BTreeMap<String, String>) -> Vec<String
         "-c".into(),
         format!("user.email={FALLBACK_EMAIL}"),
     ]
+}
+
+/// Whether `git config --get-regexp` output sets both `user.name` and `user.email` to something
+/// (each key's last value, as git reads it).
+fn identity_configured(listed: &str) -> bool {
+    let mut name = false;
+    let mut email = false;
+    for line in listed.lines() {
+        let (key, value) = line.split_once(' ').unwrap_or((line, ""));
+        let set = !value.trim().is_empty();
+        match key {
+            "user.name" => name = set,
+            "user.email" => email = set,
+            _ => {}
+        }
+    }
+    name && email
 }
 
 /// Runs `git <COMMIT_ARGS> <identity> args…` in `dir`.
@@ -341,6 +362,36 @@ mod tests {
         git_committing(ws, &["commit", "-qm", "seed"], env)
             .await
             .unwrap();
+    }
+
+    #[test]
+    fn an_identity_needs_both_keys_set_by_their_last_value() {
+        assert!(identity_configured("user.name Ada\nuser.email ada@x\n"));
+        assert!(!identity_configured("user.name Ada\n"));
+        assert!(!identity_configured(""));
+        // A later (more local) empty value unsets what a global one said.
+        assert!(!identity_configured(
+            "user.name Ada\nuser.email ada@x\nuser.name \n"
+        ));
+        assert!(identity_configured(
+            "user.email old@x\nuser.name Ada Lovelace\nuser.email ada@x\n"
+        ));
+    }
+
+    #[tokio::test]
+    async fn the_fallback_identity_applies_only_without_a_configured_one() {
+        let home = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let env = env(home.path());
+        git(dir.path(), &["init", "-q"], &env).await.unwrap();
+        assert_eq!(identity_args(dir.path(), &env).await.len(), 4);
+        git(dir.path(), &["config", "user.name", "Ada"], &env)
+            .await
+            .unwrap();
+        git(dir.path(), &["config", "user.email", "ada@x"], &env)
+            .await
+            .unwrap();
+        assert!(identity_args(dir.path(), &env).await.is_empty());
     }
 
     #[tokio::test]

@@ -496,7 +496,13 @@ async fn launch_attempt<R: StageRunner>(
     };
     // The completion reviewer is shown the work against the base tree (read from git).
     let (changes, compare_failed) = if full_prompt && prompt::shows_changes(plan.role) {
-        match runner.compare_base(&run.state).await {
+        let started = std::time::Instant::now();
+        let compared = runner.compare_base(&run.state).await;
+        tracing::debug!(
+            ms = started.elapsed().as_secs_f64() * 1000.0,
+            "compared with the base tree"
+        );
+        match compared {
             Ok(changes) => (changes, None),
             Err(pause) => (None, Some(pause.reason)),
         }
@@ -528,6 +534,7 @@ async fn launch_attempt<R: StageRunner>(
         }
         _ => stage_prompt(),
     };
+    tracing::debug!(role = %plan.role, bytes = prompt_text.len(), "prompt written");
     run.state.attempts.push(record.clone());
     run.checkpoint()?;
     run.activity("attempt started", Some(&dir))?;

@@ -56,7 +56,13 @@ impl RunHandle {
     /// One durable commit of the state (and of the stage files and activity written since).
     pub fn checkpoint(&mut self) -> Result<(), StoreError> {
         self.state.updated_at = Utc::now();
-        super::checkpoint::commit(&self.dir, &mut self.state, &mut self.log)
+        let started = std::time::Instant::now();
+        let committed = super::checkpoint::commit(&self.dir, &mut self.state, &mut self.log);
+        tracing::debug!(
+            ms = started.elapsed().as_secs_f64() * 1000.0,
+            "checkpoint committed"
+        );
+        committed
     }
 
     /// An `activity.jsonl` line, made durable with the next checkpoint.

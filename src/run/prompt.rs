@@ -251,10 +251,11 @@ fn changes_section(state: &RunState, comparison: &Comparison, out: &mut String) 
         .filter_map(|c| c["check"].as_str().map(str::to_owned))
         .chain(state.verification.required_checks.iter().cloned())
         .collect();
+    let matcher = super::treediff::TestMatcher::new(&checks);
     let (tests, other): (Vec<_>, Vec<_>) = changes
         .iter()
         .map(|(rel, _)| rel.clone())
-        .partition(|rel| super::treediff::looks_like_test(rel, &checks));
+        .partition(|rel| matcher.is_test(rel));
     out.push_str("\n# Changes to test files (base tree → now)\n\n");
     if tests.is_empty() {
         out.push_str("None.\n");

@@ -5,7 +5,7 @@
 //! the closed copy saved in `<run>/base/` before any stage ran, walked beside the work tree
 //! ([`Comparison::of_dirs`]). See `super::verify::BaseSource`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -14,15 +14,20 @@ use crate::gittree::{ChangedEntry, GitStore, GitTreeError, Side, TreeId};
 use super::verify::{split_list, words};
 
 /// Whether `path` (relative, `/`-separated) looks like a test in a common layout, or is named by
-/// one of `checks`.
+/// one of `checks`. Asking about many paths, build a [`TestMatcher`] once.
 pub fn looks_like_test(path: &str, checks: &[String]) -> bool {
+    TestMatcher::new(checks).is_test(path)
+}
+
+/// Whether `path` looks like a test in a common layout (its name, extension and directories).
+fn test_by_layout(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
     let dirs: Vec<&str> = path.split('/').collect();
     let dirs = &dirs[..dirs.len().saturating_sub(1)];
     let in_dir = |d: &str| dirs.contains(&d);
     let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or_default();
     let stem = name.rsplit_once('.').map(|(s, _)| s).unwrap_or(name);
-    let by_layout = match ext {
+    match ext {
         "py" => {
             name.starts_with("test_")
                 || stem.ends_with("_test")
@@ -46,8 +51,7 @@ pub fn looks_like_test(path: &str, checks: &[String]) -> bool {
                 || stem.ends_with("IT")
         }
         _ => in_dir("testdata") || in_dir("fixtures"),
-    };
-    by_layout || checks.iter().any(|check| named_by(check, path))
+    }
 }
 
 /// Test runners: a file or module right after one of these (options skipped) is a test.
@@ -55,71 +59,73 @@ const TEST_RUNNERS: [&str; 10] = [
     "unittest", "pytest", "py.test", "bats", "prove", "mocha", "jest", "vitest", "tap", "ava",
 ];
 
-/// Whether `check` names `path` as a test: as a word (a path, or a Python module such as
-/// `test_vowels` or `pkg.test_x`) that reads as a test (`test`, `spec` or `check` in its name) or
-/// that a test runner is given. Code passed with `-c`/`-e` names nothing: the program under test
-/// (`python3 greet.py`, `from stats import median`) is not a test.
-fn named_by(check: &str, path: &str) -> bool {
-    let module = path
-        .strip_suffix(".py")
-        .map(|p| p.replace('/', "."))
-        .unwrap_or_default();
-    let name = path.rsplit('/').next().unwrap_or(path).to_lowercase();
-    let test_like = ["test", "spec", "check"].iter().any(|t| name.contains(t));
-    for command in check_words(check).iter() {
-        let mut after_runner = false;
-        let mut skip_next = false;
-        for word in command {
-            if skip_next {
-                skip_next = false;
-                continue;
-            }
-            if word == "-c" || word == "-e" {
-                skip_next = true;
-                continue;
-            }
-            let w = word.trim_start_matches("./");
-            let w = w.split("::").next().unwrap_or(w);
-            if TEST_RUNNERS.contains(&w) {
-                after_runner = true;
-                continue;
-            }
-            let names = !w.is_empty() && (w == path || (!module.is_empty() && w == module));
-            if names && (test_like || after_runner) {
-                return true;
-            }
-        }
-    }
-    false
+/// Which paths the checks of a plan name as tests, parsed once: a reviewer's prompt and the
+/// changed-test gate ask about every changed path against every check of the plan, and a long
+/// plan makes both lists long (a lookup per path, not a pass over the checks).
+///
+/// A check names `path` as a test with a word (a path, or a Python module such as
+/// `test_vowels` or `pkg.test_x`) that reads as a test (`test`, `spec` or `check` in the file's
+/// name) or that a test runner is given. Code passed with `-c`/`-e` names nothing: the program
+/// under test (`python3 greet.py`, `from stats import median`) is not a test.
+#[derive(Debug, Clone, Default)]
+pub struct TestMatcher {
+    /// Every word of every command (options given to `-c`/`-e` and runner names left out).
+    words: HashSet<String>,
+    /// The words that follow a test runner in their command.
+    after_runner: HashSet<String>,
 }
 
-/// The words of each command of `check`'s shell list, parsed once per check and thread: a
-/// reviewer's prompt asks [`named_by`] for every changed path against every check of the plan,
-/// which re-parsed each check per path (quadratic in a long plan).
-fn check_words(check: &str) -> std::rc::Rc<Vec<Vec<String>>> {
-    use std::cell::RefCell;
-    use std::collections::HashMap;
-    use std::rc::Rc;
-    thread_local! {
-        static PARSED: RefCell<HashMap<String, Rc<Vec<Vec<String>>>>> = RefCell::new(HashMap::new());
+impl TestMatcher {
+    pub fn new(checks: &[String]) -> TestMatcher {
+        let mut matcher = TestMatcher::default();
+        for check in checks {
+            for (_, command, _) in split_list(check) {
+                let mut after_runner = false;
+                let mut skip_next = false;
+                for word in words(&command) {
+                    if skip_next {
+                        skip_next = false;
+                        continue;
+                    }
+                    if word == "-c" || word == "-e" {
+                        skip_next = true;
+                        continue;
+                    }
+                    let w = word.trim_start_matches("./");
+                    let w = w.split("::").next().unwrap_or(w);
+                    if TEST_RUNNERS.contains(&w) {
+                        after_runner = true;
+                        continue;
+                    }
+                    if w.is_empty() {
+                        continue;
+                    }
+                    if after_runner {
+                        matcher.after_runner.insert(w.to_owned());
+                    }
+                    matcher.words.insert(w.to_owned());
+                }
+            }
+        }
+        matcher
     }
-    PARSED.with(|parsed| {
-        let mut parsed = parsed.borrow_mut();
-        if let Some(words) = parsed.get(check) {
-            return Rc::clone(words);
-        }
-        if parsed.len() >= 4096 {
-            parsed.clear();
-        }
-        let words: Rc<Vec<Vec<String>>> = Rc::new(
-            split_list(check)
-                .into_iter()
-                .map(|(_, command, _)| words(&command))
-                .collect(),
-        );
-        parsed.insert(check.to_owned(), Rc::clone(&words));
-        words
-    })
+
+    /// Whether `path` looks like a test by its layout or is named as one by a check.
+    pub fn is_test(&self, path: &str) -> bool {
+        test_by_layout(path) || self.named(path)
+    }
+
+    fn named(&self, path: &str) -> bool {
+        let name = path.rsplit('/').next().unwrap_or(path).to_lowercase();
+        let test_like = ["test", "spec", "check"].iter().any(|t| name.contains(t));
+        let words = if test_like {
+            &self.words
+        } else {
+            &self.after_runner
+        };
+        let module = path.strip_suffix(".py").map(|p| p.replace('/', "."));
+        words.contains(path) || module.is_some_and(|m| !m.is_empty() && words.contains(&m))
+    }
 }
 
 /// How a file differs between the base and the final tree.
@@ -360,9 +366,10 @@ impl Comparison {
 
     /// Base files the builder modified or deleted that look like tests.
     pub fn changed_tests(&self, checks: &[String]) -> Vec<String> {
+        let matcher = TestMatcher::new(checks);
         self.changes
             .iter()
-            .filter(|(rel, change)| *change != Change::Added && looks_like_test(rel, checks))
+            .filter(|(rel, change)| *change != Change::Added && matcher.is_test(rel))
             .map(|(rel, _)| rel.clone())
             .collect()
     }
