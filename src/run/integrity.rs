@@ -379,6 +379,31 @@ impl RunIntegrityError {
     }
 }
 
+/// The variables that point git at a repository or change where it looks (git(1),
+/// "Environment Variables"); the others (GIT_SSL_CAINFO, GIT_AUTHOR_NAME…) do not.
+fn changes_discovery(key: &str) -> bool {
+    matches!(
+        key,
+        "GIT_DIR" | "GIT_WORK_TREE" | "GIT_COMMON_DIR" | "GIT_DISCOVERY_ACROSS_FILESYSTEM"
+    ) || key.starts_with("GIT_CONFIG")
+}
+
+/// The variables that change which index git reads for a directory, or whether it finds one:
+/// those of [`changes_discovery`], the index file, the ceiling (git stops sooner than the
+/// reader would), and git's test knobs.
+fn changes_the_index_read(key: &str) -> bool {
+    changes_discovery(key)
+        || matches!(key, "GIT_INDEX_FILE" | "GIT_CEILING_DIRECTORIES")
+        || key.starts_with("GIT_TEST_")
+}
+
+/// Whether `env` or this process's environment sets a variable `matters` says counts (a name
+/// that is not UTF-8 always counts).
+fn git_variable_set(env: &BTreeMap<String, String>, matters: fn(&str) -> bool) -> bool {
+    env.keys().any(|key| matters(key))
+        || std::env::vars_os().any(|(key, _)| key.to_str().is_none_or(matters))
+}
+
 /// Whether git could find a repository for `dir` — `false` only when it certainly cannot, so
 /// the caller may skip starting git (a supervised launch costs milliseconds, most of `status`'s
 /// time in a plain directory). Git finds a repository through `GIT_DIR` (or another variable
@@ -388,17 +413,7 @@ impl RunIntegrityError {
 /// before. `GIT_CEILING_DIRECTORIES` and file-system boundaries only stop git sooner, so
 /// ignoring them errs toward `true`.
 pub fn could_be_in_git_repository(dir: &Path, env: &BTreeMap<String, String>) -> bool {
-    // The variables that point git at a repository or change where it looks (git(1),
-    // "Environment Variables"); the others (GIT_SSL_CAINFO, GIT_AUTHOR_NAME…) do not.
-    let git_variable = |key: &str| {
-        matches!(
-            key,
-            "GIT_DIR" | "GIT_WORK_TREE" | "GIT_COMMON_DIR" | "GIT_DISCOVERY_ACROSS_FILESYSTEM"
-        ) || key.starts_with("GIT_CONFIG")
-    };
-    if env.keys().any(|key| git_variable(key))
-        || std::env::vars_os().any(|(key, _)| key.to_str().is_none_or(git_variable))
-    {
+    if git_variable_set(env, changes_discovery) {
         return true;
     }
     let Ok(dir) = fs::canonicalize(dir) else {
@@ -413,15 +428,13 @@ pub fn could_be_in_git_repository(dir: &Path, env: &BTreeMap<String, String>) ->
 }
 
 /// [`tracked_run_dirs`] without git: a plain repository's index read in place (`None`: git
-/// must be asked — a `GIT_*` variable is set, or the repository is not a plain case).
+/// must be asked — a variable that changes which index git reads is set, or the repository is
+/// not a plain case).
 pub fn tracked_run_dirs_from_index(
     workspace: &Path,
     env: &BTreeMap<String, String>,
 ) -> Option<BTreeSet<String>> {
-    let git_variable = |k: &str| k.starts_with("GIT_");
-    if env.keys().any(|k| git_variable(k))
-        || std::env::vars_os().any(|(k, _)| k.to_str().is_none_or(git_variable))
-    {
+    if git_variable_set(env, changes_the_index_read) {
         return None;
     }
     match crate::gitindex::tracked_under(workspace) {
@@ -605,6 +618,45 @@ mod tests {
             &root.path().join("missing"),
             &none
         ));
+    }
+
+    #[test]
+    fn only_variables_that_move_the_index_send_the_read_to_git() {
+        for key in [
+            "GIT_DIR",
+            "GIT_WORK_TREE",
+            "GIT_COMMON_DIR",
+            "GIT_INDEX_FILE",
+            "GIT_CEILING_DIRECTORIES",
+            "GIT_CONFIG_PARAMETERS",
+            "GIT_CONFIG_GLOBAL",
+            "GIT_TEST_SPLIT_INDEX",
+        ] {
+            assert!(changes_the_index_read(key), "{key}");
+        }
+        // Common in users' environments, and beside the point of which paths are tracked.
+        for key in [
+            "GIT_SSL_CAINFO",
+            "GIT_AUTHOR_NAME",
+            "GIT_EDITOR",
+            "GIT_PAGER",
+            "GIT_TERMINAL_PROMPT",
+        ] {
+            assert!(!changes_the_index_read(key), "{key}");
+        }
+        let index = BTreeMap::from([("GIT_INDEX_FILE".to_owned(), "/elsewhere".to_owned())]);
+        let repo = tempfile::tempdir().unwrap();
+        fs::create_dir_all(repo.path().join(".git")).unwrap();
+        fs::write(repo.path().join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        assert_eq!(tracked_run_dirs_from_index(repo.path(), &index), None);
+        let editor = BTreeMap::from([("GIT_EDITOR".to_owned(), "vi".to_owned())]);
+        if !git_variable_set(&BTreeMap::new(), changes_the_index_read) {
+            // No index yet: nothing tracked, read without git.
+            assert_eq!(
+                tracked_run_dirs_from_index(repo.path(), &editor),
+                Some(BTreeSet::new())
+            );
+        }
     }
 
     #[test]
