@@ -13,6 +13,9 @@
 # and compares the median of the first tenth of the stages with the last tenth's.
 #
 # Usage: benches/long_run.sh [MILESTONES]   (default 333 → 1002 stages)
+# LONG_RUN_LAYOUT=one-file: every milestone appends its line to one file instead of writing a
+# file of its own, so the work under review (the completion reviewer's diff from the base) stays
+# one file and the stages differ only by their number.
 # Needs a release build (`cargo build --release`); prints a markdown table.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -29,10 +32,12 @@ if [ -n "${LONG_RUN_KEEP:-}" ]; then echo "kept in $root" >&2; else trap 'rm -rf
 home=$root/home ws=$root/ws script=$root/script.json
 mkdir -p "$home/.config/autocode/providers" "$ws"
 
-python3 - "$milestones" "$script" <<'EOF'
+python3 - "$milestones" "$script" "${LONG_RUN_LAYOUT:-file-per-milestone}" <<'EOF'
 import json, sys
-m, path = int(sys.argv[1]), sys.argv[2]
-def check(i): return f"grep -qx m{i} m{i}.txt"
+m, path, layout = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+one = layout == "one-file"
+def name(i): return "m.txt" if one else f"m{i}.txt"
+def check(i): return f"grep -qx m{i} {name(i)}"
 script = {
     "requirements": [[{"report": {
         "summary": "One file per milestone.", "goals": ["each mN.txt says mN"],
@@ -41,15 +46,15 @@ script = {
                                  "covers": ["Write the files"]}]}}]],
     "planner": [[{"report": {"summary": f"{m} milestones, one file each.", "milestones": [
         {"id": f"M{i}", "title": f"m{i}", "description": "",
-         "acceptance_criteria": [{"id": f"AC{i}", "text": f"m{i}.txt says m{i}",
+         "acceptance_criteria": [{"id": f"AC{i}", "text": f"{name(i)} says m{i}",
                                   "check": check(i), "human_review": False,
                                   "kind": "fail_to_pass"}]}
         for i in range(1, m + 1)]}}]],
     "plan_reviewer": [[{"report": {"verdict": "approve", "summary": "Sound.", "concerns": [],
                                    "uncovered": []}}]],
-    "builder": [[{"run": f"printf 'm{i}\\n' > m{i}.txt"}, {"run": check(i)},
-                 {"report": {"status": "done", "summary": f"Wrote m{i}.txt.",
-                             "files_changed": [f"m{i}.txt"],
+    "builder": [[{"run": f"printf 'm{i}\\n' {'>>' if one else '>'} {name(i)}"}, {"run": check(i)},
+                 {"report": {"status": "done", "summary": f"Wrote m{i} in {name(i)}.",
+                             "files_changed": [name(i)],
                              "checks": [{"command": check(i), "exit_code": 0,
                                          "evidence_ref": "{{last_event}}"}],
                              "blockers": []}}] for i in range(1, m + 1)],
