@@ -1,0 +1,652 @@
+//! The fast path of a snapshot (issue 13): proving, without launching git, that `git add -A` +
+//! `git write-tree` with the private index would give the tree id it gave last time.
+//!
+//! After each snapshot written by git, a [`Watcher`] records a watch state: the tree id; the
+//! private index file's identity; the index's entries with the stat data git stored; the stat of
+//! every directory of the work tree where a new file could enter the tree (every directory but
+//! `.git`, autocode's `.autocode/` and directories git excludes as a whole, asked of
+//! `git check-ignore`); and the stat of every ignore input (each `.gitignore` in a watched
+//! directory, the private `info/exclude`, the user's excludes file and every git config file
+//! that could name another). The next snapshot answers the recorded tree id when all of it still
+//! holds, each entry compared as git compares it (`ie_match_stat`: mode type and executable
+//! bit, ctime, mtime, inode, uid, gid, size, each truncated to 32 bits; an entry racily clean by
+//! git's rule is hashed, as git does); any doubt is a [`Doubt`] and the snapshot is written by
+//! git again. The trust argument is in `docs/run-lifecycle.md` ("Snapshots without git").
+
+use std::collections::HashSet;
+use std::ffi::OsStr;
+use std::fmt;
+use std::fs;
+use std::io::{self, Read};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use super::{EXCLUDED, GitStore, TreeId};
+use crate::gitindex::{self, FLAG_ASSUME_VALID, IndexEntry};
+
+/// The blob id of empty content: an entry git stored with size 0 and another id is smudged.
+const EMPTY_BLOB: [u8; 20] = [
+    0xe6, 0x9d, 0xe2, 0x9b, 0xb2, 0xd1, 0xd6, 0x43, 0x4b, 0x8b, 0x29, 0xae, 0x77, 0x5a, 0xd8, 0xc2,
+    0xe4, 0x8c, 0x53, 0x91,
+];
+
+/// Rounds of `git check-ignore` (one per depth of directories no index entry is beneath) before
+/// the watch gives up.
+const MAX_IGNORE_ROUNDS: usize = 16;
+
+/// Entries past which the lstat pass is split over two threads.
+const PARALLEL_ENTRIES: usize = 4096;
+
+/// Which way a snapshot's tree id was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotPath {
+    /// Proven unchanged from the watch state: no git launched.
+    Watched,
+    /// `git add -A` + `git write-tree` (and a new watch state).
+    Written,
+}
+
+/// Why the fast path did not answer (logged; every one falls back to git).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Doubt {
+    /// No watch state (the first snapshot, or the last could not record one).
+    NoState,
+    /// Another work tree or index than the one recorded.
+    OtherTree,
+    /// The private index file is not the one recorded.
+    Index,
+    /// An ignore input (a `.gitignore`, an excludes file, a config file) changed.
+    Input(PathBuf),
+    /// A watched directory's stat changed (an entry added, removed or renamed in it).
+    Dir(PathBuf),
+    /// A tracked path's stat no longer matches the index.
+    Entry(PathBuf),
+    /// A racily clean entry's content no longer hashes to its blob.
+    RacyContent(PathBuf),
+}
+
+impl fmt::Display for Doubt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Doubt::NoState => f.write_str("no watch state"),
+            Doubt::OtherTree => f.write_str("another work tree or index"),
+            Doubt::Index => f.write_str("the private index changed"),
+            Doubt::Input(p) => write!(f, "ignore input {} changed", p.display()),
+            Doubt::Dir(p) => write!(f, "directory {} changed", p.display()),
+            Doubt::Entry(p) => write!(f, "{} changed", p.display()),
+            Doubt::RacyContent(p) => write!(f, "racily clean {} changed", p.display()),
+        }
+    }
+}
+
+/// Why no watch state was recorded after a written snapshot (logged; the next snapshot is
+/// written by git too).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unwatchable {
+    /// Not a SHA-1 store.
+    ObjectFormat,
+    /// The index cannot be read, or is not a plain one (split, sparse, another version).
+    Index(String),
+    /// An entry git would not compare by stat alone: a gitlink, an unmerged path, an
+    /// assume-unchanged, skip-worktree or intent-to-add entry.
+    Entry(PathBuf),
+    /// A directory or ignore input changed after the snapshot began (or within the clock tick
+    /// it began in): what git saw is not known to be what was recorded.
+    Racy(PathBuf),
+    /// A directory could not be listed, or `git check-ignore` / `git config` failed.
+    Walk(String),
+}
+
+impl fmt::Display for Unwatchable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unwatchable::ObjectFormat => f.write_str("not a SHA-1 store"),
+            Unwatchable::Index(why) => write!(f, "index: {why}"),
+            Unwatchable::Entry(p) => write!(f, "entry {} is not compared by stat", p.display()),
+            Unwatchable::Racy(p) => write!(f, "{} changed during the snapshot", p.display()),
+            Unwatchable::Walk(why) => f.write_str(why),
+        }
+    }
+}
+
+/// The stat fields a watch compares (full precision: its own lstat, not git's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stat {
+    dev: u64,
+    ino: u64,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    size: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+}
+
+impl Stat {
+    fn of(meta: &fs::Metadata) -> Stat {
+        Stat {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            mode: meta.mode(),
+            uid: meta.uid(),
+            gid: meta.gid(),
+            size: meta.size(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+            ctime_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
+        }
+    }
+
+    fn newest_ns(&self) -> i128 {
+        self.mtime_ns.max(self.ctime_ns)
+    }
+}
+
+/// lstat: `Ok(None)` when nothing is there (absent, or a parent is not a directory).
+fn lstat(path: &Path) -> io::Result<Option<Stat>> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) => Ok(Some(Stat::of(&meta))),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// An ignore or config input: its own stat and its target's (git follows a symlinked excludes
+/// or config file). `None`: absent.
+type InputStat = (Option<Stat>, Option<Stat>);
+
+fn input_stat(path: &Path) -> io::Result<InputStat> {
+    let followed = match fs::metadata(path) {
+        Ok(meta) => Some(Stat::of(&meta)),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            None
+        }
+        Err(e) => return Err(e),
+    };
+    Ok((lstat(path)?, followed))
+}
+
+/// The recorded state of a work tree at a tree id.
+#[derive(Debug)]
+struct Watch {
+    tree: TreeId,
+    work_tree: PathBuf,
+    index: PathBuf,
+    index_stat: Stat,
+    /// Whole seconds of the index file's mtime (git's racy rule, at its coarsest).
+    index_mtime_sec: i64,
+    /// Absolute path and index entry (stat data as git stored it).
+    entries: Vec<(PathBuf, IndexEntry)>,
+    dirs: Vec<(PathBuf, Stat)>,
+    inputs: Vec<(PathBuf, InputStat)>,
+}
+
+/// The config files git reads for the store and the excludes file they name.
+#[derive(Debug, Clone)]
+struct ConfigInputs {
+    files: Vec<(PathBuf, InputStat)>,
+    /// `None`: no `core.excludesFile`, and no home to find the default one in.
+    excludes_file: Option<PathBuf>,
+}
+
+impl ConfigInputs {
+    fn unchanged(&self) -> bool {
+        self.files
+            .iter()
+            .all(|(path, stat)| input_stat(path).ok().as_ref() == Some(stat))
+    }
+}
+
+/// Where the clock of the racy rule comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchClock {
+    /// The mtime the kernel gives a marker file in the store's git directory, written before
+    /// git starts (the same clock as the work tree's timestamps).
+    Marker,
+    /// A fixed time in nanoseconds since the epoch (tests of the racy rule).
+    Fixed(i128),
+}
+
+/// The fast path's state for one work tree and its private index (kept by a `Snapshotter`).
+#[derive(Debug)]
+pub struct Watcher {
+    state: Option<Watch>,
+    config: Option<ConfigInputs>,
+    clock: WatchClock,
+    /// Snapshots answered from the watch state, and written by git.
+    pub watched: u64,
+    pub written: u64,
+    /// Racily clean entries hashed by the fast path.
+    pub hashed: u64,
+    /// Why the last snapshot was written by git, and why the last record failed (if it did).
+    pub last_doubt: Option<Doubt>,
+    pub last_unwatchable: Option<Unwatchable>,
+}
+
+impl Default for Watcher {
+    fn default() -> Self {
+        Watcher::new(WatchClock::Marker)
+    }
+}
+
+impl Watcher {
+    pub fn new(clock: WatchClock) -> Watcher {
+        Watcher {
+            state: None,
+            config: None,
+            clock,
+            watched: 0,
+            written: 0,
+            hashed: 0,
+            last_doubt: None,
+            last_unwatchable: None,
+        }
+    }
+
+    /// Forgets the watch state: the next snapshot is written by git.
+    pub fn forget(&mut self) {
+        self.state = None;
+    }
+
+    /// The recorded tree id when nothing it depends on changed.
+    pub(super) fn unchanged(&mut self, work_tree: &Path, index: &Path) -> Option<TreeId> {
+        let verdict = match &self.state {
+            None => Err(Doubt::NoState),
+            Some(w) if w.work_tree != work_tree || w.index != index => Err(Doubt::OtherTree),
+            Some(w) => w.check(&mut self.hashed).map(|()| w.tree.clone()),
+        };
+        match verdict {
+            Ok(tree) => {
+                self.watched += 1;
+                self.last_doubt = None;
+                Some(tree)
+            }
+            Err(doubt) => {
+                tracing::debug!(%doubt, "snapshot written by git");
+                self.state = None;
+                self.written += 1;
+                self.last_doubt = Some(doubt);
+                None
+            }
+        }
+    }
+
+    /// The time before git starts: whatever changed at or after it is not trusted.
+    pub(super) fn start(&self, git_dir: &Path) -> Option<i128> {
+        match self.clock {
+            WatchClock::Fixed(ns) => Some(ns),
+            WatchClock::Marker => {
+                let path = git_dir.join("watch.stamp");
+                let file = fs::File::create(&path).ok()?;
+                std::io::Write::write_all(&mut &file, b"x").ok()?;
+                Some(Stat::of(&file.metadata().ok()?).mtime_ns)
+            }
+        }
+    }
+
+    /// Records the watch state of `tree`, just written by git with `index`; `since` is from
+    /// [`Self::start`], taken before git began.
+    pub(super) async fn record(
+        &mut self,
+        store: &GitStore,
+        work_tree: &Path,
+        index: &Path,
+        tree: &TreeId,
+        since: Option<i128>,
+    ) {
+        self.state = None;
+        let result = match since {
+            Some(since) => self.build(store, work_tree, index, tree, since).await,
+            None => Err(Unwatchable::Walk("no clock for the racy rule".into())),
+        };
+        match result {
+            Ok(watch) => {
+                self.state = Some(watch);
+                self.last_unwatchable = None;
+            }
+            Err(why) => {
+                tracing::debug!(%why, "no watch state for the next snapshot");
+                self.last_unwatchable = Some(why);
+            }
+        }
+    }
+
+    async fn build(
+        &mut self,
+        store: &GitStore,
+        work_tree: &Path,
+        index: &Path,
+        tree: &TreeId,
+        since: i128,
+    ) -> Result<Watch, Unwatchable> {
+        if tree.as_str().len() != 40 {
+            return Err(Unwatchable::ObjectFormat);
+        }
+        let (index_stat, bytes) = {
+            let mut file = fs::File::open(index).map_err(|e| Unwatchable::Index(e.to_string()))?;
+            let stat = Stat::of(
+                &file
+                    .metadata()
+                    .map_err(|e| Unwatchable::Index(e.to_string()))?,
+            );
+            let mut bytes = Vec::new();
+            file.read_to_end(&mut bytes)
+                .map_err(|e| Unwatchable::Index(e.to_string()))?;
+            (stat, bytes)
+        };
+        let parsed = gitindex::entries(&bytes)
+            .ok_or_else(|| Unwatchable::Index("not a plain SHA-1 index".into()))?;
+        let mut indexed_dirs: HashSet<Vec<u8>> = HashSet::new();
+        let mut entries = Vec::with_capacity(parsed.len());
+        for entry in parsed {
+            let path = work_tree.join(OsStr::from_bytes(&entry.path));
+            // No skip-worktree or intent-to-add flag (nor any other extended flag).
+            let plain = entry.stage() == 0
+                && entry.flags & FLAG_ASSUME_VALID == 0
+                && entry.extended_flags == 0
+                && matches!(entry.mode, 0o100644 | 0o100755 | 0o120000);
+            if !plain {
+                return Err(Unwatchable::Entry(path));
+            }
+            let mut end = entry.path.len();
+            while let Some(slash) = entry.path[..end].iter().rposition(|b| *b == b'/') {
+                if !indexed_dirs.insert(entry.path[..slash].to_vec()) {
+                    break;
+                }
+                end = slash;
+            }
+            entries.push((path, entry));
+        }
+
+        // Every directory where a new file could enter the tree, and its `.gitignore`.
+        let mut dirs = Vec::new();
+        let mut inputs = Vec::new();
+        let mut frontier: Vec<Vec<u8>> = vec![Vec::new()];
+        for round in 0.. {
+            let mut unknown = Vec::new();
+            while let Some(rel) = frontier.pop() {
+                let abs = work_tree.join(OsStr::from_bytes(&rel));
+                let walk_error =
+                    |e: io::Error| Unwatchable::Walk(format!("{}: {e}", abs.display()));
+                match lstat(&abs).map_err(walk_error)? {
+                    Some(stat) if stat.mode & libc::S_IFMT == libc::S_IFDIR => {
+                        dirs.push((abs.clone(), stat))
+                    }
+                    _ => return Err(Unwatchable::Racy(abs)),
+                }
+                for child in fs::read_dir(&abs).map_err(walk_error)? {
+                    let child = child.map_err(walk_error)?;
+                    let name = child.file_name();
+                    let name = name.as_bytes();
+                    if name == b".git" || (rel.is_empty() && name == EXCLUDED.as_bytes()) {
+                        continue;
+                    }
+                    if name == b".gitignore" {
+                        let path = child.path();
+                        let stat = input_stat(&path).map_err(walk_error)?;
+                        inputs.push((path, stat));
+                    }
+                    if child.file_type().map_err(walk_error)?.is_dir() {
+                        let mut sub = rel.clone();
+                        if !sub.is_empty() {
+                            sub.push(b'/');
+                        }
+                        sub.extend_from_slice(name);
+                        if indexed_dirs.contains(&sub) {
+                            frontier.push(sub);
+                        } else {
+                            unknown.push(sub);
+                        }
+                    }
+                }
+            }
+            if unknown.is_empty() {
+                break;
+            }
+            if round == MAX_IGNORE_ROUNDS {
+                return Err(Unwatchable::Walk("directories too deep to ask git".into()));
+            }
+            let excluded = store
+                .excluded_dirs(work_tree, index, &unknown)
+                .await
+                .map_err(|e| Unwatchable::Walk(e.to_string()))?;
+            frontier.extend(unknown.into_iter().filter(|d| !excluded.contains(d)));
+        }
+
+        let config = match self.config.take() {
+            Some(config) if config.unchanged() => config,
+            _ => config_inputs(store, work_tree)
+                .await
+                .map_err(|e| Unwatchable::Walk(e.to_string()))?,
+        };
+        let mut watched_inputs: Vec<PathBuf> = vec![
+            store.git_dir.join("info/exclude"),
+            store.git_dir.join("info/attributes"),
+        ];
+        watched_inputs.extend(config.excludes_file.clone());
+        watched_inputs.extend(config.files.iter().map(|(p, _)| p.clone()));
+        self.config = Some(config);
+        for path in watched_inputs {
+            let stat = input_stat(&path)
+                .map_err(|e| Unwatchable::Walk(format!("{}: {e}", path.display())))?;
+            inputs.push((path, stat));
+        }
+
+        // What changed at or after `since` may have changed after git looked at it.
+        let stats = dirs.iter().map(|(p, s)| (p, Some(s))).chain(
+            inputs
+                .iter()
+                .flat_map(|(p, (own, target))| [(p, own.as_ref()), (p, target.as_ref())]),
+        );
+        for (path, stat) in stats {
+            if stat.is_some_and(|s| s.newest_ns() >= since) {
+                return Err(Unwatchable::Racy(path.clone()));
+            }
+        }
+        Ok(Watch {
+            tree: tree.clone(),
+            work_tree: work_tree.to_owned(),
+            index: index.to_owned(),
+            index_stat,
+            index_mtime_sec: i64::try_from(index_stat.mtime_ns.div_euclid(1_000_000_000))
+                .unwrap_or(i64::MAX),
+            entries,
+            dirs,
+            inputs,
+        })
+    }
+}
+
+impl Watch {
+    /// `Ok`: `git add -A` + `git write-tree` with the index would give `self.tree`.
+    fn check(&self, hashed: &mut u64) -> Result<(), Doubt> {
+        if lstat(&self.index).ok().flatten() != Some(self.index_stat) {
+            return Err(Doubt::Index);
+        }
+        for (path, stat) in &self.inputs {
+            if input_stat(path).ok().as_ref() != Some(stat) {
+                return Err(Doubt::Input(path.clone()));
+            }
+        }
+        for (path, stat) in &self.dirs {
+            if lstat(path).ok().flatten().as_ref() != Some(stat) {
+                return Err(Doubt::Dir(path.clone()));
+            }
+        }
+        let check = |chunk: &[(PathBuf, IndexEntry)]| -> Result<u64, Doubt> {
+            let mut hashed = 0;
+            for (path, entry) in chunk {
+                let meta = fs::symlink_metadata(path).map_err(|_| Doubt::Entry(path.clone()))?;
+                if !stat_matches(entry, &meta) {
+                    return Err(Doubt::Entry(path.clone()));
+                }
+                if i64::from(entry.mtime.sec) >= self.index_mtime_sec {
+                    hashed += 1;
+                    if blob_id(path, &meta).as_ref() != Some(&entry.oid) {
+                        return Err(Doubt::RacyContent(path.clone()));
+                    }
+                }
+            }
+            Ok(hashed)
+        };
+        let count = if self.entries.len() > PARALLEL_ENTRIES {
+            let (left, right) = self.entries.split_at(self.entries.len() / 2);
+            std::thread::scope(|scope| {
+                let other = scope.spawn(|| check(right));
+                let mine = check(left);
+                let other = other
+                    .join()
+                    .unwrap_or_else(|_| Err(Doubt::Entry(self.work_tree.clone())));
+                Ok(mine? + other?)
+            })?
+        } else {
+            check(&self.entries)?
+        };
+        *hashed += count;
+        Ok(())
+    }
+}
+
+/// Whether `meta` matches the stat data git stored for `entry`, as git's `ie_match_stat`
+/// compares them (`core.checkStat=default`, `core.trustctime=true`, `core.fileMode=true`), with
+/// nanoseconds always compared.
+fn stat_matches(entry: &IndexEntry, meta: &fs::Metadata) -> bool {
+    let mode = match meta.mode() & libc::S_IFMT {
+        libc::S_IFREG if meta.mode() & 0o100 != 0 => 0o100755,
+        libc::S_IFREG => 0o100644,
+        libc::S_IFLNK => 0o120000,
+        _ => return false,
+    };
+    mode == entry.mode
+        && meta.ctime() as u32 == entry.ctime.sec
+        && meta.ctime_nsec() as u32 == entry.ctime.nsec
+        && meta.mtime() as u32 == entry.mtime.sec
+        && meta.mtime_nsec() as u32 == entry.mtime.nsec
+        && meta.ino() as u32 == entry.ino
+        && meta.uid() == entry.uid
+        && meta.gid() == entry.gid
+        && meta.size() as u32 == entry.size
+        // git smudges a racily clean entry by storing size 0: it then reads as changed.
+        && (entry.size != 0 || entry.oid == EMPTY_BLOB)
+}
+
+/// The blob id git would give the file or symlink at `path` (no filters: the store's
+/// `info/attributes` turns them off). `None` when it cannot be read as what `meta` says.
+fn blob_id(path: &Path, meta: &fs::Metadata) -> Option<[u8; 20]> {
+    let content = if meta.file_type().is_symlink() {
+        fs::read_link(path).ok()?.into_os_string().into_vec()
+    } else {
+        let mut file = crate::bounded_read::open_regular(path).ok()?;
+        let mut content = Vec::with_capacity(usize::try_from(meta.size()).ok()?);
+        file.read_to_end(&mut content).ok()?;
+        content
+    };
+    if content.len() as u64 != meta.size() {
+        return None;
+    }
+    let mut context = ring::digest::Context::new(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY);
+    context.update(format!("blob {}\0", content.len()).as_bytes());
+    context.update(&content);
+    context.finish().as_ref().try_into().ok()
+}
+
+use std::os::unix::ffi::OsStringExt;
+
+/// The config files git reads with the store's environment (the system, global and XDG files,
+/// the store's own, every file one of them includes) and the excludes file they name.
+async fn config_inputs(
+    store: &GitStore,
+    work_tree: &Path,
+) -> Result<ConfigInputs, super::GitTreeError> {
+    let home = store
+        .env
+        .get("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let xdg = store
+        .env
+        .get("XDG_CONFIG_HOME")
+        .filter(|x| !x.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".config")));
+    let mut files: Vec<PathBuf> = vec![
+        PathBuf::from("/etc/gitconfig"),
+        store.git_dir.join("config"),
+    ];
+    if let Some(home) = &home {
+        files.push(home.join(".gitconfig"));
+    }
+    if let Some(xdg) = &xdg {
+        files.push(xdg.join("git/config"));
+    }
+    let expand = |value: &[u8], base: &Path| -> PathBuf {
+        let value = Path::new(OsStr::from_bytes(value));
+        match (value.strip_prefix("~"), &home) {
+            (Ok(rest), Some(home)) => home.join(rest),
+            _ => base.join(value),
+        }
+    };
+    let out = store
+        .git(
+            None,
+            None,
+            &["config", "-z", "--show-origin", "--list"],
+            None,
+        )
+        .await?;
+    let mut excludes_file = None;
+    let mut items = out.split(|b| *b == 0);
+    while let (Some(origin), Some(item)) = (items.next(), items.next()) {
+        let origin_file = origin
+            .strip_prefix(b"file:")
+            .map(|p| store.git_dir.join(OsStr::from_bytes(p)));
+        let (key, value) = match item.iter().position(|b| *b == b'\n') {
+            Some(at) => (&item[..at], &item[at + 1..]),
+            None => (item, &b""[..]),
+        };
+        let base = origin_file
+            .as_deref()
+            .and_then(Path::parent)
+            .unwrap_or(work_tree)
+            .to_owned();
+        if let Some(file) = origin_file {
+            files.push(file);
+        }
+        let key = key.to_ascii_lowercase();
+        if key == b"core.excludesfile" {
+            excludes_file = Some(expand(value, work_tree));
+        } else if key.starts_with(b"include") && key.ends_with(b".path") {
+            files.push(expand(value, &base));
+        }
+    }
+    files.sort();
+    files.dedup();
+    let excludes_file = excludes_file.or_else(|| xdg.map(|xdg| xdg.join("git/ignore")));
+    let files = files
+        .into_iter()
+        .map(|path| {
+            let stat = input_stat(&path)?;
+            Ok((path, stat))
+        })
+        .collect::<io::Result<_>>()
+        .map_err(|source| super::GitTreeError::Io {
+            path: work_tree.to_owned(),
+            source,
+        })?;
+    Ok(ConfigInputs {
+        files,
+        excludes_file,
+    })
+}
