@@ -650,3 +650,6 @@ async fn config_inputs(
         excludes_file,
     })
 }
+
+#[cfg(test)]
+mod tests;
