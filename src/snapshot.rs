@@ -424,6 +424,11 @@ impl Snapshotter {
         self.last_path
     }
 
+    /// Drops the fast path's state: the next git snapshot is written by git (benches).
+    pub fn forget_watch(&mut self) {
+        self.watcher.forget();
+    }
+
     /// The fast path's counters and its last doubt.
     pub fn watcher(&self) -> &Watcher {
         &self.watcher

@@ -14,13 +14,16 @@
 //! git again. The trust argument is in `docs/run-lifecycle.md` ("Snapshots without git").
 
 use std::collections::HashSet;
-use std::ffi::OsStr;
+use std::ffi::{CString, OsStr};
 use std::fmt;
 use std::fs;
 use std::io::{self, Read};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::{FileStat, Mode};
 
 use super::{EXCLUDED, GitStore, TreeId};
 use crate::gitindex::{self, FLAG_ASSUME_VALID, IndexEntry};
@@ -137,6 +140,19 @@ impl Stat {
         }
     }
 
+    fn of_raw(st: &FileStat) -> Stat {
+        Stat {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            mode: st.st_mode,
+            uid: st.st_uid,
+            gid: st.st_gid,
+            size: st.st_size as u64,
+            mtime_ns: i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec),
+            ctime_ns: i128::from(st.st_ctime) * 1_000_000_000 + i128::from(st.st_ctime_nsec),
+        }
+    }
+
     fn newest_ns(&self) -> i128 {
         self.mtime_ns.max(self.ctime_ns)
     }
@@ -178,6 +194,18 @@ fn input_stat(path: &Path) -> io::Result<InputStat> {
     Ok((lstat(path)?, followed))
 }
 
+/// Consecutive index entries of one directory: each is looked up relative to the directory
+/// (one path component a lookup, not the whole path).
+#[derive(Debug)]
+struct Group {
+    dir: PathBuf,
+    /// The directory relative to the work tree (`.` for its top).
+    rel: CString,
+    /// The directory's own recorded stat (checked on the descriptor the group opens).
+    stat: Option<Stat>,
+    entries: Vec<(CString, IndexEntry)>,
+}
+
 /// The recorded state of a work tree at a tree id.
 #[derive(Debug)]
 struct Watch {
@@ -187,8 +215,8 @@ struct Watch {
     index_stat: Stat,
     /// Whole seconds of the index file's mtime (git's racy rule, at its coarsest).
     index_mtime_sec: i64,
-    /// Absolute path and index entry (stat data as git stored it).
-    entries: Vec<(PathBuf, IndexEntry)>,
+    /// The index entries (stat data as git stored it), by runs of the same directory.
+    groups: Vec<Group>,
     dirs: Vec<(PathBuf, Stat)>,
     inputs: Vec<(PathBuf, InputStat)>,
 }
@@ -349,7 +377,7 @@ impl Watcher {
         let parsed = gitindex::entries(&bytes)
             .ok_or_else(|| Unwatchable::Index("not a plain SHA-1 index".into()))?;
         let mut indexed_dirs: HashSet<Vec<u8>> = HashSet::new();
-        let mut entries = Vec::with_capacity(parsed.len());
+        let mut groups: Vec<Group> = Vec::new();
         for entry in parsed {
             let path = work_tree.join(OsStr::from_bytes(&entry.path));
             // No skip-worktree or intent-to-add flag (nor any other extended flag).
@@ -367,7 +395,22 @@ impl Watcher {
                 }
                 end = slash;
             }
-            entries.push((path, entry));
+            let (dir, name) = match entry.path.iter().rposition(|b| *b == b'/') {
+                Some(slash) => (&entry.path[..slash], &entry.path[slash + 1..]),
+                None => (&[][..], &entry.path[..]),
+            };
+            let rel = if dir.is_empty() { &b"."[..] } else { dir };
+            let dir = work_tree.join(OsStr::from_bytes(dir));
+            let name = CString::new(name).map_err(|_| Unwatchable::Entry(path.clone()))?;
+            match groups.last_mut() {
+                Some(group) if group.dir == dir => group.entries.push((name, entry)),
+                _ => groups.push(Group {
+                    dir,
+                    rel: CString::new(rel).map_err(|_| Unwatchable::Entry(path.clone()))?,
+                    stat: None,
+                    entries: vec![(name, entry)],
+                }),
+            }
         }
 
         // Every directory where a new file could enter the tree, and its `.gitignore`.
@@ -455,6 +498,25 @@ impl Watcher {
                 return Err(Unwatchable::Racy(path.clone()));
             }
         }
+        // A directory holding entries is checked on the descriptor its group opens; the others
+        // by lstat.
+        let mut by_path: std::collections::HashMap<&Path, Stat> =
+            dirs.iter().map(|(p, s)| (p.as_path(), *s)).collect();
+        for group in &mut groups {
+            group.stat = Some(
+                *by_path
+                    .get(group.dir.as_path())
+                    .ok_or_else(|| Unwatchable::Racy(group.dir.clone()))?,
+            );
+        }
+        for group in &groups {
+            by_path.remove(group.dir.as_path());
+        }
+        let dirs: Vec<(PathBuf, Stat)> = dirs
+            .iter()
+            .filter(|(p, _)| by_path.contains_key(p.as_path()))
+            .cloned()
+            .collect();
         Ok(Watch {
             tree: tree.clone(),
             work_tree: work_tree.to_owned(),
@@ -462,7 +524,7 @@ impl Watcher {
             index_stat,
             index_mtime_sec: i64::try_from(index_stat.mtime_ns.div_euclid(1_000_000_000))
                 .unwrap_or(i64::MAX),
-            entries,
+            groups,
             dirs,
             inputs,
         })
@@ -485,24 +547,62 @@ impl Watch {
                 return Err(Doubt::Dir(path.clone()));
             }
         }
-        let check = |chunk: &[(PathBuf, IndexEntry)]| -> Result<u64, Doubt> {
+        let root = nix::fcntl::open(
+            &self.work_tree,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|_| Doubt::Dir(self.work_tree.clone()))?;
+        let check = |chunk: &[Group]| -> Result<u64, Doubt> {
             let mut hashed = 0;
-            for (path, entry) in chunk {
-                let meta = fs::symlink_metadata(path).map_err(|_| Doubt::Entry(path.clone()))?;
-                if !stat_matches(entry, &meta) {
-                    return Err(Doubt::Entry(path.clone()));
+            for group in chunk {
+                let dir = nix::fcntl::openat(
+                    &root,
+                    group.rel.as_c_str(),
+                    OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(|_| Doubt::Dir(group.dir.clone()))?;
+                let stat =
+                    nix::sys::stat::fstat(&dir).map_err(|_| Doubt::Dir(group.dir.clone()))?;
+                if Some(Stat::of_raw(&stat)) != group.stat {
+                    return Err(Doubt::Dir(group.dir.clone()));
                 }
-                if i64::from(entry.mtime.sec) >= self.index_mtime_sec {
-                    hashed += 1;
-                    if blob_id(path, &meta).as_ref() != Some(&entry.oid) {
-                        return Err(Doubt::RacyContent(path.clone()));
+                for (name, entry) in &group.entries {
+                    let doubt = || Doubt::Entry(group.dir.join(OsStr::from_bytes(name.as_bytes())));
+                    let stat = nix::sys::stat::fstatat(
+                        &dir,
+                        name.as_c_str(),
+                        AtFlags::AT_SYMLINK_NOFOLLOW,
+                    )
+                    .map_err(|_| doubt())?;
+                    if !stat_matches(entry, &stat) {
+                        return Err(doubt());
+                    }
+                    if i64::from(entry.mtime.sec) >= self.index_mtime_sec {
+                        hashed += 1;
+                        let path = group.dir.join(OsStr::from_bytes(name.as_bytes()));
+                        if blob_id(&path, &stat).as_ref() != Some(&entry.oid) {
+                            return Err(Doubt::RacyContent(path));
+                        }
                     }
                 }
             }
             Ok(hashed)
         };
-        let count = if self.entries.len() > PARALLEL_ENTRIES {
-            let (left, right) = self.entries.split_at(self.entries.len() / 2);
+        let total: usize = self.groups.iter().map(|g| g.entries.len()).sum();
+        let count = if total > PARALLEL_ENTRIES {
+            // Two halves of about as many entries each.
+            let mut seen = 0;
+            let split = self
+                .groups
+                .iter()
+                .position(|g| {
+                    seen += g.entries.len();
+                    seen * 2 >= total
+                })
+                .map_or(self.groups.len(), |at| at + 1);
+            let (left, right) = self.groups.split_at(split);
             std::thread::scope(|scope| {
                 let other = scope.spawn(|| check(right));
                 let mine = check(left);
@@ -512,7 +612,7 @@ impl Watch {
                 Ok(mine? + other?)
             })?
         } else {
-            check(&self.entries)?
+            check(&self.groups)?
         };
         *hashed += count;
         Ok(())
@@ -522,38 +622,39 @@ impl Watch {
 /// Whether `meta` matches the stat data git stored for `entry`, as git's `ie_match_stat`
 /// compares them (`core.checkStat=default`, `core.trustctime=true`, `core.fileMode=true`), with
 /// nanoseconds always compared.
-fn stat_matches(entry: &IndexEntry, meta: &fs::Metadata) -> bool {
-    let mode = match meta.mode() & libc::S_IFMT {
-        libc::S_IFREG if meta.mode() & 0o100 != 0 => 0o100755,
+fn stat_matches(entry: &IndexEntry, st: &FileStat) -> bool {
+    let mode = match st.st_mode & libc::S_IFMT {
+        libc::S_IFREG if st.st_mode & 0o100 != 0 => 0o100755,
         libc::S_IFREG => 0o100644,
         libc::S_IFLNK => 0o120000,
         _ => return false,
     };
     mode == entry.mode
-        && meta.ctime() as u32 == entry.ctime.sec
-        && meta.ctime_nsec() as u32 == entry.ctime.nsec
-        && meta.mtime() as u32 == entry.mtime.sec
-        && meta.mtime_nsec() as u32 == entry.mtime.nsec
-        && meta.ino() as u32 == entry.ino
-        && meta.uid() == entry.uid
-        && meta.gid() == entry.gid
-        && meta.size() as u32 == entry.size
+        && st.st_ctime as u32 == entry.ctime.sec
+        && st.st_ctime_nsec as u32 == entry.ctime.nsec
+        && st.st_mtime as u32 == entry.mtime.sec
+        && st.st_mtime_nsec as u32 == entry.mtime.nsec
+        && st.st_ino as u32 == entry.ino
+        && st.st_uid == entry.uid
+        && st.st_gid == entry.gid
+        && st.st_size as u32 == entry.size
         // git smudges a racily clean entry by storing size 0: it then reads as changed.
         && (entry.size != 0 || entry.oid == EMPTY_BLOB)
 }
 
 /// The blob id git would give the file or symlink at `path` (no filters: the store's
-/// `info/attributes` turns them off). `None` when it cannot be read as what `meta` says.
-fn blob_id(path: &Path, meta: &fs::Metadata) -> Option<[u8; 20]> {
-    let content = if meta.file_type().is_symlink() {
+/// `info/attributes` turns them off). `None` when it cannot be read as what `st` says.
+fn blob_id(path: &Path, st: &FileStat) -> Option<[u8; 20]> {
+    let size = u64::try_from(st.st_size).ok()?;
+    let content = if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
         fs::read_link(path).ok()?.into_os_string().into_vec()
     } else {
         let mut file = crate::bounded_read::open_regular(path).ok()?;
-        let mut content = Vec::with_capacity(usize::try_from(meta.size()).ok()?);
+        let mut content = Vec::with_capacity(usize::try_from(size).ok()?);
         file.read_to_end(&mut content).ok()?;
         content
     };
-    if content.len() as u64 != meta.size() {
+    if content.len() as u64 != size {
         return None;
     }
     let mut context = ring::digest::Context::new(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY);
@@ -561,8 +662,6 @@ fn blob_id(path: &Path, meta: &fs::Metadata) -> Option<[u8; 20]> {
     context.update(&content);
     context.finish().as_ref().try_into().ok()
 }
-
-use std::os::unix::ffi::OsStringExt;
 
 /// The config files git reads with the store's environment (the system, global and XDG files,
 /// the store's own, every file one of them includes) and the excludes file they name.
