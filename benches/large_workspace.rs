@@ -12,6 +12,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use autocode::gittree::SnapshotPath;
+use autocode::gittree::watch::WatchClock;
 use autocode::run::replay;
 use autocode::run::treediff::Comparison;
 use autocode::run::vtree::VerifyTree;
@@ -130,6 +131,20 @@ async fn main() {
         t_first,
         warm_status,
     );
+    // Written by git, nothing recorded: the snapshot before the fast path.
+    snapshotter.set_watch_clock(WatchClock::Off);
+    let mut plain = Vec::new();
+    for _ in 0..5 {
+        let (taken, t) = timed(snapshotter.take()).await;
+        assert_eq!(taken.expect("snapshot"), first);
+        plain.push(t);
+    }
+    line(
+        "snapshot, warm, written by git, no fast path (as before; median of 5)",
+        median(plain),
+        warm_status,
+    );
+    snapshotter.set_watch_clock(WatchClock::Marker);
     // Written by git every time (the watch state dropped first): the cost before the fast path,
     // plus recording a new watch state.
     let mut written = Vec::new();

@@ -38,7 +38,7 @@ const EMPTY_BLOB: [u8; 20] = [
 /// the watch gives up.
 const MAX_IGNORE_ROUNDS: usize = 16;
 
-/// Entries past which the lstat pass is split over two threads.
+/// Entries past which the lstat pass is split over a thread per core.
 const PARALLEL_ENTRIES: usize = 4096;
 
 /// Which way a snapshot's tree id was found.
@@ -245,6 +245,9 @@ pub enum WatchClock {
     Marker,
     /// A fixed time in nanoseconds since the epoch (tests of the racy rule).
     Fixed(i128),
+    /// No fast path: every snapshot is written by git and nothing is recorded (the cost before
+    /// the fast path, for benches; a way out if the fast path is ever in doubt).
+    Off,
 }
 
 /// The fast path's state for one work tree and its private index (kept by a `Snapshotter`).
@@ -314,6 +317,7 @@ impl Watcher {
     /// The time before git starts: whatever changed at or after it is not trusted.
     pub(super) fn start(&self, git_dir: &Path) -> Option<i128> {
         match self.clock {
+            WatchClock::Off => None,
             WatchClock::Fixed(ns) => Some(ns),
             WatchClock::Marker => {
                 let path = git_dir.join("watch.stamp");
@@ -335,6 +339,9 @@ impl Watcher {
         since: Option<i128>,
     ) {
         self.state = None;
+        if self.clock == WatchClock::Off {
+            return;
+        }
         let result = match since {
             Some(since) => self.build(store, work_tree, index, tree, since).await,
             None => Err(Unwatchable::Walk("no clock for the racy rule".into())),
@@ -591,29 +598,37 @@ impl Watch {
             Ok(hashed)
         };
         let total: usize = self.groups.iter().map(|g| g.entries.len()).sum();
-        let count = if total > PARALLEL_ENTRIES {
-            // Two halves of about as many entries each.
-            let mut seen = 0;
-            let split = self
-                .groups
-                .iter()
-                .position(|g| {
-                    seen += g.entries.len();
-                    seen * 2 >= total
-                })
-                .map_or(self.groups.len(), |at| at + 1);
-            let (left, right) = self.groups.split_at(split);
-            std::thread::scope(|scope| {
-                let other = scope.spawn(|| check(right));
-                let mine = check(left);
-                let other = other
-                    .join()
-                    .unwrap_or_else(|_| Err(Doubt::Entry(self.work_tree.clone())));
-                Ok(mine? + other?)
-            })?
+        let threads = if total > PARALLEL_ENTRIES {
+            std::thread::available_parallelism().map_or(1, usize::from)
         } else {
-            check(&self.groups)?
+            1
         };
+        // Runs of groups of about as many entries each, one a thread.
+        let mut chunks: Vec<&[Group]> = Vec::with_capacity(threads);
+        let mut start = 0;
+        let mut seen = 0;
+        for (at, group) in self.groups.iter().enumerate() {
+            seen += group.entries.len();
+            if seen * threads >= total * (chunks.len() + 1) && chunks.len() + 1 < threads {
+                chunks.push(&self.groups[start..=at]);
+                start = at + 1;
+            }
+        }
+        chunks.push(&self.groups[start..]);
+        let count = std::thread::scope(|scope| {
+            let (mine, others) = chunks.split_first().expect("one chunk at least");
+            let others: Vec<_> = others
+                .iter()
+                .map(|chunk| scope.spawn(|| check(chunk)))
+                .collect();
+            let mut count = check(mine)?;
+            for other in others {
+                count += other
+                    .join()
+                    .unwrap_or_else(|_| Err(Doubt::Entry(self.work_tree.clone())))?;
+            }
+            Ok(count)
+        })?;
         *hashed += count;
         Ok(())
     }

@@ -487,3 +487,43 @@ proptest! {
         });
     }
 }
+
+#[test]
+fn a_large_tree_is_checked_on_every_core_and_a_change_anywhere_is_seen() {
+    rt().block_on(async {
+        let mut fx = Fixture::new().await;
+        let count = super::PARALLEL_ENTRIES + 904;
+        for i in 0..count {
+            write(
+                &fx.ws.join(format!("many/d{:02}/f{i:05}.txt", i % 50)),
+                "same size",
+            );
+        }
+        let before = fx.settled().await;
+        // One change in the first and one in the last directory, in turn.
+        for dir in ["d00", "d49"] {
+            let path = fx
+                .ws
+                .join(format!("many/{dir}"))
+                .read_dir()
+                .unwrap()
+                .next()
+                .unwrap()
+                .unwrap()
+                .path();
+            let mtime = fs::metadata(&path).unwrap().modified().unwrap();
+            fs::write(&path, "SAME SIZE").unwrap();
+            fs::File::options()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_modified(mtime)
+                .unwrap();
+            let (after, path_taken) = fx.checked().await;
+            assert_eq!(path_taken, SnapshotPath::Written, "{dir}");
+            assert_ne!(after, before, "{dir}");
+            let (again, path_taken) = fx.checked().await;
+            assert_eq!((again, path_taken), (after, SnapshotPath::Watched), "{dir}");
+        }
+    });
+}
