@@ -376,7 +376,7 @@ impl Watcher {
                     .metadata()
                     .map_err(|e| Unwatchable::Index(e.to_string()))?,
             );
-            let mut bytes = Vec::new();
+            let mut bytes = Vec::with_capacity(usize::try_from(stat.size).unwrap_or(0));
             file.read_to_end(&mut bytes)
                 .map_err(|e| Unwatchable::Index(e.to_string()))?;
             (stat, bytes)
@@ -386,20 +386,21 @@ impl Watcher {
         let mut indexed_dirs: HashSet<Vec<u8>> = HashSet::new();
         let mut groups: Vec<Group> = Vec::new();
         for entry in parsed {
-            let path = work_tree.join(OsStr::from_bytes(&entry.path));
+            let whole = |entry: &IndexEntry| work_tree.join(OsStr::from_bytes(&entry.path));
             // No skip-worktree or intent-to-add flag (nor any other extended flag).
             let plain = entry.stage() == 0
                 && entry.flags & FLAG_ASSUME_VALID == 0
                 && entry.extended_flags == 0
                 && matches!(entry.mode, 0o100644 | 0o100755 | 0o120000);
             if !plain {
-                return Err(Unwatchable::Entry(path));
+                return Err(Unwatchable::Entry(whole(&entry)));
             }
             let mut end = entry.path.len();
             while let Some(slash) = entry.path[..end].iter().rposition(|b| *b == b'/') {
-                if !indexed_dirs.insert(entry.path[..slash].to_vec()) {
+                if indexed_dirs.contains(&entry.path[..slash]) {
                     break;
                 }
+                indexed_dirs.insert(entry.path[..slash].to_vec());
                 end = slash;
             }
             let (dir, name) = match entry.path.iter().rposition(|b| *b == b'/') {
@@ -407,13 +408,12 @@ impl Watcher {
                 None => (&[][..], &entry.path[..]),
             };
             let rel = if dir.is_empty() { &b"."[..] } else { dir };
-            let dir = work_tree.join(OsStr::from_bytes(dir));
-            let name = CString::new(name).map_err(|_| Unwatchable::Entry(path.clone()))?;
+            let name = CString::new(name).map_err(|_| Unwatchable::Entry(whole(&entry)))?;
             match groups.last_mut() {
-                Some(group) if group.dir == dir => group.entries.push((name, entry)),
+                Some(group) if group.rel.as_bytes() == rel => group.entries.push((name, entry)),
                 _ => groups.push(Group {
-                    dir,
-                    rel: CString::new(rel).map_err(|_| Unwatchable::Entry(path.clone()))?,
+                    dir: work_tree.join(OsStr::from_bytes(dir)),
+                    rel: CString::new(rel).map_err(|_| Unwatchable::Entry(whole(&entry)))?,
                     stat: None,
                     entries: vec![(name, entry)],
                 }),
