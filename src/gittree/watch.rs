@@ -237,6 +237,39 @@ impl ConfigInputs {
     }
 }
 
+/// What a directory held when it was listed: its subdirectories (names) and whether it has a
+/// `.gitignore`, under the stat it had.
+#[derive(Debug, Clone)]
+struct Listing {
+    stat: Stat,
+    subdirs: Vec<Vec<u8>>,
+    gitignore: bool,
+}
+
+/// Lists `dir` (`top`: the work tree's top, where `.autocode` is not part of the tree).
+fn list(dir: &Path, top: bool, stat: Stat) -> io::Result<Listing> {
+    let mut listing = Listing {
+        stat,
+        subdirs: Vec::new(),
+        gitignore: false,
+    };
+    for child in fs::read_dir(dir)? {
+        let child = child?;
+        let name = child.file_name();
+        let name = name.as_bytes();
+        if name == b".git" || (top && name == EXCLUDED.as_bytes()) {
+            continue;
+        }
+        if name == b".gitignore" {
+            listing.gitignore = true;
+        }
+        if child.file_type()?.is_dir() {
+            listing.subdirs.push(name.to_vec());
+        }
+    }
+    Ok(listing)
+}
+
 /// Where the clock of the racy rule comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WatchClock {
@@ -255,6 +288,8 @@ pub enum WatchClock {
 pub struct Watcher {
     state: Option<Watch>,
     config: Option<ConfigInputs>,
+    /// Directory listings of the last record, by path relative to the work tree.
+    listings: std::collections::HashMap<Vec<u8>, Listing>,
     clock: WatchClock,
     /// Snapshots answered from the watch state, and written by git.
     pub watched: u64,
@@ -277,6 +312,7 @@ impl Watcher {
         Watcher {
             state: None,
             config: None,
+            listings: std::collections::HashMap::new(),
             clock,
             watched: 0,
             written: 0,
@@ -424,43 +460,42 @@ impl Watcher {
         let mut dirs = Vec::new();
         let mut inputs = Vec::new();
         let mut frontier: Vec<Vec<u8>> = vec![Vec::new()];
+        // A directory whose stat is what it was when last listed holds the same names.
+        let previous = std::mem::take(&mut self.listings);
+        let mut listings = std::collections::HashMap::new();
         for round in 0.. {
             let mut unknown = Vec::new();
             while let Some(rel) = frontier.pop() {
                 let abs = work_tree.join(OsStr::from_bytes(&rel));
                 let walk_error =
                     |e: io::Error| Unwatchable::Walk(format!("{}: {e}", abs.display()));
-                match lstat(&abs).map_err(walk_error)? {
-                    Some(stat) if stat.mode & libc::S_IFMT == libc::S_IFDIR => {
-                        dirs.push((abs.clone(), stat))
-                    }
+                let stat = match lstat(&abs).map_err(walk_error)? {
+                    Some(stat) if stat.mode & libc::S_IFMT == libc::S_IFDIR => stat,
                     _ => return Err(Unwatchable::Racy(abs)),
+                };
+                dirs.push((abs.clone(), stat));
+                let listing = match previous.get(&rel) {
+                    Some(listing @ Listing { stat: then, .. }) if *then == stat => listing.clone(),
+                    _ => list(&abs, rel.is_empty(), stat).map_err(walk_error)?,
+                };
+                if listing.gitignore {
+                    let path = abs.join(".gitignore");
+                    let stat = input_stat(&path).map_err(walk_error)?;
+                    inputs.push((path, stat));
                 }
-                for child in fs::read_dir(&abs).map_err(walk_error)? {
-                    let child = child.map_err(walk_error)?;
-                    let name = child.file_name();
-                    let name = name.as_bytes();
-                    if name == b".git" || (rel.is_empty() && name == EXCLUDED.as_bytes()) {
-                        continue;
+                for name in &listing.subdirs {
+                    let mut sub = rel.clone();
+                    if !sub.is_empty() {
+                        sub.push(b'/');
                     }
-                    if name == b".gitignore" {
-                        let path = child.path();
-                        let stat = input_stat(&path).map_err(walk_error)?;
-                        inputs.push((path, stat));
-                    }
-                    if child.file_type().map_err(walk_error)?.is_dir() {
-                        let mut sub = rel.clone();
-                        if !sub.is_empty() {
-                            sub.push(b'/');
-                        }
-                        sub.extend_from_slice(name);
-                        if indexed_dirs.contains(&sub) {
-                            frontier.push(sub);
-                        } else {
-                            unknown.push(sub);
-                        }
+                    sub.extend_from_slice(name);
+                    if indexed_dirs.contains(&sub) {
+                        frontier.push(sub);
+                    } else {
+                        unknown.push(sub);
                     }
                 }
+                listings.insert(rel, listing);
             }
             if unknown.is_empty() {
                 break;
@@ -474,6 +509,11 @@ impl Watcher {
                 .map_err(|e| Unwatchable::Walk(e.to_string()))?;
             frontier.extend(unknown.into_iter().filter(|d| !excluded.contains(d)));
         }
+        // Kept for the next record only when listed before `since` (not racy).
+        self.listings = listings
+            .into_iter()
+            .filter(|(_, listing)| listing.stat.newest_ns() < since)
+            .collect();
 
         let config = match self.config.take() {
             Some(config) if config.unchanged() => config,

@@ -194,9 +194,11 @@ enum Mutation {
     NewFileInIgnoredDir,
     IgnoredFileWritten,
     MtimeTouched,
+    DeepBesideOnlyIgnoredFiles,
 }
 
-const CHANGES_THE_TREE: [Mutation; 13] = [
+const CHANGES_THE_TREE: [Mutation; 14] = [
+    Mutation::DeepBesideOnlyIgnoredFiles,
     Mutation::SameSizeMtimeRestored,
     Mutation::ChmodExecutable,
     Mutation::Delete,
@@ -310,6 +312,12 @@ impl Fixture {
                 let text = fs::read_to_string(&path).unwrap_or_default();
                 let next = if text.is_empty() { "*.bak\n" } else { "" };
                 fs::write(&path, next).unwrap();
+            }
+            Mutation::DeepBesideOnlyIgnoredFiles => {
+                // Two levels of directories no index entry is beneath (two rounds of
+                // `git check-ignore`), one of them excluded.
+                write(&ws.join(format!("logs/d{n}/build/skip.py")), "skipped");
+                write(&ws.join(format!("logs/d{n}/inner/z.py")), "z");
             }
             Mutation::NewFileInIgnoredDir => write(&ws.join(format!("build/new{n}.o")), "o"),
             Mutation::IgnoredFileWritten => write(&ws.join("logs/a.log"), &format!("log {n}")),
@@ -444,7 +452,8 @@ fn a_racily_clean_entry_is_hashed_and_a_gitlink_always_falls_back() {
     });
 }
 
-const ALL: [Mutation; 16] = [
+const ALL: [Mutation; 17] = [
+    Mutation::DeepBesideOnlyIgnoredFiles,
     Mutation::SameSizeMtimeRestored,
     Mutation::ChmodExecutable,
     Mutation::Delete,
