@@ -217,6 +217,8 @@ struct Watch {
     index_mtime_sec: i64,
     /// The index entries (stat data as git stored it), by runs of the same directory.
     groups: Vec<Group>,
+    /// Every directory an index entry is beneath (relative, `/`-separated).
+    indexed_dirs: HashSet<Vec<u8>>,
     dirs: Vec<(PathBuf, Stat)>,
     inputs: Vec<(PathBuf, InputStat)>,
 }
@@ -235,6 +237,53 @@ impl ConfigInputs {
             .iter()
             .all(|(path, stat)| input_stat(path).ok().as_ref() == Some(stat))
     }
+}
+
+/// The entries of an index file by runs of the same directory, and every directory an entry
+/// is beneath; an entry git would not compare by stat alone makes the index unwatchable.
+fn group_entries(
+    bytes: &[u8],
+    work_tree: &Path,
+) -> Result<(Vec<Group>, HashSet<Vec<u8>>), Unwatchable> {
+    let parsed = gitindex::entries(&bytes)
+        .ok_or_else(|| Unwatchable::Index("not a plain SHA-1 index".into()))?;
+    let mut indexed_dirs: HashSet<Vec<u8>> = HashSet::new();
+    let mut groups: Vec<Group> = Vec::new();
+    for entry in parsed {
+        let whole = |entry: &IndexEntry| work_tree.join(OsStr::from_bytes(&entry.path));
+        // No skip-worktree or intent-to-add flag (nor any other extended flag).
+        let plain = entry.stage() == 0
+            && entry.flags & FLAG_ASSUME_VALID == 0
+            && entry.extended_flags == 0
+            && matches!(entry.mode, 0o100644 | 0o100755 | 0o120000);
+        if !plain {
+            return Err(Unwatchable::Entry(whole(&entry)));
+        }
+        let mut end = entry.path.len();
+        while let Some(slash) = entry.path[..end].iter().rposition(|b| *b == b'/') {
+            if indexed_dirs.contains(&entry.path[..slash]) {
+                break;
+            }
+            indexed_dirs.insert(entry.path[..slash].to_vec());
+            end = slash;
+        }
+        let (dir, name) = match entry.path.iter().rposition(|b| *b == b'/') {
+            Some(slash) => (&entry.path[..slash], &entry.path[slash + 1..]),
+            None => (&[][..], &entry.path[..]),
+        };
+        let rel = if dir.is_empty() { &b"."[..] } else { dir };
+        let name = CString::new(name).map_err(|_| Unwatchable::Entry(whole(&entry)))?;
+        match groups.last_mut() {
+            Some(group) if group.rel.as_bytes() == rel => group.entries.push((name, entry)),
+            _ => groups.push(Group {
+                dir: work_tree.join(OsStr::from_bytes(dir)),
+                rel: CString::new(rel).map_err(|_| Unwatchable::Entry(whole(&entry)))?,
+                stat: None,
+                entries: vec![(name, entry)],
+            }),
+        }
+    }
+    Ok((groups, indexed_dirs))
 }
 
 /// What a directory held when it was listed: its subdirectories (names) and whether it has a
@@ -287,6 +336,8 @@ pub enum WatchClock {
 #[derive(Debug)]
 pub struct Watcher {
     state: Option<Watch>,
+    /// The state a doubt dismissed: its parsed index is reused when git left the index as it was.
+    stale: Option<Watch>,
     config: Option<ConfigInputs>,
     /// Directory listings of the last record, by path relative to the work tree.
     listings: std::collections::HashMap<Vec<u8>, Listing>,
@@ -311,6 +362,7 @@ impl Watcher {
     pub fn new(clock: WatchClock) -> Watcher {
         Watcher {
             state: None,
+            stale: None,
             config: None,
             listings: std::collections::HashMap::new(),
             clock,
@@ -325,6 +377,7 @@ impl Watcher {
     /// Forgets the watch state: the next snapshot is written by git.
     pub fn forget(&mut self) {
         self.state = None;
+        self.stale = None;
     }
 
     /// The recorded tree id when nothing it depends on changed.
@@ -342,7 +395,7 @@ impl Watcher {
             }
             Err(doubt) => {
                 tracing::debug!(%doubt, "snapshot written by git");
-                self.state = None;
+                self.stale = self.state.take();
                 self.written += 1;
                 self.last_doubt = Some(doubt);
                 None
@@ -405,56 +458,29 @@ impl Watcher {
         if tree.as_str().len() != 40 {
             return Err(Unwatchable::ObjectFormat);
         }
-        let (index_stat, bytes) = {
-            let mut file = fs::File::open(index).map_err(|e| Unwatchable::Index(e.to_string()))?;
-            let stat = Stat::of(
-                &file
-                    .metadata()
-                    .map_err(|e| Unwatchable::Index(e.to_string()))?,
-            );
-            let mut bytes = Vec::with_capacity(usize::try_from(stat.size).unwrap_or(0));
-            file.read_to_end(&mut bytes)
-                .map_err(|e| Unwatchable::Index(e.to_string()))?;
-            (stat, bytes)
+        let mut file = fs::File::open(index).map_err(|e| Unwatchable::Index(e.to_string()))?;
+        let index_stat = Stat::of(
+            &file
+                .metadata()
+                .map_err(|e| Unwatchable::Index(e.to_string()))?,
+        );
+        // The same index file (git rewrites it by renaming a new one over it): the same entries.
+        let (mut groups, indexed_dirs) = match self.stale.take() {
+            Some(stale)
+                if stale.index_stat == index_stat
+                    && stale.work_tree == work_tree
+                    && stale.index == index =>
+            {
+                (stale.groups, stale.indexed_dirs)
+            }
+            _ => {
+                let mut bytes = Vec::with_capacity(usize::try_from(index_stat.size).unwrap_or(0));
+                file.read_to_end(&mut bytes)
+                    .map_err(|e| Unwatchable::Index(e.to_string()))?;
+                group_entries(&bytes, work_tree)?
+            }
         };
-        let parsed = gitindex::entries(&bytes)
-            .ok_or_else(|| Unwatchable::Index("not a plain SHA-1 index".into()))?;
-        let mut indexed_dirs: HashSet<Vec<u8>> = HashSet::new();
-        let mut groups: Vec<Group> = Vec::new();
-        for entry in parsed {
-            let whole = |entry: &IndexEntry| work_tree.join(OsStr::from_bytes(&entry.path));
-            // No skip-worktree or intent-to-add flag (nor any other extended flag).
-            let plain = entry.stage() == 0
-                && entry.flags & FLAG_ASSUME_VALID == 0
-                && entry.extended_flags == 0
-                && matches!(entry.mode, 0o100644 | 0o100755 | 0o120000);
-            if !plain {
-                return Err(Unwatchable::Entry(whole(&entry)));
-            }
-            let mut end = entry.path.len();
-            while let Some(slash) = entry.path[..end].iter().rposition(|b| *b == b'/') {
-                if indexed_dirs.contains(&entry.path[..slash]) {
-                    break;
-                }
-                indexed_dirs.insert(entry.path[..slash].to_vec());
-                end = slash;
-            }
-            let (dir, name) = match entry.path.iter().rposition(|b| *b == b'/') {
-                Some(slash) => (&entry.path[..slash], &entry.path[slash + 1..]),
-                None => (&[][..], &entry.path[..]),
-            };
-            let rel = if dir.is_empty() { &b"."[..] } else { dir };
-            let name = CString::new(name).map_err(|_| Unwatchable::Entry(whole(&entry)))?;
-            match groups.last_mut() {
-                Some(group) if group.rel.as_bytes() == rel => group.entries.push((name, entry)),
-                _ => groups.push(Group {
-                    dir: work_tree.join(OsStr::from_bytes(dir)),
-                    rel: CString::new(rel).map_err(|_| Unwatchable::Entry(whole(&entry)))?,
-                    stat: None,
-                    entries: vec![(name, entry)],
-                }),
-            }
-        }
+        drop(file);
 
         // Every directory where a new file could enter the tree, and its `.gitignore`.
         let mut dirs = Vec::new();
@@ -572,6 +598,7 @@ impl Watcher {
             index_mtime_sec: i64::try_from(index_stat.mtime_ns.div_euclid(1_000_000_000))
                 .unwrap_or(i64::MAX),
             groups,
+            indexed_dirs,
             dirs,
             inputs,
         })

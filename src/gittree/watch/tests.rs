@@ -536,3 +536,30 @@ fn a_large_tree_is_checked_on_every_core_and_a_change_anywhere_is_seen() {
         }
     });
 }
+
+#[test]
+fn a_false_alarm_keeps_the_parsed_index_and_later_changes_are_still_seen() {
+    rt().block_on(async {
+        let mut fx = Fixture::new().await;
+        let before = fx.settled().await;
+        // An empty directory: its parent's stat moves, the tree and the index do not.
+        fs::create_dir_all(fx.ws.join("src/empty")).unwrap();
+        let (tree, path) = fx.checked().await;
+        assert_eq!(
+            (tree.clone(), path),
+            (before.clone(), SnapshotPath::Written)
+        );
+        assert!(matches!(fx.watcher.last_doubt, Some(super::Doubt::Dir(_))));
+        let (tree, path) = fx.checked().await;
+        assert_eq!((tree, path), (before.clone(), SnapshotPath::Watched));
+        // The reused entries still catch a change, and the new empty directory is watched.
+        write(&fx.ws.join("src/empty/now.rs"), "now");
+        let (after, path) = fx.checked().await;
+        assert_eq!(path, SnapshotPath::Written);
+        assert_ne!(after, before);
+        fx.mutate(Mutation::SameSizeMtimeRestored, 0);
+        let (last, path) = fx.checked().await;
+        assert_eq!(path, SnapshotPath::Written);
+        assert_ne!(last, after);
+    });
+}
