@@ -383,6 +383,44 @@ mod tests {
     }
 
     #[test]
+    fn entries_carry_the_stat_data_flags_and_ids_git_stored() {
+        use std::os::unix::fs::MetadataExt;
+        let (_dir, root) = repo(false);
+        std::fs::write(root.join("intent.txt"), "y").unwrap();
+        git(&root, &["update-index", "--index-version", "3"]);
+        git(&root, &["add", "-N", "intent.txt"]);
+        let index = std::fs::read(root.join(".git/index")).unwrap();
+        let all = entries(&index).unwrap();
+        let sub = all.iter().find(|e| e.path == b"sub/b.txt").unwrap();
+        let meta = std::fs::symlink_metadata(root.join("sub/b.txt")).unwrap();
+        assert_eq!(
+            (sub.mtime.sec, sub.mtime.nsec, sub.ino, sub.size, sub.mode),
+            (
+                meta.mtime() as u32,
+                meta.mtime_nsec() as u32,
+                meta.ino() as u32,
+                meta.size() as u32,
+                0o100644
+            )
+        );
+        assert_eq!((sub.ctime.sec, sub.uid), (meta.ctime() as u32, meta.uid()));
+        let blob = git(&root, &["rev-parse", ":sub/b.txt"]);
+        let hex: String = sub.oid.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, blob.trim());
+        let intent = all.iter().find(|e| e.path == b"intent.txt").unwrap();
+        assert_ne!(intent.extended_flags & EXTENDED_INTENT_TO_ADD, 0);
+        assert_eq!((intent.stage(), sub.extended_flags, sub.stage()), (0, 0, 0));
+        git(&root, &["update-index", "--assume-unchanged", "a.txt"]);
+        let index = std::fs::read(root.join(".git/index")).unwrap();
+        let a = entries(&index)
+            .unwrap()
+            .into_iter()
+            .find(|e| e.path == b"a.txt")
+            .unwrap();
+        assert_ne!(a.flags & FLAG_ASSUME_VALID, 0);
+    }
+
+    #[test]
     fn a_linked_worktree_reads_its_own_index() {
         let (_dir, root) = repo(false);
         git(&root, &["commit", "-qm", "x"]);
