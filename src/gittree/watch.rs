@@ -244,6 +244,8 @@ pub struct Watcher {
     /// The state a doubt dismissed: its parsed index is reused when git left the index as it was.
     stale: Option<Watch>,
     config: Option<ConfigInputs>,
+    /// `git check-ignore`'s answers at the last record.
+    answers: Option<record::IgnoreAnswers>,
     /// Directory listings of the last record, by path relative to the work tree.
     listings: std::collections::HashMap<Vec<u8>, Listing>,
     clock: WatchClock,
@@ -270,6 +272,7 @@ impl Watcher {
             stale: None,
             config: None,
             listings: std::collections::HashMap::new(),
+            answers: None,
             clock,
             watched: 0,
             written: 0,

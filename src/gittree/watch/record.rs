@@ -3,7 +3,7 @@
 //! check-ignore` which are excluded as a whole), and the ignore and config inputs, each trusted
 //! only when it last changed before git started.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{CString, OsStr};
 use std::fs;
 use std::io::{self, Read};
@@ -112,6 +112,35 @@ fn list(dir: &Path, top: bool, stat: Stat) -> io::Result<Listing> {
     Ok(listing)
 }
 
+/// What `git check-ignore` answered at the last record, and what the answers depended on.
+#[derive(Debug)]
+pub(super) struct IgnoreAnswers {
+    /// The global ignore and config inputs.
+    globals: Vec<(PathBuf, InputStat)>,
+    /// Every walked directory's `.gitignore` (`None`: it had none).
+    gitignores: HashMap<Vec<u8>, Option<InputStat>>,
+    /// Directory (relative) → excluded.
+    excluded: HashMap<Vec<u8>, bool>,
+}
+
+impl IgnoreAnswers {
+    /// The kept answer for `dir` when every ancestor's `.gitignore` is as it was then.
+    fn answer(&self, dir: &[u8], now: &HashMap<Vec<u8>, Option<InputStat>>) -> Option<bool> {
+        let answer = *self.excluded.get(dir)?;
+        let mut ancestors = vec![&dir[..0]];
+        ancestors.extend(
+            dir.iter()
+                .enumerate()
+                .filter(|(_, b)| **b == b'/')
+                .map(|(at, _)| &dir[..at]),
+        );
+        ancestors
+            .into_iter()
+            .all(|a| matches!((self.gitignores.get(a), now.get(a)), (Some(x), Some(y)) if x == y))
+            .then_some(answer)
+    }
+}
+
 impl Watcher {
     pub(super) async fn build(
         &mut self,
@@ -151,6 +180,34 @@ impl Watcher {
         // Every directory where a new file could enter the tree, and its `.gitignore`.
         let mut dirs = Vec::new();
         let mut inputs = Vec::new();
+        let config = match self.config.take() {
+            Some(config) if config.unchanged() => config,
+            _ => config_inputs(store, work_tree)
+                .await
+                .map_err(|e| Unwatchable::Walk(e.to_string()))?,
+        };
+        let mut watched_inputs: Vec<PathBuf> = vec![
+            store.git_dir.join("info/exclude"),
+            store.git_dir.join("info/attributes"),
+        ];
+        watched_inputs.extend(config.excludes_file.clone());
+        watched_inputs.extend(config.files.iter().map(|(p, _)| p.clone()));
+        self.config = Some(config);
+        for path in watched_inputs {
+            let stat = input_stat(&path)
+                .map_err(|e| Unwatchable::Walk(format!("{}: {e}", path.display())))?;
+            inputs.push((path, stat));
+        }
+        // Whether a directory is excluded depends on these, the `.gitignore` files of its
+        // ancestors and its path: an answer is kept while all of them are as they were.
+        let globals = inputs.clone();
+        let answers = self
+            .answers
+            .take()
+            .filter(|answers| answers.globals == globals);
+        let mut gitignores: HashMap<Vec<u8>, Option<InputStat>> = HashMap::new();
+        let mut excluded_now: HashMap<Vec<u8>, bool> = HashMap::new();
+
         let mut frontier: Vec<Vec<u8>> = vec![Vec::new()];
         // A directory whose stat is what it was when last listed holds the same names.
         let previous = std::mem::take(&mut self.listings);
@@ -170,11 +227,14 @@ impl Watcher {
                     Some(listing @ Listing { stat: then, .. }) if *then == stat => listing.clone(),
                     _ => list(&abs, rel.is_empty(), stat).map_err(walk_error)?,
                 };
+                let mut gitignore = None;
                 if listing.gitignore {
                     let path = abs.join(".gitignore");
                     let stat = input_stat(&path).map_err(walk_error)?;
+                    gitignore = Some(stat);
                     inputs.push((path, stat));
                 }
+                gitignores.insert(rel.clone(), gitignore);
                 for name in &listing.subdirs {
                     let mut sub = rel.clone();
                     if !sub.is_empty() {
@@ -195,36 +255,43 @@ impl Watcher {
             if round == MAX_IGNORE_ROUNDS {
                 return Err(Unwatchable::Walk("directories too deep to ask git".into()));
             }
-            let excluded = store
-                .excluded_dirs(work_tree, index, &unknown)
-                .await
-                .map_err(|e| Unwatchable::Walk(e.to_string()))?;
-            frontier.extend(unknown.into_iter().filter(|d| !excluded.contains(d)));
+            let (known, ask): (Vec<_>, Vec<_>) = unknown
+                .into_iter()
+                .map(|dir| {
+                    let kept = answers
+                        .as_ref()
+                        .and_then(|answers| answers.answer(&dir, &gitignores));
+                    (dir, kept)
+                })
+                .partition(|(_, kept)| kept.is_some());
+            let ask: Vec<Vec<u8>> = ask.into_iter().map(|(dir, _)| dir).collect();
+            let excluded = if ask.is_empty() {
+                HashSet::new()
+            } else {
+                store
+                    .excluded_dirs(work_tree, index, &ask)
+                    .await
+                    .map_err(|e| Unwatchable::Walk(e.to_string()))?
+            };
+            let answered = known
+                .into_iter()
+                .map(|(dir, kept)| (dir, kept == Some(true)))
+                .chain(ask.into_iter().map(|dir| {
+                    let is = excluded.contains(&dir);
+                    (dir, is)
+                }));
+            for (dir, is_excluded) in answered {
+                if !is_excluded {
+                    frontier.push(dir.clone());
+                }
+                excluded_now.insert(dir, is_excluded);
+            }
         }
         // Kept for the next record only when listed before `since` (not racy).
         self.listings = listings
             .into_iter()
             .filter(|(_, listing)| listing.stat.newest_ns() < since)
             .collect();
-
-        let config = match self.config.take() {
-            Some(config) if config.unchanged() => config,
-            _ => config_inputs(store, work_tree)
-                .await
-                .map_err(|e| Unwatchable::Walk(e.to_string()))?,
-        };
-        let mut watched_inputs: Vec<PathBuf> = vec![
-            store.git_dir.join("info/exclude"),
-            store.git_dir.join("info/attributes"),
-        ];
-        watched_inputs.extend(config.excludes_file.clone());
-        watched_inputs.extend(config.files.iter().map(|(p, _)| p.clone()));
-        self.config = Some(config);
-        for path in watched_inputs {
-            let stat = input_stat(&path)
-                .map_err(|e| Unwatchable::Walk(format!("{}: {e}", path.display())))?;
-            inputs.push((path, stat));
-        }
 
         // What changed at or after `since` may have changed after git looked at it.
         let stats = dirs.iter().map(|(p, s)| (p, Some(s))).chain(
@@ -256,6 +323,11 @@ impl Watcher {
             .filter(|(p, _)| by_path.contains_key(p.as_path()))
             .cloned()
             .collect();
+        self.answers = Some(IgnoreAnswers {
+            globals,
+            gitignores,
+            excluded: excluded_now,
+        });
         Ok(Watch {
             tree: tree.clone(),
             work_tree: work_tree.to_owned(),

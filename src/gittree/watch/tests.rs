@@ -55,15 +55,19 @@ impl Fixture {
         crate::run::workspace::git(&ws, &["init", "-q"], &env(&home))
             .await
             .expect("git init");
-        write(&ws.join(".git/info/exclude"), "private.txt\n");
+        write(&ws.join(".git/info/exclude"), "private.txt\nscratch/\n");
+        // Excluded as a whole by `info/exclude`, then not (PrivateExcludeEdited).
+        write(&ws.join("scratch/s.log"), "scratch");
         write(&ws.join("a.txt"), "aaaa");
         write(&ws.join("run.sh"), "echo hi\n");
         write(&ws.join("src/lib.rs"), "pub fn f() {}\n");
         write(&ws.join("src/deep/mod.rs"), "// deep\n");
         write(&ws.join(".gitignore"), "*.log\n*.tmp\nbuild/\n");
         write(&ws.join("logs/a.log"), "log");
-        write(&ws.join("logs/.gitignore"), ".gitignore\n*.out\n");
+        write(&ws.join("logs/.gitignore"), ".gitignore\n*.out\ncache/\n");
         write(&ws.join("logs/b.out"), "out");
+        // Excluded as a whole by `logs/.gitignore`, then not (IgnoredGitignoreEdited).
+        write(&ws.join("logs/cache/c.log"), "cached");
         write(&ws.join("build/obj.o"), "obj");
         write(&ws.join("notes.bak"), "bak");
         write(&ws.join("private.txt"), "private");
@@ -195,6 +199,7 @@ enum Mutation {
     IgnoredFileWritten,
     MtimeTouched,
     DeepBesideOnlyIgnoredFiles,
+    NewFileWhereExclusionToggles,
 }
 
 const CHANGES_THE_TREE: [Mutation; 14] = [
@@ -283,7 +288,7 @@ impl Fixture {
                 let next = if text.contains("*.out") {
                     ".gitignore\n"
                 } else {
-                    ".gitignore\n*.out\n"
+                    ".gitignore\n*.out\ncache/\n"
                 };
                 fs::write(&path, next).unwrap();
             }
@@ -300,9 +305,9 @@ impl Fixture {
                 for store in [&self.store, &self.reference] {
                     let path = store.git_dir().join("info/exclude");
                     let text = fs::read_to_string(&path).unwrap();
-                    let next = match text.strip_prefix("private.txt\n") {
+                    let next = match text.strip_prefix("private.txt\nscratch/\n") {
                         Some(rest) => rest.to_owned(),
-                        None => format!("private.txt\n{text}"),
+                        None => format!("private.txt\nscratch/\n{text}"),
                     };
                     fs::write(&path, next).unwrap();
                 }
@@ -318,6 +323,11 @@ impl Fixture {
                 // `git check-ignore`), one of them excluded.
                 write(&ws.join(format!("logs/d{n}/build/skip.py")), "skipped");
                 write(&ws.join(format!("logs/d{n}/inner/z.py")), "z");
+            }
+            Mutation::NewFileWhereExclusionToggles => {
+                // In directories excluded as a whole until an ignore input changes.
+                write(&ws.join(format!("scratch/n{n}.txt")), "n");
+                write(&ws.join(format!("logs/cache/n{n}.py")), "n");
             }
             Mutation::NewFileInIgnoredDir => write(&ws.join(format!("build/new{n}.o")), "o"),
             Mutation::IgnoredFileWritten => write(&ws.join("logs/a.log"), &format!("log {n}")),
@@ -452,7 +462,8 @@ fn a_racily_clean_entry_is_hashed_and_a_gitlink_always_falls_back() {
     });
 }
 
-const ALL: [Mutation; 17] = [
+const ALL: [Mutation; 18] = [
+    Mutation::NewFileWhereExclusionToggles,
     Mutation::DeepBesideOnlyIgnoredFiles,
     Mutation::SameSizeMtimeRestored,
     Mutation::ChmodExecutable,
@@ -561,5 +572,28 @@ fn a_false_alarm_keeps_the_parsed_index_and_later_changes_are_still_seen() {
         let (last, path) = fx.checked().await;
         assert_eq!(path, SnapshotPath::Written);
         assert_ne!(last, after);
+    });
+}
+
+#[test]
+fn a_directory_no_longer_excluded_is_watched_after_its_ignore_input_changes() {
+    rt().block_on(async {
+        for toggle in [
+            Mutation::PrivateExcludeEdited,
+            Mutation::IgnoredGitignoreEdited,
+        ] {
+            let mut fx = Fixture::new().await;
+            fx.settled().await;
+            // No longer excluded (still only ignored files, so no index entry beneath): the
+            // next new file there must be seen.
+            fx.mutate(toggle, 1);
+            let (opened, path) = fx.checked().await;
+            assert_eq!(path, SnapshotPath::Written, "{toggle:?}");
+            assert_eq!(fx.checked().await, (opened.clone(), SnapshotPath::Watched));
+            fx.mutate(Mutation::NewFileWhereExclusionToggles, 2);
+            let (after, path) = fx.checked().await;
+            assert_eq!(path, SnapshotPath::Written, "{toggle:?}");
+            assert_ne!(after, opened, "{toggle:?}");
+        }
     });
 }
