@@ -125,7 +125,7 @@ pub fn tracked_under(dir: &Path) -> Answer {
 }
 
 /// SHA-1 object ids (the only format [`config_is_plain`] lets through).
-const OID_LEN: usize = 20;
+pub const OID_LEN: usize = 20;
 /// ctime, mtime (seconds and nanoseconds each), dev, ino, mode, uid, gid, size: ten 32-bit words.
 const STAT_LEN: usize = 40;
 const FLAG_EXTENDED: u16 = 0x4000;
@@ -134,6 +134,61 @@ const NAME_MASK: u16 = 0x0fff;
 /// Every entry path of an index file that starts with `prefix`, the prefix cut off (`None`: the
 /// file is not one this reader takes, or does not parse).
 pub fn paths_with_prefix(index: &[u8], prefix: &[u8]) -> Option<BTreeSet<String>> {
+    let mut found = BTreeSet::new();
+    for entry in entries(index)? {
+        if let Some(rest) = entry.path.strip_prefix(prefix) {
+            found.insert(String::from_utf8(rest.to_vec()).ok()?);
+        }
+    }
+    Some(found)
+}
+
+/// A 32-bit timestamp of an index entry, as git stores it (seconds truncated to 32 bits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexTime {
+    pub sec: u32,
+    pub nsec: u32,
+}
+
+/// One entry of an index file: its stat data as git recorded it (each field truncated to 32
+/// bits, as git compares them), its mode, object id, flags and path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexEntry {
+    pub ctime: IndexTime,
+    pub mtime: IndexTime,
+    pub dev: u32,
+    pub ino: u32,
+    /// `0o100644`, `0o100755`, `0o120000` (symlink) or `0o160000` (gitlink).
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u32,
+    /// A SHA-1 object id.
+    pub oid: [u8; OID_LEN],
+    pub flags: u16,
+    /// The second flag word of a version 3+ entry (0 when absent).
+    pub extended_flags: u16,
+    /// `/`-separated, relative to the work tree.
+    pub path: Vec<u8>,
+}
+
+/// `assume-unchanged`: git does not look at the file.
+pub const FLAG_ASSUME_VALID: u16 = 0x8000;
+/// Extended flags: the entry is outside the sparse checkout.
+pub const EXTENDED_SKIP_WORKTREE: u16 = 0x4000;
+/// Extended flags: `git add -N`.
+pub const EXTENDED_INTENT_TO_ADD: u16 = 0x2000;
+
+impl IndexEntry {
+    /// The merge stage (0: a normal entry).
+    pub fn stage(&self) -> u16 {
+        (self.flags >> 12) & 0x3
+    }
+}
+
+/// Every entry of an index file, in index order (`None`: the file is not one this reader
+/// takes: not versions 2–4, a split or sparse index, or anything that does not parse exactly).
+pub fn entries(index: &[u8]) -> Option<Vec<IndexEntry>> {
     let be32 = |at: usize| -> Option<u32> {
         Some(u32::from_be_bytes(index.get(at..at + 4)?.try_into().ok()?))
     };
@@ -147,23 +202,26 @@ pub fn paths_with_prefix(index: &[u8], prefix: &[u8]) -> Option<BTreeSet<String>
     let count = be32(8)? as usize;
     let end = index.len() - OID_LEN;
     let mut at = 12;
-    let mut previous: Vec<u8> = Vec::new();
-    let mut found = BTreeSet::new();
+    // Each entry takes at least 62 bytes: a count past that is a damaged file.
+    let mut found = Vec::with_capacity(count.min(index.len() / 62));
     for _ in 0..count {
         let start = at;
         let flags_at = start + STAT_LEN + OID_LEN;
         let flags = u16::from_be_bytes(index.get(flags_at..flags_at + 2)?.try_into().ok()?);
         let mut name_at = flags_at + 2;
+        let mut extended_flags = 0;
         if flags & FLAG_EXTENDED != 0 {
             if version < 3 {
                 return None;
             }
+            extended_flags = u16::from_be_bytes(index.get(name_at..name_at + 2)?.try_into().ok()?);
             name_at += 2;
         }
         let path: Vec<u8> = if version == 4 {
             let (strip, used) = varint(index.get(name_at..end)?)?;
             let suffix_at = name_at + used;
             let nul = index.get(suffix_at..end)?.iter().position(|&b| b == 0)?;
+            let previous: &[u8] = found.last().map_or(&[], |e: &IndexEntry| &e.path);
             let keep = previous.len().checked_sub(usize::try_from(strip).ok()?)?;
             let mut path = previous[..keep].to_vec();
             path.extend_from_slice(&index[suffix_at..suffix_at + nul]);
@@ -187,10 +245,30 @@ pub fn paths_with_prefix(index: &[u8], prefix: &[u8]) -> Option<BTreeSet<String>
         if at > end {
             return None;
         }
-        if let Some(rest) = path.strip_prefix(prefix) {
-            found.insert(String::from_utf8(rest.to_vec()).ok()?);
-        }
-        previous = path;
+        let word = |n: usize| be32(start + 4 * n);
+        found.push(IndexEntry {
+            ctime: IndexTime {
+                sec: word(0)?,
+                nsec: word(1)?,
+            },
+            mtime: IndexTime {
+                sec: word(2)?,
+                nsec: word(3)?,
+            },
+            dev: word(4)?,
+            ino: word(5)?,
+            mode: word(6)?,
+            uid: word(7)?,
+            gid: word(8)?,
+            size: word(9)?,
+            oid: index
+                .get(start + STAT_LEN..start + STAT_LEN + OID_LEN)?
+                .try_into()
+                .ok()?,
+            flags,
+            extended_flags,
+            path,
+        });
     }
     // Extensions: a split index keeps its entries elsewhere, a sparse index folds directories.
     while at < end {
@@ -302,6 +380,44 @@ mod tests {
         }
         git(&root, &["commit", "-qm", "x"]);
         assert_eq!(tracked_under(&root), Answer::Tracked(git_says(&root)));
+    }
+
+    #[test]
+    fn entries_carry_the_stat_data_flags_and_ids_git_stored() {
+        use std::os::unix::fs::MetadataExt;
+        let (_dir, root) = repo(false);
+        std::fs::write(root.join("intent.txt"), "y").unwrap();
+        git(&root, &["update-index", "--index-version", "3"]);
+        git(&root, &["add", "-N", "intent.txt"]);
+        let index = std::fs::read(root.join(".git/index")).unwrap();
+        let all = entries(&index).unwrap();
+        let sub = all.iter().find(|e| e.path == b"sub/b.txt").unwrap();
+        let meta = std::fs::symlink_metadata(root.join("sub/b.txt")).unwrap();
+        assert_eq!(
+            (sub.mtime.sec, sub.mtime.nsec, sub.ino, sub.size, sub.mode),
+            (
+                meta.mtime() as u32,
+                meta.mtime_nsec() as u32,
+                meta.ino() as u32,
+                meta.size() as u32,
+                0o100644
+            )
+        );
+        assert_eq!((sub.ctime.sec, sub.uid), (meta.ctime() as u32, meta.uid()));
+        let blob = git(&root, &["rev-parse", ":sub/b.txt"]);
+        let hex: String = sub.oid.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, blob.trim());
+        let intent = all.iter().find(|e| e.path == b"intent.txt").unwrap();
+        assert_ne!(intent.extended_flags & EXTENDED_INTENT_TO_ADD, 0);
+        assert_eq!((intent.stage(), sub.extended_flags, sub.stage()), (0, 0, 0));
+        git(&root, &["update-index", "--assume-unchanged", "a.txt"]);
+        let index = std::fs::read(root.join(".git/index")).unwrap();
+        let a = entries(&index)
+            .unwrap()
+            .into_iter()
+            .find(|e| e.path == b"a.txt")
+            .unwrap();
+        assert_ne!(a.flags & FLAG_ASSUME_VALID, 0);
     }
 
     #[test]

@@ -30,6 +30,8 @@ use crate::supervise::{self, Exit, LaunchSpec, StdinSource, StdioMode};
 
 mod objects;
 pub use objects::{ChangedEntry, Side};
+pub mod watch;
+pub use watch::{SnapshotPath, Watcher};
 
 /// Configuration given to every git command of a store (`-c` pairs).
 const CONFIG: [&str; 18] = [
@@ -297,6 +299,67 @@ impl GitStore {
         TreeId::parse(&String::from_utf8_lossy(&out))
     }
 
+    /// [`Self::write_tree`] behind the fast path of [`watch`]: when `watcher` proves that the
+    /// work tree is as it was at the last tree it recorded, that tree id without launching git;
+    /// otherwise `git add -A` + `git write-tree`, then a new watch state. The answer is exactly
+    /// the tree [`Self::write_tree`] would give.
+    pub async fn write_tree_watched(
+        &self,
+        work_tree: &Path,
+        index: &Path,
+        watcher: &mut Watcher,
+    ) -> Result<(TreeId, SnapshotPath), GitTreeError> {
+        if let Some(tree) = watcher.unchanged(work_tree, index) {
+            return Ok((tree, SnapshotPath::Watched));
+        }
+        let since = watcher.start(&self.git_dir);
+        let tree = self.write_tree(work_tree, index).await?;
+        watcher.record(self, work_tree, index, &tree, since).await;
+        Ok((tree, SnapshotPath::Written))
+    }
+
+    /// Which of `dirs` (relative to `work_tree`, `/`-separated, without a trailing `/`) git
+    /// excludes as directories (`git check-ignore` with the private index): nothing untracked
+    /// beneath them can enter a tree.
+    async fn excluded_dirs(
+        &self,
+        work_tree: &Path,
+        index: &Path,
+        dirs: &[Vec<u8>],
+    ) -> Result<std::collections::HashSet<Vec<u8>>, GitTreeError> {
+        let mut stdin = Vec::new();
+        for dir in dirs {
+            stdin.extend_from_slice(dir);
+            stdin.extend_from_slice(b"/\0");
+        }
+        let mut env = self.env.clone();
+        env.insert(
+            "GIT_DIR".into(),
+            self.git_dir.to_string_lossy().into_owned(),
+        );
+        env.insert(
+            "GIT_INDEX_FILE".into(),
+            index.to_string_lossy().into_owned(),
+        );
+        env.insert(
+            "GIT_WORK_TREE".into(),
+            work_tree.to_string_lossy().into_owned(),
+        );
+        let out = run_git_accepting(
+            work_tree,
+            &["check-ignore", "-z", "--stdin"],
+            &env,
+            Some(stdin),
+            &[0, 1],
+        )
+        .await?;
+        Ok(out
+            .split(|b| *b == 0)
+            .filter(|p| !p.is_empty())
+            .map(|p| p.strip_suffix(b"/").unwrap_or(p).to_vec())
+            .collect())
+    }
+
     async fn seed_index(&self, work_tree: &Path, index: &Path) {
         if let Some(parent) = index.parent() {
             let _ = fs::create_dir_all(parent);
@@ -553,6 +616,18 @@ async fn run_git(
     env: &BTreeMap<String, String>,
     stdin: Option<Vec<u8>>,
 ) -> Result<Vec<u8>, GitTreeError> {
+    run_git_accepting(cwd, args, env, stdin, &[0]).await
+}
+
+/// [`run_git`] where each exit code of `ok` is a success (`git check-ignore` ends with 1 when
+/// nothing is ignored).
+async fn run_git_accepting(
+    cwd: &Path,
+    args: &[&str],
+    env: &BTreeMap<String, String>,
+    stdin: Option<Vec<u8>>,
+    ok: &[i32],
+) -> Result<Vec<u8>, GitTreeError> {
     let mut argv: Vec<OsString> = Vec::with_capacity(CONFIG.len() * 2 + args.len());
     for pair in CONFIG {
         argv.push("-c".into());
@@ -582,7 +657,7 @@ async fn run_git(
         .await
         .map_err(|e| failed(e.to_string()))?;
     match finished.exit {
-        Exit::Code(0) => Ok(finished.stdout),
+        Exit::Code(code) if ok.contains(&code) => Ok(finished.stdout),
         other => Err(failed(format!(
             "{other:?}: {}",
             String::from_utf8_lossy(&finished.stderr).trim()

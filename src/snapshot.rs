@@ -25,7 +25,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::gittree::{EntryChange, GitStore, TreeId};
+use crate::gittree::watch::{WatchClock, Watcher};
+use crate::gittree::{EntryChange, GitStore, SnapshotPath, TreeId};
 use crate::supervise::{self, Exit, LaunchSpec, StdinSource, StdioMode};
 
 pub const SNAPSHOT_FORMAT: u32 = 1;
@@ -386,6 +387,9 @@ pub struct Snapshotter {
     index: PathBuf,
     cache: StatCache,
     env: BTreeMap<String, String>,
+    /// The fast path of a git snapshot (`crate::gittree::watch`).
+    watcher: Watcher,
+    last_path: Option<SnapshotPath>,
 }
 
 impl Snapshotter {
@@ -405,7 +409,29 @@ impl Snapshotter {
             index: index.to_owned(),
             cache: StatCache::default(),
             env: env.clone(),
+            watcher: Watcher::default(),
+            last_path: None,
         })
+    }
+
+    /// Where the racy rule of the fast path takes its clock from (tests pass a fixed time).
+    pub fn set_watch_clock(&mut self, clock: WatchClock) {
+        self.watcher = Watcher::new(clock);
+    }
+
+    /// How the last git snapshot was found (`None` outside git, or before the first).
+    pub fn last_path(&self) -> Option<SnapshotPath> {
+        self.last_path
+    }
+
+    /// Drops the fast path's state: the next git snapshot is written by git (benches).
+    pub fn forget_watch(&mut self) {
+        self.watcher.forget();
+    }
+
+    /// The fast path's counters and its last doubt.
+    pub fn watcher(&self) -> &Watcher {
+        &self.watcher
     }
 
     /// The git store, when the work tree is in git.
@@ -415,9 +441,13 @@ impl Snapshotter {
 
     pub async fn take(&mut self) -> Result<Taken, SnapshotError> {
         match &self.store {
-            Some(store) => Ok(Taken::Tree(
-                store.write_tree(&self.root, &self.index).await?,
-            )),
+            Some(store) => {
+                let (tree, path) = store
+                    .write_tree_watched(&self.root, &self.index, &mut self.watcher)
+                    .await?;
+                self.last_path = Some(path);
+                Ok(Taken::Tree(tree))
+            }
             None => {
                 let files = list_files(&self.root, &self.env).await?;
                 Ok(Taken::Files(take(&self.root, &files, &mut self.cache)?))
