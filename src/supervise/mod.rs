@@ -217,7 +217,10 @@ pub async fn run(spec: LaunchSpec) -> Result<Finished, LaunchError> {
 /// [`run`] with options (logs, idle timeout, grace, receipt path).
 pub async fn run_with(spec: LaunchSpec, options: LaunchOptions) -> Result<Finished, LaunchError> {
     let (started, label) = (std::time::Instant::now(), spec.label.clone());
-    let finished = spawn_inner(spec, options, false).await?.finish_inner().await;
+    let finished = spawn_inner(spec, options, false)
+        .await?
+        .finish_inner()
+        .await;
     let ms = started.elapsed().as_secs_f64() * 1000.0;
     tracing::debug!(label = %label, ms, "supervised launch finished");
     finished
