@@ -509,23 +509,39 @@ fn stat_matches(entry: &IndexEntry, st: &FileStat) -> bool {
 }
 
 /// The blob id git would give the file or symlink at `path` (no filters: the store's
-/// `info/attributes` turns them off). `None` when it cannot be read as what `st` says.
+/// `info/attributes` turns them off), hashed as it is read, in bounded memory. `None` when it
+/// cannot be read as what `st` says (its size changed since).
 fn blob_id(path: &Path, st: &FileStat) -> Option<[u8; 20]> {
     let size = u64::try_from(st.st_size).ok()?;
-    let content = if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
-        fs::read_link(path).ok()?.into_os_string().into_vec()
+    let mut context = ring::digest::Context::new(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY);
+    context.update(format!("blob {size}\0").as_bytes());
+    if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+        let target = fs::read_link(path).ok()?.into_os_string().into_vec();
+        if target.len() as u64 != size {
+            return None;
+        }
+        context.update(&target);
     } else {
         let mut file = crate::bounded_read::open_regular(path).ok()?;
-        let mut content = Vec::with_capacity(usize::try_from(size).ok()?);
-        file.read_to_end(&mut content).ok()?;
-        content
-    };
-    if content.len() as u64 != size {
-        return None;
+        let mut buffer = vec![0u8; 64 << 10];
+        let mut read = 0u64;
+        loop {
+            let n = match file.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return None,
+            };
+            read += n as u64;
+            if read > size {
+                return None;
+            }
+            context.update(&buffer[..n]);
+        }
+        if read != size {
+            return None;
+        }
     }
-    let mut context = ring::digest::Context::new(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY);
-    context.update(format!("blob {}\0", content.len()).as_bytes());
-    context.update(&content);
     context.finish().as_ref().try_into().ok()
 }
 
