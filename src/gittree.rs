@@ -253,6 +253,19 @@ impl GitStore {
         args: &[&str],
         stdin: Option<Vec<u8>>,
     ) -> Result<Vec<u8>, GitTreeError> {
+        self.git_accepting(work_tree, index, args, stdin, &[0])
+            .await
+    }
+
+    /// [`Self::git`] where each exit code of `ok` is a success.
+    async fn git_accepting(
+        &self,
+        work_tree: Option<&Path>,
+        index: Option<&Path>,
+        args: &[&str],
+        stdin: Option<Vec<u8>>,
+        ok: &[i32],
+    ) -> Result<Vec<u8>, GitTreeError> {
         let mut env = self.env.clone();
         env.insert(
             "GIT_DIR".into(),
@@ -271,7 +284,7 @@ impl GitStore {
             }
             None => &self.git_dir,
         };
-        run_git(cwd, args, &env, stdin).await
+        run_git_accepting(cwd, args, &env, stdin, ok).await
     }
 
     /// Writes the tree of `work_tree` (tracked files and untracked files that are not ignored,
@@ -332,27 +345,15 @@ impl GitStore {
             stdin.extend_from_slice(dir);
             stdin.extend_from_slice(b"/\0");
         }
-        let mut env = self.env.clone();
-        env.insert(
-            "GIT_DIR".into(),
-            self.git_dir.to_string_lossy().into_owned(),
-        );
-        env.insert(
-            "GIT_INDEX_FILE".into(),
-            index.to_string_lossy().into_owned(),
-        );
-        env.insert(
-            "GIT_WORK_TREE".into(),
-            work_tree.to_string_lossy().into_owned(),
-        );
-        let out = run_git_accepting(
-            work_tree,
-            &["check-ignore", "-z", "--stdin"],
-            &env,
-            Some(stdin),
-            &[0, 1],
-        )
-        .await?;
+        let out = self
+            .git_accepting(
+                Some(work_tree),
+                Some(index),
+                &["check-ignore", "-z", "--stdin"],
+                Some(stdin),
+                &[0, 1],
+            )
+            .await?;
         Ok(out
             .split(|b| *b == 0)
             .filter(|p| !p.is_empty())

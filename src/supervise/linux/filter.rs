@@ -318,13 +318,17 @@ mod tests {
     }
 
     fn call_with(kind: FilterKind, arch: u32, nr: u32, arg0: u64) -> u32 {
+        call_args(kind, arch, nr, [arg0, 0, 0, 0, 0, 0])
+    }
+
+    fn call_args(kind: FilterKind, arch: u32, nr: u32, args: [u64; 6]) -> u32 {
         evaluate_with(
             filter(kind),
             &SeccompData {
                 nr: nr as i32,
                 arch,
                 instruction_pointer: 0,
-                args: [arg0, 0, 0, 0, 0, 0],
+                args,
             },
         )
     }
@@ -371,17 +375,6 @@ mod tests {
     fn sendto_with_an_address_is_notified_only_with_a_room() {
         let (notif, allow) = (SECCOMP_RET_USER_NOTIF, SECCOMP_RET_ALLOW);
         let x32 = X32_SYSCALL_BIT;
-        let send = |kind, arch, nr: u32, args: [u64; 6]| {
-            evaluate_with(
-                filter(kind),
-                &SeccompData {
-                    nr: nr as i32,
-                    arch,
-                    instruction_pointer: 0,
-                    args,
-                },
-            )
-        };
         let with_address = [3, 0x1000, 1, 0, 0x7fff_0000_2000, 110];
         let high_only = [3, 0x1000, 1, 0, 0x7fff_0000_0000, 110];
         let without = [3, 0x1000, 1, 0, 0, 0];
@@ -390,16 +383,16 @@ mod tests {
             (AUDIT_ARCH_X86_64, 44 | x32),
             (AUDIT_ARCH_I386, 369),
         ] {
-            assert_eq!(send(FilterKind::Room, arch, nr, with_address), notif);
+            assert_eq!(call_args(FilterKind::Room, arch, nr, with_address), notif);
             assert_eq!(
-                send(FilterKind::Room, arch, nr, without),
+                call_args(FilterKind::Room, arch, nr, without),
                 allow,
                 "a plain send"
             );
-            assert_eq!(send(FilterKind::Plain, arch, nr, with_address), allow);
+            assert_eq!(call_args(FilterKind::Plain, arch, nr, with_address), allow);
         }
         assert_eq!(
-            send(FilterKind::Room, AUDIT_ARCH_X86_64, 44, high_only),
+            call_args(FilterKind::Room, AUDIT_ARCH_X86_64, 44, high_only),
             notif,
             "the upper half of the pointer counts"
         );
@@ -410,10 +403,14 @@ mod tests {
             (AUDIT_ARCH_I386, 370),
         ] {
             // The pre-exec child hands its listener over with sendmsg: never notified.
-            assert_eq!(send(FilterKind::Room, arch, nr, without), allow, "{nr}");
+            assert_eq!(
+                call_args(FilterKind::Room, arch, nr, without),
+                allow,
+                "{nr}"
+            );
         }
         assert_eq!(
-            send(
+            call_args(
                 FilterKind::Room,
                 AUDIT_ARCH_I386,
                 102,
@@ -423,7 +420,7 @@ mod tests {
             "socketcall(SYS_SENDTO): its address is in memory, so always notified"
         );
         assert_eq!(
-            send(
+            call_args(
                 FilterKind::Plain,
                 AUDIT_ARCH_I386,
                 102,
@@ -432,7 +429,7 @@ mod tests {
             allow
         );
         assert_eq!(
-            send(
+            call_args(
                 FilterKind::Room,
                 AUDIT_ARCH_I386,
                 102,
