@@ -140,6 +140,17 @@ impl Fixture {
         (tree, path)
     }
 
+    /// After a change to the tree: the next snapshot is written by git and differs from
+    /// `before`, and the one after it is the same tree, found on the fast path.
+    async fn changed_from(&mut self, before: &TreeId, what: &str) -> TreeId {
+        let (after, path) = self.checked().await;
+        assert_eq!(path, SnapshotPath::Written, "{what}");
+        assert_ne!(&after, before, "{what} changes the tree");
+        let (again, path) = self.checked().await;
+        assert_eq!((&again, path), (&after, SnapshotPath::Watched), "{what}");
+        after
+    }
+
     /// The snapshot, checked against `git add -A` + `git write-tree` on a copy of the same
     /// private index (what the fast path must equal: a file once added stays in the index when
     /// an ignore rule later covers it, so a fresh index can differ after such a change).
@@ -354,11 +365,7 @@ fn every_kind_of_change_is_seen_and_equals_git() {
             let mut fx = Fixture::new().await;
             let before = fx.settled().await;
             fx.mutate(m, 0);
-            let (after, path) = fx.checked().await;
-            assert_eq!(path, SnapshotPath::Written, "{m:?}");
-            assert_ne!(after, before, "{m:?} changes the tree");
-            let (again, path) = fx.checked().await;
-            assert_eq!((again, path), (after, SnapshotPath::Watched), "{m:?}");
+            fx.changed_from(&before, &format!("{m:?}")).await;
         }
     });
 }
@@ -419,13 +426,7 @@ fn a_racily_clean_entry_is_hashed_and_a_gitlink_always_falls_back() {
             .unwrap();
         let before = fx.settled().await;
         assert!(fx.watcher.hashed >= 1);
-        fs::write(fx.ws.join("sub/x.txt"), "y").unwrap();
-        fs::File::options()
-            .write(true)
-            .open(fx.ws.join("sub/x.txt"))
-            .unwrap()
-            .set_modified(future)
-            .unwrap();
+        rewrite_keeping_mtime(&fx.ws.join("sub/x.txt"), b"y", future);
         let (after, path) = fx.checked().await;
         assert_ne!(after, before);
         assert_eq!(path, SnapshotPath::Written);
@@ -531,11 +532,7 @@ fn a_large_tree_is_checked_on_every_core_and_a_change_anywhere_is_seen() {
                 .path();
             let mtime = fs::metadata(&path).unwrap().modified().unwrap();
             rewrite_keeping_mtime(&path, b"SAME SIZE", mtime);
-            let (after, path_taken) = fx.checked().await;
-            assert_eq!(path_taken, SnapshotPath::Written, "{dir}");
-            assert_ne!(after, before, "{dir}");
-            let (again, path_taken) = fx.checked().await;
-            assert_eq!((again, path_taken), (after, SnapshotPath::Watched), "{dir}");
+            fx.changed_from(&before, dir).await;
         }
     });
 }
