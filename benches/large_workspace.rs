@@ -322,6 +322,23 @@ async fn main() {
         t,
         warm_status,
     );
+    // The verification tree as an overlay of the work tree (a confined run in its worktree):
+    // the upper layer for the work tree's own tree, then for the base, one file apart.
+    let layered = VerifyTree::new(&scratch.path().join("overlay"), store.clone());
+    let (r, t) = timed(layered.layer(tree2, &repo, &index, tree2)).await;
+    r.expect("layer");
+    line(
+        "verification tree as an overlay of the work tree (nothing written)",
+        t,
+        warm_status,
+    );
+    let (r, t) = timed(layered.layer(tree1, &repo, &index, tree2)).await;
+    r.expect("layer");
+    line(
+        "verification tree as an overlay, the base one file apart",
+        t,
+        warm_status,
+    );
     let trees = VerifyTree::new(&scratch.path().join("verify"), store);
     let (r, t) = timed(trees.bring_to(tree1)).await;
     r.expect("bring");

@@ -121,6 +121,7 @@ fn main() {
                 writable: vec![std::env::temp_dir()],
                 unreadable: vec![scratch.path().join("state/key")],
                 read_only: Vec::new(),
+                overlay: None,
             }),
         ),
         (
@@ -129,6 +130,7 @@ fn main() {
                 writable: vec![scratch.path().to_owned()],
                 unreadable: Vec::new(),
                 read_only: vec![scratch.path().join(".git")],
+                overlay: None,
             }),
         ),
     ];

@@ -46,6 +46,13 @@ fn du(path: &Path) -> u64 {
 
 fn main() {
     autocode::supervise::init_before_threads();
+    // `RUST_LOG=autocode=debug` logs every supervised launch and checkpoint with its time.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| a != "--bench")

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use crate::supervise::{self, Exit, LaunchSpec, StdinSource, StdioMode};
 
 mod objects;
-pub use objects::{ChangedEntry, Side};
+pub use objects::{BLOBS_BUDGET, ChangedEntry, Side};
 pub mod watch;
 pub use watch::{SnapshotPath, Watcher};
 

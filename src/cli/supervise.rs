@@ -1,5 +1,6 @@
 //! `autocode supervise [--json] [--timeout SECS] [--receipt PATH] [--ledger PATH] [--confine
-//! [--writable PATH]… [--unreadable PATH]…] -- CMD ARGS…`: runs any command under the
+//! [--writable PATH]… [--unreadable PATH]… [--read-only PATH]… [--overlay-lower PATH]] -- CMD
+//! ARGS…`: runs any command under the
 //! process-ownership boundary (and, with `--confine`, in a room) with autocode's environment and
 //! terminal, passes its exit
 //! code through (128+N for signal N, 124 for a timeout, 2 when the boundary refuses), and prints
@@ -41,6 +42,11 @@ pub struct SuperviseArgs {
     /// a read-only mount in a private mount namespace, as an `--in-place` builder's `.git`.
     #[arg(long, value_name = "PATH")]
     pub read_only: Vec<PathBuf>,
+    /// Show the current directory as an overlay of PATH (implies --confine): the command sees
+    /// PATH's content there and its writes land in a temporary upper layer, removed afterwards;
+    /// PATH itself is never written (the mount of a run's verification tree).
+    #[arg(long, value_name = "PATH")]
+    pub overlay_lower: Option<PathBuf>,
     /// Write the exec ledger (JSON lines, one entry per exec) to this file.
     #[arg(long)]
     pub ledger: Option<PathBuf>,
@@ -59,21 +65,61 @@ pub fn run(args: SuperviseArgs) -> Result<ExitCode, EdgeError> {
         Some(secs) => Some(Duration::from_secs_f64(secs)),
         None => None,
     };
+    // The overlay's upper and work directories live as long as the command.
+    let layers = match &args.overlay_lower {
+        Some(_) => Some(
+            tempfile::Builder::new()
+                .prefix("autocode-overlay-")
+                .tempdir()
+                .map_err(|e| EdgeError::usage(format!("cannot make the overlay's layers: {e}")))?,
+        ),
+        None => None,
+    };
+    let overlay = match (&args.overlay_lower, &layers) {
+        (Some(lower), Some(layers)) => {
+            let cwd = std::env::current_dir()
+                .map_err(|e| EdgeError::usage(format!("no current directory: {e}")))?;
+            let overlay = crate::supervise::Overlay {
+                dir: cwd,
+                lower: std::path::absolute(lower).map_err(|e| {
+                    EdgeError::usage(format!("--overlay-lower {}: {e}", lower.display()))
+                })?,
+                upper: layers.path().join("upper"),
+                work: layers.path().join("work"),
+            };
+            for dir in [&overlay.upper, &overlay.work] {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| EdgeError::usage(format!("cannot make {}: {e}", dir.display())))?;
+            }
+            Some(overlay)
+        }
+        _ => None,
+    };
+    let mut writable = args.writable;
+    if let Some(overlay) = &overlay
+        && !writable.is_empty()
+        && !writable.contains(&overlay.dir)
+    {
+        writable.push(overlay.dir.clone());
+    }
     let code = super::runtime()?.block_on(crate::supervise::supervise_command(
         args.command,
         timeout,
         args.json,
         args.receipt,
         (args.confine
-            || !args.writable.is_empty()
+            || !writable.is_empty()
             || !args.unreadable.is_empty()
-            || !args.read_only.is_empty())
+            || !args.read_only.is_empty()
+            || overlay.is_some())
         .then_some(crate::supervise::Room {
-            writable: args.writable,
+            writable,
             unreadable: args.unreadable,
             read_only: args.read_only,
+            overlay,
         }),
         args.ledger,
     ));
+    drop(layers);
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
 }

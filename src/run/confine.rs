@@ -23,7 +23,7 @@ use serde::Serialize;
 use super::state::Isolation;
 use crate::provider::{Expanded, expand_writable};
 use crate::role::Role;
-use crate::supervise::Room;
+use crate::supervise::{Overlay, Room};
 
 /// The test hook that makes the room look unavailable (`docs/run-lifecycle.md`): its value is
 /// reported as what is missing. It can only refuse runs, never loosen a room.
@@ -130,6 +130,9 @@ pub struct RoomRecord {
     /// `.autocode/`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub read_only: Vec<PathBuf>,
+    /// The tester's copy as an overlay of the work tree (`crate::supervise::Overlay`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overlay: Option<Overlay>,
 }
 
 /// The places a stage's room is built from.
@@ -141,6 +144,8 @@ pub struct StageRoomInput<'a> {
     pub cwd: &'a Path,
     pub tmpdir: &'a Path,
     pub outbox: &'a Path,
+    /// The overlay the tester's family mounts over its copy (`cwd`), if it has one.
+    pub overlay: Option<&'a Overlay>,
     pub provider_templates: &'a [String],
     /// The agents' environment (the templates expand against it).
     pub env: &'a BTreeMap<String, String>,
@@ -225,11 +230,13 @@ pub fn stage_room(input: &StageRoomInput<'_>, confined: bool) -> (Option<Room>, 
         } else {
             Vec::new()
         },
+        overlay: input.overlay.filter(|_| confined).cloned(),
     };
     let room = confined.then_some(Room {
         writable,
         unreadable,
         read_only,
+        overlay: input.overlay.cloned(),
     });
     (room, record)
 }
@@ -254,6 +261,7 @@ pub fn replay_room(copy: &Path, tmpdir: &Path, env: &BTreeMap<String, String>) -
         writable: vec![copy.to_owned(), tmpdir.to_owned()],
         unreadable: unreadable(env),
         read_only: Vec::new(),
+        overlay: None,
     }
 }
 
@@ -362,6 +370,7 @@ mod tests {
             cwd,
             tmpdir: Path::new("/tmp/stage"),
             outbox: Path::new("/run/outbox"),
+            overlay: None,
             provider_templates: templates,
             env,
         }

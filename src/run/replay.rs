@@ -268,7 +268,16 @@ pub async fn replay_checks_restoring(
         .map_err(ReplayError::Copy)?;
     let report = clean_copy(work_tree, copy.path(), env).await?;
     refuse_unclosed(report.unclosed, tolerated)?;
-    run_checks_in(copy.path(), restored, commands, env, timeout, confinement).await
+    run_checks_in(
+        copy.path(),
+        restored,
+        commands,
+        env,
+        timeout,
+        confinement,
+        None,
+    )
+    .await
 }
 
 /// Refuses a tree that had to leave something out, unless that entry is in `tolerated`.
@@ -285,7 +294,9 @@ pub fn refuse_unclosed(unclosed: Vec<String>, tolerated: &[String]) -> Result<()
 }
 
 /// Runs `commands` one by one in `tree` (a clean copy or a verification tree, already closed),
-/// with `restored` files put back first.
+/// with `restored` files put back first. With `overlay` (a confined replay only), `tree` is
+/// the overlay's directory and every command sees the overlay (`super::vtree::Layer`); what
+/// one command writes there the next sees, in the overlay's upper layer.
 pub async fn run_checks_in(
     tree: &Path,
     restored: Restore<'_>,
@@ -293,14 +304,17 @@ pub async fn run_checks_in(
     env: &BTreeMap<String, String>,
     timeout: Duration,
     confinement: ReplayConfinement,
+    overlay: Option<crate::supervise::Overlay>,
 ) -> Result<Vec<Replayed>, ReplayError> {
     restore(tree, &restored)?;
     let tmpdir = tempfile::Builder::new()
         .prefix("autocode-replay-tmp-")
         .tempdir()
         .map_err(ReplayError::Copy)?;
-    let room = (confinement == ReplayConfinement::Room)
-        .then(|| confine::replay_room(tree, tmpdir.path(), env));
+    let room = (confinement == ReplayConfinement::Room).then(|| crate::supervise::Room {
+        overlay,
+        ..confine::replay_room(tree, tmpdir.path(), env)
+    });
     let mut env = env.clone();
     env.insert(
         "TMPDIR".into(),

@@ -134,13 +134,22 @@ pub fn describe(receipt: &Receipt) -> String {
                 }
             };
             format!(
-                "\nautocode supervise: room {}: writable {}{}; unreadable {}{}; signals {}, abstract unix sockets {}, pathname unix connects {}",
+                "\nautocode supervise: room {}: writable {}{}{}; unreadable {}{}; signals {}, abstract unix sockets {}, pathname unix connects {}",
                 room.mechanisms.join("+"),
                 list(&room.writable),
                 if room.read_only.is_empty() {
                     String::new()
                 } else {
                     format!(" except read-only {}", list(&room.read_only))
+                },
+                match &room.overlay {
+                    Some(o) => format!(
+                        "; {} shows {} (writes kept in {})",
+                        o.dir.display(),
+                        o.lower.display(),
+                        o.upper.display()
+                    ),
+                    None => String::new(),
                 },
                 list(&room.unreadable),
                 if room.skipped.is_empty() {

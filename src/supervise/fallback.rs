@@ -59,10 +59,31 @@ impl Probe {
         ))
     }
 
+    /// A room's overlay is a mount in a private mount namespace: Linux only.
+    pub fn overlay_missing(&self) -> Option<String> {
+        Some(format!(
+            "an overlay mount (Linux only; {} has none)",
+            self.platform
+        ))
+    }
+
     /// Nothing refuses an unconfined launch on the fallback (it prints a notice instead).
     pub fn missing(&self) -> Vec<&'static str> {
         Vec::new()
     }
+}
+
+/// Overlays are Linux only: no layer is read here.
+pub fn has_overlay_xattr(_path: &std::path::Path) -> bool {
+    true
+}
+
+/// Overlays are Linux only (`Probe::overlay_missing`): no whiteout is made here.
+pub fn whiteout(_path: &std::path::Path) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "overlay whiteouts are Linux only",
+    ))
 }
 
 pub fn init_before_threads() -> io::Result<bool> {

@@ -35,8 +35,8 @@ mod command;
 mod room;
 
 pub use command::supervise_command;
-pub use platform::Probe;
-pub use room::{LedgerEntry, LedgerExit, Room, RoomReceipt};
+pub use platform::{Probe, has_overlay_xattr, whiteout};
+pub use room::{LedgerEntry, LedgerExit, Overlay, Room, RoomReceipt};
 
 /// Everything needed to start one process. The environment is complete: nothing is inherited.
 #[derive(Debug, Clone)]

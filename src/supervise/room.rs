@@ -27,6 +27,25 @@ pub struct Room {
     /// in a private mount namespace. Writable paths inside one stay writable.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub read_only: Vec<PathBuf>,
+    /// A directory the family sees as an overlay (the verification tree): `lower` read-only
+    /// beneath, what the family writes lands in `upper`. A mount in the family's private mount
+    /// namespace; autocode, outside it, sees neither the overlay nor the family's writes there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlay: Option<Overlay>,
+}
+
+/// An overlay mounted for one family (`Room::overlay`). `upper` and `work` are on one file
+/// system, outside `lower`; `dir` exists (its own content is hidden while the family runs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Overlay {
+    /// Where the family sees the merged tree (it must be writable in the room).
+    pub dir: PathBuf,
+    /// The read-only lower layer (never written through the overlay).
+    pub lower: PathBuf,
+    /// What the family writes, and the whiteouts that hide lower entries.
+    pub upper: PathBuf,
+    /// The overlay's own scratch directory.
+    pub work: PathBuf,
 }
 
 impl Room {
@@ -40,6 +59,7 @@ impl Room {
             writable: writable.into_iter().map(Into::into).collect(),
             unreadable: Vec::new(),
             read_only: Vec::new(),
+            overlay: None,
         }
     }
 }
@@ -54,6 +74,9 @@ pub struct RoomReceipt {
     /// Read-only holes cut beneath the writable set (mounts in a private mount namespace).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub read_only: Vec<PathBuf>,
+    /// The overlay the family saw (`Room::overlay`), mounted in its private mount namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlay: Option<Overlay>,
     /// Requested writable or unreadable paths that did not exist at launch (not granted).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<PathBuf>,

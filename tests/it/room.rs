@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use autocode::supervise::{self, Exit, LaunchSpec, Receipt, Room, StdinSource, StdioMode};
+use autocode::supervise::{self, Exit, LaunchSpec, Overlay, Receipt, Room, StdinSource, StdioMode};
 
 const BIN: &str = env!("CARGO_BIN_EXE_autocode");
 
@@ -224,6 +224,7 @@ fn an_unreadable_file_cannot_be_read_while_its_siblings_can() {
         writable: vec![tree.path("work")],
         unreadable: vec![state.join("key"), tree.path("outside/missing")],
         read_only: Vec::new(),
+        overlay: None,
     };
     let ops = [
         op("read", state.join("key")),
@@ -450,6 +451,7 @@ fn read_only_holes_keep_git_and_the_runs_beneath_a_writable_tree() {
         writable: vec![work.clone(), outbox.clone()],
         unreadable: Vec::new(),
         read_only: vec![work.join(".git"), work.join(".autocode")],
+        overlay: None,
     };
     let allowed = [
         op("write", work.join("new-top-level")),
@@ -619,4 +621,150 @@ fn datagrams_to_unix_sockets_outside_the_room_are_refused() {
     // Without a room the same sends go through (a control for the refusal above).
     let (verdicts, _) = probe(&tree.path("work"), None, &ops[..1]);
     assert_eq!(verdict(&verdicts, &ops[0]), "ok", "{verdicts:?}");
+}
+
+/// A room with an overlay (the verification tree): the family sees the lower tree through its
+/// directory, without what the upper layer's whiteouts hide, from a cwd inside it; its writes
+/// land in the upper layer; the lower layer stays as it was and cannot be written directly.
+#[test]
+fn an_overlay_shows_the_lower_tree_and_keeps_every_write_in_the_upper_layer() {
+    let tree = Tree::new();
+    let lower = tree.path("outside/lower");
+    std::fs::create_dir_all(lower.join("src")).unwrap();
+    std::fs::create_dir_all(lower.join("target")).unwrap();
+    std::fs::write(lower.join("src/lib.py"), "original\n").unwrap();
+    std::fs::write(lower.join("target/artifact"), "built\n").unwrap();
+    let overlay = Overlay {
+        dir: tree.path("work/tree"),
+        lower: lower.clone(),
+        upper: tree.path("outside/layer/upper"),
+        work: tree.path("outside/layer/work"),
+    };
+    for dir in [&overlay.dir, &overlay.upper, &overlay.work] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    supervise::whiteout(&overlay.upper.join("target")).unwrap();
+    let room = Room {
+        overlay: Some(overlay.clone()),
+        ..Room::writable([overlay.dir.clone()])
+    };
+    let merged = &overlay.dir;
+    let allowed = [
+        op("read", "src/lib.py"),
+        op("write", merged.join("src/lib.py")),
+        op("write", merged.join("new.txt")),
+        op("mkdir", merged.join("made")),
+    ];
+    let refused = [
+        (op("read", merged.join("target/artifact")), "ENOENT"),
+        (op("write", lower.join("src/lib.py")), "EACCES"),
+        (op("write", lower.join("planted")), "EACCES"),
+    ];
+    let all: Vec<String> = allowed
+        .iter()
+        .cloned()
+        .chain(refused.iter().map(|(op, _)| op.clone()))
+        .collect();
+    let (verdicts, receipt) = probe(merged, Some(room), &all);
+    for op in &allowed {
+        assert_eq!(verdict(&verdicts, op), "ok", "{op}: {verdicts:?}");
+    }
+    for (op, errno) in &refused {
+        assert_eq!(verdict(&verdicts, op), *errno, "{op}: {verdicts:?}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(lower.join("src/lib.py")).unwrap(),
+        "original\n"
+    );
+    assert!(lower.join("target/artifact").exists() && !lower.join("new.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(overlay.upper.join("src/lib.py")).unwrap(),
+        "x"
+    );
+    assert!(overlay.upper.join("new.txt").exists() && overlay.upper.join("made").is_dir());
+    // Autocode's own view of the directory is what was there before: nothing.
+    assert_eq!(std::fs::read_dir(merged).unwrap().count(), 0);
+    let room = receipt.room.expect("the receipt lists the room");
+    assert_eq!(room.overlay.as_ref(), Some(&overlay));
+    assert!(
+        room.mechanisms
+            .iter()
+            .any(|m| m.starts_with("mount-namespace-overlay")),
+        "{room:?}"
+    );
+    assert!(receipt.verified);
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(&*merged.to_string_lossy()), "{mounts}");
+}
+
+/// The verification tree's overlay for an ordinary user (a user namespace, `userxattr`):
+/// `autocode supervise --overlay-lower` run as `nobody` shows the lower tree in the current
+/// directory, takes the command's writes, and leaves the lower tree as it was.
+#[test]
+fn an_overlay_holds_for_an_ordinary_user() {
+    let tree = Tree::new();
+    let lower = tree.path("outside/lower");
+    let view = tree.path("work/view");
+    std::fs::create_dir_all(lower.join("src")).unwrap();
+    std::fs::create_dir_all(&view).unwrap();
+    std::fs::write(lower.join("src/lib.py"), "original\n").unwrap();
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    for entry in walk(tree.path("")) {
+        std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    // The work tree is the user's own (a copy-up keeps the owner, which must be mapped).
+    if root {
+        for entry in walk(lower.clone()) {
+            std::os::unix::fs::lchown(&entry, Some(65534), Some(65534)).unwrap();
+        }
+    }
+    let script = "id -u; cat src/lib.py; echo changed > src/lib.py && echo new > new.txt && \
+                  cat src/lib.py new.txt";
+    let mut command = if root {
+        let mut c = Command::new("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+            BIN,
+        ]);
+        c
+    } else {
+        Command::new(BIN)
+    };
+    let output = command
+        .args(["supervise", "--json", "--overlay-lower"])
+        .arg(&lower)
+        .args(["--", "/bin/sh", "-c", script])
+        .current_dir(&view)
+        .env("HOME", tree.path("home"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout} {stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_ne!(lines.first().copied(), Some("0"), "{stdout} {stderr}");
+    assert_eq!(lines[1..4], ["original", "changed", "new"], "{stdout}");
+    assert_eq!(
+        std::fs::read_to_string(lower.join("src/lib.py")).unwrap(),
+        "original\n"
+    );
+    assert!(!lower.join("new.txt").exists());
+    assert_eq!(std::fs::read_dir(&view).unwrap().count(), 0);
+    let receipt: Receipt = serde_json::from_str(lines.last().copied().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("receipt in {stdout}: {e}"));
+    assert!(receipt.verified);
+    let room = receipt.room.expect("room");
+    assert_eq!(room.overlay.as_ref().map(|o| &o.lower), Some(&lower));
+    assert!(
+        room.mechanisms
+            .iter()
+            .any(|m| m == "mount-namespace-overlay (user namespace)")
+            || !root,
+        "{room:?}"
+    );
 }

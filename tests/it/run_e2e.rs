@@ -943,36 +943,78 @@ fn run_a_testers_edit_stays_in_its_copy_and_its_pass_is_not_believed() {
 
 /// The tester's copy and every replay share the run's one verification tree: what the tester
 /// wrote there (a new file, a deleted one) is gone when autocode replays, and nothing else
-/// (no copy of the base tree, no second tree) is kept beside it.
+/// (no copy of the base tree, no second tree) is kept beside it. In a worktree run the tree is
+/// an overlay of the work tree (the tester's writes land in its upper layer, which the next
+/// replay replaces); `AUTOCODE_VERIFICATION_TREE=checkout` checks it out instead.
 #[test]
 fn run_the_tester_and_the_replays_share_one_tree_and_the_testers_files_are_gone() {
-    let tester = json!([[{"run": "printf 'x\\n' > stray.txt && mkdir -p build && touch build/out"},
-                         {"run": CHECK}, {"run": "rm hello.txt"}, test_report("PASS", 0)]]);
-    // The tester cites the first check (exit 0); its copy has lost hello.txt by the end.
-    let tester = {
-        let mut t = tester;
-        t[0][3]["report"]["criteria"][0]["checks"][0]["evidence_ref"] = json!("{{event:2}}");
-        t
-    };
-    let harness = Harness::new(script_with(&[("tester", tester)]));
-    let finished = harness.run(&["--yes"]);
-    finished.assert_complete();
-    let cwd = harness
-        .calls()
-        .iter()
-        .find(|c| c["role"] == "tester")
-        .and_then(|c| c["cwd"].as_str().map(PathBuf::from))
-        .expect("the tester ran");
-    assert!(cwd.ends_with("tree"), "{cwd:?}");
-    assert!(!cwd.join("stray.txt").exists() && !cwd.join("build").exists());
-    assert_eq!(
-        fs::read_to_string(cwd.join("hello.txt")).expect("hello.txt"),
-        "hello\n",
-        "the final gate replayed in the tree brought back to the work tree"
-    );
-    let root = cwd.parent().expect("the verification root");
-    for gone in ["base", "tester", "replay"] {
-        assert!(!root.join(gone).exists(), "{gone} in {root:?}");
+    for checkout in [false, true] {
+        let tester = json!([[{"run": "printf 'x\\n' > stray.txt && mkdir -p build && touch build/out"},
+                             {"run": CHECK}, {"run": "rm hello.txt"}, test_report("PASS", 0)]]);
+        // The tester cites the first check (exit 0); its copy has lost hello.txt by the end.
+        let tester = {
+            let mut t = tester;
+            t[0][3]["report"]["criteria"][0]["checks"][0]["evidence_ref"] = json!("{{event:2}}");
+            t
+        };
+        let harness = Harness::new(script_with(&[("tester", tester)]));
+        let mut command = harness.run_command(&["--yes"]);
+        if checkout {
+            command.env("AUTOCODE_VERIFICATION_TREE", "checkout");
+        }
+        let finished = finish(command);
+        finished.assert_complete();
+        let cwd = harness
+            .calls()
+            .iter()
+            .find(|c| c["role"] == "tester")
+            .and_then(|c| c["cwd"].as_str().map(PathBuf::from))
+            .expect("the tester ran");
+        assert!(cwd.ends_with("tree"), "{cwd:?}");
+        let work_tree = Harness::work_tree(&finished);
+        assert_eq!(
+            fs::read_to_string(work_tree.join("hello.txt")).expect("hello.txt"),
+            "hello\n"
+        );
+        assert!(!work_tree.join("stray.txt").exists() && !work_tree.join("build").exists());
+        let root = cwd.parent().expect("the verification root");
+        for gone in ["base", "tester", "replay"] {
+            assert!(!root.join(gone).exists(), "{gone} in {root:?}");
+        }
+        let run_dir = PathBuf::from(finished.json["run_dir"].as_str().expect("run_dir"));
+        let tester_room = fs::read_dir(run_dir.join("stages"))
+            .expect("stages")
+            .flatten()
+            .find(|e| e.file_name().to_string_lossy().contains("tester"))
+            .map(|e| e.path().join("room.json"))
+            .expect("the tester's stage");
+        let room: Value =
+            serde_json::from_slice(&fs::read(tester_room).expect("room.json")).expect("JSON");
+        if checkout {
+            assert!(room.get("overlay").is_none(), "{room}");
+            assert!(!cwd.join("stray.txt").exists() && !cwd.join("build").exists());
+            assert_eq!(
+                fs::read_to_string(cwd.join("hello.txt")).expect("hello.txt"),
+                "hello\n",
+                "the final gate replayed in the tree brought back to the work tree"
+            );
+        } else {
+            assert_eq!(
+                room["overlay"]["lower"].as_str(),
+                work_tree.to_str(),
+                "{room}"
+            );
+            // Autocode never sees the overlay: nothing was written in the tree's directory.
+            assert_eq!(fs::read_dir(&cwd).expect("the tree").count(), 0, "{cwd:?}");
+            // The last replay's upper layer holds nothing the tester wrote or removed.
+            let upper = root.join("layer/upper");
+            for name in ["stray.txt", "build", "hello.txt"] {
+                assert!(
+                    upper.join(name).symlink_metadata().is_err(),
+                    "{name} in {upper:?}"
+                );
+            }
+        }
     }
 }
 

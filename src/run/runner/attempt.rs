@@ -44,6 +44,8 @@ pub(super) struct StagePlaces {
     pub(super) tmpdir: tempfile::TempDir,
     pub(super) outbox: std::path::PathBuf,
     pub(super) copy: Option<std::path::PathBuf>,
+    /// The overlay the tester's family mounts over its copy (`None`: a real directory).
+    pub(super) overlay: Option<crate::supervise::Overlay>,
 }
 
 impl StagePlaces {
@@ -55,13 +57,17 @@ impl StagePlaces {
         ctx: &AttemptContext,
         check_env: &BTreeMap<String, String>,
         copy_root: &Path,
-        tester_tree: Option<std::path::PathBuf>,
+        tester_tree: Option<super::trees::TesterTree>,
     ) -> std::io::Result<Self> {
         let tmpdir = tempfile::Builder::new()
             .prefix("autocode-stage-")
             .tempdir()?;
         let outbox = ctx.stage_dir.join("outbox");
         std::fs::create_dir_all(&outbox)?;
+        let (tester_tree, overlay) = match tester_tree {
+            Some(tree) => (Some(tree.dir), tree.overlay),
+            None => (None, None),
+        };
         let copy = if tester_tree.is_some() {
             tester_tree
         } else if confine::WorktreeAccess::for_role(ctx.plan.role) == confine::WorktreeAccess::Copy
@@ -84,6 +90,7 @@ impl StagePlaces {
             tmpdir,
             outbox,
             copy,
+            overlay,
         })
     }
 
@@ -154,7 +161,7 @@ impl CliRunner {
         // Everything but the builder must leave the source as it found it; the tester works
         // in its copy.
         let (before, tester_tree) = match self
-            .before_stage(state, ctx.plan.role, dir, &check_env)
+            .before_stage(state, ctx.plan.role, dir, &check_env, true)
             .await
         {
             Ok(prepared) => prepared,
@@ -191,10 +198,18 @@ impl CliRunner {
             cli_version: self.versions.get(&route.provider).cloned().flatten(),
             confined: !state.unconfined,
         };
+        // In an overlay the tester's settings are the work tree's (autocode does not see the
+        // overlay; the work tree holds all it shows and more).
+        let settings_dir = if places.overlay.is_some() {
+            &state.work_tree
+        } else {
+            &cwd
+        };
         if provider.name.as_str() == "claude"
-            && let Err(refusal) = claude_auth::check_workspace_settings(&cwd).and_then(|()| {
-                claude_auth::check_agent_env(&env.kept, self.scripted_local).map(|_| ())
-            })
+            && let Err(refusal) =
+                claude_auth::check_workspace_settings(settings_dir).and_then(|()| {
+                    claude_auth::check_agent_env(&env.kept, self.scripted_local).map(|_| ())
+                })
         {
             return stopped(
                 PauseCode::PausedBillingRoute,
@@ -226,6 +241,7 @@ impl CliRunner {
             cwd: &cwd,
             tmpdir: places.tmpdir.path(),
             outbox: &places.outbox,
+            overlay: places.overlay.as_ref(),
             provider_templates: provider.config.writable_templates(),
             env: &plan.env,
         };

@@ -120,7 +120,7 @@ impl CliRunner {
         // Everything but the builder must leave the source as it found it; the tester works
         // in its copy.
         let (before, tester_tree) = match self
-            .before_stage(state, ctx.plan.role, dir, &check_env)
+            .before_stage(state, ctx.plan.role, dir, &check_env, false)
             .await
         {
             Ok(prepared) => prepared,
@@ -149,6 +149,7 @@ impl CliRunner {
             cwd: &cwd,
             tmpdir: places.tmpdir.path(),
             outbox: &places.outbox,
+            overlay: places.overlay.as_ref(),
             provider_templates: &[],
             env: &env.kept,
         };

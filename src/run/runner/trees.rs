@@ -9,17 +9,29 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::CliRunner;
+use crate::gittree::TreeId;
 use crate::pause::PauseCode;
 use crate::role::Role;
 use crate::run::confine;
 use crate::run::driver::ReplayTree;
 use crate::run::integrity;
 use crate::run::replay::{self, ReplayConfinement, ReplayError, Replayed, Restore};
+use crate::run::state::Isolation;
 use crate::run::state::RunState;
 use crate::run::treediff::Comparison;
 use crate::run::verify::{self, BaseSource};
-use crate::run::vtree::{self, BaseTree, VerifyTree};
+use crate::run::vtree::{self, BaseTree, Layer, LayerError, VerifyTree};
 use crate::snapshot::{Snapshotter, Taken};
+
+/// The tester's copy: the verification tree's directory, and the overlay the tester's family
+/// mounts there (`None`: the tree is checked out in it).
+pub(super) struct TesterTree {
+    pub(super) dir: PathBuf,
+    pub(super) overlay: Option<crate::supervise::Overlay>,
+}
+
+/// The work tree's private index (the snapshots' stat cache) in the verification root.
+const WORKTREE_INDEX: &str = "worktree.index";
 
 fn other(e: impl std::fmt::Display) -> ReplayError {
     ReplayError::Copy(std::io::Error::other(e.to_string()))
@@ -28,14 +40,17 @@ fn other(e: impl std::fmt::Display) -> ReplayError {
 impl CliRunner {
     /// Before a stage of `role`: every role but the builder must leave the source as it found
     /// it, so its snapshot is taken (and recorded in `dir`), and the tester gets its copy, the
-    /// verification tree brought to that snapshot. `Err`: what could not be prepared.
+    /// verification tree brought to that snapshot (as an overlay when `overlay_allowed`: a CLI
+    /// confined in its room; autocode's own runtime reads the tree itself). `Err`: what could
+    /// not be prepared.
     pub(super) async fn before_stage(
         &mut self,
         state: &RunState,
         role: Role,
         dir: &std::path::Path,
         env: &BTreeMap<String, String>,
-    ) -> Result<(Option<Taken>, Option<PathBuf>), String> {
+        overlay_allowed: bool,
+    ) -> Result<(Option<Taken>, Option<TesterTree>), String> {
         if role == Role::Builder {
             return Ok((None, None));
         }
@@ -47,7 +62,7 @@ impl CliRunner {
             integrity::write_stage_record(&dir.join("snapshot-before.json"), &before.record(None));
         let tester_tree = match confine::WorktreeAccess::for_role(role) {
             confine::WorktreeAccess::Copy => self
-                .tester_tree(state, &before, env)
+                .tester_tree(state, &before, env, overlay_allowed)
                 .await
                 .map_err(|e| format!("cannot prepare the tester's copy: {e}"))?,
             _ => None,
@@ -115,7 +130,7 @@ impl CliRunner {
             let snapshotter = Snapshotter::open(
                 &state.work_tree,
                 &state.run_dir().join("git"),
-                &root.join("worktree.index"),
+                &root.join(WORKTREE_INDEX),
                 env,
             )
             .await
@@ -155,27 +170,39 @@ impl CliRunner {
         }))
     }
 
-    /// The tester's copy: the verification tree brought to `before` (the snapshot just taken).
-    /// `Ok(None)`: outside git (the caller copies).
+    /// The tester's copy: the verification tree brought to `before` (the snapshot just taken),
+    /// as an overlay when `overlay_allowed` and the run can use one. `Ok(None)`: outside git
+    /// (the caller copies).
     pub(super) async fn tester_tree(
         &mut self,
         state: &RunState,
         before: &Taken,
         env: &BTreeMap<String, String>,
-    ) -> Result<Option<PathBuf>, String> {
+        overlay_allowed: bool,
+    ) -> Result<Option<TesterTree>, String> {
         let Taken::Tree(tree) = before else {
             return Ok(None);
         };
         let Some(vtree) = self.verify_tree(state, env).await? else {
             return Ok(None);
         };
+        if overlay_allowed && let Some(layer) = self.layer(state, &vtree, tree, env).await? {
+            return Ok(Some(TesterTree {
+                dir: vtree.dir(),
+                overlay: Some(layer.overlay),
+            }));
+        }
         vtree.bring_to(tree).await.map_err(|e| e.to_string())?;
-        Ok(Some(vtree.dir()))
+        Ok(Some(TesterTree {
+            dir: vtree.dir(),
+            overlay: None,
+        }))
     }
 
     /// Saves the base tree as a git tree (`<run>/base-tree.json`) and returns what its closed
-    /// form leaves out, from the verification tree brought to it (where the plan's checks on
-    /// the base run next). `Ok(None)`: outside git.
+    /// form leaves out: from its overlay's upper layer when the run uses one (nothing is
+    /// written), else from the verification tree brought to it (where the plan's checks on the
+    /// base run next). `Ok(None)`: outside git.
     pub(super) async fn save_base_tree(
         &mut self,
         state: &RunState,
@@ -187,11 +214,16 @@ impl CliRunner {
         let Some(vtree) = self.verify_tree(state, env).await? else {
             return Ok(None);
         };
-        let unclosed = vtree
-            .bring_to(&tree)
-            .await
-            .map_err(|e| e.to_string())?
-            .unclosed;
+        let unclosed = match self.layer(state, &vtree, &tree, env).await? {
+            Some(layer) => layer.report.unclosed,
+            None => {
+                vtree
+                    .bring_to(&tree)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .unclosed
+            }
+        };
         let record = BaseTree { tree, dir: None };
         integrity::write_record(&state.run_dir().join(vtree::BASE_TREE_FILE), &record)
             .map_err(|e| e.to_string())?;
@@ -274,9 +306,19 @@ impl CliRunner {
             (ReplayTree::FinalWithBaseFiles(_), None) => return None,
             _ => target,
         };
-        let report = match vtree.bring_to(&target).await {
-            Ok(report) => report,
-            Err(e) => return Some(Err(other(e))),
+        let layer = match confinement {
+            ReplayConfinement::Room => match self.layer(state, &vtree, &target, env).await {
+                Ok(layer) => layer,
+                Err(e) => return Some(Err(other(e))),
+            },
+            ReplayConfinement::Unconfined => None,
+        };
+        let (report, overlay) = match layer {
+            Some(layer) => (layer.report, Some(layer.overlay)),
+            None => match vtree.bring_to(&target).await {
+                Ok(report) => (report, None),
+                Err(e) => return Some(Err(other(e))),
+            },
         };
         if let Err(e) = replay::refuse_unclosed(report.unclosed, &state.verification.base_unclosed)
         {
@@ -290,9 +332,59 @@ impl CliRunner {
                 env,
                 timeout,
                 confinement,
+                overlay,
             )
             .await,
         )
+    }
+
+    /// `tree` as an overlay over the work tree (`crate::run::vtree::Layer`), for a confined
+    /// family of a run in its own worktree on a host that mounts overlays. `Ok(None)`: the
+    /// caller checks the tree out (an `--in-place` run, whose work tree the person may edit
+    /// meanwhile; a host without overlays; a tree an overlay cannot show;
+    /// `AUTOCODE_VERIFICATION_TREE=checkout`).
+    pub(super) async fn layer(
+        &mut self,
+        state: &RunState,
+        vtree: &VerifyTree,
+        tree: &TreeId,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Option<Layer>, String> {
+        if !matches!(state.isolation, Isolation::Worktree { .. })
+            || state.unconfined
+            || std::env::var("AUTOCODE_VERIFICATION_TREE").as_deref() == Ok("checkout")
+        {
+            return Ok(None);
+        }
+        let probed = std::time::Instant::now();
+        if let Some(missing) = crate::supervise::probe().overlay_missing() {
+            tracing::debug!(%missing, "verification tree checked out");
+            return Ok(None);
+        }
+        tracing::debug!(ms = probed.elapsed().as_secs_f64() * 1e3, "overlays probed");
+        let Taken::Tree(lower_tree) = self.snapshot(state, env).await? else {
+            return Ok(None);
+        };
+        let lower_index =
+            vtree::verification_root(&state.workspace, state.run_id.as_str()).join(WORKTREE_INDEX);
+        let started = std::time::Instant::now();
+        match vtree
+            .layer(tree, &state.work_tree, &lower_index, &lower_tree)
+            .await
+        {
+            Ok(layer) => {
+                tracing::debug!(
+                    ms = started.elapsed().as_secs_f64() * 1e3,
+                    "verification tree as an overlay"
+                );
+                Ok(Some(layer))
+            }
+            Err(LayerError::Unsupported(why)) => {
+                tracing::debug!(%why, "verification tree checked out");
+                Ok(None)
+            }
+            Err(e) => Err(e.to_string()),
+        }
     }
 
     /// Replays `commands` in a fresh copy (outside git, or an older run's copied base).

@@ -12,12 +12,23 @@
 //! (read-only flags and the mounts over the holes cannot be undone there), and renaming or
 //! removing a mount point fails with `EBUSY`. Files in a hole keep their identity: reads see
 //! the same inodes, and autocode, outside the namespace, writes there as before.
+//!
+//! The same namespace carries a room's overlay (`Room::overlay`, the verification tree): an
+//! overlayfs mounted over its directory after the holes, with the run's work tree as the
+//! read-only lower layer and a fresh upper layer autocode prepared (whiteouts for what the tree
+//! under test lacks, files where it differs). The child then enters its working directory
+//! again, so a cwd inside the overlay is the merged tree, not the directory beneath it. In a
+//! user namespace the overlay is mounted with `userxattr` (its metadata in `user.overlay.*`,
+//! which the lower layer's owner could set too: [`has_overlay_xattr`] finds them first); as
+//! root it uses `trusted.overlay.*`, which no agent can set.
 
 use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+
+use crate::supervise::Overlay;
 
 /// Everything the child needs to cut the holes, prepared before the fork.
 #[derive(Debug)]
@@ -28,6 +39,52 @@ pub struct HolePlan {
     /// Writable paths inside a hole, bound onto themselves before the holes are cut.
     rebinds: Vec<CString>,
     holes: Vec<CString>,
+    /// The overlay: its directory, its mount options, and the cwd to enter again after it.
+    overlay: Option<OverlayMount>,
+}
+
+#[derive(Debug)]
+struct OverlayMount {
+    dir: CString,
+    options: CString,
+    cwd: CString,
+    /// The Landlock ruleset and the rights to grant on the mounted overlay (`None`: no rule).
+    rule: Option<(std::os::fd::RawFd, u64)>,
+}
+
+impl OverlayMount {
+    /// `user_xattrs`: the overlay keeps its metadata in `user.overlay.*` (`userxattr`, needed in
+    /// a user namespace); as root it keeps it in `trusted.overlay.*`, which no agent can set.
+    fn new(overlay: &Overlay, cwd: &Path, user_xattrs: bool) -> io::Result<OverlayMount> {
+        let mut options = String::new();
+        for (key, path) in [
+            ("lowerdir", &overlay.lower),
+            ("upperdir", &overlay.upper),
+            ("workdir", &overlay.work),
+        ] {
+            let text = path.to_str().filter(|t| !t.contains([',', ':', '\\']));
+            let Some(text) = text else {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "the overlay's {key} {} is not UTF-8 or holds `,`, `:` or `\\`",
+                        path.display()
+                    ),
+                ));
+            };
+            options.push_str(&format!("{key}={text},"));
+        }
+        options.pop();
+        if user_xattrs {
+            options.push_str(",userxattr");
+        }
+        Ok(OverlayMount {
+            dir: cstring(&overlay.dir)?,
+            options: CString::new(options).map_err(io::Error::other)?,
+            cwd: cstring(cwd)?,
+            rule: None,
+        })
+    }
 }
 
 /// The holes of a room that need a mount: those beneath one of `writable` (the others are
@@ -71,19 +128,29 @@ fn privileged_for_mounts() -> bool {
 }
 
 impl HolePlan {
-    /// The plan for `holes` (canonical, from [`needed`]); `writable` paths inside a hole are
-    /// bound back writable. `None` when there is no hole.
-    pub fn new(writable: &[PathBuf], holes: &[PathBuf]) -> io::Result<Option<HolePlan>> {
-        if holes.is_empty() {
+    /// The plan for `holes` (canonical, from [`needed`]) and `overlay`; `writable` paths inside
+    /// a hole are bound back writable; `cwd` is entered again after the overlay is mounted.
+    /// `None` when there is neither a hole nor an overlay.
+    pub fn new(
+        writable: &[PathBuf],
+        holes: &[PathBuf],
+        overlay: Option<&Overlay>,
+        cwd: &Path,
+    ) -> io::Result<Option<HolePlan>> {
+        if holes.is_empty() && overlay.is_none() {
             return Ok(None);
         }
+        let privileged = privileged_for_mounts();
+        let overlay = overlay
+            .map(|o| OverlayMount::new(o, cwd, !privileged))
+            .transpose()?;
         let rebinds = writable
             .iter()
             .filter_map(|w| std::fs::canonicalize(w).ok())
             .filter(|w| holes.iter().any(|h| w.starts_with(h)))
             .map(|w| cstring(&w))
             .collect::<io::Result<Vec<_>>>()?;
-        let user_maps = if privileged_for_mounts() {
+        let user_maps = if privileged {
             None
         } else {
             let uid = nix::unistd::geteuid().as_raw();
@@ -100,16 +167,37 @@ impl HolePlan {
                 .iter()
                 .map(|h| cstring(h))
                 .collect::<io::Result<_>>()?,
+            overlay,
         }))
     }
 
-    /// The mechanism's name in a receipt.
-    pub fn mechanism(&self) -> &'static str {
-        if self.user_maps.is_some() {
-            "mount-namespace-read-only-holes (user namespace)"
-        } else {
-            "mount-namespace-read-only-holes"
+    /// Grants `access` on the overlay once mounted, in `ruleset` (the room's, restricted to
+    /// after the mounts): a rule on the directory beneath does not reach into the overlay.
+    pub fn grant_overlay(&mut self, ruleset: std::os::fd::RawFd, access: u64) {
+        if let Some(overlay) = &mut self.overlay {
+            overlay.rule = Some((ruleset, access));
         }
+    }
+
+    /// The mechanisms' names in a receipt.
+    pub fn mechanisms(&self) -> Vec<&'static str> {
+        let userns = self.user_maps.is_some();
+        let mut names = Vec::new();
+        if !self.holes.is_empty() {
+            names.push(if userns {
+                "mount-namespace-read-only-holes (user namespace)"
+            } else {
+                "mount-namespace-read-only-holes"
+            });
+        }
+        if self.overlay.is_some() {
+            names.push(if userns {
+                "mount-namespace-overlay (user namespace)"
+            } else {
+                "mount-namespace-overlay"
+            });
+        }
+        names
     }
 
     /// Cuts the holes in this (forked, single-threaded) process. Async-signal-safe: raw system
@@ -165,6 +253,21 @@ impl HolePlan {
                     libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | kept,
                     std::ptr::null(),
                 ))?;
+            }
+            if let Some(overlay) = &self.overlay {
+                check(libc::mount(
+                    c"overlay".as_ptr(),
+                    overlay.dir.as_ptr(),
+                    c"overlay".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    overlay.options.as_ptr().cast(),
+                ))?;
+                // The cwd was entered before the mount (std does it before `pre_exec`): enter
+                // it again, so a cwd in the overlay is the merged tree.
+                check(libc::chdir(overlay.cwd.as_ptr()))?;
+                if let Some((ruleset, access)) = overlay.rule {
+                    super::landlock::grant_in_child(ruleset, &overlay.dir, access)?;
+                }
             }
         }
         Ok(())
@@ -235,8 +338,13 @@ fn try_in_a_child() -> Option<String> {
         let hole = root.join("hole");
         let inside = hole.join("open");
         std::fs::create_dir_all(&inside)?;
-        let plan = HolePlan::new(std::slice::from_ref(&inside), std::slice::from_ref(&hole))?
-            .ok_or_else(|| io::Error::other("no hole planned"))?;
+        let plan = HolePlan::new(
+            std::slice::from_ref(&inside),
+            std::slice::from_ref(&hole),
+            None,
+            &root,
+        )?
+        .ok_or_else(|| io::Error::other("no hole planned"))?;
         let refused = cstring(&hole.join("refused"))?;
         let allowed = cstring(&inside.join("allowed"))?;
         // SAFETY: the child makes raw system calls only (HolePlan::enter, open, _exit) on data
@@ -291,6 +399,130 @@ fn try_in_a_child() -> Option<String> {
     }
 }
 
+/// Creates an overlay whiteout at `path` (a character device 0:0, which needs no privilege):
+/// the entry of the same name in the lower layer is hidden.
+pub fn whiteout(path: &Path) -> io::Result<()> {
+    nix::sys::stat::mknod(
+        path,
+        nix::sys::stat::SFlag::S_IFCHR,
+        nix::sys::stat::Mode::empty(),
+        0,
+    )
+    .map_err(io::Error::from)
+}
+
+/// Whether `path` (not followed) carries an extended attribute overlayfs reads in a layer
+/// (`user.overlay.*`, as an overlay mounted with `userxattr` does: a file there can be a
+/// whiteout and a directory opaque). An agent can set these on its own files, so a lower layer
+/// that carries one is refused. `true` too when the list cannot be read.
+pub fn has_overlay_xattr(path: &Path) -> bool {
+    let Ok(path) = cstring(path) else {
+        return true;
+    };
+    let mut names = [0u8; 4096];
+    // SAFETY: `path` is a valid C string and `names` a buffer of the length given.
+    let len = unsafe { libc::llistxattr(path.as_ptr(), names.as_mut_ptr().cast(), names.len()) };
+    if len < 0 {
+        let errno = io::Error::last_os_error().raw_os_error();
+        // No xattrs on this file system: none to read.
+        return errno != Some(libc::ENOTSUP);
+    }
+    names[..len as usize]
+        .split(|b| *b == 0)
+        .any(|name| name.starts_with(b"user.overlay.") || name.starts_with(b"trusted.overlay."))
+}
+
+/// `None` when a room's overlay can be mounted here, else what is missing (tried once per
+/// process: a forked child mounts an overlay of temporary directories, with a whiteout, and
+/// checks what it sees and that its write lands in the upper layer only).
+pub fn overlay_missing() -> Option<String> {
+    static MISSING: OnceLock<Option<String>> = OnceLock::new();
+    MISSING.get_or_init(try_overlay_in_a_child).clone()
+}
+
+fn try_overlay_in_a_child() -> Option<String> {
+    let what = "an overlay in a private mount namespace (the verification tree without a checkout)";
+    let result = (|| -> io::Result<i32> {
+        let dir = tempfile::Builder::new()
+            .prefix("autocode-overlay-probe-")
+            .tempdir()?;
+        let root = std::fs::canonicalize(dir.path())?;
+        let overlay = Overlay {
+            dir: root.join("merged"),
+            lower: root.join("lower"),
+            upper: root.join("upper"),
+            work: root.join("work"),
+        };
+        for d in [&overlay.dir, &overlay.lower, &overlay.upper, &overlay.work] {
+            std::fs::create_dir_all(d)?;
+        }
+        std::fs::write(overlay.lower.join("kept"), "k")?;
+        std::fs::write(overlay.lower.join("hidden"), "h")?;
+        whiteout(&overlay.upper.join("hidden"))?;
+        let plan = HolePlan::new(&[], &[], Some(&overlay), &overlay.dir)?
+            .ok_or_else(|| io::Error::other("no overlay planned"))?;
+        let kept = cstring(&overlay.dir.join("kept"))?;
+        let hidden = cstring(&overlay.dir.join("hidden"))?;
+        let written = cstring(&overlay.dir.join("written"))?;
+        // SAFETY: the child makes raw system calls only (HolePlan::enter, access, open, _exit)
+        // on data prepared before the fork, then exits without returning.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if pid == 0 {
+            // SAFETY: see above; this is the forked child.
+            unsafe {
+                let code = match plan.enter() {
+                    Err(e) => 10 + e.raw_os_error().unwrap_or(0).min(100),
+                    Ok(()) => {
+                        let sees_kept = libc::access(kept.as_ptr(), libc::R_OK) == 0;
+                        let sees_hidden = libc::access(hidden.as_ptr(), libc::F_OK) == 0;
+                        let mode = libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC;
+                        let wrote = libc::open(written.as_ptr(), mode, 0o600) >= 0;
+                        match (sees_kept, sees_hidden, wrote) {
+                            (true, false, true) => 0,
+                            (false, _, _) => 2,
+                            (true, true, _) => 3,
+                            (true, false, false) => 4,
+                        }
+                    }
+                };
+                libc::_exit(code);
+            }
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child forked above.
+        if unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let code = if libc::WIFEXITED(status) {
+            libc::WEXITSTATUS(status)
+        } else {
+            -1
+        };
+        if code == 0
+            && (overlay.lower.join("written").exists() || !overlay.upper.join("written").exists())
+        {
+            return Ok(5);
+        }
+        Ok(code)
+    })();
+    match result {
+        Ok(0) => None,
+        Ok(code @ 10..) => Some(format!(
+            "{what}: {}",
+            io::Error::from_raw_os_error(code - 10)
+        )),
+        Ok(2) => Some(format!("{what}: the lower layer was not seen")),
+        Ok(3) => Some(format!("{what}: a whiteout did not hide its entry")),
+        Ok(4) => Some(format!("{what}: the merged tree was not writable")),
+        Ok(5) => Some(format!("{what}: a write did not land in the upper layer")),
+        Ok(code) => Some(format!("{what}: the probe ended with {code}")),
+        Err(e) => Some(format!("{what}: the probe could not run: {e}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,5 +550,22 @@ mod tests {
     #[test]
     fn this_host_can_cut_holes() {
         assert_eq!(missing(), None);
+    }
+
+    #[test]
+    fn this_host_can_mount_a_rooms_overlay() {
+        assert_eq!(overlay_missing(), None);
+    }
+
+    #[test]
+    fn an_overlay_path_the_mount_options_cannot_carry_is_refused() {
+        let overlay = Overlay {
+            dir: "/tmp/m".into(),
+            lower: "/tmp/a,upperdir=/etc".into(),
+            upper: "/tmp/u".into(),
+            work: "/tmp/w".into(),
+        };
+        let error = HolePlan::new(&[], &[], Some(&overlay), Path::new("/tmp/m")).unwrap_err();
+        assert!(error.to_string().contains("lowerdir"), "{error}");
     }
 }

@@ -176,6 +176,8 @@ pub struct Plan {
     pub scoped: u64,
     pub grants: Vec<Grant>,
     pub receipt: RoomReceipt,
+    /// The rights granted on the room's overlay directory (`Room::overlay`), if it is writable.
+    pub overlay_access: Option<u64>,
 }
 
 /// The ruleset, ready for the child, and what the receipt says about it.
@@ -183,6 +185,10 @@ pub struct Plan {
 pub struct Prepared {
     pub ruleset: OwnedFd,
     pub receipt: RoomReceipt,
+    /// The rights to grant again on the overlay once it is mounted (a rule on the directory
+    /// beneath a mount does not reach into it: Landlock skips a covered mount point when it
+    /// walks up from a file in the overlay).
+    pub overlay_access: Option<u64>,
 }
 
 /// An `O_PATH` descriptor of `path` (symlinks followed unless `no_follow`), with its type.
@@ -312,8 +318,20 @@ pub fn plan(room: &Room, abi: u32) -> Result<Plan, RoomError> {
             });
         }
     }
+    let handled_access_fs = write | if reads { ACCESS_FS_READ_FILE } else { 0 };
+    let overlay_dir = room
+        .overlay
+        .as_ref()
+        .and_then(|o| std::fs::canonicalize(&o.dir).ok());
+    let overlay_access = overlay_dir.and_then(|dir| {
+        grants
+            .iter()
+            .find(|g| g.path == dir)
+            .map(|g| g.access & handled_access_fs)
+    });
     Ok(Plan {
-        handled_access_fs: write | if reads { ACCESS_FS_READ_FILE } else { 0 },
+        handled_access_fs,
+        overlay_access,
         scoped: SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET,
         grants,
         receipt: RoomReceipt {
@@ -321,6 +339,7 @@ pub fn plan(room: &Room, abi: u32) -> Result<Plan, RoomError> {
             writable,
             unreadable,
             read_only: Vec::new(),
+            overlay: None,
             skipped,
             signals_scoped: true,
             abstract_sockets_scoped: true,
@@ -370,7 +389,31 @@ pub fn apply(plan: Plan) -> Result<Prepared, RoomError> {
     Ok(Prepared {
         ruleset,
         receipt: plan.receipt,
+        overlay_access: plan.overlay_access,
     })
+}
+
+/// In the forked child, after the overlay is mounted: grants `access` beneath `dir` as it is
+/// now (the overlay's root) in `ruleset`, before [`restrict_self`]. Async-signal-safe.
+pub fn grant_in_child(ruleset: RawFd, dir: &std::ffi::CStr, access: u64) -> io::Result<()> {
+    // SAFETY: raw system calls on a valid C string and on integers; the descriptors opened
+    // here are borrowed for the call and closed.
+    unsafe {
+        let fd = libc::open(
+            dir.as_ptr(),
+            libc::O_PATH | libc::O_CLOEXEC | libc::O_DIRECTORY,
+        );
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let result = add_rule(
+            BorrowedFd::borrow_raw(ruleset),
+            BorrowedFd::borrow_raw(fd),
+            access,
+        );
+        libc::close(fd);
+        result
+    }
 }
 
 /// `landlock_add_rule(ruleset, PATH_BENEATH, {access, fd}, 0)`.
@@ -491,6 +534,7 @@ mod tests {
             writable: vec![root.clone()],
             unreadable: vec![secrets.join("key"), secrets.join("key")],
             read_only: Vec::new(),
+            overlay: None,
         };
         let plan = plan(&room, 7).unwrap();
         assert_ne!(plan.handled_access_fs & ACCESS_FS_READ_FILE, 0);
@@ -526,6 +570,7 @@ mod tests {
             writable: vec![dir.path().to_owned()],
             unreadable: vec![dir.path().to_owned()],
             read_only: Vec::new(),
+            overlay: None,
         };
         assert!(matches!(plan(&room, 7), Err(RoomError::Conflict(_))));
     }
@@ -541,6 +586,7 @@ mod tests {
             writable: vec![],
             unreadable: vec![inner.clone(), root.join("a")],
             read_only: Vec::new(),
+            overlay: None,
         };
         let plan = plan(&room, 7).unwrap();
         assert_eq!(plan.receipt.unreadable, vec![root.join("a")]);

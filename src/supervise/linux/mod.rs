@@ -30,6 +30,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
+pub use holes::{has_overlay_xattr, whiteout};
 pub use probe::Probe;
 
 use super::{EndedBy, LaunchError, LaunchSpec, Receipt, RoomReceipt, StdinSource, StdioMode};
@@ -144,27 +145,51 @@ pub async fn start(
         }
         None => None,
     };
-    let (ruleset, mut room) = match room {
-        Some(prepared) => (Some(prepared.ruleset), Some(prepared.receipt)),
-        None => (None, None),
+    let (ruleset, mut room, overlay_access) = match room {
+        Some(prepared) => (
+            Some(prepared.ruleset),
+            Some(prepared.receipt),
+            prepared.overlay_access,
+        ),
+        None => (None, None, None),
     };
-    // Read-only holes beneath the writable set: refused, like the room, when the host cannot
-    // cut them.
+    // Read-only holes beneath the writable set, and the room's overlay: refused, like the
+    // room, when the host cannot make them.
     let holes = match (&spec.room, room.as_mut()) {
-        (Some(requested), Some(receipt)) if !requested.read_only.is_empty() => {
+        (Some(requested), Some(receipt))
+            if !requested.read_only.is_empty() || requested.overlay.is_some() =>
+        {
             let (needed, absent) = holes::needed(&requested.writable, &requested.read_only);
             receipt.skipped.extend(absent);
-            let plan = holes::HolePlan::new(&requested.writable, &needed)
-                .map_err(|error| io_error(spec, error))?;
-            if plan.is_some()
+            let mut plan = holes::HolePlan::new(
+                &requested.writable,
+                &needed,
+                requested.overlay.as_ref(),
+                &spec.cwd,
+            )
+            .map_err(|error| io_error(spec, error))?;
+            if let (Some(plan), Some(ruleset), Some(access)) =
+                (plan.as_mut(), ruleset.as_ref(), overlay_access)
+            {
+                plan.grant_overlay(ruleset.as_raw_fd(), access);
+            }
+            if !needed.is_empty()
                 && let Some(missing) = holes::missing()
             {
                 return Err(LaunchError::Refused { missing });
             }
+            if requested.overlay.is_some()
+                && let Some(missing) = holes::overlay_missing()
+            {
+                return Err(LaunchError::Refused { missing });
+            }
             if let Some(plan) = &plan {
-                receipt.mechanisms.push(plan.mechanism().to_owned());
+                receipt
+                    .mechanisms
+                    .extend(plan.mechanisms().into_iter().map(str::to_owned));
             }
             receipt.read_only = needed;
+            receipt.overlay = requested.overlay.clone();
             plan
         }
         _ => None,

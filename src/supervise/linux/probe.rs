@@ -162,6 +162,12 @@ impl Probe {
         super::holes::missing()
     }
 
+    /// What a room with an overlay (the verification tree without a checkout) needs beyond
+    /// [`Probe::room_missing`] and this host lacks (tried once, in a forked child).
+    pub fn overlay_missing(&self) -> Option<String> {
+        super::holes::overlay_missing()
+    }
+
     /// The features whose absence refuses a launch, by name (empty: launches may proceed).
     pub fn missing(&self) -> Vec<&'static str> {
         let mut missing = Vec::new();

@@ -13,6 +13,14 @@
 //! checked, lexically and then resolved, and one that leads outside is removed and reported with
 //! the same words as the copy's. Git never records FIFOs, sockets or device nodes.
 //!
+//! A confined CLI tester and every confined replay of a run in its own worktree do not use the
+//! checkout at all: they see the tree under test as an overlay of the work tree mounted in
+//! their own mount namespace ([`Layer`], `layer.rs`), which costs what differs from the work
+//! tree's snapshot, not what the tree holds. The checkout is what every other use gets (an
+//! `--in-place` run, whose work tree the person may edit meanwhile; `--unconfined`; autocode's
+//! own runtime, which reads the tree itself; a host without overlays; a tree an overlay cannot
+//! show).
+//!
 //! It lives outside the workspace, under `${XDG_CACHE_HOME:-~/.cache}/autocode/verify/`
 //! ([`verification_root`]): no room grants that (HOME is read-only in every room; an in-place
 //! builder's room is the whole workspace, `.autocode/` included), and no tool started in it
@@ -21,6 +29,9 @@
 //! have); the index (the stat cache, ~80 bytes a file) is beside the tree.
 
 use std::path::{Path, PathBuf};
+
+mod layer;
+pub use layer::{Layer, LayerError};
 
 use serde::{Deserialize, Serialize};
 
@@ -436,6 +447,7 @@ mod tests {
             &env(),
             std::time::Duration::from_secs(30),
             crate::run::replay::ReplayConfinement::Unconfined,
+            None,
         )
         .await
         .unwrap()
