@@ -4,7 +4,7 @@
 //! `benches/task_on_workspace.sh`, which generates the repositories and times `git status`
 //! beside it. Prints one line: seconds, outcome, stages, run directory size.
 //!
-//! `cargo bench --bench task_on_workspace -- <repo> [codex|claude|opencode]`
+//! `cargo bench --bench task_on_workspace -- <repo> [codex|claude|opencode] [worktree|in-place]`
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -58,7 +58,9 @@ fn main() {
         .filter(|a| a != "--bench")
         .collect();
     let Some(repo) = args.first().map(PathBuf::from) else {
-        eprintln!("usage: task_on_workspace <git repo> [codex|claude|opencode]");
+        eprintln!(
+            "usage: task_on_workspace <git repo> [codex|claude|opencode] [worktree|in-place]"
+        );
         std::process::exit(2);
     };
     let preferred = match args.get(1).map(String::as_str) {
@@ -91,6 +93,7 @@ fn main() {
             models,
             yes: true,
             scripted_local: true,
+            in_place: args.get(2).map(String::as_str) == Some("in-place"),
             ..StartOptions::default()
         };
         let start = Instant::now();

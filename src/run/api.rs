@@ -134,13 +134,7 @@ fn require_room(
     if in_place && missing.is_empty() {
         missing.extend(crate::supervise::probe().read_only_holes_missing());
     }
-    if !in_place && missing.is_empty() {
-        // Whether the verification tree can be an overlay is tried now, once, in a forked
-        // child, while this process is small: after a large workspace's first snapshot the
-        // fork cost half a second (`docs/performance.md`). A host without overlays checks the
-        // tree out instead; nothing is refused.
-        let _ = crate::supervise::probe().overlay_missing();
-    }
+
     if missing.is_empty() {
         Ok(())
     } else {

@@ -945,10 +945,11 @@ fn run_a_testers_edit_stays_in_its_copy_and_its_pass_is_not_believed() {
 /// wrote there (a new file, a deleted one) is gone when autocode replays, and nothing else
 /// (no copy of the base tree, no second tree) is kept beside it. In a worktree run the tree is
 /// an overlay of the work tree (the tester's writes land in its upper layer, which the next
-/// replay replaces); `AUTOCODE_VERIFICATION_TREE=checkout` checks it out instead.
+/// replay replaces), in an `--in-place` run too (the overlay of the workspace itself);
+/// `AUTOCODE_VERIFICATION_TREE=checkout` checks it out instead.
 #[test]
 fn run_the_tester_and_the_replays_share_one_tree_and_the_testers_files_are_gone() {
-    for checkout in [false, true] {
+    for (checkout, in_place) in [(false, false), (true, false), (false, true)] {
         let tester = json!([[{"run": "printf 'x\\n' > stray.txt && mkdir -p build && touch build/out"},
                              {"run": CHECK}, {"run": "rm hello.txt"}, test_report("PASS", 0)]]);
         // The tester cites the first check (exit 0); its copy has lost hello.txt by the end.
@@ -958,7 +959,11 @@ fn run_the_tester_and_the_replays_share_one_tree_and_the_testers_files_are_gone(
             t
         };
         let harness = Harness::new(script_with(&[("tester", tester)]));
-        let mut command = harness.run_command(&["--yes"]);
+        let mut command = if in_place {
+            harness.run_command(&["--yes", "--in-place"])
+        } else {
+            harness.run_command(&["--yes"])
+        };
         if checkout {
             command.env("AUTOCODE_VERIFICATION_TREE", "checkout");
         }

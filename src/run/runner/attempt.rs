@@ -550,7 +550,12 @@ impl CliRunner {
         };
         let receipts = if kind.is_none() {
             Some(ReceiptCheck {
-                work_tree: cwd.clone(),
+                // In an overlay, what the family wrote (its receipts) is in the upper layer:
+                // autocode does not see the overlay.
+                work_tree: match &places.overlay {
+                    Some(overlay) => overlay.upper.clone(),
+                    None => cwd.clone(),
+                },
                 context: capture_context,
             })
         } else {

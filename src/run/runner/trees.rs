@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::CliRunner;
+use crate::gittree::SnapshotPath;
 use crate::gittree::TreeId;
 use crate::pause::PauseCode;
 use crate::role::Role;
@@ -313,12 +314,35 @@ impl CliRunner {
             },
             ReplayConfinement::Unconfined => None,
         };
-        let (report, overlay) = match layer {
-            Some(layer) => (layer.report, Some(layer.overlay)),
-            None => match vtree.bring_to(&target).await {
-                Ok(report) => (report, None),
-                Err(e) => return Some(Err(other(e))),
-            },
+        if let Some(layer) = layer {
+            if let Err(e) =
+                replay::refuse_unclosed(layer.report.unclosed, &state.verification.base_unclosed)
+            {
+                return Some(Err(e));
+            }
+            let replayed = replay::run_checks_in(
+                &vtree.dir(),
+                Restore::default(),
+                commands,
+                env,
+                timeout,
+                confinement,
+                Some(layer.overlay),
+            )
+            .await;
+            // An `--in-place` work tree is the person's: the replay stands only if nothing in
+            // it moved meanwhile (the snapshot's fast path proves no stat changed since the
+            // layer's snapshot); else it runs again in a checkout of the tree.
+            if !matches!(state.isolation, Isolation::InPlace)
+                || self.unchanged_since(state, &layer.lower_tree, env).await
+            {
+                return Some(replayed);
+            }
+            tracing::debug!("the work tree moved during the replay: checked out and replayed");
+        }
+        let report = match vtree.bring_to(&target).await {
+            Ok(report) => report,
+            Err(e) => return Some(Err(other(e))),
         };
         if let Err(e) = replay::refuse_unclosed(report.unclosed, &state.verification.base_unclosed)
         {
@@ -332,16 +356,35 @@ impl CliRunner {
                 env,
                 timeout,
                 confinement,
-                overlay,
+                None,
             )
             .await,
         )
     }
 
+    /// Whether the work tree is still `tree`, proven without git: a snapshot on the fast path
+    /// (no stat of what the tree depends on changed since the last snapshot git wrote).
+    async fn unchanged_since(
+        &mut self,
+        state: &RunState,
+        tree: &TreeId,
+        env: &BTreeMap<String, String>,
+    ) -> bool {
+        match self.snapshot(state, env).await {
+            Ok(Taken::Tree(now)) => {
+                &now == tree
+                    && self
+                        .snapshotter(state, env)
+                        .await
+                        .is_ok_and(|s| s.last_path() == Some(SnapshotPath::Watched))
+            }
+            _ => false,
+        }
+    }
+
     /// `tree` as an overlay over the work tree (`crate::run::vtree::Layer`), for a confined
-    /// family of a run in its own worktree on a host that mounts overlays. `Ok(None)`: the
-    /// caller checks the tree out (an `--in-place` run, whose work tree the person may edit
-    /// meanwhile; a host without overlays; a tree an overlay cannot show;
+    /// family on a host that mounts overlays. `Ok(None)`: the caller checks the tree out (a
+    /// host without overlays; a tree an overlay cannot show;
     /// `AUTOCODE_VERIFICATION_TREE=checkout`).
     pub(super) async fn layer(
         &mut self,
@@ -350,8 +393,7 @@ impl CliRunner {
         tree: &TreeId,
         env: &BTreeMap<String, String>,
     ) -> Result<Option<Layer>, String> {
-        if !matches!(state.isolation, Isolation::Worktree { .. })
-            || state.unconfined
+        if state.unconfined
             || std::env::var("AUTOCODE_VERIFICATION_TREE").as_deref() == Ok("checkout")
         {
             return Ok(None);

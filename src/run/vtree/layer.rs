@@ -16,10 +16,11 @@
 //! The work is proportional to the directories of the tree and to what differs, not to the
 //! size of its files: nothing of the tree is written. The lower layer is never written (what
 //! the family writes lands in the upper layer, which the next use replaces), and no agent runs
-//! while it is used (the family of every stage is dead, verified, before autocode goes on).
-//! What cannot be shown this way (a submodule, a directory the tree needs where an ignored
-//! one lies, more than 64 MB of differing content) is [`LayerError::Unsupported`]: the caller
-//! checks the tree out instead.
+//! while it is used (the family of every stage is dead, verified, before autocode goes on); an
+//! `--in-place` workspace the person may edit meanwhile is checked after each replay by the
+//! caller ([`Layer::lower_tree`]). What cannot be shown this way (a submodule, a directory the
+//! tree needs where an ignored one lies, more than 64 MB of differing content, overlay xattrs
+//! in the work tree) is [`LayerError::Unsupported`]: the caller checks the tree out instead.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -63,6 +64,8 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LayerError + '_ {
 pub struct Layer {
     pub overlay: Overlay,
     pub report: CopyReport,
+    /// The work tree's tree the layer was made over (what the lower layer must still hold).
+    pub lower_tree: TreeId,
 }
 
 /// What an entry of a tree is.
@@ -361,6 +364,7 @@ impl VerifyTree {
         Ok(Layer {
             report: CopyReport { files, unclosed },
             overlay,
+            lower_tree: lower_tree.clone(),
         })
     }
 }

@@ -13,13 +13,12 @@
 //! checked, lexically and then resolved, and one that leads outside is removed and reported with
 //! the same words as the copy's. Git never records FIFOs, sockets or device nodes.
 //!
-//! A confined CLI tester and every confined replay of a run in its own worktree do not use the
-//! checkout at all: they see the tree under test as an overlay of the work tree mounted in
-//! their own mount namespace ([`Layer`], `layer.rs`), which costs what differs from the work
-//! tree's snapshot, not what the tree holds. The checkout is what every other use gets (an
-//! `--in-place` run, whose work tree the person may edit meanwhile; `--unconfined`; autocode's
-//! own runtime, which reads the tree itself; a host without overlays; a tree an overlay cannot
-//! show).
+//! A confined CLI tester and every confined replay do not use the checkout at all: they see the
+//! tree under test as an overlay of the work tree mounted in their own mount namespace
+//! ([`Layer`], `layer.rs`), which costs what differs from the work tree's snapshot, not what
+//! the tree holds. The checkout is what every other use gets (`--unconfined`; autocode's own
+//! runtime, which reads the tree itself; a host without overlays; a tree an overlay cannot
+//! show; an `--in-place` replay during which the person's workspace moved).
 //!
 //! It lives outside the workspace, under `${XDG_CACHE_HOME:-~/.cache}/autocode/verify/`
 //! ([`verification_root`]): no room grants that (HOME is read-only in every room; an in-place

@@ -74,7 +74,10 @@ impl OverlayMount {
             };
             options.push_str(&format!("{key}={text},"));
         }
-        options.pop();
+        // `volatile`: no sync of the upper layer's file system at unmount (the layer is thrown
+        // away; a sync would wait for every dirty page of that file system, a fresh checkout's
+        // included).
+        options.push_str("volatile");
         if user_xattrs {
             options.push_str(",userxattr");
         }
@@ -125,6 +128,30 @@ fn privileged_for_mounts() -> bool {
         caps::Capability::CAP_SYS_ADMIN,
     )
     .unwrap_or(false)
+}
+
+/// Clears what a previous mount of the same layers left in the overlay's work directory: a
+/// `volatile` overlay marks it (`work/incompat/volatile`) and refuses to be mounted on it again;
+/// the kernel makes `work/work` afresh at each mount. Its directories are mode 000: each is
+/// made accessible, then removed.
+pub fn clear_overlay_work(work: &Path) -> io::Result<()> {
+    fn remove(dir: &Path) -> io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                remove(&entry.path())?;
+            } else {
+                std::fs::remove_file(entry.path())?;
+            }
+        }
+        std::fs::remove_dir(dir)
+    }
+    match remove(&work.join("work")) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
 }
 
 impl HolePlan {

@@ -161,6 +161,9 @@ pub async fn start(
         {
             let (needed, absent) = holes::needed(&requested.writable, &requested.read_only);
             receipt.skipped.extend(absent);
+            if let Some(overlay) = &requested.overlay {
+                holes::clear_overlay_work(&overlay.work).map_err(|error| io_error(spec, error))?;
+            }
             let mut plan = holes::HolePlan::new(
                 &requested.writable,
                 &needed,
