@@ -9,16 +9,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::CliRunner;
-use crate::gittree::SnapshotPath;
-use crate::gittree::TreeId;
+use crate::gittree::{SnapshotPath, TreeId};
 use crate::pause::PauseCode;
 use crate::role::Role;
 use crate::run::confine;
 use crate::run::driver::ReplayTree;
 use crate::run::integrity;
 use crate::run::replay::{self, ReplayConfinement, ReplayError, Replayed, Restore};
-use crate::run::state::Isolation;
-use crate::run::state::RunState;
+use crate::run::state::{Isolation, RunState};
 use crate::run::treediff::Comparison;
 use crate::run::verify::{self, BaseSource};
 use crate::run::vtree::{self, BaseTree, Layer, LayerError, VerifyTree};
@@ -201,9 +199,9 @@ impl CliRunner {
     }
 
     /// Saves the base tree as a git tree (`<run>/base-tree.json`) and returns what its closed
-    /// form leaves out: from its overlay's upper layer when the run uses one (nothing is
-    /// written), else from the verification tree brought to it (where the plan's checks on the
-    /// base run next). `Ok(None)`: outside git.
+    /// form leaves out: as its overlay would show it when the run uses one (nothing of the tree
+    /// is written), else from the verification tree brought to it (where the plan's checks on
+    /// the base run next). `Ok(None)`: outside git.
     pub(super) async fn save_base_tree(
         &mut self,
         state: &RunState,
@@ -398,12 +396,10 @@ impl CliRunner {
         {
             return Ok(None);
         }
-        let probed = std::time::Instant::now();
         if let Some(missing) = crate::supervise::probe().overlay_missing() {
             tracing::debug!(%missing, "verification tree checked out");
             return Ok(None);
         }
-        tracing::debug!(ms = probed.elapsed().as_secs_f64() * 1e3, "overlays probed");
         let Taken::Tree(lower_tree) = self.snapshot(state, env).await? else {
             return Ok(None);
         };
@@ -460,5 +456,53 @@ impl CliRunner {
             confinement,
         )
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{ProviderName, RunId};
+    use crate::run::workspace::git_test_env as env;
+
+    /// An `--in-place` replay stands only while the person's workspace holds still: proven by
+    /// a snapshot on the fast path with the layer's tree; an edit, even one that puts the same
+    /// content back, is a move.
+    #[tokio::test]
+    async fn an_in_place_workspace_holds_still_only_if_no_stat_moved() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(dir.path()).unwrap();
+        crate::run::workspace::git(&ws, &["init", "-q"], &env())
+            .await
+            .unwrap();
+        std::fs::write(ws.join("a.txt"), "a\n").unwrap();
+        let run_id = format!("r-{}", std::process::id());
+        let state = RunState::new(
+            RunId::new(&run_id).unwrap(),
+            "objective".into(),
+            ws.clone(),
+            ProviderName::new("p").unwrap(),
+            BTreeMap::new(),
+        );
+        std::fs::create_dir_all(state.run_dir()).unwrap();
+        let mut runner = CliRunner::new(env(), Vec::new());
+        // Until a snapshot git wrote records a watch state, nothing is proven.
+        let mut tree = None;
+        for _ in 0..3 {
+            let Taken::Tree(taken) = runner.snapshot(&state, &env()).await.unwrap() else {
+                panic!("a git workspace");
+            };
+            tree = Some(taken);
+        }
+        let tree = tree.unwrap();
+        assert!(runner.unchanged_since(&state, &tree, &env()).await);
+        // The same content written again moves the file's stat.
+        std::fs::write(ws.join("a.txt"), "a\n").unwrap();
+        assert!(!runner.unchanged_since(&state, &tree, &env()).await);
+        // Still, once git wrote that snapshot, the tree holds still again.
+        assert!(runner.unchanged_since(&state, &tree, &env()).await);
+        std::fs::write(ws.join("b.txt"), "new\n").unwrap();
+        assert!(!runner.unchanged_since(&state, &tree, &env()).await);
+        vtree::remove_verification_trees(&ws, &run_id).unwrap();
     }
 }
