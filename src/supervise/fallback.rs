@@ -67,6 +67,11 @@ impl Probe {
         ))
     }
 
+    /// A room's overlay is a mount in a private mount namespace: Linux only.
+    pub fn overlay_missing_in(&self, _parent: &std::path::Path) -> Option<String> {
+        self.overlay_missing()
+    }
+
     /// Nothing refuses an unconfined launch on the fallback (it prints a notice instead).
     pub fn missing(&self) -> Vec<&'static str> {
         Vec::new()

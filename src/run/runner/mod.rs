@@ -64,6 +64,9 @@ pub struct CliRunner {
     tester_copies: Option<tempfile::TempDir>,
     /// One per work tree: its private index is the snapshots' stat cache.
     snapshotters: BTreeMap<PathBuf, Snapshotter>,
+    /// Whether an overlay mounts with its upper layer in each verification root (tried once
+    /// per root: `None` when it does, else what is missing).
+    overlay_roots: BTreeMap<PathBuf, Option<String>>,
     /// Where live progress goes (the command line's renderer), if anywhere.
     progress: Option<Arc<dyn ProgressSink>>,
 }
@@ -79,6 +82,7 @@ impl CliRunner {
             not_utf8_env: Vec::new(),
             tester_copies: None,
             snapshotters: BTreeMap::new(),
+            overlay_roots: BTreeMap::new(),
             progress: None,
         }
     }

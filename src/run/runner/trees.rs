@@ -396,7 +396,21 @@ impl CliRunner {
         {
             return Ok(None);
         }
-        if let Some(missing) = crate::supervise::probe().overlay_missing() {
+        // Tried where the upper layer will live (a file system that cannot hold one, as some
+        // network file systems, checks the tree out instead), once per root.
+        let root = vtree.root().to_owned();
+        let missing = match self.overlay_roots.get(&root) {
+            Some(missing) => missing.clone(),
+            None => {
+                let probe = crate::supervise::probe();
+                let missing = probe
+                    .overlay_missing()
+                    .or_else(|| probe.overlay_missing_in(&root));
+                self.overlay_roots.insert(root, missing.clone());
+                missing
+            }
+        };
+        if let Some(missing) = missing {
             tracing::debug!(%missing, "verification tree checked out");
             return Ok(None);
         }

@@ -464,15 +464,21 @@ pub fn has_overlay_xattr(path: &Path) -> bool {
 /// checks what it sees and that its write lands in the upper layer only).
 pub fn overlay_missing() -> Option<String> {
     static MISSING: OnceLock<Option<String>> = OnceLock::new();
-    MISSING.get_or_init(try_overlay_in_a_child).clone()
+    MISSING
+        .get_or_init(|| overlay_missing_in(&std::env::temp_dir()))
+        .clone()
 }
 
-fn try_overlay_in_a_child() -> Option<String> {
+/// As [`overlay_missing`], with the probe's layers in a temporary directory inside `parent`
+/// (not cached): whether an overlay whose upper layer lives on `parent`'s file system can be
+/// mounted (one that cannot hold an upper layer, as some network file systems, cannot).
+pub fn overlay_missing_in(parent: &Path) -> Option<String> {
     let what = "an overlay in a private mount namespace (the verification tree without a checkout)";
     let result = (|| -> io::Result<i32> {
+        std::fs::create_dir_all(parent)?;
         let dir = tempfile::Builder::new()
             .prefix("autocode-overlay-probe-")
-            .tempdir()?;
+            .tempdir_in(parent)?;
         let root = std::fs::canonicalize(dir.path())?;
         let overlay = Overlay {
             dir: root.join("merged"),
@@ -582,6 +588,16 @@ mod tests {
     #[test]
     fn this_host_can_mount_a_rooms_overlay() {
         assert_eq!(overlay_missing(), None);
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(overlay_missing_in(&dir.path().join("verify/run")), None);
+        // Where no upper layer can be made, the overlay is missing (the tree is checked out).
+        let nowhere = overlay_missing_in(Path::new("/proc/self/autocode-verify"));
+        assert!(
+            nowhere
+                .as_deref()
+                .is_some_and(|m| m.contains("could not run")),
+            "{nowhere:?}"
+        );
     }
 
     #[test]

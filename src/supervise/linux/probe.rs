@@ -168,6 +168,12 @@ impl Probe {
         super::holes::overlay_missing()
     }
 
+    /// As [`Probe::overlay_missing`], with the upper layer on `parent`'s file system (tried
+    /// each call).
+    pub fn overlay_missing_in(&self, parent: &std::path::Path) -> Option<String> {
+        super::holes::overlay_missing_in(parent)
+    }
+
     /// The features whose absence refuses a launch, by name (empty: launches may proceed).
     pub fn missing(&self) -> Vec<&'static str> {
         let mut missing = Vec::new();
