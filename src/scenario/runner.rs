@@ -646,6 +646,11 @@ async fn run_and_judge(
 
     let verdict = verdict::verdict(&scenario.spec.expect, &part.ending, oracle_summary);
     let summary = part.summary.as_ref();
+    // The run's verification root lives in the cache, outside the scratch folder that goes
+    // now: it goes too (its evidence was copied above).
+    if let Some(summary) = summary {
+        let _ = crate::run::vtree::remove_verification_trees(&ws, summary.run_id.as_str());
+    }
     Ok(ScenarioResult {
         format_version: RESULT_FORMAT,
         case: scenario.name.clone(),
