@@ -672,18 +672,12 @@ mod tests {
 
     use crate::run::workspace::git_test_env as env;
 
-    pub(crate) async fn git_repo(dir: &Path) {
-        crate::run::workspace::git(dir, &["init", "-q"], &env())
-            .await
-            .expect("git init");
-    }
-
     #[tokio::test]
     async fn trees_diff_and_check_out_without_touching_the_repository() {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().join("ws");
         fs::create_dir_all(&ws).unwrap();
-        git_repo(&ws).await;
+        crate::run::workspace::git_init_for_tests(&ws).await;
         fs::write(ws.join("a.txt"), "a").unwrap();
         fs::write(ws.join(".gitignore"), "target/\n").unwrap();
         fs::create_dir_all(ws.join("target")).unwrap();

@@ -578,17 +578,7 @@ mod tests {
             let ws = dir.path().join("ws");
             fs::create_dir_all(&ws).unwrap();
             if in_git {
-                assert!(
-                    crate::run::workspace::git(
-                        &ws,
-                        &["init", "-q"],
-                        &std::env::vars()
-                            .filter(|(k, _)| k == "PATH" || k == "HOME")
-                            .collect()
-                    )
-                    .await
-                    .is_ok()
-                );
+                crate::run::workspace::git_init_for_tests(&ws).await;
             }
             fs::write(ws.join("run.sh"), "echo hi\n").unwrap();
             fs::write(ws.join("a.txt"), "a").unwrap();

@@ -258,9 +258,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().join("ws");
         fs::create_dir_all(ws.join("t")).unwrap();
-        crate::run::workspace::git(&ws, &["init", "-q"], &env())
-            .await
-            .expect("git init");
+        crate::run::workspace::git_init_for_tests(&ws).await;
         fs::write(ws.join("a.txt"), "a\n").unwrap();
         fs::write(ws.join("t/test_a.py"), "assert 1\n").unwrap();
         fs::write(ws.join("gone.txt"), "g\n").unwrap();

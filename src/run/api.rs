@@ -134,7 +134,6 @@ fn require_room(
     if in_place && missing.is_empty() {
         missing.extend(crate::supervise::probe().read_only_holes_missing());
     }
-
     if missing.is_empty() {
         Ok(())
     } else {

@@ -47,6 +47,15 @@ pub(crate) fn git_test_env() -> BTreeMap<String, String> {
         .collect()
 }
 
+/// `git init` of `dir` (made first), for unit tests.
+#[cfg(test)]
+pub(crate) async fn git_init_for_tests(dir: &Path) {
+    std::fs::create_dir_all(dir).expect("create the repository's folder");
+    git(dir, &["init", "-q"], &git_test_env())
+        .await
+        .expect("git init");
+}
+
 /// Runs git with `args` in `dir` and returns its stdout.
 pub async fn git(
     dir: &Path,

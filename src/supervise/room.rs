@@ -48,6 +48,26 @@ pub struct Overlay {
     pub work: PathBuf,
 }
 
+impl Overlay {
+    /// The layers by their mount option's name: `lowerdir`, `upperdir`, `workdir`.
+    pub fn layers(&self) -> [(&'static str, &std::path::Path); 3] {
+        [
+            ("lowerdir", &self.lower),
+            ("upperdir", &self.upper),
+            ("workdir", &self.work),
+        ]
+    }
+
+    /// The first layer the mount options cannot carry (not UTF-8, or holding `,`, `:` or `\`,
+    /// which the options use as separators), by its option's name.
+    pub fn unnameable_layer(&self) -> Option<(&'static str, &std::path::Path)> {
+        self.layers().into_iter().find(|(_, path)| {
+            path.to_str()
+                .is_none_or(|text| text.contains([',', ':', '\\']))
+        })
+    }
+}
+
 impl Room {
     /// A room whose only writable places are `writable`.
     pub fn writable<I, P>(writable: I) -> Self

@@ -516,19 +516,7 @@ fn read_only_holes_hold_for_an_ordinary_user() {
     );
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    let mut command = if root {
-        let mut c = Command::new("setpriv");
-        c.args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--",
-            BIN,
-        ]);
-        c
-    } else {
-        Command::new(BIN)
-    };
+    let mut command = autocode_as_ordinary_user(root);
     let output = command
         .args(["supervise", "--json", "--writable"])
         .arg(&work)
@@ -574,6 +562,23 @@ fn read_only_holes_hold_for_an_ordinary_user() {
         room.mechanisms.iter().any(|m| m.contains("user namespace")) || !root,
         "{room:?}"
     );
+}
+
+/// The autocode binary run as `nobody` (through `setpriv` when the test runs as `root`),
+/// else as the test's own user.
+fn autocode_as_ordinary_user(root: bool) -> Command {
+    if !root {
+        return Command::new(BIN);
+    }
+    let mut command = Command::new("setpriv");
+    command.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--",
+        BIN,
+    ]);
+    command
 }
 
 fn walk(dir: PathBuf) -> Vec<PathBuf> {
@@ -721,19 +726,7 @@ fn an_overlay_holds_for_an_ordinary_user() {
     }
     let script = "id -u; cat src/lib.py; echo changed > src/lib.py && echo new > new.txt && \
                   cat src/lib.py new.txt";
-    let mut command = if root {
-        let mut c = Command::new("setpriv");
-        c.args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--",
-            BIN,
-        ]);
-        c
-    } else {
-        Command::new(BIN)
-    };
+    let mut command = autocode_as_ordinary_user(root);
     let output = command
         .args(["supervise", "--json", "--overlay-lower"])
         .arg(&lower)

@@ -15,7 +15,7 @@ use crate::role::Role;
 use crate::run::confine;
 use crate::run::driver::ReplayTree;
 use crate::run::integrity;
-use crate::run::replay::{self, ReplayConfinement, ReplayError, Replayed, Restore};
+use crate::run::replay::{self, CopyReport, ReplayConfinement, ReplayError, Replayed, Restore};
 use crate::run::state::{Isolation, RunState};
 use crate::run::treediff::Comparison;
 use crate::run::verify::{self, BaseSource};
@@ -312,22 +312,25 @@ impl CliRunner {
             },
             ReplayConfinement::Unconfined => None,
         };
-        if let Some(layer) = layer {
-            if let Err(e) =
-                replay::refuse_unclosed(layer.report.unclosed, &state.verification.base_unclosed)
-            {
-                return Some(Err(e));
+        let base_unclosed = &state.verification.base_unclosed;
+        let checks_in = |report: CopyReport, overlay| {
+            let dir = vtree.dir();
+            async move {
+                replay::refuse_unclosed(report.unclosed, base_unclosed)?;
+                replay::run_checks_in(
+                    &dir,
+                    Restore::default(),
+                    commands,
+                    env,
+                    timeout,
+                    confinement,
+                    overlay,
+                )
+                .await
             }
-            let replayed = replay::run_checks_in(
-                &vtree.dir(),
-                Restore::default(),
-                commands,
-                env,
-                timeout,
-                confinement,
-                Some(layer.overlay),
-            )
-            .await;
+        };
+        if let Some(layer) = layer {
+            let replayed = checks_in(layer.report, Some(layer.overlay)).await;
             // An `--in-place` work tree is the person's: the replay stands only if nothing in
             // it moved meanwhile (the snapshot's fast path proves no stat changed since the
             // layer's snapshot); else it runs again in a checkout of the tree.
@@ -338,26 +341,10 @@ impl CliRunner {
             }
             tracing::debug!("the work tree moved during the replay: checked out and replayed");
         }
-        let report = match vtree.bring_to(&target).await {
-            Ok(report) => report,
-            Err(e) => return Some(Err(other(e))),
-        };
-        if let Err(e) = replay::refuse_unclosed(report.unclosed, &state.verification.base_unclosed)
-        {
-            return Some(Err(e));
-        }
-        Some(
-            replay::run_checks_in(
-                &vtree.dir(),
-                Restore::default(),
-                commands,
-                env,
-                timeout,
-                confinement,
-                None,
-            )
-            .await,
-        )
+        Some(match vtree.bring_to(&target).await {
+            Ok(report) => checks_in(report, None).await,
+            Err(e) => Err(other(e)),
+        })
     }
 
     /// Whether the work tree is still `tree`, proven without git: a snapshot on the fast path
@@ -402,10 +389,7 @@ impl CliRunner {
         let missing = match self.overlay_roots.get(&root) {
             Some(missing) => missing.clone(),
             None => {
-                let probe = crate::supervise::probe();
-                let missing = probe
-                    .overlay_missing()
-                    .or_else(|| probe.overlay_missing_in(&root));
+                let missing = crate::supervise::probe().overlay_missing_in(&root);
                 self.overlay_roots.insert(root, missing.clone());
                 missing
             }
@@ -486,9 +470,7 @@ mod tests {
     async fn an_in_place_workspace_holds_still_only_if_no_stat_moved() {
         let dir = tempfile::tempdir().unwrap();
         let ws = std::fs::canonicalize(dir.path()).unwrap();
-        crate::run::workspace::git(&ws, &["init", "-q"], &env())
-            .await
-            .unwrap();
+        crate::run::workspace::git_init_for_tests(&ws).await;
         std::fs::write(ws.join("a.txt"), "a\n").unwrap();
         let run_id = format!("r-{}", std::process::id());
         let state = RunState::new(

@@ -190,14 +190,11 @@ impl VerifyTree {
             upper: root.join("upper"),
             work: root.join("work"),
         };
-        // The mount options carry the paths as text, separated by `,` and `:`.
-        for path in [&overlay.lower, &overlay.upper, &overlay.work] {
-            if path.to_str().is_none_or(|t| t.contains([',', ':', '\\'])) {
-                return Err(LayerError::Unsupported(format!(
-                    "{} cannot be named in an overlay's mount options",
-                    path.display()
-                )));
-            }
+        if let Some((_, path)) = overlay.unnameable_layer() {
+            return Err(LayerError::Unsupported(format!(
+                "{} cannot be named in an overlay's mount options",
+                path.display()
+            )));
         }
         crate::gittree::remove_all(&root)?;
         for dir in [&overlay.dir, &overlay.upper, &overlay.work] {

@@ -303,30 +303,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().join("ws");
         fs::create_dir_all(ws.join("src")).unwrap();
-        assert!(
-            crate::run::workspace::git(
-                &ws,
-                &["init", "-q"],
-                &std::env::vars()
-                    .filter(|(k, _)| k == "PATH" || k == "HOME")
-                    .collect()
-            )
-            .await
-            .is_ok()
-        );
+        crate::run::workspace::git_init_for_tests(&ws).await;
         fs::write(ws.join("src/a.txt"), "a").unwrap();
         std::os::unix::fs::symlink("src/a.txt", ws.join("inside")).unwrap();
         std::os::unix::fs::symlink("/etc/hostname", ws.join("abs")).unwrap();
         std::os::unix::fs::symlink("../../elsewhere", ws.join("src/up")).unwrap();
-        let store = GitStore::open(&dir.path().join("git"), &ws, &env())
-            .await
-            .unwrap()
-            .unwrap();
-        let tree = store
-            .write_tree(&ws, &dir.path().join("wt.index"))
-            .await
-            .unwrap();
-        let trees = VerifyTree::new(&dir.path().join("verify"), store);
+        let (trees, tree) = snapshot_and_trees(dir.path(), &ws).await;
         let report = trees.bring_to(&tree).await.unwrap();
         assert_eq!(
             report.unclosed,
@@ -401,7 +383,7 @@ mod tests {
         );
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().join("ws");
-        git_init(&ws).await;
+        crate::run::workspace::git_init_for_tests(&ws).await;
         let store = GitStore::open(&dir.path().join("git"), &ws, &env())
             .await
             .unwrap()
@@ -423,19 +405,15 @@ mod tests {
         assert_eq!(left, ["tree"]);
     }
 
-    async fn git_init(ws: &Path) {
-        fs::create_dir_all(ws).unwrap();
-        assert!(
-            crate::run::workspace::git(
-                ws,
-                &["init", "-q"],
-                &std::env::vars()
-                    .filter(|(k, _)| k == "PATH" || k == "HOME")
-                    .collect()
-            )
+    /// The snapshot of `ws` (a tree in a private store in `dir`) and a verification tree in
+    /// `dir/verify` over the same store.
+    async fn snapshot_and_trees(dir: &Path, ws: &Path) -> (VerifyTree, TreeId) {
+        let store = GitStore::open(&dir.join("git"), ws, &env())
             .await
-            .is_ok()
-        );
+            .unwrap()
+            .unwrap();
+        let tree = store.write_tree(ws, &dir.join("wt.index")).await.unwrap();
+        (VerifyTree::new(&dir.join("verify"), store), tree)
     }
 
     async fn checks_in(dir: &Path, commands: &[String]) -> Vec<bool> {
@@ -462,7 +440,7 @@ mod tests {
     async fn a_replay_in_the_tree_sees_what_the_copy_saw_and_nothing_a_check_left() {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().join("ws");
-        git_init(&ws).await;
+        crate::run::workspace::git_init_for_tests(&ws).await;
         fs::write(ws.join(".gitignore"), "target/\n__pycache__/\n").unwrap();
         fs::write(ws.join("main.py"), "print(1)\n").unwrap();
         fs::create_dir_all(ws.join("target")).unwrap();
@@ -490,15 +468,7 @@ mod tests {
             .unwrap();
         let in_copy = checks_in(copy.path(), &commands).await;
         // The verification tree.
-        let store = GitStore::open(&dir.path().join("git"), &ws, &env())
-            .await
-            .unwrap()
-            .unwrap();
-        let tree = store
-            .write_tree(&ws, &dir.path().join("wt.index"))
-            .await
-            .unwrap();
-        let trees = VerifyTree::new(&dir.path().join("verify"), store);
+        let (trees, tree) = snapshot_and_trees(dir.path(), &ws).await;
         let report = trees.bring_to(&tree).await.unwrap();
         let out = trees.dir();
         let in_tree = checks_in(&out, &commands).await;

@@ -56,23 +56,18 @@ impl OverlayMount {
     /// `user_xattrs`: the overlay keeps its metadata in `user.overlay.*` (`userxattr`, needed in
     /// a user namespace); as root it keeps it in `trusted.overlay.*`, which no agent can set.
     fn new(overlay: &Overlay, cwd: &Path, user_xattrs: bool) -> io::Result<OverlayMount> {
+        if let Some((key, path)) = overlay.unnameable_layer() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "the overlay's {key} {} is not UTF-8 or holds `,`, `:` or `\\`",
+                    path.display()
+                ),
+            ));
+        }
         let mut options = String::new();
-        for (key, path) in [
-            ("lowerdir", &overlay.lower),
-            ("upperdir", &overlay.upper),
-            ("workdir", &overlay.work),
-        ] {
-            let text = path.to_str().filter(|t| !t.contains([',', ':', '\\']));
-            let Some(text) = text else {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!(
-                        "the overlay's {key} {} is not UTF-8 or holds `,`, `:` or `\\`",
-                        path.display()
-                    ),
-                ));
-            };
-            options.push_str(&format!("{key}={text},"));
+        for (key, path) in overlay.layers() {
+            options.push_str(&format!("{key}={},", path.display()));
         }
         // `volatile`: no sync of the upper layer's file system at unmount (the layer is thrown
         // away; a sync would wait for every dirty page of that file system, a fresh checkout's
@@ -374,54 +369,75 @@ fn try_in_a_child() -> Option<String> {
         .ok_or_else(|| io::Error::other("no hole planned"))?;
         let refused = cstring(&hole.join("refused"))?;
         let allowed = cstring(&inside.join("allowed"))?;
-        // SAFETY: the child makes raw system calls only (HolePlan::enter, open, _exit) on data
-        // prepared before the fork, then exits without returning.
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if pid == 0 {
-            // SAFETY: see above; this is the forked child.
+        entered_in_a_child(&plan, || {
+            // SAFETY: raw system calls on C strings prepared before the fork.
             unsafe {
-                let code = match plan.enter() {
-                    Err(e) => 10 + e.raw_os_error().unwrap_or(0).min(100),
-                    Ok(()) => {
-                        let mode = libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC;
-                        let hole_write = libc::open(refused.as_ptr(), mode, 0o600);
-                        let erofs = hole_write < 0 && *libc::__errno_location() == libc::EROFS;
-                        let open_write = libc::open(allowed.as_ptr(), mode, 0o600);
-                        match (erofs, open_write >= 0) {
-                            (true, true) => 0,
-                            (false, _) => 2,
-                            (true, false) => 3,
-                        }
-                    }
-                };
-                libc::_exit(code);
+                let mode = libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC;
+                let hole_write = libc::open(refused.as_ptr(), mode, 0o600);
+                let erofs = hole_write < 0 && *libc::__errno_location() == libc::EROFS;
+                let open_write = libc::open(allowed.as_ptr(), mode, 0o600);
+                match (erofs, open_write >= 0) {
+                    (true, true) => 0,
+                    (false, _) => 2,
+                    (true, false) => 3,
+                }
             }
-        }
-        let mut status = 0;
-        // SAFETY: waits for the child forked above.
-        if unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(if libc::WIFEXITED(status) {
-            libc::WEXITSTATUS(status)
-        } else {
-            -1
         })
     })();
+    probe_verdict(
+        what,
+        result,
+        &[
+            (2, "a write inside the hole was not refused"),
+            (3, "a writable path inside the hole was not writable"),
+        ],
+    )
+}
+
+/// Forks; the child enters `plan`'s mounts, then runs `check`, whose result is its exit code
+/// (10 + errno when entering failed). The child's exit code, or -1 when it did not exit.
+/// `check` runs in the forked child of a multi-threaded process: raw system calls only, on
+/// data prepared before the fork.
+fn entered_in_a_child(plan: &HolePlan, check: impl Fn() -> i32) -> io::Result<i32> {
+    // SAFETY: the child makes raw system calls only (HolePlan::enter, then `check`, whose
+    // contract says the same, then _exit) on data prepared before the fork, and never returns.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        let code = match plan.enter() {
+            Err(e) => 10 + e.raw_os_error().unwrap_or(0).min(100),
+            Ok(()) => check(),
+        };
+        // SAFETY: ends the forked child without running anything of the parent's.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child forked above.
+    if unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    })
+}
+
+/// What a probe's exit code says: `None` for 0, else `what` and why (an errno from entering
+/// the mounts, a reason of `reasons` by code, or the probe's own failure).
+fn probe_verdict(what: &str, result: io::Result<i32>, reasons: &[(i32, &str)]) -> Option<String> {
     match result {
         Ok(0) => None,
         Ok(code @ 10..) => Some(format!(
             "{what}: {}",
             io::Error::from_raw_os_error(code - 10)
         )),
-        Ok(2) => Some(format!("{what}: a write inside the hole was not refused")),
-        Ok(3) => Some(format!(
-            "{what}: a writable path inside the hole was not writable"
-        )),
-        Ok(code) => Some(format!("{what}: the probe ended with {code}")),
+        Ok(code) => Some(match reasons.iter().find(|(c, _)| *c == code) {
+            Some((_, why)) => format!("{what}: {why}"),
+            None => format!("{what}: the probe ended with {code}"),
+        }),
         Err(e) => Some(format!("{what}: the probe could not run: {e}")),
     }
 }
@@ -497,43 +513,21 @@ pub fn overlay_missing_in(parent: &Path) -> Option<String> {
         let kept = cstring(&overlay.dir.join("kept"))?;
         let hidden = cstring(&overlay.dir.join("hidden"))?;
         let written = cstring(&overlay.dir.join("written"))?;
-        // SAFETY: the child makes raw system calls only (HolePlan::enter, access, open, _exit)
-        // on data prepared before the fork, then exits without returning.
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if pid == 0 {
-            // SAFETY: see above; this is the forked child.
+        let code = entered_in_a_child(&plan, || {
+            // SAFETY: raw system calls on C strings prepared before the fork.
             unsafe {
-                let code = match plan.enter() {
-                    Err(e) => 10 + e.raw_os_error().unwrap_or(0).min(100),
-                    Ok(()) => {
-                        let sees_kept = libc::access(kept.as_ptr(), libc::R_OK) == 0;
-                        let sees_hidden = libc::access(hidden.as_ptr(), libc::F_OK) == 0;
-                        let mode = libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC;
-                        let wrote = libc::open(written.as_ptr(), mode, 0o600) >= 0;
-                        match (sees_kept, sees_hidden, wrote) {
-                            (true, false, true) => 0,
-                            (false, _, _) => 2,
-                            (true, true, _) => 3,
-                            (true, false, false) => 4,
-                        }
-                    }
-                };
-                libc::_exit(code);
+                let sees_kept = libc::access(kept.as_ptr(), libc::R_OK) == 0;
+                let sees_hidden = libc::access(hidden.as_ptr(), libc::F_OK) == 0;
+                let mode = libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC;
+                let wrote = libc::open(written.as_ptr(), mode, 0o600) >= 0;
+                match (sees_kept, sees_hidden, wrote) {
+                    (true, false, true) => 0,
+                    (false, _, _) => 2,
+                    (true, true, _) => 3,
+                    (true, false, false) => 4,
+                }
             }
-        }
-        let mut status = 0;
-        // SAFETY: waits for the child forked above.
-        if unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let code = if libc::WIFEXITED(status) {
-            libc::WEXITSTATUS(status)
-        } else {
-            -1
-        };
+        })?;
         if code == 0
             && (overlay.lower.join("written").exists() || !overlay.upper.join("written").exists())
         {
@@ -541,19 +535,16 @@ pub fn overlay_missing_in(parent: &Path) -> Option<String> {
         }
         Ok(code)
     })();
-    match result {
-        Ok(0) => None,
-        Ok(code @ 10..) => Some(format!(
-            "{what}: {}",
-            io::Error::from_raw_os_error(code - 10)
-        )),
-        Ok(2) => Some(format!("{what}: the lower layer was not seen")),
-        Ok(3) => Some(format!("{what}: a whiteout did not hide its entry")),
-        Ok(4) => Some(format!("{what}: the merged tree was not writable")),
-        Ok(5) => Some(format!("{what}: a write did not land in the upper layer")),
-        Ok(code) => Some(format!("{what}: the probe ended with {code}")),
-        Err(e) => Some(format!("{what}: the probe could not run: {e}")),
-    }
+    probe_verdict(
+        what,
+        result,
+        &[
+            (2, "the lower layer was not seen"),
+            (3, "a whiteout did not hide its entry"),
+            (4, "the merged tree was not writable"),
+            (5, "a write did not land in the upper layer"),
+        ],
+    )
 }
 
 #[cfg(test)]

@@ -1,4 +1,3 @@
-use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt, symlink};
 use std::path::Path;
@@ -30,23 +29,14 @@ for root, dirs, files in os.walk(".", followlinks=False):
 print("\n".join(sorted(lines)))
 "#;
 
-fn vars() -> BTreeMap<String, String> {
-    std::env::vars()
-        .filter(|(k, _)| k == "PATH" || k == "HOME")
-        .collect()
-}
-
-async fn list(dir: &Path, overlay: Option<&Overlay>) -> String {
-    let scratch = tempfile::tempdir().unwrap();
-    let room = overlay.map(|o| supervise::Room {
-        overlay: Some(o.clone()),
-        ..crate::run::confine::replay_room(dir, scratch.path(), &vars())
-    });
+/// Runs a Python `script` in `dir` (in `room`, if any; unconfined else) and returns its
+/// stdout, asserting that it succeeded.
+async fn python(dir: &Path, script: &str, room: Option<supervise::Room>) -> String {
     let spec = LaunchSpec {
-        label: "list the tree".into(),
+        label: "python in the tree".into(),
         program: "python3".into(),
-        args: vec!["-c".into(), LIST.into()],
-        env: vars()
+        args: vec!["-c".into(), script.into()],
+        env: env()
             .into_iter()
             .map(|(k, v)| (k.into(), v.into()))
             .collect(),
@@ -66,8 +56,14 @@ async fn list(dir: &Path, overlay: Option<&Overlay>) -> String {
     String::from_utf8(done.stdout).unwrap()
 }
 
-async fn git(ws: &Path, args: &[&str]) {
-    crate::run::workspace::git(ws, args, &vars()).await.unwrap();
+/// The tree in `dir` (seen through `overlay`, if any) as [`LIST`] lists it.
+async fn list(dir: &Path, overlay: Option<&Overlay>) -> String {
+    let scratch = tempfile::tempdir().unwrap();
+    let room = overlay.map(|o| supervise::Room {
+        overlay: Some(o.clone()),
+        ..crate::run::confine::replay_room(dir, scratch.path(), &env())
+    });
+    python(dir, LIST, room).await
 }
 
 struct Fixture {
@@ -80,8 +76,7 @@ impl Fixture {
     async fn new() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let ws = fs::canonicalize(dir.path()).unwrap().join("ws");
-        fs::create_dir_all(&ws).unwrap();
-        git(&ws, &["init", "-q"]).await;
+        crate::run::workspace::git_init_for_tests(&ws).await;
         let store = GitStore::open(&dir.path().join("git"), &ws, &env())
             .await
             .unwrap()
@@ -255,7 +250,7 @@ async fn a_use_does_not_see_what_the_last_one_wrote() {
         &layer.overlay.dir,
         crate::run::replay::Restore::default(),
         &writes,
-        &vars(),
+        &env(),
         Duration::from_secs(30),
         crate::run::replay::ReplayConfinement::Room,
         Some(layer.overlay.clone()),
@@ -316,27 +311,7 @@ async fn a_work_tree_carrying_overlay_attributes_is_left_to_the_checkout() {
             "import os; os.setxattr({:?}, {name:?}, b'y', follow_symlinks=False)",
             f.path(path).to_string_lossy()
         );
-        let spec = LaunchSpec {
-            label: "set an xattr".into(),
-            program: "python3".into(),
-            args: vec!["-c".into(), set.into()],
-            env: vars()
-                .into_iter()
-                .map(|(k, v)| (k.into(), v.into()))
-                .collect(),
-            cwd: f.ws.clone(),
-            stdin: StdinSource::Null,
-            stdio: StdioMode::Captured { limit: 1 << 16 },
-            timeout: Some(Duration::from_secs(30)),
-            room: None,
-        };
-        let done = supervise::run(spec).await.unwrap();
-        assert_eq!(
-            done.exit,
-            supervise::Exit::Code(0),
-            "{}",
-            String::from_utf8_lossy(&done.stderr)
-        );
+        python(&f.ws, &set, None).await;
         let lower = f.snapshot("w.index").await;
         let error = f
             .trees("overlay")
