@@ -120,6 +120,11 @@ pub fn run(args: SuperviseArgs) -> Result<ExitCode, EdgeError> {
         }),
         args.ledger,
     ));
-    drop(layers);
+    if let Some(layers) = layers
+        // The kernel leaves the overlay's work directory unreadable to an ordinary owner.
+        && let Err(e) = crate::gittree::remove_all(layers.path())
+    {
+        tracing::warn!("cannot remove the overlay's layers: {e}");
+    }
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
 }

@@ -710,8 +710,10 @@ fn an_overlay_holds_for_an_ordinary_user() {
     let tree = Tree::new();
     let lower = tree.path("outside/lower");
     let view = tree.path("work/view");
+    let temp = tree.path("tmp");
     std::fs::create_dir_all(lower.join("src")).unwrap();
     std::fs::create_dir_all(&view).unwrap();
+    std::fs::create_dir_all(&temp).unwrap();
     std::fs::write(lower.join("src/lib.py"), "original\n").unwrap();
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
@@ -733,12 +735,20 @@ fn an_overlay_holds_for_an_ordinary_user() {
         .args(["--", "/bin/sh", "-c", script])
         .current_dir(&view)
         .env("HOME", tree.path("home"))
+        .env("TMPDIR", &temp)
         .stdin(Stdio::null())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout} {stderr}");
+    // The probe's layers and the command's are gone, though the kernel made the overlay's
+    // work directory unreadable to its owner.
+    let left: Vec<PathBuf> = std::fs::read_dir(&temp)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
     let lines: Vec<&str> = stdout.lines().collect();
     assert_ne!(lines.first().copied(), Some("0"), "{stdout} {stderr}");
     assert_eq!(lines[1..4], ["original", "changed", "new"], "{stdout}");

@@ -525,7 +525,7 @@ impl Harness {
     fn with_roles(script: Value, roles: &str, extra: &str) -> Harness {
         let root = tempfile::tempdir().expect("tempdir");
         let harness = Harness { root };
-        for dir in [harness.home(), harness.workspace()] {
+        for dir in [harness.home(), harness.workspace(), harness.temp()] {
             fs::create_dir_all(dir).expect("mkdir");
         }
         let providers = harness.home().join(".config/autocode/providers");
@@ -573,6 +573,11 @@ impl Harness {
         self.root.path().join("ws")
     }
 
+    /// autocode's TMPDIR: what a killed run leaves there goes with the test.
+    fn temp(&self) -> PathBuf {
+        self.root.path().join("tmp")
+    }
+
     fn script(&self) -> PathBuf {
         self.root.path().join("script.json")
     }
@@ -604,6 +609,7 @@ impl Harness {
             .env("XDG_STATE_HOME", home.join(".local/state"))
             .env("LANG", "C.UTF-8")
             .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("TMPDIR", self.temp())
             .stdin(Stdio::null());
         command
     }

@@ -527,13 +527,16 @@ pub fn overlay_missing_in(parent: &Path) -> Option<String> {
                     (true, false, false) => 4,
                 }
             }
-        })?;
-        if code == 0
-            && (overlay.lower.join("written").exists() || !overlay.upper.join("written").exists())
-        {
-            return Ok(5);
+        });
+        let write_misplaced = code.is_ok()
+            && (overlay.lower.join("written").exists() || !overlay.upper.join("written").exists());
+        // The kernel leaves the work directory unreadable to an ordinary owner: the temporary
+        // directory could not remove it.
+        clear_overlay_work(&overlay.work)?;
+        match code? {
+            0 if write_misplaced => Ok(5),
+            code => Ok(code),
         }
-        Ok(code)
     })();
     probe_verdict(
         what,
