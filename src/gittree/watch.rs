@@ -7,7 +7,8 @@
 //! `.git`, autocode's `.autocode/` and directories git excludes as a whole, asked of
 //! `git check-ignore`); and the stat of every ignore input (each `.gitignore` in a watched
 //! directory, the private `info/exclude`, the user's excludes file and every git config file
-//! that could name another). The next snapshot answers the recorded tree id when all of it still
+//! that could name another; the store's own inputs, which autocode writes when it opens the
+//! store, also by content). The next snapshot answers the recorded tree id when all of it still
 //! holds, each entry compared as git compares it (`ie_match_stat`: mode type and executable
 //! bit, ctime, mtime, inode, uid, gid, size, each truncated to 32 bits; an entry racily clean by
 //! git's rule is hashed, as git does); any doubt is a [`Doubt`] and the snapshot is written by
@@ -222,6 +223,19 @@ struct Watch {
     indexed_dirs: HashSet<Vec<u8>>,
     dirs: Vec<(PathBuf, Stat)>,
     inputs: Vec<(PathBuf, InputStat)>,
+    /// The store's own inputs trusted by their content (changed within the racy window but
+    /// read the same before and after git ran): compared by content as well as by stat.
+    private: Vec<(PathBuf, PrivateContent)>,
+}
+
+/// The inputs in the store's own git directory, written only by autocode (`GitStore::init`).
+const PRIVATE_INPUTS: [&str; 3] = ["config", "info/exclude", "info/attributes"];
+
+/// A private input's bytes (`None`: absent or unreadable).
+type PrivateContent = Option<Vec<u8>>;
+
+fn read_private(path: &Path) -> PrivateContent {
+    fs::read(path).ok()
 }
 
 /// Where the clock of the racy rule comes from.
@@ -243,6 +257,8 @@ pub struct Watcher {
     state: Option<Watch>,
     /// The state a doubt dismissed: its parsed index is reused when git left the index as it was.
     stale: Option<Watch>,
+    /// The store's own inputs as they read before git started ([`Self::start`]).
+    private_before: Vec<(PathBuf, PrivateContent)>,
     config: Option<ConfigInputs>,
     /// `git check-ignore`'s answers at the last record.
     answers: Option<record::IgnoreAnswers>,
@@ -270,6 +286,7 @@ impl Watcher {
         Watcher {
             state: None,
             stale: None,
+            private_before: Vec::new(),
             config: None,
             listings: std::collections::HashMap::new(),
             answers: None,
@@ -311,8 +328,19 @@ impl Watcher {
         }
     }
 
-    /// The time before git starts: whatever changed at or after it is not trusted.
-    pub(super) fn start(&self, git_dir: &Path) -> Option<i128> {
+    /// The time before git starts: whatever changed at or after it is not trusted. Also reads
+    /// the store's own inputs (autocode writes them when it opens the store, often within the
+    /// clock tick of the first snapshot): one that reads the same after git ran is trusted by
+    /// its content instead of its time.
+    pub(super) fn start(&mut self, git_dir: &Path) -> Option<i128> {
+        self.private_before = PRIVATE_INPUTS
+            .iter()
+            .map(|name| {
+                let path = git_dir.join(name);
+                let content = read_private(&path);
+                (path, content)
+            })
+            .collect();
         match self.clock {
             WatchClock::Off => None,
             WatchClock::Fixed(ns) => Some(ns),
@@ -364,6 +392,11 @@ impl Watch {
         }
         for (path, stat) in &self.inputs {
             if input_stat(path).ok().as_ref() != Some(stat) {
+                return Err(Doubt::Input(path.clone()));
+            }
+        }
+        for (path, content) in &self.private {
+            if read_private(path) != *content {
                 return Err(Doubt::Input(path.clone()));
             }
         }

@@ -293,10 +293,18 @@ impl Watcher {
             .filter(|(_, listing)| listing.stat.newest_ns() < since)
             .collect();
 
-        // What changed at or after `since` may have changed after git looked at it.
+        // What changed at or after `since` may have changed after git looked at it; a store's
+        // own input that reads as it did before git started is trusted by its content.
+        let mut private = Vec::new();
+        for (path, before) in std::mem::take(&mut self.private_before) {
+            if inputs.iter().any(|(p, _)| *p == path) && super::read_private(&path) == before {
+                private.push((path, before));
+            }
+        }
         let stats = dirs.iter().map(|(p, s)| (p, Some(s))).chain(
             inputs
                 .iter()
+                .filter(|(p, _)| !private.iter().any(|(known, _)| known == p))
                 .flat_map(|(p, (own, target))| [(p, own.as_ref()), (p, target.as_ref())]),
         );
         for (path, stat) in stats {
@@ -339,6 +347,7 @@ impl Watcher {
             indexed_dirs,
             dirs,
             inputs,
+            private,
         })
     }
 }

@@ -412,6 +412,61 @@ fn a_directory_changed_at_or_after_the_clock_is_not_trusted() {
     });
 }
 
+/// The store's own inputs (its config, `info/exclude`, `info/attributes`) are written when
+/// autocode opens the store, often within the clock tick of the first snapshot: read the same
+/// before and after git ran, they are trusted by their content, and a first snapshot records a
+/// watch state. A later change of their content is still a doubt.
+#[test]
+fn the_stores_own_inputs_written_in_the_clock_tick_are_trusted_by_content() {
+    rt().block_on(async {
+        let mut fx = Fixture::new().await;
+        let ctime = |path: &Path| {
+            let meta = fs::symlink_metadata(path).unwrap();
+            i128::from(std::os::unix::fs::MetadataExt::ctime(&meta)) * 1_000_000_000
+                + i128::from(std::os::unix::fs::MetadataExt::ctime_nsec(&meta))
+        };
+        let marker = fx.ws.parent().unwrap().join("marker");
+        write(&marker, "m");
+        let settled = ctime(&marker);
+        let private: Vec<PathBuf> = ["config", "info/exclude", "info/attributes"]
+            .iter()
+            .map(|name| fx.store.git_dir().join(name))
+            .collect();
+        // Rewritten as they are until the clock has moved past everything else the snapshot
+        // reads (a tick is a few milliseconds).
+        let since = loop {
+            for path in &private {
+                fs::write(path, fs::read(path).unwrap()).unwrap();
+            }
+            let oldest = private.iter().map(|p| ctime(p)).min().unwrap();
+            if oldest > settled {
+                break oldest;
+            }
+        };
+        fx.watcher = Watcher::new(WatchClock::Fixed(since));
+        let (first, path) = fx.checked().await;
+        assert_eq!(path, SnapshotPath::Written);
+        assert_eq!(fx.watcher.last_unwatchable, None);
+        let (again, path) = fx.checked().await;
+        assert_eq!((&again, path), (&first, SnapshotPath::Watched));
+        // Their content changed (the reference store's copy too): a doubt, and git's tree.
+        let exclude = fx.store.git_dir().join("info/exclude");
+        for store in [&fx.store, &fx.reference] {
+            let path = store.git_dir().join("info/exclude");
+            let text = fs::read_to_string(&path).unwrap();
+            fs::write(&path, text.replace("private.txt\n", "")).unwrap();
+        }
+        let (after, path) = fx.checked().await;
+        assert_eq!(path, SnapshotPath::Written);
+        assert_ne!(after, first, "private.txt enters the tree");
+        assert!(
+            matches!(&fx.watcher.last_doubt, Some(super::Doubt::Input(p)) if *p == exclude),
+            "{:?}",
+            fx.watcher.last_doubt
+        );
+    });
+}
+
 #[test]
 fn a_racily_clean_entry_is_hashed_and_a_gitlink_always_falls_back() {
     rt().block_on(async {
