@@ -429,6 +429,12 @@ impl Snapshotter {
         self.watcher.forget();
     }
 
+    /// The watch state the last git snapshot recorded or was proven unchanged from
+    /// ([`crate::gittree::watch::WatchProof`]).
+    pub fn watch_proof(&self) -> Option<crate::gittree::watch::WatchProof> {
+        self.watcher.proof()
+    }
+
     /// The fast path's counters and its last doubt.
     pub fn watcher(&self) -> &Watcher {
         &self.watcher

@@ -211,6 +211,8 @@ struct Group {
 /// The recorded state of a work tree at a tree id.
 #[derive(Debug)]
 struct Watch {
+    /// Unique in the process ([`WatchProof`]).
+    id: u64,
     tree: TreeId,
     work_tree: PathBuf,
     index: PathBuf,
@@ -236,6 +238,20 @@ type PrivateContent = Option<Vec<u8>>;
 
 fn read_private(path: &Path) -> PrivateContent {
     fs::read(path).ok()
+}
+
+/// One recorded watch state, as [`Watcher::proof`] names it: two snapshots with the same proof
+/// found everything the watch compares as it was recorded (every watched directory's stat, so
+/// its names and xattrs; every entry's stat; the ignore inputs), and nothing of it changed
+/// between them (a change moves a ctime, which never comes back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchProof(u64);
+
+impl WatchProof {
+    fn next() -> u64 {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// Where the clock of the racy rule comes from.
@@ -297,6 +313,12 @@ impl Watcher {
             last_doubt: None,
             last_unwatchable: None,
         }
+    }
+
+    /// The watch state the last snapshot recorded or was proven unchanged from (`None`: the
+    /// last snapshot was written by git and recorded nothing).
+    pub fn proof(&self) -> Option<WatchProof> {
+        self.state.as_ref().map(|watch| WatchProof(watch.id))
     }
 
     /// Forgets the watch state: the next snapshot is written by git.

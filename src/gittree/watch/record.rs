@@ -337,6 +337,7 @@ impl Watcher {
             excluded: excluded_now,
         });
         Ok(Watch {
+            id: super::WatchProof::next(),
             tree: tree.clone(),
             work_tree: work_tree.to_owned(),
             index: index.to_owned(),

@@ -31,10 +31,12 @@ use super::replay;
 use super::state::{AttemptRecord, RunState};
 use crate::agent_env::{self, AgentEnvironment};
 use crate::events::{self, TransportKind};
+use crate::gittree::watch::WatchProof;
 use crate::ids::ProviderName;
 use crate::pause::PauseCode;
 use crate::provider::{OutputMode, ResolvedProvider};
 use crate::role::Role;
+use crate::run::vtree::LowerView;
 use crate::snapshot::Snapshotter;
 use crate::supervise::{Exit, Receipt};
 use crate::transport::{BuiltinTransport, identity};
@@ -67,6 +69,9 @@ pub struct CliRunner {
     /// Whether an overlay mounts with its upper layer in each verification root (tried once
     /// per root: `None` when it does, else what is missing).
     overlay_roots: BTreeMap<PathBuf, Option<String>>,
+    /// What the last overlay read of the work tree, kept while the snapshots' fast path proves
+    /// it unchanged (`trees::layer`).
+    lower_view: Option<(WatchProof, LowerView)>,
     /// Where live progress goes (the command line's renderer), if anywhere.
     progress: Option<Arc<dyn ProgressSink>>,
 }
@@ -83,6 +88,7 @@ impl CliRunner {
             tester_copies: None,
             snapshotters: BTreeMap::new(),
             overlay_roots: BTreeMap::new(),
+            lower_view: None,
             progress: None,
         }
     }

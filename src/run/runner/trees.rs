@@ -403,14 +403,30 @@ impl CliRunner {
         };
         let lower_index =
             vtree::verification_root(&state.workspace, state.run_id.as_str()).join(WORKTREE_INDEX);
+        // What the last layer read of the work tree still holds when this snapshot and the one
+        // it was read after were both proven from the same watch state.
+        let proof = self.snapshotter(state, env).await?.watch_proof();
+        let mut known = match (self.lower_view.take(), proof) {
+            (Some((then, view)), Some(now)) if then == now => Some(view),
+            _ => None,
+        };
+        let reused = known.is_some();
         let started = std::time::Instant::now();
-        match vtree
-            .layer(tree, &state.work_tree, &lower_index, &lower_tree)
-            .await
-        {
+        let layer = vtree
+            .layer_known(
+                tree,
+                &state.work_tree,
+                &lower_index,
+                &lower_tree,
+                &mut known,
+            )
+            .await;
+        self.lower_view = proof.zip(known);
+        match layer {
             Ok(layer) => {
                 tracing::debug!(
                     ms = started.elapsed().as_secs_f64() * 1e3,
+                    reused,
                     "verification tree as an overlay"
                 );
                 Ok(Some(layer))
@@ -499,6 +515,62 @@ mod tests {
         assert!(runner.unchanged_since(&state, &tree, &env()).await);
         std::fs::write(ws.join("b.txt"), "new\n").unwrap();
         assert!(!runner.unchanged_since(&state, &tree, &env()).await);
+        vtree::remove_verification_trees(&ws, &run_id).unwrap();
+    }
+
+    /// What a layer read of the work tree serves the next layer only while the snapshots'
+    /// fast path proves nothing moved: an ignored file left in a tracked directory after one
+    /// layer (the same tree for git) is hidden from the next.
+    #[tokio::test]
+    async fn a_layer_reads_the_work_tree_again_once_anything_moved() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(dir.path()).unwrap();
+        crate::run::workspace::git_init_for_tests(&ws).await;
+        std::fs::write(ws.join(".gitignore"), "*.log\n").unwrap();
+        std::fs::create_dir_all(ws.join("src")).unwrap();
+        std::fs::write(ws.join("src/a.txt"), "a\n").unwrap();
+        let run_id = format!("l-{}", std::process::id());
+        let state = RunState::new(
+            RunId::new(&run_id).unwrap(),
+            "objective".into(),
+            ws.clone(),
+            ProviderName::new("p").unwrap(),
+            BTreeMap::new(),
+        );
+        std::fs::create_dir_all(state.run_dir()).unwrap();
+        let mut runner = CliRunner::new(env(), Vec::new());
+        let vtree = runner.verify_tree(&state, &env()).await.unwrap().unwrap();
+        let mut whiteouts = Vec::new();
+        let mut tree = None;
+        for round in 0..4 {
+            if round == 3 {
+                std::fs::write(ws.join("src/left.log"), "left by an agent\n").unwrap();
+            }
+            let Taken::Tree(taken) = runner.snapshot(&state, &env()).await.unwrap() else {
+                panic!("a git workspace");
+            };
+            assert!(
+                tree.is_none_or(|t| t == taken),
+                "an ignored file is not in the tree"
+            );
+            let Some(layer) = runner.layer(&state, &vtree, &taken, &env()).await.unwrap() else {
+                panic!("this host mounts overlays");
+            };
+            let upper = layer.overlay.upper;
+            whiteouts = ["src/left.log", ".git"]
+                .into_iter()
+                .filter(|rel| {
+                    use std::os::unix::fs::FileTypeExt;
+                    std::fs::symlink_metadata(upper.join(rel))
+                        .is_ok_and(|m| m.file_type().is_char_device())
+                })
+                .collect();
+            if round == 2 {
+                assert!(runner.lower_view.is_some(), "the work tree settled");
+            }
+            tree = Some(taken);
+        }
+        assert_eq!(whiteouts, ["src/left.log", ".git"]);
         vtree::remove_verification_trees(&ws, &run_id).unwrap();
     }
 }

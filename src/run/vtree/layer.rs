@@ -22,6 +22,7 @@
 //! tree needs where an ignored one lies, more than 64 MB of differing content, overlay xattrs
 //! in the work tree) is [`LayerError::Unsupported`]: the caller checks the tree out instead.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::PermissionsExt;
@@ -76,7 +77,7 @@ enum Kind {
 }
 
 /// A tree as paths: its files and links, and every directory that holds one.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct TreeView {
     entries: HashMap<Vec<u8>, Kind>,
     dirs: HashSet<Vec<u8>>,
@@ -119,17 +120,25 @@ fn text(path: &[u8]) -> String {
 const MODE_LINK: u32 = 0o120000;
 const MODE_GITLINK: u32 = 0o160000;
 
-impl VerifyTree {
-    /// The overlay that shows exactly `tree` over `lower` (the work tree, whose snapshot
-    /// `lower_tree` was just taken from the private index `lower_index`). The previous use's
-    /// upper layer (whatever a check or the tester wrote) is removed first.
-    pub async fn layer(
-        &self,
-        tree: &TreeId,
-        lower: &Path,
-        lower_index: &Path,
-        lower_tree: &TreeId,
-    ) -> Result<Layer, LayerError> {
+/// What a layer reads of the work tree at its snapshot: the snapshot's files, links (with
+/// their targets) and directories, and what the work tree holds beyond them. The caller keeps
+/// it for the next layer over the same snapshot while the snapshot's fast path proves the work
+/// tree unchanged since it was read (`crate::snapshot::Snapshotter::watch_proof`: every
+/// directory's stat, so its names and its xattrs, and every entry's stat, so an empty file's
+/// xattrs, are as recorded).
+#[derive(Debug)]
+pub struct LowerView {
+    lower: PathBuf,
+    lower_index: PathBuf,
+    lower_tree: TreeId,
+    snapshot: TreeView,
+    /// Names the work tree holds beyond its snapshot (hidden by whiteouts), in walk order.
+    beyond: Vec<Vec<u8>>,
+}
+
+impl LowerView {
+    /// Reads the snapshot's private index and lists the directories it holds files in.
+    fn read(lower: &Path, lower_index: &Path, lower_tree: &TreeId) -> Result<Self, LayerError> {
         let bytes = std::fs::read(lower_index).map_err(io(lower_index))?;
         let entries = crate::gitindex::entries(&bytes).ok_or_else(|| {
             LayerError::Unsupported(format!("{} is not an index", lower_index.display()))
@@ -163,6 +172,132 @@ impl VerifyTree {
             snapshot.entries.insert(entry.path.clone(), kind);
         }
         drop(entries);
+        let links = snapshot
+            .entries
+            .values()
+            .filter(|kind| matches!(kind, Kind::Link(_)))
+            .count();
+
+        // What the work tree holds beyond its snapshot. An overlay reads its own xattrs in the
+        // lower layer too (an empty file can be a whiteout, a directory opaque): an agent can
+        // set them on its files, so a lower layer that has one is not used.
+        let planted = |path: &Path| -> Result<(), LayerError> {
+            if crate::supervise::has_overlay_xattr(path) {
+                return Err(LayerError::Unsupported(format!(
+                    "{} carries overlay attributes",
+                    path.display()
+                )));
+            }
+            Ok(())
+        };
+        let mut beyond = Vec::new();
+        let mut links_read = 0;
+        let mut pending: Vec<Vec<u8>> = vec![Vec::new()];
+        while let Some(dir) = pending.pop() {
+            let path = lower.join(os(&dir));
+            planted(&path)?;
+            let listing = std::fs::read_dir(&path).map_err(io(&path))?;
+            for item in listing {
+                let item = item.map_err(io(&path))?;
+                let rel = join(&dir, item.file_name().as_bytes());
+                let kind = item.file_type().map_err(io(&item.path()))?;
+                match snapshot.entries.get_mut(&rel) {
+                    Some(Kind::Link(target)) if kind.is_symlink() => {
+                        let link = item.path();
+                        *target = std::fs::read_link(&link)
+                            .map_err(io(&link))?
+                            .into_os_string()
+                            .into_vec();
+                        links_read += 1;
+                        continue;
+                    }
+                    Some(Kind::File) if kind.is_file() => {
+                        if empty.contains(&rel) {
+                            planted(&item.path())?;
+                        }
+                        continue;
+                    }
+                    Some(_) => {
+                        return Err(LayerError::Unsupported(format!(
+                            "`{}` changed kind since the snapshot",
+                            text(&rel)
+                        )));
+                    }
+                    None => {}
+                }
+                if snapshot.dirs.contains(&rel) {
+                    if !kind.is_dir() {
+                        return Err(LayerError::Unsupported(format!(
+                            "`{}` is no longer a directory since the snapshot",
+                            text(&rel)
+                        )));
+                    }
+                    pending.push(rel);
+                } else {
+                    beyond.push(rel);
+                }
+            }
+        }
+        if links_read != links {
+            return Err(LayerError::Unsupported(
+                "a symlink of the snapshot is gone from the work tree".into(),
+            ));
+        }
+        Ok(LowerView {
+            lower: lower.to_owned(),
+            lower_index: lower_index.to_owned(),
+            lower_tree: lower_tree.clone(),
+            snapshot,
+            beyond,
+        })
+    }
+}
+
+impl VerifyTree {
+    /// The overlay that shows exactly `tree` over `lower` (the work tree, whose snapshot
+    /// `lower_tree` was just taken from the private index `lower_index`). The previous use's
+    /// upper layer (whatever a check or the tester wrote) is removed first.
+    pub async fn layer(
+        &self,
+        tree: &TreeId,
+        lower: &Path,
+        lower_index: &Path,
+        lower_tree: &TreeId,
+    ) -> Result<Layer, LayerError> {
+        self.layer_known(tree, lower, lower_index, lower_tree, &mut None)
+            .await
+    }
+
+    /// [`Self::layer`], reusing `known` when it was read over the same snapshot (the caller
+    /// empties it unless the work tree is proven unchanged since: [`LowerView`]); what this
+    /// layer read is left there.
+    pub async fn layer_known(
+        &self,
+        tree: &TreeId,
+        lower: &Path,
+        lower_index: &Path,
+        lower_tree: &TreeId,
+        known: &mut Option<LowerView>,
+    ) -> Result<Layer, LayerError> {
+        let lower_view = match known.take() {
+            Some(view)
+                if view.lower == lower
+                    && view.lower_index == lower_index
+                    && view.lower_tree == *lower_tree =>
+            {
+                view
+            }
+            _ => LowerView::read(lower, lower_index, lower_tree)?,
+        };
+        let layer = self.layer_over(tree, &lower_view).await;
+        if layer.is_ok() {
+            *known = Some(lower_view);
+        }
+        layer
+    }
+
+    async fn layer_over(&self, tree: &TreeId, lower_view: &LowerView) -> Result<Layer, LayerError> {
+        let (lower, lower_tree) = (lower_view.lower.as_path(), &lower_view.lower_tree);
         let changes = self.store().diff_entries(lower_tree, tree).await?;
         if changes
             .iter()
@@ -205,93 +340,52 @@ impl VerifyTree {
             lower,
         };
 
-        // 1. Hide what the work tree holds beyond its snapshot. An overlay reads its own
-        // xattrs in the lower layer too (an empty file can be a whiteout, a directory opaque):
-        // an agent can set them on its files, so a lower layer that has one is not used.
-        let planted = |path: &Path| -> Result<(), LayerError> {
-            if crate::supervise::has_overlay_xattr(path) {
-                return Err(LayerError::Unsupported(format!(
-                    "{} carries overlay attributes",
-                    path.display()
-                )));
-            }
-            Ok(())
-        };
-        let mut pending: Vec<Vec<u8>> = vec![Vec::new()];
-        while let Some(dir) = pending.pop() {
-            let path = lower.join(os(&dir));
-            planted(&path)?;
-            let listing = std::fs::read_dir(&path).map_err(io(&path))?;
-            for item in listing {
-                let item = item.map_err(io(&path))?;
-                let rel = join(&dir, item.file_name().as_bytes());
-                let kind = item.file_type().map_err(io(&item.path()))?;
-                match snapshot.entries.get(&rel) {
-                    Some(Kind::Link(_)) if kind.is_symlink() => continue,
-                    Some(Kind::File) if kind.is_file() => {
-                        if empty.contains(&rel) {
-                            planted(&item.path())?;
-                        }
-                        continue;
-                    }
-                    Some(_) => {
-                        return Err(LayerError::Unsupported(format!(
-                            "`{}` changed kind since the snapshot",
-                            text(&rel)
-                        )));
-                    }
-                    None => {}
-                }
-                if snapshot.dirs.contains(&rel) {
-                    if !kind.is_dir() {
-                        return Err(LayerError::Unsupported(format!(
-                            "`{}` is no longer a directory since the snapshot",
-                            text(&rel)
-                        )));
-                    }
-                    pending.push(rel);
-                } else {
-                    upper.whiteout(&rel)?;
-                }
-            }
+        // 1. Hide what the work tree holds beyond its snapshot.
+        for rel in &lower_view.beyond {
+            upper.whiteout(rel)?;
         }
 
-        // 2. The tree under test where it differs from the snapshot; its links' targets.
-        let mut view = snapshot;
-        for change in &changes {
-            let path = change.path.as_bytes().to_vec();
-            view.entries.remove(&path);
-            if let Some(new) = &change.new {
-                let content = &blobs[&new.object];
-                view.add_dirs_of(&path);
-                view.entries.insert(
-                    path,
-                    if new.is_symlink() {
-                        Kind::Link(content.clone())
-                    } else {
-                        Kind::File
-                    },
-                );
+        // 2. The tree under test where it differs from the snapshot (the snapshot itself when
+        // nothing does: the tester's tree and the replays of the work tree).
+        let mut view = Cow::Borrowed(&lower_view.snapshot);
+        if !changes.is_empty() {
+            let view = view.to_mut();
+            for change in &changes {
+                let path = change.path.as_bytes().to_vec();
+                view.entries.remove(&path);
+                if let Some(new) = &change.new {
+                    let content = &blobs[&new.object];
+                    view.entries.insert(
+                        path,
+                        if new.is_symlink() {
+                            Kind::Link(content.clone())
+                        } else {
+                            Kind::File
+                        },
+                    );
+                }
             }
-        }
-        // A directory the snapshot had that the tree lacks is not in the view: hidden whole
-        // (at its top), unless the tree has a file there, which hides it.
-        let snapshot_dirs = std::mem::take(&mut view.dirs);
-        let paths: Vec<Vec<u8>> = view.entries.keys().cloned().collect();
-        for path in &paths {
-            view.add_dirs_of(path);
-        }
-        let mut gone: Vec<&Vec<u8>> = snapshot_dirs
-            .iter()
-            .filter(|d| !view.dirs.contains(*d) && !view.entries.contains_key(*d))
-            .filter(|d| {
-                let up = parent(d);
-                up.is_empty() || view.dirs.contains(up)
-            })
-            .collect();
-        gone.sort();
-        for dir in gone {
-            upper.whiteout(dir)?;
+            view.dirs.clear();
+            let paths: Vec<Vec<u8>> = view.entries.keys().cloned().collect();
+            for path in &paths {
+                view.add_dirs_of(path);
+            }
+            // A directory the snapshot had that the tree lacks is not in the view: hidden
+            // whole (at its top), unless the tree has a file there, which hides it.
+            let mut gone: Vec<&Vec<u8>> = lower_view
+                .snapshot
+                .dirs
+                .iter()
+                .filter(|d| !view.dirs.contains(*d) && !view.entries.contains_key(*d))
+                .filter(|d| {
+                    let up = parent(d);
+                    up.is_empty() || view.dirs.contains(up)
+                })
+                .collect();
+            gone.sort();
+            for dir in gone {
+                upper.whiteout(dir)?;
+            }
         }
         let files = view.entries.len();
         for change in &changes {
@@ -308,17 +402,6 @@ impl VerifyTree {
                 Some(new) => {
                     upper.write(path, &new.mode, &blobs[&new.object])?;
                 }
-            }
-        }
-        for (path, kind) in view.entries.iter_mut() {
-            if let Kind::Link(target) = kind
-                && target.is_empty()
-            {
-                let link = lower.join(os(path));
-                *target = std::fs::read_link(&link)
-                    .map_err(io(&link))?
-                    .into_os_string()
-                    .into_vec();
             }
         }
 
@@ -343,7 +426,7 @@ impl VerifyTree {
                     text(path),
                     os(target).display()
                 ));
-                view.entries.remove(path);
+                view.to_mut().entries.remove(path);
                 upper.hide(path)?;
             }
         }
@@ -354,7 +437,7 @@ impl VerifyTree {
                     text(path),
                     real.display()
                 ));
-                view.entries.remove(path);
+                view.to_mut().entries.remove(path);
                 upper.hide(path)?;
             }
         }

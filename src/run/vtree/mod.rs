@@ -30,7 +30,7 @@
 use std::path::{Path, PathBuf};
 
 mod layer;
-pub use layer::{Layer, LayerError};
+pub use layer::{Layer, LayerError, LowerView};
 
 use serde::{Deserialize, Serialize};
 

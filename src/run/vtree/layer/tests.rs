@@ -132,6 +132,25 @@ impl Fixture {
             normalize(&checked.unclosed)
         );
         assert_eq!(layer.report.files, checked.files);
+        // The same through what a first layer over the same snapshot read (kept by the runner
+        // while the snapshots' fast path proves the work tree unchanged).
+        let mut known = None;
+        overlay
+            .layer_known(&lower.0, &self.ws, &lower.1, &lower.0, &mut known)
+            .await
+            .unwrap();
+        assert!(known.is_some(), "the first layer leaves what it read");
+        let again = overlay
+            .layer_known(tree, &self.ws, &lower.1, &lower.0, &mut known)
+            .await
+            .unwrap();
+        let seen = list(&again.overlay.dir, Some(&again.overlay)).await;
+        assert_eq!(seen, expected, "the overlay over a known view");
+        assert_eq!(
+            normalize(&again.report.unclosed),
+            normalize(&checked.unclosed)
+        );
+        assert_eq!(again.report.files, checked.files);
         layer
     }
 }
