@@ -269,6 +269,12 @@ pub async fn start(
         source: e,
     })?;
     let _lock = RunLock::acquire(&run_dir.join("lock"))?;
+    // Verification roots of runs that are gone (a deleted workspace, a demo's) are caches of
+    // nothing: removed as a run starts.
+    let swept = super::vtree::sweep_orphan_roots();
+    if swept > 0 {
+        tracing::debug!(swept, "verification roots of runs that are gone removed");
+    }
     let builder_retry = provider
         .config
         .builder_retry

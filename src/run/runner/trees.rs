@@ -126,6 +126,8 @@ impl CliRunner {
     ) -> Result<&mut Snapshotter, String> {
         if !self.snapshotters.contains_key(&state.work_tree) {
             let root = vtree::verification_root(&state.workspace, state.run_id.as_str());
+            vtree::claim_root(&root, &state.run_dir())
+                .map_err(|e| format!("verification root {}: {e}", root.display()))?;
             let snapshotter = Snapshotter::open(
                 &state.work_tree,
                 &state.run_dir().join("git"),

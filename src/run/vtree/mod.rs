@@ -63,6 +63,13 @@ pub fn base_record(run_dir: &Path) -> Option<BaseTree> {
 
 /// The directory that holds a run's verification tree.
 pub fn verification_root(workspace: &Path, run_id: &str) -> PathBuf {
+    let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_owned());
+    let key = crate::report::evidence::sha256_hex(workspace.to_string_lossy().as_bytes());
+    verification_roots().join(&key[..16]).join(run_id)
+}
+
+/// The folder of every verification root: `${XDG_CACHE_HOME:-~/.cache}/autocode/verify/`.
+fn verification_roots() -> PathBuf {
     let var = |name: &str| {
         std::env::var_os(name)
             .map(PathBuf::from)
@@ -73,13 +80,63 @@ pub fn verification_root(workspace: &Path, run_id: &str) -> PathBuf {
         .unwrap_or_else(|| {
             std::env::temp_dir().join(format!("autocode-cache-{}", nix::unistd::getuid()))
         });
-    let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_owned());
-    let key = crate::report::evidence::sha256_hex(workspace.to_string_lossy().as_bytes());
-    cache
-        .join("autocode")
-        .join("verify")
-        .join(&key[..16])
-        .join(run_id)
+    cache.join("autocode").join("verify")
+}
+
+/// The file in a verification root naming the run directory it serves.
+const OWNER: &str = "run-dir";
+
+/// Marks `root` as serving the run whose directory is `run_dir`, so that
+/// [`sweep_orphan_roots`] can tell when that run is gone.
+pub fn claim_root(root: &Path, run_dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let owner = root.join(OWNER);
+    let named = run_dir.as_os_str().as_bytes();
+    if std::fs::read(&owner).is_ok_and(|held| held == named) {
+        return Ok(());
+    }
+    std::fs::create_dir_all(root)?;
+    std::fs::write(owner, named)
+}
+
+/// Removes the verification roots whose run directory is gone (a deleted workspace or run,
+/// a demo's or a test's temporary workspace): each is a cache of its run (a stat cache, a
+/// checkout, an upper layer), rebuilt if that run ever comes back, so a root is removed only
+/// when the directory its `run-dir` names does not exist. Roots without that file (made by an
+/// autocode before it) are left. Returns how many were removed.
+pub fn sweep_orphan_roots() -> usize {
+    sweep_orphan_roots_in(&verification_roots())
+}
+
+fn sweep_orphan_roots_in(roots: &Path) -> usize {
+    use std::os::unix::ffi::OsStringExt;
+    let mut removed = 0;
+    let Ok(workspaces) = std::fs::read_dir(roots) else {
+        return 0;
+    };
+    for workspace in workspaces.flatten() {
+        let Ok(runs) = std::fs::read_dir(workspace.path()) else {
+            continue;
+        };
+        for run in runs.flatten() {
+            let root = run.path();
+            let Ok(owner) = std::fs::read(root.join(OWNER)) else {
+                continue;
+            };
+            let run_dir = PathBuf::from(std::ffi::OsString::from_vec(owner));
+            let gone = run_dir.is_absolute()
+                && matches!(
+                    std::fs::symlink_metadata(&run_dir),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound
+                );
+            if gone && crate::gittree::remove_all(&root).is_ok() {
+                removed += 1;
+            }
+        }
+        // The workspace's folder goes too once its last root is gone.
+        let _ = std::fs::remove_dir(workspace.path());
+    }
+    removed
 }
 
 /// Removes a run's verification tree (for `clean`). An absent tree is not an error.
@@ -297,6 +354,42 @@ mod tests {
     use std::fs;
 
     use crate::run::workspace::git_test_env as env;
+
+    /// A verification root goes once the run directory it names is gone (with a work directory
+    /// an overlay left unreadable in it); a root whose run is there, and one without an owner,
+    /// stay.
+    #[test]
+    fn roots_of_runs_that_are_gone_are_swept() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let roots = dir.path().join("verify");
+        let live_run = dir.path().join("ws/.autocode/runs/live");
+        fs::create_dir_all(&live_run).unwrap();
+        let gone_run = dir.path().join("deleted/.autocode/runs/gone");
+        let live = roots.join("aaaa/live");
+        let gone = roots.join("bbbb/gone");
+        let beside = roots.join("aaaa/beside");
+        let legacy = roots.join("cccc/legacy");
+        claim_root(&live, &live_run).unwrap();
+        claim_root(&gone, &gone_run).unwrap();
+        claim_root(&beside, &gone_run).unwrap();
+        fs::create_dir_all(&legacy).unwrap();
+        let work = gone.join("layer/work/work");
+        fs::create_dir_all(&work).unwrap();
+        fs::set_permissions(&work, fs::Permissions::from_mode(0o000)).unwrap();
+        // Claimed again as it is: nothing is written.
+        claim_root(&live, &live_run).unwrap();
+        assert_eq!(sweep_orphan_roots_in(&roots), 2);
+        assert!(live.join(OWNER).exists());
+        assert!(legacy.exists());
+        assert!(!gone.exists() && !beside.exists());
+        assert!(
+            !roots.join("bbbb").exists(),
+            "an emptied workspace folder goes"
+        );
+        assert!(roots.join("aaaa").exists());
+        assert_eq!(sweep_orphan_roots_in(&roots), 0);
+    }
 
     #[tokio::test]
     async fn a_verification_tree_is_exact_and_closed_after_each_use() {
