@@ -126,8 +126,6 @@ impl CliRunner {
     ) -> Result<&mut Snapshotter, String> {
         if !self.snapshotters.contains_key(&state.work_tree) {
             let root = vtree::verification_root(&state.workspace, state.run_id.as_str());
-            vtree::claim_root(&root, &state.run_dir())
-                .map_err(|e| format!("verification root {}: {e}", root.display()))?;
             let snapshotter = Snapshotter::open(
                 &state.work_tree,
                 &state.run_dir().join("git"),
@@ -136,6 +134,11 @@ impl CliRunner {
             )
             .await
             .map_err(|e| e.to_string())?;
+            // Only a work tree in git has a verification root.
+            if snapshotter.store().is_some() {
+                vtree::claim_root(&root, &state.run_dir())
+                    .map_err(|e| format!("verification root {}: {e}", root.display()))?;
+            }
             self.snapshotters
                 .insert(state.work_tree.clone(), snapshotter);
         }
@@ -517,6 +520,94 @@ mod tests {
         assert!(runner.unchanged_since(&state, &tree, &env()).await);
         std::fs::write(ws.join("b.txt"), "new\n").unwrap();
         assert!(!runner.unchanged_since(&state, &tree, &env()).await);
+        vtree::remove_verification_trees(&ws, &run_id).unwrap();
+    }
+
+    /// An `--in-place` replay during which the person edits the workspace does not stand: it
+    /// runs again in a checkout of the tree. The check waits on a FIFO outside the workspace;
+    /// whoever opens the FIFO's other end (this test's thread) edits the workspace at the
+    /// first run of the check and lets each run go on.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_in_place_replay_is_redone_in_a_checkout_when_the_workspace_moved() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let ws = root.join("ws");
+        crate::run::workspace::git_init_for_tests(&ws).await;
+        std::fs::write(ws.join("a.txt"), "a\n").unwrap();
+        let gate = root.join("gate");
+        nix::unistd::mkfifo(&gate, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let run_id = format!("m-{}", std::process::id());
+        let state = RunState::new(
+            RunId::new(&run_id).unwrap(),
+            "objective".into(),
+            ws.clone(),
+            ProviderName::new("p").unwrap(),
+            BTreeMap::new(),
+        );
+        assert!(matches!(state.isolation, Isolation::InPlace));
+        std::fs::create_dir_all(state.run_dir()).unwrap();
+        let mut runner = CliRunner::new(env(), Vec::new());
+        for _ in 0..3 {
+            runner.snapshot(&state, &env()).await.unwrap();
+        }
+        let served = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let opener = {
+            let (gate, ws, served, stop) = (gate.clone(), ws.clone(), served.clone(), stop.clone());
+            std::thread::spawn(move || {
+                loop {
+                    // Blocks until a run of the check opens the FIFO to read.
+                    let mut end = std::fs::OpenOptions::new().write(true).open(&gate).unwrap();
+                    if stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    if served.fetch_add(1, Ordering::SeqCst) == 0 {
+                        // The person saves the file again, same content: its stat moves.
+                        std::fs::write(ws.join("a.txt"), "a\n").unwrap();
+                    }
+                    std::io::Write::write_all(&mut end, b"go\n").unwrap();
+                    // Waits until that run closes its end (POLLERR on ours): one serve a run.
+                    use std::os::fd::AsFd;
+                    let mut fds = [nix::poll::PollFd::new(
+                        end.as_fd(),
+                        nix::poll::PollFlags::empty(),
+                    )];
+                    nix::poll::poll(&mut fds, nix::poll::PollTimeout::NONE).unwrap();
+                }
+            })
+        };
+        let check = format!("read -r go < {} && grep -qx a a.txt", gate.display());
+        let replayed = runner
+            .replay_in_tree(
+                &state,
+                &ReplayTree::Final,
+                std::slice::from_ref(&check),
+                &env(),
+                Duration::from_secs(60),
+                ReplayConfinement::Room,
+            )
+            .await
+            .expect("a git workspace")
+            .unwrap();
+        stop.store(true, Ordering::SeqCst);
+        // Releases the thread's next open, if it waits on one.
+        let _release = nix::fcntl::open(
+            &gate,
+            nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_NONBLOCK,
+            nix::sys::stat::Mode::empty(),
+        )
+        .unwrap();
+        opener.join().unwrap();
+        assert_eq!(served.load(Ordering::SeqCst), 2, "the check ran twice");
+        assert_eq!(replayed.len(), 1);
+        assert!(replayed[0].passed(), "{replayed:?}");
+        let room = replayed[0].receipt.room.as_ref().expect("a room");
+        assert!(
+            room.overlay.is_none(),
+            "the result is the checkout's: {room:?}"
+        );
         vtree::remove_verification_trees(&ws, &run_id).unwrap();
     }
 
