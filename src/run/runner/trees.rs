@@ -190,7 +190,11 @@ impl CliRunner {
         let Some(vtree) = self.verify_tree(state, env).await? else {
             return Ok(None);
         };
-        if overlay_allowed && let Some(layer) = self.layer(state, &vtree, tree, env).await? {
+        if overlay_allowed
+            && let Some(layer) = self
+                .layer(state, &vtree, tree, Some(tree.clone()), env)
+                .await?
+        {
             return Ok(Some(TesterTree {
                 dir: vtree.dir(),
                 overlay: Some(layer.overlay),
@@ -218,7 +222,10 @@ impl CliRunner {
         let Some(vtree) = self.verify_tree(state, env).await? else {
             return Ok(None);
         };
-        let unclosed = match self.layer(state, &vtree, &tree, env).await? {
+        let unclosed = match self
+            .layer(state, &vtree, &tree, Some(tree.clone()), env)
+            .await?
+        {
             Some(layer) => layer.report.unclosed,
             None => {
                 vtree
@@ -286,11 +293,16 @@ impl CliRunner {
             Some(BaseSource::GitTree(base)) => Some(base),
             None => None,
         };
+        // The work tree's snapshot, when one was just taken (the layer's lower tree).
+        let mut now = None;
         let target = match tree {
             ReplayTree::Base => base.clone()?,
             ReplayTree::Final | ReplayTree::FinalWithBaseFiles(_) => {
                 match self.snapshot(state, env).await {
-                    Ok(Taken::Tree(tree)) => tree,
+                    Ok(Taken::Tree(tree)) => {
+                        now = Some(tree.clone());
+                        tree
+                    }
                     Ok(Taken::Files(_)) => return None,
                     Err(e) => return Some(Err(other(e))),
                 }
@@ -311,7 +323,7 @@ impl CliRunner {
             _ => target,
         };
         let layer = match confinement {
-            ReplayConfinement::Room => match self.layer(state, &vtree, &target, env).await {
+            ReplayConfinement::Room => match self.layer(state, &vtree, &target, now, env).await {
                 Ok(layer) => layer,
                 Err(e) => return Some(Err(other(e))),
             },
@@ -373,14 +385,16 @@ impl CliRunner {
     }
 
     /// `tree` as an overlay over the work tree (`crate::run::vtree::Layer`), for a confined
-    /// family on a host that mounts overlays. `Ok(None)`: the caller checks the tree out (a
-    /// host without overlays; a tree an overlay cannot show;
+    /// family on a host that mounts overlays. `just_taken`: the work tree's snapshot when the
+    /// caller took one right before (else one is taken here). `Ok(None)`: the caller checks the
+    /// tree out (a host without overlays; a tree an overlay cannot show;
     /// `AUTOCODE_VERIFICATION_TREE=checkout`).
     pub(super) async fn layer(
         &mut self,
         state: &RunState,
         vtree: &VerifyTree,
         tree: &TreeId,
+        just_taken: Option<TreeId>,
         env: &BTreeMap<String, String>,
     ) -> Result<Option<Layer>, String> {
         if state.unconfined
@@ -403,8 +417,12 @@ impl CliRunner {
             tracing::debug!(%missing, "verification tree checked out");
             return Ok(None);
         }
-        let Taken::Tree(lower_tree) = self.snapshot(state, env).await? else {
-            return Ok(None);
+        let lower_tree = match just_taken {
+            Some(tree) => tree,
+            None => match self.snapshot(state, env).await? {
+                Taken::Tree(tree) => tree,
+                Taken::Files(_) => return Ok(None),
+            },
         };
         let lower_index =
             vtree::verification_root(&state.workspace, state.run_id.as_str()).join(WORKTREE_INDEX);
@@ -631,22 +649,25 @@ mod tests {
             BTreeMap::new(),
         );
         std::fs::create_dir_all(state.run_dir()).unwrap();
-        let mut runner = CliRunner::new(env(), Vec::new());
-        let vtree = runner.verify_tree(&state, &env()).await.unwrap().unwrap();
+        let env = env();
+        let mut runner = CliRunner::new(env.clone(), Vec::new());
+        let vtree = runner.verify_tree(&state, &env).await.unwrap().unwrap();
         let mut whiteouts = Vec::new();
         let mut tree = None;
         for round in 0..4 {
             if round == 3 {
                 std::fs::write(ws.join("src/left.log"), "left by an agent\n").unwrap();
             }
-            let Taken::Tree(taken) = runner.snapshot(&state, &env()).await.unwrap() else {
+            let Taken::Tree(taken) = runner.snapshot(&state, &env).await.unwrap() else {
                 panic!("a git workspace");
             };
             assert!(
                 tree.is_none_or(|t| t == taken),
                 "an ignored file is not in the tree"
             );
-            let Some(layer) = runner.layer(&state, &vtree, &taken, &env()).await.unwrap() else {
+            let just_taken = Some(taken.clone());
+            let layer = runner.layer(&state, &vtree, &taken, just_taken, &env).await;
+            let Some(layer) = layer.unwrap() else {
                 panic!("this host mounts overlays");
             };
             let upper = layer.overlay.upper;
