@@ -502,43 +502,88 @@ mod tests {
     use crate::ids::{ProviderName, RunId};
     use crate::run::workspace::git_test_env as env;
 
+    /// An `--in-place` run over a fresh git workspace `ws/` (in `root`) holding `files`, with
+    /// its run directory and a runner; its verification root goes with it.
+    struct InPlace {
+        _dir: tempfile::TempDir,
+        root: PathBuf,
+        ws: PathBuf,
+        state: RunState,
+        runner: CliRunner,
+    }
+
+    impl InPlace {
+        async fn new(files: &[(&str, &str)]) -> InPlace {
+            static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            let dir = tempfile::tempdir().unwrap();
+            let root = std::fs::canonicalize(dir.path()).unwrap();
+            let ws = root.join("ws");
+            crate::run::workspace::git_init_for_tests(&ws).await;
+            for (path, content) in files {
+                let path = ws.join(path);
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(path, content).unwrap();
+            }
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let run_id = format!("t{n}-{}", std::process::id());
+            let state = RunState::new(
+                RunId::new(&run_id).unwrap(),
+                "objective".into(),
+                ws.clone(),
+                ProviderName::new("p").unwrap(),
+                BTreeMap::new(),
+            );
+            assert!(matches!(state.isolation, Isolation::InPlace));
+            std::fs::create_dir_all(state.run_dir()).unwrap();
+            InPlace {
+                _dir: dir,
+                root,
+                ws,
+                state,
+                runner: CliRunner::new(env(), Vec::new()),
+            }
+        }
+
+        async fn snapshot(&mut self) -> TreeId {
+            match self.runner.snapshot(&self.state, &env()).await.unwrap() {
+                Taken::Tree(tree) => tree,
+                Taken::Files(_) => panic!("a git workspace"),
+            }
+        }
+
+        /// Snapshots until one git wrote has recorded a watch state (the files just written
+        /// are within the racy rule's tick at first).
+        async fn settled(&mut self) -> TreeId {
+            let mut tree = self.snapshot().await;
+            for _ in 0..2 {
+                tree = self.snapshot().await;
+            }
+            tree
+        }
+    }
+
+    impl Drop for InPlace {
+        fn drop(&mut self) {
+            let _ = vtree::remove_verification_trees(&self.ws, self.state.run_id.as_str());
+        }
+    }
+
     /// An `--in-place` replay stands only while the person's workspace holds still: proven by
     /// a snapshot on the fast path with the layer's tree; an edit, even one that puts the same
     /// content back, is a move.
     #[tokio::test]
     async fn an_in_place_workspace_holds_still_only_if_no_stat_moved() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = std::fs::canonicalize(dir.path()).unwrap();
-        crate::run::workspace::git_init_for_tests(&ws).await;
-        std::fs::write(ws.join("a.txt"), "a\n").unwrap();
-        let run_id = format!("r-{}", std::process::id());
-        let state = RunState::new(
-            RunId::new(&run_id).unwrap(),
-            "objective".into(),
-            ws.clone(),
-            ProviderName::new("p").unwrap(),
-            BTreeMap::new(),
-        );
-        std::fs::create_dir_all(state.run_dir()).unwrap();
-        let mut runner = CliRunner::new(env(), Vec::new());
-        // Until a snapshot git wrote records a watch state, nothing is proven.
-        let mut tree = None;
-        for _ in 0..3 {
-            let Taken::Tree(taken) = runner.snapshot(&state, &env()).await.unwrap() else {
-                panic!("a git workspace");
-            };
-            tree = Some(taken);
-        }
-        let tree = tree.unwrap();
-        assert!(runner.unchanged_since(&state, &tree, &env()).await);
+        let mut f = InPlace::new(&[("a.txt", "a\n")]).await;
+        let tree = f.settled().await;
+        let (runner, state) = (&mut f.runner, &f.state);
+        assert!(runner.unchanged_since(state, &tree, &env()).await);
         // The same content written again moves the file's stat.
-        std::fs::write(ws.join("a.txt"), "a\n").unwrap();
-        assert!(!runner.unchanged_since(&state, &tree, &env()).await);
+        std::fs::write(f.ws.join("a.txt"), "a\n").unwrap();
+        assert!(!runner.unchanged_since(state, &tree, &env()).await);
         // Still, once git wrote that snapshot, the tree holds still again.
-        assert!(runner.unchanged_since(&state, &tree, &env()).await);
-        std::fs::write(ws.join("b.txt"), "new\n").unwrap();
-        assert!(!runner.unchanged_since(&state, &tree, &env()).await);
-        vtree::remove_verification_trees(&ws, &run_id).unwrap();
+        assert!(runner.unchanged_since(state, &tree, &env()).await);
+        std::fs::write(f.ws.join("b.txt"), "new\n").unwrap();
+        assert!(!runner.unchanged_since(state, &tree, &env()).await);
     }
 
     /// An `--in-place` replay during which the person edits the workspace does not stand: it
@@ -549,31 +594,15 @@ mod tests {
     async fn an_in_place_replay_is_redone_in_a_checkout_when_the_workspace_moved() {
         use std::sync::Arc;
         use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-        let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
-        let ws = root.join("ws");
-        crate::run::workspace::git_init_for_tests(&ws).await;
-        std::fs::write(ws.join("a.txt"), "a\n").unwrap();
-        let gate = root.join("gate");
+        let mut f = InPlace::new(&[("a.txt", "a\n")]).await;
+        let gate = f.root.join("gate");
         nix::unistd::mkfifo(&gate, nix::sys::stat::Mode::S_IRWXU).unwrap();
-        let run_id = format!("m-{}", std::process::id());
-        let state = RunState::new(
-            RunId::new(&run_id).unwrap(),
-            "objective".into(),
-            ws.clone(),
-            ProviderName::new("p").unwrap(),
-            BTreeMap::new(),
-        );
-        assert!(matches!(state.isolation, Isolation::InPlace));
-        std::fs::create_dir_all(state.run_dir()).unwrap();
-        let mut runner = CliRunner::new(env(), Vec::new());
-        for _ in 0..3 {
-            runner.snapshot(&state, &env()).await.unwrap();
-        }
+        f.settled().await;
         let served = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let opener = {
-            let (gate, ws, served, stop) = (gate.clone(), ws.clone(), served.clone(), stop.clone());
+            let (gate, ws, served, stop) =
+                (gate.clone(), f.ws.clone(), served.clone(), stop.clone());
             std::thread::spawn(move || {
                 loop {
                     // Blocks until a run of the check opens the FIFO to read.
@@ -597,9 +626,10 @@ mod tests {
             })
         };
         let check = format!("read -r go < {} && grep -qx a a.txt", gate.display());
-        let replayed = runner
+        let replayed = f
+            .runner
             .replay_in_tree(
-                &state,
+                &f.state,
                 &ReplayTree::Final,
                 std::slice::from_ref(&check),
                 &env(),
@@ -626,7 +656,6 @@ mod tests {
             room.overlay.is_none(),
             "the result is the checkout's: {room:?}"
         );
-        vtree::remove_verification_trees(&ws, &run_id).unwrap();
     }
 
     /// What a layer read of the work tree serves the next layer only while the snapshots'
@@ -634,39 +663,23 @@ mod tests {
     /// layer (the same tree for git) is hidden from the next.
     #[tokio::test]
     async fn a_layer_reads_the_work_tree_again_once_anything_moved() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = std::fs::canonicalize(dir.path()).unwrap();
-        crate::run::workspace::git_init_for_tests(&ws).await;
-        std::fs::write(ws.join(".gitignore"), "*.log\n").unwrap();
-        std::fs::create_dir_all(ws.join("src")).unwrap();
-        std::fs::write(ws.join("src/a.txt"), "a\n").unwrap();
-        let run_id = format!("l-{}", std::process::id());
-        let state = RunState::new(
-            RunId::new(&run_id).unwrap(),
-            "objective".into(),
-            ws.clone(),
-            ProviderName::new("p").unwrap(),
-            BTreeMap::new(),
-        );
-        std::fs::create_dir_all(state.run_dir()).unwrap();
+        let mut f = InPlace::new(&[(".gitignore", "*.log\n"), ("src/a.txt", "a\n")]).await;
         let env = env();
-        let mut runner = CliRunner::new(env.clone(), Vec::new());
-        let vtree = runner.verify_tree(&state, &env).await.unwrap().unwrap();
+        let vtree = f.runner.verify_tree(&f.state, &env).await.unwrap().unwrap();
         let mut whiteouts = Vec::new();
         let mut tree = None;
         for round in 0..4 {
             if round == 3 {
-                std::fs::write(ws.join("src/left.log"), "left by an agent\n").unwrap();
+                std::fs::write(f.ws.join("src/left.log"), "left by an agent\n").unwrap();
             }
-            let Taken::Tree(taken) = runner.snapshot(&state, &env).await.unwrap() else {
-                panic!("a git workspace");
-            };
+            let taken = f.snapshot().await;
             assert!(
                 tree.is_none_or(|t| t == taken),
                 "an ignored file is not in the tree"
             );
             let just_taken = Some(taken.clone());
-            let layer = runner.layer(&state, &vtree, &taken, just_taken, &env).await;
+            let layer = f.runner.layer(&f.state, &vtree, &taken, just_taken, &env);
+            let layer = layer.await;
             let Some(layer) = layer.unwrap() else {
                 panic!("this host mounts overlays");
             };
@@ -680,11 +693,10 @@ mod tests {
                 })
                 .collect();
             if round == 2 {
-                assert!(runner.lower_view.is_some(), "the work tree settled");
+                assert!(f.runner.lower_view.is_some(), "the work tree settled");
             }
             tree = Some(taken);
         }
         assert_eq!(whiteouts, ["src/left.log", ".git"]);
-        vtree::remove_verification_trees(&ws, &run_id).unwrap();
     }
 }
