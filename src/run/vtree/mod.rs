@@ -102,11 +102,16 @@ pub fn claim_root(root: &Path, run_dir: &Path) -> std::io::Result<()> {
 /// Removes the verification roots whose run directory is gone (a deleted workspace or run,
 /// a demo's or a test's temporary workspace): each is a cache of its run (a stat cache, a
 /// checkout, an upper layer), rebuilt if that run ever comes back, so a root is removed only
-/// when the directory its `run-dir` names does not exist. Roots without that file (made by an
-/// autocode before it) are left. Returns how many were removed.
+/// when the directory its `run-dir` names does not exist. A root without that file (made by an
+/// autocode before it, whose run never came back to claim it) goes once it has not changed for
+/// [`UNCLAIMED_AGE`]. Returns how many were removed.
 pub fn sweep_orphan_roots() -> usize {
     sweep_orphan_roots_in(&verification_roots())
 }
+
+/// How long a verification root without a `run-dir` file is kept unchanged (every use of a
+/// root rewrites something in it, so its mtime moves).
+const UNCLAIMED_AGE: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
 fn sweep_orphan_roots_in(roots: &Path) -> usize {
     use std::os::unix::ffi::OsStringExt;
@@ -120,15 +125,21 @@ fn sweep_orphan_roots_in(roots: &Path) -> usize {
         };
         for run in runs.flatten() {
             let root = run.path();
-            let Ok(owner) = std::fs::read(root.join(OWNER)) else {
-                continue;
+            let gone = match std::fs::read(root.join(OWNER)) {
+                Ok(owner) => {
+                    let run_dir = PathBuf::from(std::ffi::OsString::from_vec(owner));
+                    run_dir.is_absolute()
+                        && matches!(
+                            std::fs::symlink_metadata(&run_dir),
+                            Err(e) if e.kind() == std::io::ErrorKind::NotFound
+                        )
+                }
+                Err(_) => std::fs::symlink_metadata(&root)
+                    .and_then(|meta| meta.modified())
+                    .ok()
+                    .and_then(|changed| changed.elapsed().ok())
+                    .is_some_and(|age| age > UNCLAIMED_AGE),
             };
-            let run_dir = PathBuf::from(std::ffi::OsString::from_vec(owner));
-            let gone = run_dir.is_absolute()
-                && matches!(
-                    std::fs::symlink_metadata(&run_dir),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound
-                );
             if gone && crate::gittree::remove_all(&root).is_ok() {
                 removed += 1;
             }
@@ -356,8 +367,8 @@ mod tests {
     use crate::run::workspace::git_test_env as env;
 
     /// A verification root goes once the run directory it names is gone (with a work directory
-    /// an overlay left unreadable in it); a root whose run is there, and one without an owner,
-    /// stay.
+    /// an overlay left unreadable in it); a root whose run is there stays. A root without an
+    /// owner stays until it has not changed for a week.
     #[test]
     fn roots_of_runs_that_are_gone_are_swept() {
         use std::os::unix::fs::PermissionsExt;
@@ -370,18 +381,27 @@ mod tests {
         let gone = roots.join("bbbb/gone");
         let beside = roots.join("aaaa/beside");
         let legacy = roots.join("cccc/legacy");
+        let abandoned = roots.join("cccc/abandoned");
         claim_root(&live, &live_run).unwrap();
         claim_root(&gone, &gone_run).unwrap();
         claim_root(&beside, &gone_run).unwrap();
         fs::create_dir_all(&legacy).unwrap();
+        fs::create_dir_all(&abandoned).unwrap();
+        let eight_days_ago =
+            std::time::SystemTime::now() - std::time::Duration::from_secs(8 * 86400);
+        fs::File::open(&abandoned)
+            .unwrap()
+            .set_modified(eight_days_ago)
+            .unwrap();
         let work = gone.join("layer/work/work");
         fs::create_dir_all(&work).unwrap();
         fs::set_permissions(&work, fs::Permissions::from_mode(0o000)).unwrap();
         // Claimed again as it is: nothing is written.
         claim_root(&live, &live_run).unwrap();
-        assert_eq!(sweep_orphan_roots_in(&roots), 2);
+        assert_eq!(sweep_orphan_roots_in(&roots), 3);
         assert!(live.join(OWNER).exists());
         assert!(legacy.exists());
+        assert!(!abandoned.exists());
         assert!(!gone.exists() && !beside.exists());
         assert!(
             !roots.join("bbbb").exists(),
