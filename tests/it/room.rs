@@ -482,21 +482,25 @@ fn read_only_holes_keep_git_and_the_runs_beneath_a_writable_tree() {
     );
     assert!(!work.join(".git/hooks/post-checkout").exists());
     assert!(outbox.join("report.json").exists());
-    let room = receipt.room.expect("the receipt lists the room");
+    let room = receipt.room.as_ref().expect("the receipt lists the room");
     assert_eq!(
         room.read_only,
         vec![work.join(".autocode"), work.join(".git")]
     );
+    assert_mounts_stayed_private(&receipt, "mount-namespace", &work);
+}
+
+/// The room's mounts were the family's own: the receipt names a `mechanism` mechanism, the
+/// cleanup was verified, and nothing is mounted at `path` in this process's mount namespace.
+fn assert_mounts_stayed_private(receipt: &Receipt, mechanism: &str, path: &Path) {
+    let room = receipt.room.as_ref().expect("the receipt lists the room");
     assert!(
-        room.mechanisms
-            .iter()
-            .any(|m| m.starts_with("mount-namespace")),
+        room.mechanisms.iter().any(|m| m.starts_with(mechanism)),
         "{room:?}"
     );
     assert!(receipt.verified);
-    // Nothing leaked into this process's mount namespace: the holes are the family's alone.
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    assert!(!mounts.contains(&*work.to_string_lossy()), "{mounts}");
+    assert!(!mounts.contains(&*path.to_string_lossy()), "{mounts}");
 }
 
 /// The same holes for an ordinary user (a user namespace mapping the user to itself): autocode
@@ -689,17 +693,9 @@ fn an_overlay_shows_the_lower_tree_and_keeps_every_write_in_the_upper_layer() {
     assert!(overlay.upper.join("new.txt").exists() && overlay.upper.join("made").is_dir());
     // Autocode's own view of the directory is what was there before: nothing.
     assert_eq!(std::fs::read_dir(merged).unwrap().count(), 0);
-    let room = receipt.room.expect("the receipt lists the room");
+    let room = receipt.room.as_ref().expect("the receipt lists the room");
     assert_eq!(room.overlay.as_ref(), Some(&overlay));
-    assert!(
-        room.mechanisms
-            .iter()
-            .any(|m| m.starts_with("mount-namespace-overlay")),
-        "{room:?}"
-    );
-    assert!(receipt.verified);
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    assert!(!mounts.contains(&*merged.to_string_lossy()), "{mounts}");
+    assert_mounts_stayed_private(&receipt, "mount-namespace-overlay", merged);
 }
 
 /// The verification tree's overlay for an ordinary user (a user namespace, `userxattr`):

@@ -112,26 +112,32 @@ impl Fixture {
         let checked = checkout.bring_to(tree).await.unwrap();
         let expected = list(&checkout.dir(), None).await;
         let overlay = self.trees("overlay");
+        let roots = [checkout.root(), overlay.root()];
+        // Shown as the checkout shows it, and named as the checkout names what it leaves out.
+        let assert_shows = async |layer: &Layer, what: &str| {
+            let seen = list(&layer.overlay.dir, Some(&layer.overlay)).await;
+            assert_eq!(seen, expected, "{what}");
+            let normalize = |unclosed: &[String]| -> Vec<String> {
+                unclosed
+                    .iter()
+                    .map(|u| {
+                        roots.iter().fold(u.clone(), |u, root| {
+                            u.replace(&*root.to_string_lossy(), "<root>")
+                        })
+                    })
+                    .collect()
+            };
+            assert_eq!(
+                normalize(&layer.report.unclosed),
+                normalize(&checked.unclosed)
+            );
+            assert_eq!(layer.report.files, checked.files);
+        };
         let layer = overlay
             .layer(tree, &self.ws, &lower.1, &lower.0)
             .await
             .unwrap();
-        let seen = list(&layer.overlay.dir, Some(&layer.overlay)).await;
-        assert_eq!(seen, expected, "the overlay shows what the checkout holds");
-        let normalize = |unclosed: &[String]| -> Vec<String> {
-            unclosed
-                .iter()
-                .map(|u| {
-                    u.replace(&*checkout.root().to_string_lossy(), "<root>")
-                        .replace(&*overlay.root().to_string_lossy(), "<root>")
-                })
-                .collect()
-        };
-        assert_eq!(
-            normalize(&layer.report.unclosed),
-            normalize(&checked.unclosed)
-        );
-        assert_eq!(layer.report.files, checked.files);
+        assert_shows(&layer, "the overlay shows what the checkout holds").await;
         // The same through what a first layer over the same snapshot read (kept by the runner
         // while the snapshots' fast path proves the work tree unchanged).
         let mut known = None;
@@ -144,13 +150,7 @@ impl Fixture {
             .layer_known(tree, &self.ws, &lower.1, &lower.0, &mut known)
             .await
             .unwrap();
-        let seen = list(&again.overlay.dir, Some(&again.overlay)).await;
-        assert_eq!(seen, expected, "the overlay over a known view");
-        assert_eq!(
-            normalize(&again.report.unclosed),
-            normalize(&checked.unclosed)
-        );
-        assert_eq!(again.report.files, checked.files);
+        assert_shows(&again, "the overlay over a known view").await;
         layer
     }
 }
