@@ -560,36 +560,13 @@ impl GitStore {
     }
 }
 
-/// Removes `dir` and everything in it, making read-only directories writable first.
+/// Removes `dir` and everything in it, making read-only directories writable first
+/// ([`crate::store::remove_tree`]).
 pub fn remove_all(dir: &Path) -> Result<(), GitTreeError> {
-    match fs::remove_dir_all(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(_) => {
-            make_writable(dir);
-            match fs::remove_dir_all(dir) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(GitTreeError::Io {
-                    path: dir.to_owned(),
-                    source: e,
-                }),
-                _ => Ok(()),
-            }
-        }
-    }
-}
-
-fn make_writable(dir: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    let Ok(meta) = fs::symlink_metadata(dir) else {
-        return;
-    };
-    if !meta.is_dir() {
-        return;
-    }
-    let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
-    for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
-        make_writable(&entry.path());
-    }
+    crate::store::remove_tree(dir).map_err(|source| GitTreeError::Io {
+        path: dir.to_owned(),
+        source,
+    })
 }
 
 fn write_if_changed(path: &Path, content: &[u8]) -> Result<(), GitTreeError> {

@@ -1,4 +1,5 @@
-//! Durable files: atomic JSON checkpoints, append-only logs and the exclusive run lock.
+//! Durable files: atomic JSON checkpoints, append-only logs and the exclusive run lock (and
+//! [`remove_tree`], the removal of a tree whatever its directories' modes).
 //!
 //! Every checkpoint write is temp file → fsync → rename → fsync of the directory, so a crash (or
 //! `kill -9`) leaves either the old file or the new one, never a torn one. A *deferred* write
@@ -236,6 +237,31 @@ pub fn sync_deferred(root: &Path) -> Result<(), StoreError> {
             .map_err(write_err(dir))?;
     }
     Ok(())
+}
+
+/// Removes `dir` and everything in it (absent: nothing to remove), making directories that
+/// cannot be listed or written accessible first: a tree an agent `chmod`ed, an overlay's work
+/// directory (mode 000: an ordinary owner cannot remove it as it is).
+pub fn remove_tree(dir: &Path) -> io::Result<()> {
+    fn make_accessible(dir: &Path) {
+        use std::os::unix::fs::PermissionsExt;
+        if !fs::symlink_metadata(dir).is_ok_and(|meta| meta.is_dir()) {
+            return;
+        }
+        let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
+        for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+            make_accessible(&entry.path());
+        }
+    }
+    let absent_is_done = |result: io::Result<()>| match result {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    };
+    if absent_is_done(fs::remove_dir_all(dir)).is_ok() {
+        return Ok(());
+    }
+    make_accessible(dir);
+    absent_is_done(fs::remove_dir_all(dir))
 }
 
 /// Writes `bytes` to `path` atomically and durably.

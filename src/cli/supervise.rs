@@ -122,7 +122,7 @@ pub fn run(args: SuperviseArgs) -> Result<ExitCode, EdgeError> {
     ));
     if let Some(layers) = layers
         // The kernel leaves the overlay's work directory unreadable to an ordinary owner.
-        && let Err(e) = crate::gittree::remove_all(layers.path())
+        && let Err(e) = crate::store::remove_tree(layers.path())
     {
         tracing::warn!("cannot remove the overlay's layers: {e}");
     }

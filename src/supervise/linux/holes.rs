@@ -128,25 +128,9 @@ fn privileged_for_mounts() -> bool {
 /// Clears what a previous mount of the same layers left in the overlay's work directory: a
 /// `volatile` overlay marks it (`work/incompat/volatile`) and refuses to be mounted on it again;
 /// the kernel makes `work/work` afresh at each mount. Its directories are mode 000: each is
-/// made accessible, then removed.
+/// made accessible, then removed (`crate::store::remove_tree`).
 pub fn clear_overlay_work(work: &Path) -> io::Result<()> {
-    fn remove(dir: &Path) -> io::Result<()> {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-        for entry in std::fs::read_dir(dir)? {
-            let entry = entry?;
-            if entry.file_type()?.is_dir() {
-                remove(&entry.path())?;
-            } else {
-                std::fs::remove_file(entry.path())?;
-            }
-        }
-        std::fs::remove_dir(dir)
-    }
-    match remove(&work.join("work")) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        other => other,
-    }
+    crate::store::remove_tree(&work.join("work"))
 }
 
 impl HolePlan {
