@@ -47,6 +47,15 @@ pub struct SuperviseArgs {
     /// PATH itself is never written (the mount of a run's verification tree).
     #[arg(long, value_name = "PATH")]
     pub overlay_lower: Option<PathBuf>,
+    /// Keep the confined command's writes to HOME in this layer (DIR/upper, outside HOME)
+    /// instead of a throwaway one: a second run sees what the first wrote there, the user's
+    /// HOME never does.
+    #[arg(long, value_name = "DIR")]
+    pub home_layer: Option<PathBuf>,
+    /// No private views: HOME and /tmp stay read-only to the confined command (writes there
+    /// fail) instead of copy-on-write layers.
+    #[arg(long, conflicts_with = "home_layer")]
+    pub no_private_views: bool,
     /// Write the exec ledger (JSON lines, one entry per exec) to this file.
     #[arg(long)]
     pub ledger: Option<PathBuf>,
@@ -102,24 +111,63 @@ pub fn run(args: SuperviseArgs) -> Result<ExitCode, EdgeError> {
     {
         writable.push(overlay.dir.clone());
     }
+    let confined = args.confine
+        || !writable.is_empty()
+        || !args.unreadable.is_empty()
+        || !args.read_only.is_empty()
+        || args.home_layer.is_some()
+        || overlay.is_some();
+    // The private views of HOME and /tmp: their layers live as long as the command.
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let throwaway = if confined && !args.no_private_views {
+        Some(
+            crate::run::confine::ThrowawayViews::new(&env)
+                .map_err(|e| EdgeError::usage(format!("cannot make the private layers: {e}")))?,
+        )
+    } else {
+        None
+    };
+    let views = throwaway.as_ref().map(|throwaway| {
+        let mut layers = throwaway.overlays();
+        if let Some(dir) = &args.home_layer
+            && let Some(home) = layers
+                .iter_mut()
+                .find(|l| l.dir != std::path::Path::new("/tmp"))
+        {
+            let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
+            home.upper = dir.join("upper");
+            home.work = dir.join("work");
+            for made in [&home.upper, &home.work] {
+                let _ = std::fs::create_dir_all(made);
+            }
+        }
+        let mut views = crate::supervise::PrivateViews {
+            layers,
+            ..Default::default()
+        };
+        views.hidden = args
+            .unreadable
+            .iter()
+            .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+            .filter(|p| views.covers(p))
+            .collect();
+        views
+    });
     let code = super::runtime()?.block_on(crate::supervise::supervise_command(
         args.command,
         timeout,
         args.json,
         args.receipt,
-        (args.confine
-            || !writable.is_empty()
-            || !args.unreadable.is_empty()
-            || !args.read_only.is_empty()
-            || overlay.is_some())
-        .then_some(crate::supervise::Room {
+        confined.then_some(crate::supervise::Room {
             writable,
             unreadable: args.unreadable,
             read_only: args.read_only,
             overlay,
+            views,
         }),
         args.ledger,
     ));
+    drop(throwaway);
     if let Some(layers) = layers
         // The kernel leaves the overlay's work directory unreadable to an ordinary owner.
         && let Err(e) = crate::store::remove_tree(layers.path())

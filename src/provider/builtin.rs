@@ -74,9 +74,17 @@ pub const CLAUDE_WRITABLE: [&str; 3] = [
     "~/.claude.json.backup",
 ];
 
-fn confine(writable: &[&str]) -> ConfineConfig {
+/// The sign-in files each built-in CLI refreshes in place (its OAuth tokens), written through
+/// from the role's private layer to the user's HOME (`docs/run-lifecycle.md`, "The room").
+pub const OPENCODE_WRITE_THROUGH: [&str; 1] =
+    ["${XDG_DATA_HOME:-~/.local/share}/opencode/auth.json"];
+pub const CODEX_WRITE_THROUGH: [&str; 1] = ["${CODEX_HOME:-~/.codex}/auth.json"];
+pub const CLAUDE_WRITE_THROUGH: [&str; 1] = ["${CLAUDE_CONFIG_DIR:-~/.claude}/.credentials.json"];
+
+fn confine(writable: &[&str], write_through: &[&str]) -> ConfineConfig {
     ConfineConfig {
         writable: argv(writable),
+        write_through: argv(write_through),
     }
 }
 
@@ -121,7 +129,7 @@ fn opencode() -> Option<ProviderConfig> {
             login_command: Some(argv(&["opencode", "auth", "login"])),
             status_command: None,
         }),
-        confine: Some(confine(&OPENCODE_WRITABLE)),
+        confine: Some(confine(&OPENCODE_WRITABLE, &OPENCODE_WRITE_THROUGH)),
     })
 }
 
@@ -173,7 +181,7 @@ fn codex() -> Option<ProviderConfig> {
             login_command: Some(argv(&["codex", "login"])),
             status_command: Some(argv(&["codex", "login", "status"])),
         }),
-        confine: Some(confine(&CODEX_WRITABLE)),
+        confine: Some(confine(&CODEX_WRITABLE, &CODEX_WRITE_THROUGH)),
     })
 }
 
@@ -215,7 +223,7 @@ fn claude() -> Option<ProviderConfig> {
             login_command: Some(argv(&["claude", "auth", "login"])),
             status_command: Some(argv(&["claude", "auth", "status"])),
         }),
-        confine: Some(confine(&CLAUDE_WRITABLE)),
+        confine: Some(confine(&CLAUDE_WRITABLE, &CLAUDE_WRITE_THROUGH)),
     })
 }
 

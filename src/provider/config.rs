@@ -262,6 +262,13 @@ impl ProviderConfig {
         self.confine.as_ref().map_or(&[], |c| c.writable.as_slice())
     }
 
+    /// The `[confine] write_through` templates (none when the table is absent).
+    pub fn write_through_templates(&self) -> &[String] {
+        self.confine
+            .as_ref()
+            .map_or(&[], |c| c.write_through.as_slice())
+    }
+
     pub fn same_family_pairs(&self) -> Vec<SameFamilyPair> {
         same_family_pairs(&self.resolved_routes())
     }

@@ -275,6 +275,11 @@ pub async fn start(
     if swept > 0 {
         tracing::debug!(swept, "verification roots of runs that are gone removed");
     }
+    // So are the private layers of runs that are gone.
+    let swept = super::layers::sweep_orphans();
+    if swept > 0 {
+        tracing::debug!(swept, "private layers of runs that are gone removed");
+    }
     let builder_retry = provider
         .config
         .builder_retry

@@ -129,5 +129,10 @@ pub async fn execute(
     if plan.worktree.is_some() || plan.branch.is_some() {
         workspace::remove_worktree(workspace, &plan.run_id, env).await?;
     }
+    // The run's private layers of HOME (kept until now for inspection) go with it.
+    let run_dir = super::runs_dir(workspace).join(plan.run_id.as_str());
+    if let Err(e) = super::layers::remove_run_layers(&run_dir) {
+        tracing::warn!("cannot remove the run's private layers: {e}");
+    }
     Ok(())
 }

@@ -23,7 +23,7 @@ use serde::Serialize;
 use super::state::Isolation;
 use crate::provider::{Expanded, expand_writable};
 use crate::role::Role;
-use crate::supervise::{Overlay, Room};
+use crate::supervise::{Overlay, PrivateViews, RealPath, Room};
 
 /// The test hook that makes the room look unavailable (`docs/run-lifecycle.md`): its value is
 /// reported as what is missing. It can only refuse runs, never loosen a room.
@@ -38,9 +38,24 @@ pub fn room_missing(env: &BTreeMap<String, String>) -> Vec<String> {
     missing
 }
 
-/// What the kernel lacks for the room, as the boundary's probe says.
+/// What the host lacks for the room, as the boundary's probe says: Landlock, and for the
+/// private layers of HOME and `/tmp` a private mount namespace with overlays and a place for the
+/// layers.
 fn kernel_room_missing() -> Vec<String> {
-    crate::supervise::probe().room_missing()
+    let probe = crate::supervise::probe();
+    let mut missing = probe.room_missing();
+    if missing.is_empty() {
+        for lacking in [probe.read_only_holes_missing(), probe.overlay_missing()]
+            .into_iter()
+            .flatten()
+        {
+            missing.push(format!("private layers of HOME and /tmp: {lacking}"));
+        }
+        if let Err(e) = super::layers::base() {
+            missing.push(format!("a place for the private layers: {e}"));
+        }
+    }
+    missing
 }
 
 /// Where autocode keeps its run-state key as `env` places it (`super::integrity`'s rule:
@@ -54,16 +69,93 @@ pub fn state_key_dir(env: &BTreeMap<String, String>) -> Option<PathBuf> {
     .ok()
 }
 
-/// The key directories a room hides: as the agents' environment and as autocode's own
-/// environment place it (they differ only when the two environments do).
+/// autocode's configuration directory as `env` places it (`$XDG_CONFIG_HOME/autocode`, else
+/// `~/.config/autocode`): the direct runtime's keys, registered providers, settings.
+pub fn config_dir(env: &BTreeMap<String, String>) -> Option<PathBuf> {
+    crate::direct::connections::dir_from_env(|k| env.get(k).cloned())
+        .ok()
+        .and_then(|direct| direct.parent().map(Path::to_owned))
+}
+
+/// What no room may read: autocode's run-state key and its configuration (the direct runtime's
+/// keys among it), as the agents' environment and as autocode's own environment place them
+/// (they differ only when the two environments do).
 fn unreadable(env: &BTreeMap<String, String>) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = state_key_dir(env).into_iter().collect();
-    if let Ok(own) = super::integrity::key_dir()
-        && !dirs.contains(&own)
-    {
-        dirs.push(own);
+    let own_env: BTreeMap<String, String> = ["HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME"]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))
+        .collect();
+    let more = [
+        super::integrity::key_dir().ok(),
+        config_dir(env),
+        config_dir(&own_env),
+    ];
+    for dir in more.into_iter().flatten() {
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
     }
     dirs
+}
+
+/// Why a `[confine] writable` entry, once expanded, is not granted: it would open what no room
+/// may write (the root, HOME or one of its ancestors, keys, autocode's own directories, the
+/// user's repository metadata or runs), directly or through a symlink. `None`: it may be granted.
+pub fn refused_grant(
+    path: &Path,
+    env: &BTreeMap<String, String>,
+    workspace: Option<&Path>,
+) -> Option<String> {
+    let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+    let home = env
+        .get("HOME")
+        .filter(|h| h.starts_with('/'))
+        .map(|h| std::fs::canonicalize(h).unwrap_or_else(|_| PathBuf::from(h)));
+    let shown = if real == path {
+        path.display().to_string()
+    } else {
+        format!("{} (through a symlink: {})", path.display(), real.display())
+    };
+    if real == Path::new("/") {
+        return Some(format!("{shown} is the root of the file system"));
+    }
+    if let Some(home) = &home {
+        if home.starts_with(&real) {
+            return Some(format!(
+                "{shown} is HOME or holds it ({}); name the tool's own directory",
+                home.display()
+            ));
+        }
+        for secret in [".ssh", ".gnupg", ".aws", ".netrc", ".git-credentials"] {
+            if real.starts_with(home.join(secret)) {
+                return Some(format!("{shown} holds keys ({secret})"));
+            }
+        }
+    }
+    let mut own: Vec<PathBuf> = unreadable(env);
+    if let Some(home) = &home {
+        own.push(home.join(".cache/autocode"));
+    }
+    for dir in own {
+        let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+        if real.starts_with(&dir) || dir.starts_with(&real) {
+            return Some(format!("{shown} is autocode's own ({})", dir.display()));
+        }
+    }
+    if let Some(workspace) = workspace {
+        let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_owned());
+        for held in [".git", ".autocode"] {
+            let held = workspace.join(held);
+            if real.starts_with(&held) || held.starts_with(&real) {
+                return Some(format!(
+                    "{shown} would open the workspace's {}",
+                    held.display()
+                ));
+            }
+        }
+    }
+    None
 }
 
 /// One `[confine] writable` entry and what it became.
@@ -72,21 +164,69 @@ pub struct WritableEntry {
     pub template: String,
     #[serde(flatten)]
     pub expanded: Expanded,
+    /// Why the expanded path is not granted ([`refused_grant`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
-/// The provider's effective writable set in `env` (`providers show`, `doctor`, every stage).
+impl WritableEntry {
+    /// The path granted, if any.
+    pub fn granted(&self) -> Option<&Path> {
+        match (&self.expanded, &self.refused) {
+            (Expanded::Path { path, .. }, None) => Some(path),
+            _ => None,
+        }
+    }
+}
+
+/// The provider's effective writable set in `env` (`providers show`, `doctor`, every stage),
+/// each expanded path checked ([`refused_grant`]; `workspace`: the run's, when there is one).
 pub fn provider_writable(
     templates: &[String],
     env: &BTreeMap<String, String>,
+) -> Vec<WritableEntry> {
+    provider_writable_in(templates, env, None)
+}
+
+/// [`provider_writable`] for a run in `workspace`.
+pub fn provider_writable_in(
+    templates: &[String],
+    env: &BTreeMap<String, String>,
+    workspace: Option<&Path>,
 ) -> Vec<WritableEntry> {
     templates
         .iter()
         .filter_map(|t| {
             // Templates were checked when the configuration loaded; a bad one grants nothing.
-            expand_writable(t, env).ok().map(|expanded| WritableEntry {
-                template: t.clone(),
-                expanded,
+            expand_writable(t, env).ok().map(|expanded| {
+                let refused = match &expanded {
+                    Expanded::Path { path, .. } => refused_grant(path, env, workspace),
+                    Expanded::Unset { .. } => None,
+                };
+                WritableEntry {
+                    template: t.clone(),
+                    expanded,
+                    refused,
+                }
             })
+        })
+        .collect()
+}
+
+/// The provider's write-through files in `env` (`[confine] write_through`): sign-in state a CLI
+/// must persist for the user, copied from the role's layer to the user's HOME after a stage
+/// (`super::layers`). Only paths beneath HOME that [`refused_grant`] accepts.
+pub fn write_through(templates: &[String], env: &BTreeMap<String, String>) -> Vec<PathBuf> {
+    let home = super::layers::home_of(env);
+    templates
+        .iter()
+        .filter_map(|t| match expand_writable(t, env) {
+            Ok(Expanded::Path { path, .. }) => Some(path),
+            _ => None,
+        })
+        .filter(|path| {
+            home.as_ref().is_some_and(|home| path.starts_with(home))
+                && refused_grant(path, env, None).is_none()
         })
         .collect()
 }
@@ -133,6 +273,9 @@ pub struct RoomRecord {
     /// The tester's copy as an overlay of the work tree (`crate::supervise::Overlay`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overlay: Option<Overlay>,
+    /// The private views of HOME and `/tmp` (their layers, what shows real, what is hidden).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub views: Option<PrivateViews>,
 }
 
 /// The places a stage's room is built from.
@@ -149,6 +292,72 @@ pub struct StageRoomInput<'a> {
     pub provider_templates: &'a [String],
     /// The agents' environment (the templates expand against it).
     pub env: &'a BTreeMap<String, String>,
+    /// The user's workspace (shown read-only through the private views; its `.git` and
+    /// `.autocode/` are never granted by a provider entry).
+    pub workspace: &'a Path,
+    /// The layers of the private views (HOME's for the role, `/tmp`'s for the stage); empty:
+    /// no private views.
+    pub layers: Vec<Overlay>,
+}
+
+/// The private views of a room (`crate::supervise::PrivateViews`): `layers` cover their
+/// directories; every writable path beneath a covered directory that is not layered (the work
+/// tree, the tester's copy, the outbox, TMPDIR) and the `shown` paths (read-only: the
+/// workspace, the repository's git metadata) are bound back real; `unreadable` paths beneath a
+/// covered directory are hidden.
+fn private_views(
+    layers: Vec<Overlay>,
+    writable: &[PathBuf],
+    shown: &[PathBuf],
+    unreadable: &[PathBuf],
+) -> PrivateViews {
+    let canonical = |p: &PathBuf| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+    let mut real: Vec<RealPath> = writable
+        .iter()
+        .map(|path| RealPath {
+            path: canonical(path),
+            writable: true,
+        })
+        .collect();
+    for path in shown {
+        let path = canonical(path);
+        if !real.iter().any(|r| r.path == path) {
+            real.push(RealPath {
+                path,
+                writable: false,
+            });
+        }
+    }
+    let mut views = PrivateViews {
+        layers,
+        real: Vec::new(),
+        hidden: Vec::new(),
+    };
+    views.real = real.into_iter().filter(|r| views.covers(&r.path)).collect();
+    views.hidden = unreadable
+        .iter()
+        .map(canonical)
+        .filter(|path| views.covers(path))
+        .collect();
+    views
+}
+
+/// What a room shows read-only through its private views: the workspace and, for a linked
+/// worktree, the repository's git directory its `.git` file names (git in the work tree reads
+/// it).
+fn shown_real(workspace: &Path, work_tree: &Path) -> Vec<PathBuf> {
+    let mut shown = vec![workspace.to_owned()];
+    if let GitLink::File(bytes) = GitLink::read(work_tree)
+        && let Ok(text) = std::str::from_utf8(&bytes)
+        && let Some(gitdir) = text.trim().strip_prefix("gitdir:")
+        && let Some((common, _)) = gitdir.trim().split_once("/.git/")
+    {
+        let git = Path::new(common).join(".git");
+        if git.is_absolute() && !git.starts_with(workspace) {
+            shown.push(git);
+        }
+    }
+    shown
 }
 
 /// The work-tree grant of a builder: the work tree itself, and what stays read-only beneath it.
@@ -187,7 +396,9 @@ pub const EVIDENCE_DIR: &str = ".autocode/evidence";
 /// Builds a stage's room and its record. `confined: false` records an unconfined stage.
 pub fn stage_room(input: &StageRoomInput<'_>, confined: bool) -> (Option<Room>, RoomRecord) {
     let access = WorktreeAccess::for_role(input.role);
-    let provider_writable = provider_writable(input.provider_templates, input.env);
+    let provider_writable =
+        provider_writable_in(input.provider_templates, input.env, Some(input.workspace));
+    let covered: Vec<&Path> = input.layers.iter().map(|l| l.dir.as_path()).collect();
     let mut writable: Vec<PathBuf> = Vec::new();
     let mut read_only = Vec::new();
     match access {
@@ -201,14 +412,26 @@ pub fn stage_room(input: &StageRoomInput<'_>, confined: bool) -> (Option<Room>, 
     }
     writable.push(input.tmpdir.to_owned());
     writable.push(input.outbox.to_owned());
-    for entry in &provider_writable {
-        if let Expanded::Path { path, .. } = &entry.expanded
-            && !writable.contains(path)
-        {
-            writable.push(path.clone());
+    for path in provider_writable.iter().filter_map(WritableEntry::granted) {
+        // Beneath a private view the layer takes the CLI's writes.
+        let layered = covered.iter().any(|dir| {
+            std::fs::canonicalize(path)
+                .unwrap_or_else(|_| path.to_owned())
+                .starts_with(dir)
+        });
+        if !layered && !writable.iter().any(|w| w == path) {
+            writable.push(path.to_owned());
         }
     }
     let unreadable = unreadable(input.env);
+    let views = (!input.layers.is_empty()).then(|| {
+        private_views(
+            input.layers.clone(),
+            &writable,
+            &shown_real(input.workspace, input.work_tree),
+            &unreadable,
+        )
+    });
     let record = RoomRecord {
         confined,
         worktree_access: access,
@@ -231,12 +454,14 @@ pub fn stage_room(input: &StageRoomInput<'_>, confined: bool) -> (Option<Room>, 
             Vec::new()
         },
         overlay: input.overlay.filter(|_| confined).cloned(),
+        views: views.clone().filter(|_| confined),
     };
     let room = confined.then_some(Room {
         writable,
         unreadable,
         read_only,
         overlay: input.overlay.cloned(),
+        views,
     });
     (room, record)
 }
@@ -255,13 +480,77 @@ pub fn create_provider_dirs(entries: &[WritableEntry]) {
     }
 }
 
-/// A replay's room: its copy and its private temporary directory, nothing else.
-pub fn replay_room(copy: &Path, tmpdir: &Path, env: &BTreeMap<String, String>) -> Room {
+/// A replay's room: its copy and its private temporary directory, nothing else; with `layers`
+/// (fresh ones of its own), private views of HOME and `/tmp` where its writes land.
+pub fn replay_room(
+    copy: &Path,
+    tmpdir: &Path,
+    env: &BTreeMap<String, String>,
+    layers: Vec<Overlay>,
+) -> Room {
+    let writable = vec![copy.to_owned(), tmpdir.to_owned()];
+    let unreadable = unreadable(env);
+    let views = (!layers.is_empty()).then(|| private_views(layers, &writable, &[], &unreadable));
     Room {
-        writable: vec![copy.to_owned(), tmpdir.to_owned()],
-        unreadable: unreadable(env),
+        writable,
+        unreadable,
         read_only: Vec::new(),
         overlay: None,
+        views,
+    }
+}
+
+/// A stage's private views: the role's layer of HOME (kept for the run) and a fresh layer of
+/// `/tmp` (removed when dropped, after the stage).
+#[derive(Debug)]
+pub struct StageLayers {
+    pub home: Option<Overlay>,
+    tmp: super::layers::ThrowawayLayer,
+}
+
+impl StageLayers {
+    pub fn new(
+        run_dir: &Path,
+        role: Role,
+        env: &BTreeMap<String, String>,
+    ) -> std::io::Result<Self> {
+        let home = super::layers::home_of(env)
+            .map(|home| super::layers::role_layer(run_dir, role, &home))
+            .transpose()?;
+        Ok(Self {
+            home,
+            tmp: super::layers::ThrowawayLayer::new(Path::new("/tmp"))?,
+        })
+    }
+
+    pub fn overlays(&self) -> Vec<Overlay> {
+        self.home
+            .iter()
+            .cloned()
+            .chain(std::iter::once(self.tmp.overlay().clone()))
+            .collect()
+    }
+}
+
+/// The layers of a private view for one launch that keeps nothing (a replay, `autocode
+/// supervise`): HOME's (when the environment has one) and `/tmp`'s, removed when dropped.
+#[derive(Debug, Default)]
+pub struct ThrowawayViews {
+    layers: Vec<super::layers::ThrowawayLayer>,
+}
+
+impl ThrowawayViews {
+    pub fn new(env: &BTreeMap<String, String>) -> std::io::Result<Self> {
+        let mut layers = Vec::new();
+        if let Some(home) = super::layers::home_of(env) {
+            layers.push(super::layers::ThrowawayLayer::new(&home)?);
+        }
+        layers.push(super::layers::ThrowawayLayer::new(Path::new("/tmp"))?);
+        Ok(Self { layers })
+    }
+
+    pub fn overlays(&self) -> Vec<Overlay> {
+        self.layers.iter().map(|l| l.overlay().clone()).collect()
     }
 }
 

@@ -25,6 +25,7 @@ pub mod handle;
 pub mod integrity;
 mod interrupt;
 pub mod isolation;
+pub mod layers;
 pub mod preflight;
 pub mod progress;
 pub mod prompt;

@@ -311,9 +311,17 @@ pub async fn run_checks_in(
         .prefix("autocode-replay-tmp-")
         .tempdir()
         .map_err(ReplayError::Copy)?;
-    let room = (confinement == ReplayConfinement::Room).then(|| crate::supervise::Room {
+    // A replay writes HOME and /tmp in fresh layers of its own: it fetches what the builder
+    // fetched, and can never run what a stage left outside the tree.
+    let views = match confinement {
+        ReplayConfinement::Room => {
+            Some(confine::ThrowawayViews::new(env).map_err(ReplayError::Copy)?)
+        }
+        _ => None,
+    };
+    let room = views.as_ref().map(|views| crate::supervise::Room {
         overlay,
-        ..confine::replay_room(tree, tmpdir.path(), env)
+        ..confine::replay_room(tree, tmpdir.path(), env, views.overlays())
     });
     let mut env = env.clone();
     env.insert(

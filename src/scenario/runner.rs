@@ -650,6 +650,8 @@ async fn run_and_judge(
     // now: it goes too (its evidence was copied above).
     if let Some(summary) = summary {
         let _ = crate::run::vtree::remove_verification_trees(&ws, summary.run_id.as_str());
+        let run_dir = crate::run::runs_dir(&ws).join(summary.run_id.as_str());
+        let _ = crate::run::layers::remove_run_layers(&run_dir);
     }
     Ok(ScenarioResult {
         format_version: RESULT_FORMAT,

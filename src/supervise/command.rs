@@ -63,6 +63,18 @@ pub async fn supervise_command(
             }
             room.writable.push(tmp.path().to_owned());
             env.insert("TMPDIR".into(), tmp.path().into());
+            // What the command may write beneath a private view is shown there as it is.
+            if let Some(views) = room.views.as_mut() {
+                for path in &room.writable {
+                    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+                    if views.covers(&path) && !views.real.iter().any(|r| r.path == path) {
+                        views.real.push(super::RealPath {
+                            path,
+                            writable: true,
+                        });
+                    }
+                }
+            }
             private_tmp = Some(tmp);
             Some(room)
         }

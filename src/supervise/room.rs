@@ -32,6 +32,54 @@ pub struct Room {
     /// namespace; autocode, outside it, sees neither the overlay nor the family's writes there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overlay: Option<Overlay>,
+    /// The family's private views of HOME and `/tmp` (copy-on-write layers): what it writes
+    /// there lands in a layer autocode owns, never in the user's files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub views: Option<PrivateViews>,
+}
+
+/// Private views of the places every toolchain and CLI writes (HOME's caches and configs,
+/// `/tmp`), mounted in the family's private mount namespace before anything else:
+/// - `layers`: an overlay over each covered directory (HOME, `/tmp`) whose lower layer is the
+///   real directory and whose upper layer is autocode's (the role's own for HOME, the stage's
+///   or the replay's own for `/tmp`): the family reads the directory as it is, and what it
+///   writes there (a fetched crate, an npm cache, a planted hook) lands in the layer;
+/// - `real`: paths shown through the views as they really are (the workspace, the tester's
+///   copy, the outbox, the stage's `TMPDIR`), bound back from the real file system: read-only
+///   unless `writable` (Landlock grants writes beneath a layer's root, so a read-only path must
+///   be a read-only mount);
+/// - `hidden`: paths inside the views that show as empty (autocode's own secrets and
+///   configuration): an empty read-only file system or `/dev/null` mounted over them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrivateViews {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layers: Vec<Overlay>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub real: Vec<RealPath>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden: Vec<PathBuf>,
+}
+
+/// A path shown through the private views as it really is (`PrivateViews::real`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RealPath {
+    pub path: PathBuf,
+    pub writable: bool,
+}
+
+impl PrivateViews {
+    /// The directories the views cover (HOME, `/tmp`).
+    pub fn covered(&self) -> Vec<&std::path::Path> {
+        self.layers
+            .iter()
+            .map(|layer| layer.dir.as_path())
+            .collect()
+    }
+
+    /// Whether `path` lies in a covered directory (it is then seen through the views).
+    pub fn covers(&self, path: &std::path::Path) -> bool {
+        self.covered().iter().any(|dir| path.starts_with(dir))
+    }
 }
 
 /// An overlay mounted for one family (`Room::overlay`). `upper` and `work` are on one file
@@ -80,6 +128,7 @@ impl Room {
             unreadable: Vec::new(),
             read_only: Vec::new(),
             overlay: None,
+            views: None,
         }
     }
 }
@@ -97,6 +146,9 @@ pub struct RoomReceipt {
     /// The overlay the family saw (`Room::overlay`), mounted in its private mount namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overlay: Option<Overlay>,
+    /// The private views of HOME and `/tmp` the family saw (`Room::views`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub views: Option<PrivateViews>,
     /// Requested writable or unreadable paths that did not exist at launch (not granted).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<PathBuf>,

@@ -225,6 +225,7 @@ fn an_unreadable_file_cannot_be_read_while_its_siblings_can() {
         unreadable: vec![state.join("key"), tree.path("outside/missing")],
         read_only: Vec::new(),
         overlay: None,
+        views: None,
     };
     let ops = [
         op("read", state.join("key")),
@@ -452,6 +453,7 @@ fn read_only_holes_keep_git_and_the_runs_beneath_a_writable_tree() {
         unreadable: Vec::new(),
         read_only: vec![work.join(".git"), work.join(".autocode")],
         overlay: None,
+        views: None,
     };
     let allowed = [
         op("write", work.join("new-top-level")),

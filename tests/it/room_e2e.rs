@@ -28,27 +28,71 @@ fn room_of(finished: &super::run_e2e::Finished, stage: &str) -> Value {
 }
 
 #[test]
-fn a_builder_writing_into_home_is_refused_and_the_run_stays_honest() {
+fn a_builder_writing_into_home_writes_its_own_layer_which_no_judge_sees() {
     let builder = json!([[
         {"run": "mkdir -p \"$HOME/.local/lib/site-packages\" && printf 'import os\\n' > \"$HOME/.local/lib/site-packages/usercustomize.py\""},
         {"run": "printf 'export PATH=/evil:$PATH\\n' >> \"$HOME/.bashrc\""},
+        {"run": "echo planted-by-the-builder > \"$HOME/.planted\" && cat \"$HOME/.planted\""},
         {"run": BUILD}, {"run": CHECK}, build_report()
     ]]);
-    let harness = Harness::new(script_with(&[("builder", builder)]));
+    let tester = json!([[
+        {"run": "cat \"$HOME/.planted\" 2>/dev/null || echo the-tester-sees-no-planted-file"},
+        {"run": CHECK},
+        {"report": {
+            "milestone_id": "M1",
+            "summary": "Checked hello.txt.",
+            "criteria": [{
+                "criterion_id": "AC1",
+                "verdict": "PASS",
+                "checks": [{"command": CHECK, "exit_code": 0, "evidence_ref": "{{last_event}}"}],
+                "notes": ""
+            }]
+        }}
+    ]]);
+    let harness = Harness::new(script_with(&[("builder", builder), ("tester", tester)]));
     let finished = harness.run(&["--yes"]);
+    // The user's HOME is as it was: the writes landed in the builder's private layer.
+    for planted in [
+        ".local/lib/site-packages/usercustomize.py",
+        ".bashrc",
+        ".planted",
+    ] {
+        assert!(
+            !harness.home().join(planted).exists(),
+            "{planted} reached the user's HOME: {finished:?}"
+        );
+    }
+    // The builder saw its own writes; the tester, a judge, did not.
+    let builder_log =
+        fs::read_to_string(stage_dir(&finished, "builder").join("stdout.log")).expect("log");
     assert!(
-        !harness
-            .home()
-            .join(".local/lib/site-packages/usercustomize.py")
-            .exists(),
-        "the kernel refused the write into HOME: {finished:?}"
+        builder_log.contains("planted-by-the-builder"),
+        "{builder_log}"
     );
-    assert!(!harness.home().join(".bashrc").exists(), "{finished:?}");
+    let tester_log =
+        fs::read_to_string(stage_dir(&finished, "tester").join("stdout.log")).expect("log");
+    assert!(
+        tester_log.contains("the-tester-sees-no-planted-file")
+            && !tester_log.contains("planted-by-the-builder"),
+        "{tester_log}"
+    );
     // The legitimate work inside the worktree went through and was judged as usual.
     finished.assert_complete();
     let room = room_of(&finished, "builder");
     assert_eq!(room["confined"], true, "{room}");
     assert_eq!(room["worktree_access"], "write", "{room}");
+    let home = fs::canonicalize(harness.home()).expect("home");
+    let layers = room["views"]["layers"].as_array().expect("layers");
+    let home_layer = layers
+        .iter()
+        .find(|l| l["dir"] == json!(home.to_str().unwrap()))
+        .expect("a layer over HOME");
+    assert!(
+        std::path::Path::new(home_layer["upper"].as_str().unwrap())
+            .join(".planted")
+            .exists(),
+        "kept in the builder's layer until clean: {room}"
+    );
     let tree = Harness::work_tree(&finished);
     let writable: Vec<&str> = room["writable"]
         .as_array()

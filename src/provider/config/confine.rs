@@ -20,6 +20,11 @@ pub struct ConfineConfig {
     /// Path templates the CLI may write beneath (its own state, caches and logs).
     #[serde(default)]
     pub writable: Vec<String>,
+    /// Files beneath HOME the CLI must persist for the user (a refreshed sign-in token): copied
+    /// from the role's private layer to the user's HOME after each stage (regular,
+    /// non-executable files under a size cap only). Same template syntax as `writable`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub write_through: Vec<String>,
 }
 
 /// Why a `[confine] writable` entry is refused at load time.

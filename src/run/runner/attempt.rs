@@ -234,6 +234,25 @@ impl CliRunner {
         if kind == Some(TransportKind::Opencode) && places.copy.is_none() {
             let _ = transport::opencode::ensure_git_exclusions(&state.work_tree);
         }
+        let layers = if state.unconfined {
+            None
+        } else {
+            match confine::StageLayers::new(&state.run_dir(), ctx.plan.role, &plan.env) {
+                Ok(layers) => Some(layers),
+                Err(e) => {
+                    return stopped(
+                        PauseCode::PausedProviderUncertain,
+                        format!("cannot prepare the stage's private layers: {e}"),
+                    );
+                }
+            }
+        };
+        let write_through =
+            confine::write_through(provider.config.write_through_templates(), &plan.env);
+        let home_layer = layers.as_ref().and_then(|l| l.home.clone());
+        if let Some(home) = &home_layer {
+            super::super::layers::before_stage(home, &write_through);
+        }
         let room_input = confine::StageRoomInput {
             role: ctx.plan.role,
             work_tree: &state.work_tree,
@@ -244,6 +263,8 @@ impl CliRunner {
             overlay: places.overlay.as_ref(),
             provider_templates: provider.config.writable_templates(),
             env: &plan.env,
+            workspace: &state.workspace,
+            layers: layers.as_ref().map(|l| l.overlays()).unwrap_or_default(),
         };
         let (room, room_record) = confine::stage_room(&room_input, !state.unconfined);
         if room.is_some() {
@@ -371,6 +392,12 @@ impl CliRunner {
         };
         let receipt = finished.receipt.clone();
         let _ = integrity::write_stage_record(&dir.join("supervision.json"), &receipt);
+        if let Some(home) = &home_layer {
+            for path in super::super::layers::after_stage(home, &write_through) {
+                tracing::info!("{}: written through to {}", ctx.record.dir, path.display());
+            }
+        }
+        drop(layers);
         // The family is gone: what it left in the outbox becomes the stage's report file.
         // Agent-written: regular, non-blocking, capped (a FIFO or /dev/zero link is no report).
         let report_file = crate::bounded_read::read(

@@ -142,6 +142,19 @@ impl CliRunner {
             "TMPDIR".into(),
             places.tmpdir.path().to_string_lossy().into_owned(),
         );
+        let layers = if state.unconfined {
+            None
+        } else {
+            match confine::StageLayers::new(&state.run_dir(), ctx.plan.role, &env.kept) {
+                Ok(layers) => Some(layers),
+                Err(e) => {
+                    return stopped(
+                        PauseCode::PausedProviderUncertain,
+                        format!("cannot prepare the stage's private layers: {e}"),
+                    );
+                }
+            }
+        };
         let room_input = confine::StageRoomInput {
             role: ctx.plan.role,
             work_tree: &state.work_tree,
@@ -152,6 +165,8 @@ impl CliRunner {
             overlay: places.overlay.as_ref(),
             provider_templates: &[],
             env: &env.kept,
+            workspace: &state.workspace,
+            layers: layers.as_ref().map(|l| l.overlays()).unwrap_or_default(),
         };
         let (mut room, mut room_record) = confine::stage_room(&room_input, !state.unconfined);
         // The keys' directory is never readable from the room.
@@ -215,6 +230,7 @@ impl CliRunner {
             None => Some(runtime::run_stage(input).await),
         };
         drop(places);
+        drop(layers);
         let Some(run) = run else {
             return self.finish_record(
                 dir,

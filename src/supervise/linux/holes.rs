@@ -28,7 +28,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use crate::supervise::Overlay;
+use super::views::{Sources, ViewsPlan};
+use crate::supervise::{Overlay, PrivateViews};
 
 /// Everything the child needs to cut the holes, prepared before the fork.
 #[derive(Debug)]
@@ -41,6 +42,12 @@ pub struct HolePlan {
     holes: Vec<CString>,
     /// The overlay: its directory, its mount options, and the cwd to enter again after it.
     overlay: Option<OverlayMount>,
+    /// The private views of HOME and `/tmp`, mounted first (`super::views`).
+    views: Option<ViewsPlan>,
+    /// Real paths the mounts name by descriptor, opened in the child before the views.
+    sources: Sources,
+    /// The cwd to enter again once everything is mounted.
+    cwd: CString,
 }
 
 #[derive(Debug)]
@@ -55,7 +62,14 @@ struct OverlayMount {
 impl OverlayMount {
     /// `user_xattrs`: the overlay keeps its metadata in `user.overlay.*` (`userxattr`, needed in
     /// a user namespace); as root it keeps it in `trusted.overlay.*`, which no agent can set.
-    fn new(overlay: &Overlay, cwd: &Path, user_xattrs: bool) -> io::Result<OverlayMount> {
+    /// `sources`: name the layers by descriptors opened now (`/proc/self/fd/N`, kept in
+    /// `sources`), for a mount made after the private views covered their paths.
+    fn new(
+        overlay: &Overlay,
+        cwd: &Path,
+        user_xattrs: bool,
+        sources: Option<&mut Sources>,
+    ) -> io::Result<OverlayMount> {
         if let Some((key, path)) = overlay.unnameable_layer() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -66,8 +80,17 @@ impl OverlayMount {
             ));
         }
         let mut options = String::new();
-        for (key, path) in overlay.layers() {
-            options.push_str(&format!("{key}={},", path.display()));
+        match sources {
+            Some(sources) => {
+                for (key, path) in overlay.layers() {
+                    options.push_str(&format!("{key}={},", sources.name(path)?));
+                }
+            }
+            None => {
+                for (key, path) in overlay.layers() {
+                    options.push_str(&format!("{key}={},", path.display()));
+                }
+            }
         }
         // `volatile`: no sync of the upper layer's file system at unmount (the layer is thrown
         // away; a sync would wait for every dirty page of that file system, a fresh checkout's
@@ -141,14 +164,21 @@ impl HolePlan {
         writable: &[PathBuf],
         holes: &[PathBuf],
         overlay: Option<&Overlay>,
+        views: Option<&PrivateViews>,
         cwd: &Path,
     ) -> io::Result<Option<HolePlan>> {
-        if holes.is_empty() && overlay.is_none() {
+        if holes.is_empty() && overlay.is_none() && views.is_none() {
             return Ok(None);
         }
         let privileged = privileged_for_mounts();
+        let mut sources = Sources::default();
         let overlay = overlay
-            .map(|o| OverlayMount::new(o, cwd, !privileged))
+            .map(|o| {
+                OverlayMount::new(o, cwd, !privileged, views.is_some().then_some(&mut sources))
+            })
+            .transpose()?;
+        let views = views
+            .map(|views| ViewsPlan::new(views, !privileged, &mut sources))
             .transpose()?;
         let rebinds = writable
             .iter()
@@ -174,7 +204,17 @@ impl HolePlan {
                 .map(|h| cstring(h))
                 .collect::<io::Result<_>>()?,
             overlay,
+            views,
+            sources,
+            cwd: cstring(cwd)?,
         }))
+    }
+
+    /// Grants `access` beneath each private view's layer once mounted (`super::views`).
+    pub fn grant_layers(&mut self, ruleset: std::os::fd::RawFd, access: u64) {
+        if let Some(views) = &mut self.views {
+            views.grant_layers(ruleset, access);
+        }
     }
 
     /// Grants `access` on the overlay once mounted, in `ruleset` (the room's, restricted to
@@ -188,7 +228,11 @@ impl HolePlan {
     /// The mechanisms' names in a receipt.
     pub fn mechanisms(&self) -> Vec<&'static str> {
         let userns = self.user_maps.is_some();
-        let mut names = Vec::new();
+        let mut names: Vec<&'static str> = self
+            .views
+            .as_ref()
+            .map(|views| views.mechanisms().to_vec())
+            .unwrap_or_default();
         if !self.holes.is_empty() {
             names.push(if userns {
                 "mount-namespace-read-only-holes (user namespace)"
@@ -232,33 +276,16 @@ impl HolePlan {
                 libc::MS_REC | libc::MS_PRIVATE,
                 std::ptr::null(),
             ))?;
+            self.sources.open()?;
+            if let Some(views) = &self.views {
+                views.enter()?;
+            }
             for path in &self.rebinds {
                 bind(path)?;
             }
             for hole in &self.holes {
                 bind(hole)?;
-                // The flags the bind inherited that a remount must keep (a user namespace may
-                // not drop nosuid, nodev, noexec or the atime mode of a mount it did not make).
-                let mut fs: libc::statvfs = std::mem::zeroed();
-                check(libc::statvfs(hole.as_ptr(), &mut fs))?;
-                let kept = [
-                    (libc::ST_NOSUID, libc::MS_NOSUID),
-                    (libc::ST_NODEV, libc::MS_NODEV),
-                    (libc::ST_NOEXEC, libc::MS_NOEXEC),
-                    (libc::ST_NOATIME, libc::MS_NOATIME),
-                    (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
-                    (libc::ST_RELATIME, libc::MS_RELATIME),
-                ]
-                .iter()
-                .filter(|(st, _)| fs.f_flag & *st != 0)
-                .fold(0, |flags, (_, ms)| flags | ms);
-                check(libc::mount(
-                    std::ptr::null(),
-                    hole.as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | kept,
-                    std::ptr::null(),
-                ))?;
+                remount_read_only(hole)?;
             }
             if let Some(overlay) = &self.overlay {
                 check(libc::mount(
@@ -274,6 +301,10 @@ impl HolePlan {
                 if let Some((ruleset, access)) = overlay.rule {
                     super::landlock::grant_in_child(ruleset, &overlay.dir, access)?;
                 }
+            }
+            if self.views.is_some() {
+                // The cwd may lie in a view mounted after std entered it.
+                check(libc::chdir(self.cwd.as_ptr()))?;
             }
         }
         Ok(())
@@ -303,6 +334,38 @@ unsafe fn bind(path: &CString) -> io::Result<()> {
             std::ptr::null(),
         )
     })
+}
+
+/// Remounts the bind mount at `path` read-only, keeping the flags it inherited that a remount
+/// must keep (a user namespace may not drop nosuid, nodev, noexec or the atime mode of a mount
+/// it did not make).
+///
+/// # Safety
+/// Forked child only; `path` names a bind mount's root.
+pub(super) unsafe fn remount_read_only(path: &std::ffi::CStr) -> io::Result<()> {
+    // SAFETY: the caller's contract; the pointers are valid C strings, stack memory or null.
+    unsafe {
+        let mut fs: libc::statvfs = std::mem::zeroed();
+        check(libc::statvfs(path.as_ptr(), &mut fs))?;
+        let kept = [
+            (libc::ST_NOSUID, libc::MS_NOSUID),
+            (libc::ST_NODEV, libc::MS_NODEV),
+            (libc::ST_NOEXEC, libc::MS_NOEXEC),
+            (libc::ST_NOATIME, libc::MS_NOATIME),
+            (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+            (libc::ST_RELATIME, libc::MS_RELATIME),
+        ]
+        .iter()
+        .filter(|(st, _)| fs.f_flag & *st != 0)
+        .fold(0, |flags, (_, ms)| flags | ms);
+        check(libc::mount(
+            std::ptr::null(),
+            path.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | kept,
+            std::ptr::null(),
+        ))
+    }
 }
 
 /// Writes `bytes` to `path` in one `write` (the `/proc` map files take one write).
@@ -347,6 +410,7 @@ fn try_in_a_child() -> Option<String> {
         let plan = HolePlan::new(
             std::slice::from_ref(&inside),
             std::slice::from_ref(&hole),
+            None,
             None,
             &root,
         )?
@@ -492,7 +556,7 @@ pub fn overlay_missing_in(parent: &Path) -> Option<String> {
         std::fs::write(overlay.lower.join("kept"), "k")?;
         std::fs::write(overlay.lower.join("hidden"), "h")?;
         whiteout(&overlay.upper.join("hidden"))?;
-        let plan = HolePlan::new(&[], &[], Some(&overlay), &overlay.dir)?
+        let plan = HolePlan::new(&[], &[], Some(&overlay), None, &overlay.dir)?
             .ok_or_else(|| io::Error::other("no overlay planned"))?;
         let kept = cstring(&overlay.dir.join("kept"))?;
         let hidden = cstring(&overlay.dir.join("hidden"))?;
@@ -586,7 +650,7 @@ mod tests {
             upper: "/tmp/u".into(),
             work: "/tmp/w".into(),
         };
-        let error = HolePlan::new(&[], &[], Some(&overlay), Path::new("/tmp/m")).unwrap_err();
+        let error = HolePlan::new(&[], &[], Some(&overlay), None, Path::new("/tmp/m")).unwrap_err();
         assert!(error.to_string().contains("lowerdir"), "{error}");
     }
 }

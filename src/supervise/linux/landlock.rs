@@ -189,6 +189,8 @@ pub struct Prepared {
     /// beneath a mount does not reach into it: Landlock skips a covered mount point when it
     /// walks up from a file in the overlay).
     pub overlay_access: Option<u64>,
+    /// Every right the ruleset handles (granted beneath a private view's overlay of HOME).
+    pub handled_access: u64,
 }
 
 /// An `O_PATH` descriptor of `path` (symlinks followed unless `no_follow`), with its type.
@@ -340,6 +342,7 @@ pub fn plan(room: &Room, abi: u32) -> Result<Plan, RoomError> {
             unreadable,
             read_only: Vec::new(),
             overlay: None,
+            views: None,
             skipped,
             signals_scoped: true,
             abstract_sockets_scoped: true,
@@ -390,6 +393,7 @@ pub fn apply(plan: Plan) -> Result<Prepared, RoomError> {
         ruleset,
         receipt: plan.receipt,
         overlay_access: plan.overlay_access,
+        handled_access: plan.handled_access_fs,
     })
 }
 

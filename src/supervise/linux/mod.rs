@@ -19,12 +19,13 @@ mod ledger;
 mod policy;
 mod probe;
 mod sys;
+mod views;
 
 use std::collections::BTreeSet;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, mpsc};
@@ -145,29 +146,42 @@ pub async fn start(
         }
         None => None,
     };
-    let (ruleset, mut room, overlay_access) = match room {
+    let (ruleset, mut room, overlay_access, handled_access) = match room {
         Some(prepared) => (
             Some(prepared.ruleset),
             Some(prepared.receipt),
             prepared.overlay_access,
+            Some(prepared.handled_access),
         ),
-        None => (None, None, None),
+        None => (None, None, None, None),
     };
     // Read-only holes beneath the writable set, and the room's overlay: refused, like the
     // room, when the host cannot make them.
     let holes = match (&spec.room, room.as_mut()) {
         (Some(requested), Some(receipt))
-            if !requested.read_only.is_empty() || requested.overlay.is_some() =>
+            if !requested.read_only.is_empty()
+                || requested.overlay.is_some()
+                || requested.views.is_some() =>
         {
             let (needed, absent) = holes::needed(&requested.writable, &requested.read_only);
             receipt.skipped.extend(absent);
             if let Some(overlay) = &requested.overlay {
                 holes::clear_overlay_work(&overlay.work).map_err(|error| io_error(spec, error))?;
             }
+            if let Some(views) = &requested.views {
+                let real: Vec<PathBuf> = views.real.iter().map(|r| r.path.clone()).collect();
+                for layer in &views.layers {
+                    holes::clear_overlay_work(&layer.work)
+                        .map_err(|error| io_error(spec, error))?;
+                    views::clear_the_way(&layer.dir, &layer.upper, &real)
+                        .map_err(|error| io_error(spec, error))?;
+                }
+            }
             let mut plan = holes::HolePlan::new(
                 &requested.writable,
                 &needed,
                 requested.overlay.as_ref(),
+                requested.views.as_ref(),
                 &spec.cwd,
             )
             .map_err(|error| io_error(spec, error))?;
@@ -176,13 +190,23 @@ pub async fn start(
             {
                 plan.grant_overlay(ruleset.as_raw_fd(), access);
             }
+            if let (Some(plan), Some(ruleset), Some(access)) =
+                (plan.as_mut(), ruleset.as_ref(), handled_access)
+            {
+                plan.grant_layers(ruleset.as_raw_fd(), access);
+            }
             if !needed.is_empty()
                 && let Some(missing) = holes::missing()
             {
                 return Err(LaunchError::Refused { missing });
             }
-            if requested.overlay.is_some()
+            if (requested.overlay.is_some() || requested.views.is_some())
                 && let Some(missing) = holes::overlay_missing()
+            {
+                return Err(LaunchError::Refused { missing });
+            }
+            if requested.views.is_some()
+                && let Some(missing) = holes::missing()
             {
                 return Err(LaunchError::Refused { missing });
             }
@@ -193,6 +217,7 @@ pub async fn start(
             }
             receipt.read_only = needed;
             receipt.overlay = requested.overlay.clone();
+            receipt.views = requested.views.clone();
             plan
         }
         _ => None,
@@ -245,7 +270,14 @@ pub async fn start(
         receipt_path,
         kernel: probe.kernel.clone(),
         settings: keeper::LedgerSettings {
-            room_writable: spec.room.as_ref().map(|room| room.writable.clone()),
+            // Sockets in the private views are the family's own.
+            room_writable: spec.room.as_ref().map(|room| {
+                let mut places = room.writable.clone();
+                if let Some(views) = &room.views {
+                    places.extend(views.covered().into_iter().map(Path::to_owned));
+                }
+                places
+            }),
             ledger_path,
         },
     };

@@ -61,7 +61,7 @@ async fn list(dir: &Path, overlay: Option<&Overlay>) -> String {
     let scratch = tempfile::tempdir().unwrap();
     let room = overlay.map(|o| supervise::Room {
         overlay: Some(o.clone()),
-        ..crate::run::confine::replay_room(dir, scratch.path(), &env())
+        ..crate::run::confine::replay_room(dir, scratch.path(), &env(), Vec::new())
     });
     python(dir, LIST, room).await
 }

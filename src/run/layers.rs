@@ -1,0 +1,292 @@
+//! The run's private copy-on-write layers of HOME (the room's `PrivateViews::home`): where each
+//! role's writes to HOME land, and the throwaway layers of replays.
+//!
+//! One layer per role per run (the builder's stages share one: a dependency fetched once stays
+//! fetched, a CLI's sessions persist for that role's repairs and resumes); a judging role never
+//! sees another role's layer; every replay gets a fresh layer of its own, removed when it ends.
+//! A layer cannot live beneath the HOME it covers (overlayfs refuses overlapping layers), so the
+//! layers are kept in `/var/tmp/autocode-<uid>/layers/` (or `$AUTOCODE_LAYERS_DIR`), one
+//! directory per run named by a digest of its run directory and holding a `run-dir` file that
+//! names it: `autocode clean` removes the run's layers, and every run sweeps the layers of runs
+//! whose directory is gone.
+//!
+//! The few files a CLI must persist for the user (a refreshed sign-in token: the provider's
+//! `[confine] write_through`) are written through: before a stage the layer's copy is dropped
+//! (the stage reads the user's current file) and after it a regular file the stage wrote there is
+//! copied to the user's file. Nothing else in a layer ever reaches the user's HOME.
+
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::role::Role;
+use crate::supervise::Overlay;
+
+/// Overrides where the layers live (tests; hosts whose `/var/tmp` is unusable).
+pub const LAYERS_DIR_ENV: &str = "AUTOCODE_LAYERS_DIR";
+const OWNER: &str = "run-dir";
+/// A write-through file larger than this is not a sign-in token: it stays in the layer.
+const WRITE_THROUGH_CAP: u64 = 256 * 1024;
+
+/// The HOME a room's view covers: `HOME` of the agents' environment, canonical, a directory
+/// other than `/`. `None`: no HOME view (the room then keeps HOME read-only, as without layers).
+pub fn home_of(env: &std::collections::BTreeMap<String, String>) -> Option<PathBuf> {
+    let home = env.get("HOME").filter(|h| h.starts_with('/'))?;
+    let home = std::fs::canonicalize(home).ok()?;
+    (home.is_dir() && home != Path::new("/")).then_some(home)
+}
+
+/// Where every run's layers live for this user, made private to the user when missing.
+pub fn base() -> io::Result<PathBuf> {
+    if let Some(dir) = std::env::var_os(LAYERS_DIR_ENV).filter(|d| !d.is_empty()) {
+        let dir = PathBuf::from(dir);
+        std::fs::create_dir_all(&dir)?;
+        return Ok(dir);
+    }
+    let uid = nix::unistd::geteuid().as_raw();
+    let dir = PathBuf::from(format!("/var/tmp/autocode-{uid}"));
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    // Another user may have made it first (a shared /var/tmp): only our own private directory.
+    let meta = std::fs::symlink_metadata(&dir)?;
+    if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o077 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is not a private directory of this user (a symlink, another owner or open \
+                 permissions): remove it, or set {LAYERS_DIR_ENV}",
+                dir.display()
+            ),
+        ));
+    }
+    std::fs::create_dir_all(dir.join("layers"))?;
+    Ok(dir.join("layers"))
+}
+
+/// The directory of one run's layers.
+pub fn run_layers(run_dir: &Path) -> io::Result<PathBuf> {
+    let digest = Sha256::digest(run_dir.as_os_str().as_bytes());
+    let name: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    Ok(base()?.join(name))
+}
+
+/// `role`'s layer of `home` in the run whose directory is `run_dir` (made when missing).
+pub fn role_layer(run_dir: &Path, role: Role, home: &Path) -> io::Result<Overlay> {
+    let root = run_layers(run_dir)?;
+    claim(&root, run_dir)?;
+    layer_in(&root.join(role.as_str()), home)
+}
+
+fn layer_in(dir: &Path, home: &Path) -> io::Result<Overlay> {
+    let upper = dir.join("upper");
+    let work = dir.join("work");
+    std::fs::create_dir_all(&upper)?;
+    std::fs::create_dir_all(&work)?;
+    Ok(Overlay {
+        dir: home.to_owned(),
+        lower: home.to_owned(),
+        upper,
+        work,
+    })
+}
+
+fn claim(root: &Path, run_dir: &Path) -> io::Result<()> {
+    let owner = root.join(OWNER);
+    let named = run_dir.as_os_str().as_bytes();
+    if std::fs::read(&owner).is_ok_and(|held| held == named) {
+        return Ok(());
+    }
+    std::fs::create_dir_all(root)?;
+    std::fs::write(owner, named)
+}
+
+/// A replay's layer: fresh, removed when dropped.
+#[derive(Debug)]
+pub struct ThrowawayLayer {
+    dir: PathBuf,
+    overlay: Overlay,
+}
+
+impl ThrowawayLayer {
+    pub fn new(home: &Path) -> io::Result<Self> {
+        let dir = tempfile::Builder::new()
+            .prefix("layer-")
+            .tempdir_in(base()?)?
+            .keep();
+        let overlay = layer_in(&dir, home)?;
+        Ok(Self { dir, overlay })
+    }
+
+    pub fn overlay(&self) -> &Overlay {
+        &self.overlay
+    }
+}
+
+impl Drop for ThrowawayLayer {
+    fn drop(&mut self) {
+        if let Err(e) = crate::store::remove_tree(&self.dir) {
+            tracing::debug!("replay layer {}: {e}", self.dir.display());
+        }
+    }
+}
+
+/// Removes the run's layers (`autocode clean`).
+pub fn remove_run_layers(run_dir: &Path) -> io::Result<()> {
+    let root = run_layers(run_dir)?;
+    match crate::store::remove_tree(&root) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Removes the layers of runs whose run directory is gone, and replay layers a killed autocode
+/// left. Returns how many were removed.
+pub fn sweep_orphans() -> usize {
+    let Ok(base) = base() else {
+        return 0;
+    };
+    let Ok(entries) = std::fs::read_dir(&base) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let orphan = match std::fs::read(path.join(OWNER)) {
+            Ok(run_dir) => !Path::new(std::ffi::OsStr::from_bytes(&run_dir)).exists(),
+            // A replay layer: in use only while its replay runs.
+            Err(_) => entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age.as_secs() > 24 * 3600)),
+        };
+        if orphan && crate::store::remove_tree(&path).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Where `path` (a file beneath HOME) lies in `layer`'s upper layer.
+fn in_upper(layer: &Overlay, path: &Path) -> Option<PathBuf> {
+    path.strip_prefix(&layer.dir)
+        .ok()
+        .map(|relative| layer.upper.join(relative))
+}
+
+/// Before a stage: drops the layer's copies of the write-through files, so the stage reads the
+/// user's current ones (a token another role refreshed).
+pub fn before_stage(layer: &Overlay, write_through: &[PathBuf]) {
+    for path in write_through {
+        if let Some(copy) = in_upper(layer, path)
+            && std::fs::symlink_metadata(&copy).is_ok()
+        {
+            let _ = std::fs::remove_file(&copy);
+        }
+    }
+}
+
+/// After a stage: copies each write-through file the stage wrote in its layer to the user's
+/// file (atomically, keeping the user's file mode), when it is a regular, non-executable file
+/// under the size cap; then drops the layer's copy. Returns the files written through.
+pub fn after_stage(layer: &Overlay, write_through: &[PathBuf]) -> Vec<PathBuf> {
+    let mut written = Vec::new();
+    for path in write_through {
+        let Some(copy) = in_upper(layer, path) else {
+            continue;
+        };
+        let Ok(meta) = std::fs::symlink_metadata(&copy) else {
+            continue;
+        };
+        let eligible = meta.is_file()
+            && meta.len() <= WRITE_THROUGH_CAP
+            && meta.permissions().mode() & 0o111 == 0;
+        if eligible && let Ok(bytes) = std::fs::read(&copy) {
+            let mode = std::fs::metadata(path)
+                .map(|m| m.permissions().mode() & 0o777)
+                .unwrap_or(0o600);
+            let written_through = (|| -> io::Result<()> {
+                let parent = path.parent().ok_or(io::ErrorKind::InvalidInput)?;
+                if std::fs::symlink_metadata(parent).is_ok_and(|m| !m.is_dir()) {
+                    return Err(io::ErrorKind::InvalidInput.into());
+                }
+                std::fs::create_dir_all(parent)?;
+                let mut temp = tempfile::NamedTempFile::new_in(parent)?;
+                std::io::Write::write_all(&mut temp, &bytes)?;
+                temp.as_file()
+                    .set_permissions(std::fs::Permissions::from_mode(mode))?;
+                temp.persist(path).map_err(|e| e.error)?;
+                Ok(())
+            })();
+            match written_through {
+                Ok(()) => written.push(path.clone()),
+                Err(e) => tracing::warn!("could not write {} through: {e}", path.display()),
+            }
+        }
+        let _ = std::fs::remove_file(&copy);
+    }
+    written
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_role_has_its_own_layer_outside_home() {
+        let scratch = tempfile::tempdir().unwrap();
+        let home = scratch.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let run_dir = scratch.path().join("run");
+        // SAFETY of the test: the variable is read by `base` in this process only.
+        let base_dir = scratch.path().join("layers");
+        let root = {
+            let digest = Sha256::digest(run_dir.as_os_str().as_bytes());
+            let name: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+            base_dir.join(name)
+        };
+        let builder = layer_in(&root.join("builder"), &home).unwrap();
+        let tester = layer_in(&root.join("tester"), &home).unwrap();
+        assert_ne!(builder.upper, tester.upper);
+        assert!(!builder.upper.starts_with(&home));
+        assert_eq!(builder.lower, home);
+    }
+
+    #[test]
+    fn only_a_plain_small_file_is_written_through() {
+        let scratch = tempfile::tempdir().unwrap();
+        let home = scratch.path().join("home");
+        std::fs::create_dir_all(home.join(".tool")).unwrap();
+        let token = home.join(".tool/auth.json");
+        std::fs::write(&token, "old").unwrap();
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let layer = layer_in(&scratch.path().join("layer"), &home).unwrap();
+        let script = home.join(".tool/hook.sh");
+        std::fs::create_dir_all(layer.upper.join(".tool")).unwrap();
+        std::fs::write(layer.upper.join(".tool/auth.json"), "new").unwrap();
+        std::fs::write(layer.upper.join(".tool/hook.sh"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(
+            layer.upper.join(".tool/hook.sh"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        let written = after_stage(&layer, &[token.clone(), script.clone()]);
+        assert_eq!(written, vec![token.clone()]);
+        assert_eq!(std::fs::read_to_string(&token).unwrap(), "new");
+        assert_eq!(
+            std::fs::metadata(&token).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert!(!script.exists(), "an executable is never written through");
+        assert!(!layer.upper.join(".tool/auth.json").exists());
+        // Before the next stage the layer's stale copy is gone, so the real file shows.
+        std::fs::write(layer.upper.join(".tool/auth.json"), "stale").unwrap();
+        before_stage(&layer, std::slice::from_ref(&token));
+        assert!(!layer.upper.join(".tool/auth.json").exists());
+    }
+}
