@@ -773,6 +773,45 @@ mod tests {
     }
 
     #[test]
+    fn a_writable_entry_is_checked_after_expansion() {
+        let scratch = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(scratch.path()).unwrap();
+        let home = root.join("home");
+        let ws = root.join("ws");
+        for dir in [".ssh", ".tool", ".config/autocode", ".local/state/autocode"] {
+            std::fs::create_dir_all(home.join(dir)).unwrap();
+        }
+        std::fs::create_dir_all(ws.join(".git")).unwrap();
+        std::os::unix::fs::symlink(&home, root.join("home-link")).unwrap();
+        std::os::unix::fs::symlink(home.join(".ssh"), home.join(".tool/keys")).unwrap();
+        let e = env(&[("HOME", home.to_str().unwrap())]);
+        let refused = |path: &Path| refused_grant(path, &e, Some(&ws));
+        for path in [
+            Path::new("/"),
+            root.as_path(),
+            &home,
+            &root.join("home-link"),
+            &home.join(".ssh"),
+            &home.join(".tool/keys"),
+            &home.join(".config/autocode"),
+            &home.join(".config"),
+            &home.join(".local/state/autocode/key"),
+            &ws.join(".git"),
+            &ws.join(".autocode/runs"),
+            &ws,
+        ] {
+            assert!(refused(path).is_some(), "{} was granted", path.display());
+        }
+        assert!(refused(&home.join(".tool")).is_none());
+        assert!(refused(&root.join("elsewhere")).is_none());
+        let why = refused(&root.join("home-link")).unwrap();
+        assert!(why.contains("through a symlink"), "{why}");
+        // Expansion first: `${NOPE:-/}` is the root.
+        let entries = provider_writable_in(&["${NOPE:-/}".to_owned()], &e, Some(&ws));
+        assert!(entries[0].refused.is_some() && entries[0].granted().is_none());
+    }
+
+    #[test]
     fn git_links_are_compared() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(GitLink::read(dir.path()), GitLink::Absent);
