@@ -10,10 +10,13 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use autocode::supervise::{self, LaunchSpec, Room, StdinSource, StdioMode};
+use autocode::supervise::{
+    self, LaunchSpec, Overlay, PrivateViews, RealPath, Room, StdinSource, StdioMode,
+};
 
 const LAUNCHES: usize = 200;
 const CALLS: usize = 20_000;
@@ -109,6 +112,14 @@ fn main() {
     std::fs::create_dir(scratch.path().join("state")).expect("state dir");
     std::fs::write(scratch.path().join("state/key"), "k").expect("key");
     std::fs::create_dir(scratch.path().join(".git")).expect("hole dir");
+    // The layers live outside what they cover (HOME and /tmp), as a run's do.
+    let home = std::fs::canonicalize(std::env::var_os("HOME").expect("HOME")).expect("HOME");
+    let layers = tempfile::tempdir_in("/var/tmp").expect("layers");
+    for i in 0..2 {
+        for part in ["upper", "work"] {
+            std::fs::create_dir_all(layers.path().join(format!("{i}/{part}"))).expect("layer");
+        }
+    }
     let rooms = [
         ("no room", None),
         (
@@ -122,6 +133,7 @@ fn main() {
                 unreadable: vec![scratch.path().join("state/key")],
                 read_only: Vec::new(),
                 overlay: None,
+                views: None,
             }),
         ),
         (
@@ -131,6 +143,33 @@ fn main() {
                 unreadable: Vec::new(),
                 read_only: vec![scratch.path().join(".git")],
                 overlay: None,
+                views: None,
+            }),
+        ),
+        (
+            "room + private layers of HOME and /tmp (the work dir bound back)",
+            Some(Room {
+                writable: vec![scratch.path().to_owned()],
+                unreadable: Vec::new(),
+                read_only: Vec::new(),
+                overlay: None,
+                views: Some(PrivateViews {
+                    layers: [home.clone(), PathBuf::from("/tmp")]
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, dir)| Overlay {
+                            lower: dir.clone(),
+                            dir,
+                            upper: layers.path().join(format!("{i}/upper")),
+                            work: layers.path().join(format!("{i}/work")),
+                        })
+                        .collect(),
+                    real: vec![RealPath {
+                        path: std::fs::canonicalize(scratch.path()).expect("canonical"),
+                        writable: true,
+                    }],
+                    hidden: Vec::new(),
+                }),
             }),
         ),
     ];

@@ -114,6 +114,9 @@ const DIRECT_REPORT_TOOL: &str = "report";
 const DIRECT_WRITE_TOOL: &str = "write_file";
 /// Used for Claude's Bash `description` when the step gives none (the prototype's text).
 const DEFAULT_DESCRIPTION: &str = "Run the scripted mock command";
+/// How long a scripted `exec_command` asks Codex to wait for its command before handing it back
+/// as still running.
+const SHELL_YIELD_MS: u64 = 300_000;
 
 /// Plans the reply to `request` for `step`, the script step answering assistant turn `turn`.
 pub fn plan_step(step: &Step, request: &ModelRequest, turn: usize) -> Result<Plan, PlanError> {
@@ -223,6 +226,12 @@ fn shell_call(
             "description".into(),
             json!(description.unwrap_or(DEFAULT_DESCRIPTION)),
         );
+    }
+    // Codex's `exec_command` hands a command back to the model as still running after its
+    // yield time (about ten seconds by default): a scripted step waits for its command as a model
+    // that means to see the result asks to.
+    if tool.has_property("yield_time_ms") {
+        arguments.insert("yield_time_ms".into(), json!(SHELL_YIELD_MS));
     }
     Ok(ToolCall {
         name: tool.name.clone(),
@@ -364,6 +373,13 @@ mod tests {
                     json!({"properties":{"cmd":{"type":"string"}}}),
                 ),
                 json!({"cmd":"ls"}),
+            ),
+            (
+                tool(
+                    "exec_command",
+                    json!({"properties":{"cmd":{"type":"string"},"yield_time_ms":{"type":"number"}}}),
+                ),
+                json!({"cmd":"ls","yield_time_ms":SHELL_YIELD_MS}),
             ),
             (
                 tool(
