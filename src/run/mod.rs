@@ -26,6 +26,7 @@ pub mod integrity;
 mod interrupt;
 pub mod isolation;
 pub mod layers;
+pub mod loaded_config;
 pub mod preflight;
 pub mod progress;
 pub mod prompt;

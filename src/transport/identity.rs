@@ -15,8 +15,13 @@
 //! - every transport: the provider TOML bytes the caller loaded (label `provider_toml`);
 //! - opencode: `$XDG_CONFIG_HOME/opencode/opencode.json` and `.jsonc` (XDG default
 //!   `$HOME/.config`), the `OPENCODE_CONFIG` file, the workspace `opencode.json` and `.jsonc`;
-//! - claude: `<workspace>/.claude/settings.json`;
-//! - codex: `$CODEX_HOME/config.toml` (default `$HOME/.codex`).
+//! - claude: `settings.json` and `settings.local.json` in `$CLAUDE_CONFIG_DIR` (default
+//!   `$HOME/.claude`) and in `<workspace>/.claude/`, and `<workspace>/.mcp.json` (hooks,
+//!   permissions, MCP servers);
+//! - codex: `$CODEX_HOME/config.toml` (default `$HOME/.codex`) and `<workspace>/.codex/config.toml`.
+//!
+//! Labels starting with `workspace_` name the project's own agent configuration
+//! ([`is_project_config`]).
 
 use super::BuiltinTransport;
 use serde::{Deserialize, Serialize};
@@ -194,10 +199,27 @@ pub fn config_sources(
             ));
         }
         BuiltinTransport::Claude => {
+            let config_dir = env
+                .get("CLAUDE_CONFIG_DIR")
+                .filter(|c| !c.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| home.as_ref().map(|h| h.join(".claude")));
+            if let Some(dir) = config_dir {
+                sources.push(source("claude_user_settings", dir.join("settings.json")));
+                sources.push(source(
+                    "claude_user_local_settings",
+                    dir.join("settings.local.json"),
+                ));
+            }
             sources.push(source(
                 "workspace_claude_settings",
                 workspace.join(".claude").join("settings.json"),
             ));
+            sources.push(source(
+                "workspace_claude_local_settings",
+                workspace.join(".claude").join("settings.local.json"),
+            ));
+            sources.push(source("workspace_mcp_json", workspace.join(".mcp.json")));
         }
         BuiltinTransport::Codex => {
             let codex_home = env
@@ -208,9 +230,18 @@ pub fn config_sources(
             if let Some(codex_home) = codex_home {
                 sources.push(source("codex_config_toml", codex_home.join("config.toml")));
             }
+            sources.push(source(
+                "workspace_codex_config_toml",
+                workspace.join(".codex").join("config.toml"),
+            ));
         }
     }
     sources
+}
+
+/// Whether a config label names a file of the project (the work tree) rather than the user's.
+pub fn is_project_config(label: &str) -> bool {
+    label.starts_with("workspace_")
 }
 
 /// The digest of a file read result (`NotFound` is [`ConfigDigest::Absent`]).

@@ -21,6 +21,7 @@ use crate::run::budget::StageLimits;
 use crate::run::confine::{self, GitLink};
 use crate::run::driver::{AttemptContext, AttemptOutcome, AttemptResult};
 use crate::run::integrity;
+use crate::run::loaded_config;
 use crate::run::progress::StageProgress;
 use crate::run::replay;
 use crate::run::state::{RunState, Usage};
@@ -252,6 +253,58 @@ impl CliRunner {
         let home_layer = layers.as_ref().and_then(|l| l.home.clone());
         if let Some(home) = &home_layer {
             super::super::layers::before_stage(home, &write_through);
+        }
+        // What the CLI loads: never configuration a stage planted in its layer, and for a
+        // judge never the builder's changes to the project's agent configuration.
+        let builtin = transport::BuiltinTransport::for_provider(&route.provider);
+        let dropped = match (&home_layer, builtin) {
+            (Some(home), Some(builtin)) => loaded_config::reset_judge_layer(
+                home,
+                &loaded_config::configuring_places(builtin, &env.kept),
+            ),
+            _ => Vec::new(),
+        };
+        if let Some(builtin) = builtin {
+            let loaded = transport::identity::TransportIdentity::collect(
+                &transport::identity::IdentityInput {
+                    transport: route.provider.as_str(),
+                    builtin: Some(builtin),
+                    executable: None,
+                    version: None,
+                    provider_toml: None,
+                    workspace: &state.work_tree,
+                    env: &env.kept,
+                },
+                &|p| crate::bounded_read::read(p, crate::bounded_read::CONFIG_CAP),
+            );
+            let _ = integrity::write_stage_record(
+                &dir.join("loaded_config.json"),
+                &loaded_config::LoadedConfig {
+                    identity: &loaded,
+                    dropped_from_layer: &dropped,
+                },
+            );
+            let changed = if ctx.plan.role == crate::role::Role::Builder {
+                Vec::new()
+            } else {
+                loaded_config::project_changes(
+                    state.transport_identities.get(route.provider.as_str()),
+                    &loaded,
+                    builtin,
+                    &state.work_tree,
+                    &env.kept,
+                )
+            };
+            if !changed.is_empty() {
+                return stopped(
+                    PauseCode::PausedTransportChanged,
+                    format!(
+                        "the project's agent configuration changed since the run began ({}): the {}'s CLI would load what a stage wrote there (hooks, MCP servers, settings); review the change in the work tree, then `autocode resume --accept-transport-change`",
+                        changed.join(", "),
+                        ctx.plan.role
+                    ),
+                );
+            }
         }
         let room_input = confine::StageRoomInput {
             role: ctx.plan.role,

@@ -1,0 +1,206 @@
+//! What a judging stage's CLI loads besides its prompt: the user's configuration, hooks,
+//! plugins, MCP servers and skills in its HOME view, and the project's own agent configuration
+//! in the work tree. A judge (every role but the builder) must load what the user configured,
+//! not what a stage planted:
+//!
+//! - **its HOME layer**: before each of its stages, the CLI's configuring files and directories
+//!   in the role's own layer are dropped, so the CLI loads the user's real ones (a judge's
+//!   earlier attempt cannot configure its next one; no other role can reach its layer at all);
+//! - **the project's agent configuration** (`.claude/settings*.json`, `.mcp.json`,
+//!   `opencode.json`, `.codex/config.toml`): when it differs from what the run recorded at its
+//!   start (the builder changed it), the stage does not start: a judge would run the builder's
+//!   hooks or servers. The run pauses (`PAUSED_TRANSPORT_CHANGED`) naming the files; a person who
+//!   reviewed the change continues with `autocode resume --accept-transport-change`, which
+//!   records the new configuration.
+//!
+//! What each stage loaded is recorded in its `loaded_config.json`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::supervise::Overlay;
+use crate::transport::BuiltinTransport;
+use crate::transport::identity::{self, TransportIdentity};
+
+/// The configuring places of a built-in CLI beneath HOME (files and directories) that a judge's
+/// layer must not carry: its configuration files and where it finds hooks, plugins, agents,
+/// commands, skills and instructions.
+pub fn configuring_places(
+    builtin: BuiltinTransport,
+    env: &BTreeMap<String, String>,
+) -> Vec<PathBuf> {
+    let home = env
+        .get("HOME")
+        .filter(|h| h.starts_with('/'))
+        .map(PathBuf::from);
+    let var_or = |name: &str, fallback: Option<PathBuf>| {
+        env.get(name)
+            .filter(|v| v.starts_with('/'))
+            .map(PathBuf::from)
+            .or(fallback)
+    };
+    let mut places: Vec<PathBuf> =
+        identity::config_sources(builtin, Path::new("/nonexistent"), env)
+            .into_iter()
+            .filter(|source| !identity::is_project_config(&source.label))
+            .map(|source| source.path)
+            .collect();
+    match builtin {
+        BuiltinTransport::Claude => {
+            if let Some(dir) = var_or(
+                "CLAUDE_CONFIG_DIR",
+                home.as_ref().map(|h| h.join(".claude")),
+            ) {
+                for name in [
+                    "hooks",
+                    "plugins",
+                    "agents",
+                    "commands",
+                    "skills",
+                    "CLAUDE.md",
+                ] {
+                    places.push(dir.join(name));
+                }
+            }
+        }
+        BuiltinTransport::Codex => {
+            if let Some(dir) = var_or("CODEX_HOME", home.as_ref().map(|h| h.join(".codex"))) {
+                for name in [
+                    "AGENTS.md",
+                    "AGENTS.override.md",
+                    "prompts",
+                    "skills",
+                    "rules",
+                ] {
+                    places.push(dir.join(name));
+                }
+            }
+        }
+        BuiltinTransport::Opencode => {
+            if let Some(dir) = var_or("XDG_CONFIG_HOME", home.as_ref().map(|h| h.join(".config")))
+                .map(|d| d.join("opencode"))
+            {
+                for name in [
+                    "plugin",
+                    "plugins",
+                    "agent",
+                    "agents",
+                    "command",
+                    "commands",
+                    "mode",
+                    "AGENTS.md",
+                ] {
+                    places.push(dir.join(name));
+                }
+            }
+        }
+    }
+    places
+}
+
+/// Drops from `layer` (a judge's HOME layer) its copies of `places`, so the judge's CLI loads
+/// the user's real ones. Returns what was dropped.
+pub fn reset_judge_layer(layer: &Overlay, places: &[PathBuf]) -> Vec<PathBuf> {
+    let mut dropped = Vec::new();
+    for place in places {
+        let Ok(relative) = place.strip_prefix(&layer.dir) else {
+            continue;
+        };
+        let copy = layer.upper.join(relative);
+        let Ok(meta) = std::fs::symlink_metadata(&copy) else {
+            continue;
+        };
+        let removed = if meta.is_dir() {
+            crate::store::remove_tree(&copy)
+        } else {
+            std::fs::remove_file(&copy)
+        };
+        match removed {
+            Ok(()) => dropped.push(place.clone()),
+            Err(e) => tracing::warn!("cannot drop {} from a judge's layer: {e}", copy.display()),
+        }
+    }
+    dropped
+}
+
+/// The project's agent configuration files that differ from what the run recorded for
+/// `provider` (`recorded`: its entry in the run's transport identities), by label and path.
+pub fn project_changes(
+    recorded: Option<&serde_json::Value>,
+    current: &TransportIdentity,
+    builtin: BuiltinTransport,
+    work_tree: &Path,
+    env: &BTreeMap<String, String>,
+) -> Vec<String> {
+    let Some(recorded) = recorded
+        .and_then(|r| r.get("transport"))
+        .and_then(|t| serde_json::from_value::<TransportIdentity>(t.clone()).ok())
+    else {
+        return Vec::new();
+    };
+    let paths: BTreeMap<String, PathBuf> = identity::config_sources(builtin, work_tree, env)
+        .into_iter()
+        .map(|s| (s.label, s.path))
+        .collect();
+    identity::compare(&recorded, current)
+        .into_iter()
+        .filter_map(|change| match change {
+            identity::IdentityChange::Config { label, old, .. }
+                if identity::is_project_config(&label) && old.is_some() =>
+            {
+                Some(match paths.get(&label) {
+                    Some(path) => path.display().to_string(),
+                    None => label,
+                })
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// What a stage's CLI loaded, as `loaded_config.json` records it.
+#[derive(Debug, Serialize)]
+pub struct LoadedConfig<'a> {
+    /// The configuration files the CLI reads and their digests, in the stage's views.
+    pub identity: &'a TransportIdentity,
+    /// What autocode dropped from the role's HOME layer before the stage (a judge's).
+    pub dropped_from_layer: &'a [PathBuf],
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_judges_layer_loses_its_planted_configuration_and_keeps_the_rest() {
+        let scratch = tempfile::tempdir().unwrap();
+        let home = scratch.path().join("home");
+        let upper = scratch.path().join("upper");
+        std::fs::create_dir_all(upper.join(".codex/skills/planted")).unwrap();
+        std::fs::write(upper.join(".codex/config.toml"), "notify = [\"evil\"]\n").unwrap();
+        std::fs::write(upper.join(".codex/skills/planted/SKILL.md"), "do evil").unwrap();
+        std::fs::create_dir_all(upper.join(".cache/pip")).unwrap();
+        let layer = Overlay {
+            dir: home.clone(),
+            lower: home.clone(),
+            upper: upper.clone(),
+            work: scratch.path().join("work"),
+        };
+        let env: BTreeMap<String, String> =
+            [("HOME".to_owned(), home.to_string_lossy().into_owned())].into();
+        let places = configuring_places(BuiltinTransport::Codex, &env);
+        let dropped = reset_judge_layer(&layer, &places);
+        assert_eq!(
+            dropped,
+            vec![home.join(".codex/config.toml"), home.join(".codex/skills")]
+        );
+        assert!(!upper.join(".codex/config.toml").exists());
+        assert!(!upper.join(".codex/skills").exists());
+        assert!(
+            upper.join(".cache/pip").is_dir(),
+            "a cache is no configuration"
+        );
+    }
+}
