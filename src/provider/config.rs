@@ -316,7 +316,7 @@ pub enum ConfigProblem {
     BadEnvName { name: String },
     #[error("[builder_retry]: {reason}")]
     BuilderRetry { reason: String },
-    #[error("[confine] writable: {message}")]
+    #[error("[confine]: {message}")]
     Confine { message: String },
     #[error("name {name:?} differs from the file name {file_stem:?}")]
     NameMismatch { name: String, file_stem: String },

@@ -662,6 +662,8 @@ mod tests {
             overlay: None,
             provider_templates: templates,
             env,
+            workspace: ws,
+            layers: Vec::new(),
         }
     }
 

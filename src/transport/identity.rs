@@ -437,7 +437,24 @@ mod tests {
         let cx = config_sources(BuiltinTransport::Codex, ws, &env(&[("HOME", "/h")]));
         assert_eq!(cx[0].path, Path::new("/h/.codex/config.toml"));
         let cl = config_sources(BuiltinTransport::Claude, ws, &e);
-        assert_eq!(cl[0].path, Path::new("/ws/.claude/settings.json"));
+        let paths: Vec<_> = cl.iter().map(|s| s.path.display().to_string()).collect();
+        assert_eq!(
+            paths,
+            [
+                "/home/u/.claude/settings.json",
+                "/home/u/.claude/settings.local.json",
+                "/ws/.claude/settings.json",
+                "/ws/.claude/settings.local.json",
+                "/ws/.mcp.json"
+            ]
+        );
+        let project: Vec<_> = cl
+            .iter()
+            .filter(|s| is_project_config(&s.label))
+            .map(|s| s.path.display().to_string())
+            .collect();
+        assert!(project.iter().all(|p| p.starts_with("/ws/")), "{project:?}");
+        assert_eq!(project.len(), 3);
     }
 
     #[test]

@@ -151,3 +151,47 @@ fn writable_paths_beneath_home_stay_real_and_hidden_ones_show_nothing() {
         "autocode's directory shows empty: {stdout}"
     );
 }
+
+#[test]
+fn the_layers_hold_for_an_ordinary_user() {
+    let root = nix::unistd::geteuid().is_root();
+    let places = places();
+    if root {
+        // The scratch folder becomes the ordinary user's, as a HOME and a project would be.
+        for dir in [
+            places.home.parent().expect("scratch"),
+            &places.home,
+            &places.ws,
+        ] {
+            let status = Command::new("chown")
+                .args(["-R", "65534:65534"])
+                .arg(dir)
+                .status()
+                .expect("chown");
+            assert!(status.success());
+        }
+    }
+    let stray = format!("/tmp/autocode-layer-test-user-{}", std::process::id());
+    let output = super::room::autocode_as_ordinary_user(root)
+        .args(["supervise", "--confine", "--", "sh", "-c"])
+        .arg(format!(
+            "set -e; mkdir -p ~/.npm/_cacache && echo entry > ~/.npm/_cacache/index; echo stray > {stray}; \
+             echo built > out.txt; cat ~/.npm/_cacache/index"
+        ))
+        .env("HOME", &places.home)
+        .current_dir(&places.ws)
+        .output()
+        .expect("autocode supervise as an ordinary user");
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "entry\n");
+    assert!(!places.home.join(".npm").exists(), "{output:?}");
+    assert!(!Path::new(&stray).exists());
+    assert_eq!(
+        std::fs::read_to_string(places.ws.join("out.txt")).expect("out"),
+        "built\n"
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("private-views"),
+        "{output:?}"
+    );
+}

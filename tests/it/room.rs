@@ -572,7 +572,7 @@ fn read_only_holes_hold_for_an_ordinary_user() {
 
 /// The autocode binary run as `nobody` (through `setpriv` when the test runs as `root`),
 /// else as the test's own user.
-fn autocode_as_ordinary_user(root: bool) -> Command {
+pub(super) fn autocode_as_ordinary_user(root: bool) -> Command {
     if !root {
         return Command::new(BIN);
     }

@@ -130,14 +130,20 @@ pub fn validate_config(config: &ProviderConfig, origin: Origin) -> Result<(), In
     }
     check_roles(config)?;
     if let Some(confine) = &config.confine {
-        for (i, entry) in confine.writable.iter().enumerate() {
-            if let Err(e) = super::confine::check_writable(entry) {
-                return Err(invalid(
-                    KeyPath::key("confine").push_key("writable").push_index(i),
-                    ConfigProblem::Confine {
-                        message: e.to_string(),
-                    },
-                ));
+        let lists = [
+            ("writable", &confine.writable),
+            ("write_through", &confine.write_through),
+        ];
+        for (key, entries) in lists {
+            for (i, entry) in entries.iter().enumerate() {
+                if let Err(e) = super::confine::check_writable(entry) {
+                    return Err(invalid(
+                        KeyPath::key("confine").push_key(key).push_index(i),
+                        ConfigProblem::Confine {
+                            message: e.to_string(),
+                        },
+                    ));
+                }
             }
         }
     }

@@ -539,6 +539,7 @@ mod tests {
             unreadable: vec![secrets.join("key"), secrets.join("key")],
             read_only: Vec::new(),
             overlay: None,
+            views: None,
         };
         let plan = plan(&room, 7).unwrap();
         assert_ne!(plan.handled_access_fs & ACCESS_FS_READ_FILE, 0);
@@ -575,6 +576,7 @@ mod tests {
             unreadable: vec![dir.path().to_owned()],
             read_only: Vec::new(),
             overlay: None,
+            views: None,
         };
         assert!(matches!(plan(&room, 7), Err(RoomError::Conflict(_))));
     }
@@ -591,6 +593,7 @@ mod tests {
             unreadable: vec![inner.clone(), root.join("a")],
             read_only: Vec::new(),
             overlay: None,
+            views: None,
         };
         let plan = plan(&room, 7).unwrap();
         assert_eq!(plan.receipt.unreadable, vec![root.join("a")]);
