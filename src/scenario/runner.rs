@@ -133,6 +133,35 @@ pub fn fingerprint(root: &Path) -> BTreeMap<PathBuf, (u64, Option<SystemTime>)> 
     out
 }
 
+/// HOME's fingerprint without autocode's own places (its run-state key, verification roots and
+/// configuration), which autocode itself writes outside every room.
+fn home_fingerprint(home: &Path) -> BTreeMap<PathBuf, (u64, Option<SystemTime>)> {
+    const OWN: [&str; 3] = [
+        ".local/state/autocode",
+        ".cache/autocode",
+        ".config/autocode",
+    ];
+    fingerprint(home)
+        .into_iter()
+        .filter(|(path, _)| !OWN.iter().any(|own| path.starts_with(own)))
+        .collect()
+}
+
+/// The paths whose fingerprint differs between `before` and `after`.
+fn changed_paths(
+    before: &BTreeMap<PathBuf, (u64, Option<SystemTime>)>,
+    after: &BTreeMap<PathBuf, (u64, Option<SystemTime>)>,
+) -> Vec<String> {
+    before
+        .keys()
+        .chain(after.keys())
+        .filter(|k| before.get(*k) != after.get(*k))
+        .map(|k| k.display().to_string())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
 /// A fresh git repository holding `seed` as its one commit.
 pub async fn seed_repository(
     seed: &Path,
@@ -547,6 +576,16 @@ async fn run_and_judge(
     let scenario = job.scenario;
     let (ws, env) = (ws.to_owned(), env.clone());
 
+    // The user's HOME must come out of the run as it went in (the agents' writes land in their
+    // private layers), but for autocode's own state, cache and configuration.
+    let home_before = job
+        .profile
+        .is_scripted()
+        .then(|| {
+            env.get("HOME")
+                .map(|home| (PathBuf::from(home), home_fingerprint(Path::new(home))))
+        })
+        .flatten();
     // The run, bounded by the case's wall-clock limit.
     let run_started = Instant::now();
     let limit = Duration::from_secs(scenario.spec.run.timeout_seconds);
@@ -610,15 +649,7 @@ async fn run_and_judge(
         }
     }
     if let Some(before) = quiet_before {
-        let after = fingerprint(&work_tree);
-        let changed: Vec<String> = before
-            .keys()
-            .chain(after.keys())
-            .filter(|k| before.get(*k) != after.get(*k))
-            .map(|k| k.display().to_string())
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect();
+        let changed = changed_paths(&before, &fingerprint(&work_tree));
         let passed = changed.is_empty();
         oracle_results.push(OracleCheckResult {
             name: "the work tree stays still after the run".into(),
@@ -634,6 +665,28 @@ async fn run_and_judge(
                     "changed after the run ended: {}",
                     changed.join(", ")
                 )]
+            },
+            duration_ms: 0,
+            output_file: None,
+        });
+        if !passed && oracle_summary == OracleSummary::Passed {
+            oracle_summary = OracleSummary::Failed;
+        }
+    }
+    if let Some((home, before)) = home_before {
+        let changed = changed_paths(&before, &home_fingerprint(&home));
+        let passed = changed.is_empty();
+        oracle_results.push(OracleCheckResult {
+            name: "the user's HOME is as it was".into(),
+            command: "(harness) fingerprint HOME before and after the run".into(),
+            expected_exit: 0,
+            exit: None,
+            timed_out: false,
+            passed,
+            problems: if passed {
+                vec![]
+            } else {
+                vec![format!("changed by the run: {}", changed.join(", "))]
             },
             duration_ms: 0,
             output_file: None,

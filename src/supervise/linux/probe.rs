@@ -131,7 +131,7 @@ impl Probe {
     pub fn room_summary(&self) -> String {
         match self.landlock_abi {
             Some(abi) if abi >= landlock::ABI_REQUIRED => format!(
-                "Landlock ABI {abi}: writes, signals and abstract unix sockets confined to the room"
+                "Landlock ABI {abi}: writes, signals and abstract unix sockets confined to the room; HOME and /tmp private copy-on-write layers"
             ),
             _ => format!(
                 "unavailable (missing {}): launches with a room are refused",
