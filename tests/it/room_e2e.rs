@@ -110,6 +110,54 @@ fn a_builder_writing_into_home_writes_its_own_layer_which_no_judge_sees() {
 }
 
 #[test]
+fn a_change_a_judges_room_could_not_make_is_not_blamed_on_the_judge() {
+    // The tester waits on a FIFO; the test, standing in for the person, edits the run's work
+    // tree once the tester has opened it, then lets the tester go on.
+    let scratch = tempfile::tempdir().expect("scratch");
+    let fifo = scratch.path().join("gate");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).expect("fifo");
+    let tester = json!([[
+        {"run": format!("cat {}", fifo.display())},
+        {"run": CHECK},
+        {"report": {
+            "milestone_id": "M1",
+            "summary": "Checked hello.txt.",
+            "criteria": [{
+                "criterion_id": "AC1",
+                "verdict": "PASS",
+                "checks": [{"command": CHECK, "exit_code": 0, "evidence_ref": "{{last_event}}"}],
+                "notes": ""
+            }]
+        }}
+    ]]);
+    let harness = Harness::new(script_with(&[("tester", tester)]));
+    let worktrees = harness.workspace().join(".autocode/worktrees");
+    let person = std::thread::spawn(move || {
+        // Opening for writing waits until the tester opened its end.
+        let mut gate = fs::OpenOptions::new().write(true).open(&fifo).expect("gate");
+        let tree = fs::read_dir(&worktrees)
+            .expect("worktrees")
+            .flatten()
+            .next()
+            .expect("the run's work tree")
+            .path();
+        fs::write(tree.join("notes-by-the-person.txt"), "mine\n").expect("the person's edit");
+        std::io::Write::write_all(&mut gate, b"go\n").expect("go");
+    });
+    let finished = harness.run(&["--yes"]);
+    person.join().expect("the person's thread");
+    finished.assert_paused("PAUSED_DISCOVERY_WRITE");
+    let reason = finished.json["pause"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("room could not write there")
+            && reason.contains("another process")
+            && reason.contains("notes-by-the-person.txt"),
+        "{reason}"
+    );
+    assert!(!reason.contains("the tester changed"), "{reason}");
+}
+
+#[test]
 fn a_read_only_role_cannot_write_the_worktree() {
     let plan = plan_ok();
     let planner = json!([[

@@ -103,12 +103,20 @@ impl CliRunner {
                     .iter()
                     .map(|c| format!("{} ({:?})", c.path, c.kind))
                     .collect();
+                // A confined judge's room cannot write the work tree (the tester writes its
+                // copy, every other role nothing): what changed there is someone else's doing.
+                let what = if state.unconfined {
+                    format!(
+                        "the workspace changed during the {role} stage, which the {role}'s role forbids (the run is unconfined: the {role} or another process changed it)"
+                    )
+                } else {
+                    format!(
+                        "the workspace changed during the {role} stage, though the {role}'s room could not write there: another process changed it (you, an editor, a tool); check the changes, then `autocode resume`"
+                    )
+                };
                 Some((
                     PauseCode::PausedDiscoveryWrite,
-                    format!(
-                        "the {role} changed the workspace, which its role forbids: {}",
-                        names.join(", ")
-                    ),
+                    format!("{what}: {}", names.join(", ")),
                 ))
             }
             Err(e) => Some((
