@@ -168,7 +168,7 @@ impl CliRunner {
         let root = vtree::verification_root(&state.workspace, state.run_id.as_str());
         let store = self.snapshotter(state, env).await?.store().cloned();
         Ok(store.map(|store| {
-            let tree = VerifyTree::new(&root, store);
+            let tree = VerifyTree::new(&root, store, &state.work_tree);
             tree.remove_legacy_trees();
             tree
         }))
