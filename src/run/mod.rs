@@ -26,6 +26,7 @@ pub mod integrity;
 mod interrupt;
 pub mod isolation;
 pub mod preflight;
+pub mod prepare;
 pub mod progress;
 pub mod prompt;
 pub mod replay;
