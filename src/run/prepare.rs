@@ -187,6 +187,69 @@ mod tests {
         assert!(through(&json!({"summary": "old plan"}), None).is_empty());
     }
 
+    /// `status` lists each milestone's steps, and the tester of a milestone is told to run the
+    /// steps of every milestone up to its own first; a plan without steps shows none.
+    #[test]
+    fn status_and_the_testers_prompt_show_the_steps() {
+        use crate::role::SandboxMode;
+        use crate::run::flow::{self, StagePlan};
+        use crate::run::prompt::EvidenceStyle;
+        use crate::run::state::AttemptPurpose;
+        let criterion = json!([{"id": "c", "text": "t", "check": "npm test",
+                                "human_review": false, "kind": "fail_to_pass"}]);
+        let mut plan = json!({"summary": "s", "milestones": [
+            {"id": "m1", "title": "t", "description": "", "prepare": ["npm ci"],
+             "acceptance_criteria": criterion},
+            {"id": "m2", "title": "t", "description": "", "prepare": null,
+             "acceptance_criteria": criterion},
+            {"id": "m3", "title": "t", "description": "",
+             "prepare": ["npm ci", "npm run build"], "acceptance_criteria": criterion}
+        ]});
+        let mut state = crate::run::flow::tests::new_state();
+        flow::apply_plan(&mut state, &plan);
+        let status = crate::run::render_status(&state);
+        assert!(
+            status.contains(
+                "prepare steps (run by autocode before the checks of every replay):\n  milestone 1: `npm ci`\n  milestone 3: `npm ci`, `npm run build`\n"
+            ),
+            "{status}"
+        );
+        let token = state.latest_plan().unwrap().token();
+        flow::apply_approval(&mut state, &token).unwrap();
+        let tester = |milestone| StagePlan {
+            role: crate::role::Role::Tester,
+            kind: crate::report::ReportKind::Test,
+            milestone: Some(milestone),
+            purpose: AttemptPurpose::Fresh,
+        };
+        let prompt = crate::run::prompt::stage_prompt(
+            &state,
+            &tester(1),
+            SandboxMode::WorkspaceWrite,
+            EvidenceStyle::Events,
+            None,
+        );
+        let section = prompt.split("# Prepare steps").nth(1).expect("{prompt}");
+        assert!(section.contains("- `npm ci`\n") && !section.contains("build"));
+        let prompt = crate::run::prompt::stage_prompt(
+            &state,
+            &tester(2),
+            SandboxMode::WorkspaceWrite,
+            EvidenceStyle::Events,
+            None,
+        );
+        assert!(
+            prompt.contains("- `npm ci`\n- `npm run build`\n"),
+            "{prompt}"
+        );
+        for m in plan["milestones"].as_array_mut().unwrap() {
+            m.as_object_mut().unwrap().remove("prepare");
+        }
+        let mut state = crate::run::flow::tests::new_state();
+        flow::apply_plan(&mut state, &plan);
+        assert!(!crate::run::render_status(&state).contains("prepare"));
+    }
+
     #[test]
     fn a_failed_step_says_why_no_check_ran() {
         let step = |command: &str, exit| StepRun {
