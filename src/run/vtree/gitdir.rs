@@ -28,7 +28,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::VerifyTree;
-use crate::gittree::{GitTreeError, TreeId};
+use crate::gittree::{CommitId, GitTreeError, TreeId};
 
 /// The private git directory in the verification root.
 const GIT_DIR: &str = "tree.git";
@@ -54,7 +54,32 @@ fn write(path: &Path, content: &[u8]) -> Result<(), GitTreeError> {
     std::fs::write(path, content).map_err(io(path))
 }
 
+/// The last tree's commit, `<tree> <HEAD or -> <commit>`, in the root (one tree over one `HEAD`
+/// is always the same commit, and the store never drops an object).
+const COMMIT_FILE: &str = "tree.commit";
+
 impl VerifyTree {
+    /// The commit `tree` is shown as over `head` (`GitStore::commit_for`), remembered for the
+    /// next use of the same tree over the same `HEAD`.
+    async fn commit_for(
+        &self,
+        tree: &TreeId,
+        head: Option<&CommitId>,
+    ) -> Result<CommitId, GitTreeError> {
+        let key = format!("{tree} {}", head.map_or("-", CommitId::as_str));
+        let file = self.root.join(COMMIT_FILE);
+        let known = std::fs::read_to_string(&file).ok().and_then(|text| {
+            let (at, commit) = text.trim_end().rsplit_once(' ')?;
+            (at == key).then(|| CommitId::parse(commit).ok())?
+        });
+        if let Some(commit) = known {
+            return Ok(commit);
+        }
+        let commit = self.store().commit_for(tree, head).await?;
+        write(&file, format!("{key} {commit}\n").as_bytes())?;
+        Ok(commit)
+    }
+
     /// The private git directory the tree's `.git` names.
     pub fn git_dir(&self) -> PathBuf {
         self.root.join(GIT_DIR)
@@ -69,7 +94,7 @@ impl VerifyTree {
     ) -> Result<Vec<u8>, GitTreeError> {
         let store = self.store();
         let head = store.head_of(&self.work_tree).await?;
-        let commit = store.commit_for(tree, head.as_ref()).await?;
+        let commit = self.commit_for(tree, head.as_ref()).await?;
         let tags = store.tags_of(&self.work_tree).await?;
         let dir = self.git_dir();
         crate::gittree::remove_all(&dir)?;
