@@ -213,6 +213,10 @@ pub(super) fn required_results(
         .map(|(i, check)| {
             let (verdict, detail) = match replayed.iter().find(|r| &r.command == check) {
                 Some(r) if r.passed => ("PASS", String::new()),
+                Some(r) if r.ran == super::prepare::CheckRan::NotPrepared => (
+                    super::prepare::NOT_PREPARED,
+                    format!("the objective requires `{check}` to pass: {}", r.detail),
+                ),
                 Some(r) => (
                     "FAIL",
                     format!(

@@ -22,6 +22,9 @@ use crate::supervise::Exit;
 /// prepared (beside `PASS`, `FAIL` and `HUMAN_REVIEW`; like `FAIL`, it is not a pass).
 pub const NOT_PREPARED: &str = "NOT_PREPARED";
 
+/// How the detail of a check that did not run begins (a base-tree record keeps only the text).
+pub const COULD_NOT_PREPARE: &str = "could not prepare:";
+
 /// One `prepare` command of the plan (a shell command run with `sh -c` from the tree's root).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -126,7 +129,7 @@ impl Prepared {
             Exit::TimedOut => "timed out".into(),
         };
         Some(format!(
-            "could not prepare: the prepare step `{}` ended with {how}, so the check did not run: {}",
+            "{COULD_NOT_PREPARE} the prepare step `{}` ended with {how}, so the check did not run: {}",
             step.command,
             step.output_tail.trim()
         ))
@@ -207,6 +210,31 @@ mod tests {
         ]});
         let mut state = crate::run::flow::tests::new_state();
         flow::apply_plan(&mut state, &plan);
+        // The plan reviewer is told a check whose steps failed on the base did not run there.
+        state.verification.base_checks.insert(
+            "npm test".into(),
+            crate::run::verify::BaseCheck {
+                passed: false,
+                detail: format!("{COULD_NOT_PREPARE} the prepare step `npm ci` ended with exit 1"),
+            },
+        );
+        let reviewer = StagePlan {
+            role: crate::role::Role::PlanReviewer,
+            kind: crate::report::ReportKind::PlanReview,
+            milestone: None,
+            purpose: AttemptPurpose::Fresh,
+        };
+        let prompt = crate::run::prompt::stage_prompt(
+            &state,
+            &reviewer,
+            SandboxMode::ReadOnly,
+            EvidenceStyle::Events,
+            None,
+        );
+        assert!(
+            prompt.contains("`npm test` (fail_to_pass): did NOT RUN on the base tree"),
+            "{prompt}"
+        );
         let status = crate::run::render_status(&state);
         assert!(
             status.contains(

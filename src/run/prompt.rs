@@ -8,6 +8,7 @@
 use serde_json::Value;
 
 use super::flow::{StagePlan, criteria_of, milestones};
+use super::prepare::COULD_NOT_PREPARE;
 use super::state::RunState;
 use super::treediff::Comparison;
 use super::verify::CheckKind;
@@ -221,6 +222,10 @@ fn base_tree_section(state: &RunState, plan: &Value, out: &mut String) {
                 continue;
             };
             let verdict = match (kind, result.passed) {
+                (_, false) if result.detail.starts_with(COULD_NOT_PREPARE) => format!(
+                    "did NOT RUN on the base tree (its prepare steps failed there), so nothing shows how it does there: {}",
+                    result.detail
+                ),
                 (CheckKind::FailToPass, true) => "VACUOUS: this fail_to_pass check already PASSES on the base tree, so passing it cannot show the change; if the approved plan keeps it, the criterion goes to a person".to_owned(),
                 (CheckKind::FailToPass, false) => "fails on the base tree, as a fail_to_pass check must".to_owned(),
                 (CheckKind::PassToPass, true) => "passes on the base tree, as a pass_to_pass check must".to_owned(),
