@@ -70,16 +70,14 @@ impl ReportKind {
     }
 
     /// The schema as handed to a CLI: without the `$schema` keyword, which Claude Code's
-    /// validator (draft-07) rejects and strict structured-output APIs do not need, and with
-    /// every optional property (each one also allows `null`, which means absent) required, as
-    /// strict structured-output APIs want every property. The content rules are identical;
-    /// autocode validates with the full 2020-12 schema.
+    /// validator (draft-07) rejects and strict structured-output APIs do not need. The content
+    /// rules are identical; autocode validates with the full 2020-12 schema. A CLI that sends it
+    /// to a strict structured-output API hands it on as [`strict_schema`].
     pub fn cli_schema(self) -> Value {
         let mut schema = self.schema();
         if let Some(map) = schema.as_object_mut() {
             map.remove("$schema");
         }
-        require_nullable(&mut schema);
         schema
     }
 
@@ -91,6 +89,16 @@ impl ReportKind {
             .map(|props| props.keys().cloned().collect())
             .unwrap_or_default()
     }
+}
+
+/// `schema` for a strict structured-output API (Codex's `--output-schema` becomes OpenAI's
+/// `strict` JSON schema), which wants every property of every object required: each optional
+/// property (it also allows `null`, which means absent, as a plan's `prepare` does) is listed in
+/// `required`. A report following it is valid under the schema itself.
+pub fn strict_schema(schema: &Value) -> Value {
+    let mut strict = schema.clone();
+    require_nullable(&mut strict);
+    strict
 }
 
 /// Lists in `required` every property of every object of `schema` that allows `null`.
@@ -248,8 +256,8 @@ mod tests {
             for field in kind.top_level_fields() {
                 assert!(required.contains(&field.as_str()), "{field} not required");
             }
-            // And every property of every object of what the CLIs are handed.
-            let mut objects = vec![kind.cli_schema()];
+            // And every property of every object of what a strict API is handed.
+            let mut objects = vec![strict_schema(&kind.cli_schema())];
             while let Some(value) = objects.pop() {
                 match value {
                     Value::Object(map) => {
@@ -259,7 +267,7 @@ mod tests {
                                     map["required"]
                                         .as_array()
                                         .is_some_and(|r| r.contains(&json!(name))),
-                                    "{}: {name} not required for the CLIs",
+                                    "{}: {name} not required for a strict API",
                                     kind.as_str()
                                 );
                             }
@@ -274,7 +282,7 @@ mod tests {
     }
 
     /// A plan's `prepare` is optional (a plan without it, as before the field, is valid; null
-    /// is none) and required of the CLIs, which may answer null.
+    /// is none), also for the CLIs; a strict API is told it is required and may answer null.
     #[test]
     fn a_plans_prepare_steps_are_optional() {
         let mut plan = json!({
@@ -296,20 +304,16 @@ mod tests {
             plan["milestones"][0]["prepare"] = bad;
             assert!(validate(ReportKind::Plan, &plan).is_err());
         }
+        let requires_prepare = |schema: &Value| {
+            schema["properties"]["milestones"]["items"]["required"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("prepare"))
+        };
         let cli = ReportKind::Plan.cli_schema();
-        let milestone = &cli["properties"]["milestones"]["items"];
-        assert!(
-            milestone["required"]
-                .as_array()
-                .unwrap()
-                .contains(&json!("prepare"))
-        );
-        assert!(
-            !ReportKind::Plan.schema()["properties"]["milestones"]["items"]["required"]
-                .as_array()
-                .unwrap()
-                .contains(&json!("prepare"))
-        );
+        assert!(!requires_prepare(&ReportKind::Plan.schema()));
+        assert!(!requires_prepare(&cli));
+        assert!(requires_prepare(&strict_schema(&cli)));
     }
 
     fn valid_build() -> Value {
