@@ -77,6 +77,9 @@ pub enum CheckRan {
     Ran,
     /// A prepare step of its batch failed: the check never ran.
     NotPrepared,
+    /// The tree was not closed (`super::replay::ReplayError::NotClosed`): the check never ran
+    /// and fails, naming what opened the tree.
+    Refused,
 }
 
 /// How preparing a tree for a batch of checks ended.

@@ -311,7 +311,7 @@ impl StageRunner for CliRunner {
                         command,
                         passed: false,
                         detail: e.to_string(),
-                        ran: CheckRan::Ran,
+                        ran: CheckRan::Refused,
                     })
                     .collect());
             }
