@@ -349,3 +349,50 @@ async fn a_work_tree_carrying_overlay_attributes_is_left_to_the_checkout() {
         );
     }
 }
+
+/// The tree's git metadata is readable and not writable in a replay's room: git answers, but
+/// a check can neither commit nor plant a file in the tree's git directory, the run's store or
+/// the repository's object store (the directories its alternates name).
+#[tokio::test]
+async fn the_trees_git_directory_is_read_only_in_the_room() {
+    let f = Fixture::new().await;
+    f.write("a.txt", "a\n");
+    let lower = f.snapshot("w.index").await;
+    let trees = f.trees("overlay");
+    let layer = trees
+        .layer(&lower.0, &f.ws, &lower.1, &lower.0)
+        .await
+        .unwrap();
+    let alternates = "$(git rev-parse --git-dir)/objects/info/alternates";
+    let checks: Vec<String> = [
+        "git ls-files | grep -qx a.txt".to_owned(),
+        "test -z \"$(git status --porcelain)\"".to_owned(),
+        "! touch \"$(git rev-parse --git-dir)/planted\"".to_owned(),
+        "! git -c user.name=a -c user.email=a@a commit -q --allow-empty -m x".to_owned(),
+        format!("! touch \"$(head -1 {alternates})/planted\""),
+        format!("! touch \"$(tail -1 {alternates})/planted\""),
+        format!("test \"$(wc -l < {alternates})\" -eq 2"),
+    ]
+    .to_vec();
+    let replayed = crate::run::replay::run_checks_in(
+        &layer.overlay.dir,
+        crate::run::replay::Restore::default(),
+        &checks,
+        &env(),
+        Duration::from_secs(30),
+        crate::run::replay::ReplayConfinement::Room,
+        Some(layer.overlay.clone()),
+    )
+    .await
+    .unwrap();
+    for r in &replayed {
+        assert!(r.passed(), "{}: {:?} {}", r.command, r.exit, r.output_tail);
+    }
+    for dir in [
+        trees.git_dir(),
+        f.store.git_dir().join("objects"),
+        f.ws.join(".git/objects"),
+    ] {
+        assert!(!dir.join("planted").exists(), "{dir:?}");
+    }
+}
