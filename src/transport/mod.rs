@@ -431,6 +431,28 @@ mod tests {
         }
     }
 
+    /// Codex hands its schema to a strict API: a plan's optional `prepare` is required there,
+    /// while Claude Code, which checks the report itself, gets the schema as it is.
+    #[test]
+    fn codex_is_handed_the_strict_schema() {
+        let required_of = |contents: &str| -> Vec<serde_json::Value> {
+            let schema: serde_json::Value = serde_json::from_str(contents).unwrap();
+            schema["properties"]["milestones"]["items"]["required"]
+                .as_array()
+                .cloned()
+                .unwrap()
+        };
+        let mut req = request("codex", "m", None, None);
+        req.schema_json = crate::report::ReportKind::Plan.cli_schema();
+        let plan = plan_launch(&req).unwrap();
+        assert!(required_of(&plan.files[0].contents).contains(&serde_json::json!("prepare")));
+        let mut req = request("claude", "m", None, None);
+        req.schema_json = crate::report::ReportKind::Plan.cli_schema();
+        let plan = plan_launch(&req).unwrap();
+        let at = plan.args.iter().position(|a| a == "--json-schema").unwrap();
+        assert!(!required_of(&plan.args[at + 1]).contains(&serde_json::json!("prepare")));
+    }
+
     #[test]
     fn builtin_names() {
         for t in BuiltinTransport::ALL {

@@ -21,3 +21,4 @@ mod scenario_direct;
 mod scripted_model;
 mod supervise;
 mod transport_launch;
+mod verify_tree_e2e;

@@ -9,15 +9,21 @@ use crate::run::workspace::git_test_env as env;
 use crate::supervise::{self, LaunchSpec, StdinSource, StdioMode};
 
 /// Lists a tree as `kind path detail` lines, sorted: a file's content digest and executable
-/// bit, a link's target. The same script lists the checkout and the overlay.
+/// bit, a link's target. The same script lists the checkout and the overlay. The `.git` file
+/// names each root's own git directory: listed by what git reads through it.
 const LIST: &str = r#"
-import hashlib, os, stat
+import hashlib, os, stat, subprocess
 lines = []
 for root, dirs, files in os.walk(".", followlinks=False):
     for name in dirs + files:
         path = os.path.join(root, name)[2:]
         st = os.lstat(path)
-        if stat.S_ISLNK(st.st_mode):
+        if path == ".git":
+            git = lambda *a: subprocess.run(("git",) + a, capture_output=True, text=True).stdout
+            lines.append("git %s %s status[%s]" % (
+                stat.S_ISREG(st.st_mode), git("rev-parse", "HEAD^{tree}").strip(),
+                git("status", "--porcelain", "--untracked-files=all").strip()))
+        elif stat.S_ISLNK(st.st_mode):
             lines.append("link %s %s" % (path, os.readlink(path)))
         elif stat.S_ISDIR(st.st_mode):
             lines.append("dir %s" % path)
@@ -102,7 +108,7 @@ impl Fixture {
     }
 
     fn trees(&self, name: &str) -> VerifyTree {
-        VerifyTree::new(&self.dir.path().join(name), self.store.clone())
+        VerifyTree::new(&self.dir.path().join(name), self.store.clone(), &self.ws)
     }
 
     /// `tree` checked out and closed, against `tree` as an overlay over the work tree (whose
@@ -181,8 +187,8 @@ async fn the_overlay_of_the_snapshot_is_its_checkout() {
     let lower = f.snapshot("w.index").await;
     let layer = f.assert_same(&lower.0, &lower).await;
     assert_eq!(layer.report.unclosed.len(), 3, "{:?}", layer.report);
-    // Nothing of the tree was written: the upper layer holds whiteouts only.
-    let upper_files = walk(&layer.overlay.upper)
+    // Nothing of the tree was written: the upper layer holds whiteouts and the `.git` file.
+    let upper_files: Vec<PathBuf> = walk(&layer.overlay.upper)
         .into_iter()
         .filter(|p| {
             !fs::symlink_metadata(p)
@@ -191,8 +197,8 @@ async fn the_overlay_of_the_snapshot_is_its_checkout() {
                 .is_char_device()
         })
         .filter(|p| !p.is_dir())
-        .count();
-    assert_eq!(upper_files, 0);
+        .collect();
+    assert_eq!(upper_files, [layer.overlay.upper.join(".git")]);
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
@@ -341,5 +347,52 @@ async fn a_work_tree_carrying_overlay_attributes_is_left_to_the_checkout() {
             matches!(&error, LayerError::Unsupported(why) if why.contains("overlay attributes")),
             "{path}: {error}"
         );
+    }
+}
+
+/// The tree's git metadata is readable and not writable in a replay's room: git answers, but
+/// a check can neither commit nor plant a file in the tree's git directory, the run's store or
+/// the repository's object store (the directories its alternates name).
+#[tokio::test]
+async fn the_trees_git_directory_is_read_only_in_the_room() {
+    let f = Fixture::new().await;
+    f.write("a.txt", "a\n");
+    let lower = f.snapshot("w.index").await;
+    let trees = f.trees("overlay");
+    let layer = trees
+        .layer(&lower.0, &f.ws, &lower.1, &lower.0)
+        .await
+        .unwrap();
+    let alternates = "$(git rev-parse --git-dir)/objects/info/alternates";
+    let checks: Vec<String> = [
+        "git ls-files | grep -qx a.txt".to_owned(),
+        "test -z \"$(git status --porcelain)\"".to_owned(),
+        "! touch \"$(git rev-parse --git-dir)/planted\"".to_owned(),
+        "! git -c user.name=a -c user.email=a@a commit -q --allow-empty -m x".to_owned(),
+        format!("! touch \"$(head -1 {alternates})/planted\""),
+        format!("! touch \"$(tail -1 {alternates})/planted\""),
+        format!("test \"$(wc -l < {alternates})\" -eq 2"),
+    ]
+    .to_vec();
+    let replayed = crate::run::replay::run_checks_in(
+        &layer.overlay.dir,
+        crate::run::replay::Restore::default(),
+        &checks,
+        &env(),
+        Duration::from_secs(30),
+        crate::run::replay::ReplayConfinement::Room,
+        Some(layer.overlay.clone()),
+    )
+    .await
+    .unwrap();
+    for r in &replayed {
+        assert!(r.passed(), "{}: {:?} {}", r.command, r.exit, r.output_tail);
+    }
+    for dir in [
+        trees.git_dir(),
+        f.store.git_dir().join("objects"),
+        f.ws.join(".git/objects"),
+    ] {
+        assert!(!dir.join("planted").exists(), "{dir:?}");
     }
 }

@@ -1,0 +1,223 @@
+//! Whole runs (the real binary, the scripted fake agent of `run_e2e`) whose checks need what a
+//! clean verification tree used to lack (issue 24): git metadata (`git describe`, `git log`,
+//! `git ls-files` in the tester's copy and in every replay, as an overlay and as a checkout),
+//! and files a plan's `prepare` step makes, with a failing step reported as "could not
+//! prepare" (its own verdict, recorded in the run's `replays/`), never as a failing check.
+
+use std::fs;
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use super::run_e2e::{BUILD, Finished, Harness, build_ok, finish, git, script_with};
+
+fn plan(check: &str, prepare: Value) -> Value {
+    json!([{"report": {
+        "summary": "One milestone: write hello.txt.",
+        "milestones": [{
+            "id": "M1",
+            "title": "Write hello.txt",
+            "description": "Create hello.txt with the single line hello.",
+            "prepare": prepare,
+            "acceptance_criteria": [
+                {"id": "AC1", "text": "hello.txt is exactly hello", "check": check,
+                 "human_review": false, "kind": "fail_to_pass"}
+            ]
+        }]
+    }}])
+}
+
+/// The tester runs `commands` in its copy and reports AC1 passing, citing the last one.
+fn tester(commands: &[&str], attempts: usize) -> Value {
+    let mut actions: Vec<Value> = commands.iter().map(|c| json!({"run": c})).collect();
+    actions.push(json!({"report": {
+        "milestone_id": "M1",
+        "summary": "Checked hello.txt.",
+        "criteria": [{
+            "criterion_id": "AC1",
+            "verdict": "PASS",
+            "checks": [{"command": commands.last().copied().unwrap_or_default(),
+                        "exit_code": 0, "evidence_ref": "{{last_event}}"}],
+            "notes": ""
+        }]
+    }}));
+    Value::Array(vec![Value::Array(actions); attempts])
+}
+
+fn run_dir(finished: &Finished) -> PathBuf {
+    PathBuf::from(finished.json["run_dir"].as_str().expect("run_dir"))
+}
+
+/// The run's prepare records (`replays/NNN-<tree>.json`), in order.
+fn prepare_records(finished: &Finished) -> Vec<(String, Value)> {
+    let dir = run_dir(finished).join("replays");
+    let mut names: Vec<String> = fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| {
+            let record = serde_json::from_slice(&fs::read(dir.join(&name)).expect("record"))
+                .expect("a JSON record");
+            (name, record)
+        })
+        .collect()
+}
+
+/// A check that asks git about the tree under test passes in the tester's copy and in every
+/// replay: the tree's commit is one past the repository's tag (the builder's work over the
+/// seed commit), `git ls-files` lists the new file, `git log` has the history, and `git
+/// status` is clean. As the overlay of the work tree and as a checkout.
+#[test]
+fn a_check_that_needs_git_passes_in_the_verification_tree() {
+    const GIT_CHECK: &str = "grep -qx hello hello.txt && git describe --tags | grep -q '^v0\\.1-1-g' && test \"$(git ls-files hello.txt)\" = hello.txt && git log -1 --format=%H | grep -q . && git log --format=%s | grep -qx seed && test -z \"$(git status --porcelain)\"";
+    for checkout in [false, true] {
+        let harness = Harness::new(script_with(&[
+            ("planner", json!([plan(GIT_CHECK, Value::Null)])),
+            ("tester", tester(&[GIT_CHECK], 1)),
+        ]));
+        git(&harness.workspace(), &["tag", "-a", "v0.1", "-m", "v0.1"]);
+        let mut command = harness.run_command(&["--yes"]);
+        if checkout {
+            command.env("AUTOCODE_VERIFICATION_TREE", "checkout");
+        }
+        let finished = finish(command);
+        finished.assert_complete();
+        assert_eq!(
+            harness.roles_called(),
+            [
+                "requirements",
+                "planner",
+                "plan_reviewer",
+                "builder",
+                "tester",
+                "completion_reviewer"
+            ],
+            "the tester's PASS stood when replayed"
+        );
+        let status = harness.status();
+        let criteria = status.json["criteria"].as_array().expect("criteria");
+        assert_eq!(criteria[0]["verdict"], "PASS", "{status:?}");
+        let base = &status.json["verification"]["base_checks"][GIT_CHECK];
+        assert_eq!(
+            base["passed"], false,
+            "no hello.txt on the base: {status:?}"
+        );
+        // No plan step: nothing was prepared, nothing recorded.
+        assert!(prepare_records(&finished).is_empty());
+    }
+}
+
+/// A prepare step makes a file the check reads: autocode runs it before the checks on the base
+/// tree, in the tester's replay and in the final gate (each once, recorded), and `status`
+/// shows it.
+#[test]
+fn a_prepare_step_runs_before_every_replay_of_the_checks() {
+    const PREPARE: &str = "mkdir -p prepared && printf 'hello\\n' > prepared/expected.txt";
+    const CHECK: &str = "cmp hello.txt prepared/expected.txt";
+    let builder = json!([[{"run": BUILD},
+                          {"report": {"status": "done", "summary": "Wrote it.",
+                                      "files_changed": ["hello.txt"], "checks": [],
+                                      "blockers": []}}]]);
+    let harness = Harness::new(script_with(&[
+        ("planner", json!([plan(CHECK, json!([PREPARE]))])),
+        ("builder", builder),
+        ("tester", tester(&[PREPARE, CHECK], 1)),
+    ]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_complete();
+    let work_tree = Harness::work_tree(&finished);
+    assert!(
+        !work_tree.join("prepared").exists(),
+        "a prepare step runs in the verification tree only"
+    );
+    let records = prepare_records(&finished);
+    let trees: Vec<&str> = records
+        .iter()
+        .map(|(_, r)| r["tree"].as_str().expect("tree"))
+        .collect();
+    assert_eq!(trees, ["base", "final", "final"], "{records:?}");
+    for (name, record) in &records {
+        assert_eq!(record["outcome"], "prepared", "{name}: {record}");
+        assert_eq!(
+            record["steps"].as_array().map(Vec::len),
+            Some(1),
+            "{record}"
+        );
+        assert_eq!(record["steps"][0]["command"], PREPARE, "{record}");
+        assert_eq!(
+            record["steps"][0]["exit"],
+            json!({"kind": "code", "value": 0})
+        );
+        assert_eq!(record["checks"], json!([CHECK]), "{record}");
+    }
+    let status = harness.status();
+    assert_eq!(
+        status.json["verification"]["base_checks"][CHECK]["passed"], false,
+        "prepared, the check ran on the base and failed there: {status:?}"
+    );
+    let ws = harness.workspace().display().to_string();
+    let out = harness
+        .command(&["status", "--workspace", &ws])
+        .output()
+        .expect("autocode status");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!(
+            "prepare steps (run by autocode before the checks of every replay):\n  milestone 1: `{PREPARE}`"
+        )),
+        "{text}"
+    );
+}
+
+/// A prepare step that fails stops the batch: the tester's PASS becomes NOT_PREPARED (not
+/// FAIL), saying which step failed with its output, and the record says could_not_prepare.
+#[test]
+fn a_failing_prepare_step_is_could_not_prepare_not_a_failing_check() {
+    const PREPARE: &str = "echo 'npm ERR! missing: left-pad' >&2; exit 9";
+    const CHECK: &str = "grep -qx hello hello.txt";
+    let harness = Harness::new(script_with(&[
+        ("planner", json!([plan(CHECK, json!([PREPARE]))])),
+        ("builder", json!([build_ok()])),
+        ("tester", tester(&[CHECK], 1)),
+    ]));
+    let finished = harness.run(&["--yes"]);
+    assert_ne!(finished.code, Some(0), "{finished:?}");
+    let status = harness.status();
+    let criterion = &status.json["criteria"][0];
+    assert_eq!(criterion["verdict"], "NOT_PREPARED", "{status:?}");
+    let detail = criterion["detail"].as_str().expect("detail");
+    assert!(
+        detail.contains(&format!(
+            "could not prepare: the prepare step `{PREPARE}` ended with exit 9"
+        )) && detail.contains("npm ERR! missing: left-pad"),
+        "{detail}"
+    );
+    let finding = status.json["open_findings"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(finding.contains("could not prepare"), "{status:?}");
+    let records = prepare_records(&finished);
+    assert!(!records.is_empty());
+    for (name, record) in &records {
+        assert_eq!(record["outcome"], "could_not_prepare", "{name}: {record}");
+        assert_eq!(
+            record["steps"][0]["exit"],
+            json!({"kind": "code", "value": 9})
+        );
+    }
+    // On the base, too, the check did not run: its record says why.
+    let base = &status.json["verification"]["base_checks"][CHECK];
+    assert!(
+        base["detail"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("could not prepare")),
+        "{status:?}"
+    );
+}
