@@ -112,8 +112,9 @@ fn a_builder_writing_into_home_writes_its_own_layer_which_no_judge_sees() {
 #[test]
 fn a_change_a_judges_room_could_not_make_is_not_blamed_on_the_judge() {
     // The tester waits on a FIFO; the test, standing in for the person, edits the run's work
-    // tree once the tester has opened it, then lets the tester go on.
-    let scratch = tempfile::tempdir().expect("scratch");
+    // tree once the tester has opened it, then lets the tester go on. The FIFO is outside HOME
+    // and /tmp, which the room shows as they are (a FIFO in a private view is another pipe).
+    let scratch = tempfile::tempdir_in("/var/tmp").expect("scratch");
     let fifo = scratch.path().join("gate");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).expect("fifo");
     let tester = json!([[
@@ -134,7 +135,10 @@ fn a_change_a_judges_room_could_not_make_is_not_blamed_on_the_judge() {
     let worktrees = harness.workspace().join(".autocode/worktrees");
     let person = std::thread::spawn(move || {
         // Opening for writing waits until the tester opened its end.
-        let mut gate = fs::OpenOptions::new().write(true).open(&fifo).expect("gate");
+        let mut gate = fs::OpenOptions::new()
+            .write(true)
+            .open(&fifo)
+            .expect("gate");
         let tree = fs::read_dir(&worktrees)
             .expect("worktrees")
             .flatten()
@@ -147,7 +151,9 @@ fn a_change_a_judges_room_could_not_make_is_not_blamed_on_the_judge() {
     let finished = harness.run(&["--yes"]);
     person.join().expect("the person's thread");
     finished.assert_paused("PAUSED_DISCOVERY_WRITE");
-    let reason = finished.json["pause"]["reason"].as_str().unwrap_or_default();
+    let reason = finished.json["pause"]["reason"]
+        .as_str()
+        .unwrap_or_default();
     assert!(
         reason.contains("room could not write there")
             && reason.contains("another process")
