@@ -398,7 +398,15 @@ pub fn stage_room(input: &StageRoomInput<'_>, confined: bool) -> (Option<Room>, 
     let access = WorktreeAccess::for_role(input.role);
     let provider_writable =
         provider_writable_in(input.provider_templates, input.env, Some(input.workspace));
-    let covered: Vec<&Path> = input.layers.iter().map(|l| l.dir.as_path()).collect();
+    // A provider's state beneath HOME lands in the role's layer, which lives as long as the
+    // run; anywhere else (a state directory under /tmp among them) it stays a real grant, since
+    // the /tmp layer is the stage's and would lose it.
+    let covered: Vec<&Path> = input
+        .layers
+        .iter()
+        .map(|l| l.dir.as_path())
+        .filter(|dir| *dir != Path::new("/tmp"))
+        .collect();
     let mut writable: Vec<PathBuf> = Vec::new();
     let mut read_only = Vec::new();
     match access {
