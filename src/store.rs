@@ -10,6 +10,12 @@
 //! carry `format_version`, checked on read. A run is held by an exclusive `flock` on its
 //! `lock` file for as long as one autocode process works on it; a second one is refused.
 //!
+//! Below a workspace's `.autocode/` (which a cloned repository may ship), nothing is followed:
+//! every directory from `.autocode` down is created or checked without following a symbolic
+//! link, every file is opened `O_NOFOLLOW`, and a planted link is refused with its path
+//! ([`StoreError::Link`], [`open_owned`], [`create_owned_dir`]). The part of a path above
+//! `.autocode` is the user's (the workspace they named) and is followed as given.
+//!
 //! Tagged documents ([`write_tagged_json`], [`read_tagged_json`]) carry an HMAC-SHA256 over
 //! their exact bytes inside the same file, so one atomic write carries data and tag together:
 //!
@@ -69,6 +75,114 @@ pub enum StoreError {
     TagMismatch { path: PathBuf },
     #[error("cannot tag {path}: the run-state key is unavailable: {reason}")]
     NoKey { path: PathBuf, reason: String },
+    #[error(
+        "{path} is a symbolic link (or not a directory where one belongs); autocode does not follow links under .autocode/, which a cloned repository may have planted: remove it and retry"
+    )]
+    Link { path: PathBuf },
+}
+
+/// Where autocode's own part of `path` starts: the index of its last `.autocode` component
+/// (`None`: the path is not below a workspace's `.autocode/`).
+fn owned_from(path: &Path) -> Option<usize> {
+    path.components()
+        .enumerate()
+        .filter(|(_, c)| c.as_os_str() == ".autocode")
+        .map(|(i, _)| i)
+        .last()
+}
+
+/// Creates `dir` (and its parents) like `create_dir_all`, except that from `.autocode` down every
+/// component must be a real directory: a symbolic link (or a file) there is
+/// [`StoreError::Link`] and nothing is created through it.
+pub fn create_owned_dir(dir: &Path) -> Result<(), StoreError> {
+    let Some(start) = owned_from(dir) else {
+        return fs::create_dir_all(dir).map_err(write_err(dir));
+    };
+    let mut at = PathBuf::new();
+    for (i, part) in dir.components().enumerate() {
+        at.push(part);
+        if i < start {
+            continue;
+        }
+        if i == start
+            && let Some(parent) = at.parent()
+            && !parent.as_os_str().is_empty()
+        {
+            fs::create_dir_all(parent).map_err(write_err(parent))?;
+        }
+        match fs::symlink_metadata(&at) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => return Err(StoreError::Link { path: at }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => match fs::create_dir(&at) {
+                Ok(()) => {}
+                // Made at the same moment by another process: checked again below.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    if !fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir()) {
+                        return Err(StoreError::Link { path: at });
+                    }
+                }
+                Err(e) => return Err(write_err(&at)(e)),
+            },
+            Err(e) => return Err(write_err(&at)(e)),
+        }
+    }
+    Ok(())
+}
+
+/// Checks that no component of `path` from `.autocode` down is a symbolic link (those that
+/// exist; the file itself included), without creating anything.
+pub fn check_owned_path(path: &Path) -> Result<(), StoreError> {
+    let Some(start) = owned_from(path) else {
+        return Ok(());
+    };
+    let mut at = PathBuf::new();
+    for (i, part) in path.components().enumerate() {
+        at.push(part);
+        if i < start {
+            continue;
+        }
+        match fs::symlink_metadata(&at) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(StoreError::Link { path: at });
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    Ok(())
+}
+
+/// Opens `path` with `options` without following a symbolic link: its directories are made with
+/// [`create_owned_dir`] when `options` creates, checked with [`check_owned_path`] otherwise, and
+/// the file itself is opened `O_NOFOLLOW` (a link there is [`StoreError::Link`]). For every file
+/// autocode opens below `.autocode/`.
+pub fn open_owned(
+    path: &Path,
+    options: &mut OpenOptions,
+    creates: bool,
+) -> Result<File, StoreError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match path.parent() {
+        Some(dir) if creates && !dir.as_os_str().is_empty() => create_owned_dir(dir)?,
+        _ => check_owned_path(path)?,
+    }
+    options
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                StoreError::Link {
+                    path: path.to_owned(),
+                }
+            } else if creates {
+                write_err(path)(e)
+            } else {
+                StoreError::Read {
+                    path: path.to_owned(),
+                    source: e,
+                }
+            }
+        })
 }
 
 /// The scheme named in every tag.
@@ -295,6 +409,9 @@ fn write_replacing(
     durability: Durability,
     mode: Option<u32>,
 ) -> Result<(), StoreError> {
+    // Below `.autocode/` nothing is followed: a planted link is refused, never written through
+    // or replaced.
+    check_owned_path(path)?;
     // Something that exists and is not a regular file (`/dev/null`, `/dev/stdout`, a FIFO) is
     // written into, never replaced: a rename would put a regular file in its place, and as
     // root that destroys a device for the whole machine.
@@ -308,7 +425,7 @@ fn write_replacing(
             .map_err(write_err(path));
     }
     let dir = path.parent().unwrap_or(Path::new("."));
-    fs::create_dir_all(dir).map_err(write_err(path))?;
+    create_owned_dir(dir)?;
     let file_name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -316,11 +433,16 @@ fn write_replacing(
     let seq = TEMP_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let temp = dir.join(format!(".{file_name}.{}.{seq}.partial", std::process::id()));
     let now = durability == Durability::Now;
+    // A leftover of a dead process with this pid: `create_new` below must not meet it.
+    let _ = fs::remove_file(&temp);
     let result = (|| {
+        use std::os::unix::fs::OpenOptionsExt;
         let mut options = OpenOptions::new();
-        options.write(true).create(true).truncate(true);
+        options
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
         if let Some(mode) = mode {
-            use std::os::unix::fs::OpenOptionsExt;
             options.mode(mode);
         }
         let mut file = options.open(&temp)?;
@@ -358,6 +480,12 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError
 /// A record's bytes: `run.json`, stage records and other JSON autocode keeps are read as
 /// regular files only, without blocking, up to [`RECORD_CAP`](crate::bounded_read::RECORD_CAP).
 fn read_record_bytes(path: &Path) -> io::Result<Vec<u8>> {
+    if let Err(StoreError::Link { path }) = check_owned_path(path) {
+        return Err(io::Error::other(format!(
+            "{} is a symbolic link; autocode does not follow links under .autocode/",
+            path.display()
+        )));
+    }
     crate::bounded_read::read(path, crate::bounded_read::RECORD_CAP)
 }
 
@@ -378,7 +506,7 @@ pub fn read_versioned_json<T: DeserializeOwned>(
     path: &Path,
     expected: u64,
 ) -> Result<T, StoreError> {
-    let bytes = fs::read(path).map_err(|source| StoreError::Read {
+    let bytes = read_record_bytes(path).map_err(|source| StoreError::Read {
         path: path.to_owned(),
         source,
     })?;
@@ -501,14 +629,7 @@ pub fn append_json_line_as<T: Serialize>(
         source: io::Error::other(e),
     })?;
     line.push(b'\n');
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(write_err(path))?;
-    }
-    let mut file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(write_err(path))?;
+    let mut file = open_owned(path, OpenOptions::new().create(true).append(true), true)?;
     file.write_all(&line).map_err(write_err(path))?;
     match durability {
         Durability::Now => file.sync_data().map_err(write_err(path)),
@@ -529,15 +650,11 @@ pub struct RunLock {
 impl RunLock {
     /// Takes the lock without waiting; `StoreError::Busy` when another process holds it.
     pub fn acquire(path: &Path) -> Result<RunLock, StoreError> {
-        if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir).map_err(write_err(path))?;
-        }
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .map_err(write_err(path))?;
+        let file = open_owned(
+            path,
+            OpenOptions::new().create(true).truncate(false).write(true),
+            true,
+        )?;
         match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
             Ok(lock) => Ok(RunLock {
                 _lock: lock,
@@ -567,6 +684,67 @@ mod tests {
     struct Doc {
         format_version: u64,
         name: String,
+    }
+
+    /// A workspace whose `.autocode/` (or something in it) a cloned repository planted as a
+    /// link to `outside`.
+    fn planted(link_at: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        let outside = dir.path().join("outside");
+        fs::create_dir_all(&ws).unwrap();
+        fs::create_dir_all(&outside).unwrap();
+        let link = ws.join(link_at);
+        fs::create_dir_all(link.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(outside.join("target"), &link).unwrap();
+        (dir, ws, outside)
+    }
+
+    fn refused_naming(result: Result<impl std::fmt::Debug, StoreError>, link: &Path) {
+        match result {
+            Err(StoreError::Link { path }) => assert_eq!(path, link),
+            other => panic!("expected a refused link at {}: {other:?}", link.display()),
+        }
+    }
+
+    #[test]
+    fn nothing_below_autocode_is_followed_through_a_planted_link() {
+        // The lock file itself a link (the in-place lock, a run's lock).
+        let (_d, ws, outside) = planted(".autocode/in-place.lock");
+        let lock = ws.join(".autocode/in-place.lock");
+        refused_naming(RunLock::acquire(&lock), &lock);
+        refused_naming(append_json_line(&lock, &1), &lock);
+        refused_naming(write_json(&lock, &1), &lock);
+        // Even a read: the link's target (made now) is never read through it.
+        fs::write(outside.join("target"), "7").unwrap();
+        let read = read_json::<u64>(&lock).unwrap_err().to_string();
+        assert!(read.contains("symbolic link"), "{read}");
+        fs::remove_file(outside.join("target")).unwrap();
+        assert!(!outside.join("target").exists(), "nothing made outside");
+        // `.autocode` a link: nothing is created through it.
+        let (_d, ws, outside) = planted(".autocode");
+        let dot = ws.join(".autocode");
+        refused_naming(RunLock::acquire(&dot.join("runs/r1/lock")), &dot);
+        refused_naming(write_json(&dot.join("runs/r1/run.json"), &1), &dot);
+        refused_naming(create_owned_dir(&dot.join("worktrees")), &dot);
+        // A directory further down a link.
+        let (_d, ws, outside2) = planted(".autocode/runs");
+        let runs = ws.join(".autocode/runs");
+        refused_naming(RunLock::acquire(&runs.join("r1/lock")), &runs);
+        refused_naming(write_private(&runs.join("r1/key"), b"k"), &runs);
+        for dir in [outside, outside2] {
+            assert_eq!(fs::read_dir(&dir).unwrap().count(), 0, "{}", dir.display());
+        }
+        // Real directories work, and a link above `.autocode` (the user's own path) is followed.
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        fs::create_dir_all(&real).unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join("via")).unwrap();
+        let lock = dir.path().join("via/.autocode/runs/r1/lock");
+        let held = RunLock::acquire(&lock).unwrap();
+        write_json(&dir.path().join("via/.autocode/runs/r1/run.json"), &1).unwrap();
+        assert!(real.join(".autocode/runs/r1/run.json").is_file());
+        drop(held);
     }
 
     #[test]
