@@ -47,6 +47,81 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// The longest key autocode takes (from standard input or a terminal): real API keys are well
+/// under 1 KiB; anything longer is a mistake (a file, `/dev/zero`) and is refused unread.
+pub const SECRET_CAP: usize = 4096;
+
+/// Why a key given by the user is refused. Never carries the key's text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretError {
+    #[error("the key is empty")]
+    Empty,
+    #[error("the key is longer than {cap} bytes: that is not an API key")]
+    TooLong { cap: usize },
+    #[error("the key holds {what} at byte {at}: a key is one line of printable ASCII")]
+    Forbidden { what: &'static str, at: usize },
+}
+
+impl Secret {
+    /// A key typed or piped by the user: surrounding blanks and one final line end are dropped;
+    /// what is left must be 1..=[`SECRET_CAP`] bytes of printable ASCII (no space, no control
+    /// character, no second line, no escape sequence).
+    pub fn parse(text: &str) -> Result<Secret, SecretError> {
+        let key = text.trim_matches(|c| c == ' ' || c == '\t');
+        let key = key
+            .strip_suffix("\r\n")
+            .or_else(|| key.strip_suffix('\n'))
+            .unwrap_or(key)
+            .trim_matches(|c| c == ' ' || c == '\t');
+        if key.is_empty() {
+            return Err(SecretError::Empty);
+        }
+        if key.len() > SECRET_CAP {
+            return Err(SecretError::TooLong { cap: SECRET_CAP });
+        }
+        let offset = text.len() - text.trim_start_matches([' ', '\t']).len();
+        if let Some((at, c)) = key.char_indices().find(|(_, c)| !c.is_ascii_graphic()) {
+            let what = match c {
+                '\n' | '\r' => "a line break",
+                ' ' | '\t' => "a blank",
+                '\u{1b}' => "an escape character",
+                c if c.is_control() => "a control character",
+                _ => "a character outside ASCII",
+            };
+            return Err(SecretError::Forbidden {
+                what,
+                at: offset + at,
+            });
+        }
+        Ok(Secret(key.to_owned()))
+    }
+
+    /// Reads a key from `input` (standard input) and [`parse`](Secret::parse)s it; at most
+    /// [`SECRET_CAP`] + 2 bytes are ever read, so an endless input is refused at once.
+    pub fn read_from(input: impl Read) -> Result<Secret, ReadSecretError> {
+        let limit = SECRET_CAP as u64 + 3;
+        let mut bytes = Vec::new();
+        input.take(limit).read_to_end(&mut bytes)?;
+        if bytes.len() as u64 >= limit {
+            return Err(SecretError::TooLong { cap: SECRET_CAP }.into());
+        }
+        let text = String::from_utf8(bytes).map_err(|e| SecretError::Forbidden {
+            what: "a byte that is not UTF-8",
+            at: e.utf8_error().valid_up_to(),
+        })?;
+        Ok(Secret::parse(&text)?)
+    }
+}
+
+/// Why reading a key failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadSecretError {
+    #[error(transparent)]
+    Invalid(#[from] SecretError),
+    #[error("cannot read the key: {0}")]
+    Io(#[from] std::io::Error),
+}
+
 /// How a request authenticates.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Auth {
@@ -378,6 +453,55 @@ fn clip(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::{ReadSecretError, SECRET_CAP, Secret, SecretError};
+
+    #[test]
+    fn a_key_is_one_bounded_line_of_printable_ascii() {
+        let ok = |text: &str, key: &str| {
+            assert_eq!(
+                Secret::parse(text).map(|s| s.expose().to_owned()),
+                Ok(key.to_owned())
+            )
+        };
+        ok("sk-abc\n", "sk-abc");
+        ok("  sk-abc \r\n", "sk-abc");
+        ok(&"k".repeat(SECRET_CAP), &"k".repeat(SECRET_CAP));
+        let refused = |text: &str, want: SecretError| assert_eq!(Secret::parse(text), Err(want));
+        refused("", SecretError::Empty);
+        refused(" \n", SecretError::Empty);
+        refused(
+            &"k".repeat(SECRET_CAP + 1),
+            SecretError::TooLong { cap: SECRET_CAP },
+        );
+        let at = |what, at| SecretError::Forbidden { what, at };
+        refused("sk-a\nsk-b\n", at("a line break", 4));
+        refused("sk\x1b[31m", at("an escape character", 2));
+        refused("  sk\u{7f}", at("a control character", 4));
+        refused("sk a", at("a blank", 2));
+        refused("sk\u{e9}", at("a character outside ASCII", 2));
+        // The refusal never carries the key.
+        let shown = Secret::parse("sk-supersecret\x1b").unwrap_err().to_string();
+        assert!(!shown.contains("supersecret"), "{shown}");
+    }
+
+    #[test]
+    fn reading_a_key_stops_after_the_cap() {
+        // An endless input (like /dev/zero) is refused after a few KiB, not read to the end.
+        let endless = std::io::repeat(b'k');
+        match Secret::read_from(endless) {
+            Err(ReadSecretError::Invalid(SecretError::TooLong { cap })) => {
+                assert_eq!(cap, SECRET_CAP)
+            }
+            other => panic!("{other:?}"),
+        }
+        let key = Secret::read_from(&b"sk-xyz\n"[..]).unwrap();
+        assert_eq!(key.expose(), "sk-xyz");
+        assert!(matches!(
+            Secret::read_from(&b"sk-\xff"[..]),
+            Err(ReadSecretError::Invalid(SecretError::Forbidden { .. }))
+        ));
+    }
+
     use super::*;
 
     #[test]
