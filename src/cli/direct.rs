@@ -330,6 +330,12 @@ pub fn check(ctx: &Context, json_out: bool, live: bool) -> Result<ExitCode, Edge
             };
             let mut models = BTreeMap::new();
             for model in &endpoint.models {
+                // One total deadline for this model's whole check, whatever the server trickles.
+                let client = client.clone().with_deadline(http::check_deadline(
+                    ctx.env
+                        .get(std::ffi::OsStr::new(http::CHECK_DEADLINE_ENV))
+                        .and_then(|v| v.to_str()),
+                ));
                 let marker = format!("ac-canary-{}", crate::run::runner::nonce_hex());
                 let input = preflight::PreflightInput {
                     endpoint,
