@@ -157,11 +157,18 @@ impl Progress {
         let mut message = format!("{:>8} tokens", stage.tokens);
         if let Some(last) = &stage.last {
             message.push_str("  ");
-            message.push_str(last);
+            message.push_str(&crate::term_text::abridge(
+                last,
+                LIVE_MAX,
+                "`autocode events`",
+            ));
         }
         message
     }
 }
+
+/// The longest command the live line shows whole.
+const LIVE_MAX: usize = 120;
 
 /// One line of `text`, safe for a terminal (agents' commands span lines and carry escapes).
 fn one_line(text: &str) -> String {
