@@ -328,6 +328,20 @@ pub enum RunIntegrityError {
         "run {run}: {path} does not verify: it was changed by something other than autocode (or made with another user's key)"
     )]
     Tampered { run: String, path: PathBuf },
+    #[error("run {run}: {path} is corrupt, not a run state autocode wrote ({detail})")]
+    Corrupt {
+        run: String,
+        path: PathBuf,
+        detail: String,
+    },
+    #[error(
+        "run {run}: {path} does not verify under the run-state key {key}, which was made after this run's last checkpoint: the key changed, so every run made with the old key is refused"
+    )]
+    KeyChanged {
+        run: String,
+        path: PathBuf,
+        key: PathBuf,
+    },
     #[error("run {run}: the run state names run {recorded}, not the directory it is in")]
     IdMismatch { run: String, recorded: String },
     #[error("run {run}: the run state belongs to workspace {recorded}, not {workspace}")]
@@ -369,6 +383,8 @@ impl RunIntegrityError {
             Self::OlderAutocode { .. } => "finish or inspect it with the autocode that made it, or start a new run; this autocode acts only on runs it can verify".into(),
             Self::OlderFormat { .. } => "finish it with that version of autocode or start a new run".into(),
             Self::NewerFormat { .. } => "finish it with the autocode that made it (or a newer one), or start a new run".into(),
+            Self::Corrupt { run, .. } => format!("the run cannot be resumed: look at .autocode/runs/{run}/ (its branch autocode/{run} keeps the accepted stages: `git log autocode/{run}`), then remove that directory and start a new run"),
+            Self::KeyChanged { key, .. } => format!("put the old key back at {} if you have a copy (a backup of that file); without it these runs cannot be resumed, but their branches autocode/<run-id> keep the accepted stages", key.display()),
             Self::Tampered { .. } | Self::IdMismatch { .. } => "autocode does not act on run state it did not write; start a new run (the run directory is left as it is for inspection)".into(),
             Self::ForeignWorkspace { .. } | Self::ForeignWorkTree { .. } => "a run works only in its own workspace or its own worktree; start a new run here".into(),
             Self::Tracked { .. } => "run directories are never taken from a repository: untrack .autocode/ (git rm -r --cached .autocode) and start a new run".into(),
@@ -492,6 +508,51 @@ fn run_names<'a>(paths: impl Iterator<Item = &'a str>) -> BTreeSet<String> {
         .collect()
 }
 
+/// A run state without a tag: an older autocode's JSON, or bytes that are not JSON at all.
+fn untagged(run: &str, path: PathBuf) -> RunIntegrityError {
+    let bytes = crate::bounded_read::read(&path, crate::bounded_read::RECORD_CAP);
+    let parsed = bytes
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).map_err(|e| e.to_string()));
+    match parsed {
+        Ok(serde_json::Value::Object(_)) => RunIntegrityError::OlderAutocode {
+            run: run.to_owned(),
+            path,
+        },
+        Ok(_) => RunIntegrityError::Corrupt {
+            run: run.to_owned(),
+            path,
+            detail: "JSON, but not an object".into(),
+        },
+        Err(detail) => RunIntegrityError::Corrupt {
+            run: run.to_owned(),
+            path,
+            detail,
+        },
+    }
+}
+
+/// A run state whose tag does not verify: changed by something else, or the key changed since
+/// it was written (the key file is newer than the run state).
+fn mismatched(run: &str, path: PathBuf) -> RunIntegrityError {
+    let modified = |p: &Path| fs::metadata(p).and_then(|m| m.modified()).ok();
+    let key = key_dir().map(|dir| dir.join(KEY_FILE));
+    if let Ok(key) = key
+        && let (Some(key_made), Some(written)) = (modified(&key), modified(&path))
+        && key_made > written
+    {
+        return RunIntegrityError::KeyChanged {
+            run: run.to_owned(),
+            path,
+            key,
+        };
+    }
+    RunIntegrityError::Tampered {
+        run: run.to_owned(),
+        path,
+    }
+}
+
 /// Checks everything but git: the tag, the id, the workspace and the work tree.
 pub fn verify_untracked(workspace: &Path, dir: &Path) -> Result<RunState, RunIntegrityError> {
     let run = dir
@@ -503,14 +564,8 @@ pub fn verify_untracked(workspace: &Path, dir: &Path) -> Result<RunState, RunInt
         source,
     })?;
     let state = read_run_state(dir).map_err(|e| match e {
-        StoreError::Untagged { path } => RunIntegrityError::OlderAutocode {
-            run: run.clone(),
-            path,
-        },
-        StoreError::TagMismatch { path } => RunIntegrityError::Tampered {
-            run: run.clone(),
-            path,
-        },
+        StoreError::Untagged { path } => untagged(&run, path),
+        StoreError::TagMismatch { path } => mismatched(&run, path),
         StoreError::Version {
             found, expected, ..
         } if found < expected => RunIntegrityError::OlderFormat {
