@@ -15,7 +15,8 @@ fn demo(cli: &str) -> serde_json::Value {
     );
     let home = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_autocode"))
-        .args(["demo", "--provider", cli, "--json"])
+        .args(["demo", "--provider", cli, "--json", "--clis-dir"])
+        .arg(bin.parent().unwrap())
         .env("HOME", home.path())
         .env_remove("XDG_CONFIG_HOME")
         .current_dir(env!("CARGO_MANIFEST_DIR"))
