@@ -167,6 +167,40 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
         "the demo's files stay for you to inspect; remove them with: rm -rf {}",
         shell_quote(&root.display().to_string())
     );
+    // What was produced and what to do next, as a real run ends.
+    match &outcome.outcome {
+        DriveOutcome::Complete => {
+            say!(
+                "COMPLETE: run {} ({} stages, {} tokens)",
+                outcome.run_id,
+                outcome.stages,
+                outcome.usage.total_tokens()
+            );
+            super::apply::say_result(&outcome);
+            if let Some(result) = &outcome.result {
+                say!(
+                    "produced: {} commit(s) on {} in {}; see them with: git -C {} log -p {}",
+                    result.commits,
+                    result.branch,
+                    workspace.display(),
+                    shell_quote(&workspace.display().to_string()),
+                    result.branch
+                );
+            }
+            say!(
+                "next: in a git repository of yours, `autocode doctor` checks the setup and `autocode run \"<what you want done>\"` starts a run"
+            );
+        }
+        DriveOutcome::Paused { pause } => {
+            say!("paused {}: {}", pause.code, pause.reason);
+            say!(
+                "next: {} (run directory {}; `autocode explain {}` says more)",
+                pause.next_step,
+                outcome.run_dir.display(),
+                pause.code
+            );
+        }
+    }
     if args.json {
         output::print_json(&outcome)?;
     }
