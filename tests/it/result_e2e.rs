@@ -485,3 +485,25 @@ fn an_in_place_run_says_its_changes_are_not_committed() {
     assert_eq!(refused.code, Some(2), "{refused:?}");
     assert!(refused.stderr.contains("in place"), "{refused:?}");
 }
+
+/// A cloned repository that ships `.autocode/in-place.lock` (or `.autocode` itself) as a
+/// symbolic link: `--in-place` refuses it with its path and creates nothing through it.
+#[test]
+fn a_planted_link_under_autocode_is_refused_with_its_path() {
+    let harness = Harness::new(script_with(&[]));
+    let ws = harness.workspace();
+    let outside = harness.home().join("outside");
+    fs::create_dir_all(&outside).expect("outside");
+    fs::create_dir_all(ws.join(".autocode")).expect(".autocode");
+    let lock = ws.join(".autocode/in-place.lock");
+    std::os::unix::fs::symlink(outside.join("made-through-the-link"), &lock).expect("link");
+    let refused = harness.run(&["--yes", "--in-place"]);
+    assert_ne!(refused.code, Some(0), "{refused:?}");
+    assert!(
+        refused.stderr.contains(&lock.display().to_string())
+            && refused.stderr.contains("symbolic link"),
+        "{refused:?}"
+    );
+    assert!(!outside.join("made-through-the-link").exists());
+    assert_eq!(entries(&outside), Vec::<String>::new());
+}
