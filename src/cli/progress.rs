@@ -277,6 +277,23 @@ mod tests {
     }
 
     #[test]
+    fn a_long_command_on_the_live_line_is_abridged_with_a_pointer() {
+        let stage = LiveStage {
+            bar: ProgressBar::hidden(),
+            tokens: 42,
+            last: Some(one_line(&format!("pytest {}", "tests/x.py ".repeat(40)))),
+        };
+        let message = Progress::live_message(&stage);
+        assert!(
+            message.contains("more characters; full text: `autocode events`"),
+            "{message}"
+        );
+        assert!(message.chars().count() < 200, "{message}");
+        // Hidden bidi controls are shown, never obeyed.
+        assert_eq!(one_line("rm \u{202E}fr-"), "rm <U+202E>fr-");
+    }
+
+    #[test]
     fn commands_shown_live_are_one_safe_line() {
         assert_eq!(one_line("cargo\n test \u{1b}]0;x\u{7}"), "cargo test ]0;x");
     }
