@@ -5,11 +5,12 @@
 # costs at that length.
 # Usage: benches/status.sh [STAGES ...]   (default: 1000 10000)
 # RUN_STATE_BIN=path runs an already built generator instead of `cargo bench --bench run_state`.
-# Needs a release build (`cargo build --release`); prints a markdown table.
+# Measures the published build (`cargo build --profile dist`: fat LTO, one codegen unit; the
+# memory target is set for it); prints a markdown table.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-bin=${AUTOCODE_BIN:-target/release/autocode}
-[ -x "$bin" ] || cargo build --release --locked -q
+bin=${AUTOCODE_BIN:-target/dist/autocode}
+[ -x "$bin" ] || cargo build --profile dist --locked -q
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
 # The toolchain stays where it is when HOME moves (rustup and cargo find it through HOME).

@@ -73,9 +73,17 @@ fn main() {
         .get(std::ffi::OsStr::new("PATH"))
         .cloned()
         .unwrap_or_default();
-    let Some(cli) = demo::find_cli(preferred, &path_var) else {
-        eprintln!("no pinned CLI on PATH (add tests/clis/node_modules/.bin)");
-        std::process::exit(2);
+    // The pinned CLIs of this checkout first (the bench measures those), then PATH.
+    let search = demo::CliSearch {
+        executable: None,
+        dir: Some(PathBuf::from("tests/clis/node_modules/.bin")),
+    };
+    let cli = match demo::find_cli(preferred, &path_var, &search) {
+        Ok(cli) => cli,
+        Err(e) => {
+            eprintln!("{e} (install the pinned CLIs: npm ci --prefix tests/clis)");
+            std::process::exit(2);
+        }
     };
     let home = tempfile::tempdir().expect("home");
     let runtime = tokio::runtime::Runtime::new().expect("runtime");

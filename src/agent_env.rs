@@ -28,10 +28,15 @@
 //!      GROUP, ORDER, DEDUP, IDEMPOTENCY, SHORTCUT, HOT, LEADER, MODIFIER) is not a credential
 //!      word (`PRIMARY_KEY_COLUMN`, `SORT_KEY`);
 //!    - a token *count* is not a credential: a TOKEN/TOKENS word followed by MAX, LIMIT, COUNT
-//!      or BUDGET, or preceded (anywhere earlier in the name) by MAX, whose value is a whole
-//!      number (ASCII digits only) is kept (`MAX_TOKENS=4096`); the same name holding anything
-//!      else (`MAX_TOKENS=abc`, or empty) is withheld.
+//!      or BUDGET, preceded (anywhere earlier in the name) by MAX, or right after a count word
+//!      of the rule file (CONTEXT, PROMPT, OUTPUT, …), whose value is a whole number (ASCII
+//!      digits only) is kept (`MAX_TOKENS=4096`, `CONTEXT_TOKENS=128000`); the same name holding
+//!      anything else (`MAX_TOKENS=abc`) is withheld;
+//!    - the allowlist of `secret_rules.toml`: exact harmless names (`PUBLIC_KEY`, `KEY_ID`), a
+//!      KEY word followed by a word describing keys (`REDIS_KEY_PREFIX`) or preceded by a public
+//!      one (`PUBLISHABLE_KEY`).
 //!
+//!    The abbreviations PW, PSWD, PSSWD, PWORD, CRED, CREDS and PASSCODE are credential words.
 //!    The exact names `PWD` and `OLDPWD` are the working directory, not passwords: they are
 //!    kept (every launch then sets `PWD` to the stage's directory and drops `OLDPWD`); `DB_PWD`
 //!    and `MYSQL_PWD` are withheld.
@@ -40,19 +45,16 @@
 //!    `postgres://u:pa/ss@h/db`, `postgres://u:p@ss@h/db`); for proxy variables (`*_PROXY`, any
 //!    case) a scheme-less `user:pw@host:port` counts too. Proxy variables without credentials
 //!    are ordinary variables and are kept.
-//! 5. **Credential value**, under any name: a secret-shaped token (`sk-…`, `sk_live_…`,
-//!    `rk_live_…`, `ghp_…`/`gho_…`/`ghu_…`/`ghs_…`/`ghr_…`, `github_pat_…`, `glpat-…`,
-//!    `xox[abprs]-…`, an `AKIA`/`ASIA` access key id, a PEM private key header, a JWT
-//!    `eyJ….eyJ….sig`), a connection-string secret (`password=`, `pwd=`, `AccountKey=`,
-//!    `SharedAccessSignature=`, any case, non-empty), a webhook URL whose path is its secret
-//!    (`hooks.slack.com/services/…`, `discord.com/api/webhooks/…`), or an HTTP credential
-//!    header (`Authorization:`, `Proxy-Authorization:`, `X-Api-Key:`, `Private-Token:`,
-//!    `Cookie:`; e.g. `GIT_CONFIG_PARAMETERS` carrying `http.extraHeader=Authorization: …`).
-//!    See [`values`].
+//! 5. **Credential value**, under any name: a value matching the rule set of
+//!    `agent_env/secret_rules.toml` (data: provider token formats, passwords inside netrc, YAML,
+//!    JSON, INI and connection strings, `curl -u`, presigned and SAS URLs, webhook URLs, HTTP
+//!    credential headers). See [`values`].
+//!
+//! Rules 3 to 5 never apply to an empty value: it carries no secret and is kept.
 //!
 //! `AUTOCODE_PASS_ENV` (comma-separated names, matched exactly) lets variables withheld by rules
 //! 3, 4 and 5 through, never those withheld by rules 0, 1 and 2. Everything else is kept,
-//! including empty values and ordinary `AUTOCODE_*` settings.
+//! including ordinary `AUTOCODE_*` settings.
 //!
 //! Invariants: the withheld list holds names and reasons only, never values, sorted by name and
 //! without duplicates; `Debug` of an [`AgentEnvironment`] prints names only, so logging one
@@ -72,7 +74,14 @@ pub use values::{value_has_credential, value_has_url_password};
 pub const PASS_ENV_VAR: &str = "AUTOCODE_PASS_ENV";
 
 /// Name words that mark a credential.
-const CREDENTIAL_WORDS: [&str; 20] = [
+const CREDENTIAL_WORDS: [&str; 27] = [
+    "PW",
+    "PSWD",
+    "PSSWD",
+    "PWORD",
+    "CRED",
+    "CREDS",
+    "PASSCODE",
     "TOKEN",
     "TOKENS",
     "SECRET",
@@ -96,7 +105,9 @@ const CREDENTIAL_WORDS: [&str; 20] = [
 ];
 
 /// Endings that make a compound word a credential word (`PGPASSWORD`, `GHTOKEN`).
-const CREDENTIAL_ENDINGS: [&str; 16] = [
+const CREDENTIAL_ENDINGS: [&str; 18] = [
+    "PSWD",
+    "CREDS",
     "TOKEN",
     "TOKENS",
     "SECRET",
@@ -338,6 +349,10 @@ fn classify(
     if forbid_env.iter().any(|f| f.eq_ignore_ascii_case(name)) {
         return Some(WithheldReason::ForbiddenByProvider);
     }
+    // An empty value carries no secret: rules 3 to 5 do not apply to it.
+    if value.is_empty() {
+        return None;
+    }
     let reason = if is_credential_like(name, value) {
         Some(WithheldReason::CredentialName)
     } else if value_has_url_password(name, value) {
@@ -366,9 +381,13 @@ pub fn is_controller_secret(name: &str) -> bool {
 fn is_credential_word(words: &[String], i: usize) -> bool {
     let word = words[i].as_str();
     if word == "KEY" || word == "KEYS" {
-        return !i
-            .checked_sub(1)
-            .is_some_and(|before| DATA_KEY_WORDS.contains(&words[before].as_str()));
+        let allow = &values::RULES.file.allow;
+        let before = i.checked_sub(1).map(|b| words[b].as_str());
+        let after = words.get(i + 1).map(String::as_str);
+        let data_key = before.is_some_and(|b| DATA_KEY_WORDS.contains(&b));
+        let public = before.is_some_and(|b| allow.public_key_words.iter().any(|w| w == b));
+        let described = after.is_some_and(|a| allow.key_descriptions.iter().any(|w| w == a));
+        return !(data_key || public || described);
     }
     CREDENTIAL_WORDS.contains(&word)
         || CREDENTIAL_ENDINGS
@@ -379,7 +398,14 @@ fn is_credential_word(words: &[String], i: usize) -> bool {
 /// Whether the name marks a credential (rule 3 of the module doc), given its value (a token
 /// count is not a credential only while it holds a whole number).
 pub fn is_credential_like(name: &str, value: &str) -> bool {
-    if NOT_CREDENTIALS.contains(&name) {
+    if NOT_CREDENTIALS.contains(&name)
+        || values::RULES
+            .file
+            .allow
+            .names
+            .iter()
+            .any(|allowed| allowed.eq_ignore_ascii_case(name))
+    {
         return false;
     }
     let words = name_words(name);
@@ -393,8 +419,16 @@ pub fn is_credential_like(name: &str, value: &str) -> bool {
         let max_before = words
             .get(..i)
             .is_some_and(|before| before.iter().any(|w| w == "MAX"));
-        let counts_tokens =
-            is_token && (next.is_some_and(|n| COUNT_WORDS_AFTER.contains(&n)) || max_before);
+        let count_before = i.checked_sub(1).is_some_and(|b| {
+            values::RULES
+                .file
+                .allow
+                .token_count_words
+                .iter()
+                .any(|w| *w == words[b])
+        });
+        let counts_tokens = is_token
+            && (next.is_some_and(|n| COUNT_WORDS_AFTER.contains(&n)) || max_before || count_before);
         !(counts_tokens && whole_number)
     })
 }
@@ -428,5 +462,7 @@ fn name_words(name: &str) -> Vec<String> {
         .collect()
 }
 
+#[cfg(test)]
+mod shapes;
 #[cfg(test)]
 mod tests;

@@ -3,9 +3,10 @@
 //! account and no network model access: the CLI talks to a loopback server that answers every
 //! stage from an embedded script.
 //!
-//! It prefers the pinned CLIs under `tests/clis/node_modules/.bin` (looked up from the current
-//! directory and from the source tree autocode was built from), then `PATH`; Codex first (fastest
-//! start), then Claude Code, then OpenCode.
+//! It drives the CLI a run would use: the one on `PATH`, or exactly the one `--executable` names;
+//! a directory of pinned CLIs (`--clis-dir tests/clis/node_modules/.bin`) is searched first only
+//! when the command is given one, never the source tree autocode was built from. Codex first
+//! (fastest start), then Claude Code, then OpenCode.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -51,8 +52,43 @@ pub struct FoundCli {
     pub executable: PathBuf,
 }
 
-/// The first usable CLI: `preferred` if given, else codex, claude, opencode.
-pub fn find_cli(preferred: Option<BuiltinTransport>, path_var: &OsString) -> Option<FoundCli> {
+/// Where a command looks for a CLI beyond `PATH`.
+#[derive(Debug, Clone, Default)]
+pub struct CliSearch {
+    /// Exactly this executable (`--executable`): nothing else is looked at.
+    pub executable: Option<PathBuf>,
+    /// A directory searched before `PATH` (`--clis-dir`, e.g. the pinned `tests/clis/...`).
+    pub dir: Option<PathBuf>,
+}
+
+/// Why no CLI was found.
+#[derive(Debug, thiserror::Error)]
+pub enum FindCliError {
+    #[error("--executable {0}: not an executable file")]
+    NotExecutable(PathBuf),
+    #[error("--executable needs --provider to say which CLI it is")]
+    NoTransport,
+    #[error("no {0} on PATH{1}")]
+    NotFound(String, String),
+}
+
+/// The CLI a run would use: `search.executable` if given (for `preferred`), else the first of
+/// `preferred` (or codex, claude, opencode) in `search.dir` and then on `path_var`.
+pub fn find_cli(
+    preferred: Option<BuiltinTransport>,
+    path_var: &OsString,
+    search: &CliSearch,
+) -> Result<FoundCli, FindCliError> {
+    if let Some(exe) = &search.executable {
+        let transport = preferred.ok_or(FindCliError::NoTransport)?;
+        let exe = std::path::absolute(exe).unwrap_or_else(|_| exe.clone());
+        let resolved = crate::provider::resolve_on_path(&exe.to_string_lossy(), path_var)
+            .ok_or(FindCliError::NotExecutable(exe))?;
+        return Ok(FoundCli {
+            transport,
+            executable: resolved,
+        });
+    }
     let order = match preferred {
         Some(t) => vec![t],
         None => vec![
@@ -61,30 +97,55 @@ pub fn find_cli(preferred: Option<BuiltinTransport>, path_var: &OsString) -> Opt
             BuiltinTransport::Opencode,
         ],
     };
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    if let Ok(cwd) = std::env::current_dir() {
-        dirs.push(cwd.join("tests/clis/node_modules/.bin"));
-    }
-    dirs.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clis/node_modules/.bin"));
-    for transport in order {
+    for transport in &order {
         let name = transport.program();
-        for dir in &dirs {
+        if let Some(dir) = &search.dir {
             let candidate = dir.join(name);
-            if crate::provider::resolve_on_path(&candidate.to_string_lossy(), path_var).is_some() {
-                return Some(FoundCli {
-                    transport,
-                    executable: candidate,
+            let candidate = std::path::absolute(&candidate).unwrap_or(candidate);
+            if let Some(found) =
+                crate::provider::resolve_on_path(&candidate.to_string_lossy(), path_var)
+            {
+                return Ok(FoundCli {
+                    transport: *transport,
+                    executable: found,
                 });
             }
         }
         if let Some(found) = crate::provider::resolve_on_path(name, path_var) {
-            return Some(FoundCli {
-                transport,
+            return Ok(FoundCli {
+                transport: *transport,
                 executable: found,
             });
         }
     }
-    None
+    let names: Vec<&str> = order.iter().map(|t| t.program()).collect();
+    Err(FindCliError::NotFound(
+        names.join(", "),
+        search
+            .dir
+            .as_ref()
+            .map(|d| format!(" or in {}", d.display()))
+            .unwrap_or_default(),
+    ))
+}
+
+/// The first line of `<executable> --version` (20 s at most), for saying which CLI runs.
+pub async fn cli_version(executable: &Path) -> Option<String> {
+    let run = tokio::process::Command::new(executable)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(20), run)
+        .await
+        .ok()?
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(|l| crate::term_text::terminal_safe(l).into_owned())
 }
 
 /// The model id a route names on `transport` (OpenCode spells `provider/model`).
@@ -307,6 +368,68 @@ pub async fn start_server() -> Result<RunningServer, String> {
 
 #[cfg(test)]
 mod tests {
+    use super::{CliSearch, FindCliError, find_cli};
+    use crate::transport::BuiltinTransport;
+
+    fn fake(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir_all(dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, "#!/bin/sh\necho fake\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    #[test]
+    fn the_cli_is_the_one_a_run_would_use_never_the_build_trees() {
+        let root = tempfile::tempdir().unwrap();
+        let on_path = fake(&root.path().join("bin"), "codex");
+        let pinned = fake(&root.path().join("pinned"), "codex");
+        let path_var = root.path().join("bin").into_os_string();
+        let codex = Some(BuiltinTransport::Codex);
+        // PATH, as a run: not the pinned copy, not the source tree's tests/clis.
+        let found = find_cli(codex, &path_var, &CliSearch::default()).unwrap();
+        assert_eq!(found.executable, on_path);
+        // Nothing on PATH: nothing found, though this source tree has pinned CLIs.
+        let empty = root.path().join("empty").into_os_string();
+        assert!(matches!(
+            find_cli(codex, &empty, &CliSearch::default()),
+            Err(FindCliError::NotFound(..))
+        ));
+        // A directory the command names is searched first.
+        let search = CliSearch {
+            executable: None,
+            dir: Some(root.path().join("pinned")),
+        };
+        assert_eq!(
+            find_cli(codex, &path_var, &search).unwrap().executable,
+            pinned
+        );
+        // An explicit executable is that one, for the named CLI only.
+        let other = fake(&root.path().join("other"), "codex-0.171");
+        let explicit = CliSearch {
+            executable: Some(other.clone()),
+            dir: None,
+        };
+        let found = find_cli(codex, &empty, &explicit).unwrap();
+        assert_eq!(
+            (found.executable, found.transport),
+            (other, BuiltinTransport::Codex)
+        );
+        assert!(matches!(
+            find_cli(None, &empty, &explicit),
+            Err(FindCliError::NoTransport)
+        ));
+        let missing = CliSearch {
+            executable: Some(root.path().join("nope")),
+            dir: None,
+        };
+        assert!(matches!(
+            find_cli(codex, &empty, &missing),
+            Err(FindCliError::NotExecutable(_))
+        ));
+    }
+
     use super::*;
 
     #[test]

@@ -10,6 +10,12 @@
 //! carry `format_version`, checked on read. A run is held by an exclusive `flock` on its
 //! `lock` file for as long as one autocode process works on it; a second one is refused.
 //!
+//! Below a workspace's `.autocode/` (which a cloned repository may ship), nothing is followed:
+//! every directory from `.autocode` down is created or checked without following a symbolic
+//! link, every file is opened `O_NOFOLLOW`, and a planted link is refused with its path
+//! ([`StoreError::Link`], [`open_owned`], [`create_owned_dir`]). The part of a path above
+//! `.autocode` is the user's (the workspace they named) and is followed as given.
+//!
 //! Tagged documents ([`write_tagged_json`], [`read_tagged_json`]) carry an HMAC-SHA256 over
 //! their exact bytes inside the same file, so one atomic write carries data and tag together:
 //!
@@ -69,6 +75,114 @@ pub enum StoreError {
     TagMismatch { path: PathBuf },
     #[error("cannot tag {path}: the run-state key is unavailable: {reason}")]
     NoKey { path: PathBuf, reason: String },
+    #[error(
+        "{path} is a symbolic link (or not a directory where one belongs); autocode does not follow links under .autocode/, which a cloned repository may have planted: remove it and retry"
+    )]
+    Link { path: PathBuf },
+}
+
+/// Where autocode's own part of `path` starts: the index of its last `.autocode` component
+/// (`None`: the path is not below a workspace's `.autocode/`).
+fn owned_from(path: &Path) -> Option<usize> {
+    path.components()
+        .enumerate()
+        .filter(|(_, c)| c.as_os_str() == ".autocode")
+        .map(|(i, _)| i)
+        .last()
+}
+
+/// Creates `dir` (and its parents) like `create_dir_all`, except that from `.autocode` down every
+/// component must be a real directory: a symbolic link (or a file) there is
+/// [`StoreError::Link`] and nothing is created through it.
+pub fn create_owned_dir(dir: &Path) -> Result<(), StoreError> {
+    let Some(start) = owned_from(dir) else {
+        return fs::create_dir_all(dir).map_err(write_err(dir));
+    };
+    let mut at = PathBuf::new();
+    for (i, part) in dir.components().enumerate() {
+        at.push(part);
+        if i < start {
+            continue;
+        }
+        if i == start
+            && let Some(parent) = at.parent()
+            && !parent.as_os_str().is_empty()
+        {
+            fs::create_dir_all(parent).map_err(write_err(parent))?;
+        }
+        match fs::symlink_metadata(&at) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => return Err(StoreError::Link { path: at }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => match fs::create_dir(&at) {
+                Ok(()) => {}
+                // Made at the same moment by another process: checked again below.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    if !fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir()) {
+                        return Err(StoreError::Link { path: at });
+                    }
+                }
+                Err(e) => return Err(write_err(&at)(e)),
+            },
+            Err(e) => return Err(write_err(&at)(e)),
+        }
+    }
+    Ok(())
+}
+
+/// Checks that no component of `path` from `.autocode` down is a symbolic link (those that
+/// exist; the file itself included), without creating anything.
+pub fn check_owned_path(path: &Path) -> Result<(), StoreError> {
+    let Some(start) = owned_from(path) else {
+        return Ok(());
+    };
+    let mut at = PathBuf::new();
+    for (i, part) in path.components().enumerate() {
+        at.push(part);
+        if i < start {
+            continue;
+        }
+        match fs::symlink_metadata(&at) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(StoreError::Link { path: at });
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    Ok(())
+}
+
+/// Opens `path` with `options` without following a symbolic link: its directories are made with
+/// [`create_owned_dir`] when `options` creates, checked with [`check_owned_path`] otherwise, and
+/// the file itself is opened `O_NOFOLLOW` (a link there is [`StoreError::Link`]). For every file
+/// autocode opens below `.autocode/`.
+pub fn open_owned(
+    path: &Path,
+    options: &mut OpenOptions,
+    creates: bool,
+) -> Result<File, StoreError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match path.parent() {
+        Some(dir) if creates && !dir.as_os_str().is_empty() => create_owned_dir(dir)?,
+        _ => check_owned_path(path)?,
+    }
+    options
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                StoreError::Link {
+                    path: path.to_owned(),
+                }
+            } else if creates {
+                write_err(path)(e)
+            } else {
+                StoreError::Read {
+                    path: path.to_owned(),
+                    source: e,
+                }
+            }
+        })
 }
 
 /// The scheme named in every tag.
@@ -295,6 +409,9 @@ fn write_replacing(
     durability: Durability,
     mode: Option<u32>,
 ) -> Result<(), StoreError> {
+    // Below `.autocode/` nothing is followed: a planted link is refused, never written through
+    // or replaced.
+    check_owned_path(path)?;
     // Something that exists and is not a regular file (`/dev/null`, `/dev/stdout`, a FIFO) is
     // written into, never replaced: a rename would put a regular file in its place, and as
     // root that destroys a device for the whole machine.
@@ -308,7 +425,7 @@ fn write_replacing(
             .map_err(write_err(path));
     }
     let dir = path.parent().unwrap_or(Path::new("."));
-    fs::create_dir_all(dir).map_err(write_err(path))?;
+    create_owned_dir(dir)?;
     let file_name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -316,11 +433,16 @@ fn write_replacing(
     let seq = TEMP_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let temp = dir.join(format!(".{file_name}.{}.{seq}.partial", std::process::id()));
     let now = durability == Durability::Now;
+    // A leftover of a dead process with this pid: `create_new` below must not meet it.
+    let _ = fs::remove_file(&temp);
     let result = (|| {
+        use std::os::unix::fs::OpenOptionsExt;
         let mut options = OpenOptions::new();
-        options.write(true).create(true).truncate(true);
+        options
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
         if let Some(mode) = mode {
-            use std::os::unix::fs::OpenOptionsExt;
             options.mode(mode);
         }
         let mut file = options.open(&temp)?;
@@ -358,6 +480,12 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError
 /// A record's bytes: `run.json`, stage records and other JSON autocode keeps are read as
 /// regular files only, without blocking, up to [`RECORD_CAP`](crate::bounded_read::RECORD_CAP).
 fn read_record_bytes(path: &Path) -> io::Result<Vec<u8>> {
+    if let Err(StoreError::Link { path }) = check_owned_path(path) {
+        return Err(io::Error::other(format!(
+            "{} is a symbolic link; autocode does not follow links under .autocode/",
+            path.display()
+        )));
+    }
     crate::bounded_read::read(path, crate::bounded_read::RECORD_CAP)
 }
 
@@ -378,7 +506,7 @@ pub fn read_versioned_json<T: DeserializeOwned>(
     path: &Path,
     expected: u64,
 ) -> Result<T, StoreError> {
-    let bytes = fs::read(path).map_err(|source| StoreError::Read {
+    let bytes = read_record_bytes(path).map_err(|source| StoreError::Read {
         path: path.to_owned(),
         source,
     })?;
@@ -501,14 +629,7 @@ pub fn append_json_line_as<T: Serialize>(
         source: io::Error::other(e),
     })?;
     line.push(b'\n');
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(write_err(path))?;
-    }
-    let mut file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(write_err(path))?;
+    let mut file = open_owned(path, OpenOptions::new().create(true).append(true), true)?;
     file.write_all(&line).map_err(write_err(path))?;
     match durability {
         Durability::Now => file.sync_data().map_err(write_err(path)),
@@ -529,15 +650,11 @@ pub struct RunLock {
 impl RunLock {
     /// Takes the lock without waiting; `StoreError::Busy` when another process holds it.
     pub fn acquire(path: &Path) -> Result<RunLock, StoreError> {
-        if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir).map_err(write_err(path))?;
-        }
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .map_err(write_err(path))?;
+        let file = open_owned(
+            path,
+            OpenOptions::new().create(true).truncate(false).write(true),
+            true,
+        )?;
         match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
             Ok(lock) => Ok(RunLock {
                 _lock: lock,
@@ -559,221 +676,5 @@ impl RunLock {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde::Deserialize;
-
-    #[derive(Debug, Serialize, Deserialize, PartialEq)]
-    struct Doc {
-        format_version: u64,
-        name: String,
-    }
-
-    #[test]
-    fn a_private_write_replaces_whole_with_mode_0600_and_leaves_no_temporary() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("secret.json");
-        fs::write(&path, b"old, world-readable").unwrap();
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
-        // Threads writing the same path at once each rename a whole file of their own.
-        std::thread::scope(|scope| {
-            for n in 0..8u8 {
-                let path = &path;
-                scope.spawn(move || write_private(path, &[b'a' + n; 4096]).unwrap());
-            }
-        });
-        let bytes = fs::read(&path).unwrap();
-        assert_eq!(bytes.len(), 4096);
-        assert!(bytes.iter().all(|b| *b == bytes[0]), "one writer's bytes");
-        assert_eq!(
-            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
-        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
-        assert_eq!(names.len(), 1, "{names:?}");
-    }
-
-    #[test]
-    fn an_atomic_write_to_what_is_not_a_regular_file_writes_into_it() {
-        use std::os::unix::fs::FileTypeExt;
-        let dir = tempfile::tempdir().unwrap();
-        let fifo = dir.path().join("fifo");
-        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-        let reader = {
-            let fifo = fifo.clone();
-            std::thread::spawn(move || fs::read(fifo).unwrap())
-        };
-        write_atomic(&fifo, b"data\n").unwrap();
-        assert_eq!(reader.join().unwrap(), b"data\n");
-        assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
-    }
-
-    #[test]
-    fn atomic_write_replaces_and_leaves_no_temp() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("sub/run.json");
-        write_json(
-            &path,
-            &Doc {
-                format_version: 1,
-                name: "a".into(),
-            },
-        )
-        .unwrap();
-        write_json(
-            &path,
-            &Doc {
-                format_version: 1,
-                name: "b".into(),
-            },
-        )
-        .unwrap();
-        let doc: Doc = read_versioned_json(&path, 1).unwrap();
-        assert_eq!(doc.name, "b");
-        let names: Vec<_> = fs::read_dir(path.parent().unwrap())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names, vec![std::ffi::OsString::from("run.json")]);
-    }
-
-    #[test]
-    fn version_is_checked_on_read() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("run.json");
-        write_json(
-            &path,
-            &Doc {
-                format_version: 7,
-                name: "x".into(),
-            },
-        )
-        .unwrap();
-        let err = read_versioned_json::<Doc>(&path, 1).unwrap_err();
-        assert!(matches!(
-            err,
-            StoreError::Version {
-                found: 7,
-                expected: 1,
-                ..
-            }
-        ));
-        fs::write(&path, b"{ torn").unwrap();
-        assert!(matches!(
-            read_json::<Doc>(&path),
-            Err(StoreError::Parse { .. })
-        ));
-    }
-
-    #[test]
-    fn appends_lines() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("activity.jsonl");
-        append_json_line(&path, &serde_json::json!({"n": 1})).unwrap();
-        append_json_line(&path, &serde_json::json!({"n": 2})).unwrap();
-        assert_eq!(fs::read_to_string(&path).unwrap(), "{\"n\":1}\n{\"n\":2}\n");
-    }
-
-    #[test]
-    fn a_second_lock_is_refused_until_the_first_is_dropped() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("lock");
-        let first = RunLock::acquire(&path).unwrap();
-        assert!(matches!(
-            RunLock::acquire(&path),
-            Err(StoreError::Busy { .. })
-        ));
-        drop(first);
-        RunLock::acquire(&path).unwrap();
-    }
-
-    fn key(byte: u8) -> TagKey {
-        TagKey::from_bytes([byte; 32])
-    }
-
-    #[test]
-    fn a_tagged_document_reads_back_and_stays_json() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("run.json");
-        let doc = Doc {
-            format_version: 1,
-            name: "a \"quoted\" }\n name".into(),
-        };
-        write_tagged_json(&path, &doc, &key(1), "r/run.json").unwrap();
-        let back: Doc = read_tagged_versioned_json(&path, 1, &key(1), "r/run.json").unwrap();
-        assert_eq!(back, doc);
-        // Still one JSON document anyone can read; the tag is its last member.
-        let text = fs::read_to_string(&path).unwrap();
-        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-        let tag = value["integrity"].as_str().unwrap();
-        assert!(
-            tag.starts_with("hmac-sha256:") && tag.len() == 12 + 64,
-            "{tag}"
-        );
-        assert!(text.ends_with("\"\n}\n"), "{text}");
-    }
-
-    #[test]
-    fn changing_any_single_byte_breaks_the_tag() {
-        let doc =
-            serde_json::to_vec_pretty(&serde_json::json!({"phase": "build", "n": 1})).unwrap();
-        let sealed = seal(&key(2), "ctx", &doc).unwrap();
-        assert!(unseal(&key(2), "ctx", &sealed).is_ok());
-        for i in 0..sealed.len() {
-            for flip in [0x01u8, 0x20, 0x80] {
-                let mut bad = sealed.clone();
-                bad[i] ^= flip;
-                assert!(
-                    unseal(&key(2), "ctx", &bad).is_err(),
-                    "byte {i} ^ {flip:#x} still verifies"
-                );
-            }
-        }
-        // Another key, another context, a stripped tag.
-        assert_eq!(unseal(&key(3), "ctx", &sealed), Err(TagProblem::Mismatch));
-        assert_eq!(unseal(&key(2), "other", &sealed), Err(TagProblem::Mismatch));
-        assert_eq!(unseal(&key(2), "ctx", &doc), Err(TagProblem::Untagged));
-        let mut appended = sealed.clone();
-        appended.extend_from_slice(b" ");
-        assert_eq!(unseal(&key(2), "ctx", &appended), Err(TagProblem::Mismatch));
-        // Re-serialized by something else, with the old tag kept: changed, not untagged.
-        let value: serde_json::Value = serde_json::from_slice(&sealed).unwrap();
-        let reserialized = serde_json::to_vec(&value).unwrap();
-        assert_eq!(
-            unseal(&key(2), "ctx", &reserialized),
-            Err(TagProblem::Mismatch)
-        );
-    }
-
-    #[test]
-    fn only_non_empty_objects_are_sealed() {
-        assert!(seal(&key(1), "c", b"{}").is_none());
-        assert!(seal(&key(1), "c", b"[1]").is_none());
-        assert!(seal(&key(1), "c", b"\"x\"").is_none());
-        assert!(seal(&key(1), "c", b"{\"a\":1}").is_some());
-    }
-
-    #[test]
-    fn a_rewritten_document_is_refused_and_an_untagged_one_is_named() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("run.json");
-        let doc = Doc {
-            format_version: 1,
-            name: "building".into(),
-        };
-        write_tagged_json(&path, &doc, &key(1), "c").unwrap();
-        let text = fs::read_to_string(&path).unwrap();
-        fs::write(&path, text.replace("building", "complete")).unwrap();
-        assert!(matches!(
-            read_tagged_json::<Doc>(&path, &key(1), "c"),
-            Err(StoreError::TagMismatch { .. })
-        ));
-        write_json(&path, &doc).unwrap();
-        assert!(matches!(
-            read_tagged_json::<Doc>(&path, &key(1), "c"),
-            Err(StoreError::Untagged { .. })
-        ));
-        assert_eq!(format!("{:?}", key(9)), "TagKey(..)");
-    }
-}
+#[path = "store_tests.rs"]
+mod tests;

@@ -46,7 +46,7 @@ const CASES: &[Case] = &[
     ("CLIENT_SECRETS", "x", &[], None, Some(CredentialName)),
     ("github_token", "x", &[], None, Some(CredentialName)),
     ("Npm-Auth", "x", &[], None, Some(CredentialName)),
-    ("GITHUB_TOKEN", "", &[], None, Some(CredentialName)),
+    ("GITHUB_TOKEN", "", &[], None, None),
     ("ANTHROPIC_AUTH_TOKEN", "x", &[], None, Some(CredentialName)),
     // Words, not substrings.
     ("KEYBOARD_LAYOUT", "us", &[], None, None),
@@ -65,7 +65,7 @@ const CASES: &[Case] = &[
     ),
     ("MAX_TOKENS", "4096", &[], None, None),
     ("MAX_TOKENS", "abc", &[], None, Some(CredentialName)),
-    ("MAX_TOKENS", "", &[], None, Some(CredentialName)),
+    ("MAX_TOKENS", "", &[], None, None),
     ("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "32000", &[], None, None),
     (
         "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
@@ -74,7 +74,8 @@ const CASES: &[Case] = &[
         None,
         Some(CredentialName),
     ),
-    ("OUTPUT_TOKENS", "32000", &[], None, Some(CredentialName)),
+    ("OUTPUT_TOKENS", "32000", &[], None, None),
+    ("OUTPUT_TOKENS", "many", &[], None, Some(CredentialName)),
     ("TOKEN_LIMIT", "10", &[], None, None),
     ("TOKEN_COUNT", "-3", &[], None, Some(CredentialName)),
     ("TOKEN_BUDGET", "1e6", &[], None, Some(CredentialName)),

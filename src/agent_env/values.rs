@@ -1,59 +1,81 @@
 //! Credential-shaped values (rules 4 and 5 of the environment policy): URLs whose user-info
-//! carries a password, secret-shaped tokens, connection-string secrets, webhook URLs and HTTP
-//! credential headers. Pure functions of the value (and, for proxies, the name).
+//! carries a password, and the rule set of `secret_rules.toml` (secret-shaped tokens of ~50
+//! providers, passwords inside netrc/YAML/JSON/INI/connection strings, `curl -u`, presigned and
+//! SAS URLs, webhook URLs, HTTP credential headers), compiled once into one `RegexSet`; that file
+//! also holds the allowlist of harmless names the name rule uses. Pure functions of the value
+//! (and, for proxies, the name).
 
 use std::sync::LazyLock;
 
-use regex::Regex;
+use regex::RegexSet;
+use serde::Deserialize;
 
-/// Secret-shaped tokens, each at a token boundary, long enough not to be an ordinary word.
-static SECRET_SHAPES: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(concat!(
-        r"(?:^|[^A-Za-z0-9_-])(?:",
-        r"sk-[A-Za-z0-9_-]{20,}",
-        r"|(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}",
-        r"|gh[pousr]_[A-Za-z0-9]{20,}",
-        r"|github_pat_[A-Za-z0-9_]{20,}",
-        r"|glpat-[A-Za-z0-9_-]{20,}",
-        r"|xox[abprs]-[A-Za-z0-9-]{10,}",
-        r"|(?:AKIA|ASIA)[A-Z0-9]{16}(?:[^A-Za-z0-9]|$)",
-        r"|eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*",
-        r")",
-        r"|-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----",
-    ))
-    .expect("a valid pattern")
-});
+/// The rule set as data: secret shapes and the harmless-name allowlist (see its header for its
+/// source, licence and version).
+const RULES_TOML: &str = include_str!("secret_rules.toml");
 
-/// `password=`, `pwd=`, `AccountKey=`, `SharedAccessSignature=` with a non-empty value.
-static CONNECTION_SECRET: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?i)(?:^|[^a-z0-9])(?:password|passwd|pwd|accountkey|sharedaccesssignature)\s*=\s*[^\s;&]",
-    )
-    .expect("a valid pattern")
-});
+/// The rule file's shape.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleFile {
+    pub version: u32,
+    pub allow: Allow,
+    pub rule: Vec<Rule>,
+}
 
-/// Webhook URLs whose path is the secret.
-static WEBHOOK: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?i)hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9]|(?:discord|discordapp)\.com/api/webhooks/[0-9]",
-    )
-    .expect("a valid pattern")
-});
+/// Names and name words the name rule lets through.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Allow {
+    /// Exact names (compared upper-cased) never withheld for their name.
+    pub names: Vec<String>,
+    /// Words after KEY(S) that describe keys rather than hold one.
+    pub key_descriptions: Vec<String>,
+    /// Words before KEY(S) that make it public by design.
+    pub public_key_words: Vec<String>,
+    /// Words before TOKEN(S) that make a whole-number value a token count.
+    pub token_count_words: Vec<String>,
+}
 
-/// HTTP credential headers with a value.
-static CREDENTIAL_HEADER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?i)(?:^|[^a-z0-9-])(?:proxy-authorization|authorization|x-api-key|private-token|cookie)\s*:\s*\S",
-    )
-    .expect("a valid pattern")
-});
+/// One secret shape.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    pub id: String,
+    pub regex: String,
+}
+
+/// The rules, parsed and compiled once.
+pub struct Rules {
+    pub file: RuleFile,
+    set: RegexSet,
+}
+
+impl Rules {
+    fn load() -> Rules {
+        // The file is part of the binary and pinned by tests: a broken one is a build defect.
+        let file: RuleFile = toml::from_str(RULES_TOML).expect("secret_rules.toml parses");
+        let set = RegexSet::new(file.rule.iter().map(|r| r.regex.as_str()))
+            .expect("secret_rules.toml's patterns compile");
+        Rules { file, set }
+    }
+
+    /// The ids of the rules `value` matches.
+    pub fn matching(&self, value: &str) -> Vec<&str> {
+        self.set
+            .matches(value)
+            .into_iter()
+            .map(|i| self.file.rule[i].id.as_str())
+            .collect()
+    }
+}
+
+/// The rule set of the environment policy.
+pub static RULES: LazyLock<Rules> = LazyLock::new(Rules::load);
 
 /// Whether the value holds a credential by its shape (rule 5), whatever the variable's name.
 pub fn value_has_credential(value: &str) -> bool {
-    SECRET_SHAPES.is_match(value)
-        || CONNECTION_SECRET.is_match(value)
-        || WEBHOOK.is_match(value)
-        || CREDENTIAL_HEADER.is_match(value)
+    !value.is_empty() && RULES.set.is_match(value)
 }
 
 fn is_proxy_name(name: &str) -> bool {

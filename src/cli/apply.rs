@@ -1,8 +1,11 @@
 //! `autocode apply [RUN] [--squash] [--workspace DIR] [--json]`: takes a completed run's result
 //! — the commits on `autocode/<run-id>` — into your current branch, as a merge (fast-forward
 //! when possible) or, with `--squash`, as one commit. It refuses (exit 2, nothing done) a run
-//! that is not complete or worked in place, and a checkout with uncommitted changes
-//! (`.autocode/` aside); a merge that conflicts is aborted, leaving your tree as it was (exit 1).
+//! that is not complete or worked in place, a checkout with uncommitted changes (`.autocode/`
+//! aside), and a merge that would replace a file of yours that git does not track (untracked or
+//! ignored, like a `.env`); a merge that conflicts is aborted, leaving your tree as it was
+//! (exit 1). A squash is recorded in the run's directory, so a second `apply` does nothing and
+//! `clean` knows the result was taken.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -50,6 +53,7 @@ fn is_autocode_path(line: &str) -> bool {
 pub fn apply(args: ApplyArgs) -> Result<ExitCode, EdgeError> {
     let super::clean::HeldRun {
         workspace,
+        dir,
         env,
         runtime,
         state,
@@ -73,6 +77,32 @@ pub fn apply(args: ApplyArgs) -> Result<ExitCode, EdgeError> {
     if let Err(e) = crate::transport::opencode::ensure_git_exclusions(&workspace) {
         output::say!("could not add .autocode/ to the repository's info/exclude: {e}");
     }
+    if let Some(commit) = runtime.block_on(commit::squash_applied(&workspace, &dir, &branch, &env))
+    {
+        return finish(
+            &args,
+            id,
+            &branch,
+            &current_branch(&runtime, &workspace, &env),
+            MergeMode::Squash,
+            &MergeOutcome::AlreadySquashed { commit },
+        );
+    }
+    let overwritten = runtime
+        .block_on(commit::files_merge_would_overwrite(
+            &workspace, &branch, &env,
+        ))
+        .map_err(EdgeError::internal)?;
+    if !overwritten.is_empty() {
+        return Err(EdgeError::usage(format!(
+            "taking {branch} would replace {} file(s) of yours that git does not track (untracked or ignored): {}; nothing was merged",
+            overwritten.len(),
+            overwritten.join(", ")
+        ))
+        .hint(format!(
+            "move them out of the way (or commit them), then `autocode apply {id}`; compare first with `git show {branch}:<path>`"
+        )));
+    }
     let dirty: Vec<String> = runtime
         .block_on(workspace::uncommitted_changes(&workspace, &env))
         .map_err(EdgeError::internal)?
@@ -89,14 +119,10 @@ pub fn apply(args: ApplyArgs) -> Result<ExitCode, EdgeError> {
             "commit or stash them (`git stash -u`), then `autocode apply {id}`"
         )));
     }
-    let into = runtime
-        .block_on(workspace::git(
-            &workspace,
-            &["symbolic-ref", "--quiet", "--short", "HEAD"],
-            &env,
-        ))
-        .map(|b| b.trim().to_owned())
-        .unwrap_or_else(|_| "HEAD (detached)".into());
+    let into = current_branch(&runtime, &workspace, &env);
+    let tip = runtime
+        .block_on(workspace::git(&workspace, &["rev-parse", &branch], &env))
+        .map_err(EdgeError::internal)?;
     let mode = if args.squash {
         MergeMode::Squash
     } else {
@@ -111,18 +137,59 @@ pub fn apply(args: ApplyArgs) -> Result<ExitCode, EdgeError> {
             &workspace, &branch, mode, &message, &env,
         ))
         .map_err(EdgeError::internal)?;
+    if let (MergeMode::Squash, MergeOutcome::Merged { commit }) = (mode, &outcome) {
+        commit::record_squash(&dir, tip.trim(), commit).map_err(|e| {
+            EdgeError::internal(format!(
+                "squashed {branch} into {into} as {commit}, but could not record it ({e}): `autocode clean {id}` will count the branch as unmerged; do not apply it again"
+            ))
+        })?;
+    }
+    finish(&args, id, &branch, &into, mode, &outcome)
+}
+
+/// The user's current branch, for messages.
+fn current_branch(
+    runtime: &tokio::runtime::Runtime,
+    workspace: &std::path::Path,
+    env: &std::collections::BTreeMap<String, String>,
+) -> String {
+    runtime
+        .block_on(workspace::git(
+            workspace,
+            &["symbolic-ref", "--quiet", "--short", "HEAD"],
+            env,
+        ))
+        .map(|b| b.trim().to_owned())
+        .unwrap_or_else(|_| "HEAD (detached)".into())
+}
+
+/// Prints what `apply` did (JSON on stdout when asked, a line for people on stderr).
+fn finish(
+    args: &ApplyArgs,
+    id: &RunId,
+    branch: &str,
+    into: &str,
+    mode: MergeMode,
+    outcome: &MergeOutcome,
+) -> Result<ExitCode, EdgeError> {
     if args.json {
         output::print_json(&Applied {
             run_id: id,
-            branch: &branch,
-            into: &into,
+            branch,
+            into,
             mode,
-            outcome: &outcome,
+            outcome,
         })?;
     }
-    match &outcome {
+    match outcome {
         MergeOutcome::AlreadyMerged => {
             output::say!("{branch} is already in {into}: nothing to do");
+            Ok(ExitCode::from(exit::OK))
+        }
+        MergeOutcome::AlreadySquashed { commit } => {
+            output::say!(
+                "{branch} was already squashed into {into} as {commit}: nothing to do; the run's worktree and branch can go: autocode clean {id}"
+            );
             Ok(ExitCode::from(exit::OK))
         }
         MergeOutcome::Merged { commit } => {

@@ -47,6 +47,8 @@ struct Cleaned<'a> {
 /// `apply` act on. Dropping it releases the lock.
 pub(super) struct HeldRun {
     pub workspace: PathBuf,
+    /// The run's directory (`.autocode/runs/<run-id>`).
+    pub dir: PathBuf,
     pub env: BTreeMap<String, String>,
     pub runtime: tokio::runtime::Runtime,
     pub state: crate::run::state::RunState,
@@ -89,6 +91,7 @@ pub(super) fn hold_run(
         .map_err(|e| super::run::find_error(e.into()))?;
     Ok(HeldRun {
         workspace,
+        dir: found.dir,
         env,
         runtime,
         state,
@@ -114,6 +117,7 @@ fn confirm(prompt: &str) -> bool {
 pub fn clean(args: CleanArgs) -> Result<ExitCode, EdgeError> {
     let HeldRun {
         workspace,
+        dir,
         env,
         runtime,
         state,
@@ -121,7 +125,7 @@ pub fn clean(args: CleanArgs) -> Result<ExitCode, EdgeError> {
     } = hold_run(&args.workspace, args.run.as_ref(), "nothing was removed")?;
     let id = state.run_id.clone();
     let plan = runtime
-        .block_on(clean::plan(&workspace, &state, &env))
+        .block_on(clean::plan(&workspace, &dir, &state, &env))
         .map_err(EdgeError::internal)?;
     if plan.is_empty() {
         output::say!("run {id}: nothing to remove (no worktree, branch or verification tree)");

@@ -69,6 +69,13 @@ pub struct ConformanceArgs {
     /// The matrix file.
     #[arg(long, default_value = "docs/provider-matrix.json")]
     pub matrix: PathBuf,
+    /// Qualify exactly this CLI executable (default: the one on PATH, as a run would use).
+    #[arg(long, value_name = "PATH")]
+    pub executable: Option<PathBuf>,
+    /// Look for the CLI in this directory before PATH (the pinned ones:
+    /// `tests/clis/node_modules/.bin`).
+    #[arg(long, value_name = "DIR", conflicts_with = "executable")]
+    pub clis_dir: Option<PathBuf>,
     /// The document holding the table.
     #[arg(long, default_value = "docs/providers.md")]
     pub providers_doc: PathBuf,
@@ -109,7 +116,11 @@ fn env_strings(env: &crate::provider::registry::Env) -> BTreeMap<String, String>
 
 /// The CLI the probe sets up against the scripted model: a built-in's own, OpenCode for an
 /// `opencode_events` tool, none for a report-file tool.
-fn scripted_cli(provider: &ResolvedProvider, ctx: &Context) -> Result<Option<FoundCli>, EdgeError> {
+fn scripted_cli(
+    provider: &ResolvedProvider,
+    ctx: &Context,
+    search: &demo::CliSearch,
+) -> Result<Option<FoundCli>, EdgeError> {
     let transport = match BuiltinTransport::for_provider(&provider.name) {
         Some(t) => Some(t),
         None => match provider.config.output {
@@ -123,14 +134,12 @@ fn scripted_cli(provider: &ResolvedProvider, ctx: &Context) -> Result<Option<Fou
     let Some(transport) = transport else {
         return Ok(None);
     };
-    demo::find_cli(Some(transport), &ctx.path_var())
+    demo::find_cli(Some(transport), &ctx.path_var(), search)
         .map(Some)
-        .ok_or_else(|| {
-            EdgeError::usage(format!(
-                "{} is not installed: install the pinned CLIs with `npm ci --prefix tests/clis` \
-                 (or `npm install --prefix tests/clis`)",
-                transport.program()
-            ))
+        .map_err(|e| {
+            EdgeError::usage(format!("{}: {e}", transport.program())).hint(
+                "install the pinned CLIs with `npm ci --prefix tests/clis` and pass `--clis-dir tests/clis/node_modules/.bin`, or name one with `--executable PATH`",
+            )
         })
 }
 
@@ -330,7 +339,14 @@ fn probe(args: &ConformanceArgs, name: &str) -> Result<bool, EdgeError> {
     let stage_timeout = Duration::from_secs(args.stage_timeout);
     let (version, variants) = runtime.block_on(async {
         let (variants, cli) = if args.scripted {
-            let cli = scripted_cli(&provider, &ctx)?;
+            let search = demo::CliSearch {
+                executable: args.executable.clone(),
+                dir: args.clis_dir.clone(),
+            };
+            let cli = scripted_cli(&provider, &ctx, &search)?;
+            if let Some(cli) = &cli {
+                say!("{name}: {}", cli.executable.display());
+            }
             let scripted = Scripted {
                 provider: &provider,
                 ctx: &ctx,

@@ -47,6 +47,13 @@ pub struct DemoArgs {
     /// Print the run summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Drive exactly this CLI executable (needs --provider; default: the one on PATH, as a run).
+    #[arg(long, value_name = "PATH", requires = "provider")]
+    pub executable: Option<std::path::PathBuf>,
+    /// Look for the CLI in this directory before PATH (the pinned ones:
+    /// `tests/clis/node_modules/.bin`).
+    #[arg(long, value_name = "DIR", conflicts_with = "executable")]
+    pub clis_dir: Option<std::path::PathBuf>,
     /// Run without the agent's room, on a host that cannot build it (recorded; see `autocode
     /// run --unconfined`).
     #[arg(long)]
@@ -64,14 +71,21 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
         }
         None => None,
     };
-    let Some(cli) = demo::find_cli(preferred, &ctx.path_var()) else {
-        if preferred.is_none() {
+    let search = demo::CliSearch {
+        executable: args.executable.clone(),
+        dir: args.clis_dir.clone(),
+    };
+    let cli = match demo::find_cli(preferred, &ctx.path_var(), &search) {
+        Ok(cli) => cli,
+        Err(demo::FindCliError::NotFound(..)) if preferred.is_none() => {
             say!("autocode demo: no agent CLI is installed; using autocode's own runtime");
             return super::direct::demo(&ctx, args.protocol, args.json, args.unconfined);
         }
-        return Err(EdgeError::internal(
-            "no agent CLI found (codex, claude or opencode): install the pinned ones with `npm ci --prefix tests/clis`",
-        ));
+        Err(e) => {
+            return Err(EdgeError::usage(e).hint(
+                "install the pinned CLIs with `npm ci --prefix tests/clis` and pass `--clis-dir tests/clis/node_modules/.bin`, or name one with `--executable PATH`",
+            ));
+        }
     };
     let root = tempfile::Builder::new()
         .prefix("autocode-demo-")
@@ -87,6 +101,13 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
         workspace.display()
     );
     let runtime = super::runtime()?;
+    say!(
+        "autocode demo: {} {}",
+        cli.executable.display(),
+        runtime
+            .block_on(demo::cli_version(&cli.executable))
+            .unwrap_or_else(|| "(version unknown)".into())
+    );
     let outcome = runtime.block_on(async {
         seed_workspace(&workspace, &ctx).await?;
         let server = demo::start_server().await.map_err(EdgeError::internal)?;
@@ -146,6 +167,40 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
         "the demo's files stay for you to inspect; remove them with: rm -rf {}",
         shell_quote(&root.display().to_string())
     );
+    // What was produced and what to do next, as a real run ends.
+    match &outcome.outcome {
+        DriveOutcome::Complete => {
+            say!(
+                "COMPLETE: run {} ({} stages, {} tokens)",
+                outcome.run_id,
+                outcome.stages,
+                outcome.usage.total_tokens()
+            );
+            super::apply::say_result(&outcome);
+            if let Some(result) = &outcome.result {
+                say!(
+                    "produced: {} commit(s) on {} in {}; see them with: git -C {} log -p {}",
+                    result.commits,
+                    result.branch,
+                    workspace.display(),
+                    shell_quote(&workspace.display().to_string()),
+                    result.branch
+                );
+            }
+            say!(
+                "next: in a git repository of yours, `autocode doctor` checks the setup and `autocode run \"<what you want done>\"` starts a run"
+            );
+        }
+        DriveOutcome::Paused { pause } => {
+            say!("paused {}: {}", pause.code, pause.reason);
+            say!(
+                "next: {} (run directory {}; `autocode explain {}` says more)",
+                pause.next_step,
+                outcome.run_dir.display(),
+                pause.code
+            );
+        }
+    }
     if args.json {
         output::print_json(&outcome)?;
     }

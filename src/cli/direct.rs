@@ -7,7 +7,6 @@
 //! the endpoints ([`endpoint_rows`]).
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -21,7 +20,7 @@ use super::output::{self, say};
 use super::run::TerminalUi;
 use crate::demo::{CHECKER_MODEL, DEMO_OBJECTIVE, DOER_MODEL};
 use crate::direct::connections::{self, Connections, Endpoint, EndpointKind, EndpointModel};
-use crate::direct::http::{Client, Secret};
+use crate::direct::http::{self, Client, Secret};
 use crate::direct::preflight;
 use crate::direct::protocol::{Protocol, TokenField};
 use crate::direct::scripted::{self, SCRIPTED_ENDPOINT};
@@ -192,15 +191,17 @@ pub fn setup(ctx: &Context, args: SetupArgs) -> Result<ExitCode, EdgeError> {
         preset.models
     };
     let key = if args.key_stdin {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(EdgeError::internal)?;
-        let key = text.trim().to_owned();
-        if key.is_empty() {
-            return Err(EdgeError::usage("--key-stdin: standard input held no key"));
+        match Secret::read_from(std::io::stdin().lock()) {
+            Ok(key) => Some(key),
+            Err(http::ReadSecretError::Invalid(http::SecretError::Empty)) => {
+                return Err(EdgeError::usage("--key-stdin: standard input held no key"));
+            }
+            Err(http::ReadSecretError::Invalid(e)) => {
+                return Err(EdgeError::usage(format!("--key-stdin: {e}; nothing was stored"))
+                    .hint("pipe the key alone, e.g. `printf %s \"$KEY\" | autocode connections setup … --key-stdin`"));
+            }
+            Err(e @ http::ReadSecretError::Io(_)) => return Err(EdgeError::internal(e)),
         }
-        Some(Secret::new(key))
     } else {
         None
     };
@@ -329,6 +330,12 @@ pub fn check(ctx: &Context, json_out: bool, live: bool) -> Result<ExitCode, Edge
             };
             let mut models = BTreeMap::new();
             for model in &endpoint.models {
+                // One total deadline for this model's whole check, whatever the server trickles.
+                let client = client.clone().with_deadline(http::check_deadline(
+                    ctx.env
+                        .get(std::ffi::OsStr::new(http::CHECK_DEADLINE_ENV))
+                        .and_then(|v| v.to_str()),
+                ));
                 let marker = format!("ac-canary-{}", crate::run::runner::nonce_hex());
                 let input = preflight::PreflightInput {
                     endpoint,

@@ -146,8 +146,10 @@ impl<R: BufRead, W: Write> Prompter<R, W> {
         }
     }
 
-    /// A line typed without echo on a terminal; never written back.
-    fn secret(&mut self, prompt: &str) -> Result<Secret, InterviewError> {
+    /// A line typed without echo on a terminal; never written back. At most
+    /// [`http::SECRET_CAP`] + 2 bytes of it are kept (the rest of an over-long line is read and
+    /// dropped), so it is refused by [`Secret::parse`] without growing.
+    fn secret(&mut self, prompt: &str) -> Result<String, InterviewError> {
         write!(self.out, "{prompt}: ")?;
         self.out.flush()?;
         let restore = match &self.echo_off {
@@ -161,19 +163,44 @@ impl<R: BufRead, W: Write> Prompter<R, W> {
             }
             None => None,
         };
-        let mut text = String::new();
-        let read = self.input.read_line(&mut text);
+        let read = read_line_capped(&mut self.input, http::SECRET_CAP + 2);
         if let (Some(saved), Some(tty)) = (restore, &self.echo_off) {
             termios::tcsetattr(tty, SetArg::TCSAFLUSH, &saved).map_err(io::Error::from)?;
         }
-        if read? == 0 {
+        let Some(bytes) = read? else {
             writeln!(self.out)?;
             return Err(InterviewError::Cancelled);
-        }
+        };
         if self.echo_off.is_none() {
             writeln!(self.out)?;
         }
-        Ok(Secret::new(text.trim().to_owned()))
+        // Not UTF-8: kept as replacement characters, which `Secret::parse` refuses.
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+}
+
+/// One line of `input` (its line end dropped), at most `cap` bytes of it kept and the rest of the
+/// line consumed; `None` at the end of input before any byte.
+fn read_line_capped(input: &mut impl BufRead, cap: usize) -> io::Result<Option<Vec<u8>>> {
+    let mut line = Vec::new();
+    let mut any = false;
+    loop {
+        let buf = input.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(any.then_some(line));
+        }
+        any = true;
+        let (chunk, done) = match buf.iter().position(|b| *b == b'\n') {
+            Some(end) => (&buf[..end], end + 1),
+            None => (buf, buf.len()),
+        };
+        let room = cap.saturating_sub(line.len());
+        line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        let found_end = done > chunk.len();
+        input.consume(done);
+        if found_end {
+            return Ok(Some(line));
+        }
     }
 }
 
@@ -347,13 +374,13 @@ fn ask_key<R: BufRead, W: Write>(
         (false, false) => "API key, if the server needs one (input hidden; Enter for none)",
     };
     loop {
-        let key = p.secret(prompt)?;
-        if !key.expose().is_empty() {
-            if key.expose().chars().any(char::is_whitespace) {
-                p.say("a key has no spaces; type it again")?;
+        match Secret::parse(&p.secret(prompt)?) {
+            Ok(key) => return Ok(Some(key)),
+            Err(http::SecretError::Empty) => {}
+            Err(e) => {
+                p.say(&format!("{e}; type it again"))?;
                 continue;
             }
-            return Ok(Some(key));
         }
         if bound || !endpoint.kind.needs_key() {
             return Ok(None);
@@ -468,6 +495,24 @@ mod tests {
         assert!(draft.key.is_none());
         assert!(out.contains("Family of qwen2.5-coder-1.5b"), "{out}");
         assert!(out.contains("key: none"), "{out}");
+    }
+
+    #[test]
+    fn a_typed_key_that_is_too_long_or_holds_controls_is_asked_again_unechoed() {
+        let (_home, c) = empty();
+        let long = "k".repeat(5 << 20);
+        let input = format!(
+            "cloud\nopenai-compatible\nhttps://api.example.com/v1\n\n{long}\nsk-\x1b]0;pwned\x07\nsk-fine\nmodel-x\nacme\n\ny\n"
+        );
+        let (draft, out) = run(&c, &Preset::default(), &input);
+        let draft = draft.unwrap();
+        assert_eq!(draft.key.as_ref().map(Secret::expose), Some("sk-fine"));
+        assert!(
+            out.contains("longer than 4096 bytes: that is not an API key; type it again"),
+            "{out}"
+        );
+        assert!(out.contains("an escape character"), "{out}");
+        assert!(!out.contains("pwned") && !out.contains("kkkk"), "{out}");
     }
 
     #[test]

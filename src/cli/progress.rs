@@ -157,11 +157,18 @@ impl Progress {
         let mut message = format!("{:>8} tokens", stage.tokens);
         if let Some(last) = &stage.last {
             message.push_str("  ");
-            message.push_str(last);
+            message.push_str(&crate::term_text::abridge(
+                last,
+                LIVE_MAX,
+                "`autocode events`",
+            ));
         }
         message
     }
 }
+
+/// The longest command the live line shows whole.
+const LIVE_MAX: usize = 120;
 
 /// One line of `text`, safe for a terminal (agents' commands span lines and carry escapes).
 fn one_line(text: &str) -> String {
@@ -267,6 +274,23 @@ mod tests {
         let painted = progress.colour_note(line);
         assert!(painted.contains("\u{1b}["), "{painted:?}");
         assert_eq!(strip_ansi_escapes::strip_str(&painted), line);
+    }
+
+    #[test]
+    fn a_long_command_on_the_live_line_is_abridged_with_a_pointer() {
+        let stage = LiveStage {
+            bar: ProgressBar::hidden(),
+            tokens: 42,
+            last: Some(one_line(&format!("pytest {}", "tests/x.py ".repeat(40)))),
+        };
+        let message = Progress::live_message(&stage);
+        assert!(
+            message.contains("more characters; full text: `autocode events`"),
+            "{message}"
+        );
+        assert!(message.chars().count() < 200, "{message}");
+        // Hidden bidi controls are shown, never obeyed.
+        assert_eq!(one_line("rm \u{202E}fr-"), "rm <U+202E>fr-");
     }
 
     #[test]

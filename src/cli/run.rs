@@ -2,6 +2,7 @@
 //! `capture`: the run engine on the command line. Exit 0 complete, 3 paused (the code and the
 //! command that continues it on stderr, and in `--json`), 2 usage, 1 internal.
 
+use crate::term_text::{LINE_MAX, abridge};
 use std::collections::BTreeMap;
 use std::io::{BufRead, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
@@ -297,6 +298,9 @@ impl TerminalUi {
     }
 }
 
+/// Where a person finds the whole of an abridged question or plan line.
+const FULL_TEXT: &str = "`autocode status --json`";
+
 impl Interaction for TerminalUi {
     fn answer_questions(&mut self, questions: &[Question]) -> Option<Vec<(String, String)>> {
         if !self.interactive {
@@ -306,7 +310,9 @@ impl Interaction for TerminalUi {
         for q in questions {
             let answer = self.ask(&format!(
                 "{}: {}\n  [Enter for the default: {}] > ",
-                q.id, q.question, q.proposed_default
+                q.id,
+                abridge(&q.question, LINE_MAX, FULL_TEXT),
+                abridge(&q.proposed_default, LINE_MAX, FULL_TEXT)
             ))?;
             let text = if answer.is_empty() {
                 q.proposed_default.clone()
@@ -326,7 +332,11 @@ impl Interaction for TerminalUi {
             output::say!(
                 "plan revision {}:\n{}",
                 plan.revision,
-                serde_json::to_string_pretty(&plan.plan).unwrap_or_default()
+                abridge(
+                    &serde_json::to_string_pretty(&plan.plan).unwrap_or_default(),
+                    LINE_MAX,
+                    FULL_TEXT
+                )
             )
         });
         matches!(
@@ -361,8 +371,13 @@ fn finish(summary: RunSummary, json: bool) -> Result<ExitCode, EdgeError> {
             Ok(ExitCode::from(exit::OK))
         }
         DriveOutcome::Paused { pause } => {
-            output::say!("paused {}: {}", pause.code, pause.reason);
-            output::say!("next: {}", pause.next_step);
+            let full = format!("autocode status {} --json", summary.run_id);
+            output::say!(
+                "paused {}: {}",
+                pause.code,
+                abridge(&pause.reason, LINE_MAX, &full)
+            );
+            output::say!("next: {}", abridge(&pause.next_step, LINE_MAX, &full));
             output::say!(
                 "(autocode explain {} · run directory {})",
                 pause.code,
@@ -552,7 +567,9 @@ pub fn status(args: StatusArgs) -> Result<ExitCode, EdgeError> {
             output::say!("paused {}; next: {}", pause.code, pause.next_step);
         }
     } else {
-        output::print_stdout(crate::run::render_status(&state).trim_end())?;
+        let full = format!("autocode status {} --json", state.run_id);
+        let text = crate::run::render_status(&state);
+        output::print_stdout(&abridge(text.trim_end(), LINE_MAX, &full))?;
     }
     Ok(ExitCode::from(match (&state.pause, state.completed_at) {
         (Some(_), _) => exit::PAUSED,

@@ -401,6 +401,10 @@ impl Connections {
         let mut auth = self.read_auth()?;
         match key {
             Some(key) => {
+                // Whatever path the key came by, only a well-formed one is stored.
+                let key = http::Secret::parse(key.expose()).map_err(|e| {
+                    ConnectionsError::Invalid(format!("endpoint {}: {e}", endpoint.name))
+                })?;
                 auth.keys.insert(
                     endpoint.name.clone(),
                     StoredKey {

@@ -4,7 +4,9 @@
 //!
 //! Invariants: HTTPS is required except on loopback ([`check_base_url`]); redirects are never
 //! followed (a 3xx is a failure naming its `location`); every socket read is bounded
-//! ([`READ_TIMEOUT`]); a key is never logged (`Secret`'s `Debug` and `Display` hide it); a
+//! ([`READ_TIMEOUT`]), and a checking client ([`Client::with_deadline`]: `doctor`, `connections
+//! check`, the preflight) also ends every request by one total deadline, whatever the server
+//! trickles, naming the URL that ran out of time; a key is never logged (`Secret`'s `Debug` and `Display` hide it); a
 //! loopback endpoint is reached without any proxy from the environment. A request read with a
 //! [`Cancel`] stops between two reads once it is cancelled and closes its connection, so a
 //! dropped stage neither keeps a server generating nor holds the process open.
@@ -13,7 +15,7 @@ use std::fmt;
 use std::io::Read;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use ureq::http::Uri;
@@ -24,6 +26,22 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest response body read.
 pub const MAX_BODY: u64 = 32 << 20;
+/// The total time a readiness check of one endpoint model may take (its metadata requests and
+/// its canaries together), unless [`CHECK_DEADLINE_ENV`] says otherwise.
+pub const CHECK_DEADLINE: Duration = Duration::from_secs(180);
+/// The environment variable that sets [`CHECK_DEADLINE`] in seconds (a slow local model on a
+/// CPU may need more).
+pub const CHECK_DEADLINE_ENV: &str = "AUTOCODE_CHECK_DEADLINE";
+
+/// The check deadline from [`CHECK_DEADLINE_ENV`]'s value (whole seconds, at least 1), else
+/// [`CHECK_DEADLINE`].
+pub fn check_deadline(value: Option<&str>) -> Duration {
+    value
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|secs| *secs > 0)
+        .map(Duration::from_secs)
+        .unwrap_or(CHECK_DEADLINE)
+}
 /// The Anthropic API version sent with every Messages request.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
@@ -45,6 +63,81 @@ impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Secret(<hidden>)")
     }
+}
+
+/// The longest key autocode takes (from standard input or a terminal): real API keys are well
+/// under 1 KiB; anything longer is a mistake (a file, `/dev/zero`) and is refused unread.
+pub const SECRET_CAP: usize = 4096;
+
+/// Why a key given by the user is refused. Never carries the key's text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretError {
+    #[error("the key is empty")]
+    Empty,
+    #[error("the key is longer than {cap} bytes: that is not an API key")]
+    TooLong { cap: usize },
+    #[error("the key holds {what} at byte {at}: a key is one line of printable ASCII")]
+    Forbidden { what: &'static str, at: usize },
+}
+
+impl Secret {
+    /// A key typed or piped by the user: surrounding blanks and one final line end are dropped;
+    /// what is left must be 1..=[`SECRET_CAP`] bytes of printable ASCII (no space, no control
+    /// character, no second line, no escape sequence).
+    pub fn parse(text: &str) -> Result<Secret, SecretError> {
+        let key = text.trim_matches(|c| c == ' ' || c == '\t');
+        let key = key
+            .strip_suffix("\r\n")
+            .or_else(|| key.strip_suffix('\n'))
+            .unwrap_or(key)
+            .trim_matches(|c| c == ' ' || c == '\t');
+        if key.is_empty() {
+            return Err(SecretError::Empty);
+        }
+        if key.len() > SECRET_CAP {
+            return Err(SecretError::TooLong { cap: SECRET_CAP });
+        }
+        let offset = text.len() - text.trim_start_matches([' ', '\t']).len();
+        if let Some((at, c)) = key.char_indices().find(|(_, c)| !c.is_ascii_graphic()) {
+            let what = match c {
+                '\n' | '\r' => "a line break",
+                ' ' | '\t' => "a blank",
+                '\u{1b}' => "an escape character",
+                c if c.is_control() => "a control character",
+                _ => "a character outside ASCII",
+            };
+            return Err(SecretError::Forbidden {
+                what,
+                at: offset + at,
+            });
+        }
+        Ok(Secret(key.to_owned()))
+    }
+
+    /// Reads a key from `input` (standard input) and [`parse`](Secret::parse)s it; at most
+    /// [`SECRET_CAP`] + 2 bytes are ever read, so an endless input is refused at once.
+    pub fn read_from(input: impl Read) -> Result<Secret, ReadSecretError> {
+        let limit = SECRET_CAP as u64 + 3;
+        let mut bytes = Vec::new();
+        input.take(limit).read_to_end(&mut bytes)?;
+        if bytes.len() as u64 >= limit {
+            return Err(SecretError::TooLong { cap: SECRET_CAP }.into());
+        }
+        let text = String::from_utf8(bytes).map_err(|e| SecretError::Forbidden {
+            what: "a byte that is not UTF-8",
+            at: e.utf8_error().valid_up_to(),
+        })?;
+        Ok(Secret::parse(&text)?)
+    }
+}
+
+/// Why reading a key failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadSecretError {
+    #[error(transparent)]
+    Invalid(#[from] SecretError),
+    #[error("cannot read the key: {0}")]
+    Io(#[from] std::io::Error),
 }
 
 /// How a request authenticates.
@@ -175,6 +268,8 @@ pub struct Client {
     agent: ureq::Agent,
     base_url: String,
     auth: Auth,
+    /// When every request of this client must be over, and the total it was given.
+    deadline: Option<(Instant, Duration)>,
 }
 
 impl fmt::Debug for Client {
@@ -205,7 +300,43 @@ impl Client {
             agent: config.build().new_agent(),
             base_url: base_url.trim_end_matches('/').to_owned(),
             auth,
+            deadline: None,
         })
+    }
+
+    /// This client with every request (connect, send, the whole body) ending within `total`
+    /// from now, all requests together: a server that trickles bytes cannot hold a check open.
+    pub fn with_deadline(mut self, total: Duration) -> Client {
+        self.deadline = Some((Instant::now() + total, total));
+        self
+    }
+
+    /// The time left for `method url` (`Err`: none left), as a per-request global timeout.
+    fn remaining(&self, method: &str, url: &str) -> Result<Option<Duration>, HttpFailure> {
+        let Some((end, total)) = self.deadline else {
+            return Ok(None);
+        };
+        match end.checked_duration_since(Instant::now()) {
+            Some(left) if !left.is_zero() => Ok(Some(left)),
+            _ => Err(HttpFailure::Timeout(format!(
+                "{method} {url}: not started, the check's {} s deadline had passed",
+                total.as_secs()
+            ))),
+        }
+    }
+
+    /// Names the URL (and the deadline) in a timeout.
+    fn name_timeout(&self, method: &str, url: &str, failure: HttpFailure) -> HttpFailure {
+        match failure {
+            HttpFailure::Timeout(detail) => HttpFailure::Timeout(match self.deadline {
+                Some((_, total)) => format!(
+                    "{method} {url}: no complete answer within the check's {} s deadline ({detail})",
+                    total.as_secs()
+                ),
+                None => format!("{method} {url}: {detail}"),
+            }),
+            other => other,
+        }
     }
 
     pub fn base_url(&self) -> &str {
@@ -235,10 +366,24 @@ impl Client {
     }
 
     fn post(&self, url: &str, body: &Value, cancel: Option<&Cancel>) -> Result<Reply, HttpFailure> {
+        self.post_once(url, body, cancel)
+            .map_err(|e| self.name_timeout("POST", url, e))
+    }
+
+    fn post_once(
+        &self,
+        url: &str,
+        body: &Value,
+        cancel: Option<&Cancel>,
+    ) -> Result<Reply, HttpFailure> {
         let bytes = serde_json::to_vec(body).map_err(|e| HttpFailure::Body(e.to_string()))?;
+        let left = self.remaining("POST", url)?;
         let mut request = self
             .agent
             .post(url)
+            .config()
+            .timeout_global(left)
+            .build()
             .header("content-type", "application/json");
         request = match &self.auth {
             Auth::None => request,
@@ -258,7 +403,13 @@ impl Client {
 
     /// GETs the absolute `url` with the endpoint's authentication (blocking).
     pub fn get(&self, url: &str) -> Result<Vec<u8>, HttpFailure> {
-        let mut request = self.agent.get(url);
+        self.get_once(url)
+            .map_err(|e| self.name_timeout("GET", url, e))
+    }
+
+    fn get_once(&self, url: &str) -> Result<Vec<u8>, HttpFailure> {
+        let left = self.remaining("GET", url)?;
+        let mut request = self.agent.get(url).config().timeout_global(left).build();
         request = match &self.auth {
             Auth::None => request,
             Auth::Bearer(key) => {
@@ -378,6 +529,55 @@ fn clip(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::{ReadSecretError, SECRET_CAP, Secret, SecretError};
+
+    #[test]
+    fn a_key_is_one_bounded_line_of_printable_ascii() {
+        let ok = |text: &str, key: &str| {
+            assert_eq!(
+                Secret::parse(text).map(|s| s.expose().to_owned()),
+                Ok(key.to_owned())
+            )
+        };
+        ok("sk-abc\n", "sk-abc");
+        ok("  sk-abc \r\n", "sk-abc");
+        ok(&"k".repeat(SECRET_CAP), &"k".repeat(SECRET_CAP));
+        let refused = |text: &str, want: SecretError| assert_eq!(Secret::parse(text), Err(want));
+        refused("", SecretError::Empty);
+        refused(" \n", SecretError::Empty);
+        refused(
+            &"k".repeat(SECRET_CAP + 1),
+            SecretError::TooLong { cap: SECRET_CAP },
+        );
+        let at = |what, at| SecretError::Forbidden { what, at };
+        refused("sk-a\nsk-b\n", at("a line break", 4));
+        refused("sk\x1b[31m", at("an escape character", 2));
+        refused("  sk\u{7f}", at("a control character", 4));
+        refused("sk a", at("a blank", 2));
+        refused("sk\u{e9}", at("a character outside ASCII", 2));
+        // The refusal never carries the key.
+        let shown = Secret::parse("sk-supersecret\x1b").unwrap_err().to_string();
+        assert!(!shown.contains("supersecret"), "{shown}");
+    }
+
+    #[test]
+    fn reading_a_key_stops_after_the_cap() {
+        // An endless input (like /dev/zero) is refused after a few KiB, not read to the end.
+        let endless = std::io::repeat(b'k');
+        match Secret::read_from(endless) {
+            Err(ReadSecretError::Invalid(SecretError::TooLong { cap })) => {
+                assert_eq!(cap, SECRET_CAP)
+            }
+            other => panic!("{other:?}"),
+        }
+        let key = Secret::read_from(&b"sk-xyz\n"[..]).unwrap();
+        assert_eq!(key.expose(), "sk-xyz");
+        assert!(matches!(
+            Secret::read_from(&b"sk-\xff"[..]),
+            Err(ReadSecretError::Invalid(SecretError::Forbidden { .. }))
+        ));
+    }
+
     use super::*;
 
     #[test]
@@ -458,6 +658,67 @@ mod tests {
         // The connection is closed: the never-ending stream stops.
         let sent = server.join().unwrap();
         assert!(sent >= 20, "{sent}");
+    }
+
+    /// A server that answers every request with headers at once, then one body byte at a time
+    /// on a timer, forever (until the client hangs up): per-read timeouts never fire.
+    fn trickling_server(every: Duration) -> String {
+        use std::io::Write;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for socket in listener.incoming() {
+                let Ok(mut socket) = socket else { return };
+                std::thread::spawn(move || {
+                    let mut request = [0u8; 8192];
+                    let _ = socket.read(&mut request);
+                    let head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000000\r\n\r\n";
+                    if socket.write_all(head).is_err() {
+                        return;
+                    }
+                    while socket.write_all(b" ").and_then(|()| socket.flush()).is_ok() {
+                        std::thread::sleep(every);
+                    }
+                });
+            }
+        });
+        url
+    }
+
+    #[test]
+    fn a_checking_client_ends_by_its_total_deadline_and_names_the_url() {
+        let url = trickling_server(Duration::from_millis(200));
+        let client = Client::new(&url, Auth::None)
+            .unwrap()
+            .with_deadline(Duration::from_secs(1));
+        let started = Instant::now();
+        let got = client.get(&format!("{url}/models"));
+        let took = started.elapsed();
+        match &got {
+            Err(HttpFailure::Timeout(detail)) => {
+                assert!(detail.contains(&format!("GET {url}/models")), "{detail}");
+                assert!(detail.contains("1 s deadline"), "{detail}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // The deadline is total: well before one per-read timeout (60 s) could have passed.
+        assert!(took < Duration::from_secs(20), "{took:?}");
+        // The deadline spans the client's requests: the next one does not start.
+        let next = client.post_json("/chat/completions", &serde_json::json!({}));
+        match next {
+            Err(HttpFailure::Timeout(detail)) => {
+                assert!(detail.contains("not started"), "{detail}");
+                assert!(
+                    detail.contains(&format!("POST {url}/chat/completions")),
+                    "{detail}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(check_deadline(Some("7")), Duration::from_secs(7));
+        assert_eq!(check_deadline(Some("0")), CHECK_DEADLINE);
+        assert_eq!(check_deadline(Some("soon")), CHECK_DEADLINE);
+        assert_eq!(check_deadline(None), CHECK_DEADLINE);
     }
 
     #[test]

@@ -193,12 +193,11 @@ pub fn commit_with(
             buf.push(b'\n');
             next.step(&buf[start..]);
         }
-        let mut file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(write_err(&path))?;
+        let mut file = store::open_owned(
+            &path,
+            OpenOptions::new().create(true).truncate(false).write(true),
+            true,
+        )?;
         // Whatever lies past the committed length was cut off by a crash: it goes.
         file.set_len(state.attempts_log.bytes)
             .and_then(|()| file.seek(SeekFrom::Start(state.attempts_log.bytes)))

@@ -1,7 +1,9 @@
 //! What `autocode clean` may remove, and removing it: a run's worktree, its branch
 //! `autocode/<run-id>` and its verification trees (`run::vtree`, outside the workspace). A branch with
 //! commits the user's current branch does not have, or a worktree with uncommitted changes, is
-//! the run's result: it is removed only with `--force` ([`CleanPlan::blockers`]).
+//! the run's result: it is removed only with `--force` ([`CleanPlan::blockers`]). A branch that
+//! `apply --squash` took (its record in the run's directory, the squash commit in the user's
+//! history, the branch unchanged since) is taken, whatever its own commits.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -24,6 +26,9 @@ pub struct CleanPlan {
     pub verify_tree: Option<PathBuf>,
     /// Commits on the branch that the user's current HEAD does not have.
     pub unmerged_commits: u64,
+    /// The squash commit in the user's history that holds the branch's result, when
+    /// `apply --squash` took it.
+    pub squashed_as: Option<String>,
     /// Uncommitted changes in the worktree (`git status --porcelain` lines).
     pub uncommitted: Vec<String>,
 }
@@ -37,7 +42,9 @@ impl CleanPlan {
     /// Why removing would lose work (empty: safe without `--force`).
     pub fn blockers(&self) -> Vec<String> {
         let mut out = Vec::new();
-        if let (Some(branch), n @ 1..) = (&self.branch, self.unmerged_commits) {
+        if let (Some(branch), n @ 1.., None) =
+            (&self.branch, self.unmerged_commits, &self.squashed_as)
+        {
             out.push(format!(
                 "branch {branch} has {n} commit(s) that your current branch does not have (take them with `autocode apply {}`)",
                 self.run_id
@@ -75,9 +82,10 @@ pub fn verify_tree_path(workspace: &Path, run_id: &RunId) -> PathBuf {
     super::vtree::verification_root(workspace, run_id.as_str())
 }
 
-/// What cleaning `state`'s run in `workspace` (canonical) would remove.
+/// What cleaning `state`'s run (its directory `run_dir`) in `workspace` (canonical) would remove.
 pub async fn plan(
     workspace: &Path,
+    run_dir: &Path,
     state: &RunState,
     env: &BTreeMap<String, String>,
 ) -> Result<CleanPlan, WorkspaceError> {
@@ -100,6 +108,11 @@ pub async fn plan(
     } else {
         0
     };
+    let squashed_as = if unmerged_commits > 0 {
+        super::commit::squash_applied(workspace, run_dir, &branch, env).await
+    } else {
+        None
+    };
     let verify = verify_tree_path(workspace, &state.run_id);
     Ok(CleanPlan {
         run_id: state.run_id.clone(),
@@ -107,6 +120,7 @@ pub async fn plan(
         branch: exists.then_some(branch),
         verify_tree: verify.exists().then_some(verify),
         unmerged_commits,
+        squashed_as,
         uncommitted,
     })
 }

@@ -233,6 +233,8 @@ pub enum MergeMode {
 pub enum MergeOutcome {
     /// The user's HEAD already contains the branch.
     AlreadyMerged,
+    /// An earlier `apply --squash` took the branch as `commit`, which HEAD contains.
+    AlreadySquashed { commit: String },
     /// The branch was merged or squashed; `commit` is the user's new HEAD.
     Merged { commit: String },
     /// The merge conflicted in `files` and was aborted: the tree is as it was.
@@ -267,6 +269,7 @@ pub async fn merge_run_branch(
                     "--no-verify",
                     "--no-gpg-sign",
                     "--no-edit",
+                    "--no-overwrite-ignore",
                     "-m",
                     message,
                     branch,
@@ -276,7 +279,19 @@ pub async fn merge_run_branch(
             .await
         }
         MergeMode::Squash => {
-            match git_committing(workspace, &["merge", "--quiet", "--squash", branch], env).await {
+            match git_committing(
+                workspace,
+                &[
+                    "merge",
+                    "--quiet",
+                    "--squash",
+                    "--no-overwrite-ignore",
+                    branch,
+                ],
+                env,
+            )
+            .await
+            {
                 Ok(_) => {
                     git_committing(
                         workspace,
@@ -317,6 +332,147 @@ pub async fn merge_run_branch(
             }
         }
     }
+}
+
+/// The user's files that merging `branch` into `HEAD` of the clean checkout `workspace` would
+/// replace: paths the branch added or changed since the merge base that `HEAD` does not track
+/// and that exist on disk (untracked or ignored: a `.env` kept out of git), or whose parent
+/// directory exists as something else. Relative to the repository's top level, sorted. `apply`
+/// refuses while any exist (`git merge` would silently replace an ignored file).
+pub async fn files_merge_would_overwrite(
+    workspace: &Path,
+    branch: &str,
+    env: &BTreeMap<String, String>,
+) -> Result<Vec<String>, WorkspaceError> {
+    let top = git(workspace, &["rev-parse", "--show-toplevel"], env).await?;
+    let top = Path::new(top.trim_end_matches('\n'));
+    let base = git(workspace, &["merge-base", "HEAD", branch], env).await?;
+    let z_list = |out: String| -> std::collections::BTreeSet<String> {
+        out.split('\0')
+            .filter(|p| !p.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    // Written by the merge: changed on the branch since the base (deletions write nothing).
+    let written = z_list(
+        git(
+            workspace,
+            &[
+                "diff",
+                "--name-only",
+                "-z",
+                "--no-renames",
+                "--diff-filter=d",
+                base.trim(),
+                branch,
+            ],
+            env,
+        )
+        .await?,
+    );
+    // Not tracked by HEAD: present at the branch's tip, absent from HEAD.
+    let untracked_in_head = z_list(
+        git(
+            workspace,
+            &[
+                "diff",
+                "--name-only",
+                "-z",
+                "--no-renames",
+                "--diff-filter=A",
+                "HEAD",
+                branch,
+            ],
+            env,
+        )
+        .await?,
+    );
+    let mut found = std::collections::BTreeSet::new();
+    for path in written.intersection(&untracked_in_head) {
+        if std::fs::symlink_metadata(top.join(path)).is_ok() {
+            found.insert(path.clone());
+            continue;
+        }
+        // A parent that exists as a file or a link blocks the directory the merge needs.
+        let mut prefix = std::path::PathBuf::new();
+        let parts: Vec<_> = Path::new(path).components().collect();
+        for part in parts.iter().take(parts.len().saturating_sub(1)) {
+            prefix.push(part);
+            match std::fs::symlink_metadata(top.join(&prefix)) {
+                Ok(meta) if !meta.is_dir() => {
+                    found.insert(prefix.display().to_string());
+                    break;
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+    }
+    Ok(found.into_iter().collect())
+}
+
+/// What `apply --squash` took, kept in the run's directory ([`SQUASH_RECORD`]) so that `clean`
+/// and a second `apply` know the run's result is in the user's history although the branch's
+/// commits are not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct SquashRecord {
+    pub format_version: u64,
+    /// The branch's tip that was squashed.
+    pub branch_tip: String,
+    /// The one commit the squash made on the user's branch.
+    pub commit: String,
+}
+
+/// The file name of the [`SquashRecord`] in a run's directory.
+pub const SQUASH_RECORD: &str = "applied.json";
+const SQUASH_RECORD_VERSION: u64 = 1;
+
+/// Records that `branch_tip` was squashed into `commit`.
+pub fn record_squash(
+    run_dir: &Path,
+    branch_tip: &str,
+    commit: &str,
+) -> Result<(), crate::store::StoreError> {
+    crate::store::write_json(
+        &run_dir.join(SQUASH_RECORD),
+        &SquashRecord {
+            format_version: SQUASH_RECORD_VERSION,
+            branch_tip: branch_tip.to_owned(),
+            commit: commit.to_owned(),
+        },
+    )
+}
+
+/// The squash commit that holds `branch`'s result, when `apply --squash` recorded one in
+/// `run_dir`, the branch still ends where it did then, and that commit is in `HEAD`'s history.
+/// An unreadable or stale record is no record: the branch then counts as unmerged.
+pub async fn squash_applied(
+    workspace: &Path,
+    run_dir: &Path,
+    branch: &str,
+    env: &BTreeMap<String, String>,
+) -> Option<String> {
+    let record: SquashRecord =
+        crate::store::read_versioned_json(&run_dir.join(SQUASH_RECORD), SQUASH_RECORD_VERSION)
+            .ok()?;
+    let tip = git(
+        workspace,
+        &["rev-parse", "--verify", "--quiet", branch],
+        env,
+    )
+    .await
+    .ok()?;
+    if tip.trim() != record.branch_tip {
+        return None;
+    }
+    git(
+        workspace,
+        &["merge-base", "--is-ancestor", &record.commit, "HEAD"],
+        env,
+    )
+    .await
+    .ok()?;
+    Some(record.commit)
 }
 
 /// Commits on `branch` that `HEAD` of `workspace` lacks (0 when the branch is gone).

@@ -328,6 +328,20 @@ pub enum RunIntegrityError {
         "run {run}: {path} does not verify: it was changed by something other than autocode (or made with another user's key)"
     )]
     Tampered { run: String, path: PathBuf },
+    #[error("run {run}: {path} is corrupt, not a run state autocode wrote ({detail})")]
+    Corrupt {
+        run: String,
+        path: PathBuf,
+        detail: String,
+    },
+    #[error(
+        "run {run}: {path} does not verify under the run-state key {key}, which was made after this run's last checkpoint: the key changed, so every run made with the old key is refused"
+    )]
+    KeyChanged {
+        run: String,
+        path: PathBuf,
+        key: PathBuf,
+    },
     #[error("run {run}: the run state names run {recorded}, not the directory it is in")]
     IdMismatch { run: String, recorded: String },
     #[error("run {run}: the run state belongs to workspace {recorded}, not {workspace}")]
@@ -369,6 +383,8 @@ impl RunIntegrityError {
             Self::OlderAutocode { .. } => "finish or inspect it with the autocode that made it, or start a new run; this autocode acts only on runs it can verify".into(),
             Self::OlderFormat { .. } => "finish it with that version of autocode or start a new run".into(),
             Self::NewerFormat { .. } => "finish it with the autocode that made it (or a newer one), or start a new run".into(),
+            Self::Corrupt { run, .. } => format!("the run cannot be resumed: look at .autocode/runs/{run}/ (its branch autocode/{run} keeps the accepted stages: `git log autocode/{run}`), then remove that directory and start a new run"),
+            Self::KeyChanged { key, .. } => format!("put the old key back at {} if you have a copy (a backup of that file); without it these runs cannot be resumed, but their branches autocode/<run-id> keep the accepted stages", key.display()),
             Self::Tampered { .. } | Self::IdMismatch { .. } => "autocode does not act on run state it did not write; start a new run (the run directory is left as it is for inspection)".into(),
             Self::ForeignWorkspace { .. } | Self::ForeignWorkTree { .. } => "a run works only in its own workspace or its own worktree; start a new run here".into(),
             Self::Tracked { .. } => "run directories are never taken from a repository: untrack .autocode/ (git rm -r --cached .autocode) and start a new run".into(),
@@ -492,6 +508,51 @@ fn run_names<'a>(paths: impl Iterator<Item = &'a str>) -> BTreeSet<String> {
         .collect()
 }
 
+/// A run state without a tag: an older autocode's JSON, or bytes that are not JSON at all.
+fn untagged(run: &str, path: PathBuf) -> RunIntegrityError {
+    let bytes = crate::bounded_read::read(&path, crate::bounded_read::RECORD_CAP);
+    let parsed = bytes
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).map_err(|e| e.to_string()));
+    match parsed {
+        Ok(serde_json::Value::Object(_)) => RunIntegrityError::OlderAutocode {
+            run: run.to_owned(),
+            path,
+        },
+        Ok(_) => RunIntegrityError::Corrupt {
+            run: run.to_owned(),
+            path,
+            detail: "JSON, but not an object".into(),
+        },
+        Err(detail) => RunIntegrityError::Corrupt {
+            run: run.to_owned(),
+            path,
+            detail,
+        },
+    }
+}
+
+/// A run state whose tag does not verify: changed by something else, or the key changed since
+/// it was written (the key file is newer than the run state).
+fn mismatched(run: &str, path: PathBuf) -> RunIntegrityError {
+    let modified = |p: &Path| fs::metadata(p).and_then(|m| m.modified()).ok();
+    let key = key_dir().map(|dir| dir.join(KEY_FILE));
+    if let Ok(key) = key
+        && let (Some(key_made), Some(written)) = (modified(&key), modified(&path))
+        && key_made > written
+    {
+        return RunIntegrityError::KeyChanged {
+            run: run.to_owned(),
+            path,
+            key,
+        };
+    }
+    RunIntegrityError::Tampered {
+        run: run.to_owned(),
+        path,
+    }
+}
+
 /// Checks everything but git: the tag, the id, the workspace and the work tree.
 pub fn verify_untracked(workspace: &Path, dir: &Path) -> Result<RunState, RunIntegrityError> {
     let run = dir
@@ -503,14 +564,8 @@ pub fn verify_untracked(workspace: &Path, dir: &Path) -> Result<RunState, RunInt
         source,
     })?;
     let state = read_run_state(dir).map_err(|e| match e {
-        StoreError::Untagged { path } => RunIntegrityError::OlderAutocode {
-            run: run.clone(),
-            path,
-        },
-        StoreError::TagMismatch { path } => RunIntegrityError::Tampered {
-            run: run.clone(),
-            path,
-        },
+        StoreError::Untagged { path } => untagged(&run, path),
+        StoreError::TagMismatch { path } => mismatched(&run, path),
         StoreError::Version {
             found, expected, ..
         } if found < expected => RunIntegrityError::OlderFormat {
@@ -588,196 +643,5 @@ pub async fn verify_run(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn git_is_skipped_only_where_it_could_find_nothing() {
-        let root = tempfile::tempdir().unwrap();
-        let none = BTreeMap::new();
-        let deep = root.path().join("a/b");
-        fs::create_dir_all(&deep).unwrap();
-        // Outside any repository, nothing below it can be in one either (when the temporary
-        // directory itself is inside a repository, both answers are `true`).
-        assert_eq!(
-            could_be_in_git_repository(&deep, &none),
-            could_be_in_git_repository(root.path(), &none)
-        );
-        let git_dir = BTreeMap::from([("GIT_DIR".to_owned(), "/elsewhere".to_owned())]);
-        assert!(could_be_in_git_repository(&deep, &git_dir));
-        // A `.git` file (a linked worktree) two levels up.
-        fs::write(root.path().join("a/.git"), "gitdir: /elsewhere\n").unwrap();
-        assert!(could_be_in_git_repository(&deep, &none));
-        // A bare repository's own directory.
-        let bare = root.path().join("bare.git");
-        fs::create_dir_all(bare.join("objects")).unwrap();
-        fs::write(bare.join("HEAD"), "ref: refs/heads/main\n").unwrap();
-        assert!(could_be_in_git_repository(&bare.join("objects"), &none));
-        // A path that cannot be resolved leaves the answer to git.
-        assert!(could_be_in_git_repository(
-            &root.path().join("missing"),
-            &none
-        ));
-    }
-
-    #[test]
-    fn only_variables_that_move_the_index_send_the_read_to_git() {
-        for key in [
-            "GIT_DIR",
-            "GIT_WORK_TREE",
-            "GIT_COMMON_DIR",
-            "GIT_INDEX_FILE",
-            "GIT_CEILING_DIRECTORIES",
-            "GIT_CONFIG_PARAMETERS",
-            "GIT_CONFIG_GLOBAL",
-            "GIT_TEST_SPLIT_INDEX",
-        ] {
-            assert!(changes_the_index_read(key), "{key}");
-        }
-        // Common in users' environments, and beside the point of which paths are tracked.
-        for key in [
-            "GIT_SSL_CAINFO",
-            "GIT_AUTHOR_NAME",
-            "GIT_EDITOR",
-            "GIT_PAGER",
-            "GIT_TERMINAL_PROMPT",
-        ] {
-            assert!(!changes_the_index_read(key), "{key}");
-        }
-        let index = BTreeMap::from([("GIT_INDEX_FILE".to_owned(), "/elsewhere".to_owned())]);
-        let repo = tempfile::tempdir().unwrap();
-        fs::create_dir_all(repo.path().join(".git")).unwrap();
-        fs::write(repo.path().join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
-        assert_eq!(tracked_run_dirs_from_index(repo.path(), &index), None);
-        let editor = BTreeMap::from([("GIT_EDITOR".to_owned(), "vi".to_owned())]);
-        if !git_variable_set(&BTreeMap::new(), changes_the_index_read) {
-            // No index yet: nothing tracked, read without git.
-            assert_eq!(
-                tracked_run_dirs_from_index(repo.path(), &editor),
-                Some(BTreeSet::new())
-            );
-        }
-    }
-
-    #[test]
-    fn key_dir_follows_xdg_state_home_only_when_absolute() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |name: &str| {
-                pairs
-                    .iter()
-                    .find(|(k, _)| *k == name)
-                    .map(|(_, v)| OsString::from(v))
-            }
-        };
-        assert_eq!(
-            key_dir_from(env(&[("XDG_STATE_HOME", "/s"), ("HOME", "/h")])).unwrap(),
-            PathBuf::from("/s/autocode")
-        );
-        assert_eq!(
-            key_dir_from(env(&[("XDG_STATE_HOME", "rel"), ("HOME", "/h")])).unwrap(),
-            PathBuf::from("/h/.local/state/autocode")
-        );
-        assert!(matches!(key_dir_from(env(&[])), Err(KeyError::NoHome)));
-    }
-
-    #[test]
-    fn the_key_is_created_0600_in_a_0700_dir_and_then_reused() {
-        let root = tempfile::tempdir().unwrap();
-        let dir = root.path().join("state/autocode");
-        let key = load_or_create_key(&dir).unwrap();
-        let mode = |p: &Path| fs::metadata(p).unwrap().mode() & 0o7777;
-        assert_eq!(mode(&dir), 0o700);
-        assert_eq!(mode(&dir.join(KEY_FILE)), 0o600);
-        assert_eq!(fs::metadata(dir.join(KEY_FILE)).unwrap().len(), 32);
-        assert_eq!(load_or_create_key(&dir).unwrap(), key);
-        // Nothing but the key is left behind.
-        let names: Vec<_> = fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names, vec![OsString::from(KEY_FILE)]);
-    }
-
-    #[test]
-    fn an_exposed_or_short_key_is_refused_and_an_open_dir_is_closed() {
-        let root = tempfile::tempdir().unwrap();
-        let dir = root.path().join("autocode");
-        load_or_create_key(&dir).unwrap();
-        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
-        let key = dir.join(KEY_FILE);
-        fs::set_permissions(&key, fs::Permissions::from_mode(0o644)).unwrap();
-        assert!(matches!(
-            load_or_create_key(&dir),
-            Err(KeyError::Exposed { .. })
-        ));
-        assert_eq!(fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
-        fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).unwrap();
-        fs::write(&key, b"short").unwrap();
-        assert!(matches!(
-            load_or_create_key(&dir),
-            Err(KeyError::WrongLength { len: 5, .. })
-        ));
-        fs::remove_file(&key).unwrap();
-        std::os::unix::fs::symlink("/dev/null", &key).unwrap();
-        assert!(matches!(
-            load_or_create_key(&dir),
-            Err(KeyError::WrongKind { .. })
-        ));
-    }
-
-    #[test]
-    fn concurrent_creators_end_with_one_key() {
-        for _ in 0..20 {
-            let root = tempfile::tempdir().unwrap();
-            let dir = root.path().join("autocode");
-            let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
-            let keys: Vec<TagKey> = (0..8)
-                .map(|_| {
-                    let dir = dir.clone();
-                    let barrier = barrier.clone();
-                    std::thread::spawn(move || {
-                        barrier.wait();
-                        load_or_create_key(&dir).unwrap()
-                    })
-                })
-                .collect::<Vec<_>>()
-                .into_iter()
-                .map(|t| t.join().unwrap())
-                .collect();
-            assert!(keys.windows(2).all(|w| w[0] == w[1]));
-            let on_disk = read_key(&dir.join(KEY_FILE)).unwrap().unwrap();
-            assert_eq!(keys[0], on_disk);
-            assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
-        }
-    }
-
-    #[test]
-    fn a_key_dir_not_yet_created_resolves_through_its_existing_ancestors() {
-        let root = tempfile::tempdir().unwrap();
-        let real = fs::canonicalize(root.path()).unwrap();
-        std::os::unix::fs::symlink(&real, real.join("link")).unwrap();
-        assert_eq!(
-            resolved(&real.join("link/state/autocode")),
-            real.join("state/autocode")
-        );
-        assert!(resolved(&real.join("link/state")).starts_with(&real));
-    }
-
-    #[test]
-    fn contexts_name_the_place_below_the_runs_dir() {
-        assert_eq!(
-            context_for(Path::new("/w/.autocode/runs/r1/run.json")),
-            "r1/run.json"
-        );
-        assert_eq!(
-            context_for(Path::new(
-                "/w/.autocode/runs/r1/stages/004-builder-1/report.json"
-            )),
-            "r1/stages/004-builder-1/report.json"
-        );
-        assert_eq!(
-            context_for(Path::new("/tmp/x/receipt.json")),
-            "receipt.json"
-        );
-    }
-}
+#[path = "integrity_tests.rs"]
+mod tests;

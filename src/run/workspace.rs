@@ -136,14 +136,16 @@ async fn lock_worktrees(workspace: &Path) -> Result<WorktreeLock, WorkspaceError
         let path = path.to_owned();
         move |source: std::io::Error| WorkspaceError::Lock { path, source }
     };
-    let dir = workspace.join(".autocode");
-    std::fs::create_dir_all(&dir).map_err(failed(&dir))?;
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(failed(&path))?;
+    // Not followed if the repository planted a link there.
+    let file = crate::store::open_owned(
+        &path,
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true),
+        true,
+    )
+    .map_err(|e| failed(&path)(std::io::Error::other(e)))?;
     // A blocking flock, on a thread of its own: the other run holds it for one git command.
     let locked = tokio::task::spawn_blocking(move || {
         nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)

@@ -63,8 +63,16 @@ impl Home {
         cmd
     }
 
+    /// Runs autocode; a scripted conformance gets the pinned CLIs' directory (`--clis-dir`),
+    /// as the command only looks on PATH otherwise.
     fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap()
+        let mut args = args.to_vec();
+        let pinned = Path::new(ROOT).join("tests/clis/node_modules/.bin");
+        let pinned = pinned.display().to_string();
+        if args.first() == Some(&"conformance") && args.contains(&"--scripted") {
+            args.extend(["--clis-dir", &pinned]);
+        }
+        self.command(&args).output().unwrap()
     }
 }
 
@@ -391,4 +399,46 @@ fn record_writes_the_verdict_into_the_matrix_and_doctor_reads_the_shipped_one() 
         "{}",
         describe(&out)
     );
+}
+
+/// The CLI qualified is the one on PATH (as a run would use), named with its path and version,
+/// not the pinned copy of the source tree.
+#[test]
+fn conformance_qualifies_the_cli_on_path_and_names_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = Home::new();
+    let bin = home.dir.path().join("newer-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let codex = bin.join("codex");
+    std::fs::write(
+        &codex,
+        "#!/bin/sh\n[ \"$1\" = --version ] && echo 'codex-cli 9.9.9-newer' && exit 0\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = home
+        .command(&[
+            "conformance",
+            "--provider",
+            "codex",
+            "--scripted",
+            "--clean-only",
+        ])
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&codex.display().to_string()),
+        "{}",
+        describe(&out)
+    );
+    assert!(stderr.contains("9.9.9-newer"), "{}", describe(&out));
+    assert!(!stderr.contains("tests/clis"), "{}", describe(&out));
+    assert_ne!(out.status.code(), Some(0), "{}", describe(&out));
 }

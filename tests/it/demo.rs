@@ -15,7 +15,8 @@ fn demo(cli: &str) -> serde_json::Value {
     );
     let home = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_autocode"))
-        .args(["demo", "--provider", cli, "--json"])
+        .args(["demo", "--provider", cli, "--json", "--clis-dir"])
+        .arg(bin.parent().unwrap())
         .env("HOME", home.path())
         .env_remove("XDG_CONFIG_HOME")
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -38,6 +39,20 @@ fn demo(cli: &str) -> serde_json::Value {
         .count();
     assert_eq!(table_rows, 1, "{stderr}");
     assert!(stderr.contains("remove them with: rm -rf "), "{stderr}");
+    // It ends as a real run does: what was produced, and what to do next.
+    assert!(
+        stderr.contains("produced: 1 commit(s) on autocode/") && stderr.contains("hello.txt"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("next: in a git repository of yours"),
+        "{stderr}"
+    );
+    // The CLI's path and version are named.
+    assert!(
+        stderr.contains(&format!("autocode demo: {}", bin.display())),
+        "{stderr}"
+    );
     // Every stage's family was proven gone, and the tester's check was verified as evidence.
     let run_dir = Path::new(summary["run_dir"].as_str().unwrap());
     for stage in std::fs::read_dir(run_dir.join("stages")).unwrap() {

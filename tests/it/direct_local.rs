@@ -344,3 +344,74 @@ fn a_real_local_model_passes_readiness_and_never_falsely_completes_a_hello_task(
         other => panic!("exit {other:?}: {}", text(&run)),
     }
 }
+
+#[test]
+fn a_key_from_stdin_is_bounded_one_printable_line_and_never_echoed() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let setup = [
+        "connections",
+        "setup",
+        "--name",
+        "cloud",
+        "--kind",
+        "anthropic",
+        "--model",
+        "claude-x=anthropic",
+        "--key-stdin",
+    ];
+    let spawn = |stdin: Stdio| {
+        Command::new(env!("CARGO_BIN_EXE_autocode"))
+            .args(setup)
+            .current_dir(h)
+            .env("HOME", h)
+            .env("XDG_CONFIG_HOME", h.join(".config"))
+            .env_remove("AUTOCODE_PROVIDER")
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let auth = h.join(".config/autocode/direct/auth.json");
+    // An endless input is refused after a few KiB (before, it grew without bound).
+    let zero = spawn(Stdio::from(std::fs::File::open("/dev/zero").unwrap()))
+        .wait_with_output()
+        .unwrap();
+    assert_eq!(zero.status.code(), Some(2), "{}", text(&zero));
+    assert!(
+        text(&zero).contains("longer than 4096 bytes"),
+        "{}",
+        text(&zero)
+    );
+    // A 5 MB key, a key with an escape sequence, one with a second line, one with a control
+    // character: refused, nothing stored, the key's text never on the output.
+    let huge = format!("sk-{}\n", "a".repeat(5 << 20));
+    for (key, why) in [
+        (huge.as_str(), "longer than 4096 bytes"),
+        ("sk-\x1b]0;pwned\x07abc\n", "an escape character"),
+        ("sk-first\nsk-second\n", "a line break"),
+        ("sk-tab\x08x\n", "a control character"),
+        ("sk-a b\n", "a blank"),
+    ] {
+        let mut child = spawn(Stdio::piped());
+        let mut stdin = child.stdin.take().unwrap();
+        let bytes = key.as_bytes().to_vec();
+        // The child stops reading early: a broken pipe here is the point, not an error.
+        let writer = std::thread::spawn(move || {
+            let _ = stdin.write_all(&bytes);
+        });
+        let out = child.wait_with_output().unwrap();
+        writer.join().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{why}: {}", text(&out));
+        let said = text(&out);
+        assert!(said.contains(why), "{why}: {said}");
+        assert!(!said.contains("pwned") && !said.contains("sk-"), "{said}");
+        assert!(!auth.exists(), "{why}: nothing stored");
+    }
+    // One line of printable ASCII (surrounding blanks and the line end dropped) is stored.
+    let ok = autocode(h, h, &setup, "  sk-good-key_1.2\r\n");
+    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok));
+    let stored = std::fs::read_to_string(&auth).unwrap();
+    assert!(stored.contains("\"sk-good-key_1.2\""), "{stored}");
+}

@@ -616,3 +616,84 @@ fn a_live_check_feeds_the_cache_and_doctor_recheck_bypasses_it() {
     );
     assert_eq!(canaries.load(Ordering::SeqCst), 6);
 }
+
+/// A local server that sends its headers, then one body byte every 300 ms, forever (until the
+/// client hangs up): each read gets a byte, so only a total deadline ends a check.
+fn trickling_server() -> String {
+    use std::io::{Read, Write};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for socket in listener.incoming() {
+            let Ok(mut socket) = socket else { return };
+            std::thread::spawn(move || {
+                let mut request = [0u8; 8192];
+                let _ = socket.read(&mut request);
+                let head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000000\r\n\r\n";
+                if socket.write_all(head).is_err() {
+                    return;
+                }
+                while socket.write_all(b" ").and_then(|()| socket.flush()).is_ok() {
+                    std::thread::sleep(std::time::Duration::from_millis(300));
+                }
+            });
+        }
+    });
+    url
+}
+
+/// The real binary against a trickling server: `connections check --live` and `doctor` end by
+/// their total deadline (`AUTOCODE_CHECK_DEADLINE`, here 2 s per model) and name the URL that
+/// ran out of time.
+#[test]
+fn live_checks_and_doctor_end_by_their_deadline_against_a_trickling_server() {
+    let place = Place::new();
+    let url = trickling_server();
+    demo_models(&place, &url);
+    let model = format!("local/{DOER_MODEL}");
+    for args in [
+        &["connections", "check", "--provider", "autocode", "--live"][..],
+        &["doctor", "--provider", "autocode", "--single-model", &model],
+    ] {
+        let started = std::time::Instant::now();
+        let child = Command::new(env!("CARGO_BIN_EXE_autocode"))
+            .args(args)
+            .env_clear()
+            .envs(place.env())
+            .env("AUTOCODE_CHECK_DEADLINE", "2")
+            .current_dir(place.workspace())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        // A build without the deadline would wait for days: fail (and stop it) instead.
+        let out = match rx.recv_timeout(std::time::Duration::from_secs(90)) {
+            Ok(out) => out.unwrap(),
+            Err(_) => {
+                let _ = Command::new("kill").arg(pid.to_string()).status();
+                panic!("{args:?} still waiting after 90 s");
+            }
+        };
+        let took = started.elapsed();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {said}");
+        assert!(
+            said.contains(&format!("{url}/models")) && said.contains("2 s deadline"),
+            "{args:?}: {said}"
+        );
+        // Two models of 2 s each, and process start-up: far below one 60 s per-read timeout.
+        assert!(
+            took < std::time::Duration::from_secs(30),
+            "{args:?}: {took:?}"
+        );
+    }
+}

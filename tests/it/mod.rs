@@ -7,6 +7,7 @@ mod direct_local;
 mod direct_preflight;
 mod direct_ready;
 mod events_fixtures;
+mod first_minutes;
 mod layers;
 mod ledger;
 mod operator_e2e;

@@ -138,6 +138,77 @@ fn apply_squashes_into_one_commit() {
         fs::read_to_string(ws.join("hello.txt")).expect("hello"),
         "hello\n"
     );
+    // The squash is recorded: applying again (either way) does nothing, and clean knows the
+    // result was taken although the branch's own commit is not in the user's history.
+    let squashed = git_out(&ws, &["rev-parse", "HEAD"]);
+    for extra in [&["--squash"][..], &[][..]] {
+        let mut args = vec!["apply", id.as_str(), "--workspace"];
+        let ws_arg = ws_text(&ws);
+        args.push(&ws_arg);
+        args.push("--json");
+        args.extend_from_slice(extra);
+        let again = harness.autocode(&args);
+        assert_eq!(again.code, Some(0), "{again:?}");
+        assert_eq!(again.json["applied"], "already_squashed", "{again:?}");
+        assert_eq!(again.json["commit"], squashed.as_str(), "{again:?}");
+        assert_eq!(git_out(&ws, &["rev-parse", "HEAD"]), squashed);
+    }
+    let cleaned = harness.autocode(&["clean", &id, "--workspace", &ws_text(&ws)]);
+    assert_eq!(cleaned.code, Some(0), "{cleaned:?}");
+    assert!(!cleaned.stderr.contains("autocode apply"), "{cleaned:?}");
+    assert_eq!(
+        git_out(&ws, &["branch", "--list", &format!("autocode/{id}")]),
+        ""
+    );
+}
+
+#[test]
+fn apply_never_replaces_a_file_git_does_not_track() {
+    let (harness, _finished, id) = completed();
+    let ws = harness.workspace();
+    let head = git_out(&ws, &["rev-parse", "HEAD"]);
+    // An ignored file of the user's where the run wrote one (a `.env` kept out of git), and an
+    // untracked one: neither a merge nor a squash replaces it.
+    let exclude = ws.join(".git/info/exclude");
+    let mut excluded = fs::read_to_string(&exclude).unwrap_or_default();
+    excluded.push_str("hello.txt\n");
+    fs::write(&exclude, excluded).expect("exclude");
+    for ignored in [true, false] {
+        if !ignored {
+            let kept = fs::read_to_string(&exclude).expect("exclude");
+            fs::write(&exclude, kept.replace("hello.txt\n", "")).expect("exclude");
+        }
+        fs::write(ws.join("hello.txt"), "SECRET=mine\n").expect("user's file");
+        for squash in [false, true] {
+            let mut args = vec!["apply", id.as_str(), "--workspace"];
+            let ws_arg = ws_text(&ws);
+            args.push(&ws_arg);
+            if squash {
+                args.push("--squash");
+            }
+            let refused = harness.autocode(&args);
+            assert_eq!(refused.code, Some(2), "ignored {ignored}: {refused:?}");
+            assert!(
+                refused.stderr.contains("hello.txt")
+                    && refused.stderr.contains("not track")
+                    && refused.stderr.contains("move them out of the way"),
+                "{refused:?}"
+            );
+            assert_eq!(
+                fs::read_to_string(ws.join("hello.txt")).expect("kept"),
+                "SECRET=mine\n"
+            );
+            assert_eq!(git_out(&ws, &["rev-parse", "HEAD"]), head);
+        }
+    }
+    // Moved out of the way, the result applies.
+    fs::remove_file(ws.join("hello.txt")).expect("move");
+    let applied = harness.autocode(&["apply", &id, "--workspace", &ws_text(&ws)]);
+    assert_eq!(applied.code, Some(0), "{applied:?}");
+    assert_eq!(
+        fs::read_to_string(ws.join("hello.txt")).expect("merged"),
+        "hello\n"
+    );
 }
 
 #[test]
@@ -413,4 +484,26 @@ fn an_in_place_run_says_its_changes_are_not_committed() {
     let refused = harness.autocode(&["apply", &id, "--workspace", &ws_text(&ws)]);
     assert_eq!(refused.code, Some(2), "{refused:?}");
     assert!(refused.stderr.contains("in place"), "{refused:?}");
+}
+
+/// A cloned repository that ships `.autocode/in-place.lock` (or `.autocode` itself) as a
+/// symbolic link: `--in-place` refuses it with its path and creates nothing through it.
+#[test]
+fn a_planted_link_under_autocode_is_refused_with_its_path() {
+    let harness = Harness::new(script_with(&[]));
+    let ws = harness.workspace();
+    let outside = harness.home().join("outside");
+    fs::create_dir_all(&outside).expect("outside");
+    fs::create_dir_all(ws.join(".autocode")).expect(".autocode");
+    let lock = ws.join(".autocode/in-place.lock");
+    std::os::unix::fs::symlink(outside.join("made-through-the-link"), &lock).expect("link");
+    let refused = harness.run(&["--yes", "--in-place"]);
+    assert_ne!(refused.code, Some(0), "{refused:?}");
+    assert!(
+        refused.stderr.contains(&lock.display().to_string())
+            && refused.stderr.contains("symbolic link"),
+        "{refused:?}"
+    );
+    assert!(!outside.join("made-through-the-link").exists());
+    assert_eq!(entries(&outside), Vec::<String>::new());
 }

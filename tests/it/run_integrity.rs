@@ -426,3 +426,45 @@ fn runs_lists_verified_runs_and_names_the_refused_ones() {
     assert_eq!(runs[1]["run_id"], "20990101-000000-forged", "{listed:?}");
     assert!(runs[1]["refused"].as_str().is_some(), "{listed:?}");
 }
+
+/// A corrupt run state is called corrupt (not an older autocode's), and a changed run-state key
+/// is named with its path and what to do, in the refusal and in bare status's warning.
+#[test]
+fn a_corrupt_state_and_a_changed_key_say_what_is_wrong() {
+    let (harness, dir, id) = paused_run();
+    let ws = harness.workspace();
+    let original = fs::read(dir.join("run.json")).expect("run.json");
+    // Cut off mid-document (no tag left, not JSON).
+    fs::write(dir.join("run.json"), &original[..original.len() / 2]).unwrap();
+    let corrupt = status_of(&harness, &ws, Some(&id));
+    assert_refused(&corrupt, &id, "is corrupt");
+    assert!(!corrupt.stderr.contains("older autocode"), "{corrupt:?}");
+    assert!(
+        corrupt.stderr.contains(&format!("git log autocode/{id}")),
+        "{corrupt:?}"
+    );
+    // The state back as it was, then the key replaced (a new file, newer than the state).
+    fs::write(dir.join("run.json"), &original).unwrap();
+    assert_still_paused(&status_of(&harness, &ws, Some(&id)));
+    let key_file = key_dir(&harness).join(KEY_FILE);
+    let old_key = fs::read(&key_file).unwrap();
+    fs::remove_file(&key_file).unwrap();
+    fs::write(&key_file, [7u8; 32]).unwrap();
+    fs::set_permissions(&key_file, fs::Permissions::from_mode(0o600)).unwrap();
+    let changed = status_of(&harness, &ws, Some(&id));
+    assert_refused(&changed, &id, "the key changed");
+    assert!(
+        changed.stderr.contains(&key_file.display().to_string())
+            && changed.stderr.contains("put the old key back"),
+        "{changed:?}"
+    );
+    let bare = status_of(&harness, &ws, None);
+    assert!(
+        bare.stderr.contains("the key changed")
+            && bare.stderr.contains(&key_file.display().to_string()),
+        "{bare:?}"
+    );
+    // The old key back: the run verifies again.
+    fs::write(&key_file, &old_key).unwrap();
+    assert_still_paused(&status_of(&harness, &ws, Some(&id)));
+}

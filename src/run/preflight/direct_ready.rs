@@ -9,7 +9,7 @@ use std::ffi::OsString;
 
 use super::Problem;
 use crate::direct::connections::Connections;
-use crate::direct::http::Client;
+use crate::direct::http::{self, Client};
 use crate::direct::readiness::{self, CanaryCache, CanaryMode, ModelReadiness};
 use crate::provider::registry::Env;
 use crate::role::Role;
@@ -57,7 +57,14 @@ pub async fn check(
         let client = connections
             .auth(&endpoint)
             .map_err(|e| e.to_string())
-            .and_then(|auth| Client::new(&endpoint.base_url, auth).map_err(|e| e.to_string()));
+            .and_then(|auth| Client::new(&endpoint.base_url, auth).map_err(|e| e.to_string()))
+            // One total deadline for the model's whole check (`doctor`, a run's start).
+            .map(|client| {
+                client.with_deadline(http::check_deadline(
+                    env.get(&OsString::from(http::CHECK_DEADLINE_ENV))
+                        .and_then(|v| v.to_str()),
+                ))
+            });
         let client = match client {
             Ok(client) => client,
             Err(e) => {
