@@ -7,15 +7,19 @@
 //! | CLI | command event | ledgered exec (same pid ends with the command's status) |
 //! |---|---|---|
 //! | Codex 0.169.0 | `/bin/bash -lc '<cmd>'` | `/bin/bash -c <snapshot prelude…; exec '/bin/bash' -c '<cmd>'>`, then `["/bin/bash", "-c", "<cmd>"]` (inside codex-linux-sandbox → bwrap) |
-//! | Claude Code 2.1.328 | `<cmd>` | `["/bin/bash", "-c", "source <snapshot> … && eval '<cmd>' < /dev/null && pwd -P >| /tmp/claude-…-cwd"]` |
+//! | Claude Code 2.1.328 | `<cmd>` | `["/bin/bash", "-c", "source <snapshot> … && eval '<cmd>' < /dev/null && pwd -P >| /tmp/claude-…-cwd"]`; without `< /dev/null` when the command has a heredoc or its own input redirection |
 //! | OpenCode 1.18.33 | `<cmd>` | `["/bin/bash", "-c", "<cmd>"]` |
 //!
+//! Only entries the keeper attested (`Attestation::Attested`: the exec succeeded, argv\[0\]
+//! named the program the kernel ran, and the argv that ran is the argv read) are evidence.
 //! Nothing here reads files or processes: it is a pure function of the ledger.
 
 use serde::{Deserialize, Serialize};
 
-use super::evidence::{EvidenceFinding, EvidenceProblem, normalize_command};
-use crate::supervise::{LedgerEntry, LedgerExit};
+use super::evidence::{
+    CommandRecord, EvidenceFinding, EvidenceProblem, UNNAMED_EVENT_REF, normalize_command,
+};
+use crate::supervise::{Attestation, LedgerEntry, LedgerExit};
 
 /// Why a cited command has no ledger entry to back it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
@@ -30,6 +34,11 @@ pub enum LedgerMismatch {
     /// Only execs the keeper judged implausible (no such executable) name this command.
     #[error("the only exec of this command could not have run")]
     ExecImplausible,
+    /// Execs of this command are in the ledger, but none is attested: the exec failed, the
+    /// caller had other threads, its argv changed, argv[0] was not the program that ran, or
+    /// the process was never seen again after its exec.
+    #[error("no exec of this command is attested by the keeper")]
+    Unattested,
 }
 
 /// The outcome of matching one cited command against the ledger.
@@ -131,13 +140,18 @@ fn shell_payload(argv: &[String]) -> Option<&str> {
     None
 }
 
-/// Claude Code's wrapper: `… && eval '<cmd>' < /dev/null && pwd -P >| <file>`.
+/// Claude Code's wrapper: `… && eval '<cmd>' < /dev/null && pwd -P >| <file>`, where the
+/// `< /dev/null` is left out when the command reads its own input (a heredoc, a here-string,
+/// an input redirection).
 fn claude_eval(payload: &str) -> Option<String> {
     let (_, after) = payload.split_once(" && eval ")?;
     let (command, rest) = read_word(after)?;
-    rest.trim_start()
-        .starts_with("< /dev/null")
-        .then_some(command)
+    let rest = rest.trim_start();
+    let rest = rest
+        .strip_prefix("< /dev/null")
+        .unwrap_or(rest)
+        .trim_start();
+    (rest.is_empty() || rest.starts_with("&& pwd -P")).then_some(command)
 }
 
 /// The commands an entry ran, as a cited command would name them.
@@ -188,57 +202,118 @@ pub fn ledger_match(command: &str, exit_code: i32, ledger: &[LedgerEntry]) -> Le
                     .is_some_and(|words| runs_directly(entry, words))
         })
         .collect();
-    let plausible: Vec<&&LedgerEntry> = ran.iter().filter(|entry| entry.exec_plausible).collect();
-    if let Some(entry) = plausible
+    let attested: Vec<&&LedgerEntry> = ran
+        .iter()
+        .filter(|entry| entry.attestation == Attestation::Attested)
+        .collect();
+    if let Some(entry) = attested
         .iter()
         .find(|entry| same_end(entry.exit, exit_code))
     {
         return LedgerMatch::Matched { seq: entry.seq };
     }
-    match (plausible.first(), ran.first()) {
-        (Some(entry), _) => LedgerMatch::NotMatched {
-            reason: LedgerMismatch::ExitDiffers,
-            seq: Some(entry.seq),
-            recorded: entry.exit,
-        },
-        (None, Some(entry)) => LedgerMatch::NotMatched {
-            reason: LedgerMismatch::ExecImplausible,
-            seq: Some(entry.seq),
-            recorded: entry.exit,
-        },
-        (None, None) => LedgerMatch::NotMatched {
-            reason: LedgerMismatch::NoExec,
-            seq: None,
-            recorded: None,
-        },
+    let not_matched = |reason, entry: Option<&LedgerEntry>| LedgerMatch::NotMatched {
+        reason,
+        seq: entry.map(|entry| entry.seq),
+        recorded: entry.and_then(|entry| entry.exit),
+    };
+    if let Some(entry) = attested.first() {
+        return not_matched(LedgerMismatch::ExitDiffers, Some(entry));
+    }
+    if let Some(entry) = ran.iter().find(|entry| entry.exec_plausible) {
+        return not_matched(LedgerMismatch::Unattested, Some(entry));
+    }
+    match ran.first() {
+        Some(entry) => not_matched(LedgerMismatch::ExecImplausible, Some(entry)),
+        None => not_matched(LedgerMismatch::NoExec, None),
     }
 }
 
-/// Applies the ledger to findings the event check already accepted: a check with no problem
-/// yet gets [`EvidenceProblem::NotInLedger`] unless the ledger backs it. Findings that already
-/// have a problem are left as they are.
+/// The exit of the attested entry that ran `command`, when exactly one did (or all that did
+/// ended the same way): the evidence for a command event whose CLI reported no exit code.
+pub fn attested_exit(command: &str, ledger: &[LedgerEntry]) -> Option<LedgerExit> {
+    let cited = normalize_command(command);
+    let words = simple_words(&cited);
+    let mut exits = ledger
+        .iter()
+        .filter(|entry| entry.attestation == Attestation::Attested)
+        .filter(|entry| {
+            commands_of(entry).contains(&cited)
+                || words
+                    .as_deref()
+                    .is_some_and(|words| runs_directly(entry, words))
+        })
+        .map(|entry| entry.exit);
+    let first = exits.next()??;
+    exits.all(|exit| exit == Some(first)).then_some(first)
+}
+
+/// A ledgered exit as a shell reports it (signal N: 128 + N).
+pub fn exit_as_code(exit: LedgerExit) -> i32 {
+    match exit {
+        LedgerExit::Code(code) => code,
+        LedgerExit::Signal(signal) => 128 + signal,
+    }
+}
+
+/// Applies the ledger to findings of the event check. A check with no problem yet gets
+/// [`EvidenceProblem::NotInLedger`] unless the ledger backs it. A check whose event has no
+/// exit code from its CLI (Claude Code reports none for a result it does not mark as an
+/// error) is backed by the ledger alone: the attested exit of the one process that ran the
+/// command must be the cited exit. Other problems are left as they are.
 pub fn check_against_ledger(
     findings: Vec<EvidenceFinding>,
+    records: &[CommandRecord],
     ledger: &[LedgerEntry],
 ) -> Vec<EvidenceFinding> {
     findings
         .into_iter()
         .map(|mut finding| {
-            if finding.problem.is_none() {
-                let code = i32::try_from(finding.check.exit_code).unwrap_or(i32::MIN);
-                if let LedgerMatch::NotMatched { reason, .. } =
-                    ledger_match(&finding.check.command, code, ledger)
-                {
-                    finding.problem = Some(EvidenceProblem::NotInLedger {
-                        evidence_ref: finding.check.evidence_ref.clone(),
-                        reason,
-                    });
-                    finding.matched = None;
+            let code = i32::try_from(finding.check.exit_code).unwrap_or(i32::MIN);
+            match &finding.problem {
+                None => {
+                    if let LedgerMatch::NotMatched { reason, .. } =
+                        ledger_match(&finding.check.command, code, ledger)
+                    {
+                        finding.problem = Some(EvidenceProblem::NotInLedger {
+                            evidence_ref: finding.check.evidence_ref.clone(),
+                            reason,
+                        });
+                        finding.matched = None;
+                    }
                 }
+                Some(EvidenceProblem::UnknownExitCode { evidence_ref }) => {
+                    let event = unknown_exit_event(evidence_ref, &finding.check.command, records);
+                    let attested = attested_exit(&finding.check.command, ledger);
+                    if let Some(event) = event
+                        && attested.is_some_and(|exit| exit_as_code(exit) == code)
+                    {
+                        finding.problem = None;
+                        finding.matched = Some(event);
+                    }
+                }
+                Some(_) => {}
             }
             finding
         })
         .collect()
+}
+
+/// The one command event with no CLI exit code that `evidence_ref` names (or, for
+/// `event:?`, the one such event of that command).
+fn unknown_exit_event(
+    evidence_ref: &str,
+    command: &str,
+    records: &[CommandRecord],
+) -> Option<String> {
+    let cited = normalize_command(command);
+    let mut events = records.iter().filter(|record| {
+        record.exit_code.is_none()
+            && normalize_command(&record.command) == cited
+            && (evidence_ref == UNNAMED_EVENT_REF || record.evidence_id == evidence_ref)
+    });
+    let one = events.next()?;
+    events.next().is_none().then(|| one.evidence_id.clone())
 }
 
 #[cfg(test)]
@@ -256,6 +331,12 @@ mod tests {
             at_ms: seq,
             exec_plausible: plausible,
             exit,
+            attestation: if plausible {
+                Attestation::Attested
+            } else {
+                Attestation::ExecFailed
+            },
+            exe: None,
         }
     }
 

@@ -36,7 +36,7 @@ mod room;
 
 pub use command::supervise_command;
 pub use platform::{Probe, has_overlay_xattr, whiteout};
-pub use room::{LedgerEntry, LedgerExit, Overlay, Room, RoomReceipt};
+pub use room::{Attestation, LedgerEntry, LedgerExit, Overlay, Room, RoomReceipt};
 
 /// Everything needed to start one process. The environment is complete: nothing is inherited.
 #[derive(Debug, Clone)]
@@ -612,15 +612,15 @@ async fn drive(mut drive: Drive) -> Result<Finished, LaunchError> {
 }
 
 /// Reads a ledger file (JSON lines of [`LedgerEntry`]; a later line with the same `seq`
-/// supersedes an earlier one, since an exit is appended when it is known). A line cut by a
-/// crash mid-write is skipped.
+/// supersedes an earlier one, since an exit or an attestation is appended when it is known). A
+/// line cut by a crash mid-write is skipped.
 pub fn read_ledger(path: &Path) -> io::Result<Vec<LedgerEntry>> {
     let text = crate::bounded_read::read_to_string(path, crate::bounded_read::RECORD_CAP)?;
     let mut entries: BTreeMap<u64, LedgerEntry> = BTreeMap::new();
     for line in text.lines() {
         if let Ok(mut entry) = serde_json::from_str::<LedgerEntry>(line) {
             if let Some(earlier) = entries.get(&entry.seq) {
-                entry.exit = entry.exit.or(earlier.exit);
+                entry.merge_earlier(earlier);
             }
             entries.insert(entry.seq, entry);
         }

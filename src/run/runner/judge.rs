@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::events::{self, FinalReport, NormalizedEvent};
 use crate::report::evidence::{self, CitedCheck, CommandRecord};
-use crate::report::ledger::{LedgerMatch, check_against_ledger, ledger_match};
+use crate::report::ledger::{LedgerMatch, LedgerMismatch, check_against_ledger, ledger_match};
 use crate::report::{self, ReportKind};
 use crate::run::driver::AttemptResult;
 use crate::run::integrity;
@@ -42,7 +42,12 @@ pub(super) fn forged_events(records: &[CommandRecord], ledger: &[LedgerEntry]) -
         .filter_map(|record| {
             let code = record.exit_code?;
             match ledger_match(&record.command, code, ledger) {
-                LedgerMatch::Matched { .. } => None,
+                // Ran, but no attested entry says how: not evidence, and not a proven forgery.
+                LedgerMatch::Matched { .. }
+                | LedgerMatch::NotMatched {
+                    reason: LedgerMismatch::Unattested,
+                    ..
+                } => None,
                 LedgerMatch::NotMatched { reason, .. } => Some(format!(
                     "{FORGED_EVENT} {}: `{}` exit {code} is in the stream but {reason} (the kernel saw no such process)",
                     record.evidence_id, record.command
@@ -144,7 +149,7 @@ fn judge_report_and_evidence(
         None => {
             let findings = evidence::check_event_evidence(&checks, records);
             match ledger {
-                Some(ledger) => check_against_ledger(findings, ledger),
+                Some(ledger) => check_against_ledger(findings, records, ledger),
                 None => findings,
             }
         }
