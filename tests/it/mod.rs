@@ -8,6 +8,7 @@ mod direct_preflight;
 mod direct_ready;
 mod events_fixtures;
 mod ledger;
+mod ledger_race;
 mod operator_e2e;
 mod preflight_e2e;
 mod result_e2e;
