@@ -141,17 +141,34 @@ fn shell_payload(argv: &[String]) -> Option<&str> {
 }
 
 /// Claude Code's wrapper: `… && eval '<cmd>' < /dev/null && pwd -P >| <file>`, where the
-/// `< /dev/null` is left out when the command reads its own input (a heredoc, a here-string,
-/// an input redirection).
-fn claude_eval(payload: &str) -> Option<String> {
-    let (_, after) = payload.split_once(" && eval ")?;
-    let (command, rest) = read_word(after)?;
+/// `< /dev/null` is left out when the command reads its own input (a heredoc, an input
+/// redirection: `zOa` in the pinned CLI). The quoted word is read as the shell reads it; since
+/// `eval` parses the result once more, the forms a `shell-quote` style quoting leaves behind
+/// (`\\` in single quotes, `\!` in double quotes) are also read as that second parse does.
+fn claude_eval(payload: &str) -> Vec<String> {
+    let Some((_, after)) = payload.split_once(" && eval ") else {
+        return Vec::new();
+    };
+    let Some((command, rest)) = read_word(after) else {
+        return Vec::new();
+    };
     let rest = rest.trim_start();
     let rest = rest
         .strip_prefix("< /dev/null")
         .unwrap_or(rest)
         .trim_start();
-    (rest.is_empty() || rest.starts_with("&& pwd -P")).then_some(command)
+    if !(rest.is_empty() || rest.starts_with("&& pwd -P")) {
+        return Vec::new();
+    }
+    let mut commands = vec![command.clone()];
+    match after.trim_start().chars().next() {
+        Some('\'') if command.contains("\\\\") => {
+            commands.push(command.replace("\\\\", "\\"));
+        }
+        Some('"') if command.contains("\\!") => commands.push(command.replace("\\!", "!")),
+        _ => {}
+    }
+    commands
 }
 
 /// The commands an entry ran, as a cited command would name them.
@@ -159,9 +176,14 @@ fn commands_of(entry: &LedgerEntry) -> Vec<String> {
     let mut commands = Vec::new();
     if let Some(payload) = shell_payload(&entry.argv) {
         commands.push(normalize_command(payload));
-        if let Some(inner) = claude_eval(payload) {
-            commands.push(normalize_command(&inner));
-        }
+        // A payload that is itself a shell call (`bash -c 'sh -c …'`) is also cited whole by
+        // Codex (`/bin/bash -lc 'sh -c …'`, one level unwrapped).
+        commands.push(payload.split_whitespace().collect::<Vec<_>>().join(" "));
+        commands.extend(
+            claude_eval(payload)
+                .iter()
+                .map(|inner| normalize_command(inner)),
+        );
     }
     commands
 }
@@ -373,7 +395,7 @@ mod tests {
     #[test]
     fn claude_eval_unquotes_embedded_single_quotes() {
         let payload = r#"source s 2>/dev/null || true && eval 'echo '"'"'a b'"'"'' < /dev/null && pwd -P >| /tmp/c"#;
-        assert_eq!(claude_eval(payload).as_deref(), Some("echo 'a b'"));
+        assert_eq!(claude_eval(payload), vec!["echo 'a b'".to_owned()]);
         let ledger = [entry(3, &["/bin/bash", "-c", payload], OK, true)];
         assert_eq!(
             ledger_match("echo 'a b'", 0, &ledger),

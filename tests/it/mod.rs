@@ -9,6 +9,7 @@ mod direct_ready;
 mod events_fixtures;
 mod ledger;
 mod ledger_race;
+mod ledger_shapes;
 mod operator_e2e;
 mod preflight_e2e;
 mod result_e2e;
