@@ -66,6 +66,12 @@ fn resolve_name(tid: i32, name: &str, path_env: Option<&str>) -> Option<PathBuf>
         return None;
     }
     if name.contains('/') {
+        // `/proc/self` names the caller, not the keeper that resolves it.
+        for own in ["/proc/self/", "/proc/thread-self/"] {
+            if let Some(rest) = name.strip_prefix(own) {
+                return Some(PathBuf::from(format!("/proc/{tid}/{rest}")));
+            }
+        }
         return Some(exec_target(tid, name.as_bytes(), None, false));
     }
     path_env
@@ -261,6 +267,11 @@ mod tests {
             vec![real_id]
         );
         assert!(named_files(pid, "no-such-tool", Some(&path)).is_empty());
+        assert_eq!(
+            named_files(pid, "/proc/self/exe", None),
+            vec![identity(&PathBuf::from("/proc/self/exe")).unwrap()],
+            "the caller's own executable"
+        );
         assert!(!named_files(pid, "true", Some(&path)).contains(&real_id));
     }
 }
