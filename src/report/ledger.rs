@@ -338,6 +338,74 @@ fn unknown_exit_event(
     events.next().is_none().then(|| one.evidence_id.clone())
 }
 
+/// Why a capture receipt is not backed by the ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(rename_all = "snake_case")]
+pub enum ReceiptMismatch {
+    /// No attested exec of autocode's own binary ran `capture --output <this receipt> -- <its
+    /// command>` and ended as the receipt says.
+    #[error("the ledger shows no `autocode capture` that wrote this receipt")]
+    NoCapture,
+    /// The capture ran, but no attested exec of the receipt's command after it ended as the
+    /// receipt says.
+    #[error("the ledger shows no run of the receipt's command by its capture")]
+    NoCommand,
+}
+
+/// The `--output` path and the command of an `autocode capture` argv.
+fn capture_call(argv: &[String]) -> Option<(&str, &[String])> {
+    let at = argv.iter().position(|arg| arg == "capture")?;
+    let rest = argv.get(at + 1..)?;
+    let dashes = rest.iter().position(|arg| arg == "--")?;
+    let options = rest.get(..dashes)?;
+    let output = options.iter().enumerate().find_map(|(index, arg)| {
+        arg.strip_prefix("--output=").or_else(|| {
+            (arg == "--output")
+                .then(|| options.get(index + 1).map(String::as_str))
+                .flatten()
+        })
+    })?;
+    Some((output, rest.get(dashes + 1..)?))
+}
+
+/// Whether `output` (as the capture was given it, relative to its cwd) names the receipt the
+/// report cites (relative to the work tree).
+fn names_receipt(output: &str, evidence_ref: &str) -> bool {
+    let clean = |path: &str| path.trim_start_matches("./").to_owned();
+    let (output, cited) = (clean(output), clean(evidence_ref));
+    output == cited || output.ends_with(&format!("/{cited}"))
+}
+
+/// Backs a capture receipt with the ledger: an attested exec of autocode itself (`is_autocode`
+/// judges the entry's executable) ran `capture --output <receipt> -- <command>` and ended with
+/// the receipt's exit, and after it an attested exec ran the receipt's command and ended so too.
+/// A receipt a builder wrote itself with the capture context it was given has neither.
+pub fn receipt_in_ledger(
+    receipt: &super::evidence::CaptureReceipt,
+    evidence_ref: &str,
+    ledger: &[LedgerEntry],
+    is_autocode: impl Fn(&str) -> bool,
+) -> Result<u64, ReceiptMismatch> {
+    let code = receipt.exit_code.ok_or(ReceiptMismatch::NoCapture)?;
+    let capture = ledger
+        .iter()
+        .filter(|entry| entry.attestation == Attestation::Attested)
+        .filter(|entry| entry.exe.as_deref().is_some_and(&is_autocode))
+        .filter(|entry| same_end(entry.exit, code.clamp(0, 255)))
+        .find(|entry| {
+            capture_call(&entry.argv).is_some_and(|(output, command)| {
+                names_receipt(output, evidence_ref) && command == receipt.command.as_slice()
+            })
+        })
+        .ok_or(ReceiptMismatch::NoCapture)?;
+    ledger
+        .iter()
+        .filter(|entry| entry.seq > capture.seq && entry.attestation == Attestation::Attested)
+        .find(|entry| runs_directly(entry, &receipt.command) && same_end(entry.exit, code))
+        .map(|entry| entry.seq)
+        .ok_or(ReceiptMismatch::NoCommand)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -506,5 +574,83 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn a_receipt_counts_only_with_its_capture_and_its_command_in_the_ledger() {
+        let receipt = super::super::evidence::CaptureReceipt {
+            format_version: 1,
+            command: vec!["python3".into(), "-m".into(), "unittest".into()],
+            exit_code: Some(0),
+            output: "OK".into(),
+            output_sha256: String::new(),
+            context: "ctx".into(),
+        };
+        let with_exe = |mut entry: LedgerEntry, exe: &str| {
+            entry.exe = Some(exe.into());
+            entry
+        };
+        let capture = |seq| {
+            with_exe(
+                entry(
+                    seq,
+                    &[
+                        "autocode",
+                        "capture",
+                        "--output",
+                        ".autocode/evidence/t.json",
+                        "--",
+                        "python3",
+                        "-m",
+                        "unittest",
+                    ],
+                    OK,
+                    true,
+                ),
+                "/opt/autocode",
+            )
+        };
+        let command = |seq| {
+            with_exe(
+                entry(seq, &["python3", "-m", "unittest"], OK, true),
+                "/usr/bin/python3.11",
+            )
+        };
+        let autocode = |exe: &str| exe == "/opt/autocode";
+        let cited = ".autocode/evidence/t.json";
+        assert_eq!(
+            receipt_in_ledger(&receipt, cited, &[capture(0), command(1)], autocode),
+            Ok(1)
+        );
+        // Written by hand (no capture), by another program posing as autocode, for another
+        // receipt, or without its command run after it: not evidence.
+        assert_eq!(
+            receipt_in_ledger(&receipt, cited, &[command(1)], autocode),
+            Err(ReceiptMismatch::NoCapture)
+        );
+        let posing = with_exe(capture(0), "/work/tree/autocode");
+        assert_eq!(
+            receipt_in_ledger(&receipt, cited, &[posing, command(1)], autocode),
+            Err(ReceiptMismatch::NoCapture)
+        );
+        assert_eq!(
+            receipt_in_ledger(
+                &receipt,
+                ".autocode/evidence/u.json",
+                &[capture(0), command(1)],
+                autocode
+            ),
+            Err(ReceiptMismatch::NoCapture)
+        );
+        assert_eq!(
+            receipt_in_ledger(&receipt, cited, &[command(0), capture(1)], autocode),
+            Err(ReceiptMismatch::NoCommand)
+        );
+        let mut failed = command(1);
+        failed.exit = Some(LedgerExit::Code(1));
+        assert_eq!(
+            receipt_in_ledger(&receipt, cited, &[capture(0), failed], autocode),
+            Err(ReceiptMismatch::NoCommand)
+        );
     }
 }

@@ -57,6 +57,43 @@ pub(super) fn forged_events(records: &[CommandRecord], ledger: &[LedgerEntry]) -
         .collect()
 }
 
+/// A receipt that passed its own checks counts only when the ledger shows the `autocode
+/// capture` that wrote it (an attested exec of this very binary) and the command it ran.
+fn receipt_against_ledger(
+    mut finding: evidence::EvidenceFinding,
+    bytes: &[u8],
+    ledger: &[LedgerEntry],
+) -> evidence::EvidenceFinding {
+    if finding.problem.is_some() {
+        return finding;
+    }
+    let Ok(receipt) = serde_json::from_slice::<evidence::CaptureReceipt>(bytes) else {
+        return finding;
+    };
+    let ours = std::env::current_exe()
+        .ok()
+        .and_then(|path| std::fs::metadata(path).ok());
+    let is_autocode = |exe: &str| {
+        use std::os::unix::fs::MetadataExt;
+        let theirs = std::fs::metadata(exe).ok();
+        matches!((&ours, theirs), (Some(ours), Some(theirs))
+            if ours.dev() == theirs.dev() && ours.ino() == theirs.ino())
+    };
+    if let Err(mismatch) = crate::report::ledger::receipt_in_ledger(
+        &receipt,
+        &finding.check.evidence_ref,
+        ledger,
+        is_autocode,
+    ) {
+        finding.problem = Some(evidence::EvidenceProblem::BadReceipt {
+            evidence_ref: finding.check.evidence_ref.clone(),
+            reason: mismatch.to_string(),
+        });
+        finding.matched = None;
+    }
+    finding
+}
+
 /// Judges a final message: shell-command rule, JSON, schema, evidence. With the kernel's exec
 /// `ledger` (absent only where no seccomp boundary kept one), a command event that no ledgered
 /// process backs rejects the attempt as forged, and every cited check must also be backed.
@@ -164,7 +201,12 @@ fn judge_report_and_evidence(
                 } else {
                     None
                 };
-                evidence::check_receipt_evidence(check, bytes.as_deref(), &rc.context)
+                let finding =
+                    evidence::check_receipt_evidence(check, bytes.as_deref(), &rc.context);
+                match (ledger, bytes.as_deref()) {
+                    (Some(ledger), Some(bytes)) => receipt_against_ledger(finding, bytes, ledger),
+                    _ => finding,
+                }
             })
             .collect(),
     };
