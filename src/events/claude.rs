@@ -739,4 +739,29 @@ mod tests {
             } if command == "sleep 99"
         )));
     }
+
+    /// `npm install && npm test | grep -q passing` whose grep found nothing: Claude Code does
+    /// not mark it as an error and reports no exit code. That is an unknown exit, not exit 0.
+    #[test]
+    fn a_result_not_marked_as_an_error_has_an_unknown_exit() {
+        let stream = r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t2","name":"Bash","input":{"command":"npm install && npm test | grep -q passing"}}]}}
+{"type":"user","message":{"content":[{"tool_use_id":"t2","type":"tool_result","content":"","is_error":false}]},"tool_use_result":{"stdout":"","stderr":"","interrupted":false,"isImage":false,"noOutputExpected":false,"returnCodeInterpretation":"No matches found"}}"#;
+        let (events, _) = run(stream);
+        let finished: Vec<_> = events
+            .iter()
+            .filter(|e| matches!(e, NormalizedEvent::CommandFinished { .. }))
+            .collect();
+        assert!(
+            matches!(
+                finished.as_slice(),
+                [NormalizedEvent::CommandFinished {
+                    exit_code: None,
+                    status: CommandStatus::Ended,
+                    ..
+                }]
+            ),
+            "{finished:?}"
+        );
+        assert_eq!(finished[0].command_evidence(), None);
+    }
 }
