@@ -36,7 +36,8 @@ mod room;
 
 pub use command::supervise_command;
 pub use platform::{Probe, has_overlay_xattr, whiteout};
-pub use room::{Attestation, LedgerEntry, LedgerExit, Overlay, Room, RoomReceipt};
+pub use room::Attestation;
+pub use room::{LedgerEntry, LedgerExit, Overlay, Room, RoomReceipt};
 
 /// Everything needed to start one process. The environment is complete: nothing is inherited.
 #[derive(Debug, Clone)]
