@@ -36,7 +36,6 @@ mod room;
 
 pub use command::supervise_command;
 pub use platform::{Probe, has_overlay_xattr, whiteout};
-pub use room::Attestation;
 pub use room::{LedgerEntry, LedgerExit, Overlay, Room, RoomReceipt};
 
 /// Everything needed to start one process. The environment is complete: nothing is inherited.
@@ -611,6 +610,8 @@ async fn drive(mut drive: Drive) -> Result<Finished, LaunchError> {
         ledger,
     })
 }
+
+pub use room::Attestation;
 
 /// Reads a ledger file (JSON lines of [`LedgerEntry`]; a later line with the same `seq`
 /// supersedes an earlier one, since an exit or an attestation is appended when it is known). A
