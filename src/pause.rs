@@ -114,10 +114,11 @@ pause_codes! {
     PausedProcessCleanup = "PAUSED_PROCESS_CLEANUP",
         "The boundary could not verify that every process of a stage is gone (no POLLHUP from the listener).",
         "check for survivors named in supervision.json, stop them, then autocode resume RUN";
-    /// The completion reviewer reported the work blocked.
+    /// The builder (after the retries the policy allows) or the completion reviewer reported
+    /// the work blocked.
     PausedBlocked = "PAUSED_BLOCKED",
-        "The completion reviewer reported that the milestone cannot proceed without a decision from you.",
-        "read the reviewer's summary with autocode status RUN, change what blocks it, then autocode resume RUN";
+        "The builder (after the retries the policy allows) or the completion reviewer reported that the milestone cannot proceed without a decision from you.",
+        "read the blocker in the pause reason (autocode status RUN), change what blocks it, then autocode resume RUN";
     /// A stage's stream showed commands the kernel never saw run, again after a repair.
     PausedForgedEvidence = "PAUSED_FORGED_EVIDENCE",
         "A stage's output stream held command events with no counterpart in the kernel-attested exec ledger (a forged event, e.g. written into the CLI's stdout through /proc), and did so again after being told. The attempt's ledger.jsonl and events.jsonl show which.",

@@ -3,10 +3,11 @@
 //!
 //! Wire facts (fixtures `claude/*`): `system/init` carries `session_id` and `apiKeySource`;
 //! a Bash call is an `assistant` `tool_use` block answered by a `user` `tool_result`; a
-//! successful result has NO exit code: it is 0 only when `is_error` is false and
-//! `tool_use_result` shows the call was neither interrupted nor backgrounded
-//! (`backgroundTaskId`); a failure's text starts `Exit code N`; anything else is an unknown
-//! exit (`None`, never evidence). Denials come as `system/permission_denied` rows and in
+//! result not marked as an error has NO exit code, and is not exit 0 either (Claude Code
+//! reads some non-zero exits as success, e.g. `grep` finding nothing): when `tool_use_result`
+//! shows the call ran to its end (neither interrupted nor backgrounded) it is
+//! [`CommandStatus::Ended`] with an unknown exit, whose exit only the exec ledger can tell; a
+//! failure's text starts `Exit code N`; anything else is an unknown exit (`None`). Denials come as `system/permission_denied` rows and in
 //! `result.permission_denials`; `system/api_retry` rows are the CLI's own retries. The real
 //! totals and the report (`structured_output`) are in the final `result` row; the `assistant`
 //! rows' usage is only the start-of-message usage and is ignored.
@@ -469,7 +470,9 @@ impl ClaudeParser {
                     None => (None, CommandStatus::Unknown),
                 }
             } else if ran_in_foreground(wire.tool_use_result.as_ref()) {
-                (Some(0), CommandStatus::Succeeded)
+                // Not marked as an error is not exit 0: Claude Code reads some non-zero exits
+                // as success (`grep` without a match, `… | grep -q` in a pipeline).
+                (None, CommandStatus::Ended)
             } else {
                 (None, CommandStatus::Unknown)
             };
@@ -735,5 +738,30 @@ mod tests {
                 ..
             } if command == "sleep 99"
         )));
+    }
+
+    /// `npm install && npm test | grep -q passing` whose grep found nothing: Claude Code does
+    /// not mark it as an error and reports no exit code. That is an unknown exit, not exit 0.
+    #[test]
+    fn a_result_not_marked_as_an_error_has_an_unknown_exit() {
+        let stream = r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t2","name":"Bash","input":{"command":"npm install && npm test | grep -q passing"}}]}}
+{"type":"user","message":{"content":[{"tool_use_id":"t2","type":"tool_result","content":"","is_error":false}]},"tool_use_result":{"stdout":"","stderr":"","interrupted":false,"isImage":false,"noOutputExpected":false,"returnCodeInterpretation":"No matches found"}}"#;
+        let (events, _) = run(stream);
+        let finished: Vec<_> = events
+            .iter()
+            .filter(|e| matches!(e, NormalizedEvent::CommandFinished { .. }))
+            .collect();
+        assert!(
+            matches!(
+                finished.as_slice(),
+                [NormalizedEvent::CommandFinished {
+                    exit_code: None,
+                    status: CommandStatus::Ended,
+                    ..
+                }]
+            ),
+            "{finished:?}"
+        );
+        assert_eq!(finished[0].command_evidence(), None);
     }
 }

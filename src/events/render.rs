@@ -302,6 +302,7 @@ pub(super) fn command_status_str(status: CommandStatus) -> &'static str {
         CommandStatus::Succeeded => "succeeded",
         CommandStatus::Failed => "failed",
         CommandStatus::Denied => "denied",
+        CommandStatus::Ended => "ended",
         CommandStatus::Unknown => "unknown",
     }
 }

@@ -87,6 +87,10 @@ pub enum CommandStatus {
     Failed,
     /// The CLI refused to run it (permission).
     Denied,
+    /// Ran to its end in the foreground, but the CLI reports no exit code (Claude Code's
+    /// results it does not mark as errors: `grep` finding nothing is one). The exit is unknown;
+    /// only the kernel's exec ledger can tell it.
+    Ended,
     /// Interrupted, backgrounded, timed out, or a result the parser cannot read: the exit code
     /// is unknown and the command is never evidence.
     Unknown,

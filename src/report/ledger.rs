@@ -7,15 +7,19 @@
 //! | CLI | command event | ledgered exec (same pid ends with the command's status) |
 //! |---|---|---|
 //! | Codex 0.169.0 | `/bin/bash -lc '<cmd>'` | `/bin/bash -c <snapshot prelude…; exec '/bin/bash' -c '<cmd>'>`, then `["/bin/bash", "-c", "<cmd>"]` (inside codex-linux-sandbox → bwrap) |
-//! | Claude Code 2.1.328 | `<cmd>` | `["/bin/bash", "-c", "source <snapshot> … && eval '<cmd>' < /dev/null && pwd -P >| /tmp/claude-…-cwd"]` |
+//! | Claude Code 2.1.328 | `<cmd>` | `["/bin/bash", "-c", "source <snapshot> … && eval '<cmd>' < /dev/null && pwd -P >| /tmp/claude-…-cwd"]`; without `< /dev/null` when the command has a heredoc or its own input redirection |
 //! | OpenCode 1.18.33 | `<cmd>` | `["/bin/bash", "-c", "<cmd>"]` |
 //!
+//! Only entries the keeper attested (`Attestation::Attested`: the exec succeeded, argv\[0\]
+//! named the program the kernel ran, and the argv that ran is the argv read) are evidence.
 //! Nothing here reads files or processes: it is a pure function of the ledger.
 
 use serde::{Deserialize, Serialize};
 
-use super::evidence::{EvidenceFinding, EvidenceProblem, normalize_command};
-use crate::supervise::{LedgerEntry, LedgerExit};
+use super::evidence::{
+    CommandRecord, EvidenceFinding, EvidenceProblem, UNNAMED_EVENT_REF, normalize_command,
+};
+use crate::supervise::{Attestation, LedgerEntry, LedgerExit};
 
 /// Why a cited command has no ledger entry to back it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
@@ -30,6 +34,11 @@ pub enum LedgerMismatch {
     /// Only execs the keeper judged implausible (no such executable) name this command.
     #[error("the only exec of this command could not have run")]
     ExecImplausible,
+    /// Execs of this command are in the ledger, but none is attested: the exec failed, the
+    /// caller had other threads, its argv changed, argv[0] was not the program that ran, or
+    /// the process was never seen again after its exec.
+    #[error("no exec of this command is attested by the keeper")]
+    Unattested,
 }
 
 /// The outcome of matching one cited command against the ledger.
@@ -131,13 +140,35 @@ fn shell_payload(argv: &[String]) -> Option<&str> {
     None
 }
 
-/// Claude Code's wrapper: `… && eval '<cmd>' < /dev/null && pwd -P >| <file>`.
-fn claude_eval(payload: &str) -> Option<String> {
-    let (_, after) = payload.split_once(" && eval ")?;
-    let (command, rest) = read_word(after)?;
-    rest.trim_start()
-        .starts_with("< /dev/null")
-        .then_some(command)
+/// Claude Code's wrapper: `… && eval '<cmd>' < /dev/null && pwd -P >| <file>`, where the
+/// `< /dev/null` is left out when the command reads its own input (a heredoc, an input
+/// redirection: `zOa` in the pinned CLI). The quoted word is read as the shell reads it; since
+/// `eval` parses the result once more, the forms a `shell-quote` style quoting leaves behind
+/// (`\\` in single quotes, `\!` in double quotes) are also read as that second parse does.
+fn claude_eval(payload: &str) -> Vec<String> {
+    let Some((_, after)) = payload.split_once(" && eval ") else {
+        return Vec::new();
+    };
+    let Some((command, rest)) = read_word(after) else {
+        return Vec::new();
+    };
+    let rest = rest.trim_start();
+    let rest = rest
+        .strip_prefix("< /dev/null")
+        .unwrap_or(rest)
+        .trim_start();
+    if !(rest.is_empty() || rest.starts_with("&& pwd -P")) {
+        return Vec::new();
+    }
+    let mut commands = vec![command.clone()];
+    match after.trim_start().chars().next() {
+        Some('\'') if command.contains("\\\\") => {
+            commands.push(command.replace("\\\\", "\\"));
+        }
+        Some('"') if command.contains("\\!") => commands.push(command.replace("\\!", "!")),
+        _ => {}
+    }
+    commands
 }
 
 /// The commands an entry ran, as a cited command would name them.
@@ -145,9 +176,14 @@ fn commands_of(entry: &LedgerEntry) -> Vec<String> {
     let mut commands = Vec::new();
     if let Some(payload) = shell_payload(&entry.argv) {
         commands.push(normalize_command(payload));
-        if let Some(inner) = claude_eval(payload) {
-            commands.push(normalize_command(&inner));
-        }
+        // A payload that is itself a shell call (`bash -c 'sh -c …'`) is also cited whole by
+        // Codex (`/bin/bash -lc 'sh -c …'`, one level unwrapped).
+        commands.push(payload.split_whitespace().collect::<Vec<_>>().join(" "));
+        commands.extend(
+            claude_eval(payload)
+                .iter()
+                .map(|inner| normalize_command(inner)),
+        );
     }
     commands
 }
@@ -188,57 +224,186 @@ pub fn ledger_match(command: &str, exit_code: i32, ledger: &[LedgerEntry]) -> Le
                     .is_some_and(|words| runs_directly(entry, words))
         })
         .collect();
-    let plausible: Vec<&&LedgerEntry> = ran.iter().filter(|entry| entry.exec_plausible).collect();
-    if let Some(entry) = plausible
+    let attested: Vec<&&LedgerEntry> = ran
+        .iter()
+        .filter(|entry| entry.attestation == Attestation::Attested)
+        .collect();
+    if let Some(entry) = attested
         .iter()
         .find(|entry| same_end(entry.exit, exit_code))
     {
         return LedgerMatch::Matched { seq: entry.seq };
     }
-    match (plausible.first(), ran.first()) {
-        (Some(entry), _) => LedgerMatch::NotMatched {
-            reason: LedgerMismatch::ExitDiffers,
-            seq: Some(entry.seq),
-            recorded: entry.exit,
-        },
-        (None, Some(entry)) => LedgerMatch::NotMatched {
-            reason: LedgerMismatch::ExecImplausible,
-            seq: Some(entry.seq),
-            recorded: entry.exit,
-        },
-        (None, None) => LedgerMatch::NotMatched {
-            reason: LedgerMismatch::NoExec,
-            seq: None,
-            recorded: None,
-        },
+    let not_matched = |reason, entry: Option<&LedgerEntry>| LedgerMatch::NotMatched {
+        reason,
+        seq: entry.map(|entry| entry.seq),
+        recorded: entry.and_then(|entry| entry.exit),
+    };
+    if let Some(entry) = attested.first() {
+        return not_matched(LedgerMismatch::ExitDiffers, Some(entry));
+    }
+    if let Some(entry) = ran.iter().find(|entry| entry.exec_plausible) {
+        return not_matched(LedgerMismatch::Unattested, Some(entry));
+    }
+    match ran.first() {
+        Some(entry) => not_matched(LedgerMismatch::ExecImplausible, Some(entry)),
+        None => not_matched(LedgerMismatch::NoExec, None),
     }
 }
 
-/// Applies the ledger to findings the event check already accepted: a check with no problem
-/// yet gets [`EvidenceProblem::NotInLedger`] unless the ledger backs it. Findings that already
-/// have a problem are left as they are.
+/// The exit of the attested entry that ran `command`, when exactly one did (or all that did
+/// ended the same way): the evidence for a command event whose CLI reported no exit code.
+pub fn attested_exit(command: &str, ledger: &[LedgerEntry]) -> Option<LedgerExit> {
+    let cited = normalize_command(command);
+    let words = simple_words(&cited);
+    let mut exits = ledger
+        .iter()
+        .filter(|entry| entry.attestation == Attestation::Attested)
+        .filter(|entry| {
+            commands_of(entry).contains(&cited)
+                || words
+                    .as_deref()
+                    .is_some_and(|words| runs_directly(entry, words))
+        })
+        .map(|entry| entry.exit);
+    let first = exits.next()??;
+    exits.all(|exit| exit == Some(first)).then_some(first)
+}
+
+/// A ledgered exit as a shell reports it (signal N: 128 + N).
+pub fn exit_as_code(exit: LedgerExit) -> i32 {
+    match exit {
+        LedgerExit::Code(code) => code,
+        LedgerExit::Signal(signal) => 128 + signal,
+    }
+}
+
+/// Applies the ledger to findings of the event check. A check with no problem yet gets
+/// [`EvidenceProblem::NotInLedger`] unless the ledger backs it. A check whose event has no
+/// exit code from its CLI (Claude Code reports none for a result it does not mark as an
+/// error) is backed by the ledger alone: the attested exit of the one process that ran the
+/// command must be the cited exit. Other problems are left as they are.
 pub fn check_against_ledger(
     findings: Vec<EvidenceFinding>,
+    records: &[CommandRecord],
     ledger: &[LedgerEntry],
 ) -> Vec<EvidenceFinding> {
     findings
         .into_iter()
         .map(|mut finding| {
-            if finding.problem.is_none() {
-                let code = i32::try_from(finding.check.exit_code).unwrap_or(i32::MIN);
-                if let LedgerMatch::NotMatched { reason, .. } =
-                    ledger_match(&finding.check.command, code, ledger)
-                {
-                    finding.problem = Some(EvidenceProblem::NotInLedger {
-                        evidence_ref: finding.check.evidence_ref.clone(),
-                        reason,
-                    });
-                    finding.matched = None;
+            let code = i32::try_from(finding.check.exit_code).unwrap_or(i32::MIN);
+            match &finding.problem {
+                None => {
+                    if let LedgerMatch::NotMatched { reason, .. } =
+                        ledger_match(&finding.check.command, code, ledger)
+                    {
+                        finding.problem = Some(EvidenceProblem::NotInLedger {
+                            evidence_ref: finding.check.evidence_ref.clone(),
+                            reason,
+                        });
+                        finding.matched = None;
+                    }
                 }
+                Some(EvidenceProblem::UnknownExitCode { evidence_ref }) => {
+                    let event = unknown_exit_event(evidence_ref, &finding.check.command, records);
+                    let attested = attested_exit(&finding.check.command, ledger);
+                    if let Some(event) = event
+                        && attested.is_some_and(|exit| exit_as_code(exit) == code)
+                    {
+                        finding.problem = None;
+                        finding.matched = Some(event);
+                    }
+                }
+                Some(_) => {}
             }
             finding
         })
         .collect()
+}
+
+/// The one command event with no CLI exit code that `evidence_ref` names (or, for
+/// `event:?`, the one such event of that command).
+fn unknown_exit_event(
+    evidence_ref: &str,
+    command: &str,
+    records: &[CommandRecord],
+) -> Option<String> {
+    let cited = normalize_command(command);
+    let mut events = records.iter().filter(|record| {
+        record.exit_code.is_none()
+            && normalize_command(&record.command) == cited
+            && (evidence_ref == UNNAMED_EVENT_REF || record.evidence_id == evidence_ref)
+    });
+    let one = events.next()?;
+    events.next().is_none().then(|| one.evidence_id.clone())
+}
+
+/// Why a capture receipt is not backed by the ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(rename_all = "snake_case")]
+pub enum ReceiptMismatch {
+    /// No attested exec of autocode's own binary ran `capture --output <this receipt> -- <its
+    /// command>` and ended as the receipt says.
+    #[error("the ledger shows no `autocode capture` that wrote this receipt")]
+    NoCapture,
+    /// The capture ran, but no attested exec of the receipt's command after it ended as the
+    /// receipt says.
+    #[error("the ledger shows no run of the receipt's command by its capture")]
+    NoCommand,
+}
+
+/// The `--output` path and the command of an `autocode capture` argv.
+fn capture_call(argv: &[String]) -> Option<(&str, &[String])> {
+    let at = argv.iter().position(|arg| arg == "capture")?;
+    let rest = argv.get(at + 1..)?;
+    let dashes = rest.iter().position(|arg| arg == "--")?;
+    let options = rest.get(..dashes)?;
+    let output = options.iter().enumerate().find_map(|(index, arg)| {
+        arg.strip_prefix("--output=").or_else(|| {
+            (arg == "--output")
+                .then(|| options.get(index + 1).map(String::as_str))
+                .flatten()
+        })
+    })?;
+    Some((output, rest.get(dashes + 1..)?))
+}
+
+/// Whether `output` (as the capture was given it, relative to its cwd) names the receipt the
+/// report cites (relative to the work tree).
+fn names_receipt(output: &str, evidence_ref: &str) -> bool {
+    let clean = |path: &str| path.trim_start_matches("./").to_owned();
+    let (output, cited) = (clean(output), clean(evidence_ref));
+    output == cited || output.ends_with(&format!("/{cited}"))
+}
+
+/// Backs a capture receipt with the ledger: an attested exec of autocode itself (`is_autocode`
+/// judges the entry's executable) ran `capture --output <receipt> -- <command>` and ended with
+/// the receipt's exit, and after it an attested exec ran the receipt's command and ended so too.
+/// A receipt a builder wrote itself with the capture context it was given has neither.
+pub fn receipt_in_ledger(
+    receipt: &super::evidence::CaptureReceipt,
+    evidence_ref: &str,
+    ledger: &[LedgerEntry],
+    is_autocode: impl Fn(&str) -> bool,
+) -> Result<u64, ReceiptMismatch> {
+    let code = receipt.exit_code.ok_or(ReceiptMismatch::NoCapture)?;
+    let capture = ledger
+        .iter()
+        .filter(|entry| entry.attestation == Attestation::Attested)
+        .filter(|entry| entry.exe.as_deref().is_some_and(&is_autocode))
+        .filter(|entry| same_end(entry.exit, code.clamp(0, 255)))
+        .find(|entry| {
+            capture_call(&entry.argv).is_some_and(|(output, command)| {
+                names_receipt(output, evidence_ref) && command == receipt.command.as_slice()
+            })
+        })
+        .ok_or(ReceiptMismatch::NoCapture)?;
+    ledger
+        .iter()
+        .filter(|entry| entry.seq > capture.seq && entry.attestation == Attestation::Attested)
+        .find(|entry| runs_directly(entry, &receipt.command) && same_end(entry.exit, code))
+        .map(|entry| entry.seq)
+        .ok_or(ReceiptMismatch::NoCommand)
 }
 
 #[cfg(test)]
@@ -256,6 +421,12 @@ mod tests {
             at_ms: seq,
             exec_plausible: plausible,
             exit,
+            attestation: if plausible {
+                Attestation::Attested
+            } else {
+                Attestation::ExecFailed
+            },
+            exe: None,
         }
     }
 
@@ -292,7 +463,7 @@ mod tests {
     #[test]
     fn claude_eval_unquotes_embedded_single_quotes() {
         let payload = r#"source s 2>/dev/null || true && eval 'echo '"'"'a b'"'"'' < /dev/null && pwd -P >| /tmp/c"#;
-        assert_eq!(claude_eval(payload).as_deref(), Some("echo 'a b'"));
+        assert_eq!(claude_eval(payload), vec!["echo 'a b'".to_owned()]);
         let ledger = [entry(3, &["/bin/bash", "-c", payload], OK, true)];
         assert_eq!(
             ledger_match("echo 'a b'", 0, &ledger),
@@ -403,5 +574,83 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn a_receipt_counts_only_with_its_capture_and_its_command_in_the_ledger() {
+        let receipt = super::super::evidence::CaptureReceipt {
+            format_version: 1,
+            command: vec!["python3".into(), "-m".into(), "unittest".into()],
+            exit_code: Some(0),
+            output: "OK".into(),
+            output_sha256: String::new(),
+            context: "ctx".into(),
+        };
+        let with_exe = |mut entry: LedgerEntry, exe: &str| {
+            entry.exe = Some(exe.into());
+            entry
+        };
+        let capture = |seq| {
+            with_exe(
+                entry(
+                    seq,
+                    &[
+                        "autocode",
+                        "capture",
+                        "--output",
+                        ".autocode/evidence/t.json",
+                        "--",
+                        "python3",
+                        "-m",
+                        "unittest",
+                    ],
+                    OK,
+                    true,
+                ),
+                "/opt/autocode",
+            )
+        };
+        let command = |seq| {
+            with_exe(
+                entry(seq, &["python3", "-m", "unittest"], OK, true),
+                "/usr/bin/python3.11",
+            )
+        };
+        let autocode = |exe: &str| exe == "/opt/autocode";
+        let cited = ".autocode/evidence/t.json";
+        assert_eq!(
+            receipt_in_ledger(&receipt, cited, &[capture(0), command(1)], autocode),
+            Ok(1)
+        );
+        // Written by hand (no capture), by another program posing as autocode, for another
+        // receipt, or without its command run after it: not evidence.
+        assert_eq!(
+            receipt_in_ledger(&receipt, cited, &[command(1)], autocode),
+            Err(ReceiptMismatch::NoCapture)
+        );
+        let posing = with_exe(capture(0), "/work/tree/autocode");
+        assert_eq!(
+            receipt_in_ledger(&receipt, cited, &[posing, command(1)], autocode),
+            Err(ReceiptMismatch::NoCapture)
+        );
+        assert_eq!(
+            receipt_in_ledger(
+                &receipt,
+                ".autocode/evidence/u.json",
+                &[capture(0), command(1)],
+                autocode
+            ),
+            Err(ReceiptMismatch::NoCapture)
+        );
+        assert_eq!(
+            receipt_in_ledger(&receipt, cited, &[command(0), capture(1)], autocode),
+            Err(ReceiptMismatch::NoCommand)
+        );
+        let mut failed = command(1);
+        failed.exit = Some(LedgerExit::Code(1));
+        assert_eq!(
+            receipt_in_ledger(&receipt, cited, &[capture(0), failed], autocode),
+            Err(ReceiptMismatch::NoCommand)
+        );
     }
 }

@@ -700,10 +700,7 @@ async fn apply_report<R: StageRunner>(
             Ok(())
         }
         ReportKind::PlanReview => flow::apply_plan_review(state, report),
-        ReportKind::Build => {
-            flow::apply_build(state, plan.milestone.unwrap_or_default());
-            Ok(())
-        }
+        ReportKind::Build => flow::apply_build(state, plan.milestone.unwrap_or_default(), report),
         ReportKind::Test => {
             let milestone = plan.milestone.unwrap_or_default();
             let results = match verify_test_report(runner, &run.state, milestone, report).await {

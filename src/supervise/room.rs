@@ -192,6 +192,51 @@ pub struct LedgerEntry {
     /// `None` while running, or when the process was still alive when the family was killed
     /// and its end could not be read.
     pub exit: Option<LedgerExit>,
+    /// Whether the entry is evidence of what ran (only `attested` ones are).
+    #[serde(default)]
+    pub attestation: Attestation,
+    /// The executable the kernel ran (the process's `/proc/<pid>/exe` after the exec: the
+    /// interpreter for a script), once the exec is known to have succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exe: Option<String>,
+}
+
+/// What the keeper could establish about one exec after it was let through (see
+/// `docs/supervision.md`, "The exec ledger"). Only [`Attestation::Attested`] is evidence.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Attestation {
+    /// Not (yet) known: the process made no notified call after the exec, or the keeper that
+    /// held the exec's snapshot was lost.
+    #[default]
+    Unconfirmed,
+    /// The exec succeeded; argv\[0\] names the file the kernel ran (or a script whose
+    /// interpreter it ran); the new image's argv is the argv the keeper read.
+    Attested,
+    /// The exec failed (ENOENT, ENOEXEC, EACCES, …): the process went on in its old image.
+    ExecFailed,
+    /// The caller had other threads when it called exec: its argv could change after the
+    /// keeper's read.
+    Raced,
+    /// The new image's argv is not the argv the keeper read (written by another process
+    /// sharing the caller's memory, or rewritten by the new program itself).
+    ArgvChanged,
+    /// argv\[0\] does not name the executable the kernel ran.
+    ProgramDiffers,
+    /// The caller's memory or its argv\[0\] could not be read or resolved.
+    Unreadable,
+}
+
+impl LedgerEntry {
+    /// Keeps what an earlier line of the same entry knew and this one does not (an exit, an
+    /// attestation: each is learned once and never unlearned).
+    pub fn merge_earlier(&mut self, earlier: &LedgerEntry) {
+        self.exit = self.exit.or(earlier.exit);
+        if self.attestation == Attestation::Unconfirmed {
+            self.attestation = earlier.attestation;
+            self.exe = self.exe.take().or_else(|| earlier.exe.clone());
+        }
+    }
 }
 
 fn yes() -> bool {

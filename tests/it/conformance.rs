@@ -256,6 +256,29 @@ fn a_report_file_tool_passes_with_capture_receipts_and_is_caught_lying() {
         variant(&summary, "clean")["named"],
         serde_json::json!(["nonce_mismatch"])
     );
+
+    // A receipt the tool wrote itself, with the capture context it was given, is refused: the
+    // ledger shows no `autocode capture` that wrote it.
+    let out = home
+        .command(&[
+            "conformance",
+            "--scripted",
+            "--json",
+            "--provider",
+            "probetool",
+        ])
+        .env("PROBE_TOOL_FAULT", "own_receipt")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["passed"], false, "{summary:#}");
+    assert!(
+        summary
+            .to_string()
+            .contains("no `autocode capture` that wrote this receipt"),
+        "{summary:#}"
+    );
 }
 
 #[test]

@@ -265,11 +265,13 @@ fn command_evidence_per_cli() {
             CommandStatus::Failed,
             "event:item_1",
         ),
+        // Claude Code reports no exit code for a result it does not mark as an error: unknown,
+        // never exit 0 (only the exec ledger can tell it).
         (
             "claude",
             "happy",
-            Some(0),
-            CommandStatus::Succeeded,
+            None,
+            CommandStatus::Ended,
             "event:toolu_",
         ),
         (

@@ -13,10 +13,11 @@ use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use autocode::report::ledger::{LedgerMatch, LedgerMismatch, ledger_match};
+use autocode::report::evidence::{self, CitedCheck, CommandRecord};
+use autocode::report::ledger::{LedgerMatch, LedgerMismatch, check_against_ledger, ledger_match};
 use autocode::supervise::{
-    self, Exit, LaunchOptions, LaunchSpec, LedgerEntry, LedgerExit, Receipt, Room, StdinSource,
-    StdioMode,
+    self, Attestation, Exit, LaunchOptions, LaunchSpec, LedgerEntry, LedgerExit, Receipt, Room,
+    StdinSource, StdioMode,
 };
 
 const BIN: &str = env!("CARGO_BIN_EXE_autocode");
@@ -60,6 +61,23 @@ fn assert_script_ledger(ledger: &[LedgerEntry], cwd: &Path) {
     assert_eq!(missing.len(), 1, "{ledger:#?}");
     assert!(!missing[0].exec_plausible, "{:?}", missing[0]);
     assert_eq!(missing[0].exit, Some(LedgerExit::Code(127)));
+    // Attestation: what ran is attested with the executable the kernel ran; a failed exec is
+    // known as one; a process killed before any further notified call stays unconfirmed.
+    assert_eq!(root.attestation, Attestation::Attested, "{root:?}");
+    assert_eq!(ls.attestation, Attestation::Attested, "{ls:?}");
+    assert!(
+        ls.exe.as_deref().is_some_and(|exe| exe.ends_with("/ls")),
+        "{ls:?}"
+    );
+    assert_eq!(
+        one(ledger, &["sh", "-c", "exit 4"]).attestation,
+        Attestation::Attested
+    );
+    assert_eq!(
+        one(ledger, &["sh", "-c", "kill -9 $$"]).attestation,
+        Attestation::Unconfirmed
+    );
+    assert_eq!(missing[0].attestation, Attestation::ExecFailed);
     // Sequence numbers are the order the keeper saw the execs.
     let seqs: Vec<u64> = ledger.iter().map(|entry| entry.seq).collect();
     assert_eq!(seqs, (0..ledger.len() as u64).collect::<Vec<_>>());
@@ -132,6 +150,78 @@ fn keeper_mode_records_argv_cwd_and_every_kind_of_end() {
     assert!(receipt.verified);
     let ledger = supervise::read_ledger(&ledger_path).unwrap();
     assert_script_ledger(&ledger, dir.path());
+}
+
+/// The routes that gave a forged event a ledger entry without running its command: an exec of
+/// another program under the command's argv, and an exec the kernel rejects (ENOEXEC) whose
+/// caller then exits 0. Neither is evidence; the honest runs beside them are.
+#[test]
+fn an_argv_over_another_program_and_a_rejected_exec_are_not_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("noexec.bin"), "\x7fELF but not really\n").unwrap();
+    std::fs::set_permissions(
+        dir.path().join("noexec.bin"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let ledger_path = dir.path().join("ledger.jsonl");
+    let script = r#"
+import os, sys
+if os.fork() == 0:
+    os.execv("/bin/true", ["python3", "-m", "unittest"])
+os.wait()
+if os.fork() == 0:
+    try:
+        os.execv("./noexec.bin", ["./noexec.bin"])
+    except OSError:
+        os._exit(0)
+os.wait()
+"#;
+    let status = Command::new(BIN)
+        .args(["supervise", "--confine", "--ledger"])
+        .arg(&ledger_path)
+        .args(["--", "/usr/bin/python3", "-c", script])
+        .current_dir(dir.path())
+        .env("PATH", "/usr/bin:/bin")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let ledger = supervise::read_ledger(&ledger_path).unwrap();
+    let forged = one(&ledger, &["python3", "-m", "unittest"]);
+    assert_eq!(
+        forged.attestation,
+        Attestation::ProgramDiffers,
+        "{forged:?}"
+    );
+    assert!(
+        forged
+            .exe
+            .as_deref()
+            .is_some_and(|exe| exe.ends_with("/true"))
+    );
+    let rejected = one(&ledger, &["./noexec.bin"]);
+    assert_eq!(rejected.exit, Some(LedgerExit::Code(0)));
+    assert_eq!(
+        rejected.attestation,
+        Attestation::ExecFailed,
+        "{rejected:?}"
+    );
+    for (command, code) in [("python3 -m unittest", 0), ("./noexec.bin", 0)] {
+        assert!(
+            matches!(
+                ledger_match(command, code, &ledger),
+                LedgerMatch::NotMatched {
+                    reason: LedgerMismatch::Unattested,
+                    ..
+                }
+            ),
+            "{command}: {ledger:#?}"
+        );
+    }
+    let root = ledger.first().unwrap();
+    assert_eq!(root.attestation, Attestation::Attested, "{root:?}");
 }
 
 #[test]
@@ -274,35 +364,53 @@ fn keeper_mode_gates_connects_too() {
     assert!(receipt.denied.iter().any(|call| call.syscall == "connect"));
 }
 
-fn fixture(cli: &str) -> (Vec<(String, i32)>, Vec<LedgerEntry>) {
+struct Fixture {
+    records: Vec<CommandRecord>,
+    checks: Vec<CitedCheck>,
+    ledger: Vec<LedgerEntry>,
+}
+
+fn fixture(cli: &str) -> Fixture {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/ledger")
         .join(format!("{cli}-tester.json"));
     let value: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-    let events = value["command_events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|event| {
-            (
-                event["command"].as_str().unwrap().to_owned(),
-                event["exit_code"].as_i64().unwrap() as i32,
-            )
-        })
-        .collect();
-    let ledger = serde_json::from_value(value["ledger"].clone()).unwrap();
-    (events, ledger)
+    Fixture {
+        records: serde_json::from_value(value["command_events"].clone()).unwrap(),
+        checks: serde_json::from_value(value["checks"].clone()).unwrap(),
+        ledger: serde_json::from_value(value["ledger"].clone()).unwrap(),
+    }
 }
 
-/// Recorded from `autocode demo --provider <cli>` with the ledger on (tester stage): every
-/// genuine command event of the pinned CLIs is backed by the ledger, and changing its exit
-/// code or its command is caught.
+/// Recorded from `autocode demo --provider <cli>` with the ledger on (tester stage: its
+/// `evidence.json` and `ledger.jsonl`, long argv strings cut): every genuine command event of
+/// the pinned CLIs is backed by an attested entry, and changing its exit code or its command is
+/// caught. Claude Code reports no exit code for a result it does not mark as an error: there the
+/// cited check stands on the ledger's attested exit alone.
 #[test]
 fn every_command_event_of_the_real_clis_matches_a_ledger_entry() {
     for cli in ["codex", "claude", "opencode"] {
-        let (events, ledger) = fixture(cli);
-        assert!(!events.is_empty(), "{cli}");
-        for (command, code) in events {
+        let Fixture {
+            records,
+            checks,
+            ledger,
+        } = fixture(cli);
+        assert!(!checks.is_empty(), "{cli}");
+        let findings = check_against_ledger(
+            evidence::check_event_evidence(&checks, &records),
+            &records,
+            &ledger,
+        );
+        for finding in &findings {
+            assert_eq!(finding.problem, None, "{cli}: {finding:?}");
+        }
+        assert_eq!(
+            records.iter().any(|record| record.exit_code.is_none()),
+            cli == "claude",
+            "{cli}: only Claude Code leaves the exit unknown"
+        );
+        for check in checks {
+            let (command, code) = (check.command, check.exit_code as i32);
             assert!(
                 matches!(
                     ledger_match(&command, code, &ledger),

@@ -10,6 +10,8 @@ mod events_fixtures;
 mod first_minutes;
 mod layers;
 mod ledger;
+mod ledger_race;
+mod ledger_shapes;
 mod operator_e2e;
 mod preflight_e2e;
 mod result_e2e;

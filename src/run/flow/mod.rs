@@ -308,10 +308,56 @@ pub fn apply_approval(state: &mut RunState, token: &str) -> Result<(), String> {
     Ok(())
 }
 
-pub fn apply_build(state: &mut RunState, milestone: usize) {
+/// Applies a build report. `done` goes on to the tester. `blocked` never does: its blockers go
+/// back to the builder as findings while the retry policy allows ([`rework`]), and when it no
+/// longer does the run stops with `PAUSED_BLOCKED`, the blockers in its reason.
+pub fn apply_build(
+    state: &mut RunState,
+    milestone: usize,
+    report: &Value,
+) -> Result<(), PauseDecision> {
     let progress = state.milestones.entry(milestone).or_default();
     progress.builder_rounds += 1;
-    state.phase = Phase::Test { milestone };
+    let rounds = progress.builder_rounds;
+    if report["status"] != "blocked" {
+        state.phase = Phase::Test { milestone };
+        return Ok(());
+    }
+    let mut blockers: Vec<String> = report["blockers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|blocker| blocker.as_str().map(str::to_owned))
+        .collect();
+    if blockers.is_empty() {
+        blockers.push(
+            report["summary"]
+                .as_str()
+                .unwrap_or("no reason given")
+                .to_owned(),
+        );
+    }
+    let findings = blockers
+        .iter()
+        .enumerate()
+        .map(|(index, text)| Finding {
+            id: format!("blocker-{}", index + 1),
+            milestone,
+            text: text.clone(),
+            source: "builder".into(),
+        })
+        .collect();
+    rework(state, milestone, findings, "builder").map_err(|_| {
+        PauseDecision::new(
+            PauseCode::PausedBlocked,
+            format!(
+                "the builder reported milestone {} blocked ({rounds} attempt{}): {}",
+                milestone + 1,
+                if rounds == 1 { "" } else { "s" },
+                blockers.join("; ")
+            ),
+        )
+    })
 }
 
 /// Applies the verified criteria of a test stage (after autocode's own replay).

@@ -15,6 +15,10 @@ pub(crate) fn new_state() -> RunState {
     state
 }
 
+fn done() -> Value {
+    json!({"status": "done", "summary": "s", "files_changed": [], "checks": [], "blockers": []})
+}
+
 fn plan_report(milestones: usize) -> Value {
     let ms: Vec<Value> = (0..milestones)
             .map(|m| {
@@ -116,7 +120,7 @@ fn approval_applies_only_to_the_exact_revision() {
 fn builder_ladder_without_a_strong_model() {
     let mut state = approved(1);
     for round in 1..=2 {
-        apply_build(&mut state, 0);
+        apply_build(&mut state, 0, &done()).unwrap();
         let result = apply_test(&mut state, 0, vec![fail(0, &format!("c1a-{round}"))]);
         if round == 1 {
             result.unwrap();
@@ -144,9 +148,9 @@ fn builder_ladder_with_a_strong_attempt() {
         strong_effort: "xhigh".into(),
         checker_model: "checker".into(),
     });
-    apply_build(&mut state, 0);
+    apply_build(&mut state, 0, &done()).unwrap();
     apply_test(&mut state, 0, vec![fail(0, "x1")]).unwrap();
-    apply_build(&mut state, 0);
+    apply_build(&mut state, 0, &done()).unwrap();
     apply_test(&mut state, 0, vec![fail(0, "x2")]).unwrap();
     assert!(matches!(
         next(&state),
@@ -158,7 +162,7 @@ fn builder_ladder_with_a_strong_attempt() {
             ..
         })
     ));
-    apply_build(&mut state, 0);
+    apply_build(&mut state, 0, &done()).unwrap();
     let pause = apply_test(&mut state, 0, vec![fail(0, "x3")]).unwrap_err();
     assert_eq!(pause.code, PauseCode::PausedBuilderRetryLimit);
 }
@@ -171,11 +175,11 @@ fn the_same_failure_three_times_is_a_repeated_failure() {
         strong_effort: "xhigh".into(),
         checker_model: "c".into(),
     });
-    apply_build(&mut state, 0);
+    apply_build(&mut state, 0, &done()).unwrap();
     apply_test(&mut state, 0, vec![fail(0, "c1a")]).unwrap();
-    apply_build(&mut state, 0);
+    apply_build(&mut state, 0, &done()).unwrap();
     apply_test(&mut state, 0, vec![fail(0, "c1a")]).unwrap();
-    apply_build(&mut state, 0);
+    apply_build(&mut state, 0, &done()).unwrap();
     let pause = apply_test(&mut state, 0, vec![fail(0, "c1a")]).unwrap_err();
     assert_eq!(pause.code, PauseCode::PausedRepeatedFailure);
 }
@@ -259,7 +263,7 @@ fn plans_with_vacuous_checks_are_rejected() {
 #[test]
 fn the_gate_needs_every_checked_criterion_verified_and_the_final_replay_green() {
     let mut state = approved(1);
-    apply_build(&mut state, 0);
+    apply_build(&mut state, 0, &done()).unwrap();
     apply_test(&mut state, 0, vec![pass(0, "c1a")]).unwrap();
     assert_eq!(state.phase, Phase::CompletionReview { milestone: 0 });
     apply_completion(
@@ -298,7 +302,7 @@ fn a_not_done_sentence_blocks_the_plan_and_the_completion() {
     let complete =
         json!({"decision": "COMPLETE", "summary": "s", "findings": [], "uncovered": not_done});
     assert!(semantic_problems(&state, &plan1, &complete).is_empty());
-    apply_build(&mut state, 0);
+    apply_build(&mut state, 0, &done()).unwrap();
     apply_completion(&mut state, 0, &complete).unwrap();
     assert_eq!(state.phase, Phase::Build { milestone: 0 });
     assert!(state.open_findings[0].text.contains("consonants"));
@@ -325,4 +329,37 @@ fn blocked_pauses() {
     )
     .unwrap_err();
     assert_eq!(pause.code, PauseCode::PausedBlocked);
+}
+
+#[test]
+fn a_blocked_builder_is_retried_as_the_policy_allows_then_pauses_blocked_without_a_tester() {
+    let blocked = json!({"status": "blocked", "summary": "s", "files_changed": [], "checks": [],
+                         "blockers": ["the API key for the payment sandbox is missing"]});
+    let mut state = approved(1);
+    assert_eq!(state.phase, Phase::Build { milestone: 0 });
+    // One ordinary retry, the blocker handed to the builder as a finding; never the tester.
+    apply_build(&mut state, 0, &blocked).unwrap();
+    assert_eq!(state.phase, Phase::Build { milestone: 0 });
+    assert!(state.open_findings[0].text.contains("payment sandbox"));
+    let pause = apply_build(&mut state, 0, &blocked).unwrap_err();
+    assert_eq!(pause.code, PauseCode::PausedBlocked);
+    assert!(pause.reason.contains("payment sandbox"), "{}", pause.reason);
+    assert!(pause.reason.contains("2 attempts"), "{}", pause.reason);
+    assert_eq!(state.phase, Phase::Build { milestone: 0 });
+    // With a stronger model configured, that attempt comes first.
+    let mut state = approved(1);
+    state.builder_retry = Some(crate::run::state::BuilderRetryPolicy {
+        strong_model: "strong".into(),
+        strong_effort: "high".into(),
+        checker_model: "checker".into(),
+    });
+    apply_build(&mut state, 0, &blocked).unwrap();
+    apply_build(&mut state, 0, &blocked).unwrap();
+    assert!(state.milestones[&0].strong_attempt_used);
+    let pause = apply_build(&mut state, 0, &blocked).unwrap_err();
+    assert_eq!(pause.code, PauseCode::PausedBlocked);
+    // A done report goes on to the tester.
+    let mut state = approved(1);
+    apply_build(&mut state, 0, &done()).unwrap();
+    assert_eq!(state.phase, Phase::Test { milestone: 0 });
 }

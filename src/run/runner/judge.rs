@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::events::{self, FinalReport, NormalizedEvent};
 use crate::report::evidence::{self, CitedCheck, CommandRecord};
-use crate::report::ledger::{LedgerMatch, check_against_ledger, ledger_match};
+use crate::report::ledger::{LedgerMatch, LedgerMismatch, check_against_ledger, ledger_match};
 use crate::report::{self, ReportKind};
 use crate::run::driver::AttemptResult;
 use crate::run::integrity;
@@ -42,7 +42,12 @@ pub(super) fn forged_events(records: &[CommandRecord], ledger: &[LedgerEntry]) -
         .filter_map(|record| {
             let code = record.exit_code?;
             match ledger_match(&record.command, code, ledger) {
-                LedgerMatch::Matched { .. } => None,
+                // Ran, but no attested entry says how: not evidence, and not a proven forgery.
+                LedgerMatch::Matched { .. }
+                | LedgerMatch::NotMatched {
+                    reason: LedgerMismatch::Unattested,
+                    ..
+                } => None,
                 LedgerMatch::NotMatched { reason, .. } => Some(format!(
                     "{FORGED_EVENT} {}: `{}` exit {code} is in the stream but {reason} (the kernel saw no such process)",
                     record.evidence_id, record.command
@@ -50,6 +55,43 @@ pub(super) fn forged_events(records: &[CommandRecord], ledger: &[LedgerEntry]) -
             }
         })
         .collect()
+}
+
+/// A receipt that passed its own checks counts only when the ledger shows the `autocode
+/// capture` that wrote it (an attested exec of this very binary) and the command it ran.
+fn receipt_against_ledger(
+    mut finding: evidence::EvidenceFinding,
+    bytes: &[u8],
+    ledger: &[LedgerEntry],
+) -> evidence::EvidenceFinding {
+    if finding.problem.is_some() {
+        return finding;
+    }
+    let Ok(receipt) = serde_json::from_slice::<evidence::CaptureReceipt>(bytes) else {
+        return finding;
+    };
+    let ours = std::env::current_exe()
+        .ok()
+        .and_then(|path| std::fs::metadata(path).ok());
+    let is_autocode = |exe: &str| {
+        use std::os::unix::fs::MetadataExt;
+        let theirs = std::fs::metadata(exe).ok();
+        matches!((&ours, theirs), (Some(ours), Some(theirs))
+            if ours.dev() == theirs.dev() && ours.ino() == theirs.ino())
+    };
+    if let Err(mismatch) = crate::report::ledger::receipt_in_ledger(
+        &receipt,
+        &finding.check.evidence_ref,
+        ledger,
+        is_autocode,
+    ) {
+        finding.problem = Some(evidence::EvidenceProblem::BadReceipt {
+            evidence_ref: finding.check.evidence_ref.clone(),
+            reason: mismatch.to_string(),
+        });
+        finding.matched = None;
+    }
+    finding
 }
 
 /// Judges a final message: shell-command rule, JSON, schema, evidence. With the kernel's exec
@@ -144,7 +186,7 @@ fn judge_report_and_evidence(
         None => {
             let findings = evidence::check_event_evidence(&checks, records);
             match ledger {
-                Some(ledger) => check_against_ledger(findings, ledger),
+                Some(ledger) => check_against_ledger(findings, records, ledger),
                 None => findings,
             }
         }
@@ -159,7 +201,12 @@ fn judge_report_and_evidence(
                 } else {
                     None
                 };
-                evidence::check_receipt_evidence(check, bytes.as_deref(), &rc.context)
+                let finding =
+                    evidence::check_receipt_evidence(check, bytes.as_deref(), &rc.context);
+                match (ledger, bytes.as_deref()) {
+                    (Some(ledger), Some(bytes)) => receipt_against_ledger(finding, bytes, ledger),
+                    _ => finding,
+                }
             })
             .collect(),
     };

@@ -23,6 +23,12 @@ pub enum Batched {
         entry: LedgerEntry,
         pidfd: Option<usize>,
     },
+    /// The attestation of an entry, settled at its process's next notified call.
+    Attested {
+        seq: u64,
+        attestation: crate::supervise::Attestation,
+        exe: Option<String>,
+    },
     /// The process behind these entries ended.
     Exited {
         pid: i32,
@@ -106,6 +112,7 @@ fn estimate(item: &Batched) -> usize {
                     .map(|arg| 2 * arg.len() + 8)
                     .sum::<usize>()
         }
+        Batched::Attested { exe, .. } => 128 + exe.as_ref().map_or(0, |exe| 2 * exe.len()),
         Batched::Exited { seqs, .. } => 64 + 24 * seqs.len(),
     }
 }

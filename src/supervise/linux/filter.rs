@@ -1,5 +1,5 @@
 //! The boundary's classic-BPF program: assembled from labels for the two kinds of launch
-//! (plain: ownership calls and execs; with a room: also connect and `sendto` with an address;
+//! (plain: ownership calls, execs and `exit_group`, with `prctl(PR_SET_MM)` refused; with a room: also connect and `sendto` with an address;
 //! not `sendmsg`: the pre-exec child hands its listener over with one, before anyone could
 //! answer a notification), and checked in the tests by
 //! an interpreter that runs it the way the kernel does.
@@ -15,6 +15,10 @@ use super::sys::{
     NR_SETPGID_X86_64, NR_SETSID_I386, NR_SETSID_X86_64, NR_SOCKETCALL_I386,
     SECCOMP_FILTER_FLAG_NEW_LISTENER, SECCOMP_RET_ALLOW, SECCOMP_RET_KILL_PROCESS,
     SECCOMP_RET_USER_NOTIF, SYS_CONNECT, SYS_SENDTO, X32_SYSCALL_BIT,
+};
+use super::sys::{
+    NR_EXIT_GROUP_I386, NR_EXIT_GROUP_X86_64, NR_PRCTL_I386, NR_PRCTL_X86_64, PR_SET_MM,
+    SECCOMP_RET_ERRNO,
 };
 
 const BPF_LD_W_ABS: u16 = 0x20;
@@ -90,6 +94,7 @@ enum Label {
     Kill,
     Allow,
     Notify,
+    Prctl,
 }
 
 /// One instruction before its jumps are resolved (`None`: fall through).
@@ -119,6 +124,8 @@ fn program(gate_connect: bool) -> Vec<Asm> {
         notify(NR_EXECVEAT_X86_64),
         notify(NR_EXECVE_X32),
         notify(NR_EXECVEAT_X32),
+        notify(NR_EXIT_GROUP_X86_64),
+        Jump(BPF_JEQ_K, NR_PRCTL_X86_64, Some(Label::Prctl), None),
     ];
     if gate_connect {
         asm.extend([
@@ -141,6 +148,8 @@ fn program(gate_connect: bool) -> Vec<Asm> {
         notify(NR_SETPGID_I386),
         notify(NR_EXECVE_I386),
         notify(NR_EXECVEAT_I386),
+        notify(NR_EXIT_GROUP_I386),
+        Jump(BPF_JEQ_K, NR_PRCTL_I386, Some(Label::Prctl), None),
     ]);
     if gate_connect {
         asm.extend([
@@ -174,6 +183,13 @@ fn program(gate_connect: bool) -> Vec<Asm> {
         ]);
     }
     asm.extend([
+        // prctl(PR_SET_MM, …) would let a process rewrite the auxv, argv area and exe link
+        // the keeper attests an exec by: refused (EPERM); nothing but checkpoint/restore uses it.
+        Mark(Label::Prctl),
+        Stmt(BPF_LD_W_ABS, OFFSET_ARG0_LOW),
+        // The kernel reads `option` as an int: the upper half is ignored, so it is here too.
+        Jump(BPF_JEQ_K, PR_SET_MM, None, Some(Label::Allow)),
+        Stmt(BPF_RET_K, SECCOMP_RET_ERRNO | libc::EPERM as u32),
         Mark(Label::NewListener),
         Stmt(BPF_LD_W_ABS, OFFSET_ARG1_LOW),
         Jump(
@@ -481,6 +497,27 @@ mod tests {
             assert_eq!(call(arch, 0, SECCOMP_FILTER_FLAG_NEW_LISTENER), allow);
         }
         assert_eq!(call(0xc000_00b7, 112, 0), SECCOMP_RET_KILL_PROCESS);
+        // exit_group is notified (the keeper attests the exec the process made); prctl is
+        // allowed except PR_SET_MM, refused whatever the option word's upper half holds.
+        let eperm = SECCOMP_RET_ERRNO | libc::EPERM as u32;
+        for (arch, exit_group, prctl) in [
+            (AUDIT_ARCH_X86_64, 231, 157),
+            (
+                AUDIT_ARCH_X86_64,
+                231 | X32_SYSCALL_BIT,
+                157 | X32_SYSCALL_BIT,
+            ),
+            (AUDIT_ARCH_I386, 252, 172),
+        ] {
+            for kind in [FilterKind::Plain, FilterKind::Room] {
+                assert_eq!(call_with(kind, arch, exit_group, 3), notif);
+                assert_eq!(call_with(kind, arch, prctl, 35), eperm);
+                assert_eq!(call_with(kind, arch, prctl, 35 | 1 << 32), eperm);
+                assert_eq!(call_with(kind, arch, prctl, 15), allow, "PR_SET_NAME");
+                assert_eq!(call_with(kind, arch, prctl, 36), allow);
+            }
+        }
+        assert_eq!(call(AUDIT_ARCH_X86_64, 60, 0), allow, "exit (one thread)");
         assert_eq!(call(0, 1, 0), SECCOMP_RET_KILL_PROCESS);
     }
 }

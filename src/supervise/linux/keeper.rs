@@ -348,6 +348,9 @@ impl Journal for SharedJournal<'_> {
     fn exec(&mut self, tgid: i32, call: ExecCall, pidfd: Option<OwnedFd>) {
         lock(&self.0.book).record(tgid, call, pidfd);
     }
+    fn confirm(&mut self, tgid: i32) {
+        lock(&self.0.book).confirm(tgid);
+    }
 }
 
 fn start_in_process(launch: &Arc<LaunchShared>, pending: Option<SeccompNotif>) -> io::Result<()> {
@@ -492,6 +495,13 @@ fn apply_batch(launch: &LaunchShared, items: Vec<Batched>, fds: &mut [Option<Own
                     .and_then(|index| fds.get_mut(index))
                     .and_then(Option::take);
                 book.adopt(entry, fd);
+            }
+            Batched::Attested {
+                seq,
+                attestation,
+                exe,
+            } => {
+                book.attest(seq, attestation, exe);
             }
             Batched::Exited { pid, seqs, exit } => book.forget(pid, &seqs, exit),
         }

@@ -163,6 +163,20 @@ impl Journal for KeeperJournal<'_> {
             },
         );
     }
+    fn confirm(&mut self, tgid: i32) {
+        if let Some(entry) = self.ledger.book.confirm(tgid) {
+            self.ledger.queue(
+                self.socket,
+                self.id,
+                Batched::Attested {
+                    seq: entry.seq,
+                    attestation: entry.attestation,
+                    exe: entry.exe,
+                },
+                None,
+            );
+        }
+    }
     fn exec(&mut self, tgid: i32, call: ExecCall, pidfd: Option<OwnedFd>) {
         // The pidfd goes along (the kernel duplicates it) so that autocode can follow the
         // process itself if the keeper is lost; the copy queued here outlives the keeper's own

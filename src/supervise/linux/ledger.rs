@@ -16,8 +16,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::supervise::{LedgerEntry, LedgerExit};
+use crate::supervise::{Attestation, LedgerEntry, LedgerExit};
 
+use super::attest::{self, Snapshot};
 use super::sys::{self, Width};
 
 /// At most this many argv strings are read.
@@ -37,6 +38,8 @@ pub struct ExecCall {
     pub argv_truncated: bool,
     pub cwd: String,
     pub plausible: bool,
+    /// What the keeper saw of the caller before letting the exec through.
+    pub snapshot: Snapshot,
 }
 
 /// Reads a NUL-terminated string of at most `limit` bytes at `address`, page by page (a string
@@ -136,6 +139,30 @@ pub fn read_argv(pid: i32, array: u64, width: Width) -> Option<(Vec<String>, boo
     Some((argv, true))
 }
 
+/// The value of `name` (e.g. `PATH`) in the environment array at `array`, read within the
+/// argv bounds; `None` when absent or unreadable.
+pub fn read_env_var(pid: i32, array: u64, width: Width, name: &str) -> Option<String> {
+    let prefix = format!("{name}=");
+    let mut bytes = 0usize;
+    let mut index = 0usize;
+    while index < ARG_LIMIT && bytes < BYTE_LIMIT && array != 0 {
+        let slot = array.checked_add((index * width.bytes()) as u64)?;
+        let pointers = read_pointers(pid, slot, width, ARG_LIMIT - index)?;
+        for pointer in pointers {
+            index += 1;
+            if pointer == 0 {
+                return None;
+            }
+            let (text, _) = read_cstring(pid, pointer, PATH_LIMIT * 8)?;
+            bytes += text.len() + 1;
+            if let Some(value) = text.strip_prefix(prefix.as_bytes()) {
+                return Some(String::from_utf8_lossy(value).into_owned());
+            }
+        }
+    }
+    None
+}
+
 /// Where the kernel will look for `filename`, seen through /proc (the caller's root, cwd or
 /// directory descriptor).
 pub fn exec_target(tid: i32, filename: &[u8], dirfd: Option<i32>, empty_path: bool) -> PathBuf {
@@ -162,10 +189,10 @@ pub fn executable_file(path: &Path) -> bool {
 /// Reads an exec's filename, argv and cwd from thread `tid`. `args` are the call's arguments;
 /// `at` selects the execveat layout. `None` when the memory cannot be read at all.
 pub fn read_exec(tid: i32, args: &[u64; 6], at: bool, width: Width) -> Option<ExecCall> {
-    let (path_arg, argv_arg) = if at {
-        (args[1], args[2])
+    let (path_arg, argv_arg, envp_arg) = if at {
+        (args[1], args[2], args[3])
     } else {
-        (args[0], args[1])
+        (args[0], args[1], args[2])
     };
     let (filename, _) = read_cstring(tid, path_arg, PATH_LIMIT)?;
     let (argv, argv_truncated) = read_argv(tid, argv_arg, width)?;
@@ -176,12 +203,15 @@ pub fn read_exec(tid: i32, args: &[u64; 6], at: bool, width: Width) -> Option<Ex
         .map(|path| path.to_string_lossy().into_owned())
         .unwrap_or_default();
     let plausible = executable_file(&exec_target(tid, &filename, dirfd, empty_path));
+    let path_env = read_env_var(tid, envp_arg, width, "PATH");
+    let snapshot = attest::snapshot(tid, &argv, path_env.as_deref());
     Some(ExecCall {
         filename: String::from_utf8_lossy(&filename).into_owned(),
         argv,
         argv_truncated,
         cwd,
         plausible,
+        snapshot,
     })
 }
 
@@ -335,6 +365,9 @@ pub struct Book {
     /// exec and per exit, never a scan.
     entries: Vec<LedgerEntry>,
     open: BTreeMap<i32, Open>,
+    /// The newest exec of each process still waiting for its attestation, with what the
+    /// keeper saw before letting it through.
+    waiting: BTreeMap<i32, (u64, Snapshot)>,
     file: Option<std::fs::File>,
     path: Option<PathBuf>,
     origin_unix_ms: u64,
@@ -353,6 +386,7 @@ impl Book {
         Self {
             entries: Vec::new(),
             open: BTreeMap::new(),
+            waiting: BTreeMap::new(),
             file: None,
             path,
             origin_unix_ms,
@@ -391,6 +425,14 @@ impl Book {
         for entry in written {
             match self.index_of(entry.seq) {
                 Ok(index) => {
+                    let known = &mut self.entries[index];
+                    if known.attestation == Attestation::Unconfirmed
+                        && entry.attestation != Attestation::Unconfirmed
+                    {
+                        known.attestation = entry.attestation;
+                        known.exe = entry.exe.clone();
+                        self.waiting.remove(&entry.pid);
+                    }
                     if self.entries[index].exit.is_none() && entry.exit.is_some() {
                         self.entries[index].exit = entry.exit;
                         let (pid, seq) = (entry.pid, entry.seq);
@@ -429,7 +471,9 @@ impl Book {
     }
 
     /// Records an exec by `tgid` (file line first); `pidfd` follows the process to its end.
+    /// The entry waits for its attestation ([`Book::confirm`]) unless its argv was unreadable.
     pub fn record(&mut self, tgid: i32, call: ExecCall, pidfd: Option<OwnedFd>) -> LedgerEntry {
+        let unreadable = call.argv.is_empty() && call.filename.is_empty();
         let entry = LedgerEntry {
             seq: self.next_seq(),
             pid: tgid,
@@ -440,10 +484,76 @@ impl Book {
             at_ms: unix_ms().saturating_sub(self.origin_unix_ms),
             exec_plausible: call.plausible,
             exit: None,
+            attestation: if unreadable {
+                Attestation::Unreadable
+            } else {
+                Attestation::Unconfirmed
+            },
+            exe: None,
         };
         self.append(&entry);
         self.adopt(entry.clone(), pidfd);
+        if unreadable {
+            self.waiting.remove(&tgid);
+        } else {
+            self.waiting.insert(tgid, (entry.seq, call.snapshot));
+        }
         entry
+    }
+
+    /// Whether the process this book follows as `pid` is still the one that made its entries
+    /// (its pidfd reports no end). Without a pidfd nothing guards against a recycled pid.
+    fn still_there(&self, pid: i32) -> bool {
+        self.open.get(&pid).is_some_and(|open| {
+            sys::poll_one(open.pidfd.as_fd(), libc::POLLIN, 0)
+                .is_ok_and(|revents| revents & libc::POLLIN == 0)
+        })
+    }
+
+    /// `tgid` made a notified call (it is blocked in it): attests its newest waiting exec from
+    /// what its image is now. Returns the entry when its attestation was settled.
+    pub fn confirm(&mut self, tgid: i32) -> Option<LedgerEntry> {
+        let (seq, snapshot) = self.waiting.remove(&tgid)?;
+        if !self.still_there(tgid) {
+            return None;
+        }
+        let index = self.index_of(seq).ok()?;
+        let entry = self.entries.get(index)?;
+        let (attestation, exe) = attest::judge(
+            tgid,
+            &snapshot,
+            &entry.argv,
+            &entry.filename,
+            entry.argv_truncated,
+        )?;
+        // Read while the pid was still this process (a recycled pid would have ended it).
+        if !self.still_there(tgid) {
+            return None;
+        }
+        self.attest(seq, attestation, exe)
+    }
+
+    /// Sets an entry's attestation (from this party or the other) and writes the line.
+    pub fn attest(
+        &mut self,
+        seq: u64,
+        attestation: Attestation,
+        exe: Option<String>,
+    ) -> Option<LedgerEntry> {
+        let index = self.index_of(seq).ok()?;
+        let entry = self.entries.get_mut(index)?;
+        entry.attestation = attestation;
+        entry.exe = exe;
+        let entry = entry.clone();
+        if self
+            .waiting
+            .get(&entry.pid)
+            .is_some_and(|(waiting, _)| *waiting == seq)
+        {
+            self.waiting.remove(&entry.pid);
+        }
+        self.append(&entry);
+        Some(entry)
     }
 
     /// Takes an entry recorded by the other party (with its pidfd, if it came along).
@@ -496,6 +606,8 @@ impl Book {
             return None;
         };
         let open = self.open.remove(&pid)?;
+        // Ended without another notified call: its newest exec stays unconfirmed.
+        self.waiting.remove(&pid);
         self.finish(&open.seqs, Some(exit));
         Some((open.seqs, exit))
     }
@@ -542,161 +654,4 @@ impl Book {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sockaddrs_classify_by_family_and_first_byte() {
-        let unix = |path: &[u8]| {
-            let mut bytes = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
-            bytes.extend_from_slice(path);
-            bytes
-        };
-        assert_eq!(
-            parse_sockaddr(&unix(b"/tmp/tmux-0/default\0\0\0")),
-            SocketTarget::Path(b"/tmp/tmux-0/default".to_vec())
-        );
-        assert_eq!(
-            parse_sockaddr(&unix(b"rel/sock")),
-            SocketTarget::Path(b"rel/sock".to_vec())
-        );
-        assert_eq!(parse_sockaddr(&unix(b"\0abstract")), SocketTarget::Abstract);
-        assert_eq!(parse_sockaddr(&unix(b"")), SocketTarget::Abstract);
-        let mut inet = (libc::AF_INET as u16).to_ne_bytes().to_vec();
-        inet.extend_from_slice(&[0, 80, 127, 0, 0, 1]);
-        assert_eq!(parse_sockaddr(&inet), SocketTarget::Other);
-        assert_eq!(parse_sockaddr(&[1]), SocketTarget::Other);
-    }
-
-    #[test]
-    fn the_room_is_matched_by_whole_components() {
-        let room = vec![PathBuf::from("/work/tree"), PathBuf::from("/tmp/stage")];
-        assert!(inside_room(Path::new("/work/tree/.sock"), &room));
-        assert!(inside_room(Path::new("/tmp/stage/a/b"), &room));
-        assert!(!inside_room(Path::new("/work/tree2/sock"), &room));
-        assert!(!inside_room(Path::new("/tmp/tmux-0/default"), &room));
-    }
-
-    #[test]
-    fn exec_targets_follow_the_callers_root_cwd_and_descriptor() {
-        assert_eq!(
-            exec_target(7, b"/usr/bin/env", None, false),
-            PathBuf::from("/proc/7/root/usr/bin/env")
-        );
-        assert_eq!(
-            exec_target(7, b"./x", None, false),
-            PathBuf::from("/proc/7/cwd/./x")
-        );
-        assert_eq!(
-            exec_target(7, b"x", Some(AT_FDCWD), false),
-            PathBuf::from("/proc/7/cwd/x")
-        );
-        assert_eq!(
-            exec_target(7, b"x", Some(5), false),
-            PathBuf::from("/proc/7/fd/5/x")
-        );
-        assert_eq!(
-            exec_target(7, b"", Some(5), true),
-            PathBuf::from("/proc/7/fd/5")
-        );
-    }
-
-    #[test]
-    fn wait_statuses_read_as_code_or_signal() {
-        assert_eq!(exit_of_status(0), LedgerExit::Code(0));
-        assert_eq!(exit_of_status(3 << 8), LedgerExit::Code(3));
-        assert_eq!(exit_of_status(9), LedgerExit::Signal(9));
-        assert_eq!(exit_of_status(15 | 0x80), LedgerExit::Signal(15));
-    }
-
-    #[test]
-    fn this_process_memory_reads_back_bounded() {
-        let pid = std::process::id() as i32;
-        let text = b"hello\0";
-        let (read, cut) = read_cstring(pid, text.as_ptr() as u64, 100).unwrap();
-        assert_eq!((read.as_slice(), cut), (&b"hello"[..], false));
-        let (read, cut) = read_cstring(pid, text.as_ptr() as u64, 3).unwrap();
-        assert_eq!((read.as_slice(), cut), (&b"hel"[..], true));
-        let strings = [c"a".as_ptr() as u64, c"bc".as_ptr() as u64, 0];
-        let (argv, cut) = read_argv(pid, strings.as_ptr() as u64, Width::W64).unwrap();
-        assert_eq!((argv, cut), (vec!["a".to_owned(), "bc".to_owned()], false));
-        let many: Vec<u64> = std::iter::repeat_n(c"x".as_ptr() as u64, ARG_LIMIT + 5)
-            .chain([0])
-            .collect();
-        let (argv, cut) = read_argv(pid, many.as_ptr() as u64, Width::W64).unwrap();
-        assert_eq!((argv.len(), cut), (ARG_LIMIT, true));
-        assert_eq!(
-            read_cstring(pid, 8, 10),
-            None,
-            "unmapped memory is unreadable"
-        );
-    }
-
-    #[test]
-    fn a_book_taking_over_recovers_what_the_file_holds_and_it_was_never_told() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("ledger.jsonl");
-        let origin = unix_ms();
-        // The writer (the keeper) records three execs and the end of the first two.
-        let mut writer = Book::new(Some(path.clone()), origin);
-        writer.write_to_file();
-        assert!(writer.writes_file());
-        let call = |name: &str| ExecCall {
-            filename: name.into(),
-            argv: vec![name.into()],
-            argv_truncated: false,
-            cwd: "/".into(),
-            plausible: true,
-        };
-        let told = writer.record(10, call("/bin/a"), None);
-        writer.record(11, call("/bin/b"), None);
-        writer.record(12, call("/bin/c"), None);
-        writer.finish(&[0, 1], Some(LedgerExit::Code(0)));
-        // The reader (autocode) was told only the first exec, not its end.
-        let mut reader = Book::new(Some(path.clone()), origin);
-        assert!(!reader.writes_file());
-        reader.adopt(told, None);
-        reader.recover_from_file();
-        let entries = reader.entries();
-        assert_eq!(
-            entries.iter().map(|entry| entry.seq).collect::<Vec<_>>(),
-            vec![0, 1, 2]
-        );
-        assert_eq!(entries[0].exit, Some(LedgerExit::Code(0)));
-        assert_eq!(entries[1].exit, Some(LedgerExit::Code(0)));
-        assert_eq!(entries[2].exit, None);
-        assert_eq!(reader.next_seq(), 3, "numbering continues after the file");
-        reader.write_to_file();
-        let next = reader.record(13, call("/bin/d"), None);
-        assert_eq!(next.seq, 3);
-        assert_eq!(crate::supervise::read_ledger(&path).unwrap().len(), 4);
-    }
-
-    #[test]
-    fn a_book_numbers_entries_and_supersedes_lines_in_its_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("ledger.jsonl");
-        let mut book = Book::new(Some(path.clone()), unix_ms());
-        book.write_to_file();
-        let call = |name: &str| ExecCall {
-            filename: name.into(),
-            argv: vec![name.into()],
-            argv_truncated: false,
-            cwd: "/".into(),
-            plausible: true,
-        };
-        let first = book.record(10, call("/bin/a"), None);
-        let second = book.record(10, call("/bin/b"), None);
-        assert_eq!((first.seq, second.seq), (0, 1));
-        book.finish(&[0, 1], Some(LedgerExit::Code(3)));
-        let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(text.lines().count(), 4, "{text}");
-        let entries = crate::supervise::read_ledger(&path).unwrap();
-        assert_eq!(entries.len(), 2);
-        assert!(
-            entries
-                .iter()
-                .all(|entry| entry.exit == Some(LedgerExit::Code(3)))
-        );
-    }
-}
+mod tests;

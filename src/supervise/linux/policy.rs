@@ -77,6 +77,8 @@ pub trait Journal {
     /// Records an exec in the ledger (file first) before it is let through; `pidfd` follows
     /// the process to its end.
     fn exec(&mut self, tgid: i32, call: ExecCall, pidfd: Option<OwnedFd>);
+    /// `tgid` made a notified call: attest its newest exec that waits for it.
+    fn confirm(&mut self, tgid: i32);
 }
 
 /// Pathname unix-socket connects are allowed only beneath these places (canonical paths).
@@ -139,6 +141,8 @@ pub fn decide(
             }
         }
         NotifiedCall::Seccomp => Verdict::Deny("a second notification listener"),
+        // Notified only so the keeper sees the process whole once more (exec attestation).
+        NotifiedCall::ExitGroup => Verdict::Continue(Vec::new()),
         // Handled by `handle` (they read the caller's memory); a plain answer here.
         NotifiedCall::Exec { .. }
         | NotifiedCall::Connect
@@ -236,6 +240,9 @@ pub fn handle(
     let mut exec = None;
     let mut connect = None;
     if let Some(caller) = caller {
+        // Whatever the call, the caller is blocked in it: its last exec can be attested now
+        // (before a new exec replaces the image it is judged by).
+        journal.confirm(caller.tgid);
         match call {
             NotifiedCall::Exec { at, width } => {
                 let read =
@@ -247,6 +254,7 @@ pub fn handle(
                             argv_truncated: false,
                             cwd: String::new(),
                             plausible: false,
+                            snapshot: Default::default(),
                         }
                     });
                 let pidfd = leader_pidfd

@@ -55,6 +55,14 @@ pub const SYS_CONNECT: u32 = 3;
 /// datagram to a pathname socket outside the room). x32 uses the common number.
 pub const NR_SENDTO_X86_64: u32 = 44;
 pub const NR_SENDTO_I386: u32 = 369;
+pub const NR_EXIT_GROUP_X86_64: u32 = 231;
+pub const NR_EXIT_GROUP_I386: u32 = 252;
+pub const NR_PRCTL_X86_64: u32 = 157;
+pub const NR_PRCTL_I386: u32 = 172;
+/// `prctl(PR_SET_MM, …)`: rewrites what /proc shows of a process image (auxv, argv area, exe).
+pub const PR_SET_MM: u32 = 35;
+/// `SECCOMP_RET_ERRNO` (the errno goes in the low 16 bits).
+pub const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
 pub const SYS_SENDTO: u32 = 11;
 
 pub use super::filter::{FilterKind, SockFilter, SockFprog, filter};
@@ -125,6 +133,8 @@ pub enum NotifiedCall {
         at: bool,
         width: Width,
     },
+    /// `exit_group(status)`: the process is still whole, so the keeper can attest its exec.
+    ExitGroup,
     /// `connect(fd, addr, addrlen)`.
     Connect,
     /// i386 `socketcall(SYS_CONNECT, args)`: the three arguments are 32-bit words at `args`.
@@ -148,6 +158,7 @@ impl NotifiedCall {
                 (NR_SETPGID_X86_64, _) => Self::Setpgid,
                 (NR_SECCOMP_X86_64, _) => Self::Seccomp,
                 (NR_CONNECT_X86_64, _) => Self::Connect,
+                (NR_EXIT_GROUP_X86_64, _) => Self::ExitGroup,
                 (NR_SENDTO_X86_64, _) => Self::Sendto { socketcall: false },
                 (NR_EXECVE_X86_64, false) => Self::Exec {
                     at: false,
@@ -182,6 +193,7 @@ impl NotifiedCall {
                     width: Width::W32,
                 },
                 NR_CONNECT_I386 => Self::Connect,
+                NR_EXIT_GROUP_I386 => Self::ExitGroup,
                 NR_SENDTO_I386 => Self::Sendto { socketcall: false },
                 NR_SOCKETCALL_I386 => match data.args[0] as u32 {
                     SYS_CONNECT => Self::Socketcall,
@@ -201,6 +213,7 @@ impl NotifiedCall {
             Self::Seccomp => "seccomp",
             Self::Exec { at: false, .. } => "execve",
             Self::Exec { at: true, .. } => "execveat",
+            Self::ExitGroup => "exit_group",
             Self::Connect | Self::Socketcall => "connect",
             Self::Sendto { .. } => "sendto",
             Self::Other => "other",
