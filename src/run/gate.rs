@@ -41,7 +41,16 @@ pub(super) async fn prepare_base<R: StageRunner>(
     let Some(plan_value) = plan_value else {
         return Ok(Ok(()));
     };
-    let mut missing: Vec<String> = Vec::new();
+    // The objective's required checks run on the base tree too: one of them failing there and
+    // passing on the result shows the change as well as a planned check does.
+    let mut missing: Vec<String> = run
+        .state
+        .verification
+        .required_checks
+        .iter()
+        .filter(|c| !run.state.verification.base_checks.contains_key(*c))
+        .cloned()
+        .collect();
     for milestone in plan_value["milestones"].as_array().into_iter().flatten() {
         for c in milestone["acceptance_criteria"]
             .as_array()
@@ -72,6 +81,7 @@ pub(super) async fn prepare_base<R: StageRunner>(
             verify::BaseCheck {
                 passed: r.passed,
                 detail: r.detail,
+                tests: r.tests,
             },
         );
     }

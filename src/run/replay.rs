@@ -33,6 +33,8 @@ pub struct Replayed {
     pub exit: Exit,
     /// The last part of stdout and stderr, for the finding shown to the builder.
     pub output_tail: String,
+    /// How many tests the whole output says ran (`testcount`).
+    pub tests: super::testcount::TestTally,
     pub duration_ms: u64,
     pub receipt: Receipt,
 }
@@ -349,6 +351,7 @@ pub async fn run_checks_in(
             command: command.clone(),
             exit: finished.exit,
             output_tail: tail(&output, 2000),
+            tests: super::testcount::tally(&output),
             duration_ms: started.elapsed().as_millis() as u64,
             receipt: finished.receipt,
         });

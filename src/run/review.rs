@@ -363,6 +363,7 @@ mod tests {
                 BaseCheck {
                     passed,
                     detail: String::new(),
+                    tests: Default::default(),
                 },
             );
         }

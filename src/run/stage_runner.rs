@@ -67,6 +67,8 @@ pub struct ReplayResult {
     pub command: String,
     pub passed: bool,
     pub detail: String,
+    /// How many tests the check's output says ran.
+    pub tests: super::testcount::TestTally,
 }
 
 /// Which tree a replay runs in (always a clean, closed copy of it).

@@ -305,6 +305,7 @@ impl StageRunner for CliRunner {
                         command,
                         passed: false,
                         detail: e.to_string(),
+                        tests: crate::run::testcount::TestTally::Unknown,
                     })
                     .collect());
             }
@@ -329,6 +330,7 @@ impl StageRunner for CliRunner {
             .into_iter()
             .map(|r| ReplayResult {
                 passed: r.passed(),
+                tests: r.tests,
                 detail: match r.exit {
                     Exit::Code(0) => "exit 0".into(),
                     Exit::Code(c) => format!("exit {c}: {}", r.output_tail.trim()),
