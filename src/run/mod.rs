@@ -36,9 +36,11 @@ pub mod runner;
 pub mod stage_runner;
 pub mod state;
 pub mod testcount;
+pub mod testfiles;
 pub mod treediff;
 pub mod verify;
 pub mod vtree;
+pub mod witness;
 pub mod workspace;
 
 use std::collections::BTreeMap;

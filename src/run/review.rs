@@ -124,13 +124,32 @@ pub fn review_text(criterion: &Criterion, why: &str, base: Option<&Comparison>) 
     out
 }
 
+/// The pseudo-criterion a person answers when no replayed check shows the change.
+pub const CHANGE_SHOWN: &str = "change-shown";
+
+/// The pseudo-criterion [`CHANGE_SHOWN`], asked when `Verification::unwitnessed` says why.
+fn change_criterion(state: &RunState) -> Option<(Criterion, String)> {
+    let why = state.verification.unwitnessed.clone()?;
+    Some((
+        Criterion {
+            milestone: milestones(state).len().saturating_sub(1),
+            id: CHANGE_SHOWN.into(),
+            text: "the work makes the change the objective asks for (no replayed check shows it: accept only if you checked the change yourself)".into(),
+            check: None,
+            kind: CheckKind::FailToPass,
+        },
+        why,
+    ))
+}
+
 /// The criteria that still need a person, with the text they would be shown.
 pub fn pending_reviews(state: &RunState, base: Option<&Comparison>) -> Vec<PendingReview> {
     let mut out = Vec::new();
-    for criterion in plan_criteria(state) {
-        let Some(why) = why_person(state, &criterion) else {
-            continue;
-        };
+    let asked = plan_criteria(state)
+        .into_iter()
+        .filter_map(|c| why_person(state, &c).map(|why| (c, why)))
+        .chain(change_criterion(state));
+    for (criterion, why) in asked {
         let (shown, sha) = verify::shown(review_text(&criterion, &why, base));
         if state
             .verification
@@ -292,6 +311,37 @@ pub fn verified_summary(state: &RunState) -> Vec<VerifiedCriterion> {
             milestone: criterion.milestone,
             criterion_id: criterion.id,
             how,
+        });
+    }
+    let last = milestones(state).len().saturating_sub(1);
+    let witnesses = &state.verification.witnesses;
+    if !witnesses.is_empty() {
+        out.push(VerifiedCriterion {
+            milestone: last,
+            criterion_id: CHANGE_SHOWN.into(),
+            how: format!(
+                "replayed: {} failed on the base tree, passes on the result, and fails with the code changes taken back",
+                witnesses
+                    .iter()
+                    .map(|w| format!("`{w}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        });
+    } else if let Some((_, why)) = change_criterion(state) {
+        let accepted = state
+            .verification
+            .human_decisions
+            .iter()
+            .rev()
+            .find(|d| d.accepted && d.criterion_id == CHANGE_SHOWN);
+        out.push(VerifiedCriterion {
+            milestone: last,
+            criterion_id: CHANGE_SHOWN.into(),
+            how: match accepted {
+                Some(d) => format!("accepted by a person at {} ({why})", d.at.to_rfc3339()),
+                None => format!("NOT verified: {why}"),
+            },
         });
     }
     for (i, check) in state.verification.required_checks.iter().enumerate() {

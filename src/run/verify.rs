@@ -125,6 +125,11 @@ pub struct Verification {
     pub human_decisions: Vec<HumanDecision>,
     /// Changed tests waiting for (or given) a person's acceptance.
     pub test_change_review: Option<TestChangeReview>,
+    /// Checks that showed the change: failed on the base tree, passed on the result, and failed
+    /// on the result with its code changes taken back (`run::witness`).
+    pub witnesses: Vec<String>,
+    /// Why no check shows the change, when none does (a person is then asked).
+    pub unwitnessed: Option<String>,
     /// Filled when the run completes: per criterion, how it was verified.
     pub verified: Vec<VerifiedCriterion>,
 }
