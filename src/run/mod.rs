@@ -33,6 +33,7 @@ pub mod replay;
 pub mod replay_verdicts;
 pub mod review;
 pub mod runner;
+pub mod shellwords;
 pub mod stage_runner;
 pub mod state;
 pub mod testcount;
@@ -338,7 +339,13 @@ pub fn render_status(state: &RunState) -> String {
         state.active_ms as f64 / 1000.0
     ));
     let v = &state.verification;
-    if !v.required_checks.is_empty() {
+    if !v.objective_commands.is_empty() {
+        out.push_str("commands the objective shows (required checks are replayed by the final gate whatever the plan says):\n");
+        out.push_str(&objective::describe(
+            &v.objective_commands,
+            &flow::milestones(state),
+        ));
+    } else if !v.required_checks.is_empty() {
         out.push_str(
             "required by the objective (replayed by the final gate whatever the plan says):\n",
         );

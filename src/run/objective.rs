@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
-use super::verify::{split_list, words};
+use super::shellwords::{split_list, words};
 
 /// What a command the objective shows is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -465,9 +465,80 @@ pub fn objective_checks(objective: &str) -> Vec<String> {
         .collect()
 }
 
+/// The command of a plan milestone's `prepare` step (a string, or an object with `command`).
+fn prepare_commands(milestone: &serde_json::Value) -> Vec<String> {
+    milestone["prepare"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.as_str().or_else(|| p["command"].as_str()))
+        .map(|c| c.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+/// Which milestone's `prepare` step runs the setup command `command`, if one does.
+pub fn prepared_by(milestones: &[serde_json::Value], command: &str) -> Option<String> {
+    let wanted = command.split_whitespace().collect::<Vec<_>>().join(" ");
+    milestones.iter().enumerate().find_map(|(i, m)| {
+        prepare_commands(m).contains(&wanted).then(|| {
+            m["id"]
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| format!("{}", i + 1))
+        })
+    })
+}
+
+/// One line per command the objective shows: the command, its role and why, and for a setup
+/// command whether a milestone's `prepare` step of `milestones` (the plan's) runs it.
+pub fn describe(commands: &[ObjectiveCommand], milestones: &[serde_json::Value]) -> String {
+    let mut out = String::new();
+    for c in commands {
+        let extra = match c.role {
+            CommandRole::Setup => match prepared_by(milestones, &c.command) {
+                Some(m) => format!("; run by the prepare step of milestone {m}"),
+                None if milestones.is_empty() => String::new(),
+                None => "; no prepare step of the plan runs it".to_owned(),
+            },
+            _ => String::new(),
+        };
+        out.push_str(&format!(
+            "- `{}`: {} ({}{extra})\n",
+            c.command,
+            c.role.as_str(),
+            c.why
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_setup_command_is_satisfied_by_a_matching_prepare_step() {
+        let commands =
+            objective_commands("Run `pip install -e .` first; `python3 -m unittest -q` must pass.");
+        let plan = vec![
+            serde_json::json!({"id": "M1", "prepare": [{"command": "pip  install -e ."}]}),
+            serde_json::json!({"id": "M2"}),
+        ];
+        let text = describe(&commands, &plan);
+        assert!(
+            text.contains("`pip install -e .`: setup (") && text.contains("milestone M1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("`python3 -m unittest -q`: required_check"),
+            "{text}"
+        );
+        let none = describe(&commands, &[serde_json::json!({"id": "M1"})]);
+        assert!(
+            none.contains("no prepare step of the plan runs it"),
+            "{none}"
+        );
+    }
 
     #[test]
     fn list_items_rows_and_sentences_are_units() {

@@ -69,7 +69,13 @@ pub fn stage_prompt(
     out.push_str("\n\n# Objective\n\n");
     out.push_str(state.objective.trim());
     out.push('\n');
-    if !state.verification.required_checks.is_empty() {
+    if !state.verification.objective_commands.is_empty() {
+        out.push_str("\n# Commands the objective shows\n\nautocode replays each required_check, verbatim, on the base and the final tree whatever the plan says; a setup command is never replayed as a check (a milestone's prepare step runs it); a mentioned one is not replayed:\n\n");
+        out.push_str(&super::objective::describe(
+            &state.verification.objective_commands,
+            &super::flow::milestones(state),
+        ));
+    } else if !state.verification.required_checks.is_empty() {
         out.push_str("\n# Commands the objective requires to pass\n\nautocode replays each of these, verbatim, on the final tree whatever the plan says:\n\n");
         for check in &state.verification.required_checks {
             out.push_str(&format!("- `{check}`\n"));

@@ -6,7 +6,7 @@
 
 use std::collections::HashSet;
 
-use super::verify::{split_list, words};
+use super::shellwords::{split_list, words};
 
 /// Whether `path` (relative, `/`-separated) looks like a test in a common layout, or is named by
 /// one of `checks`. Asking about many paths, build a [`TestMatcher`] once.

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::objective::{CommandRole, ObjectiveCommand, objective_commands};
+use super::shellwords::{Op, split_list, words};
 use super::testcount::TestTally;
 use crate::report::evidence::sha256_hex;
 
@@ -195,141 +196,11 @@ pub fn shown(text: String) -> (String, String) {
 // ---------------------------------------------------------------------------------------------
 // Vacuous checks.
 
-/// The operator before an item of a shell list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Op {
-    Start,
-    Seq,
-    And,
-    Or,
-    Pipe,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Status {
     /// Exits 0 whatever the tree holds.
     Zero,
     Depends,
-}
-
-/// Splits a shell list at top level into `(operator before, command text, backgrounded)`.
-pub(crate) fn split_list(command: &str) -> Vec<(Op, String, bool)> {
-    let chars: Vec<char> = command.chars().collect();
-    let mut out: Vec<(Op, String, bool)> = Vec::new();
-    let mut current = String::new();
-    let mut op = Op::Start;
-    let mut depth = 0i32;
-    let mut i = 0;
-    let mut at_word_start = true;
-    let push = |out: &mut Vec<(Op, String, bool)>, current: &mut String, op: Op, bg: bool| {
-        let text = current.trim().to_owned();
-        if !text.is_empty() {
-            out.push((op, text, bg));
-        }
-        current.clear();
-    };
-    while i < chars.len() {
-        let c = chars[i];
-        match c {
-            '\'' => {
-                let end = chars[i + 1..]
-                    .iter()
-                    .position(|&x| x == '\'')
-                    .map(|p| i + 1 + p)
-                    .unwrap_or(chars.len() - 1);
-                current.extend(&chars[i..=end]);
-                i = end + 1;
-                at_word_start = false;
-                continue;
-            }
-            '"' | '`' => {
-                let mut j = i + 1;
-                while j < chars.len() && chars[j] != c {
-                    if chars[j] == '\\' {
-                        j += 1;
-                    }
-                    j += 1;
-                }
-                let end = j.min(chars.len() - 1);
-                current.extend(&chars[i..=end]);
-                i = end + 1;
-                at_word_start = false;
-                continue;
-            }
-            '\\' => {
-                current.push(c);
-                if let Some(&n) = chars.get(i + 1) {
-                    current.push(n);
-                }
-                i += 2;
-                continue;
-            }
-            '#' if at_word_start && depth == 0 => {
-                while i < chars.len() && chars[i] != '\n' {
-                    i += 1;
-                }
-                continue;
-            }
-            '(' | '{' => depth += 1,
-            ')' | '}' => depth -= 1,
-            _ => {}
-        }
-        if depth == 0 {
-            let next = chars.get(i + 1).copied();
-            let sep = match (c, next) {
-                ('|', Some('|')) => Some((Op::Or, 2, false)),
-                ('&', Some('&')) => Some((Op::And, 2, false)),
-                ('|', _) => Some((Op::Pipe, 1, false)),
-                ('&', Some('>')) => None,
-                ('&', _) if !current.ends_with('>') && !current.ends_with('<') => {
-                    Some((Op::Seq, 1, true))
-                }
-                (';', _) | ('\n', _) => Some((Op::Seq, 1, false)),
-                _ => None,
-            };
-            if let Some((next_op, width, bg)) = sep {
-                push(&mut out, &mut current, op, bg);
-                op = next_op;
-                i += width;
-                at_word_start = true;
-                continue;
-            }
-        }
-        current.push(c);
-        at_word_start = c.is_whitespace() || matches!(c, '(' | '{');
-        i += 1;
-    }
-    push(&mut out, &mut current, op, false);
-    out
-}
-
-/// Words of a simple command, quotes removed (enough to recognise the command name).
-pub(crate) fn words(command: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut word = String::new();
-    let mut quote: Option<char> = None;
-    let mut has = false;
-    for c in command.chars() {
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some(_) => word.push(c),
-            None if c == '\'' || c == '"' => {
-                quote = Some(c);
-                has = true;
-            }
-            None if c.is_whitespace() => {
-                if has || !word.is_empty() {
-                    out.push(std::mem::take(&mut word));
-                }
-                has = false;
-            }
-            None => word.push(c),
-        }
-    }
-    if has || !word.is_empty() {
-        out.push(word);
-    }
-    out
 }
 
 /// Code given to an interpreter that only prints (`print('ok')`, `console.log(1)`).
@@ -385,6 +256,7 @@ fn command_status(command: &str) -> (Status, bool) {
         "true" | ":" | "echo" | "printf" | "set" | "export" | "sleep" | "shopt" => {
             (Status::Zero, false)
         }
+        "test" | "[" | "[[" if constant_test(&w[1..]) => (Status::Zero, false),
         "exit" | "return" => match w.get(1) {
             Some(&"0") => (Status::Zero, true),
             None => (Status::Depends, true),
@@ -401,6 +273,29 @@ fn command_status(command: &str) -> (Status, bool) {
             }
         }
         _ => (Status::Depends, false),
+    }
+}
+
+/// Whether the operands of `test`/`[` hold whatever the tree holds: a file test of a directory
+/// that always exists (`-d .`, `-e /`), a string test of a literal (`-n x`, `x`, `a = a`).
+fn constant_test(operands: &[&str]) -> bool {
+    let ops: Vec<&str> = operands
+        .iter()
+        .copied()
+        .filter(|o| !matches!(*o, "]" | "]]"))
+        .collect();
+    if ops.iter().any(|o| o.contains('$') || o.contains('`')) {
+        return false;
+    }
+    let always_there = |p: &str| matches!(p, "." | ".." | "/" | "./" | "../");
+    match ops.as_slice() {
+        [word] => !word.is_empty() && !word.starts_with('-') || *word == "-n",
+        ["-d" | "-e" | "-r" | "-x" | "-w", path] => always_there(path),
+        ["-n", word] => !word.is_empty(),
+        ["-z", word] => word.is_empty(),
+        [a, "=" | "==", b] => a == b,
+        [a, "!=", b] => a != b,
+        _ => false,
     }
 }
 
@@ -462,6 +357,11 @@ pub fn vacuous_check(check: &str) -> Option<String> {
     if check.trim().is_empty() {
         return Some("the check is empty".into());
     }
+    if super::objective::is_setup_command(check) {
+        return Some(format!(
+            "it only prepares the tree (installs, creates an environment or fetches) and shows nothing about the work; a setup step belongs in the milestone's prepare steps, and the check must be a command that fails when the criterion does not hold: {check}"
+        ));
+    }
     (list_status(check) == Status::Zero).then(|| {
         format!(
             "its exit status cannot depend on the work (it exits 0 whatever the tree holds: `|| true`, `; exit 0`, `true`, `:`, a bare `echo`, a pipe into `tee`/`cat`, a background `&`, or code that only prints); give a command that fails when the criterion does not hold: {check}"
@@ -495,6 +395,12 @@ mod tests {
             "FOO=1 true",
             "pytest; echo done",
             "   ",
+            "python3 -m unittest -q test_vowels || test -d .",
+            "go test ./... || [ -e / ]",
+            "npm test || [[ -n ok ]]",
+            "cargo test || test x = x",
+            "pip install -e .",
+            "python3 -m venv .venv && npm ci",
         ] {
             assert!(vacuous_check(check).is_some(), "{check} should be vacuous");
         }
@@ -516,6 +422,10 @@ mod tests {
             "pytest # || true",
             "echo 'x' | python3 check.py",
             "set -e; pytest",
+            "pytest && test -d build",
+            "test -f out.txt",
+            "[ \"$(python3 vowels.py aeiou)\" = 5 ]",
+            "pip install -e . && pytest -q",
         ] {
             assert_eq!(vacuous_check(check), None, "{check} is a real check");
         }
