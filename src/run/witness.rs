@@ -18,7 +18,7 @@ pub fn is_documentation(path: &str) -> bool {
         .rsplit_once('.')
         .map(|(_, e)| e.to_ascii_lowercase())
         .unwrap_or_default();
-    matches!(ext.as_str(), "md" | "rst" | "txt" | "adoc" | "org")
+    matches!(ext.as_str(), "md" | "rst" | "adoc" | "org")
         || [
             "LICENSE",
             "LICENCE",
