@@ -218,13 +218,12 @@ fn elsewhere_problem(state: &RunState, unit: &str, reason: &str) -> Option<Strin
     if named.iter().any(|(_, texts)| quotes_unit(unit, texts)) {
         return None;
     }
+    let mut ids: Vec<&str> = named.iter().map(|(id, _)| id.as_str()).collect();
+    ids.sort();
+    ids.dedup();
     Some(format!(
         "the covered_elsewhere verdict on {unit:?} names {}, whose text does not quote it: name a criterion that states this unit, or answer not_done or out_of_scope",
-        named
-            .iter()
-            .map(|(id, _)| id.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
+        ids.join(", ")
     ))
 }
 
