@@ -196,7 +196,8 @@ fn names(reason: &str, id: &str) -> bool {
             let part = |c: Option<char>| {
                 c.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-' || c == '.')
             };
-            !part(before) && !(part(after) && after != Some('.'))
+            let continues = part(after) && after != Some('.');
+            !part(before) && !continues
         })
 }
 

@@ -372,3 +372,31 @@ pub(super) async fn find_witnesses<R: StageRunner>(
     run.state.verification.witnesses = witnesses;
     Ok(Ok(()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::flow::tests::new_state;
+    use crate::run::testcount::TestTally;
+
+    #[test]
+    fn a_check_that_runs_fewer_tests_than_on_the_base_is_a_test_change() {
+        let mut state = new_state();
+        let check = |n: Option<u64>| verify::BaseCheck {
+            passed: true,
+            detail: String::new(),
+            tests: n.map(TestTally::Counted).unwrap_or_default(),
+        };
+        let v = &mut state.verification;
+        v.base_checks.insert("cargo test".into(), check(Some(5)));
+        v.final_checks.insert("cargo test".into(), check(Some(2)));
+        v.base_checks.insert("pytest".into(), check(Some(3)));
+        v.final_checks.insert("pytest".into(), check(Some(4)));
+        v.base_checks.insert("sh t.sh".into(), check(None));
+        v.final_checks.insert("sh t.sh".into(), check(None));
+        assert_eq!(
+            fewer_tests(&state),
+            ["`cargo test` ran 5 tests on the base tree and 2 on the result"]
+        );
+    }
+}

@@ -96,6 +96,13 @@ fn is_command(span: &str) -> bool {
     ) || is_test_command(span)
 }
 
+/// Whether `name second` runs another program named next (`python3 -m`, `uv run`, `bundle exec`).
+fn launcher(name: &str, second: &str) -> bool {
+    (name.starts_with("python") && second == "-m")
+        || (matches!(name, "uv" | "poetry" | "pipenv" | "pdm" | "hatch") && second == "run")
+        || (name == "bundle" && second == "exec")
+}
+
 /// The words of a simple command from its program on: environment assignments, `env`, and the
 /// launchers that run another program (`python3 -m`, `npx`, `uv run`, `poetry run`...) dropped.
 fn program_words(command: &str) -> Vec<String> {
@@ -110,13 +117,7 @@ fn program_words(command: &str) -> Vec<String> {
         });
         if is_assignment || matches!(name.as_str(), "env" | "command" | "exec" | "time" | "npx") {
             w.remove(0);
-        } else if name.starts_with("python") && w.get(1).is_some_and(|x| x == "-m") {
-            w.drain(..2);
-        } else if matches!(name.as_str(), "uv" | "poetry" | "pipenv" | "pdm" | "hatch")
-            && w.get(1).is_some_and(|x| x == "run")
-        {
-            w.drain(..2);
-        } else if name == "bundle" && w.get(1).is_some_and(|x| x == "exec") {
+        } else if launcher(&name, w.get(1).map(String::as_str).unwrap_or_default()) {
             w.drain(..2);
         } else {
             w[0] = name;

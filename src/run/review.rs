@@ -484,6 +484,55 @@ mod tests {
     }
 
     #[test]
+    fn a_change_no_check_shows_waits_for_a_person() {
+        let mut state = approved();
+        state
+            .verification
+            .base_checks
+            .get_mut("python3 -c 1")
+            .unwrap()
+            .passed = false;
+        assert!(
+            pending_reviews(&state, None)
+                .iter()
+                .all(|p| p.criterion_id != CHANGE_SHOWN)
+        );
+        state.verification.unwitnessed = Some("only a guard".into());
+        let pending = pending_reviews(&state, None);
+        let change = pending
+            .iter()
+            .find(|p| p.criterion_id == CHANGE_SHOWN)
+            .expect("change-shown is asked");
+        assert!(change.shown.contains("only a guard"), "{}", change.shown);
+        assert!(
+            verified_summary(&state)
+                .iter()
+                .any(|v| v.criterion_id == CHANGE_SHOWN && v.how.starts_with("NOT verified"))
+        );
+        state.verification.pending_reviews = pending;
+        apply_decisions(
+            &mut state,
+            &Decisions {
+                accept: vec![CHANGE_SHOWN.into(), "AC2".into()],
+                ..Default::default()
+            },
+            Utc::now(),
+        )
+        .unwrap();
+        assert!(pending_reviews(&state, None).is_empty());
+        assert!(
+            verified_summary(&state).iter().any(
+                |v| v.criterion_id == CHANGE_SHOWN && v.how.starts_with("accepted by a person")
+            )
+        );
+        state.verification.unwitnessed = None;
+        state.verification.witnesses = vec!["pytest".into()];
+        let how = verified_summary(&state);
+        assert!(how.iter().any(|v| v.criterion_id == CHANGE_SHOWN
+            && v.how.contains("`pytest` failed on the base tree")));
+    }
+
+    #[test]
     fn an_acceptance_binds_to_the_text_shown() {
         let mut state = approved();
         let base = tempfile::tempdir().unwrap();

@@ -556,6 +556,51 @@ mod tests {
         );
     }
 
+    /// Test changes by what the runners collect: an added package shadowing a test module, an
+    /// added conftest, node's default patterns, gutted inline Rust tests; an added plain test
+    /// file and honest inline additions are not changes.
+    #[test]
+    fn test_changes_follow_what_the_runners_collect() {
+        let base = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let both = |rel: &str, old: &str, new: &str| {
+            for (root, text) in [(base.path(), old), (work.path(), new)] {
+                let path = root.join(rel);
+                fs::create_dir_all(path.parent().unwrap()).unwrap();
+                fs::write(path, text).unwrap();
+            }
+        };
+        let added = |rel: &str, text: &str| {
+            let path = work.path().join(rel);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, text).unwrap();
+        };
+        both("test_stats.py", "assert 1\n", "assert 1\n");
+        both("stats.py", "x = 1\n", "x = 2\n");
+        both("test-slug.mjs", "assert(slug())\n", "\n");
+        both(
+            "src/lib.rs",
+            "pub fn f() {}\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn t() { super::f(); }\n}\n",
+            "pub fn f() {}\n#[cfg(test)]\nmod tests {}\n",
+        );
+        both(
+            "src/more.rs",
+            "pub fn g() {}\n#[test]\nfn g_runs() { g(); }\n",
+            "pub fn g() { }\n#[test]\nfn g_runs() { g(); }\n#[test]\nfn g_again() { g(); }\n",
+        );
+        added("test_stats/__init__.py", "");
+        added("sub/conftest.py", "collect_ignore = ['x']\n");
+        added("test_median.py", "assert 2\n");
+        let compared = Comparison::of_dirs(base.path(), work.path());
+        let changes = compared.test_changes(&["python3 -m unittest test_stats".to_owned()]);
+        assert_eq!(
+            changes.restorable,
+            ["sub/conftest.py", "test-slug.mjs", "test_stats/__init__.py"]
+        );
+        assert_eq!(changes.inline, ["src/lib.rs"]);
+        assert_eq!(changes.all().len(), 4);
+    }
+
     /// The base read from git: a changed test is found, its diff shown, a symlink shown by its
     /// target, an added file is not a changed test, and build outputs are not compared.
     #[tokio::test]

@@ -101,3 +101,90 @@ pub fn no_candidate_reason(state: &RunState, comparison: &Comparison) -> Option<
         changed.join(", ")
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::flow::tests::new_state;
+    use crate::run::flow::{apply_approval, apply_plan};
+    use crate::run::testcount::TestTally;
+    use crate::run::verify::BaseCheck;
+    use serde_json::json;
+    use std::fs;
+
+    fn run(passed: bool, tests: TestTally) -> BaseCheck {
+        BaseCheck {
+            passed,
+            detail: String::new(),
+            tests,
+        }
+    }
+
+    #[test]
+    fn only_a_check_that_failed_then_passed_having_run_tests_is_a_candidate() {
+        let mut state = new_state();
+        apply_plan(
+            &mut state,
+            &json!({"summary": "s", "milestones": [{"id": "M1", "title": "t", "description": "",
+                "acceptance_criteria": [
+                    {"id": "AC1", "text": "guard", "check": "guard", "human_review": false, "kind": "pass_to_pass"},
+                    {"id": "AC2", "text": "empty", "check": "empty", "human_review": false, "kind": "fail_to_pass"},
+                    {"id": "AC3", "text": "real", "check": "real", "human_review": false, "kind": "fail_to_pass"}]}]}),
+        );
+        let token = state.latest_plan().unwrap().token();
+        apply_approval(&mut state, &token).unwrap();
+        state.verification.required_checks = vec!["suite".into()];
+        let v = &mut state.verification;
+        for (c, base, now) in [
+            (
+                "guard",
+                run(true, TestTally::Counted(3)),
+                run(true, TestTally::Counted(3)),
+            ),
+            (
+                "empty",
+                run(false, TestTally::Counted(1)),
+                run(true, TestTally::Counted(0)),
+            ),
+            (
+                "real",
+                run(false, TestTally::Unknown),
+                run(true, TestTally::Unknown),
+            ),
+            (
+                "suite",
+                run(true, TestTally::Counted(4)),
+                run(true, TestTally::Counted(6)),
+            ),
+        ] {
+            v.base_checks.insert(c.into(), base);
+            v.final_checks.insert(c.into(), now);
+        }
+        assert_eq!(all_checks(&state), ["guard", "empty", "real", "suite"]);
+        assert_eq!(candidates(&state), ["real"]);
+        state.verification.final_checks.remove("real");
+        assert!(candidates(&state).is_empty());
+        let base = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        fs::write(base.path().join("conv.mjs"), "a\n").unwrap();
+        fs::write(work.path().join("conv.mjs"), "b\n").unwrap();
+        fs::write(work.path().join("conv.test.mjs"), "t\n").unwrap();
+        fs::write(work.path().join("README.md"), "docs\n").unwrap();
+        let compared = Comparison::of_dirs(base.path(), work.path());
+        assert!(changes_behaviour(&compared));
+        assert_eq!(code_changes(&compared, &[]), ["conv.mjs"]);
+        let why = no_candidate_reason(&state, &compared).unwrap();
+        assert!(
+            why.contains("conv.mjs") && why.contains("pass_to_pass"),
+            "{why}"
+        );
+        let docs_only = tempfile::tempdir().unwrap();
+        fs::write(docs_only.path().join("conv.mjs"), "a\n").unwrap();
+        fs::create_dir(docs_only.path().join("docs")).unwrap();
+        fs::write(docs_only.path().join("docs/usage.txt"), "how\n").unwrap();
+        assert!(!changes_behaviour(&Comparison::of_dirs(
+            base.path(),
+            docs_only.path()
+        )));
+    }
+}
