@@ -122,6 +122,10 @@ pub fn tally(output: &str) -> TestTally {
     }
     let mut pytest: Option<u64> = None;
     for summary in p.pytest_summary.captures_iter(output) {
+        // libtest's `test result: ok. 2 passed; …; finished in 0.00s` is cargo's, counted below.
+        if summary[0].contains("test result:") {
+            continue;
+        }
         let n: u64 = p
             .pytest_count
             .captures_iter(&summary[1])
@@ -224,7 +228,7 @@ mod tests {
                 5,
             ),
             (
-                "running 2 tests\ntest a ... ok\ntest b ... ok\n\ntest result: ok. 2 passed\n\n   Doc-tests v\n\nrunning 0 tests\n",
+                "running 2 tests\ntest a ... ok\ntest b ... ok\n\ntest result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n\n   Doc-tests v\n\nrunning 0 tests\n\ntest result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n",
                 2,
             ),
             (
