@@ -235,6 +235,10 @@ fn base_tree_section(state: &RunState, plan: &Value, out: &mut String) {
         for line in lines {
             out.push_str(&line);
         }
+        let any_fails = base.iter().any(|(_, b)| !b.passed);
+        if !any_fails {
+            out.push_str("\nNo check fails on the base tree: none can show a change. A run whose work changes more than documentation completes only when a check fails on the base tree and passes on the result having run a test (a pass_to_pass guard never does); otherwise it waits for a person.\n");
+        }
     }
 }
 
