@@ -118,6 +118,7 @@ pub async fn drive<R: StageRunner, I: Interaction>(
                     Ok(replayed) => replayed,
                     Err(pause) => return Ok(run.pause(pause, None)?),
                 };
+                gate::record_final(&mut run.state, &replayed);
                 let mut final_results = final_replay_results(&run.state, &replayed);
                 final_results.extend(gate::required_results(&run.state, &replayed));
                 let refusals = flow::completion_gate(&run.state, &final_results);
@@ -130,6 +131,9 @@ pub async fn drive<R: StageRunner, I: Interaction>(
                     if let Some(pause) =
                         gate::judge_test_changes(run, runner, comparison, &commands).await?
                     {
+                        return Ok(run.pause(pause, None)?);
+                    }
+                    if let Err(pause) = gate::find_witnesses(run, runner, comparison).await? {
                         return Ok(run.pause(pause, None)?);
                     }
                     if let Some(pause) = gate::ask_people(run, comparison)? {

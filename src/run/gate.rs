@@ -6,10 +6,12 @@
 
 use super::driver::{DriverError, ReplayResult, ReplayTree, RunHandle, StageRunner};
 use super::flow::{self, PauseDecision, StagePlan};
+use super::replay_verdicts;
 use super::review;
 use super::state::{CriterionResult, RunState};
 use super::treediff::Comparison;
 use super::verify;
+use super::witness;
 use crate::pause::PauseCode;
 use crate::role::Role;
 
@@ -41,7 +43,16 @@ pub(super) async fn prepare_base<R: StageRunner>(
     let Some(plan_value) = plan_value else {
         return Ok(Ok(()));
     };
-    let mut missing: Vec<String> = Vec::new();
+    // The objective's required checks run on the base tree too: one of them failing there and
+    // passing on the result shows the change as well as a planned check does.
+    let mut missing: Vec<String> = run
+        .state
+        .verification
+        .required_checks
+        .iter()
+        .filter(|c| !run.state.verification.base_checks.contains_key(*c))
+        .cloned()
+        .collect();
     for milestone in plan_value["milestones"].as_array().into_iter().flatten() {
         for c in milestone["acceptance_criteria"]
             .as_array()
@@ -76,6 +87,7 @@ pub(super) async fn prepare_base<R: StageRunner>(
             verify::BaseCheck {
                 passed: r.passed,
                 detail: r.detail,
+                tests: r.tests,
             },
         );
     }
@@ -84,9 +96,28 @@ pub(super) async fn prepare_base<R: StageRunner>(
     Ok(Ok(()))
 }
 
-/// Tests of the base tree the builder modified or deleted (`comparison`: the work tree against
-/// the base, `None` when no base was saved): the checks are replayed with those files restored;
-/// if they fail, a person must accept the new tests (`Some(pause)`).
+/// Checks whose runner reports fewer tests on the result than on the base tree: tests were
+/// removed, disabled or no longer collected, whatever file held them.
+pub(super) fn fewer_tests(state: &RunState) -> Vec<String> {
+    let v = &state.verification;
+    v.final_checks
+        .iter()
+        .filter_map(|(command, now)| {
+            let before = v.base_checks.get(command)?.tests.count()?;
+            let after = now.tests.count()?;
+            (after < before).then(|| {
+                format!("`{command}` ran {before} tests on the base tree and {after} on the result")
+            })
+        })
+        .collect()
+}
+
+/// Test changes (`comparison`: the work tree against the base, `None` when no base was saved):
+/// base tests modified or deleted, added files that shadow a base test or change collection,
+/// inline tests removed or altered, and checks that run fewer tests than on the base tree. The
+/// checks are replayed with the restorable files put back to the base; if they fail, or if a
+/// change cannot be put back alone (inline tests, fewer tests run), a person must accept the new
+/// tests (`Some(pause)`).
 pub(super) async fn judge_test_changes<R: StageRunner>(
     run: &mut RunHandle,
     runner: &mut R,
@@ -96,11 +127,16 @@ pub(super) async fn judge_test_changes<R: StageRunner>(
     let Some(comparison) = comparison else {
         return Ok(None);
     };
-    let changed = comparison.changed_tests(commands);
-    if changed.is_empty() {
+    let changes = comparison.test_changes(commands);
+    let fewer = fewer_tests(&run.state);
+    if changes.is_empty() && fewer.is_empty() {
         return Ok(None);
     }
-    let diff = comparison.diff_of(&changed, 20_000);
+    let all = changes.all();
+    let mut diff = comparison.diff_of(&all, 20_000);
+    for line in &fewer {
+        diff.push_str(&format!("{line}\n"));
+    }
     let diff_sha = crate::report::evidence::sha256_hex(diff.as_bytes());
     if let Some(review) = &run.state.verification.test_change_review
         && review.diff_sha256 == diff_sha
@@ -108,39 +144,63 @@ pub(super) async fn judge_test_changes<R: StageRunner>(
     {
         return Ok(None);
     }
-    let replayed = match runner
-        .replay(
-            &run.state,
-            &ReplayTree::FinalWithBaseFiles(changed.clone()),
-            &super::replay_verdicts::prepare_through(&run.state, None),
-            commands,
-        )
-        .await
-    {
-        Ok(replayed) => replayed,
-        Err(pause) => return Ok(Some(pause)),
+    let replayed = if changes.restorable.is_empty() {
+        Vec::new()
+    } else {
+        match runner
+            .replay(
+                &run.state,
+                &ReplayTree::FinalWithBaseFiles(changes.restorable.clone()),
+                &super::replay_verdicts::prepare_through(&run.state, None),
+                commands,
+            )
+            .await
+        {
+            Ok(replayed) => replayed,
+            Err(pause) => return Ok(Some(pause)),
+        }
     };
-    let failing: Vec<&ReplayResult> = replayed.iter().filter(|r| !r.passed).collect();
-    run.activity(
-        "checks replayed with the original tests",
-        Some(&format!("{} of {} failed", failing.len(), replayed.len())),
-    )?;
-    if failing.is_empty() {
+    let failing: Vec<&ReplayResult> = replayed
+        .iter()
+        .filter(|r| !replay_verdicts::passed(r))
+        .collect();
+    if !replayed.is_empty() {
+        run.activity(
+            "checks replayed with the original tests",
+            Some(&format!("{} of {} failed", failing.len(), replayed.len())),
+        )?;
+    }
+    if failing.is_empty() && changes.inline.is_empty() && fewer.is_empty() {
         return Ok(None);
     }
-    let mut shown = format!(
-        "The builder changed tests that exist on the base tree ({}), and with the original tests restored these checks fail:\n",
-        changed.join(", ")
-    );
-    for r in &failing {
+    let mut shown = String::new();
+    if !failing.is_empty() {
         shown.push_str(&format!(
-            "- `{}`: {}\n",
-            r.command,
-            super::treediff::cut(&r.detail, 1500)
+            "The builder changed tests of the base tree or what the runners collect ({}), and with the originals restored these checks fail:\n",
+            changes.restorable.join(", ")
+        ));
+        for r in &failing {
+            shown.push_str(&format!(
+                "- `{}`: {}\n",
+                r.command,
+                super::treediff::cut(&replay_verdicts::failure(r), 1500)
+            ));
+        }
+    }
+    if !changes.inline.is_empty() {
+        shown.push_str(&format!(
+            "The builder removed or altered inline tests in files that also hold code ({}): the original tests cannot be put back without the original code, so a person reviews them.\n",
+            changes.inline.join(", ")
         ));
     }
+    if !fewer.is_empty() {
+        shown.push_str("The test runners collect fewer tests than on the base tree:\n");
+        for line in &fewer {
+            shown.push_str(&format!("- {line}\n"));
+        }
+    }
     shown.push_str("\nThe test diff (base → final):\n\n");
-    shown.push_str(&diff);
+    shown.push_str(&comparison.diff_of(&all, 20_000));
     let path = run.dir.join("review").join("test-changes.md");
     if let Some(parent) = path.parent() {
         let _ = std::fs::create_dir_all(parent);
@@ -151,11 +211,15 @@ pub(super) async fn judge_test_changes<R: StageRunner>(
         diff_sha256: diff_sha,
         accepted_at: None,
     });
+    let what = if all.is_empty() {
+        "fewer tests run".to_owned()
+    } else {
+        all.join(", ")
+    };
     Ok(Some(PauseDecision::new(
         PauseCode::AwaitingTestChangeReview,
         format!(
-            "the checks fail with the original tests ({}); the test diff and the output are in {}:\n{}",
-            changed.join(", "),
+            "the tests changed ({what}) and the change needs a person; the test diff and the output are in {}:\n{}",
             path.display(),
             super::treediff::cut(&shown, 4000)
         ),
@@ -212,7 +276,7 @@ pub(super) fn required_results(
         .enumerate()
         .map(|(i, check)| {
             let (verdict, detail) = match replayed.iter().find(|r| &r.command == check) {
-                Some(r) if r.passed => ("PASS", String::new()),
+                Some(r) if replay_verdicts::passed(r) => ("PASS", String::new()),
                 Some(r) if r.ran == super::prepare::CheckRan::NotPrepared => (
                     super::prepare::NOT_PREPARED,
                     format!("the objective requires `{check}` to pass: {}", r.detail),
@@ -221,7 +285,7 @@ pub(super) fn required_results(
                     "FAIL",
                     format!(
                         "the objective requires `{check}` to pass, and it failed on the final tree: {}",
-                        r.detail
+                        replay_verdicts::failure(r)
                     ),
                 ),
                 None => ("FAIL", format!("`{check}` was not replayed")),
@@ -235,4 +299,114 @@ pub(super) fn required_results(
             }
         })
         .collect()
+}
+
+/// Records the final gate's replays in `Verification::final_checks`.
+pub(super) fn record_final(state: &mut RunState, replayed: &[ReplayResult]) {
+    state.verification.final_checks = replayed
+        .iter()
+        .map(|r| {
+            (
+                r.command.clone(),
+                verify::BaseCheck {
+                    passed: r.passed,
+                    detail: r.detail.clone(),
+                    tests: r.tests,
+                },
+            )
+        })
+        .collect();
+}
+
+/// Finds the checks that show the change (`run::witness`): the candidates are replayed on the
+/// result with its code changes taken back, and those that fail there are the witnesses. Sets
+/// `witnesses` and `unwitnessed`; `Err` is a pause of the replay.
+pub(super) async fn find_witnesses<R: StageRunner>(
+    run: &mut RunHandle,
+    runner: &mut R,
+    comparison: Option<&Comparison>,
+) -> Result<Result<(), PauseDecision>, DriverError> {
+    run.state.verification.witnesses.clear();
+    run.state.verification.unwitnessed = None;
+    let Some(comparison) = comparison else {
+        return Ok(Ok(()));
+    };
+    if !witness::changes_behaviour(comparison) {
+        return Ok(Ok(()));
+    }
+    if let Some(why) = witness::no_candidate_reason(&run.state, comparison) {
+        run.state.verification.unwitnessed = Some(why);
+        return Ok(Ok(()));
+    }
+    let candidates = witness::candidates(&run.state);
+    let code = witness::code_changes(comparison, &witness::all_checks(&run.state));
+    if code.is_empty() {
+        run.state.verification.unwitnessed = Some(format!(
+            "the only changes besides documentation are to tests, so the checks that now pass ({}) pass because the tests changed, not the code",
+            candidates.join(", ")
+        ));
+        return Ok(Ok(()));
+    }
+    let replayed = match runner
+        .replay(
+            &run.state,
+            &ReplayTree::FinalWithBaseFiles(code.clone()),
+            &super::replay_verdicts::prepare_through(&run.state, None),
+            &candidates,
+        )
+        .await
+    {
+        Ok(replayed) => replayed,
+        Err(pause) => return Ok(Err(pause)),
+    };
+    let witnesses: Vec<String> = replayed
+        .iter()
+        .filter(|r| !replay_verdicts::passed(r))
+        .map(|r| r.command.clone())
+        .collect();
+    run.activity(
+        "checks replayed against the base code with the result's tests",
+        Some(&format!(
+            "{} of {} failed there (they show the change)",
+            witnesses.len(),
+            replayed.len()
+        )),
+    )?;
+    if witnesses.is_empty() {
+        run.state.verification.unwitnessed = Some(format!(
+            "the checks that failed on the base tree and pass on the result ({}) also pass with the code changes taken back ({}): they pass because of the tests the work added or changed, not because of the code",
+            candidates.join(", "),
+            code.join(", ")
+        ));
+    }
+    run.state.verification.witnesses = witnesses;
+    Ok(Ok(()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::flow::tests::new_state;
+    use crate::run::testcount::TestTally;
+
+    #[test]
+    fn a_check_that_runs_fewer_tests_than_on_the_base_is_a_test_change() {
+        let mut state = new_state();
+        let check = |n: Option<u64>| verify::BaseCheck {
+            passed: true,
+            detail: String::new(),
+            tests: n.map(TestTally::Counted).unwrap_or_default(),
+        };
+        let v = &mut state.verification;
+        v.base_checks.insert("cargo test".into(), check(Some(5)));
+        v.final_checks.insert("cargo test".into(), check(Some(2)));
+        v.base_checks.insert("pytest".into(), check(Some(3)));
+        v.final_checks.insert("pytest".into(), check(Some(4)));
+        v.base_checks.insert("sh t.sh".into(), check(None));
+        v.final_checks.insert("sh t.sh".into(), check(None));
+        assert_eq!(
+            fewer_tests(&state),
+            ["`cargo test` ran 5 tests on the base tree and 2 on the result"]
+        );
+    }
 }

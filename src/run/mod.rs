@@ -27,6 +27,7 @@ mod interrupt;
 pub mod isolation;
 pub mod layers;
 pub mod loaded_config;
+pub mod objective;
 pub mod preflight;
 pub mod prepare;
 pub mod progress;
@@ -35,11 +36,15 @@ pub mod replay;
 pub mod replay_verdicts;
 pub mod review;
 pub mod runner;
+pub mod shellwords;
 pub mod stage_runner;
 pub mod state;
+pub mod testcount;
+pub mod testfiles;
 pub mod treediff;
 pub mod verify;
 pub mod vtree;
+pub mod witness;
 pub mod workspace;
 
 use std::collections::BTreeMap;
@@ -358,7 +363,13 @@ pub fn render_status(state: &RunState) -> String {
         state.active_ms as f64 / 1000.0
     ));
     let v = &state.verification;
-    if !v.required_checks.is_empty() {
+    if !v.objective_commands.is_empty() {
+        out.push_str("commands the objective shows (required checks are replayed by the final gate whatever the plan says):\n");
+        out.push_str(&objective::describe(
+            &v.objective_commands,
+            &flow::milestones(state),
+        ));
+    } else if !v.required_checks.is_empty() {
         out.push_str(
             "required by the objective (replayed by the final gate whatever the plan says):\n",
         );

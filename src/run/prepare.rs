@@ -219,6 +219,7 @@ mod tests {
             crate::run::verify::BaseCheck {
                 passed: false,
                 detail: format!("{COULD_NOT_PREPARE} the prepare step `npm ci` ended with exit 1"),
+                tests: Default::default(),
             },
         );
         let reviewer = StagePlan {

@@ -28,7 +28,7 @@ pub enum EvidenceStyle {
 fn role_brief(role: Role) -> &'static str {
     match role {
         Role::Requirements => {
-            "You are the requirements gatherer. Read the workspace and turn the objective into a brief: goals, constraints, acceptance criteria (each testable), and at most three open questions, each with a proposed default. Ask only questions whose answer would change the work. For each acceptance criterion, quote in covers the part(s) of the objective it covers, verbatim: autocode lists the sentences no criterion cites to the reviewers."
+            "You are the requirements gatherer. Read the workspace and turn the objective into a brief: goals, constraints, acceptance criteria (each testable), and at most three open questions, each with a proposed default. Ask only questions whose answer would change the work. For each acceptance criterion, quote in covers the part(s) of the objective it covers, verbatim and whole (each list item, table row or sentence it covers): autocode lists every part no criterion's quotes span at least half of to the reviewers."
         }
         Role::Planner => {
             "You are the planner. Write a plan of small milestones. Every acceptance criterion is verified by a shell command that exits 0 exactly when it holds (a check, run from the workspace root), or is marked human_review when no command can decide it. Give each criterion its kind: fail_to_pass when it asks for a change (its check must fail on the current tree and pass after the work; autocode runs every check on the current tree before the first build) or pass_to_pass when it guards behaviour that already works (its check passes before and after). A check whose exit status cannot depend on the work (`… || true`, `…; exit 0`, `echo …`) is rejected. Commands the objective requires are replayed by autocode anyway: plan checks may add to them, never replace them. autocode replays checks in a clean checkout of the tree under test (git metadata included: `git describe` and `git log` work there), which holds no ignored files: no node_modules/, .venv/, target/ or build outputs. When the checks need dependencies installed or something generated first, declare those commands as the milestone's prepare steps (`npm ci`, `python3 -m venv .venv && .venv/bin/pip install -e .[test]`, `go mod download`, `cargo fetch`): autocode runs them once before the checks of every replay and on the base tree, and a later milestone gets the earlier milestones' steps too. A prepare step only sets up the environment; it never does the work or decides a criterion, and when one fails the checks are reported as could not prepare. Leave prepare null when a clean checkout runs the checks as it is."
@@ -70,7 +70,13 @@ pub fn stage_prompt(
     out.push_str("\n\n# Objective\n\n");
     out.push_str(state.objective.trim());
     out.push('\n');
-    if !state.verification.required_checks.is_empty() {
+    if !state.verification.objective_commands.is_empty() {
+        out.push_str("\n# Commands the objective shows\n\nautocode replays each required_check, verbatim, on the base and the final tree whatever the plan says; a setup command is never replayed as a check (a milestone's prepare step runs it); a mentioned one is not replayed:\n\n");
+        out.push_str(&super::objective::describe(
+            &state.verification.objective_commands,
+            &super::flow::milestones(state),
+        ));
+    } else if !state.verification.required_checks.is_empty() {
         out.push_str("\n# Commands the objective requires to pass\n\nautocode replays each of these, verbatim, on the final tree whatever the plan says:\n\n");
         for check in &state.verification.required_checks {
             out.push_str(&format!("- `{check}`\n"));
@@ -240,6 +246,10 @@ fn base_tree_section(state: &RunState, plan: &Value, out: &mut String) {
         );
         for line in lines {
             out.push_str(&line);
+        }
+        let any_fails = base.iter().any(|(_, b)| !b.passed);
+        if !any_fails {
+            out.push_str("\nNo check fails on the base tree: none can show a change. A run whose work changes more than documentation completes only when a check fails on the base tree and passes on the result having run a test (a pass_to_pass guard never does); otherwise it waits for a person.\n");
         }
     }
 }

@@ -34,6 +34,8 @@ pub struct Replayed {
     pub exit: Exit,
     /// The last part of stdout and stderr, for the finding shown to the builder.
     pub output_tail: String,
+    /// How many tests the whole output says ran (`testcount`).
+    pub tests: super::testcount::TestTally,
     pub duration_ms: u64,
     pub receipt: Receipt,
 }
@@ -445,6 +447,7 @@ async fn launch_one(spec: LaunchSpec, command: String) -> Result<Replayed, Repla
         command,
         exit: finished.exit,
         output_tail: tail(&output, 2000),
+        tests: super::testcount::tally(&output),
         duration_ms: started.elapsed().as_millis() as u64,
         receipt: finished.receipt,
     })

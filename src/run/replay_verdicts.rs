@@ -1,6 +1,8 @@
 //! What autocode's replays say about criteria: the tester's verdicts after every check it
 //! reported passing is replayed (a PASS whose replay fails becomes a FAIL, with why), and the
-//! final gate's per-criterion results from replaying every check of the approved plan.
+//! final gate's per-criterion results from replaying every check of the approved plan. A check
+//! that exits 0 while its test runner says no test ran ([`crate::run::testcount`]) selected
+//! nothing: it fails, wherever it is replayed.
 
 use serde_json::Value;
 
@@ -44,7 +46,7 @@ pub async fn verify_test_report<R: StageRunner>(
         let (verdict, detail) = if verdict == "PASS" {
             let failed: Vec<&ReplayResult> = replayed
                 .iter()
-                .filter(|r| checks.contains(&r.command) && !r.passed)
+                .filter(|r| checks.contains(&r.command) && !passed(r))
                 .collect();
             if failed.is_empty() {
                 ("PASS".to_owned(), "verified by replay".to_owned())
@@ -63,7 +65,7 @@ pub async fn verify_test_report<R: StageRunner>(
                         "the tester reported PASS, but autocode's replay failed: {}",
                         failed
                             .iter()
-                            .map(|r| format!("`{}`: {}", r.command, r.detail))
+                            .map(|r| format!("`{}`: {}", r.command, failure(r)))
                             .collect::<Vec<_>>()
                             .join("; ")
                     ),
@@ -91,6 +93,20 @@ pub fn prepare_through(state: &RunState, last: Option<usize>) -> Vec<PrepareStep
         .unwrap_or_default()
 }
 
+/// Whether a replay passed: exit 0, and its runner did not say that no test ran.
+pub fn passed(r: &ReplayResult) -> bool {
+    r.passed && !r.tests.none_ran()
+}
+
+/// Why a replay did not pass.
+pub fn failure(r: &ReplayResult) -> String {
+    if r.passed && r.tests.none_ran() {
+        "it exited 0 but its test runner says no test ran (the selection matched nothing): a check that runs no test cannot show that anything holds".to_owned()
+    } else {
+        r.detail.clone()
+    }
+}
+
 /// Every check command of every milestone of the approved plan.
 pub fn all_checks(state: &RunState) -> Vec<String> {
     let count = flow::milestones(state).len();
@@ -109,14 +125,14 @@ pub fn final_replay_results(state: &RunState, replayed: &[ReplayResult]) -> Vec<
             let Some(check) = check else { continue };
             let result = replayed.iter().find(|r| r.command == check);
             let (verdict, detail) = match result {
-                Some(r) if r.passed => ("PASS", String::new()),
+                Some(r) if passed(r) => ("PASS", String::new()),
                 Some(r) if r.ran == CheckRan::NotPrepared => (
                     NOT_PREPARED,
                     format!("`{check}` on the final tree: {}", r.detail),
                 ),
                 Some(r) => (
                     "FAIL",
-                    format!("`{check}` failed on the final tree: {}", r.detail),
+                    format!("`{check}` failed on the final tree: {}", failure(r)),
                 ),
                 None => ("FAIL", format!("`{check}` was not replayed")),
             };

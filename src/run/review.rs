@@ -124,13 +124,32 @@ pub fn review_text(criterion: &Criterion, why: &str, base: Option<&Comparison>) 
     out
 }
 
+/// The pseudo-criterion a person answers when no replayed check shows the change.
+pub const CHANGE_SHOWN: &str = "change-shown";
+
+/// The pseudo-criterion [`CHANGE_SHOWN`], asked when `Verification::unwitnessed` says why.
+fn change_criterion(state: &RunState) -> Option<(Criterion, String)> {
+    let why = state.verification.unwitnessed.clone()?;
+    Some((
+        Criterion {
+            milestone: milestones(state).len().saturating_sub(1),
+            id: CHANGE_SHOWN.into(),
+            text: "the work makes the change the objective asks for (no replayed check shows it: accept only if you checked the change yourself)".into(),
+            check: None,
+            kind: CheckKind::FailToPass,
+        },
+        why,
+    ))
+}
+
 /// The criteria that still need a person, with the text they would be shown.
 pub fn pending_reviews(state: &RunState, base: Option<&Comparison>) -> Vec<PendingReview> {
     let mut out = Vec::new();
-    for criterion in plan_criteria(state) {
-        let Some(why) = why_person(state, &criterion) else {
-            continue;
-        };
+    let asked = plan_criteria(state)
+        .into_iter()
+        .filter_map(|c| why_person(state, &c).map(|why| (c, why)))
+        .chain(change_criterion(state));
+    for (criterion, why) in asked {
         let (shown, sha) = verify::shown(review_text(&criterion, &why, base));
         if state
             .verification
@@ -294,6 +313,37 @@ pub fn verified_summary(state: &RunState) -> Vec<VerifiedCriterion> {
             how,
         });
     }
+    let last = milestones(state).len().saturating_sub(1);
+    let witnesses = &state.verification.witnesses;
+    if !witnesses.is_empty() {
+        out.push(VerifiedCriterion {
+            milestone: last,
+            criterion_id: CHANGE_SHOWN.into(),
+            how: format!(
+                "replayed: {} failed on the base tree, passes on the result, and fails with the code changes taken back",
+                witnesses
+                    .iter()
+                    .map(|w| format!("`{w}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        });
+    } else if let Some((_, why)) = change_criterion(state) {
+        let accepted = state
+            .verification
+            .human_decisions
+            .iter()
+            .rev()
+            .find(|d| d.accepted && d.criterion_id == CHANGE_SHOWN);
+        out.push(VerifiedCriterion {
+            milestone: last,
+            criterion_id: CHANGE_SHOWN.into(),
+            how: match accepted {
+                Some(d) => format!("accepted by a person at {} ({why})", d.at.to_rfc3339()),
+                None => format!("NOT verified: {why}"),
+            },
+        });
+    }
     for (i, check) in state.verification.required_checks.iter().enumerate() {
         out.push(VerifiedCriterion {
             milestone: milestones(state).len().saturating_sub(1),
@@ -363,6 +413,7 @@ mod tests {
                 BaseCheck {
                     passed,
                     detail: String::new(),
+                    tests: Default::default(),
                 },
             );
         }
@@ -430,6 +481,55 @@ mod tests {
             !message.contains("every criterion verified and replayed"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn a_change_no_check_shows_waits_for_a_person() {
+        let mut state = approved();
+        state
+            .verification
+            .base_checks
+            .get_mut("python3 -c 1")
+            .unwrap()
+            .passed = false;
+        assert!(
+            pending_reviews(&state, None)
+                .iter()
+                .all(|p| p.criterion_id != CHANGE_SHOWN)
+        );
+        state.verification.unwitnessed = Some("only a guard".into());
+        let pending = pending_reviews(&state, None);
+        let change = pending
+            .iter()
+            .find(|p| p.criterion_id == CHANGE_SHOWN)
+            .expect("change-shown is asked");
+        assert!(change.shown.contains("only a guard"), "{}", change.shown);
+        assert!(
+            verified_summary(&state)
+                .iter()
+                .any(|v| v.criterion_id == CHANGE_SHOWN && v.how.starts_with("NOT verified"))
+        );
+        state.verification.pending_reviews = pending;
+        apply_decisions(
+            &mut state,
+            &Decisions {
+                accept: vec![CHANGE_SHOWN.into(), "AC2".into()],
+                ..Default::default()
+            },
+            Utc::now(),
+        )
+        .unwrap();
+        assert!(pending_reviews(&state, None).is_empty());
+        assert!(
+            verified_summary(&state).iter().any(
+                |v| v.criterion_id == CHANGE_SHOWN && v.how.starts_with("accepted by a person")
+            )
+        );
+        state.verification.unwitnessed = None;
+        state.verification.witnesses = vec!["pytest".into()];
+        let how = verified_summary(&state);
+        assert!(how.iter().any(|v| v.criterion_id == CHANGE_SHOWN
+            && v.how.contains("`pytest` failed on the base tree")));
     }
 
     #[test]

@@ -71,6 +71,8 @@ pub struct ReplayResult {
     /// Whether it ran: not when a prepare step of its batch failed (`passed` is then false and
     /// `detail` says why: `super::prepare`).
     pub ran: CheckRan,
+    /// How many tests the check's output says ran.
+    pub tests: super::testcount::TestTally,
 }
 
 /// Which tree a replay runs in (always a clean, closed copy of it).

@@ -5,128 +5,14 @@
 //! the closed copy saved in `<run>/base/` before any stage ran, walked beside the work tree
 //! ([`Comparison::of_dirs`]). See `super::verify::BaseSource`.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::gittree::{ChangedEntry, GitStore, GitTreeError, Side, TreeId};
 
-use super::verify::{split_list, words};
-
-/// Whether `path` (relative, `/`-separated) looks like a test in a common layout, or is named by
-/// one of `checks`. Asking about many paths, build a [`TestMatcher`] once.
-pub fn looks_like_test(path: &str, checks: &[String]) -> bool {
-    TestMatcher::new(checks).is_test(path)
-}
-
-/// Whether `path` looks like a test in a common layout (its name, extension and directories).
-fn test_by_layout(path: &str) -> bool {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    let dirs: Vec<&str> = path.split('/').collect();
-    let dirs = &dirs[..dirs.len().saturating_sub(1)];
-    let in_dir = |d: &str| dirs.contains(&d);
-    let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or_default();
-    let stem = name.rsplit_once('.').map(|(s, _)| s).unwrap_or(name);
-    match ext {
-        "py" => {
-            name.starts_with("test_")
-                || stem.ends_with("_test")
-                || name == "conftest.py"
-                || in_dir("tests")
-                || in_dir("test")
-        }
-        "rs" => in_dir("tests") || in_dir("benches"),
-        "go" => stem.ends_with("_test") || in_dir("testdata"),
-        "js" | "ts" | "jsx" | "tsx" | "mjs" | "cjs" | "mts" | "cts" => {
-            stem.ends_with(".test")
-                || stem.ends_with(".spec")
-                || in_dir("__tests__")
-                || in_dir("test")
-                || in_dir("tests")
-        }
-        "java" | "kt" => {
-            path.contains("src/test/")
-                || stem.ends_with("Test")
-                || stem.ends_with("Tests")
-                || stem.ends_with("IT")
-        }
-        _ => in_dir("testdata") || in_dir("fixtures"),
-    }
-}
-
-/// Test runners: a file or module right after one of these (options skipped) is a test.
-const TEST_RUNNERS: [&str; 10] = [
-    "unittest", "pytest", "py.test", "bats", "prove", "mocha", "jest", "vitest", "tap", "ava",
-];
-
-/// Which paths the checks of a plan name as tests, parsed once: a reviewer's prompt and the
-/// changed-test gate ask about every changed path against every check of the plan, and a long
-/// plan makes both lists long (a lookup per path, not a pass over the checks).
-///
-/// A check names `path` as a test with a word (a path, or a Python module such as
-/// `test_vowels` or `pkg.test_x`) that reads as a test (`test`, `spec` or `check` in the file's
-/// name) or that a test runner is given. Code passed with `-c`/`-e` names nothing: the program
-/// under test (`python3 greet.py`, `from stats import median`) is not a test.
-#[derive(Debug, Clone, Default)]
-pub struct TestMatcher {
-    /// Every word of every command (options given to `-c`/`-e` and runner names left out).
-    words: HashSet<String>,
-    /// The words that follow a test runner in their command.
-    after_runner: HashSet<String>,
-}
-
-impl TestMatcher {
-    pub fn new(checks: &[String]) -> TestMatcher {
-        let mut matcher = TestMatcher::default();
-        for check in checks {
-            for (_, command, _) in split_list(check) {
-                let mut after_runner = false;
-                let mut skip_next = false;
-                for word in words(&command) {
-                    if skip_next {
-                        skip_next = false;
-                        continue;
-                    }
-                    if word == "-c" || word == "-e" {
-                        skip_next = true;
-                        continue;
-                    }
-                    let w = word.trim_start_matches("./");
-                    let w = w.split("::").next().unwrap_or(w);
-                    if TEST_RUNNERS.contains(&w) {
-                        after_runner = true;
-                        continue;
-                    }
-                    if w.is_empty() {
-                        continue;
-                    }
-                    if after_runner {
-                        matcher.after_runner.insert(w.to_owned());
-                    }
-                    matcher.words.insert(w.to_owned());
-                }
-            }
-        }
-        matcher
-    }
-
-    /// Whether `path` looks like a test by its layout or is named as one by a check.
-    pub fn is_test(&self, path: &str) -> bool {
-        test_by_layout(path) || self.named(path)
-    }
-
-    fn named(&self, path: &str) -> bool {
-        let name = path.rsplit('/').next().unwrap_or(path).to_lowercase();
-        let test_like = ["test", "spec", "check"].iter().any(|t| name.contains(t));
-        let words = if test_like {
-            &self.words
-        } else {
-            &self.after_runner
-        };
-        let module = path.strip_suffix(".py").map(|p| p.replace('/', "."));
-        words.contains(path) || module.is_some_and(|m| !m.is_empty() && words.contains(&m))
-    }
-}
+use super::testfiles;
+pub use super::testfiles::{TestMatcher, looks_like_test};
 
 /// How a file differs between the base and the final tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -270,7 +156,36 @@ fn file_diff(base: &Path, work: &Path, rel: &str) -> String {
 #[derive(Debug, Clone)]
 pub struct Comparison {
     changes: Vec<(String, Change)>,
+    /// Every path of the base tree (what an added file may shadow).
+    base_paths: Vec<String>,
     sides: Sides,
+}
+
+/// The test changes of a comparison (`Comparison::test_changes`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TestChanges {
+    /// Test files of the base the work modified or deleted, and files it added or changed that
+    /// change what the runners collect: restoring them (removing the added ones) puts the base
+    /// tests back in front of the result's code.
+    pub restorable: Vec<String>,
+    /// Code files whose inline tests the work removed or altered: code and tests share the file,
+    /// so the base tests cannot be put back alone, and a person reviews the change.
+    pub inline: Vec<String>,
+}
+
+impl TestChanges {
+    pub fn is_empty(&self) -> bool {
+        self.restorable.is_empty() && self.inline.is_empty()
+    }
+
+    /// Every path, restorable first.
+    pub fn all(&self) -> Vec<String> {
+        self.restorable
+            .iter()
+            .chain(&self.inline)
+            .cloned()
+            .collect()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -298,6 +213,7 @@ impl Comparison {
     pub fn of_dirs(base: &Path, work: &Path) -> Comparison {
         Comparison {
             changes: tree_changes(base, work),
+            base_paths: list_tree(base),
             sides: Sides::Dirs {
                 base: base.to_owned(),
                 work: work.to_owned(),
@@ -353,8 +269,16 @@ impl Comparison {
             changes.push((e.path.clone(), change));
             loaded.insert(e.path.clone(), (content(&e.old), content(&e.new)));
         }
+        let base_paths = store
+            .entries(base)
+            .await?
+            .into_iter()
+            .map(|e| e.path)
+            .filter(|p| !in_skipped_dir(p))
+            .collect();
         Ok(Comparison {
             changes,
+            base_paths,
             sides: Sides::Loaded(loaded),
         })
     }
@@ -366,12 +290,49 @@ impl Comparison {
 
     /// Base files the builder modified or deleted that look like tests.
     pub fn changed_tests(&self, checks: &[String]) -> Vec<String> {
+        self.test_changes(checks).restorable
+    }
+
+    /// What the work changed of the tests the runners collect (`run::testfiles`): base tests
+    /// modified or deleted, added files shadowing a base test module, added or changed files that
+    /// configure collection, and code files whose inline tests lost or changed a test.
+    pub fn test_changes(&self, checks: &[String]) -> TestChanges {
         let matcher = TestMatcher::new(checks);
-        self.changes
-            .iter()
-            .filter(|(rel, change)| *change != Change::Added && matcher.is_test(rel))
-            .map(|(rel, _)| rel.clone())
-            .collect()
+        let mut out = TestChanges::default();
+        for (rel, change) in &self.changes {
+            let restorable = testfiles::configures_tests(rel, checks)
+                || match change {
+                    Change::Added => testfiles::shadows_tests(rel, &self.base_paths, &matcher),
+                    Change::Modified | Change::Deleted => matcher.is_test(rel),
+                };
+            if restorable {
+                out.restorable.push(rel.clone());
+            } else if *change != Change::Added && rel.ends_with(".rs") {
+                let (old, new) = self.texts(rel);
+                if testfiles::inline_tests_changed(&old, &new) {
+                    out.inline.push(rel.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// The text of `rel` in the base and in the work tree (empty when absent).
+    fn texts(&self, rel: &str) -> (String, String) {
+        let lossy = |b: Option<Vec<u8>>| {
+            b.map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default()
+        };
+        match &self.sides {
+            Sides::Dirs { base, work } => (
+                lossy(read_entry(&base.join(rel))),
+                lossy(read_entry(&work.join(rel))),
+            ),
+            Sides::Loaded(loaded) => loaded
+                .get(rel)
+                .map(|(old, new)| (lossy(old.clone()), lossy(new.clone())))
+                .unwrap_or_default(),
+        }
     }
 
     /// A unified diff of `rel` between the two trees.
@@ -550,45 +511,6 @@ mod tests {
     }
 
     #[test]
-    fn test_layouts_are_recognised() {
-        let checks = vec!["python3 -m unittest -q pkg.check_all".to_owned()];
-        for path in [
-            "test_vowels.py",
-            "vowels_test.py",
-            "tests/helpers.py",
-            "tests/it/run.rs",
-            "pkg/x_test.go",
-            "src/app.test.ts",
-            "web/__tests__/a.js",
-            "src/test/java/AppTest.java",
-            "src/main/java/FooTest.java",
-            "pkg/check_all.py",
-        ] {
-            assert!(looks_like_test(path, &checks), "{path}");
-        }
-        for path in [
-            "vowels.py",
-            "src/lib.rs",
-            "main.go",
-            "src/app.ts",
-            "README.md",
-        ] {
-            assert!(!looks_like_test(path, &checks), "{path}");
-        }
-        // The program a check runs, or imports in its code, is not a test.
-        let checks = vec![
-            "python3 greet.py --shout ada | grep -q 'HELLO, ADA'".to_owned(),
-            "python3 -c 'from stats import median; assert median([1]) == 1'".to_owned(),
-            "pytest -q suite/acceptance.py".to_owned(),
-            "sh verify_check.sh".to_owned(),
-        ];
-        assert!(!looks_like_test("greet.py", &checks));
-        assert!(!looks_like_test("stats.py", &checks));
-        assert!(looks_like_test("suite/acceptance.py", &checks));
-        assert!(looks_like_test("verify_check.sh", &checks));
-    }
-
-    #[test]
     fn diffs_show_the_change_with_context() {
         let old = "a\nb\nc\nd\ne\nf\ng\n";
         let new = "a\nb\nc\nD\ne\nf\ng\nh\n";
@@ -632,6 +554,51 @@ mod tests {
             files_bearing_on(&changes, "f works in a.py", None),
             ["a.py"]
         );
+    }
+
+    /// Test changes by what the runners collect: an added package shadowing a test module, an
+    /// added conftest, node's default patterns, gutted inline Rust tests; an added plain test
+    /// file and honest inline additions are not changes.
+    #[test]
+    fn test_changes_follow_what_the_runners_collect() {
+        let base = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let both = |rel: &str, old: &str, new: &str| {
+            for (root, text) in [(base.path(), old), (work.path(), new)] {
+                let path = root.join(rel);
+                fs::create_dir_all(path.parent().unwrap()).unwrap();
+                fs::write(path, text).unwrap();
+            }
+        };
+        let added = |rel: &str, text: &str| {
+            let path = work.path().join(rel);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, text).unwrap();
+        };
+        both("test_stats.py", "assert 1\n", "assert 1\n");
+        both("stats.py", "x = 1\n", "x = 2\n");
+        both("test-slug.mjs", "assert(slug())\n", "\n");
+        both(
+            "src/lib.rs",
+            "pub fn f() {}\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn t() { super::f(); }\n}\n",
+            "pub fn f() {}\n#[cfg(test)]\nmod tests {}\n",
+        );
+        both(
+            "src/more.rs",
+            "pub fn g() {}\n#[test]\nfn g_runs() { g(); }\n",
+            "pub fn g() { }\n#[test]\nfn g_runs() { g(); }\n#[test]\nfn g_again() { g(); }\n",
+        );
+        added("test_stats/__init__.py", "");
+        added("sub/conftest.py", "collect_ignore = ['x']\n");
+        added("test_median.py", "assert 2\n");
+        let compared = Comparison::of_dirs(base.path(), work.path());
+        let changes = compared.test_changes(&["python3 -m unittest test_stats".to_owned()]);
+        assert_eq!(
+            changes.restorable,
+            ["sub/conftest.py", "test-slug.mjs", "test_stats/__init__.py"]
+        );
+        assert_eq!(changes.inline, ["src/lib.rs"]);
+        assert_eq!(changes.all().len(), 4);
     }
 
     /// The base read from git: a changed test is found, its diff shown, a symlink shown by its

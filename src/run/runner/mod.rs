@@ -312,6 +312,7 @@ impl StageRunner for CliRunner {
                         passed: false,
                         detail: e.to_string(),
                         ran: CheckRan::Refused,
+                        tests: crate::run::testcount::TestTally::Unknown,
                     })
                     .collect());
             }
@@ -364,6 +365,7 @@ impl StageRunner for CliRunner {
                     passed: false,
                     detail: why.clone(),
                     ran: CheckRan::NotPrepared,
+                    tests: crate::run::testcount::TestTally::Unknown,
                 })
                 .collect());
         }
@@ -373,6 +375,7 @@ impl StageRunner for CliRunner {
             .map(|r| ReplayResult {
                 ran: CheckRan::Ran,
                 passed: r.passed(),
+                tests: r.tests,
                 detail: match r.exit {
                     Exit::Code(0) => "exit 0".into(),
                     Exit::Code(c) => format!("exit {c}: {}", r.output_tail.trim()),

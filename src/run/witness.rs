@@ -1,0 +1,190 @@
+//! Which replayed check shows the change (issue 25): a run whose work changes more than
+//! documentation completes only when at least one check failed on the base tree, passed on the
+//! result having run at least one test, and fails again on the result with its code changes taken
+//! back (the result's tests against the base code). A `pass_to_pass` guard passes on both trees,
+//! so it never shows a change; a check that fails on the base only because its test file did not
+//! exist yet passes against the base code and shows nothing either. When no check shows the
+//! change, a person is asked (`review::pending_reviews`), with why.
+
+use super::flow::{criteria_of, milestones};
+use super::state::RunState;
+use super::treediff::{Comparison, TestMatcher};
+
+/// Whether a changed path is documentation (its change cannot alter behaviour).
+pub fn is_documentation(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let upper = name.to_ascii_uppercase();
+    let ext = name
+        .rsplit_once('.')
+        .map(|(_, e)| e.to_ascii_lowercase())
+        .unwrap_or_default();
+    matches!(ext.as_str(), "md" | "rst" | "adoc" | "org")
+        || [
+            "LICENSE",
+            "LICENCE",
+            "CHANGELOG",
+            "AUTHORS",
+            "NOTICE",
+            "README",
+        ]
+        .iter()
+        .any(|p| upper.starts_with(p))
+        || path.starts_with("docs/")
+        || path.starts_with("doc/")
+}
+
+/// Every check the final gate replays: the approved plan's and the objective's required ones.
+pub fn all_checks(state: &RunState) -> Vec<String> {
+    let mut out: Vec<String> = (0..milestones(state).len())
+        .flat_map(|m| criteria_of(state, m))
+        .filter_map(|(_, check)| check)
+        .collect();
+    for c in &state.verification.required_checks {
+        if !out.contains(c) {
+            out.push(c.clone());
+        }
+    }
+    out
+}
+
+/// Whether the work changes behaviour: a changed path that is not documentation.
+pub fn changes_behaviour(comparison: &Comparison) -> bool {
+    comparison
+        .changes()
+        .iter()
+        .any(|(rel, _)| !is_documentation(rel))
+}
+
+/// The changed paths that are neither tests nor documentation: taking them back gives the base
+/// code with the result's tests.
+pub fn code_changes(comparison: &Comparison, checks: &[String]) -> Vec<String> {
+    let matcher = TestMatcher::new(checks);
+    comparison
+        .changes()
+        .iter()
+        .filter(|(rel, _)| !is_documentation(rel) && !matcher.is_test(rel))
+        .map(|(rel, _)| rel.clone())
+        .collect()
+}
+
+/// Checks that failed on the base tree and passed on the final tree having run at least one test
+/// (when their runner says how many): the candidates to show the change.
+pub fn candidates(state: &RunState) -> Vec<String> {
+    let v = &state.verification;
+    all_checks(state)
+        .into_iter()
+        .filter(|c| {
+            let base_failed = v.base_checks.get(c).is_some_and(|b| !b.passed);
+            let final_passed = v
+                .final_checks
+                .get(c)
+                .is_some_and(|f| f.passed && !f.tests.none_ran());
+            base_failed && final_passed
+        })
+        .collect()
+}
+
+/// Why no check can show the change before the hybrid replay, if none can.
+pub fn no_candidate_reason(state: &RunState, comparison: &Comparison) -> Option<String> {
+    if !candidates(state).is_empty() {
+        return None;
+    }
+    let changed: Vec<&str> = comparison
+        .changes()
+        .iter()
+        .filter(|(rel, _)| !is_documentation(rel))
+        .map(|(rel, _)| rel.as_str())
+        .take(8)
+        .collect();
+    Some(format!(
+        "the work changes {} but no replayed check failed on the base tree and passed on the result having run a test: a pass_to_pass guard passes on both trees, so it cannot show the change",
+        changed.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::flow::tests::new_state;
+    use crate::run::flow::{apply_approval, apply_plan};
+    use crate::run::testcount::TestTally;
+    use crate::run::verify::BaseCheck;
+    use serde_json::json;
+    use std::fs;
+
+    fn run(passed: bool, tests: TestTally) -> BaseCheck {
+        BaseCheck {
+            passed,
+            detail: String::new(),
+            tests,
+        }
+    }
+
+    #[test]
+    fn only_a_check_that_failed_then_passed_having_run_tests_is_a_candidate() {
+        let mut state = new_state();
+        apply_plan(
+            &mut state,
+            &json!({"summary": "s", "milestones": [{"id": "M1", "title": "t", "description": "",
+                "acceptance_criteria": [
+                    {"id": "AC1", "text": "guard", "check": "guard", "human_review": false, "kind": "pass_to_pass"},
+                    {"id": "AC2", "text": "empty", "check": "empty", "human_review": false, "kind": "fail_to_pass"},
+                    {"id": "AC3", "text": "real", "check": "real", "human_review": false, "kind": "fail_to_pass"}]}]}),
+        );
+        let token = state.latest_plan().unwrap().token();
+        apply_approval(&mut state, &token).unwrap();
+        state.verification.required_checks = vec!["suite".into()];
+        let v = &mut state.verification;
+        for (c, base, now) in [
+            (
+                "guard",
+                run(true, TestTally::Counted(3)),
+                run(true, TestTally::Counted(3)),
+            ),
+            (
+                "empty",
+                run(false, TestTally::Counted(1)),
+                run(true, TestTally::Counted(0)),
+            ),
+            (
+                "real",
+                run(false, TestTally::Unknown),
+                run(true, TestTally::Unknown),
+            ),
+            (
+                "suite",
+                run(true, TestTally::Counted(4)),
+                run(true, TestTally::Counted(6)),
+            ),
+        ] {
+            v.base_checks.insert(c.into(), base);
+            v.final_checks.insert(c.into(), now);
+        }
+        assert_eq!(all_checks(&state), ["guard", "empty", "real", "suite"]);
+        assert_eq!(candidates(&state), ["real"]);
+        state.verification.final_checks.remove("real");
+        assert!(candidates(&state).is_empty());
+        let base = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        fs::write(base.path().join("conv.mjs"), "a\n").unwrap();
+        fs::write(work.path().join("conv.mjs"), "b\n").unwrap();
+        fs::write(work.path().join("conv.test.mjs"), "t\n").unwrap();
+        fs::write(work.path().join("README.md"), "docs\n").unwrap();
+        let compared = Comparison::of_dirs(base.path(), work.path());
+        assert!(changes_behaviour(&compared));
+        assert_eq!(code_changes(&compared, &[]), ["conv.mjs"]);
+        let why = no_candidate_reason(&state, &compared).unwrap();
+        assert!(
+            why.contains("conv.mjs") && why.contains("pass_to_pass"),
+            "{why}"
+        );
+        let docs_only = tempfile::tempdir().unwrap();
+        fs::write(docs_only.path().join("conv.mjs"), "a\n").unwrap();
+        fs::create_dir(docs_only.path().join("docs")).unwrap();
+        fs::write(docs_only.path().join("docs/usage.txt"), "how\n").unwrap();
+        assert!(!changes_behaviour(&Comparison::of_dirs(
+            base.path(),
+            docs_only.path()
+        )));
+    }
+}
