@@ -324,7 +324,7 @@ async fn main() {
     );
     // The verification tree as an overlay of the work tree (a confined run in its worktree):
     // the upper layer for the work tree's own tree, then for the base, one file apart.
-    let layered = VerifyTree::new(&scratch.path().join("overlay"), store.clone());
+    let layered = VerifyTree::new(&scratch.path().join("overlay"), store.clone(), &repo);
     let (r, t) = timed(layered.layer(tree2, &repo, &index, tree2)).await;
     r.expect("layer");
     line(
@@ -339,7 +339,7 @@ async fn main() {
         t,
         warm_status,
     );
-    let trees = VerifyTree::new(&scratch.path().join("verify"), store);
+    let trees = VerifyTree::new(&scratch.path().join("verify"), store, &repo);
     let (r, t) = timed(trees.bring_to(tree1)).await;
     r.expect("bring");
     line("verification tree, first checkout", t, warm_status);

@@ -28,7 +28,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::supervise::{self, Exit, LaunchSpec, StdinSource, StdioMode};
 
+mod commit;
 mod objects;
+pub use commit::CommitId;
 pub use objects::{BLOBS_BUDGET, ChangedEntry, Side};
 pub mod watch;
 pub use watch::{SnapshotPath, Watcher};

@@ -70,13 +70,16 @@ impl ReportKind {
     }
 
     /// The schema as handed to a CLI: without the `$schema` keyword, which Claude Code's
-    /// validator (draft-07) rejects and strict structured-output APIs do not need. The content
-    /// rules are identical; autocode validates with the full 2020-12 schema.
+    /// validator (draft-07) rejects and strict structured-output APIs do not need, and with
+    /// every optional property (each one also allows `null`, which means absent) required, as
+    /// strict structured-output APIs want every property. The content rules are identical;
+    /// autocode validates with the full 2020-12 schema.
     pub fn cli_schema(self) -> Value {
         let mut schema = self.schema();
         if let Some(map) = schema.as_object_mut() {
             map.remove("$schema");
         }
+        require_nullable(&mut schema);
         schema
     }
 
@@ -87,6 +90,40 @@ impl ReportKind {
             .and_then(Value::as_object)
             .map(|props| props.keys().cloned().collect())
             .unwrap_or_default()
+    }
+}
+
+/// Lists in `required` every property of every object of `schema` that allows `null`.
+fn require_nullable(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            let nullable: Vec<Value> = map
+                .get("properties")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .filter(|(_, property)| match &property["type"] {
+                    Value::String(t) => t == "null",
+                    Value::Array(types) => types.iter().any(|t| t == "null"),
+                    _ => false,
+                })
+                .map(|(name, _)| Value::String(name.clone()))
+                .collect();
+            if !nullable.is_empty()
+                && let Value::Array(required) = map
+                    .entry("required")
+                    .or_insert_with(|| Value::Array(Vec::new()))
+            {
+                for name in nullable {
+                    if !required.contains(&name) {
+                        required.push(name);
+                    }
+                }
+            }
+            map.values_mut().for_each(require_nullable);
+        }
+        Value::Array(items) => items.iter_mut().for_each(require_nullable),
+        _ => {}
     }
 }
 
@@ -211,7 +248,68 @@ mod tests {
             for field in kind.top_level_fields() {
                 assert!(required.contains(&field.as_str()), "{field} not required");
             }
+            // And every property of every object of what the CLIs are handed.
+            let mut objects = vec![kind.cli_schema()];
+            while let Some(value) = objects.pop() {
+                match value {
+                    Value::Object(map) => {
+                        if let Some(props) = map.get("properties").and_then(Value::as_object) {
+                            for name in props.keys() {
+                                assert!(
+                                    map["required"]
+                                        .as_array()
+                                        .is_some_and(|r| r.contains(&json!(name))),
+                                    "{}: {name} not required for the CLIs",
+                                    kind.as_str()
+                                );
+                            }
+                        }
+                        objects.extend(map.into_iter().map(|(_, v)| v));
+                    }
+                    Value::Array(items) => objects.extend(items),
+                    _ => {}
+                }
+            }
         }
+    }
+
+    /// A plan's `prepare` is optional (a plan without it, as before the field, is valid; null
+    /// is none) and required of the CLIs, which may answer null.
+    #[test]
+    fn a_plans_prepare_steps_are_optional() {
+        let mut plan = json!({
+            "summary": "s",
+            "milestones": [{
+                "id": "m1", "title": "t", "description": "",
+                "acceptance_criteria": [{
+                    "id": "c1", "text": "x", "check": "npm test",
+                    "human_review": false, "kind": "fail_to_pass"
+                }]
+            }]
+        });
+        assert_eq!(validate(ReportKind::Plan, &plan), Ok(()));
+        for prepare in [json!(null), json!([]), json!(["npm ci", "npm run build"])] {
+            plan["milestones"][0]["prepare"] = prepare;
+            assert_eq!(validate(ReportKind::Plan, &plan), Ok(()));
+        }
+        for bad in [json!("npm ci"), json!([" "]), json!([1])] {
+            plan["milestones"][0]["prepare"] = bad;
+            assert!(validate(ReportKind::Plan, &plan).is_err());
+        }
+        let cli = ReportKind::Plan.cli_schema();
+        let milestone = &cli["properties"]["milestones"]["items"];
+        assert!(
+            milestone["required"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("prepare"))
+        );
+        assert!(
+            !ReportKind::Plan.schema()["properties"]["milestones"]["items"]["required"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("prepare"))
+        );
     }
 
     fn valid_build() -> Value {

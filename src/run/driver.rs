@@ -17,7 +17,9 @@ use super::flow::{self, Next, PauseDecision, StagePlan};
 use super::gate;
 use super::interrupt::{interrupted, stop_requested, watch_stop_signals};
 use super::prompt;
-use super::replay_verdicts::{all_checks, final_replay_results, verify_test_report};
+use super::replay_verdicts::{
+    all_checks, final_replay_results, prepare_through, verify_test_report,
+};
 use super::review;
 use super::state::{AttemptPurpose, AttemptRecord, AttemptStatus, Phase, RunState, Usage};
 use crate::ids::SessionId;
@@ -108,8 +110,9 @@ pub async fn drive<R: StageRunner, I: Interaction>(
                 let required = run.state.verification.required_checks.clone();
                 let mut commands = all_checks(&run.state);
                 commands.extend(required.iter().cloned());
+                let prepare = prepare_through(&run.state, None);
                 let replayed = match runner
-                    .replay(&run.state, &ReplayTree::Final, &commands)
+                    .replay(&run.state, &ReplayTree::Final, &prepare, &commands)
                     .await
                 {
                     Ok(replayed) => replayed,

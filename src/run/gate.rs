@@ -62,7 +62,11 @@ pub(super) async fn prepare_base<R: StageRunner>(
     if missing.is_empty() {
         return Ok(Ok(()));
     }
-    let replayed = match runner.replay(&run.state, &ReplayTree::Base, &missing).await {
+    let prepare = super::prepare::through(&plan_value, None);
+    let replayed = match runner
+        .replay(&run.state, &ReplayTree::Base, &prepare, &missing)
+        .await
+    {
         Ok(replayed) => replayed,
         Err(pause) => return Ok(Err(pause)),
     };
@@ -108,6 +112,7 @@ pub(super) async fn judge_test_changes<R: StageRunner>(
         .replay(
             &run.state,
             &ReplayTree::FinalWithBaseFiles(changed.clone()),
+            &super::replay_verdicts::prepare_through(&run.state, None),
             commands,
         )
         .await

@@ -27,6 +27,7 @@ mod interrupt;
 pub mod isolation;
 pub mod layers;
 pub mod preflight;
+pub mod prepare;
 pub mod progress;
 pub mod prompt;
 pub mod replay;
@@ -267,6 +268,27 @@ fn phase_name(state: &RunState) -> String {
         .unwrap_or_default()
 }
 
+/// The plan's `prepare` steps per milestone (the approved plan's, else the latest's).
+fn prepare_lines(state: &RunState) -> String {
+    let Some(plan) = state.approved_plan().or_else(|| state.latest_plan()) else {
+        return String::new();
+    };
+    let count = plan.plan["milestones"].as_array().map_or(0, Vec::len);
+    let mut out = String::new();
+    for m in 0..count {
+        let steps = prepare::of_milestone(&plan.plan, m);
+        if steps.is_empty() {
+            continue;
+        }
+        let commands: Vec<String> = steps.iter().map(|s| format!("`{}`", s.as_str())).collect();
+        out.push_str(&format!("  milestone {}: {}\n", m + 1, commands.join(", ")));
+    }
+    if out.is_empty() {
+        return out;
+    }
+    format!("prepare steps (run by autocode before the checks of every replay):\n{out}")
+}
+
 /// One line per attempt plus the pause or completion: what `autocode status` prints.
 pub fn render_status(state: &RunState) -> String {
     let mut out = format!(
@@ -343,6 +365,7 @@ pub fn render_status(state: &RunState) -> String {
             out.push_str(&format!("  `{check}`\n"));
         }
     }
+    out.push_str(&prepare_lines(state));
     if let Some(pause) = &state.pause {
         out.push_str(&format!(
             "paused {}: {}\nnext: {}\n",

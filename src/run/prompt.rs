@@ -30,10 +30,10 @@ fn role_brief(role: Role) -> &'static str {
             "You are the requirements gatherer. Read the workspace and turn the objective into a brief: goals, constraints, acceptance criteria (each testable), and at most three open questions, each with a proposed default. Ask only questions whose answer would change the work. For each acceptance criterion, quote in covers the part(s) of the objective it covers, verbatim: autocode lists the sentences no criterion cites to the reviewers."
         }
         Role::Planner => {
-            "You are the planner. Write a plan of small milestones. Every acceptance criterion is verified by a shell command that exits 0 exactly when it holds (a check, run from the workspace root), or is marked human_review when no command can decide it. Give each criterion its kind: fail_to_pass when it asks for a change (its check must fail on the current tree and pass after the work; autocode runs every check on the current tree before the first build) or pass_to_pass when it guards behaviour that already works (its check passes before and after). A check whose exit status cannot depend on the work (`… || true`, `…; exit 0`, `echo …`) is rejected. Commands the objective requires are replayed by autocode anyway: plan checks may add to them, never replace them."
+            "You are the planner. Write a plan of small milestones. Every acceptance criterion is verified by a shell command that exits 0 exactly when it holds (a check, run from the workspace root), or is marked human_review when no command can decide it. Give each criterion its kind: fail_to_pass when it asks for a change (its check must fail on the current tree and pass after the work; autocode runs every check on the current tree before the first build) or pass_to_pass when it guards behaviour that already works (its check passes before and after). A check whose exit status cannot depend on the work (`… || true`, `…; exit 0`, `echo …`) is rejected. Commands the objective requires are replayed by autocode anyway: plan checks may add to them, never replace them. autocode replays checks in a clean checkout of the tree under test (git metadata included: `git describe` and `git log` work there), which holds no ignored files: no node_modules/, .venv/, target/ or build outputs. When the checks need dependencies installed or something generated first, declare those commands as the milestone's prepare steps (`npm ci`, `python3 -m venv .venv && .venv/bin/pip install -e .[test]`, `go mod download`, `cargo fetch`): autocode runs them once before the checks of every replay and on the base tree, and a later milestone gets the earlier milestones' steps too. A prepare step only sets up the environment; it never does the work or decides a criterion, and when one fails the checks are reported as could not prepare. Leave prepare null when a clean checkout runs the checks as it is."
         }
         Role::PlanReviewer => {
-            "You are the plan reviewer, working independently of the planner. Approve the plan, or list concerns; mark a concern blocking only when the plan would fail the objective or its checks would not prove the criteria."
+            "You are the plan reviewer, working independently of the planner. Approve the plan, or list concerns; mark a concern blocking only when the plan would fail the objective or its checks would not prove the criteria. autocode runs the checks in a clean checkout (no ignored files such as node_modules/, .venv/ or target/) after each milestone's prepare steps: a check that needs dependencies no prepare step installs cannot pass there, and a prepare step that does the work, writes what a check reads as its verdict, or could make a check pass whatever the work is a blocking concern."
         }
         Role::Builder => {
             "You are the builder. Change the workspace to meet this milestone's acceptance criteria. Run the checks yourself before you report. Do not commit, push, or change branches."
@@ -125,6 +125,13 @@ pub fn stage_prompt(
                     ));
                 }
                 let criteria = criteria_of(state, m);
+                let prepare = super::replay_verdicts::prepare_through(state, Some(m));
+                if plan.role == Role::Tester && !prepare.is_empty() {
+                    out.push_str("\n# Prepare steps (run them first, in order: your copy is a clean checkout without installed dependencies; autocode runs them the same way before it replays your checks)\n\n");
+                    for step in &prepare {
+                        out.push_str(&format!("- `{}`\n", step.as_str()));
+                    }
+                }
                 if plan.role == Role::Tester && !criteria.is_empty() {
                     out.push_str("\n# Checks to run (one per criterion)\n\n");
                     for (id, check) in &criteria {

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::confine;
+use super::prepare::{PrepareStep, Prepared, StepRun};
 use crate::snapshot;
 use crate::supervise::{self, Exit, LaunchSpec, Receipt, StdinSource, StdioMode};
 
@@ -229,6 +230,38 @@ pub enum ReplayConfinement {
     Unconfined,
 }
 
+/// What one replay runs in one tree: the `prepare` steps, then the checks.
+#[derive(Debug, Clone, Copy)]
+pub struct Batch<'a> {
+    pub prepare: &'a [PrepareStep],
+    pub commands: &'a [String],
+}
+
+/// One batch replayed in one tree: its prepare steps as they ran (stopped at the first that
+/// failed, `super::prepare`), then its checks (none when a step failed).
+#[derive(Debug, Clone)]
+pub struct Replays {
+    pub steps: Vec<Replayed>,
+    pub checks: Vec<Replayed>,
+}
+
+impl Replays {
+    /// What preparing the tree did.
+    pub fn prepared(&self) -> Prepared {
+        Prepared::of(
+            self.steps
+                .iter()
+                .map(|r| StepRun {
+                    command: r.command.clone(),
+                    exit: r.exit,
+                    output_tail: r.output_tail.clone(),
+                    duration_ms: r.duration_ms,
+                })
+                .collect(),
+        )
+    }
+}
+
 /// Replays `commands` one by one in a fresh clean copy of `work_tree`.
 pub async fn replay_checks(
     work_tree: &Path,
@@ -241,36 +274,41 @@ pub async fn replay_checks(
         work_tree,
         Restore::default(),
         &[],
+        &[],
         commands,
         env,
         timeout,
         confinement,
     )
     .await
+    .map(|replays| replays.checks)
 }
 
-/// Replays `commands` in a fresh clean copy of `work_tree` with `restored` files put back first.
-/// A copy that had to leave something out refuses the replay, unless that entry is in
-/// `tolerated` (the same entry, with the same target, was already in the base tree: it is left
-/// out of the copy, but it is not the work's doing).
+/// Replays `commands` in a fresh clean copy of `work_tree` with `restored` files put back first,
+/// after the `prepare` steps. A copy that had to leave something out refuses the replay, unless
+/// that entry is in `tolerated` (the same entry, with the same target, was already in the base
+/// tree: it is left out of the copy, but it is not the work's doing).
+#[allow(clippy::too_many_arguments)]
 pub async fn replay_checks_restoring(
     work_tree: &Path,
     restored: Restore<'_>,
     tolerated: &[String],
+    prepare: &[PrepareStep],
     commands: &[String],
     env: &BTreeMap<String, String>,
     timeout: Duration,
     confinement: ReplayConfinement,
-) -> Result<Vec<Replayed>, ReplayError> {
+) -> Result<Replays, ReplayError> {
     let copy = tempfile::Builder::new()
         .prefix("autocode-replay-")
         .tempdir()
         .map_err(ReplayError::Copy)?;
     let report = clean_copy(work_tree, copy.path(), env).await?;
     refuse_unclosed(report.unclosed, tolerated)?;
-    run_checks_in(
+    run_batch_in(
         copy.path(),
         restored,
+        prepare,
         commands,
         env,
         timeout,
@@ -306,6 +344,34 @@ pub async fn run_checks_in(
     confinement: ReplayConfinement,
     overlay: Option<crate::supervise::Overlay>,
 ) -> Result<Vec<Replayed>, ReplayError> {
+    run_batch_in(
+        tree,
+        restored,
+        &[],
+        commands,
+        env,
+        timeout,
+        confinement,
+        overlay,
+    )
+    .await
+    .map(|replays| replays.checks)
+}
+
+/// [`run_checks_in`] after the `prepare` steps, each run once, in order, exactly as a check
+/// is (same room, environment, timeout and working directory: what a step writes in the tree
+/// the checks see). The first step that does not exit 0 stops the batch: no check runs.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_batch_in(
+    tree: &Path,
+    restored: Restore<'_>,
+    prepare: &[PrepareStep],
+    commands: &[String],
+    env: &BTreeMap<String, String>,
+    timeout: Duration,
+    confinement: ReplayConfinement,
+    overlay: Option<crate::supervise::Overlay>,
+) -> Result<Replays, ReplayError> {
     restore(tree, &restored)?;
     let tmpdir = tempfile::Builder::new()
         .prefix("autocode-replay-tmp-")
@@ -328,11 +394,9 @@ pub async fn run_checks_in(
         "TMPDIR".into(),
         tmpdir.path().to_string_lossy().into_owned(),
     );
-    let mut results = Vec::with_capacity(commands.len());
-    for command in commands {
-        let started = Instant::now();
+    let launch = |label: &'static str, command: &str| {
         let spec = LaunchSpec {
-            label: format!("check replay: {command}"),
+            label: format!("{label}: {command}"),
             program: OsString::from("sh"),
             args: vec![OsString::from("-c"), OsString::from(command)],
             env: env
@@ -345,23 +409,45 @@ pub async fn run_checks_in(
             timeout: Some(timeout),
             room: room.clone(),
         };
-        let finished = supervise::run(spec)
-            .await
-            .map_err(|source| ReplayError::Launch {
-                command: command.clone(),
-                source,
-            })?;
-        let mut output = String::from_utf8_lossy(&finished.stdout).into_owned();
-        output.push_str(&String::from_utf8_lossy(&finished.stderr));
-        results.push(Replayed {
-            command: command.clone(),
-            exit: finished.exit,
-            output_tail: tail(&output, 2000),
-            duration_ms: started.elapsed().as_millis() as u64,
-            receipt: finished.receipt,
-        });
+        launch_one(spec, command.to_owned())
+    };
+    let mut steps = Vec::with_capacity(prepare.len());
+    for step in prepare {
+        let ran = launch("prepare", step.as_str()).await?;
+        let failed = !ran.passed();
+        steps.push(ran);
+        if failed {
+            return Ok(Replays {
+                steps,
+                checks: Vec::new(),
+            });
+        }
     }
-    Ok(results)
+    let mut checks = Vec::with_capacity(commands.len());
+    for command in commands {
+        checks.push(launch("check replay", command).await?);
+    }
+    Ok(Replays { steps, checks })
+}
+
+/// Runs one command of a batch and keeps what the replay reports of it.
+async fn launch_one(spec: LaunchSpec, command: String) -> Result<Replayed, ReplayError> {
+    let started = Instant::now();
+    let finished = supervise::run(spec)
+        .await
+        .map_err(|source| ReplayError::Launch {
+            command: command.clone(),
+            source,
+        })?;
+    let mut output = String::from_utf8_lossy(&finished.stdout).into_owned();
+    output.push_str(&String::from_utf8_lossy(&finished.stderr));
+    Ok(Replayed {
+        command,
+        exit: finished.exit,
+        output_tail: tail(&output, 2000),
+        duration_ms: started.elapsed().as_millis() as u64,
+        receipt: finished.receipt,
+    })
 }
 
 fn tail(text: &str, max: usize) -> String {
@@ -383,6 +469,54 @@ mod tests {
         [("PATH".to_owned(), std::env::var("PATH").unwrap_or_default())]
             .into_iter()
             .collect()
+    }
+
+    /// The prepare steps run once, in order, before the checks, which see what they wrote; the
+    /// first step that fails stops the batch: no later step and no check runs.
+    #[tokio::test]
+    async fn prepare_steps_run_once_before_the_checks_and_a_failure_stops_the_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = |prepare: Vec<&str>, checks: Vec<&str>| {
+            let prepare: Vec<PrepareStep> = prepare.into_iter().map(PrepareStep::new).collect();
+            let checks: Vec<String> = checks.into_iter().map(String::from).collect();
+            let tree = dir.path().to_owned();
+            async move {
+                run_batch_in(
+                    &tree,
+                    Restore::default(),
+                    &prepare,
+                    &checks,
+                    &env(),
+                    Duration::from_secs(30),
+                    ReplayConfinement::Unconfined,
+                    None,
+                )
+                .await
+                .unwrap()
+            }
+        };
+        let done = run(
+            vec!["echo p1 >> log", "echo p2 >> log"],
+            vec!["echo c1 >> log", "test \"$(tr '\\n' , < log)\" = p1,p2,c1,"],
+        )
+        .await;
+        assert_eq!(done.steps.len(), 2);
+        assert!(done.checks.iter().all(Replayed::passed), "{done:?}");
+        assert_eq!(done.prepared().failure(), None);
+        let done = run(
+            vec!["echo p1 >> log2", "echo boom; exit 4", "echo p3 >> log2"],
+            vec!["echo c >> log2"],
+        )
+        .await;
+        assert_eq!(done.steps.len(), 2);
+        assert!(done.checks.is_empty());
+        assert_eq!(fs::read_to_string(dir.path().join("log2")).unwrap(), "p1\n");
+        let why = done.prepared().failure().unwrap();
+        assert!(
+            why.contains("`echo boom; exit 4` ended with exit 4"),
+            "{why}"
+        );
+        assert!(why.contains("boom"), "{why}");
     }
 
     #[tokio::test]
@@ -451,13 +585,15 @@ mod tests {
             dir.path(),
             Restore::default(),
             &saved.unclosed,
+            &[],
             &["test ! -e old.py".to_owned()],
             &env(),
             Duration::from_secs(30),
             ReplayConfinement::Unconfined,
         )
         .await
-        .unwrap();
+        .unwrap()
+        .checks;
         assert!(results[0].passed(), "the link is not in the copy");
         let dir = tempfile::tempdir().unwrap();
         nix::unistd::mkfifo(&dir.path().join("pipe"), nix::sys::stat::Mode::S_IRWXU).unwrap();
@@ -513,13 +649,15 @@ mod tests {
                 files: &files,
             },
             &[],
+            &[],
             &["sh t.sh".to_owned()],
             &env(),
             Duration::from_secs(30),
             ReplayConfinement::Unconfined,
         )
         .await
-        .unwrap();
+        .unwrap()
+        .checks;
         assert_eq!(results[0].exit, Exit::Code(3));
     }
 

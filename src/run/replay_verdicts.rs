@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use super::flow::{self, PauseDecision};
+use super::prepare::{self, CheckRan, NOT_PREPARED, PrepareStep};
 use super::stage_runner::{ReplayResult, ReplayTree, StageRunner};
 use super::state::{CriterionResult, RunState};
 
@@ -26,7 +27,10 @@ pub async fn verify_test_report<R: StageRunner>(
             }
         }
     }
-    let replayed = runner.replay(state, &ReplayTree::Final, &commands).await?;
+    let prepare = prepare_through(state, Some(milestone));
+    let replayed = runner
+        .replay(state, &ReplayTree::Final, &prepare, &commands)
+        .await?;
     let mut results = Vec::new();
     for c in criteria {
         let id = c["criterion_id"].as_str().unwrap_or_default().to_owned();
@@ -44,6 +48,14 @@ pub async fn verify_test_report<R: StageRunner>(
                 .collect();
             if failed.is_empty() {
                 ("PASS".to_owned(), "verified by replay".to_owned())
+            } else if let Some(r) = failed.iter().find(|r| r.ran == CheckRan::NotPrepared) {
+                (
+                    NOT_PREPARED.to_owned(),
+                    format!(
+                        "the tester reported PASS, but autocode could not prepare the tree to replay its checks: {}",
+                        r.detail
+                    ),
+                )
             } else {
                 (
                     "FAIL".to_owned(),
@@ -71,6 +83,14 @@ pub async fn verify_test_report<R: StageRunner>(
     Ok(results)
 }
 
+/// The `prepare` steps of the approved plan's milestones `0..=last` (all when `None`).
+pub fn prepare_through(state: &RunState, last: Option<usize>) -> Vec<PrepareStep> {
+    state
+        .approved_plan()
+        .map(|p| prepare::through(&p.plan, last))
+        .unwrap_or_default()
+}
+
 /// Every check command of every milestone of the approved plan.
 pub fn all_checks(state: &RunState) -> Vec<String> {
     let count = flow::milestones(state).len();
@@ -90,6 +110,10 @@ pub fn final_replay_results(state: &RunState, replayed: &[ReplayResult]) -> Vec<
             let result = replayed.iter().find(|r| r.command == check);
             let (verdict, detail) = match result {
                 Some(r) if r.passed => ("PASS", String::new()),
+                Some(r) if r.ran == CheckRan::NotPrepared => (
+                    NOT_PREPARED,
+                    format!("`{check}` on the final tree: {}", r.detail),
+                ),
                 Some(r) => (
                     "FAIL",
                     format!("`{check}` failed on the final tree: {}", r.detail),

@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use super::budget::StageLimits;
 use super::flow::{PauseDecision, StagePlan};
+use super::prepare::{CheckRan, PrepareStep};
 use super::progress::ProgressSink;
 use super::state::{AttemptRecord, PlanRevision, Question, RunState, Usage};
 use crate::ids::SessionId;
@@ -67,6 +68,9 @@ pub struct ReplayResult {
     pub command: String,
     pub passed: bool,
     pub detail: String,
+    /// Whether it ran: not when a prepare step of its batch failed (`passed` is then false and
+    /// `detail` says why: `super::prepare`).
+    pub ran: CheckRan,
 }
 
 /// Which tree a replay runs in (always a clean, closed copy of it).
@@ -95,11 +99,13 @@ pub trait StageRunner {
     /// family, else the one inferred from its model's name.
     fn model_family(&self, route: &crate::transport::Route) -> String;
 
-    /// Replays check commands in a clean copy of `tree`. `Err` is a pause.
+    /// Replays check commands in a clean copy of `tree`, after the `prepare` steps (once for
+    /// the batch: `super::prepare`). `Err` is a pause.
     fn replay(
         &mut self,
         state: &RunState,
         tree: &ReplayTree,
+        prepare: &[PrepareStep],
         commands: &[String],
     ) -> impl Future<Output = Result<Vec<ReplayResult>, PauseDecision>>;
 

@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 use super::driver::{AttemptContext, AttemptOutcome, ReplayResult, ReplayTree, StageRunner};
 use super::flow::PauseDecision;
 use super::integrity;
+use super::prepare::{CheckRan, PrepareStep};
 use super::progress::{ProgressSink, StageProgress, StageStart};
 use super::replay;
 use super::state::{AttemptRecord, RunState};
@@ -272,6 +273,7 @@ impl StageRunner for CliRunner {
         &mut self,
         state: &RunState,
         tree: &ReplayTree,
+        prepare: &[PrepareStep],
         commands: &[String],
     ) -> Result<Vec<ReplayResult>, PauseDecision> {
         let mut unique: Vec<String> = Vec::new();
@@ -286,13 +288,17 @@ impl StageRunner for CliRunner {
         } else {
             replay::ReplayConfinement::Room
         };
+        let batch = replay::Batch {
+            prepare,
+            commands: &unique,
+        };
         let in_tree = self
-            .replay_in_tree(state, tree, &unique, &env, self.replay_timeout, confinement)
+            .replay_in_tree(state, tree, batch, &env, self.replay_timeout, confinement)
             .await;
         let replayed = match in_tree {
             Some(result) => result,
             None => {
-                self.replay_in_copy(state, tree, &unique, &env, confinement)
+                self.replay_in_copy(state, tree, batch, &env, confinement)
                     .await
             }
         };
@@ -305,6 +311,7 @@ impl StageRunner for CliRunner {
                         command,
                         passed: false,
                         detail: e.to_string(),
+                        ran: CheckRan::Ran,
                     })
                     .collect());
             }
@@ -316,7 +323,12 @@ impl StageRunner for CliRunner {
                 format!("autocode could not replay the checks: {e}"),
             )
         })?;
-        if let Some(bad) = replayed.iter().find(|r| !r.receipt.verified) {
+        if let Some(bad) = replayed
+            .steps
+            .iter()
+            .chain(&replayed.checks)
+            .find(|r| !r.receipt.verified)
+        {
             return Err(PauseDecision::new(
                 PauseCode::PausedProcessCleanup,
                 format!(
@@ -325,9 +337,41 @@ impl StageRunner for CliRunner {
                 ),
             ));
         }
+        let prepared = replayed.prepared();
+        if !prepare.is_empty() {
+            let record = crate::run::prepare::PrepareRecord {
+                tree: match tree {
+                    ReplayTree::Final => "final",
+                    ReplayTree::Base => "base",
+                    ReplayTree::FinalWithBaseFiles(_) => "final_with_base_files",
+                },
+                at: chrono::Utc::now(),
+                prepared: prepared.clone(),
+                checks: unique.clone(),
+            };
+            if let Err(e) = crate::run::prepare::write_record(&state.run_dir(), &record) {
+                return Err(PauseDecision::new(
+                    PauseCode::PausedProcessCleanup,
+                    format!("autocode could not record how it prepared the replay: {e}"),
+                ));
+            }
+        }
+        if let Some(why) = prepared.failure() {
+            return Ok(unique
+                .into_iter()
+                .map(|command| ReplayResult {
+                    command,
+                    passed: false,
+                    detail: why.clone(),
+                    ran: CheckRan::NotPrepared,
+                })
+                .collect());
+        }
         Ok(replayed
+            .checks
             .into_iter()
             .map(|r| ReplayResult {
+                ran: CheckRan::Ran,
                 passed: r.passed(),
                 detail: match r.exit {
                     Exit::Code(0) => "exit 0".into(),

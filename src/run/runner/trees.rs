@@ -15,7 +15,9 @@ use crate::role::Role;
 use crate::run::confine;
 use crate::run::driver::ReplayTree;
 use crate::run::integrity;
-use crate::run::replay::{self, CopyReport, ReplayConfinement, ReplayError, Replayed, Restore};
+use crate::run::replay::{
+    self, Batch, CopyReport, ReplayConfinement, ReplayError, Replays, Restore,
+};
 use crate::run::state::{Isolation, RunState};
 use crate::run::treediff::Comparison;
 use crate::run::verify::{self, BaseSource};
@@ -168,7 +170,7 @@ impl CliRunner {
         let root = vtree::verification_root(&state.workspace, state.run_id.as_str());
         let store = self.snapshotter(state, env).await?.store().cloned();
         Ok(store.map(|store| {
-            let tree = VerifyTree::new(&root, store);
+            let tree = VerifyTree::new(&root, store, &state.work_tree);
             tree.remove_legacy_trees();
             tree
         }))
@@ -278,11 +280,11 @@ impl CliRunner {
         &mut self,
         state: &RunState,
         tree: &ReplayTree,
-        commands: &[String],
+        batch: Batch<'_>,
         env: &BTreeMap<String, String>,
         timeout: Duration,
         confinement: ReplayConfinement,
-    ) -> Option<Result<Vec<Replayed>, ReplayError>> {
+    ) -> Option<Result<Replays, ReplayError>> {
         let vtree = match self.verify_tree(state, env).await {
             Ok(Some(vtree)) => vtree,
             Ok(None) => return None,
@@ -334,10 +336,11 @@ impl CliRunner {
             let dir = vtree.dir();
             async move {
                 replay::refuse_unclosed(report.unclosed, base_unclosed)?;
-                replay::run_checks_in(
+                replay::run_batch_in(
                     &dir,
                     Restore::default(),
-                    commands,
+                    batch.prepare,
+                    batch.commands,
                     env,
                     timeout,
                     confinement,
@@ -467,10 +470,10 @@ impl CliRunner {
         &mut self,
         state: &RunState,
         tree: &ReplayTree,
-        commands: &[String],
+        batch: Batch<'_>,
         env: &BTreeMap<String, String>,
         confinement: ReplayConfinement,
-    ) -> Result<Vec<Replayed>, ReplayError> {
+    ) -> Result<Replays, ReplayError> {
         let base = verify::base_copy_dir(&state.run_dir());
         let (root, restore) = match tree {
             ReplayTree::Final => (state.work_tree.clone(), Restore::default()),
@@ -487,7 +490,8 @@ impl CliRunner {
             &root,
             restore,
             &state.verification.base_unclosed,
-            commands,
+            batch.prepare,
+            batch.commands,
             env,
             self.replay_timeout,
             confinement,
@@ -631,14 +635,18 @@ mod tests {
             .replay_in_tree(
                 &f.state,
                 &ReplayTree::Final,
-                std::slice::from_ref(&check),
+                Batch {
+                    prepare: &[],
+                    commands: std::slice::from_ref(&check),
+                },
                 &env(),
                 Duration::from_secs(60),
                 ReplayConfinement::Room,
             )
             .await
             .expect("a git workspace")
-            .unwrap();
+            .unwrap()
+            .checks;
         stop.store(true, Ordering::SeqCst);
         // Releases the thread's next open, if it waits on one.
         let _release = nix::fcntl::open(
@@ -684,6 +692,8 @@ mod tests {
                 panic!("this host mounts overlays");
             };
             let upper = layer.overlay.upper;
+            // The work tree's `.git` is covered by the tree's own (`vtree::gitdir`).
+            assert!(upper.join(".git").is_file());
             whiteouts = ["src/left.log", ".git"]
                 .into_iter()
                 .filter(|rel| {
@@ -697,6 +707,6 @@ mod tests {
             }
             tree = Some(taken);
         }
-        assert_eq!(whiteouts, ["src/left.log", ".git"]);
+        assert_eq!(whiteouts, ["src/left.log"]);
     }
 }

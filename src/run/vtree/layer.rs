@@ -11,7 +11,9 @@
 //! - every path where the tree under test differs from that snapshot (the base's files, a
 //!   tree with some paths from the base) is written from git, or hidden when the tree lacks it;
 //! - every symlink of the tree that leads outside, lexically or resolved through the tree's
-//!   own directories and links, is hidden and named in the report, as the checkout names it.
+//!   own directories and links, is hidden and named in the report, as the checkout names it;
+//! - `.git` is a file naming the verification root's private git directory, as in the checkout
+//!   (`gitdir.rs`).
 //!
 //! The work is proportional to the directories of the tree and to what differs, not to the
 //! size of its files: nothing of the tree is written. The lower layer is never written (what
@@ -441,6 +443,14 @@ impl VerifyTree {
                 upper.hide(path)?;
             }
         }
+        // 4. Its `.git`: a file of the upper layer over the work tree's (hidden above).
+        let seed = if tree == lower_tree {
+            super::gitdir::IndexSeed::Copy(&lower_view.lower_index)
+        } else {
+            super::gitdir::IndexSeed::FromTree
+        };
+        let gitfile = self.show_as_checkout(tree, seed).await?;
+        upper.write(b".git", "100644", &gitfile)?;
         Ok(Layer {
             report: CopyReport { files, unclosed },
             overlay,

@@ -29,6 +29,7 @@
 
 use std::path::{Path, PathBuf};
 
+mod gitdir;
 mod layer;
 pub use layer::{Layer, LayerError, LowerView};
 
@@ -167,18 +168,21 @@ pub enum VerifyTreeError {
     Git(#[from] GitTreeError),
 }
 
-/// A run's verification tree, bound to its private git directory.
+/// A run's verification tree, bound to its private git directory and to the work tree whose
+/// trees it shows (its `HEAD` and tags are what the tree's git metadata shows: `gitdir.rs`).
 #[derive(Debug, Clone)]
 pub struct VerifyTree {
     root: PathBuf,
     store: GitStore,
+    work_tree: PathBuf,
 }
 
 impl VerifyTree {
-    pub fn new(root: &Path, store: GitStore) -> VerifyTree {
+    pub fn new(root: &Path, store: GitStore, work_tree: &Path) -> VerifyTree {
         VerifyTree {
             root: root.to_owned(),
             store,
+            work_tree: work_tree.to_owned(),
         }
     }
 
@@ -277,7 +281,8 @@ impl VerifyTree {
     }
 
     /// Brings the directory to exactly `tree`, then closes it: symlinks that lead outside are
-    /// removed and named in the report (as `super::replay::clean_copy` names them).
+    /// removed and named in the report (as `super::replay::clean_copy` names them). Its `.git`
+    /// then shows it as a checkout of the tree's commit (`gitdir.rs`).
     pub async fn bring_to(&self, tree: &TreeId) -> Result<CopyReport, VerifyTreeError> {
         let marker = self.marker();
         std::fs::create_dir_all(&self.root).map_err(|source| GitTreeError::Io {
@@ -299,6 +304,10 @@ impl VerifyTree {
             files,
             unclosed: close(&dir, &links),
         };
+        let gitfile = self
+            .show_as_checkout(tree, gitdir::IndexSeed::Copy(&index))
+            .await?;
+        gitdir::write_git_file(&dir, &gitfile)?;
         std::fs::write(&marker, tree.as_str()).map_err(|source| GitTreeError::Io {
             path: marker.clone(),
             source,
@@ -507,7 +516,7 @@ mod tests {
             fs::write(root.join(format!("{name}.index")), "i").unwrap();
             fs::write(root.join(format!("{name}.tree")), id).unwrap();
         }
-        let tree = VerifyTree::new(&root, store);
+        let tree = VerifyTree::new(&root, store, &ws);
         fs::create_dir_all(tree.dir()).unwrap();
         tree.remove_legacy_trees();
         let left: Vec<String> = fs::read_dir(&root)
@@ -526,7 +535,7 @@ mod tests {
             .unwrap()
             .unwrap();
         let tree = store.write_tree(ws, &dir.join("wt.index")).await.unwrap();
-        (VerifyTree::new(&dir.join("verify"), store), tree)
+        (VerifyTree::new(&dir.join("verify"), store, ws), tree)
     }
 
     async fn checks_in(dir: &Path, commands: &[String]) -> Vec<bool> {
@@ -544,6 +553,106 @@ mod tests {
         .iter()
         .map(|r| r.passed())
         .collect()
+    }
+
+    /// The checkout is a checkout to the tools that read git: a dirty work tree shows as
+    /// autocode's commit over the repository's `HEAD` (its tags reachable, `git status` clean);
+    /// a tree that is `HEAD`'s is `HEAD` itself; nothing of the repository is written, and what
+    /// a check did to `.git` is undone at the next use.
+    #[tokio::test]
+    async fn a_verification_tree_is_a_checkout_of_its_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        crate::run::workspace::git_init_for_tests(&ws).await;
+        fs::write(ws.join("a.txt"), "a\n").unwrap();
+        let commit = |message: &str| {
+            format!(
+                "git add -A && git -c user.name=t -c user.email=t@t -c commit.gpgSign=false commit -qm {message}"
+            )
+        };
+        let setup = [format!("{} && git tag -a v1.0 -m v1.0", commit("first"))];
+        assert_eq!(checks_in(&ws, &setup).await, [true]);
+        fs::write(ws.join("a.txt"), "changed\n").unwrap();
+        fs::write(ws.join("new.txt"), "untracked\n").unwrap();
+        let listing = |ws: &Path| {
+            let mut files: Vec<(PathBuf, Vec<u8>)> = walk(&ws.join(".git"))
+                .into_iter()
+                .map(|p| (p.clone(), fs::read(&p).unwrap_or_default()))
+                .collect();
+            files.sort();
+            files
+        };
+        let before = listing(&ws);
+        let (trees, tree) = snapshot_and_trees(dir.path(), &ws).await;
+        trees.bring_to(&tree).await.unwrap();
+        let out = trees.dir();
+        let checks: Vec<String> = [
+            "git describe --tags | grep -q '^v1.0-1-g'",
+            "git describe --always --dirty | grep -vq dirty",
+            "test \"$(git log -1 --format=%an)\" = autocode",
+            "git log --format=%s | grep -qx first",
+            "git ls-files | grep -qx new.txt",
+            "test -z \"$(git status --porcelain --untracked-files=all)\"",
+            &format!("test \"$(git rev-parse HEAD^{{tree}})\" = {tree}"),
+            "test \"$(git rev-parse --show-toplevel)\" = \"$(pwd -P)\"",
+            "echo more >> a.txt && git status --porcelain | grep -q '^ M a.txt'",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(checks_in(&out, &checks).await, [true; 9]);
+        assert_eq!(listing(&ws), before, "the repository is not written");
+        // The same tree again is the same commit; a `.git` a check replaced is a file again.
+        let head = checks_in_output(&out, "git rev-parse HEAD").await;
+        fs::remove_file(out.join(".git")).unwrap();
+        fs::create_dir_all(out.join(".git/objects")).unwrap();
+        trees.bring_to(&tree).await.unwrap();
+        assert!(out.join(".git").is_file());
+        assert_eq!(checks_in_output(&out, "git rev-parse HEAD").await, head);
+        assert_eq!(checks_in(&out, &checks[..8]).await, [true; 8]);
+        // Committed: the tree is `HEAD`'s, and the checkout is `HEAD` itself.
+        assert_eq!(checks_in(&ws, &[commit("second")]).await, [true]);
+        let user_head = checks_in_output(&ws, "git rev-parse HEAD").await;
+        let committed = trees
+            .store()
+            .write_tree(&ws, &dir.path().join("wt.index"))
+            .await
+            .unwrap();
+        assert_eq!(committed, tree);
+        trees.bring_to(&committed).await.unwrap();
+        assert_eq!(
+            checks_in_output(&out, "git rev-parse HEAD").await,
+            user_head
+        );
+    }
+
+    fn walk(dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                out.extend(walk(&path));
+            } else {
+                out.push(path);
+            }
+        }
+        out
+    }
+
+    async fn checks_in_output(dir: &Path, command: &str) -> String {
+        crate::run::replay::run_checks_in(
+            dir,
+            crate::run::replay::Restore::default(),
+            &[command.to_owned()],
+            &env(),
+            std::time::Duration::from_secs(30),
+            crate::run::replay::ReplayConfinement::Unconfined,
+            None,
+        )
+        .await
+        .unwrap()[0]
+            .output_tail
+            .trim()
+            .to_owned()
     }
 
     /// What an agent leaves behind — an ignored build artifact, an ignored cache, an untracked

@@ -9,15 +9,21 @@ use crate::run::workspace::git_test_env as env;
 use crate::supervise::{self, LaunchSpec, StdinSource, StdioMode};
 
 /// Lists a tree as `kind path detail` lines, sorted: a file's content digest and executable
-/// bit, a link's target. The same script lists the checkout and the overlay.
+/// bit, a link's target. The same script lists the checkout and the overlay. The `.git` file
+/// names each root's own git directory: listed by what git reads through it.
 const LIST: &str = r#"
-import hashlib, os, stat
+import hashlib, os, stat, subprocess
 lines = []
 for root, dirs, files in os.walk(".", followlinks=False):
     for name in dirs + files:
         path = os.path.join(root, name)[2:]
         st = os.lstat(path)
-        if stat.S_ISLNK(st.st_mode):
+        if path == ".git":
+            git = lambda *a: subprocess.run(("git",) + a, capture_output=True, text=True).stdout
+            lines.append("git %s %s status[%s]" % (
+                stat.S_ISREG(st.st_mode), git("rev-parse", "HEAD^{tree}").strip(),
+                git("status", "--porcelain", "--untracked-files=all").strip()))
+        elif stat.S_ISLNK(st.st_mode):
             lines.append("link %s %s" % (path, os.readlink(path)))
         elif stat.S_ISDIR(st.st_mode):
             lines.append("dir %s" % path)
@@ -102,7 +108,7 @@ impl Fixture {
     }
 
     fn trees(&self, name: &str) -> VerifyTree {
-        VerifyTree::new(&self.dir.path().join(name), self.store.clone())
+        VerifyTree::new(&self.dir.path().join(name), self.store.clone(), &self.ws)
     }
 
     /// `tree` checked out and closed, against `tree` as an overlay over the work tree (whose
@@ -181,8 +187,8 @@ async fn the_overlay_of_the_snapshot_is_its_checkout() {
     let lower = f.snapshot("w.index").await;
     let layer = f.assert_same(&lower.0, &lower).await;
     assert_eq!(layer.report.unclosed.len(), 3, "{:?}", layer.report);
-    // Nothing of the tree was written: the upper layer holds whiteouts only.
-    let upper_files = walk(&layer.overlay.upper)
+    // Nothing of the tree was written: the upper layer holds whiteouts and the `.git` file.
+    let upper_files: Vec<PathBuf> = walk(&layer.overlay.upper)
         .into_iter()
         .filter(|p| {
             !fs::symlink_metadata(p)
@@ -191,8 +197,8 @@ async fn the_overlay_of_the_snapshot_is_its_checkout() {
                 .is_char_device()
         })
         .filter(|p| !p.is_dir())
-        .count();
-    assert_eq!(upper_files, 0);
+        .collect();
+    assert_eq!(upper_files, [layer.overlay.upper.join(".git")]);
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
