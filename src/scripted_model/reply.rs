@@ -110,6 +110,8 @@ const SHELL_TOOLS: [&str; 4] = ["bash", "Bash", "exec_command", "shell"];
 const STRUCTURED_OUTPUT_TOOL: &str = "StructuredOutput";
 /// autocode's direct runtime's report tool (its arguments are the report, like Claude's).
 const DIRECT_REPORT_TOOL: &str = "report";
+/// The longest `yield_time_ms` Codex's `exec_command` honours ("effective range is 250-30000 ms").
+const CODEX_MAX_YIELD_MS: u64 = 30_000;
 /// autocode's direct runtime's file-writing tool (`path`, `content`).
 const DIRECT_WRITE_TOOL: &str = "write_file";
 /// Used for Claude's Bash `description` when the step gives none (the prototype's text).
@@ -217,6 +219,12 @@ fn shell_call(
         arguments.insert("command".into(), json!(["bash", "-lc", command]));
     } else {
         arguments.insert("command".into(), json!(command));
+    }
+    if tool.has_property("yield_time_ms") {
+        // Codex's `exec_command` yields a command still running after 10 s by default and
+        // expects the model to poll it with `write_stdin`; a script does not poll, so it waits
+        // as long as Codex allows (a command that ends sooner returns when it ends).
+        arguments.insert("yield_time_ms".into(), json!(CODEX_MAX_YIELD_MS));
     }
     if tool.has_property("description") {
         arguments.insert(
@@ -364,6 +372,13 @@ mod tests {
                     json!({"properties":{"cmd":{"type":"string"}}}),
                 ),
                 json!({"cmd":"ls"}),
+            ),
+            (
+                tool(
+                    "exec_command",
+                    json!({"properties":{"cmd":{"type":"string"},"yield_time_ms":{"type":"number"}}}),
+                ),
+                json!({"cmd":"ls","yield_time_ms":30_000}),
             ),
             (
                 tool(
