@@ -453,7 +453,7 @@ pub fn vacuous_check(check: &str) -> Option<String> {
 // The objective's own checks.
 
 fn must_pass() -> Regex {
-    Regex::new(r"(?i)\b(must|should|has to|have to|needs? to|shall|is required to|are required to)\s+(still\s+|also\s+|all\s+)?(pass|succeed|exit (with )?(status |code )?0|run cleanly|be green|keep passing)|\b(make sure|ensure|check that|verify that)\b.*\b(passes|pass|succeeds|succeed)\b|\bmust be green\b|\bkeep\b[^.]*\bpassing\b")
+    Regex::new(r"(?i)\b(must|should|has to|have to|needs? to|shall|is required to|are required to)\s+(still\s+|also\s+|all\s+)?(pass|succeed|exit (with )?(status |code )?0|run cleanly|be green|keep passing)|\b(make sure|ensure|check that|verify that)\b.*\b(passes|pass|succeeds|succeed)\b|\bmust be green\b|\bkeep\s+[^.\s][^.]*\spassing\b")
         .expect("a constant regex")
 }
 
@@ -652,6 +652,13 @@ mod tests {
             ["pytest -q tests/test_parser.py"]
         );
         assert!(objective_checks("Run `make` to build. Rename `foo` to `bar`.").is_empty());
+        // "keep passing" without an object is a habit, not "keep X passing".
+        assert!(
+            objective_checks(
+                "`bytes.parse` understands `1kb`, `2 MB` and so on, but people keep passing the IEC names."
+            )
+            .is_empty()
+        );
         assert_eq!(
             objective_checks("Make sure `pytest` passes and `ruff check .` succeeds."),
             ["pytest", "ruff check ."]
