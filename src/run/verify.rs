@@ -564,15 +564,38 @@ pub fn objective_checks(objective: &str) -> Vec<String> {
         prose.push('\n');
     }
     for sentence in sentences(&prose) {
-        if !must.is_match(&code.replace_all(&sentence, "CODE")) {
-            continue;
-        }
-        for span in code.captures_iter(&sentence) {
-            if is_command(&span[1]) {
-                add(&span[1]);
+        for clause in clauses(&sentence) {
+            if !must.is_match(&code.replace_all(clause, "CODE")) {
+                continue;
+            }
+            for span in code.captures_iter(clause) {
+                if is_command(&span[1]) {
+                    add(&span[1]);
+                }
             }
         }
     }
+    out
+}
+
+/// The clauses of a sentence, split at `;` outside code spans: "must pass" speaks for its own
+/// clause, so a setup command before it ("install with `pip install -e .`; then `pytest` must
+/// pass") is not a check.
+fn clauses(sentence: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut in_code = false;
+    for (i, c) in sentence.char_indices() {
+        match c {
+            '`' => in_code = !in_code,
+            ';' if !in_code => {
+                out.push(&sentence[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&sentence[start..]);
     out
 }
 
@@ -652,6 +675,17 @@ mod tests {
             ["pytest -q tests/test_parser.py"]
         );
         assert!(objective_checks("Run `make` to build. Rename `foo` to `bar`.").is_empty());
+        // A setup command in the clause before "must pass" is not a check.
+        assert_eq!(
+            objective_checks(
+                "Set up with `python3 -m venv .venv && .venv/bin/pip install -e . pytest`; then `.venv/bin/python -m pytest -q` must pass."
+            ),
+            [".venv/bin/python -m pytest -q"]
+        );
+        assert_eq!(
+            objective_checks("Add unit tests; `cargo test --offline -q` must pass."),
+            ["cargo test --offline -q"]
+        );
         // "keep passing" without an object is a habit, not "keep X passing".
         assert!(
             objective_checks(
