@@ -578,17 +578,22 @@ pub fn objective_checks(objective: &str) -> Vec<String> {
     out
 }
 
-/// The clauses of a sentence, split at `;` outside code spans: "must pass" speaks for its own
-/// clause, so a setup command before it ("install with `pip install -e .`; then `pytest` must
-/// pass") is not a check.
+/// The clauses of a sentence, split outside code spans at `;` and at `, then`: "must pass"
+/// speaks for its own clause, so a setup command before it ("install with `pip install -e .`;
+/// then `pytest` must pass", "`npm ci`, then `npm test` must pass") is not a check.
 fn clauses(sentence: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut in_code = false;
     for (i, c) in sentence.char_indices() {
+        let rest = &sentence[i + c.len_utf8()..];
         match c {
             '`' => in_code = !in_code,
             ';' if !in_code => {
+                out.push(&sentence[start..i]);
+                start = i + 1;
+            }
+            ',' if !in_code && rest.trim_start().starts_with("then ") => {
                 out.push(&sentence[start..i]);
                 start = i + 1;
             }
@@ -679,6 +684,12 @@ mod tests {
         assert_eq!(
             objective_checks(
                 "Set up with `python3 -m venv .venv && .venv/bin/pip install -e . pytest`; then `.venv/bin/python -m pytest -q` must pass."
+            ),
+            [".venv/bin/python -m pytest -q"]
+        );
+        assert_eq!(
+            objective_checks(
+                "The tests run in a venv: `python3 -m venv .venv && .venv/bin/pip install pytest .`, then `.venv/bin/python -m pytest -q` must pass."
             ),
             [".venv/bin/python -m pytest -q"]
         );
