@@ -593,7 +593,12 @@ fn clauses(sentence: &str) -> Vec<&str> {
                 out.push(&sentence[start..i]);
                 start = i + 1;
             }
-            ',' if !in_code && rest.trim_start().starts_with("then ") => {
+            ',' if !in_code
+                && rest
+                    .trim_start()
+                    .strip_prefix("then")
+                    .is_some_and(|r| r.starts_with(char::is_whitespace)) =>
+            {
                 out.push(&sentence[start..i]);
                 start = i + 1;
             }
@@ -689,7 +694,7 @@ mod tests {
         );
         assert_eq!(
             objective_checks(
-                "The tests run in a venv: `python3 -m venv .venv && .venv/bin/pip install pytest .`, then `.venv/bin/python -m pytest -q` must pass."
+                "The tests run in a venv: `python3 -m venv .venv && .venv/bin/pip install pytest .`, then\n`.venv/bin/python -m pytest -q` must pass."
             ),
             [".venv/bin/python -m pytest -q"]
         );
