@@ -15,10 +15,11 @@ const server = http.createServer((req, res) => {
   res.end();
 });
 server.listen(0, '127.0.0.1', () => {
-  http.get({ host: '127.0.0.1', port: server.address().port }, (res) => {
+  http.get({ host: '127.0.0.1', port: server.address().port, agent: false }, (res) => {
     res.resume();
     res.on('end', () => {
       const got = res.headers['set-cookie'].map(cookie.parseSetCookie);
+      server.closeAllConnections();
       server.close();
       assert.deepStrictEqual(got[0], {
         name: 'q', value: 'x;y', path: '/', secure: true, partitioned: true, sameSite: 'lax'
