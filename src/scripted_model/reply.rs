@@ -110,13 +110,12 @@ const SHELL_TOOLS: [&str; 4] = ["bash", "Bash", "exec_command", "shell"];
 const STRUCTURED_OUTPUT_TOOL: &str = "StructuredOutput";
 /// autocode's direct runtime's report tool (its arguments are the report, like Claude's).
 const DIRECT_REPORT_TOOL: &str = "report";
+/// The longest `yield_time_ms` Codex's `exec_command` honours ("effective range is 250-30000 ms").
+const CODEX_MAX_YIELD_MS: u64 = 30_000;
 /// autocode's direct runtime's file-writing tool (`path`, `content`).
 const DIRECT_WRITE_TOOL: &str = "write_file";
 /// Used for Claude's Bash `description` when the step gives none (the prototype's text).
 const DEFAULT_DESCRIPTION: &str = "Run the scripted mock command";
-/// How long a scripted `exec_command` asks Codex to wait for its command before handing it back
-/// as still running.
-const SHELL_YIELD_MS: u64 = 300_000;
 
 /// Plans the reply to `request` for `step`, the script step answering assistant turn `turn`.
 pub fn plan_step(step: &Step, request: &ModelRequest, turn: usize) -> Result<Plan, PlanError> {
@@ -221,17 +220,17 @@ fn shell_call(
     } else {
         arguments.insert("command".into(), json!(command));
     }
+    if tool.has_property("yield_time_ms") {
+        // Codex's `exec_command` yields a command still running after 10 s by default and
+        // expects the model to poll it with `write_stdin`; a script does not poll, so it waits
+        // as long as Codex allows (a command that ends sooner returns when it ends).
+        arguments.insert("yield_time_ms".into(), json!(CODEX_MAX_YIELD_MS));
+    }
     if tool.has_property("description") {
         arguments.insert(
             "description".into(),
             json!(description.unwrap_or(DEFAULT_DESCRIPTION)),
         );
-    }
-    // Codex's `exec_command` hands a command back to the model as still running after its
-    // yield time (about ten seconds by default): a scripted step waits for its command as a model
-    // that means to see the result asks to.
-    if tool.has_property("yield_time_ms") {
-        arguments.insert("yield_time_ms".into(), json!(SHELL_YIELD_MS));
     }
     Ok(ToolCall {
         name: tool.name.clone(),
@@ -379,7 +378,7 @@ mod tests {
                     "exec_command",
                     json!({"properties":{"cmd":{"type":"string"},"yield_time_ms":{"type":"number"}}}),
                 ),
-                json!({"cmd":"ls","yield_time_ms":SHELL_YIELD_MS}),
+                json!({"cmd":"ls","yield_time_ms":CODEX_MAX_YIELD_MS}),
             ),
             (
                 tool(
