@@ -39,6 +39,26 @@ fn harness(out: &Path) -> HarnessConfig {
 }
 
 #[test]
+fn the_real_project_catalog_loads_and_each_case_names_its_source() {
+    let cases = catalog::load_catalog(&root().join("scenarios-real")).unwrap();
+    assert!(cases.len() >= 10, "only {} cases", cases.len());
+    for case in &cases {
+        assert!(case.name.starts_with("real-"), "{}", case.name);
+        let source = std::fs::read_to_string(case.dir.join("SOURCE.md")).unwrap_or_default();
+        assert!(
+            source.to_lowercase().contains("licen"),
+            "{}: SOURCE.md names the project and its licence",
+            case.name
+        );
+        assert!(
+            case.scripts.contains_key(&Profile::ScriptedCodex),
+            "{}",
+            case.name
+        );
+    }
+}
+
+#[test]
 fn the_catalog_has_every_required_case_with_a_codex_script() {
     let cases = catalog();
     assert!(cases.len() >= 14, "only {} cases", cases.len());
