@@ -343,7 +343,9 @@ fn pathname_sockets_outside_the_room_are_refused_and_inside_reached() {
 
 #[test]
 fn keeper_mode_gates_connects_too() {
-    let outside = tempfile::tempdir().unwrap();
+    // Outside /tmp and HOME: a socket there is the host's own, and the gate refuses it (through
+    // the private view of /tmp a host socket is another object, and a connect finds no one).
+    let outside = tempfile::tempdir_in("/var/tmp").unwrap();
     let room_dir = tempfile::tempdir().unwrap();
     let foreign = outside.path().join("server.sock");
     let _foreign = listen(&foreign);

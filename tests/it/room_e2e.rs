@@ -27,16 +27,10 @@ fn room_of(finished: &super::run_e2e::Finished, stage: &str) -> Value {
     serde_json::from_str(&text).expect("room.json is JSON")
 }
 
-#[test]
-fn a_builder_writing_into_home_writes_its_own_layer_which_no_judge_sees() {
-    let builder = json!([[
-        {"run": "mkdir -p \"$HOME/.local/lib/site-packages\" && printf 'import os\\n' > \"$HOME/.local/lib/site-packages/usercustomize.py\""},
-        {"run": "printf 'export PATH=/evil:$PATH\\n' >> \"$HOME/.bashrc\""},
-        {"run": "echo planted-by-the-builder > \"$HOME/.planted\" && cat \"$HOME/.planted\""},
-        {"run": BUILD}, {"run": CHECK}, build_report()
-    ]]);
-    let tester = json!([[
-        {"run": "cat \"$HOME/.planted\" 2>/dev/null || echo the-tester-sees-no-planted-file"},
+/// A tester that runs `first`, then the check, and reports it passing.
+fn tester_after(first: Value) -> Value {
+    json!([[
+        first,
         {"run": CHECK},
         {"report": {
             "milestone_id": "M1",
@@ -48,7 +42,20 @@ fn a_builder_writing_into_home_writes_its_own_layer_which_no_judge_sees() {
                 "notes": ""
             }]
         }}
+    ]])
+}
+
+#[test]
+fn a_builder_writing_into_home_writes_its_own_layer_which_no_judge_sees() {
+    let builder = json!([[
+        {"run": "mkdir -p \"$HOME/.local/lib/site-packages\" && printf 'import os\\n' > \"$HOME/.local/lib/site-packages/usercustomize.py\""},
+        {"run": "printf 'export PATH=/evil:$PATH\\n' >> \"$HOME/.bashrc\""},
+        {"run": "echo planted-by-the-builder > \"$HOME/.planted\" && cat \"$HOME/.planted\""},
+        {"run": BUILD}, {"run": CHECK}, build_report()
     ]]);
+    let tester = tester_after(json!(
+        {"run": "cat \"$HOME/.planted\" 2>/dev/null || echo the-tester-sees-no-planted-file"}
+    ));
     let harness = Harness::new(script_with(&[("builder", builder), ("tester", tester)]));
     let finished = harness.run(&["--yes"]);
     // The user's HOME is as it was: the writes landed in the builder's private layer.
@@ -117,20 +124,7 @@ fn a_change_a_judges_room_could_not_make_is_not_blamed_on_the_judge() {
     let scratch = tempfile::tempdir_in("/var/tmp").expect("scratch");
     let fifo = scratch.path().join("gate");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).expect("fifo");
-    let tester = json!([[
-        {"run": format!("cat {}", fifo.display())},
-        {"run": CHECK},
-        {"report": {
-            "milestone_id": "M1",
-            "summary": "Checked hello.txt.",
-            "criteria": [{
-                "criterion_id": "AC1",
-                "verdict": "PASS",
-                "checks": [{"command": CHECK, "exit_code": 0, "evidence_ref": "{{last_event}}"}],
-                "notes": ""
-            }]
-        }}
-    ]]);
+    let tester = tester_after(json!({"run": format!("cat {}", fifo.display())}));
     let harness = Harness::new(script_with(&[("tester", tester)]));
     let worktrees = harness.workspace().join(".autocode/worktrees");
     let person = std::thread::spawn(move || {

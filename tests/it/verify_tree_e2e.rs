@@ -142,7 +142,13 @@ fn a_prepare_step_runs_before_every_replay_of_the_checks() {
         .iter()
         .map(|(_, r)| r["tree"].as_str().expect("tree"))
         .collect();
-    assert_eq!(trees, ["base", "final", "final"], "{records:?}");
+    // The base tree, the tester's replay, the final gate, and the witness replay of the result's
+    // checks against the base code (`docs/run-lifecycle.md`, "What verified means").
+    assert_eq!(
+        trees,
+        ["base", "final", "final", "final_with_base_files"],
+        "{records:?}"
+    );
     for (name, record) in &records {
         assert_eq!(record["outcome"], "prepared", "{name}: {record}");
         assert_eq!(
