@@ -514,11 +514,10 @@ mod tests {
     use crate::ids::{ProviderName, RunId};
     use crate::run::workspace::git_test_env as env;
 
-    /// An `--in-place` run over a fresh git workspace `ws/` (in `root`) holding `files`, with
-    /// its run directory and a runner; its verification root goes with it.
+    /// An `--in-place` run over a fresh git workspace `ws/` holding `files`, with its run
+    /// directory and a runner; its verification root goes with it.
     struct InPlace {
         _dir: tempfile::TempDir,
-        root: PathBuf,
         ws: PathBuf,
         state: RunState,
         runner: CliRunner,
@@ -549,7 +548,6 @@ mod tests {
             std::fs::create_dir_all(state.run_dir()).unwrap();
             InPlace {
                 _dir: dir,
-                root,
                 ws,
                 state,
                 runner: CliRunner::new(env(), Vec::new()),
