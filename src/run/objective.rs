@@ -77,11 +77,13 @@ fn is_command(span: &str) -> bool {
         // A program name (or an environment assignment) first: not `median([1, 2])`,
         // `HELLO, ADA!` or `-n N`.
         let first = span.split_whitespace().next().unwrap_or_default();
+        // A quantity (`2 MB`, `10 s`) is no program: a program's name has a letter.
         let program = first.starts_with(|c: char| {
             c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '/' || c == '_'
         }) && first
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_.+/-".contains(c));
+            .all(|c| c.is_ascii_alphanumeric() || "_.+/-".contains(c))
+            && first.chars().any(|c| c.is_ascii_alphabetic());
         let assignment = first.split_once('=').is_some_and(|(n, _)| {
             !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         });
@@ -369,6 +371,38 @@ pub fn units(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The clause of `unit` that shows `command` in code formatting: `unit` split, outside code
+/// spans, at `;` and before `then` or `but` after a comma. The whole unit when the command is
+/// not in it as a span (a block's line, introduced by the unit).
+fn clause_holding<'a>(unit: &'a str, command: &str) -> &'a str {
+    let span = format!("`{command}`");
+    let mut start = 0;
+    let mut in_code = false;
+    let mut clauses = Vec::new();
+    for (i, c) in unit.char_indices() {
+        match c {
+            '`' => in_code = !in_code,
+            ';' if !in_code => {
+                clauses.push(&unit[start..i]);
+                start = i + 1;
+            }
+            ',' if !in_code => {
+                let rest = unit[i + 1..].trim_start();
+                if ["then ", "then\n", "but "].iter().any(|w| rest.starts_with(w)) {
+                    clauses.push(&unit[start..i]);
+                    start = i + 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    clauses.push(&unit[start..]);
+    clauses
+        .into_iter()
+        .find(|clause| clause.contains(&span))
+        .unwrap_or(unit)
+}
+
 /// The role of `command`, shown in `unit` (or introduced by it).
 fn classify(command: &str, unit: &str) -> (CommandRole, String) {
     if is_setup_command(command) {
@@ -383,7 +417,10 @@ fn classify(command: &str, unit: &str) -> (CommandRole, String) {
             "it runs tests: replayed on the base and on the final tree".into(),
         );
     }
-    let without_code = inline_code().replace_all(unit, "CODE");
+    // The success words speak for their own clause: "install with `x`; then `y` must pass",
+    // "`x`, then `y` must pass", "`x` understands …, but people keep passing …".
+    let clause = clause_holding(unit, command);
+    let without_code = inline_code().replace_all(clause, "CODE");
     if succeeds().is_match(&without_code) {
         return (
             CommandRole::RequiredCheck,
@@ -596,6 +633,20 @@ mod tests {
                 ("npm ci && npm install left-pad".into(), Setup),
                 ("pip install -e . && pytest -q".into(), RequiredCheck),
                 ("make".into(), RequiredCheck),
+            ]
+        );
+        let quantities = "`bytes.parse` understands `1kb`, `2 MB` and so on, but people keep passing the IEC names. `npm test` must pass.";
+        assert_eq!(objective_checks(quantities), vec!["npm test".to_owned()]);
+        let clauses = "Run `make gen`, then `./check.sh --all` must pass.";
+        let seen: Vec<(String, CommandRole)> = objective_commands(clauses)
+            .into_iter()
+            .map(|c| (c.command, c.role))
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                ("make gen".to_owned(), CommandRole::Mentioned),
+                ("./check.sh --all".to_owned(), CommandRole::RequiredCheck)
             ]
         );
         let keep = "Fix `median`. Keep `python3 -m unittest -q test_stats`\npassing and add tests.";
