@@ -388,7 +388,10 @@ fn clause_holding<'a>(unit: &'a str, command: &str) -> &'a str {
             }
             ',' if !in_code => {
                 let rest = unit[i + 1..].trim_start();
-                if ["then ", "then\n", "but "].iter().any(|w| rest.starts_with(w)) {
+                if ["then ", "then\n", "but "]
+                    .iter()
+                    .any(|w| rest.starts_with(w))
+                {
                     clauses.push(&unit[start..i]);
                     start = i + 1;
                 }
