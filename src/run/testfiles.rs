@@ -340,7 +340,7 @@ mod tests {
 
     #[test]
     fn inline_rust_tests_removed_or_altered_are_found() {
-        let base = "pub fn f() -> u8 { todo!() }\n\n#[cfg(test)]\nmod tests {\n    use super::*;\n    #[test]\n    fn one() { assert_eq!(f(), 1); }\n}\n";
+        let base = "pub fn f() -> u8 { 0 }\n\n#[cfg(test)]\nmod tests {\n    use super::*;\n    #[test]\n    fn one() { assert_eq!(f(), 1); }\n}\n";
         let honest = "pub fn f() -> u8 { 1 }\n\n#[cfg(test)]\nmod tests {\n    use super::*;\n    #[test]\n    fn one() { assert_eq!(f(), 1); }\n    #[test]\n    fn two() { assert!(f() > 0); }\n}\n";
         let gutted = "pub fn f() -> u8 { 1 }\n\n#[cfg(test)]\nmod tests {}\n";
         let altered = "pub fn f() -> u8 { 2 }\n\n#[cfg(test)]\nmod tests {\n    use super::*;\n    #[test]\n    fn one() { assert_eq!(f(), 2); }\n}\n";
