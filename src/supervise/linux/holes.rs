@@ -132,7 +132,7 @@ pub fn needed(writable: &[PathBuf], read_only: &[PathBuf]) -> (Vec<PathBuf>, Vec
     (holes, skipped)
 }
 
-fn cstring(path: &Path) -> io::Result<CString> {
+pub(super) fn cstring(path: &Path) -> io::Result<CString> {
     CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path holds a NUL byte"))
 }
@@ -311,7 +311,7 @@ impl HolePlan {
     }
 }
 
-fn check(rc: libc::c_int) -> io::Result<()> {
+pub(super) fn check(rc: libc::c_int) -> io::Result<()> {
     if rc < 0 {
         Err(io::Error::last_os_error())
     } else {

@@ -21,9 +21,9 @@
 use std::ffi::CString;
 use std::io;
 use std::os::fd::RawFd;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use super::holes::{check, cstring as path_cstring};
 use crate::supervise::PrivateViews;
 
 /// Everything the child needs for the views, prepared before the fork.
@@ -62,10 +62,6 @@ enum MountKind {
 fn cstring(bytes: &[u8]) -> io::Result<CString> {
     CString::new(bytes)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path holds a NUL byte"))
-}
-
-fn path_cstring(path: &Path) -> io::Result<CString> {
-    cstring(path.as_os_str().as_bytes())
 }
 
 /// Real paths a mount names by descriptor (`/proc/self/fd/N`), because a view will cover them
@@ -355,14 +351,6 @@ fn open_beneath_no_symlinks(path: &CString) -> io::Result<RawFd> {
         Err(io::Error::last_os_error())
     } else {
         Ok(fd as RawFd)
-    }
-}
-
-fn check(rc: libc::c_int) -> io::Result<()> {
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
     }
 }
 
