@@ -69,6 +69,11 @@ pub enum Doubt {
     Entry(PathBuf),
     /// A racily clean entry's content no longer hashes to its blob.
     RacyContent(PathBuf),
+    /// A tracked path whose stat differs from the index only below the second and whose
+    /// content no longer hashes to its blob: a same-size rewrite with its mtime put back within
+    /// the second of its last ctime. git built without `USE_NSEC` (Debian's, among others)
+    /// compares whole seconds and keeps the old blob; the snapshot is git's all the same.
+    BelowGitsClock(PathBuf),
 }
 
 impl fmt::Display for Doubt {
@@ -81,6 +86,9 @@ impl fmt::Display for Doubt {
             Doubt::Dir(p) => write!(f, "directory {} changed", p.display()),
             Doubt::Entry(p) => write!(f, "{} changed", p.display()),
             Doubt::RacyContent(p) => write!(f, "racily clean {} changed", p.display()),
+            Doubt::BelowGitsClock(p) => {
+                write!(f, "{} changed within the second git compares", p.display())
+            }
         }
     }
 }
@@ -461,10 +469,22 @@ impl Watch {
                         AtFlags::AT_SYMLINK_NOFOLLOW,
                     )
                     .map_err(|_| doubt())?;
-                    if !stat_matches(entry, &stat) {
-                        return Err(doubt());
+                    let racy = i64::from(entry.mtime.sec) >= self.index_mtime_sec;
+                    let below_the_second = match stat_matches(entry, &stat) {
+                        StatMatch::Same => false,
+                        StatMatch::BelowTheSecond => true,
+                        StatMatch::Differs => return Err(doubt()),
+                    };
+                    if below_the_second && !racy {
+                        // git may or may not see the difference (it does with `USE_NSEC`):
+                        // either way its blob is the content's when the content hashes to it.
+                        hashed += 1;
+                        let path = group.dir.join(OsStr::from_bytes(name.as_bytes()));
+                        if blob_id(&path, &stat).as_ref() != Some(&entry.oid) {
+                            return Err(Doubt::BelowGitsClock(path));
+                        }
                     }
-                    if i64::from(entry.mtime.sec) >= self.index_mtime_sec {
+                    if racy {
                         hashed += 1;
                         let path = group.dir.join(OsStr::from_bytes(name.as_bytes()));
                         if blob_id(&path, &stat).as_ref() != Some(&entry.oid) {
@@ -540,27 +560,44 @@ impl Watch {
     }
 }
 
-/// Whether `meta` matches the stat data git stored for `entry`, as git's `ie_match_stat`
-/// compares them (`core.checkStat=default`, `core.trustctime=true`, `core.fileMode=true`), with
-/// nanoseconds always compared.
-fn stat_matches(entry: &IndexEntry, st: &FileStat) -> bool {
+/// How a file's stat compares with the stat data git stored for its index entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StatMatch {
+    Same,
+    /// Equal but for the nanoseconds of ctime or mtime: git built without `USE_NSEC` calls the
+    /// entry clean, one built with it hashes the file again.
+    BelowTheSecond,
+    Differs,
+}
+
+/// Compares `st` with the stat data git stored for `entry`, as git's `ie_match_stat` compares
+/// them (`core.checkStat=default`, `core.trustctime=true`, `core.fileMode=true`), telling apart
+/// a difference only in nanoseconds.
+fn stat_matches(entry: &IndexEntry, st: &FileStat) -> StatMatch {
     let mode = match st.st_mode & libc::S_IFMT {
         libc::S_IFREG if st.st_mode & 0o100 != 0 => 0o100755,
         libc::S_IFREG => 0o100644,
         libc::S_IFLNK => 0o120000,
-        _ => return false,
+        _ => return StatMatch::Differs,
     };
-    mode == entry.mode
+    let whole = mode == entry.mode
         && st.st_ctime as u32 == entry.ctime.sec
-        && st.st_ctime_nsec as u32 == entry.ctime.nsec
         && st.st_mtime as u32 == entry.mtime.sec
-        && st.st_mtime_nsec as u32 == entry.mtime.nsec
         && st.st_ino as u32 == entry.ino
         && st.st_uid == entry.uid
         && st.st_gid == entry.gid
         && st.st_size as u32 == entry.size
         // git smudges a racily clean entry by storing size 0: it then reads as changed.
-        && (entry.size != 0 || entry.oid == EMPTY_BLOB)
+        && (entry.size != 0 || entry.oid == EMPTY_BLOB);
+    if !whole {
+        StatMatch::Differs
+    } else if st.st_ctime_nsec as u32 == entry.ctime.nsec
+        && st.st_mtime_nsec as u32 == entry.mtime.nsec
+    {
+        StatMatch::Same
+    } else {
+        StatMatch::BelowTheSecond
+    }
 }
 
 /// The blob id git would give the file or symlink at `path` (no filters: the store's

@@ -557,7 +557,18 @@ proptest! {
             }
             fx.same_as_git().await;
             let (_, path) = fx.same_as_git().await;
-            assert_eq!(path, SnapshotPath::Watched, "nothing changed since the last snapshot");
+            // git's own blind spot (a same-size rewrite within the second of its last ctime,
+            // its mtime put back) keeps its stale blob, so the watch cannot hold; any other
+            // doubt after no change is a miss.
+            if !matches!(fx.watcher.last_doubt, Some(super::Doubt::BelowGitsClock(_))) {
+                assert_eq!(
+                    path,
+                    SnapshotPath::Watched,
+                    "nothing changed since the last snapshot (doubt: {:?}, unwatchable: {:?})",
+                    fx.watcher.last_doubt,
+                    fx.watcher.last_unwatchable
+                );
+            }
         });
     }
 }
