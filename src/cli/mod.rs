@@ -23,6 +23,7 @@ mod providers;
 mod run;
 mod runs;
 mod scenario;
+mod scenario_jobs;
 mod scripted_model;
 mod supervise;
 

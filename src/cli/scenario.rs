@@ -11,6 +11,7 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 
 use super::output;
+use super::scenario_jobs;
 use crate::error::EdgeError;
 use crate::scenario::catalog::{self, Profile, Shard};
 use crate::scenario::runner::{self, HarnessConfig};
@@ -69,6 +70,12 @@ pub struct RunArgs {
     /// Run only this shard of the jobs, I/N with I counted from 1.
     #[arg(long)]
     pub shard: Option<String>,
+    /// Run this many jobs at a time, each in a process of its own.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub jobs: u32,
+    /// Run only this repetition (counted from 1) of each job (what `--jobs` gives each child).
+    #[arg(long, hide = true, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repetition: Option<u32>,
     /// Where the pinned CLIs live.
     #[arg(long, default_value = "tests/clis/node_modules/.bin")]
     pub cli_bin: PathBuf,
@@ -223,9 +230,27 @@ fn run_cases(args: RunArgs) -> Result<ExitCode, EdgeError> {
         .map(str::parse::<Shard>)
         .transpose()
         .map_err(EdgeError::usage)?;
-    let (jobs, unsupported) = catalog::plan_jobs(&selected, &profiles, args.repeat, shard);
+    let (mut jobs, unsupported) = catalog::plan_jobs(&selected, &profiles, args.repeat, shard);
+    if let Some(repetition) = args.repetition {
+        jobs.retain(|job| job.repeat + 1 == repetition);
+    }
     for (case, profile, reason) in &unsupported {
         output::say!("skipped: {case} on {profile}: {reason}");
+    }
+    if args.jobs > 1 && jobs.len() > 1 {
+        let out = scenario_jobs::absolute(&args.out);
+        let cli_bin = scenario_jobs::absolute(&args.cli_bin);
+        let catalog_dir = scenario_jobs::absolute(&args.catalog.catalog);
+        let child = scenario_jobs::ChildArgs {
+            out: &out,
+            cli_bin: &cli_bin,
+            catalog: &catalog_dir,
+            authorize_live: args.authorize_live,
+        };
+        output::say!("{} jobs, {} at a time", jobs.len(), args.jobs);
+        let results = scenario_jobs::run_in_children(&jobs, args.jobs as usize, &child)
+            .map_err(|e| EdgeError::internal(format!("cannot run the jobs in processes: {e}")))?;
+        return finish(&results, args.json);
     }
     let cli_bin = std::fs::canonicalize(&args.cli_bin).unwrap_or(args.cli_bin.clone());
     let config = HarnessConfig {
@@ -257,8 +282,16 @@ fn run_cases(args: RunArgs) -> Result<ExitCode, EdgeError> {
         );
         results.push(result);
     }
-    let merged = stats::merge(&results);
-    if args.json {
+    finish(&results, args.json)
+}
+
+/// Prints the scorecard of `results` and gives the exit code of the gate.
+fn finish(
+    results: &[crate::scenario::result::ScenarioResult],
+    json: bool,
+) -> Result<ExitCode, EdgeError> {
+    let merged = stats::merge(results);
+    if json {
         output::print_json(&merged)?;
     } else if !results.is_empty() {
         output::print_stdout(stats::render_text(&merged).trim_end())?;

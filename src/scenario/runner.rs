@@ -402,7 +402,8 @@ async fn drive_case(
     }
 }
 
-fn error_result(
+/// The result of a job that ended in a harness error (`message` says what went wrong).
+pub fn error_result(
     job: &Job<'_>,
     message: String,
     started_at: chrono::DateTime<Utc>,

@@ -260,3 +260,57 @@ async fn a_shell_command_answer_is_corrected_inside_the_attempt() {
     let launch = std::fs::read_to_string(dir.join("run/stages/004-builder-1/launch.json")).unwrap();
     assert!(launch.contains("anthropic_messages"), "{launch}");
 }
+
+/// `--jobs 2`: each (case, profile, repetition) runs in a child process of its own, every
+/// result lands where a sequential run puts it, and the scorecard counts them all.
+#[test]
+fn jobs_run_in_child_processes_and_every_result_lands_in_its_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let (code, stdout, stderr) = autocode(&[
+        "scenario",
+        "run",
+        "feature-with-docs",
+        "--profile",
+        "scripted-direct",
+        "--repeat",
+        "3",
+        "--jobs",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("3 jobs, 2 at a time"), "{stderr}");
+    let mut protocols = Vec::new();
+    for n in ["001", "002", "003"] {
+        let file = out
+            .join("feature-with-docs/scripted-direct")
+            .join(n)
+            .join("result.json");
+        let result: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        assert_eq!(result["verdict"], "PASS", "{n}: {result}");
+        assert_eq!(result["repeat"], n.parse::<u64>().unwrap() - 1);
+        protocols.push(result["protocol"].as_str().unwrap().to_owned());
+        // Each job's lines are one block: its verdict follows its own start line.
+        let start = format!(
+            "running feature-with-docs on scripted-direct, {}",
+            protocols.last().unwrap()
+        );
+        let at = stderr
+            .find(&start)
+            .unwrap_or_else(|| panic!("{start}: {stderr}"));
+        assert!(
+            stderr[at..].lines().nth(1).unwrap().contains("PASS"),
+            "{stderr}"
+        );
+    }
+    // The repetitions rotate the protocol as a sequential run does.
+    protocols.sort();
+    protocols.dedup();
+    assert_eq!(protocols.len(), 3, "{protocols:?}");
+    assert!(
+        stdout.contains("feature-with-docs  scripted-direct  3     3"),
+        "{stdout}"
+    );
+}

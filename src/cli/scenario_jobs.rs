@@ -1,0 +1,165 @@
+//! `scenario run --jobs N`: the planned jobs run N at a time, each in a child `autocode
+//! scenario run` of its own (one case, one profile, one repetition), so jobs share no process
+//! state (the boundary's keeper threads, the tokio runtime, the reaper). Each child writes its
+//! `result.json` where a sequential run would; its messages are printed as one block when it
+//! ends, so two jobs' lines never interleave.
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+
+use crate::scenario::catalog::Job;
+use crate::scenario::result::{self, RESULT_FILE, ScenarioResult};
+use crate::scenario::runner;
+
+/// What every child is given besides its job.
+pub struct ChildArgs<'a> {
+    pub out: &'a Path,
+    pub cli_bin: &'a Path,
+    pub catalog: &'a Path,
+    pub authorize_live: bool,
+}
+
+/// One job's child invocation: the case, the profile and the one repetition (counted from 1).
+fn child_command(exe: &Path, job: &Job<'_>, args: &ChildArgs<'_>) -> Command {
+    let mut command = Command::new(exe);
+    let repetition = job.repeat.saturating_add(1).to_string();
+    let argv: Vec<OsString> = vec![
+        "scenario".into(),
+        "run".into(),
+        job.scenario.name.clone().into(),
+        "--profile".into(),
+        job.profile.as_str().into(),
+        "--repeat".into(),
+        repetition.clone().into(),
+        "--repetition".into(),
+        repetition.into(),
+        "--out".into(),
+        args.out.into(),
+        "--cli-bin".into(),
+        args.cli_bin.into(),
+        "--catalog".into(),
+        args.catalog.into(),
+    ];
+    command.args(argv);
+    if args.authorize_live {
+        command.arg("--i-authorize-live-model-spend");
+    }
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// Runs `jobs` in up to `parallel` children at a time; returns each job's result, in the order
+/// of `jobs`. A child that leaves no readable result (it crashed, it was killed) is a harness
+/// error for its job, never a silent gap.
+pub fn run_in_children(
+    jobs: &[Job<'_>],
+    parallel: usize,
+    args: &ChildArgs<'_>,
+) -> Result<Vec<ScenarioResult>, std::io::Error> {
+    let exe = std::env::current_exe()?;
+    let queue: Mutex<VecDeque<usize>> = Mutex::new((0..jobs.len()).collect());
+    let results: Mutex<Vec<Option<ScenarioResult>>> = Mutex::new(vec![None; jobs.len()]);
+    let print = Mutex::new(());
+    std::thread::scope(|scope| {
+        for _ in 0..parallel.clamp(1, jobs.len().max(1)) {
+            scope.spawn(|| {
+                loop {
+                    let Some(index) = queue.lock().ok().and_then(|mut q| q.pop_front()) else {
+                        break;
+                    };
+                    let job = &jobs[index];
+                    let result = run_child(&exe, job, args);
+                    let block = render_block(job, &result);
+                    if let Ok(_guard) = print.lock() {
+                        eprint!("{block}");
+                    }
+                    if let Ok(mut all) = results.lock() {
+                        all[index] = Some(result.result);
+                    }
+                }
+            });
+        }
+    });
+    let results = results
+        .into_inner()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    Ok(results
+        .into_iter()
+        .zip(jobs)
+        .map(|(result, job)| result.unwrap_or_else(|| missing(job, "the job never ran".to_owned())))
+        .collect())
+}
+
+/// A finished child: its result and the messages it printed.
+struct Finished {
+    result: ScenarioResult,
+    messages: String,
+}
+
+fn run_child(exe: &Path, job: &Job<'_>, args: &ChildArgs<'_>) -> Finished {
+    let dir = result::result_dir(
+        args.out,
+        &job.scenario.name,
+        job.profile.as_str(),
+        job.repeat,
+    );
+    let output = child_command(exe, job, args).output();
+    let (messages, status) = match output {
+        Ok(out) => (
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            Some(out.status),
+        ),
+        Err(e) => (format!("cannot start {}: {e}\n", exe.display()), None),
+    };
+    let result = match result::read(&dir.join(RESULT_FILE)) {
+        Ok(result) => result,
+        Err(e) => {
+            let status = status.map_or_else(|| "did not start".to_owned(), |s| s.to_string());
+            missing(
+                job,
+                format!(
+                    "the job's process ended ({status}) without a readable {}: {e}",
+                    dir.join(RESULT_FILE).display()
+                ),
+            )
+        }
+    };
+    Finished { result, messages }
+}
+
+/// The child's own lines, or the job's line and verdict when it printed none.
+fn render_block(job: &Job<'_>, finished: &Finished) -> String {
+    let mut block = finished.messages.clone();
+    if !block.contains(&format!("running {} on", job.scenario.name)) {
+        block.insert_str(
+            0,
+            &format!(
+                "running {} on {} (#{})\n  {}\n",
+                job.scenario.name,
+                job.profile,
+                job.repeat + 1,
+                finished.result.verdict
+            ),
+        );
+    }
+    if !block.ends_with('\n') {
+        block.push('\n');
+    }
+    block
+}
+
+fn missing(job: &Job<'_>, message: String) -> ScenarioResult {
+    runner::error_result(job, message, chrono::Utc::now(), std::time::Instant::now())
+}
+
+/// The out folder as children are given it: absolute, so a child's working directory never
+/// changes where its result lands.
+pub fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
+}
