@@ -15,10 +15,14 @@
 //! [`RunningServer`]) stops accepting, ends hanging requests and closes every connection.
 
 pub mod canary;
+mod claude_repair;
 pub mod reply;
 pub mod request;
 pub mod script;
 pub mod wire;
+
+/// How Claude Code names itself (`claude-cli/2.1.328 (external, sdk-cli)`).
+const CLAUDE_CODE_USER_AGENT: &str = "claude-cli/";
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -452,7 +456,13 @@ async fn handle(state: Arc<State>, request: Request<Incoming>) -> Result<HttpRes
         }
     };
     let parsed = match ModelRequest::parse(api, &body) {
-        Ok(parsed) => parsed,
+        Ok(mut parsed) => {
+            parsed.repairs_unicode_escapes = entry
+                .user_agent
+                .as_deref()
+                .is_some_and(|agent| agent.starts_with(CLAUDE_CODE_USER_AGENT));
+            parsed
+        }
         Err(error) => {
             entry.action = Action::BadRequest;
             entry.detail = Some(error.to_string());

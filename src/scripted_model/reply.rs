@@ -118,7 +118,22 @@ const DIRECT_WRITE_TOOL: &str = "write_file";
 const DEFAULT_DESCRIPTION: &str = "Run the scripted mock command";
 
 /// Plans the reply to `request` for `step`, the script step answering assistant turn `turn`.
+/// A tool call to a client that decodes `\uXXXX` in tool input is shielded from it, so the
+/// script's text reaches the tool byte for byte.
 pub fn plan_step(step: &Step, request: &ModelRequest, turn: usize) -> Result<Plan, PlanError> {
+    let mut plan = plan_unshielded(step, request, turn)?;
+    if request.repairs_unicode_escapes
+        && let Plan::Answer(Answer {
+            tool_call: Some(call),
+            ..
+        }) = &mut plan
+    {
+        super::claude_repair::shield(&mut call.arguments);
+    }
+    Ok(plan)
+}
+
+fn plan_unshielded(step: &Step, request: &ModelRequest, turn: usize) -> Result<Plan, PlanError> {
     let usage = Usage::for_step(turn);
     let answer = |thinking: &Option<String>, text: Option<String>, tool_call: Option<ToolCall>| {
         let finish = if tool_call.is_some() {
@@ -318,6 +333,7 @@ mod tests {
             assistant_turns_since_last_prompt: 0,
             prompts: vec![],
             title_call: false,
+            repairs_unicode_escapes: false,
         }
     }
 

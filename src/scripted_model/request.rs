@@ -65,6 +65,9 @@ pub struct ModelRequest {
     pub prompts: Vec<String>,
     /// OpenCode's tool-less "You are a title generator" call.
     pub title_call: bool,
+    /// The client decodes `\uXXXX` in tool-call input strings (Claude Code: `claude_repair`);
+    /// set from the request's `User-Agent` by the server.
+    pub repairs_unicode_escapes: bool,
 }
 
 /// A body that cannot be read as a request.
@@ -223,6 +226,7 @@ impl ModelRequest {
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             title_call: tools.is_empty() && system_text.contains(TITLE_MARKER),
+            repairs_unicode_escapes: false,
             tools,
             assistant_turns,
             assistant_turns_since_last_prompt: since_last_prompt,
