@@ -22,7 +22,7 @@ use anstyle::{AnsiColor, Style};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::output::say_line;
-use crate::run::progress::{ProgressSink, StageActivity, StageStart};
+use crate::run::progress::{ProgressSink, STAGE_COLUMN, StageActivity, StageStart, route_cell};
 use crate::term_text::terminal_safe;
 
 /// How progress is shown.
@@ -123,23 +123,26 @@ impl Progress {
         }
     }
 
-    /// Colours the outcome word of a finished stage's line (`accepted`, `rejected:`,
-    /// `stopped:`); other lines stay as they are.
+    /// Colours the outcome word of a finished stage's line (`accepted`, `diagnosed`,
+    /// `rejected:`, `stopped:`, which follow the tokens column); other lines stay as they are.
     fn colour_note(&self, line: &str) -> String {
+        const OUTCOME_AFTER: &str = " tok  ";
         if !self.colour {
             return line.to_owned();
         }
+        let Some(at) = line.find(OUTCOME_AFTER).map(|at| at + OUTCOME_AFTER.len()) else {
+            return line.to_owned();
+        };
+        let (head, outcome) = line.split_at(at);
         for (word, colour) in [
-            (" accepted ", AnsiColor::Green),
-            (" diagnosed ", AnsiColor::Cyan),
-            (" rejected: ", AnsiColor::Yellow),
-            (" stopped: ", AnsiColor::Red),
+            ("accepted", AnsiColor::Green),
+            ("diagnosed", AnsiColor::Cyan),
+            ("rejected:", AnsiColor::Yellow),
+            ("stopped:", AnsiColor::Red),
         ] {
-            if let Some(at) = line.find(word) {
-                let (head, rest) = line.split_at(at + 1);
-                let word = word.trim();
+            if let Some(rest) = outcome.strip_prefix(word) {
                 let style = Style::new().fg_color(Some(colour.into())).bold();
-                return format!("{head}{}{}", self.paint(style, word), &rest[word.len()..]);
+                return format!("{head}{}{rest}", self.paint(style, word));
             }
         }
         line.to_owned()
@@ -154,7 +157,7 @@ impl Progress {
     }
 
     fn live_message(stage: &LiveStage) -> String {
-        let mut message = format!("{:>8} tokens", stage.tokens);
+        let mut message = format!("{:>7} tok", stage.tokens);
         if let Some(last) = &stage.last {
             message.push_str("  ");
             message.push_str(&crate::term_text::abridge(
@@ -191,12 +194,17 @@ impl ProgressSink for Progress {
             Mode::Live => {
                 let Some(multi) = &self.multi else { return };
                 let prefix = format!(
-                    "{} {:<32}",
-                    self.paint(Style::new().bold(), &format!("{:<26}", stage.dir)),
-                    one_line(&stage.route)
+                    "{} {}",
+                    self.paint(
+                        Style::new().bold(),
+                        &format!("{:<width$}", stage.dir, width = STAGE_COLUMN)
+                    ),
+                    route_cell(&one_line(&stage.route))
                 );
+                // The finished line's columns, the spinner in front (`wide_msg` is cut to the
+                // terminal's width, so the live line never wraps into debris).
                 let style =
-                    ProgressStyle::with_template("{spinner} {prefix} {elapsed:>5} {wide_msg}")
+                    ProgressStyle::with_template("{spinner} {prefix} {elapsed:>6} {wide_msg}")
                         .unwrap_or_else(|_| ProgressStyle::default_spinner());
                 let bar = ProgressBar::new_spinner()
                     .with_style(style)
@@ -268,7 +276,7 @@ mod tests {
     #[test]
     fn notes_are_coloured_only_with_colour_on() {
         let mut progress = Progress::new(Mode::Plain);
-        let line = "004-builder-1 p/m accepted    1.0s";
+        let line = "004-builder-1              p/m                     1.0s      12 tok  accepted";
         assert_eq!(progress.colour_note(line), line);
         Arc::get_mut(&mut progress).unwrap().colour = true;
         let painted = progress.colour_note(line);

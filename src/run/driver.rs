@@ -674,15 +674,12 @@ fn runner_evidence_style(state: &RunState, role: Role) -> prompt::EvidenceStyle 
 }
 
 fn attempt_line(attempt: &AttemptRecord, outcome: &str, duration: Duration) -> String {
-    let tokens = attempt.usage.total_tokens();
-    format!(
-        // 26 fits the longest stage name (`006-completion_reviewer-10`).
-        "{:<26} {:<32} {:<40} {:>6.1}s {:>8} tokens",
-        attempt.dir,
-        format!("{}/{}", attempt.route.provider, attempt.route.model),
-        outcome,
+    super::progress::stage_line(
+        &attempt.dir,
+        &format!("{}/{}", attempt.route.provider, attempt.route.model),
         duration.as_secs_f64(),
-        tokens
+        attempt.usage.total_tokens(),
+        outcome,
     )
 }
 

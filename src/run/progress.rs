@@ -11,6 +11,31 @@ use std::sync::Arc;
 use crate::events::NormalizedEvent;
 use crate::role::Role;
 
+/// The width of the stage column of a run's stage lines (fits `006-completion_reviewer-10`).
+pub const STAGE_COLUMN: usize = 26;
+/// The width of the route column; a longer route is cut with `…`.
+pub const ROUTE_COLUMN: usize = 20;
+
+/// `route` in its column: padded, or cut to the column with `…` at its end.
+pub fn route_cell(route: &str) -> String {
+    let count = route.chars().count();
+    if count <= ROUTE_COLUMN {
+        format!("{route:<ROUTE_COLUMN$}")
+    } else {
+        let head: String = route.chars().take(ROUTE_COLUMN - 1).collect();
+        format!("{head}…")
+    }
+}
+
+/// A finished attempt's line for people: stage, route, seconds and tokens in columns that fit
+/// 80 with a one-word outcome, then the outcome (a rejection's reason may run on).
+pub fn stage_line(dir: &str, route: &str, seconds: f64, tokens: u64, outcome: &str) -> String {
+    format!(
+        "{dir:<STAGE_COLUMN$} {} {seconds:>6.1}s {tokens:>7} tok  {outcome}",
+        route_cell(route)
+    )
+}
+
 /// A stage that just started.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StageStart {
@@ -124,6 +149,28 @@ fn describe(event: &NormalizedEvent) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_stage_line_fits_80_columns_with_the_longest_stage_and_a_long_route() {
+        let line = super::stage_line(
+            "006-completion_reviewer-10",
+            "opencode/openai/gpt-6-sol-preview-2026",
+            1234.5,
+            9_999_999,
+            "accepted",
+        );
+        assert!(
+            line.chars().count() <= 80,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+        assert!(line.contains("opencode/openai/gpt…"), "{line}");
+        assert!(line.ends_with(" tok  accepted"), "{line}");
+        // Short routes are padded, so the columns line up.
+        let short = super::stage_line("001-planner-1", "p/m", 1.0, 12, "accepted");
+        let column = |text: &str| text.split(" tok ").next().map(|head| head.chars().count());
+        assert_eq!(column(&short), column(&line), "{short}\n{line}");
+    }
+
     use super::*;
     use std::sync::Mutex;
 
