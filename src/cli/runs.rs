@@ -57,11 +57,20 @@ pub fn run(args: RunsArgs) -> Result<ExitCode, EdgeError> {
         .collect();
     let width = |i: usize| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0);
     let (w0, w1, w2) = (width(0), width(1), width(2));
+    // The objective is cut to what is left of 80 columns (at least 20 characters, ending in
+    // `…`); a refused run's reason is never cut (`runs --json` has every objective whole).
+    let room = 80usize.saturating_sub(w0 + w1 + w2 + 6).max(20);
     let text: Vec<String> = rows
         .iter()
-        .map(|r| {
-            let objective: String = r[3].chars().take(100).collect();
-            format!("{:<w0$}  {:<w1$}  {:>w2$}  {objective}", r[0], r[1], r[2])
+        .zip(&listings)
+        .map(|(r, l)| {
+            let last = if l.summary.is_some() && r[3].chars().count() > room {
+                let head: String = r[3].chars().take(room - 1).collect();
+                format!("{head}…")
+            } else {
+                r[3].clone()
+            };
+            format!("{:<w0$}  {:<w1$}  {:>w2$}  {last}", r[0], r[1], r[2])
         })
         .collect();
     output::print_stdout(&text.join("\n"))?;

@@ -317,12 +317,17 @@ pub fn render_status(state: &RunState) -> String {
         .map(|a| a.dir.len())
         .max()
         .unwrap_or(0);
+    // The route column as wide as the widest route, up to the stage lines' column (a longer
+    // route is cut with `…`), so a row fits 80 columns.
     let route_width = state
         .attempts
         .iter()
         .map(|a| a.route.provider.as_str().len() + 1 + a.route.model.len())
         .max()
-        .unwrap_or(0);
+        .unwrap_or(0)
+        .min(progress::ROUTE_COLUMN);
+    // A cost column only when some stage's cost is known (the total line says when it is not).
+    let any_cost = state.attempts.iter().any(|a| a.usage.cost_usd.is_some());
     for a in &state.attempts {
         let outcome = match &a.status {
             // A pause over a `running` attempt means it was cut off (see `autocode status`).
@@ -337,18 +342,18 @@ pub fn render_status(state: &RunState) -> String {
             .finished_at
             .map(|f| (f - a.started_at).num_milliseconds() as f64 / 1000.0)
             .unwrap_or(0.0);
-        let cost = a
-            .usage
-            .cost_usd
-            .map(|c| format!("${c:.4}"))
-            .unwrap_or_else(|| "cost unknown".into());
+        let cost = match (any_cost, a.usage.cost_usd) {
+            (false, _) => String::new(),
+            (true, Some(c)) => format!("{:<8}", format!("${c:.4}")),
+            (true, None) => format!("{:<8}", "?"),
+        };
+        let route = progress::route_cell(&format!("{}/{}", a.route.provider, a.route.model));
+        let route: String = route.chars().take(route_width).collect();
         out.push_str(&format!(
-            "  {:<dir_width$} {:<route_width$} {:>7.1}s {:>8} tokens  {:<13} {}\n",
+            "  {:<dir_width$} {route:<route_width$} {:>6.1}s {:>7} tok  {cost}{}\n",
             a.dir,
-            format!("{}/{}", a.route.provider, a.route.model),
             secs,
             a.usage.total_tokens(),
-            cost,
             outcome
         ));
     }
