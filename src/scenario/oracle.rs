@@ -110,8 +110,40 @@ pub fn toolchain_env(host: &BTreeMap<String, String>) -> BTreeMap<String, String
     if let Some(toolchain) = host.get("RUSTUP_TOOLCHAIN") {
         env.insert("RUSTUP_TOOLCHAIN".to_owned(), toolchain.clone());
     }
+    // What a real user's shell carries for reaching the registries: certificate bundles (a
+    // network behind a TLS-inspecting proxy has its own CA: uv, cargo, pip and node each read
+    // a different variable), proxies and module proxies. A run passes them to its agents
+    // (the agents' environment policy keeps them), so the harness does too.
+    for name in REGISTRY_VARIABLES {
+        for name in [name.to_owned(), name.to_ascii_lowercase()] {
+            if let Some(value) = host.get(&name) {
+                env.insert(name, value.clone());
+            }
+        }
+    }
     env
 }
+
+/// The variables [`toolchain_env`] passes as the host has them (each also in lower case).
+const REGISTRY_VARIABLES: [&str; 17] = [
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NIX_SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "PIP_CERT",
+    "CARGO_HTTP_CAINFO",
+    "UV_NATIVE_TLS",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "GOPROXY",
+    "GOFLAGS",
+    "PIP_INDEX_URL",
+    "UV_INDEX_URL",
+];
 
 /// The environment of oracle checks: nothing inherited but the tool paths.
 fn oracle_env(oracle_dir: &Path, scratch: &Path) -> BTreeMap<String, String> {
