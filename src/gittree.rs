@@ -324,8 +324,8 @@ impl GitStore {
         index: &Path,
         watcher: &mut Watcher,
     ) -> Result<(TreeId, SnapshotPath), GitTreeError> {
-        if let Some(tree) = watcher.unchanged(work_tree, index) {
-            return Ok((tree, SnapshotPath::Watched));
+        if let Some(answer) = watcher.unchanged(work_tree, index) {
+            return Ok(answer);
         }
         let since = watcher.start(&self.git_dir);
         let tree = self.write_tree(work_tree, index).await?;

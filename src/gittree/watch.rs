@@ -48,6 +48,10 @@ const PARALLEL_ENTRIES: usize = 4096;
 pub enum SnapshotPath {
     /// Proven unchanged from the watch state: no git launched.
     Watched,
+    /// The watch state's tree, no git launched, but some file's stat moved below the second
+    /// while its bytes stayed its blob (the same content saved again): the same tree, not a
+    /// proof that nothing moved; the watch expects the new stat from now on.
+    Refreshed,
     /// `git add -A` + `git write-tree` (and a new watch state).
     Written,
 }
@@ -335,18 +339,36 @@ impl Watcher {
         self.stale = None;
     }
 
-    /// The recorded tree id when nothing it depends on changed.
-    pub(super) fn unchanged(&mut self, work_tree: &Path, index: &Path) -> Option<TreeId> {
+    /// The recorded tree id when nothing it depends on changed, and how it was proven
+    /// ([`SnapshotPath::Watched`] or [`SnapshotPath::Refreshed`]).
+    pub(super) fn unchanged(
+        &mut self,
+        work_tree: &Path,
+        index: &Path,
+    ) -> Option<(TreeId, SnapshotPath)> {
         let verdict = match &self.state {
             None => Err(Doubt::NoState),
             Some(w) if w.work_tree != work_tree || w.index != index => Err(Doubt::OtherTree),
-            Some(w) => w.check(&mut self.hashed).map(|()| w.tree.clone()),
+            Some(w) => w
+                .check(&mut self.hashed)
+                .map(|refreshed| (w.tree.clone(), refreshed)),
         };
         match verdict {
-            Ok(tree) => {
+            Ok((tree, refreshed)) => {
+                let mut path = SnapshotPath::Watched;
+                if !refreshed.is_empty()
+                    && let Some(watch) = self.state.as_mut()
+                {
+                    // The same tree, but not the same stat: the watch now expects the stat it
+                    // found (its bytes hash to the entry), and it is another watch state, so a
+                    // proof taken before does not vouch for this one.
+                    watch.refresh(&refreshed);
+                    watch.id = WatchProof::next();
+                    path = SnapshotPath::Refreshed;
+                }
                 self.watched += 1;
                 self.last_doubt = None;
-                Some(tree)
+                Some((tree, path))
             }
             Err(doubt) => {
                 tracing::debug!(%doubt, "snapshot written by git");
@@ -414,9 +436,30 @@ impl Watcher {
     }
 }
 
+/// An entry found equal to git's stat but below the second, its bytes still its blob: the
+/// nanoseconds the watch expects from now on (group's relative dir, entry name, ctime, mtime).
+type Refresh = (CString, CString, u32, u32);
+
 impl Watch {
-    /// `Ok`: `git add -A` + `git write-tree` with the index would give `self.tree`.
-    fn check(&self, hashed: &mut u64) -> Result<(), Doubt> {
+    /// Takes the stats [`Self::check`] found below the second as the ones to expect.
+    fn refresh(&mut self, refreshed: &[Refresh]) {
+        for (rel, name, ctime_nsec, mtime_nsec) in refreshed {
+            let entry = self
+                .groups
+                .iter_mut()
+                .filter(|group| &group.rel == rel)
+                .flat_map(|group| group.entries.iter_mut())
+                .find(|(entry_name, _)| entry_name == name);
+            if let Some((_, entry)) = entry {
+                entry.ctime.nsec = *ctime_nsec;
+                entry.mtime.nsec = *mtime_nsec;
+            }
+        }
+    }
+
+    /// `Ok`: `git add -A` + `git write-tree` with the index would give `self.tree`; with the
+    /// entries whose stat moved only below the second while their bytes stayed their blob.
+    fn check(&self, hashed: &mut u64) -> Result<Vec<Refresh>, Doubt> {
         if lstat(&self.index).ok().flatten() != Some(self.index_stat) {
             return Err(Doubt::Index);
         }
@@ -441,6 +484,7 @@ impl Watch {
             Mode::empty(),
         )
         .map_err(|_| Doubt::Dir(self.work_tree.clone()))?;
+        let refreshed: std::sync::Mutex<Vec<Refresh>> = std::sync::Mutex::new(Vec::new());
         let check_groups = |chunk: &[Group],
                             stop: &std::sync::atomic::AtomicBool|
          -> Result<Option<u64>, Doubt> {
@@ -475,16 +519,28 @@ impl Watch {
                         StatMatch::BelowTheSecond => true,
                         StatMatch::Differs => return Err(doubt()),
                     };
-                    if below_the_second && !racy {
+                    if below_the_second {
                         // git may or may not see the difference (it does with `USE_NSEC`):
                         // either way its blob is the content's when the content hashes to it.
                         hashed += 1;
                         let path = group.dir.join(OsStr::from_bytes(name.as_bytes()));
                         if blob_id(&path, &stat).as_ref() != Some(&entry.oid) {
-                            return Err(Doubt::BelowGitsClock(path));
+                            return Err(if racy {
+                                Doubt::RacyContent(path)
+                            } else {
+                                Doubt::BelowGitsClock(path)
+                            });
+                        }
+                        if let Ok(mut refreshed) = refreshed.lock() {
+                            refreshed.push((
+                                group.rel.clone(),
+                                name.clone(),
+                                stat.st_ctime_nsec as u32,
+                                stat.st_mtime_nsec as u32,
+                            ));
                         }
                     }
-                    if racy {
+                    if racy && !below_the_second {
                         hashed += 1;
                         let path = group.dir.join(OsStr::from_bytes(name.as_bytes()));
                         if blob_id(&path, &stat).as_ref() != Some(&entry.oid) {
@@ -556,7 +612,9 @@ impl Watch {
             return Err(Doubt::Entry(self.work_tree.clone()));
         }
         *hashed += count;
-        Ok(())
+        Ok(refreshed
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()))
     }
 }
 

@@ -556,7 +556,12 @@ proptest! {
                 }
             }
             fx.same_as_git().await;
-            let (_, path) = fx.same_as_git().await;
+            let (_, mut path) = fx.same_as_git().await;
+            if path == SnapshotPath::Refreshed {
+                // git kept a stat that differs from the file's below the second (it compares
+                // whole seconds): the watch takes the file's once, then holds.
+                path = fx.same_as_git().await.1;
+            }
             // git's own blind spot (a same-size rewrite within the second of its last ctime,
             // its mtime put back) keeps its stale blob, so the watch cannot hold; any other
             // doubt after no change is a miss.
