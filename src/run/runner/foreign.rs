@@ -233,7 +233,7 @@ pub(crate) fn foreign_reason(attribution: &Attribution, in_place: bool) -> Optio
         "the run's work tree"
     };
     Some(format!(
-        "another process (you, an editor, a tool) wrote {place} during the builder stage, outside the builder's room: {}; the stage's result was not taken as the agent's work. Check those files (keep or revert them), then `autocode resume --abandon-stage ATTEMPT` to run the builder again on the tree as it is",
+        "another process (you, an editor, a tool) wrote {place} during the builder stage, outside the builder's room: {}; the stage's result was not taken as the agent's work (check those files, keep or revert them, before the builder runs again on the tree as it is)",
         names.join(", ")
     ))
 }
