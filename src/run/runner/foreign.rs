@@ -79,7 +79,12 @@ fn start_on(work_tree: &Path) -> Result<Watch, String> {
             | InitFlags::FAN_CLOEXEC
             | InitFlags::FAN_NONBLOCK
             | InitFlags::FAN_UNLIMITED_QUEUE,
-        EventFFlags::O_RDONLY | EventFFlags::O_LARGEFILE | EventFFlags::O_CLOEXEC,
+        // Non-blocking: the event's descriptor of a FIFO whose writer is gone must not hang
+        // the watch.
+        EventFFlags::O_RDONLY
+            | EventFFlags::O_LARGEFILE
+            | EventFFlags::O_CLOEXEC
+            | EventFFlags::O_NONBLOCK,
     )
     .map_err(unavailable)?;
     fan.mark(
@@ -89,7 +94,9 @@ fn start_on(work_tree: &Path) -> Result<Watch, String> {
         Some(&tree),
     )
     .map_err(unavailable)?;
-    let (stop_read, stop) = nix::unistd::pipe().map_err(|e| format!("cannot make a pipe: {e}"))?;
+    // Close-on-exec: no process autocode starts may hold (or read) the stop.
+    let (stop_read, stop) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| format!("cannot make a pipe: {e}"))?;
     let thread = std::thread::Builder::new()
         .name("foreign-writes".into())
         .spawn(move || watch(&fan, &stop_read, &tree))
@@ -325,6 +332,13 @@ mod tests {
         };
         sh(&["sh", "-c", "echo person > by-a-person.txt"]);
         sh(&["sh", "-c", "mkdir -p .git && echo x > .git/index"]);
+        // A FIFO in the tree (no content to commit; the kernel reports no write on it) does
+        // not hang the watch, whoever holds it.
+        sh(&[
+            "sh",
+            "-c",
+            "mkfifo fifo && (cat fifo >/dev/null &) && echo x > fifo",
+        ]);
         sh(&[
             "unshare",
             "-m",
