@@ -39,6 +39,16 @@ impl Gate {
     /// The person: once the stage opened the gate, writes [`PERSONS_FILE`] in the run's work
     /// tree (the workspace `--in-place`, else the run's worktree), then lets the stage go on.
     fn person(&self, workspace: PathBuf, in_place: bool) -> std::thread::JoinHandle<PathBuf> {
+        self.person_writing(workspace, in_place, PERSONS_FILE)
+    }
+
+    /// [`Gate::person`] writing `rel` (its directory made first).
+    fn person_writing(
+        &self,
+        workspace: PathBuf,
+        in_place: bool,
+        rel: &'static str,
+    ) -> std::thread::JoinHandle<PathBuf> {
         let fifo = self.fifo.clone();
         std::thread::spawn(move || {
             // Opening for writing waits until the stage opened its end.
@@ -47,7 +57,11 @@ impl Gate {
                 .open(&fifo)
                 .expect("gate");
             let tree = work_tree(&workspace, in_place);
-            fs::write(tree.join(PERSONS_FILE), "mine\n").expect("the person's edit");
+            let file = tree.join(rel);
+            if let Some(parent) = file.parent() {
+                fs::create_dir_all(parent).expect("the person's directory");
+            }
+            fs::write(file, "mine\n").expect("the person's edit");
             std::io::Write::write_all(&mut gate, b"go\n").expect("go");
             tree
         })
@@ -195,7 +209,7 @@ fn a_persons_edit_during_the_builder(in_place: bool) {
         !reason.contains("hello.txt"),
         "the builder's own write: {reason}"
     );
-    assert_eq!(reason.contains("your checkout"), in_place, "{reason}");
+    assert_eq!(reason.contains("your workspace"), in_place, "{reason}");
     let record = attribution(&finished);
     assert_eq!(record["attribution"], "watched", "{record}");
     let paths: Vec<&str> = record["foreign"]
@@ -287,4 +301,32 @@ fn an_unconfined_builder_says_edits_could_not_be_told_apart() {
             .contains("edits by other processes during this builder stage could not be told apart"),
         "{status}"
     );
+}
+
+#[test]
+fn a_persons_write_that_git_ignores_is_recorded_not_held_against_the_builder() {
+    // A build of the person's own in the tree writes where git ignores: nothing of it can be
+    // committed as the agent's work, so the stage goes on.
+    let gate = Gate::new();
+    let builder = json!([[gate.step(), {"run": BUILD}, {"run": CHECK}, build_report()]]);
+    let harness = Harness::new(script_with(&[("builder", builder)]));
+    let exclude = harness.workspace().join(".git/info/exclude");
+    let mut text = fs::read_to_string(&exclude).unwrap_or_default();
+    text.push_str("scratch/\n");
+    fs::write(&exclude, text).expect("exclude");
+    let person = gate.person_writing(harness.workspace(), false, "scratch/build.log");
+    let finished = harness.run(&["--yes"]);
+    person.join().expect("the person's thread");
+    finished.assert_complete();
+    let record = attribution(&finished);
+    if nix::unistd::geteuid().is_root() {
+        assert_eq!(record["attribution"], "watched", "{record}");
+        assert_eq!(record["foreign"], json!([]), "{record}");
+        assert_eq!(
+            record["ignored"][0]["path"], "scratch/build.log",
+            "{record}"
+        );
+    } else {
+        assert_eq!(record["attribution"], "unavailable", "{record}");
+    }
 }

@@ -527,7 +527,11 @@ impl CliRunner {
             return self.finish_record(dir, out, None);
         }
         // 1c. What another process wrote in the work tree is not the builder's work.
-        if let Some(reason) = attribution.and_then(|a| foreign::judge(state, &a, dir)) {
+        let foreign_edit = match attribution {
+            Some(a) => foreign::judge(state, a, dir, &check_env).await,
+            None => None,
+        };
+        if let Some(reason) = foreign_edit {
             out.result = stop_with(PauseCode::PausedForeignEdit, reason);
             return self.finish_record(dir, out, None);
         }

@@ -285,7 +285,11 @@ impl CliRunner {
             out.result = stop_with(PauseCode::PausedDiscoveryWrite, reason);
             return self.finish_record(dir, out, None);
         }
-        if let Some(reason) = attribution.and_then(|a| foreign::judge(state, &a, dir)) {
+        let foreign_edit = match attribution {
+            Some(a) => foreign::judge(state, a, dir, &check_env).await,
+            None => None,
+        };
+        if let Some(reason) = foreign_edit {
             out.result = stop_with(PauseCode::PausedForeignEdit, reason);
             return self.finish_record(dir, out, None);
         }

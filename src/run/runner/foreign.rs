@@ -31,8 +31,13 @@ use crate::supervise::Room;
 #[serde(tag = "attribution", rename_all = "snake_case")]
 pub(crate) enum Attribution {
     /// Every content write through autocode's mount of the work tree was seen; `foreign`
-    /// are those by a process outside the stage's family (empty: none).
-    Watched { foreign: Vec<ForeignWrite> },
+    /// are those by a process outside the stage's family (empty: none), `ignored` those of
+    /// them git ignores (never committed as anyone's work, so not held against the stage).
+    Watched {
+        foreign: Vec<ForeignWrite>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        ignored: Vec<ForeignWrite>,
+    },
     /// Edits by other processes could not be told apart from the builder's, and why.
     Unavailable { why: String },
 }
@@ -46,6 +51,9 @@ pub(crate) struct ForeignWrite {
     pub pid: i32,
     pub process: Option<String>,
 }
+
+/// How many files a pause reason names.
+const NAMED: usize = 20;
 
 /// The stage file it is recorded in.
 pub(crate) const RECORD: &str = "attribution.json";
@@ -124,6 +132,7 @@ impl Watch {
         match result {
             Ok(found) => Attribution::Watched {
                 foreign: found.into_values().collect(),
+                ignored: Vec::new(),
             },
             Err(why) => Attribution::Unavailable { why },
         }
@@ -221,21 +230,28 @@ fn in_tree(tree: &Path, path: &Path) -> Option<String> {
 /// What the builder stage's pause or record says about `attribution`: `Some` pause reason
 /// when another process wrote the work tree.
 pub(crate) fn foreign_reason(attribution: &Attribution, in_place: bool) -> Option<String> {
-    let Attribution::Watched { foreign } = attribution else {
+    let Attribution::Watched { foreign, .. } = attribution else {
         return None;
     };
     if foreign.is_empty() {
         return None;
     }
-    let names: Vec<String> = foreign
+    let mut names: Vec<String> = foreign
         .iter()
+        .take(NAMED)
         .map(|w| match &w.process {
             Some(p) => format!("{} (by {p}, pid {})", w.path, w.pid),
             None => format!("{} (by pid {})", w.path, w.pid),
         })
         .collect();
+    if foreign.len() > NAMED {
+        names.push(format!(
+            "and {} more ({RECORD} of the stage lists them)",
+            foreign.len() - NAMED
+        ));
+    }
     let place = if in_place {
-        "your checkout"
+        "your workspace (the run works in place)"
     } else {
         "the run's work tree"
     };
@@ -268,13 +284,29 @@ impl Attribution {
     }
 }
 
-/// Records `attribution` in the builder's stage directory `dir`; `Some` pause reason when
-/// another process wrote the work tree.
-pub(crate) fn judge(
+/// Records `attribution` in the builder's stage directory `dir`, the foreign writes git
+/// ignores set apart (`env`: git's); `Some` pause reason when another process wrote a file the
+/// stage's commit would take.
+pub(crate) async fn judge(
     state: &crate::run::state::RunState,
-    attribution: &Attribution,
+    mut attribution: Attribution,
     dir: &Path,
+    env: &BTreeMap<String, String>,
 ) -> Option<String> {
+    if let Attribution::Watched { foreign, ignored } = &mut attribution
+        && !foreign.is_empty()
+    {
+        let paths: Vec<String> = foreign.iter().map(|w| w.path.clone()).collect();
+        // Outside git (or when git cannot say) every write counts.
+        if let Ok(by_git) = crate::gittree::ignored_paths(&state.work_tree, &paths, env).await {
+            let (out, kept) = std::mem::take(foreign)
+                .into_iter()
+                .partition(|w| by_git.contains(&w.path));
+            *foreign = kept;
+            *ignored = out;
+        }
+    }
+    let attribution = &attribution;
     let _ = crate::run::integrity::write_stage_record(&dir.join(RECORD), attribution);
     if let Attribution::Unavailable { why } = attribution {
         tracing::warn!(
@@ -346,7 +378,7 @@ mod tests {
             "-c",
             "echo agent > by-the-family.txt",
         ]);
-        let Attribution::Watched { foreign } = watch.finish() else {
+        let Attribution::Watched { foreign, .. } = watch.finish() else {
             panic!("watched");
         };
         let paths: Vec<&str> = foreign.iter().map(|w| w.path.as_str()).collect();
