@@ -68,15 +68,18 @@ pub(crate) struct Watch {
 /// The watch for a builder stage in `work_tree` whose family runs in `room` (`None`:
 /// unconfined), or why there can be none.
 pub(crate) fn start(work_tree: &Path, room: Option<&Room>) -> Result<Watch, String> {
-    let private =
-        room.is_some_and(|r| r.views.is_some() || r.overlay.is_some() || !r.read_only.is_empty());
-    if !private {
-        return Err(
+    match room {
+        None => Err(
             "the builder's processes shared autocode's mounts (no room: the run is unconfined)"
                 .into(),
-        );
+        ),
+        // `crate::supervise` makes a private mount namespace for any of these.
+        Some(r) if r.views.is_none() && r.overlay.is_none() && r.read_only.is_empty() => Err(
+            "the builder's processes shared autocode's mounts (its room had no private mount namespace)"
+                .into(),
+        ),
+        Some(_) => start_on(work_tree),
     }
-    start_on(work_tree)
 }
 
 fn start_on(work_tree: &Path) -> Result<Watch, String> {
