@@ -330,3 +330,75 @@ fn a_persons_write_that_git_ignores_is_recorded_not_held_against_the_builder() {
         assert_eq!(record["attribution"], "unavailable", "{record}");
     }
 }
+
+/// The same run as an ordinary user (root's tests drop to `nobody` through `setpriv`): the
+/// work tree's mount cannot be watched, so the person's edit is not claimed either way, and the
+/// builder's record and `status` say edits could not be told apart.
+#[test]
+fn an_ordinary_users_builder_says_edits_could_not_be_told_apart() {
+    if !nix::unistd::geteuid().is_root() {
+        // Already an ordinary user: `a_persons_edit_during_the_builder_stage_is_reported_as_theirs`
+        // takes this path itself.
+        return;
+    }
+    let gate = Gate::new();
+    let builder = json!([[gate.step(), {"run": BUILD}, {"run": CHECK}, build_report()]]);
+    let harness = Harness::new(script_with(&[("builder", builder)]));
+    let root = harness
+        .home()
+        .parent()
+        .expect("the harness root")
+        .to_owned();
+    let gate_dir = gate.fifo.parent().expect("the gate's directory").to_owned();
+    for dir in [&root, &gate_dir] {
+        let status = std::process::Command::new("chown")
+            .args(["-R", "65534:65534"])
+            .arg(dir)
+            .status()
+            .expect("chown");
+        assert!(status.success());
+    }
+    let person = gate.person(harness.workspace(), false);
+    let finished = super::run_e2e::finish(as_nobody(&harness.run_command(&["--yes"])));
+    person.join().expect("the person's thread");
+    finished.assert_complete();
+    let record = attribution(&finished);
+    assert_eq!(record["attribution"], "unavailable", "{record}");
+    assert!(
+        record["why"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("CAP_SYS_ADMIN"),
+        "{record}"
+    );
+    let ws = harness.workspace().display().to_string();
+    let out = as_nobody(&harness.command(&["status", "--workspace", &ws]))
+        .output()
+        .expect("status");
+    let status = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        status
+            .contains("edits by other processes during this builder stage could not be told apart"),
+        "{status}"
+    );
+}
+
+/// `command` run as `nobody`, without root's groups.
+fn as_nobody(command: &std::process::Command) -> std::process::Command {
+    let mut wrapped = std::process::Command::new("setpriv");
+    wrapped
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(command.get_program())
+        .args(command.get_args())
+        .env_clear()
+        .stdin(std::process::Stdio::null());
+    if let Some(dir) = command.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    for (key, value) in command.get_envs() {
+        if let Some(value) = value {
+            wrapped.env(key, value);
+        }
+    }
+    wrapped
+}
