@@ -590,6 +590,34 @@ fn clean_env(env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Which of `paths` (relative to `work_tree`, `/`-separated) git ignores there: `git
+/// check-ignore` with the repository's own index (a tracked file is never ignored), through the
+/// same hardened invocation as every git call here.
+pub async fn ignored_paths(
+    work_tree: &Path,
+    paths: &[String],
+    env: &BTreeMap<String, String>,
+) -> Result<std::collections::HashSet<String>, GitTreeError> {
+    let mut stdin = Vec::new();
+    for path in paths {
+        stdin.extend_from_slice(path.as_bytes());
+        stdin.push(0);
+    }
+    let out = run_git_accepting(
+        work_tree,
+        &["check-ignore", "-z", "--stdin"],
+        &clean_env(env),
+        Some(stdin),
+        &[0, 1],
+    )
+    .await?;
+    Ok(out
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect())
+}
+
 async fn run_git(
     cwd: &Path,
     args: &[&str],

@@ -98,6 +98,10 @@ pause_codes! {
     PausedDiscoveryWrite = "PAUSED_DISCOVERY_WRITE",
         "A read-only stage changed files in the workspace, or a judging stage changed source files; its report was rejected.",
         "inspect and revert the change named in the message, then autocode resume RUN --abandon-stage ATTEMPT";
+    /// Another process wrote the work tree during the builder stage.
+    PausedForeignEdit = "PAUSED_FOREIGN_EDIT",
+        "A process outside the builder's room (you, an editor, a tool) wrote files in the work tree during the builder stage; the stage's result was not taken as the agent's work.",
+        "check the files named in the message (keep or revert them), then autocode resume RUN --abandon-stage ATTEMPT to run the builder again on the tree as it is";
     /// Plan review rounds ran out.
     PausedPlanningBudget = "PAUSED_PLANNING_BUDGET",
         "The plan reviewer still had blocking concerns after two review rounds.",
@@ -228,10 +232,11 @@ mod tests {
             "AWAITING_HUMAN_REVIEW",
             "AWAITING_TEST_CHANGE_REVIEW",
             "PAUSED_FORGED_EVIDENCE",
+            "PAUSED_FOREIGN_EDIT",
         ] {
             assert!(strings.contains(&required), "{required} missing");
         }
-        assert_eq!(strings.len(), 25);
+        assert_eq!(strings.len(), 26);
     }
 
     #[test]

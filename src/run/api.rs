@@ -693,6 +693,7 @@ pub async fn resume(
             PauseCode::PausedInterrupted
             | PauseCode::PausedInvalidOutput
             | PauseCode::PausedDiscoveryWrite
+            | PauseCode::PausedForeignEdit
             | PauseCode::PausedOutputCap
             | PauseCode::PausedProviderUncertain
                 if opts.abandon_stage.is_none() && pause.attempt.is_some() =>

@@ -356,6 +356,12 @@ pub fn render_status(state: &RunState) -> String {
             a.usage.total_tokens(),
             outcome
         ));
+        if a.role == crate::role::Role::Builder
+            && let Some(line) =
+                runner::builder_attribution_line(&state.run_dir().join("stages").join(&a.dir))
+        {
+            out.push_str(&format!("    {line}\n"));
+        }
     }
     let cost = state
         .usage

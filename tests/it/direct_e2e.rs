@@ -741,3 +741,39 @@ async fn a_cli_builder_with_direct_verifiers_completes() {
     assert!(stages.join("004-builder-1/stdout.log").exists());
     assert!(stages.join("005-tester-1/commands.json").exists());
 }
+
+/// `write_file` runs in autocode's own process, outside the builder's mount namespace: it is
+/// the builder's write, never another process's (`docs/run-lifecycle.md`, "Edits by other
+/// processes").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_builders_write_file_is_its_own_not_another_processs() {
+    let (place, summary) = scripted_run(|s| {
+        steps(s, "builder").insert(
+            0,
+            json!({"kind": "write_file", "path": "notes/by-the-builder.txt", "content": "mine\n"}),
+        );
+    })
+    .await;
+    assert!(
+        matches!(summary.outcome, DriveOutcome::Complete),
+        "{:?}",
+        summary.outcome
+    );
+    let record = read_json(
+        &summary
+            .run_dir
+            .join("stages/004-builder-1/attribution.json"),
+    );
+    if nix::unistd::geteuid().is_root() {
+        assert_eq!(record["attribution"], "watched", "{record}");
+        assert_eq!(record["foreign"], json!([]), "{record}");
+    } else {
+        assert_eq!(record["attribution"], "unavailable", "{record}");
+    }
+    let tree = summary.work_tree.clone();
+    assert_eq!(
+        std::fs::read_to_string(tree.join("notes/by-the-builder.txt")).unwrap(),
+        "mine\n"
+    );
+    drop(place);
+}

@@ -8,6 +8,7 @@ mod direct_preflight;
 mod direct_ready;
 mod events_fixtures;
 mod first_minutes;
+mod foreign_edit;
 mod layers;
 mod ledger;
 mod ledger_race;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::CliRunner;
+use super::foreign;
 use super::judge::{
     ReceiptCheck, Validation, command_record, judge_report, resume_after_from_hint, usage_totals,
 };
@@ -346,6 +347,10 @@ impl CliRunner {
             StdioMode::Captured { limit: 1 << 20 },
             limits.timeout,
         );
+        // The builder may write the work tree: a write through autocode's own mount of it
+        // during the stage is someone else's (`foreign`).
+        let watch = (ctx.plan.role == crate::role::Role::Builder)
+            .then(|| foreign::start(&state.work_tree, room.as_ref()));
         spec.room = room;
         let options = LaunchOptions {
             stdout_log: Some(dir.join("stdout.log")),
@@ -445,6 +450,7 @@ impl CliRunner {
         };
         let receipt = finished.receipt.clone();
         let _ = integrity::write_stage_record(&dir.join("supervision.json"), &receipt);
+        let attribution = watch.map(foreign::Attribution::of);
         if let Some(home) = &home_layer {
             for path in super::super::layers::after_stage(home, &write_through) {
                 tracing::info!("{}: written through to {}", ctx.record.dir, path.display());
@@ -518,6 +524,15 @@ impl CliRunner {
             git_link.restore_after(&state.work_tree, ctx.plan.role, &dir.join("quarantine"))
         {
             out.result = stop_with(PauseCode::PausedDiscoveryWrite, reason);
+            return self.finish_record(dir, out, None);
+        }
+        // 1c. What another process wrote in the work tree is not the builder's work.
+        let foreign_edit = match attribution {
+            Some(a) => foreign::judge(state, a, dir, &check_env).await,
+            None => None,
+        };
+        if let Some(reason) = foreign_edit {
+            out.result = stop_with(PauseCode::PausedForeignEdit, reason);
             return self.finish_record(dir, out, None);
         }
         // 2. Limits.

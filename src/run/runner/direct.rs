@@ -18,6 +18,7 @@ use serde_json::json;
 
 use super::CliRunner;
 use super::attempt::StagePlaces;
+use super::foreign;
 use super::judge::{command_records, judge_report, usage_totals};
 use crate::direct::connections::{self, Connections};
 use crate::direct::http::Client;
@@ -201,6 +202,10 @@ impl CliRunner {
         );
         let git_link = GitLink::read(&state.work_tree);
         let access = WorktreeAccess::for_role(ctx.plan.role);
+        // What another process writes in the work tree meanwhile is not the builder's work
+        // (`super::foreign`; autocode's own `write_file` is left out by pid).
+        let watch = (ctx.plan.role == crate::role::Role::Builder)
+            .then(|| foreign::start(&state.work_tree, room.as_ref()));
         let input = StageInput {
             client,
             protocol: resolved.endpoint.protocol,
@@ -229,6 +234,7 @@ impl CliRunner {
                 .ok(),
             None => Some(runtime::run_stage(input).await),
         };
+        let attribution = watch.map(foreign::Attribution::of);
         drop(places);
         drop(layers);
         let Some(run) = run else {
@@ -277,6 +283,14 @@ impl CliRunner {
             git_link.restore_after(&state.work_tree, ctx.plan.role, &dir.join("quarantine"))
         {
             out.result = stop_with(PauseCode::PausedDiscoveryWrite, reason);
+            return self.finish_record(dir, out, None);
+        }
+        let foreign_edit = match attribution {
+            Some(a) => foreign::judge(state, a, dir, &check_env).await,
+            None => None,
+        };
+        if let Some(reason) = foreign_edit {
+            out.result = stop_with(PauseCode::PausedForeignEdit, reason);
             return self.finish_record(dir, out, None);
         }
         let report = match run.end {

@@ -8,13 +8,17 @@
 //! (`docs/run-lifecycle.md`).
 //!
 //! Sub-modules: [`attempt`] (one attempt: plan, launch, stream, judge in order), [`direct`]
-//! (one attempt on autocode's own runtime, `src/direct/`), [`judge`]
+//! (one attempt on autocode's own runtime, `src/direct/`), [`foreign`] (who else wrote the work
+//! tree during a builder stage), [`judge`]
 //! (the report, its schema and its evidence; usage; reset hints).
 
 mod attempt;
 mod direct;
+mod foreign;
 mod judge;
 mod trees;
+
+pub use foreign::status_line as builder_attribution_line;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
