@@ -495,9 +495,15 @@ impl Upper<'_> {
         std::fs::create_dir(&path).map_err(io(&path))
     }
 
+    /// Hides `rel`. A directory the upper layer already holds there (made to hold whiteouts of
+    /// what lies beneath, such as an empty directory beyond the snapshot) goes with it: the
+    /// whiteout hides all of it.
     fn whiteout(&self, rel: &[u8]) -> Result<(), LayerError> {
         self.make_dir(parent(rel))?;
         let path = self.root.join(os(rel));
+        if path.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+            std::fs::remove_dir_all(&path).map_err(io(&path))?;
+        }
         crate::supervise::whiteout(&path).map_err(io(&path))
     }
 

@@ -405,3 +405,19 @@ async fn no_check_in_the_room_writes_the_trees_git_directory_or_the_objects() {
         "the commit did not reach the tree's git directory"
     );
 }
+
+/// A directory the builder added holding both a file and an empty directory (`mkdir -p
+/// src/deep && echo one > src/c.txt`): the base tree as an overlay over that work tree hides
+/// the empty directory beyond the snapshot and the whole new directory, in either order.
+#[tokio::test]
+async fn a_new_directory_with_an_empty_one_inside_is_hidden_whole_from_the_base() {
+    let f = Fixture::new().await;
+    f.write("keep.txt", "kept\n");
+    let base = f.snapshot("base.index").await;
+    fs::create_dir_all(f.path("src/deep")).unwrap();
+    f.write("src/c.txt", "one\n");
+    let work = f.snapshot("w.index").await;
+    assert_ne!(base.0, work.0);
+    f.assert_same(&base.0, &work).await;
+    f.assert_same(&work.0, &work).await;
+}
