@@ -226,6 +226,7 @@ fn an_unreadable_file_cannot_be_read_while_its_siblings_can() {
         read_only: Vec::new(),
         overlay: None,
         views: None,
+        allow_connect: Vec::new(),
     };
     let ops = [
         op("read", state.join("key")),
@@ -454,6 +455,7 @@ fn read_only_holes_keep_git_and_the_runs_beneath_a_writable_tree() {
         read_only: vec![work.join(".git"), work.join(".autocode")],
         overlay: None,
         views: None,
+        allow_connect: Vec::new(),
     };
     let allowed = [
         op("write", work.join("new-top-level")),

@@ -540,6 +540,7 @@ mod tests {
             read_only: Vec::new(),
             overlay: None,
             views: None,
+            allow_connect: Vec::new(),
         };
         let plan = plan(&room, 7).unwrap();
         assert_ne!(plan.handled_access_fs & ACCESS_FS_READ_FILE, 0);
@@ -577,6 +578,7 @@ mod tests {
             read_only: Vec::new(),
             overlay: None,
             views: None,
+            allow_connect: Vec::new(),
         };
         assert!(matches!(plan(&room, 7), Err(RoomError::Conflict(_))));
     }
@@ -594,6 +596,7 @@ mod tests {
             read_only: Vec::new(),
             overlay: None,
             views: None,
+            allow_connect: Vec::new(),
         };
         let plan = plan(&room, 7).unwrap();
         assert_eq!(plan.receipt.unreadable, vec![root.join("a")]);

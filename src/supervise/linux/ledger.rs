@@ -218,8 +218,11 @@ pub fn read_exec(tid: i32, args: &[u64; 6], at: bool, width: Width) -> Option<Ex
 /// What a connect's address is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SocketTarget {
-    /// Not `AF_UNIX` (or too short to say): not gated.
+    /// Neither `AF_UNIX` nor a whole `AF_INET`/`AF_INET6` address (or too short to say): not
+    /// gated.
     Other,
+    /// An internet address (`AF_INET`, `AF_INET6`).
+    Inet(std::net::SocketAddr),
     /// An abstract name (`sun_path[0] == 0`) or an unnamed address: Landlock's business.
     Abstract,
     /// A filesystem path, as given (relative to the caller's cwd when not absolute).
@@ -231,7 +234,11 @@ pub fn parse_sockaddr(bytes: &[u8]) -> SocketTarget {
     let Some(family) = bytes.get(..2) else {
         return SocketTarget::Other;
     };
-    if u16::from_ne_bytes([family[0], family[1]]) != libc::AF_UNIX as u16 {
+    let family = i32::from(u16::from_ne_bytes([family[0], family[1]]));
+    if family == libc::AF_INET || family == libc::AF_INET6 {
+        return parse_inet(bytes, family).map_or(SocketTarget::Other, SocketTarget::Inet);
+    }
+    if family != libc::AF_UNIX {
         return SocketTarget::Other;
     }
     let path = bytes.get(2..).unwrap_or_default();
@@ -245,6 +252,21 @@ pub fn parse_sockaddr(bytes: &[u8]) -> SocketTarget {
             SocketTarget::Path(path.get(..end).unwrap_or_default().to_vec())
         }
     }
+}
+
+/// A `sockaddr_in` (16 bytes: family, port, address) or `sockaddr_in6` (at least 24 bytes:
+/// family, port, flow info, address; the kernel accepts the scope id missing). Shorter: `None`
+/// (the kernel answers EINVAL).
+fn parse_inet(bytes: &[u8], family: i32) -> Option<std::net::SocketAddr> {
+    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+    let port = u16::from_be_bytes(bytes.get(2..4)?.try_into().ok()?);
+    if family == libc::AF_INET {
+        let octets: [u8; 4] = bytes.get(4..8)?.try_into().ok()?;
+        bytes.get(..16)?;
+        return Some(SocketAddr::from((Ipv4Addr::from(octets), port)));
+    }
+    let octets: [u8; 16] = bytes.get(8..24)?.try_into().ok()?;
+    Some(SocketAddr::from((Ipv6Addr::from(octets), port)))
 }
 
 /// `sizeof(struct sockaddr_un)`.

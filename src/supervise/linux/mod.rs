@@ -17,6 +17,7 @@ mod keeper;
 mod keeper_proc;
 mod landlock;
 mod ledger;
+mod listeners;
 mod policy;
 mod probe;
 mod sys;
@@ -279,6 +280,11 @@ pub async fn start(
                 }
                 places
             }),
+            room_allow: spec
+                .room
+                .as_ref()
+                .map(|room| reachable(room, &spec.env))
+                .unwrap_or_default(),
             ledger_path,
         },
     };
@@ -347,6 +353,26 @@ pub async fn start(
 }
 
 /// What the hand-off thread needs to register a launch.
+/// The local destinations a room's family may reach without serving them: the user's
+/// `allow_connect`, every URL in the family's environment that names an address (the stage's
+/// model endpoint, `HTTP(S)_PROXY`, `ALL_PROXY`), and the nameservers of `/etc/resolv.conf`.
+fn reachable(
+    room: &crate::supervise::Room,
+    env: &std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString>,
+) -> Vec<crate::supervise::net::NetAllow> {
+    use crate::supervise::net::{self, NetAllow};
+    let mut allow = room.allow_connect.clone();
+    let urls = env
+        .values()
+        .filter_map(|value| value.to_str())
+        .flat_map(net::url_destinations);
+    let resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+    allow.extend(urls.chain(net::nameservers(&resolv)).map(NetAllow::exact));
+    allow.sort_by_key(ToString::to_string);
+    allow.dedup();
+    allow
+}
+
 struct Registration {
     new_session: bool,
     label: String,

@@ -535,6 +535,69 @@ pub fn recv_with_fd_and_pid(
     Ok((received, fd, pid))
 }
 
+/// The protocol name sockfs gives the socket behind `path` (a `/proc/<pid>/fd/<n>` link):
+/// the `system.sockprotoname` attribute (`TCP`, `UDPv6`, `UNIX`, …); `None` when unreadable.
+pub fn sockprotoname(path: &str) -> Option<String> {
+    let path = std::ffi::CString::new(path).ok()?;
+    let mut buf = [0u8; 32];
+    // SAFETY: both names are NUL-terminated strings we own; the kernel writes at most
+    // `buf.len()` bytes into `buf`.
+    let rc = unsafe {
+        libc::getxattr(
+            path.as_ptr(),
+            c"system.sockprotoname".as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    let len = usize::try_from(rc).ok()?;
+    let name = buf.get(..len)?;
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    Some(String::from_utf8_lossy(name.get(..end)?).into_owned())
+}
+
+/// This host's own internet addresses (every interface's, as `getifaddrs` lists them now).
+pub fn own_addresses() -> Vec<std::net::IpAddr> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs writes a list head we free below with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut cursor = list;
+    while !cursor.is_null() {
+        // SAFETY: `cursor` is a node of the list getifaddrs returned, alive until freeifaddrs;
+        // each address is read as the structure its family names.
+        unsafe {
+            let entry = &*cursor;
+            let addr = entry.ifa_addr;
+            if !addr.is_null() {
+                match i32::from((*addr).sa_family) {
+                    libc::AF_INET => {
+                        let v4 = &*(addr as *const libc::sockaddr_in);
+                        out.push(std::net::IpAddr::V4(std::net::Ipv4Addr::from(
+                            u32::from_be(v4.sin_addr.s_addr),
+                        )));
+                    }
+                    libc::AF_INET6 => {
+                        let v6 = &*(addr as *const libc::sockaddr_in6);
+                        out.push(std::net::IpAddr::V6(std::net::Ipv6Addr::from(
+                            v6.sin6_addr.s6_addr,
+                        )));
+                    }
+                    _ => {}
+                }
+            }
+            cursor = entry.ifa_next;
+        }
+    }
+    // SAFETY: the list getifaddrs allocated, freed once.
+    unsafe { libc::freeifaddrs(list) };
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// `pidfd_open(pid, 0)`.
 pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
     // SAFETY: a raw system call with plain integer arguments.
