@@ -9,6 +9,7 @@ mod direct_ready;
 mod events_fixtures;
 mod first_minutes;
 mod layers;
+mod netreach;
 mod ledger;
 mod ledger_race;
 mod ledger_shapes;
