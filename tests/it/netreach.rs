@@ -133,7 +133,10 @@ fn loopback_reaches_only_the_familys_own_servers_and_allowed_addresses() {
         format!("udp:{}", outside.udp),
     ];
     let (verdicts, receipt) = probe(Some(Room::default()), &ops);
-    assert_eq!(verdicts[&ops[0]], "ok", "the family's own server: {verdicts:?}");
+    assert_eq!(
+        verdicts[&ops[0]], "ok",
+        "the family's own server: {verdicts:?}"
+    );
     for refused in &ops[1..] {
         assert_eq!(verdicts[refused], "ECONNREFUSED", "{refused}: {verdicts:?}");
     }
