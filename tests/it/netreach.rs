@@ -1,6 +1,6 @@
 //! Reach to local internet addresses from a room, with real processes: a server the family
 //! starts on 127.0.0.1 is reachable; a server started outside the family on 127.0.0.1 is
-//! refused (connect and UDP sendto alike) unless the room allows its address; without a room
+//! refused (connect, UDP sendto and sendmsg alike) unless the room allows its address; without a room
 //! the same connects go through (a control: a refusal is the room's doing).
 
 use std::collections::BTreeMap;
@@ -30,6 +30,10 @@ for op in sys.argv[1:]:
         elif kind == "udp":
             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             s.sendto(b"x", ("127.0.0.1", int(arg)))
+            s.close()
+        elif kind == "udpmsg":
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.sendmsg([b"x"], [], 0, ("127.0.0.1", int(arg)))
             s.close()
         elif kind == "serve_and_connect":
             server = subprocess.Popen([sys.executable, "-c",
@@ -131,6 +135,7 @@ fn loopback_reaches_only_the_familys_own_servers_and_allowed_addresses() {
         format!("tcp:{}", outside.tcp),
         format!("tcp6mapped:{}", outside.tcp),
         format!("udp:{}", outside.udp),
+        format!("udpmsg:{}", outside.udp),
     ];
     let (verdicts, receipt) = probe(Some(Room::default()), &ops);
     assert_eq!(
@@ -158,6 +163,7 @@ fn loopback_reaches_only_the_familys_own_servers_and_allowed_addresses() {
     assert_eq!(verdicts[&ops[1]], "ok", "{verdicts:?}");
     assert_eq!(verdicts[&ops[2]], "ok", "v4-mapped: {verdicts:?}");
     assert_eq!(verdicts[&ops[3]], "ECONNREFUSED", "{verdicts:?}");
+    assert_eq!(verdicts[&ops[4]], "ECONNREFUSED", "{verdicts:?}");
 
     // Without a room the same connects go through.
     let (verdicts, _) = probe(None, &ops[1..]);

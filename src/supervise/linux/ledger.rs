@@ -314,6 +314,48 @@ pub fn read_sendto_target(
     read_sockaddr(tid, address, length).map(Some)
 }
 
+/// The destinations a `sendmsg` (`many`: `sendmmsg`, up to the kernel's 1,024 messages) names:
+/// the `msg_name` of each header (`width`-wide pointers; a null name or a zero length names
+/// nothing). An empty list: no destination named. `None`: unreadable memory.
+pub fn read_sendmsg_targets(
+    tid: i32,
+    args: &[u64; 6],
+    many: bool,
+    width: Width,
+    socketcall: bool,
+) -> Option<Vec<SocketTarget>> {
+    let (headers, count) = if socketcall {
+        // The args array holds 32-bit words: fd, msg (or vec), [vlen], flags.
+        let headers = read_pointer(tid, args[1].checked_add(4)?, Width::W32)?;
+        let count = if many {
+            read_pointer(tid, args[1].checked_add(8)?, Width::W32)?
+        } else {
+            1
+        };
+        (headers, count)
+    } else {
+        (args[1], if many { args[2] & 0xffff_ffff } else { 1 })
+    };
+    // `struct msghdr` is 56 bytes (28 with 32-bit pointers); `struct mmsghdr` adds a 32-bit
+    // length, padded to 64 (32).
+    let stride: u64 = match (width, many) {
+        (Width::W64, false) => 56,
+        (Width::W64, true) => 64,
+        (Width::W32, false) => 28,
+        (Width::W32, true) => 32,
+    };
+    let mut targets = Vec::new();
+    for index in 0..count.min(1024) {
+        let header = headers.checked_add(index.checked_mul(stride)?)?;
+        let name = read_pointer(tid, header, width)?;
+        let length = read_pointer(tid, header.checked_add(width.bytes() as u64)?, Width::W32)?;
+        if name != 0 && length != 0 {
+            targets.push(read_sockaddr(tid, name, length)?);
+        }
+    }
+    Some(targets)
+}
+
 /// The canonical path of a socket the caller names, resolved through its cwd and root
 /// (symlinks included); `None` when nothing exists there (the connect can only fail).
 pub fn resolve_socket(tid: i32, path: &[u8]) -> Option<PathBuf> {

@@ -392,10 +392,24 @@ fn receive_and_register(
         return Err(io::Error::other("the child did not send its listener"));
     }
     let mut buf = [0u8; 8];
+    // The child names its listener's number; we take the descriptor from it (`pidfd_getfd`:
+    // we are its parent and it is dumpable) and acknowledge, after which it closes its own.
     let (listener, root_pid) = match sys::recv_with_fd_and_pid(socket.as_raw_fd(), &mut buf)? {
-        (_, Some(fd), Some(pid)) => (fd, pid),
-        _ => return Err(io::Error::other("the child's message carried no listener")),
+        (5, None, Some(pid)) if buf[0] == b'L' => {
+            let number = i32::from_ne_bytes([buf[1], buf[2], buf[3], buf[4]]);
+            let pidfd = sys::pidfd_open(pid)?;
+            let listener = sys::pidfd_getfd(pidfd.as_fd(), number).map_err(|error| {
+                io::Error::other(format!("cannot take the child's listener: {error}"))
+            })?;
+            (listener, pid)
+        }
+        _ => return Err(io::Error::other("the child's message named no listener")),
     };
+    let ack = [1u8];
+    // SAFETY: write(2) of one byte from a live buffer on a descriptor we own.
+    if unsafe { libc::write(socket.as_raw_fd(), ack.as_ptr().cast(), 1) } != 1 {
+        return Err(io::Error::last_os_error());
+    }
     let policy = policy::Policy {
         new_session: registration.new_session,
         root_pgid: root_pid,

@@ -162,7 +162,8 @@ pub fn decide(
         NotifiedCall::Exec { .. }
         | NotifiedCall::Connect
         | NotifiedCall::Socketcall
-        | NotifiedCall::Sendto { .. } => Verdict::Continue(Vec::new()),
+        | NotifiedCall::Sendto { .. }
+        | NotifiedCall::Sendmsg { .. } => Verdict::Continue(Vec::new()),
         NotifiedCall::Other => Verdict::Deny("unexpected notified system call"),
     }
 }
@@ -341,6 +342,48 @@ pub fn handle(
                         |path| ledger::resolve_socket(tid, path),
                         |addr| served_by_family(tid, fd, addr, policy, &records, gate.supervisor),
                     ));
+                }
+            }
+            NotifiedCall::Sendmsg {
+                many,
+                width,
+                socketcall,
+            } => {
+                if let Some(gate) = gate {
+                    let records = journal.records();
+                    let fd = (!socketcall).then_some(notif.data.args[0] as i32);
+                    let targets = ledger::read_sendmsg_targets(
+                        tid,
+                        &notif.data.args,
+                        many,
+                        width,
+                        socketcall,
+                    );
+                    // Every named destination must pass; the first refusal answers the call.
+                    connect = Some(match targets {
+                        None => decide_connect(None, gate, |_| None, |_| false),
+                        Some(targets) => targets
+                            .into_iter()
+                            .map(|target| {
+                                decide_connect(
+                                    Some(target),
+                                    gate,
+                                    |path| ledger::resolve_socket(tid, path),
+                                    |addr| {
+                                        served_by_family(
+                                            tid,
+                                            fd,
+                                            addr,
+                                            policy,
+                                            &records,
+                                            gate.supervisor,
+                                        )
+                                    },
+                                )
+                            })
+                            .find(|verdict| !matches!(verdict, Verdict::Continue(_)))
+                            .unwrap_or(Verdict::Continue(Vec::new())),
+                    });
                 }
             }
             NotifiedCall::Sendto { socketcall } => {
