@@ -76,13 +76,53 @@ pub fn receives(local: SocketAddr, destination: SocketAddr) -> bool {
     bound.is_unspecified() || bound == wanted
 }
 
+/// TCP's LISTEN state, and UDP's unconnected (CLOSE) and connected (ESTABLISHED) states, as
+/// `sock_diag` state bits.
+const DIAG_TCP_LISTEN: u32 = 1 << 10;
+const DIAG_UDP_BOUND: u32 = (1 << 7) | (1 << 1);
+
 /// The inodes of the sockets that would receive a connection to `destination` over
-/// `transport` (`None`: either), from the tables of `tid`'s network namespace.
+/// `transport` (`None`: either) in `tid`'s network namespace: asked of the kernel with
+/// `sock_diag` when that is ours (listeners only: a short walk), else read from its tables.
 pub fn receiving_inodes(
     tid: i32,
     destination: SocketAddr,
     transport: Option<Transport>,
 ) -> BTreeSet<u64> {
+    let same_namespace = std::fs::read_link(format!("/proc/{tid}/ns/net"))
+        .ok()
+        .is_some_and(|theirs| std::fs::read_link("/proc/self/ns/net").ok() == Some(theirs));
+    if same_namespace && let Some(inodes) = diag_inodes(destination, transport) {
+        return inodes;
+    }
+    table_inodes(tid, destination, transport)
+}
+
+/// [`receiving_inodes`] through `sock_diag`; `None` when a dump failed.
+fn diag_inodes(destination: SocketAddr, transport: Option<Transport>) -> Option<BTreeSet<u64>> {
+    let mut inodes = BTreeSet::new();
+    for (kind, protocol, states) in [
+        (Transport::Tcp, libc::IPPROTO_TCP, DIAG_TCP_LISTEN),
+        (Transport::Udp, libc::IPPROTO_UDP, DIAG_UDP_BOUND),
+    ] {
+        if transport.is_some_and(|wanted| wanted != kind) {
+            continue;
+        }
+        for family in [libc::AF_INET, libc::AF_INET6] {
+            let sockets = super::sys::sock_diag(family as u8, protocol as u8, states).ok()?;
+            inodes.extend(
+                sockets
+                    .into_iter()
+                    .filter(|(local, inode)| *inode != 0 && receives(*local, destination))
+                    .map(|(_, inode)| inode),
+            );
+        }
+    }
+    Some(inodes)
+}
+
+/// [`receiving_inodes`] from `/proc/<tid>/net/{tcp,tcp6,udp,udp6}`.
+fn table_inodes(tid: i32, destination: SocketAddr, transport: Option<Transport>) -> BTreeSet<u64> {
     let mut tables: Vec<(&str, Transport)> = Vec::new();
     for (name, kind) in [
         ("tcp", Transport::Tcp),
@@ -186,6 +226,16 @@ mod tests {
         assert_eq!(inodes.len(), 1, "{inodes:?}");
         assert!(held_by(&[own], &inodes));
         assert!(receiving_inodes(own, addr, Some(Transport::Udp)).is_empty());
+        // Both ways of asking agree (sock_diag in our namespace, the tables in any).
+        assert_eq!(diag_inodes(addr, None), Some(inodes.clone()));
+        assert_eq!(table_inodes(own, addr, None), inodes);
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let udp_addr = udp.local_addr().unwrap();
+        assert_eq!(
+            diag_inodes(udp_addr, Some(Transport::Udp)).map(|found| found.len()),
+            Some(1)
+        );
+        assert_eq!(table_inodes(own, udp_addr, Some(Transport::Udp)).len(), 1);
         let client = std::net::TcpStream::connect(addr).unwrap();
         use std::os::fd::AsRawFd;
         assert_eq!(transport_of(own, client.as_raw_fd()), Some(Transport::Tcp));
