@@ -163,8 +163,13 @@ pub struct RoomReceipt {
     pub signals_scoped: bool,
     /// Abstract unix sockets outside the family are unreachable.
     pub abstract_sockets_scoped: bool,
-    /// Pathname unix-socket connects outside `writable` are refused.
+    /// Pathname unix-socket connects outside `writable` are refused, and so are connects and
+    /// sends to local internet addresses no process of the family serves (unless allowed).
     pub unix_connect_gated: bool,
+    /// The local destinations allowed without a server of the family's own: the room's
+    /// `allow_connect`, the environment's endpoints and proxies, the nameservers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub local_connect_allowed: Vec<crate::supervise::net::NetAllow>,
 }
 
 /// How a ledgered process ended, as the kernel reported it.

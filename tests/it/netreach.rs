@@ -159,7 +159,16 @@ fn loopback_reaches_only_the_familys_own_servers_and_allowed_addresses() {
         allow_connect: vec![format!("127.0.0.1:{}", outside.tcp).parse().unwrap()],
         ..Room::default()
     };
-    let (verdicts, _) = probe(Some(allowed), &ops[1..]);
+    let (verdicts, receipt) = probe(Some(allowed), &ops[1..]);
+    let room = receipt.room.expect("a room receipt");
+    assert!(room.unix_connect_gated);
+    assert!(
+        room.local_connect_allowed
+            .iter()
+            .any(|allowed| allowed.to_string() == named),
+        "{:?}",
+        room.local_connect_allowed
+    );
     assert_eq!(verdicts[&ops[1]], "ok", "{verdicts:?}");
     assert_eq!(verdicts[&ops[2]], "ok", "v4-mapped: {verdicts:?}");
     assert_eq!(verdicts[&ops[3]], "ECONNREFUSED", "{verdicts:?}");

@@ -347,6 +347,7 @@ pub fn plan(room: &Room, abi: u32) -> Result<Plan, RoomError> {
             signals_scoped: true,
             abstract_sockets_scoped: true,
             unix_connect_gated: false,
+            local_connect_allowed: Vec::new(),
         },
     })
 }

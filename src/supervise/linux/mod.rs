@@ -520,6 +520,12 @@ impl Family {
         receipt.room = self.room.clone();
         if let Some(room) = receipt.room.as_mut() {
             room.unix_connect_gated = self.shared.gate.is_some();
+            room.local_connect_allowed = self
+                .shared
+                .gate
+                .as_ref()
+                .map(|gate| gate.allow.clone())
+                .unwrap_or_default();
         }
         receipt
     }
