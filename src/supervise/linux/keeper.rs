@@ -246,7 +246,7 @@ pub fn register(
     let gate = settings.room_writable.as_deref().map(|places| Gate {
         writable: ledger::canonical_places(places),
         allow: settings.room_allow.clone(),
-        own_addresses: sys::own_addresses(),
+        own_addresses: super::listeners::own_addresses(),
         supervisor: std::process::id() as i32,
     });
     let ledger_path = settings

@@ -1,4 +1,4 @@
-//! Who serves an internet address on this machine: the sockets bound to it in the caller's
+//! Who serves an internet address on this machine (and this host's own addresses): the sockets bound to it in the caller's
 //! network namespace (`/proc/<tid>/net/{tcp,tcp6,udp,udp6}`) and the processes holding them
 //! (`/proc/<pid>/fd`). Asked only for connects to loopback, private, link-local and this host's
 //! own addresses (`policy::decide_connect`); public destinations never pay for it.
@@ -9,7 +9,9 @@
 //! nobody.
 
 use std::collections::BTreeSet;
+use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::supervise::net;
 
@@ -109,7 +111,7 @@ fn diag_inodes(destination: SocketAddr, transport: Option<Transport>) -> Option<
             continue;
         }
         for family in [libc::AF_INET, libc::AF_INET6] {
-            let sockets = super::sys::sock_diag(family as u8, protocol as u8, states).ok()?;
+            let sockets = sock_diag(family as u8, protocol as u8, states).ok()?;
             inodes.extend(
                 sockets
                     .into_iter()
@@ -162,7 +164,7 @@ fn socket_inode(link: &std::path::Path) -> Option<u64> {
 /// The transport of the caller's socket `fd` (sockfs's protocol name: `TCP`, `TCPv6`, `UDP`,
 /// `UDPv6`, `UDPLITE`, …); `None` when it cannot be read or is neither.
 pub fn transport_of(tid: i32, fd: i32) -> Option<Transport> {
-    let name = super::sys::sockprotoname(&format!("/proc/{tid}/fd/{fd}"))?;
+    let name = sockprotoname(&format!("/proc/{tid}/fd/{fd}"))?;
     if name.starts_with("TCP") || name.starts_with("MPTCP") {
         Some(Transport::Tcp)
     } else if name.starts_with("UDP") {
@@ -184,6 +186,169 @@ pub fn held_by(holders: &[i32], inodes: &BTreeSet<u64>) -> bool {
             })
         })
     })
+}
+
+// ------------------------------------------------------------------ raw calls
+
+/// The protocol name sockfs gives the socket behind `path` (a `/proc/<pid>/fd/<n>` link):
+/// the `system.sockprotoname` attribute (`TCP`, `UDPv6`, `UNIX`, …); `None` when unreadable.
+pub fn sockprotoname(path: &str) -> Option<String> {
+    let path = std::ffi::CString::new(path).ok()?;
+    let mut buf = [0u8; 32];
+    // SAFETY: both names are NUL-terminated strings we own; the kernel writes at most
+    // `buf.len()` bytes into `buf`.
+    let rc = unsafe {
+        libc::getxattr(
+            path.as_ptr(),
+            c"system.sockprotoname".as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    let len = usize::try_from(rc).ok()?;
+    let name = buf.get(..len)?;
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    Some(String::from_utf8_lossy(name.get(..end)?).into_owned())
+}
+
+/// The sockets of one address family and protocol in `states` (a bit per TCP state number)
+/// in this process's network namespace, as `NETLINK_SOCK_DIAG` dumps them: each one's local
+/// address and inode. The kernel walks only the tables those states live in (listeners alone
+/// are a short walk, unlike `/proc/net/tcp` with every TIME_WAIT row).
+pub fn sock_diag(
+    family: u8,
+    protocol: u8,
+    states: u32,
+) -> io::Result<Vec<(std::net::SocketAddr, u64)>> {
+    const SOCK_DIAG_BY_FAMILY: u16 = 20;
+    const HEADER: usize = 16;
+    // SAFETY: socket(2) with integer arguments; the result is owned below.
+    let raw = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            libc::NETLINK_SOCK_DIAG,
+        )
+    };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor the kernel just returned to us.
+    let socket = unsafe { OwnedFd::from_raw_fd(raw) };
+    // nlmsghdr (16) + inet_diag_req_v2 (family, protocol, ext, pad, states, sockid of 48).
+    let mut request = [0u8; HEADER + 56];
+    request[0..4].copy_from_slice(&((HEADER + 56) as u32).to_ne_bytes());
+    request[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    let flags = (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16;
+    request[6..8].copy_from_slice(&flags.to_ne_bytes());
+    request[HEADER] = family;
+    request[HEADER + 1] = protocol;
+    request[HEADER + 4..HEADER + 8].copy_from_slice(&states.to_ne_bytes());
+    // SAFETY: send(2) of a buffer we own, to the kernel (the socket's default peer).
+    let sent = unsafe {
+        libc::send(
+            socket.as_raw_fd(),
+            request.as_ptr().cast(),
+            request.len(),
+            0,
+        )
+    };
+    if sent < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 32 * 1024];
+    loop {
+        // SAFETY: recv(2) into a buffer we own, bounded by its length.
+        let got = unsafe { libc::recv(socket.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        let got = usize::try_from(got).map_err(|_| io::Error::last_os_error())?;
+        if got == 0 {
+            return Ok(out);
+        }
+        let mut at = 0usize;
+        while at + HEADER <= got {
+            let word = |range: std::ops::Range<usize>| -> Option<u32> {
+                Some(u32::from_ne_bytes(buf.get(range)?.try_into().ok()?))
+            };
+            let length = word(at..at + 4).unwrap_or(0) as usize;
+            let kind = u16::from_ne_bytes([buf[at + 4], buf[at + 5]]);
+            if length < HEADER || at + length > got {
+                return Err(io::Error::other("sock_diag: a malformed message"));
+            }
+            match i32::from(kind) {
+                libc::NLMSG_DONE => return Ok(out),
+                libc::NLMSG_ERROR => {
+                    let errno = word(at + HEADER..at + HEADER + 4).unwrap_or(0) as i32;
+                    return Err(io::Error::from_raw_os_error(-errno));
+                }
+                _ => {
+                    // inet_diag_msg: family, state, timer, retrans, sockid (sport at 4, src
+                    // at 8..24), …, inode at 68.
+                    let body = buf.get(at + HEADER..at + length).unwrap_or_default();
+                    if let (Some(port), Some(src), Some(inode)) =
+                        (body.get(4..6), body.get(8..24), body.get(68..72))
+                    {
+                        let port = u16::from_be_bytes([port[0], port[1]]);
+                        let ip = if body.first() == Some(&(libc::AF_INET as u8)) {
+                            std::net::IpAddr::V4(std::net::Ipv4Addr::new(
+                                src[0], src[1], src[2], src[3],
+                            ))
+                        } else {
+                            let mut octets = [0u8; 16];
+                            octets.copy_from_slice(src);
+                            std::net::IpAddr::V6(std::net::Ipv6Addr::from(octets))
+                        };
+                        let inode = u32::from_ne_bytes([inode[0], inode[1], inode[2], inode[3]]);
+                        out.push((std::net::SocketAddr::new(ip, port), u64::from(inode)));
+                    }
+                }
+            }
+            // Messages are 4-byte aligned.
+            at += (length + 3) & !3;
+        }
+    }
+}
+
+/// This host's own internet addresses (every interface's, as `getifaddrs` lists them now).
+pub fn own_addresses() -> Vec<std::net::IpAddr> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs writes a list head we free below with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut cursor = list;
+    while !cursor.is_null() {
+        // SAFETY: `cursor` is a node of the list getifaddrs returned, alive until freeifaddrs;
+        // each address is read as the structure its family names.
+        unsafe {
+            let entry = &*cursor;
+            let addr = entry.ifa_addr;
+            if !addr.is_null() {
+                match i32::from((*addr).sa_family) {
+                    libc::AF_INET => {
+                        let v4 = &*(addr as *const libc::sockaddr_in);
+                        out.push(std::net::IpAddr::V4(std::net::Ipv4Addr::from(
+                            u32::from_be(v4.sin_addr.s_addr),
+                        )));
+                    }
+                    libc::AF_INET6 => {
+                        let v6 = &*(addr as *const libc::sockaddr_in6);
+                        out.push(std::net::IpAddr::V6(std::net::Ipv6Addr::from(
+                            v6.sin6_addr.s6_addr,
+                        )));
+                    }
+                    _ => {}
+                }
+            }
+            cursor = entry.ifa_next;
+        }
+    }
+    // SAFETY: the list getifaddrs allocated, freed once.
+    unsafe { libc::freeifaddrs(list) };
+    out.sort();
+    out.dedup();
+    out
 }
 
 #[cfg(test)]
