@@ -134,6 +134,7 @@ fn main() {
                 read_only: Vec::new(),
                 overlay: None,
                 views: None,
+                allow_connect: Vec::new(),
             }),
         ),
         (
@@ -144,6 +145,7 @@ fn main() {
                 read_only: vec![scratch.path().join(".git")],
                 overlay: None,
                 views: None,
+                allow_connect: Vec::new(),
             }),
         ),
         (
@@ -153,6 +155,7 @@ fn main() {
                 unreadable: Vec::new(),
                 read_only: Vec::new(),
                 overlay: None,
+                allow_connect: Vec::new(),
                 views: Some(PrivateViews {
                     layers: [home.clone(), PathBuf::from("/tmp")]
                         .into_iter()

@@ -56,6 +56,11 @@ pub struct SuperviseArgs {
     /// fail) instead of copy-on-write layers.
     #[arg(long, conflicts_with = "home_layer")]
     pub no_private_views: bool,
+    /// A loopback, private or link-local destination the confined command may connect to
+    /// although its family does not serve it (`ADDRESS[:PORT]`, `NETWORK/PREFIX`,
+    /// `[IPV6]:PORT`; repeatable; implies --confine).
+    #[arg(long = "allow-connect", value_name = "ADDRESS")]
+    pub allow_connect: Vec<crate::supervise::net::NetAllow>,
     /// Write the exec ledger (JSON lines, one entry per exec) to this file.
     #[arg(long)]
     pub ledger: Option<PathBuf>,
@@ -116,6 +121,7 @@ pub fn run(args: SuperviseArgs) -> Result<ExitCode, EdgeError> {
         || !args.unreadable.is_empty()
         || !args.read_only.is_empty()
         || args.home_layer.is_some()
+        || !args.allow_connect.is_empty()
         || overlay.is_some();
     // The private views of HOME and /tmp: their layers live as long as the command.
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
@@ -164,6 +170,7 @@ pub fn run(args: SuperviseArgs) -> Result<ExitCode, EdgeError> {
             read_only: args.read_only,
             overlay,
             views,
+            allow_connect: args.allow_connect,
         }),
         args.ledger,
     ));

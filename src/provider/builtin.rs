@@ -85,6 +85,7 @@ fn confine(writable: &[&str], write_through: &[&str]) -> ConfineConfig {
     ConfineConfig {
         writable: argv(writable),
         write_through: argv(write_through),
+        allow_connect: Vec::new(),
     }
 }
 

@@ -262,6 +262,16 @@ impl ProviderConfig {
         self.confine.as_ref().map_or(&[], |c| c.writable.as_slice())
     }
 
+    /// The `[confine] allow_connect` destinations (checked when the file loaded).
+    pub fn allow_connect(&self) -> Vec<crate::supervise::net::NetAllow> {
+        self.confine.as_ref().map_or_else(Vec::new, |c| {
+            c.allow_connect
+                .iter()
+                .filter_map(|entry| entry.parse().ok())
+                .collect()
+        })
+    }
+
     /// The `[confine] write_through` templates (none when the table is absent).
     pub fn write_through_templates(&self) -> &[String] {
         self.confine

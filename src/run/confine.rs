@@ -290,6 +290,8 @@ pub struct StageRoomInput<'a> {
     /// The overlay the tester's family mounts over its copy (`cwd`), if it has one.
     pub overlay: Option<&'a Overlay>,
     pub provider_templates: &'a [String],
+    /// The provider's `[confine] allow_connect`.
+    pub allow_connect: &'a [crate::supervise::net::NetAllow],
     /// The agents' environment (the templates expand against it).
     pub env: &'a BTreeMap<String, String>,
     /// The user's workspace (shown read-only through the private views; its `.git` and
@@ -470,6 +472,7 @@ pub fn stage_room(input: &StageRoomInput<'_>, confined: bool) -> (Option<Room>, 
         read_only,
         overlay: input.overlay.cloned(),
         views,
+        allow_connect: input.allow_connect.to_vec(),
     });
     (room, record)
 }
@@ -505,6 +508,7 @@ pub fn replay_room(
         read_only: Vec::new(),
         overlay: None,
         views,
+        allow_connect: Vec::new(),
     }
 }
 
@@ -669,6 +673,7 @@ mod tests {
             outbox: Path::new("/run/outbox"),
             overlay: None,
             provider_templates: templates,
+            allow_connect: &[],
             env,
             workspace: ws,
             layers: Vec::new(),

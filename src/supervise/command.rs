@@ -146,7 +146,7 @@ pub fn describe(receipt: &Receipt) -> String {
                 }
             };
             format!(
-                "\nautocode supervise: room {}: writable {}{}{}; unreadable {}{}; signals {}, abstract unix sockets {}, pathname unix connects {}",
+                "\nautocode supervise: room {}: writable {}{}{}; unreadable {}{}; signals {}, abstract unix sockets {}, pathname unix connects and local addresses {}",
                 room.mechanisms.join("+"),
                 list(&room.writable),
                 if room.read_only.is_empty() {

@@ -32,6 +32,7 @@ use tokio::task::JoinHandle;
 mod platform;
 
 mod command;
+pub mod net;
 mod room;
 
 pub use command::supervise_command;

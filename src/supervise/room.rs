@@ -36,6 +36,12 @@ pub struct Room {
     /// there lands in a layer autocode owns, never in the user's files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub views: Option<PrivateViews>,
+    /// Loopback, private and link-local destinations the family may connect to although no
+    /// process of its own serves them (the user's `[confine] allow_connect`: a test database).
+    /// The stage's endpoints and proxies named in its environment and the nameservers are
+    /// added by the boundary.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_connect: Vec<crate::supervise::net::NetAllow>,
 }
 
 /// Private views of the places every toolchain and CLI writes (HOME's caches and configs,
@@ -129,6 +135,7 @@ impl Room {
             read_only: Vec::new(),
             overlay: None,
             views: None,
+            allow_connect: Vec::new(),
         }
     }
 }
@@ -156,8 +163,13 @@ pub struct RoomReceipt {
     pub signals_scoped: bool,
     /// Abstract unix sockets outside the family are unreachable.
     pub abstract_sockets_scoped: bool,
-    /// Pathname unix-socket connects outside `writable` are refused.
+    /// Pathname unix-socket connects outside `writable` are refused, and so are connects and
+    /// sends to local internet addresses no process of the family serves (unless allowed).
     pub unix_connect_gated: bool,
+    /// The local destinations allowed without a server of the family's own: the room's
+    /// `allow_connect`, the environment's endpoints and proxies, the nameservers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub local_connect_allowed: Vec<crate::supervise::net::NetAllow>,
 }
 
 /// How a ledgered process ended, as the kernel reported it.

@@ -13,6 +13,7 @@ mod layers;
 mod ledger;
 mod ledger_race;
 mod ledger_shapes;
+mod netreach;
 mod operator_e2e;
 mod preflight_e2e;
 mod result_e2e;

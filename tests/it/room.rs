@@ -226,6 +226,7 @@ fn an_unreadable_file_cannot_be_read_while_its_siblings_can() {
         read_only: Vec::new(),
         overlay: None,
         views: None,
+        allow_connect: Vec::new(),
     };
     let ops = [
         op("read", state.join("key")),
@@ -454,6 +455,7 @@ fn read_only_holes_keep_git_and_the_runs_beneath_a_writable_tree() {
         read_only: vec![work.join(".git"), work.join(".autocode")],
         overlay: None,
         views: None,
+        allow_connect: Vec::new(),
     };
     let allowed = [
         op("write", work.join("new-top-level")),
@@ -600,9 +602,8 @@ fn walk(dir: PathBuf) -> Vec<PathBuf> {
     out
 }
 
-/// Datagrams sent with `sendto` to a pathname unix socket outside the room are refused like a
-/// connect would be; inside the room they go through. (`sendmsg` with a name is not gated:
-/// `docs/supervision.md`, "Unix-socket gating".)
+/// Datagrams sent with `sendto` or `sendmsg` to a pathname unix socket outside the room are
+/// refused like a connect would be; inside the room they go through.
 #[test]
 fn datagrams_to_unix_sockets_outside_the_room_are_refused() {
     use std::os::unix::net::UnixDatagram;
@@ -613,13 +614,15 @@ fn datagrams_to_unix_sockets_outside_the_room_are_refused() {
     inside.set_nonblocking(true).unwrap();
     let ops = [
         op("dgram", tree.path("outside/server.sock")),
+        op("dgram_msg", tree.path("outside/server.sock")),
         op("dgram", tree.path("work/own.sock")),
         op("dgram_msg", tree.path("work/own.sock")),
     ];
     let (verdicts, receipt) = probe(&tree.path("work"), Some(tree.room()), &ops);
     assert_eq!(verdict(&verdicts, &ops[0]), "EACCES", "{verdicts:?}");
-    assert_eq!(verdict(&verdicts, &ops[1]), "ok", "{verdicts:?}");
+    assert_eq!(verdict(&verdicts, &ops[1]), "EACCES", "{verdicts:?}");
     assert_eq!(verdict(&verdicts, &ops[2]), "ok", "{verdicts:?}");
+    assert_eq!(verdict(&verdicts, &ops[3]), "ok", "{verdicts:?}");
     let mut buf = [0u8; 8];
     assert!(
         outside.recv(&mut buf).is_err(),
@@ -629,9 +632,11 @@ fn datagrams_to_unix_sockets_outside_the_room_are_refused() {
     assert_eq!(inside.recv(&mut buf).unwrap(), 1);
     let denied: Vec<&str> = receipt.denied.iter().map(|d| d.syscall.as_str()).collect();
     assert!(denied.contains(&"sendto"), "{denied:?}");
+    assert!(denied.contains(&"sendmsg"), "{denied:?}");
     // Without a room the same sends go through (a control for the refusal above).
-    let (verdicts, _) = probe(&tree.path("work"), None, &ops[..1]);
+    let (verdicts, _) = probe(&tree.path("work"), None, &ops[..2]);
     assert_eq!(verdict(&verdicts, &ops[0]), "ok", "{verdicts:?}");
+    assert_eq!(verdict(&verdicts, &ops[1]), "ok", "{verdicts:?}");
 }
 
 /// A room with an overlay (the verification tree): the family sees the lower tree through its

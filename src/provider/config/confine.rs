@@ -25,6 +25,11 @@ pub struct ConfineConfig {
     /// non-executable files under a size cap only). Same template syntax as `writable`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub write_through: Vec<String>,
+    /// Loopback, private or link-local destinations the agents may connect to although no
+    /// process of their own serves them (a test database): `ADDRESS[:PORT]`, `NETWORK/PREFIX`,
+    /// `[IPV6]:PORT` (`crate::supervise::net::NetAllow`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_connect: Vec<String>,
 }
 
 /// Why a `[confine] writable` entry is refused at load time.

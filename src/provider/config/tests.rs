@@ -404,3 +404,28 @@ fn confine_entries_load_and_bad_ones_are_located() {
     let e = err(&format!("{BASE}\n[confine]\nwritable = [\"~\"]\n"));
     assert!(e.to_string().contains("whole home"), "{e}");
 }
+
+#[test]
+fn allow_connect_entries_load_and_bad_ones_are_located() {
+    let text = format!(
+        "{BASE}\n[confine]\nallow_connect = [\"127.0.0.1:5432\", \"10.0.0.0/8\", \"[fd00::/8]:6379\"]\n"
+    );
+    let config = load(&text).unwrap().config;
+    let allowed: Vec<String> = config
+        .allow_connect()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(allowed, ["127.0.0.1:5432", "10.0.0.0/8", "[fd00::/8]:6379"]);
+    let text = format!(
+        "{BASE}\n[confine]\nallow_connect = [\n  \"127.0.0.1:5432\",\n  \"db.local:5432\",\n]\n"
+    );
+    let e = err(&text);
+    assert_eq!(e.key.as_deref(), Some("confine.allow_connect[1]"), "{e}");
+    assert_eq!(e.position.map(|p| p.line), Some(18), "{e}");
+    assert!(e.to_string().contains("is not an address"), "{e}");
+    let e = err(&format!(
+        "{BASE}\n[confine]\nallow_connect = [\"10.0.0.1/8\"]\n"
+    ));
+    assert!(e.to_string().contains("host bits"), "{e}");
+}

@@ -146,6 +146,18 @@ pub fn validate_config(config: &ProviderConfig, origin: Origin) -> Result<(), In
                 }
             }
         }
+        for (i, entry) in confine.allow_connect.iter().enumerate() {
+            if let Err(e) = entry.parse::<crate::supervise::net::NetAllow>() {
+                return Err(invalid(
+                    KeyPath::key("confine")
+                        .push_key("allow_connect")
+                        .push_index(i),
+                    ConfigProblem::Confine {
+                        message: e.to_string(),
+                    },
+                ));
+            }
+        }
     }
     if let Some(auth) = &config.auth {
         check_auth(auth)?;

@@ -316,6 +316,7 @@ impl CliRunner {
             outbox: &places.outbox,
             overlay: places.overlay.as_ref(),
             provider_templates: provider.config.writable_templates(),
+            allow_connect: &provider.config.allow_connect(),
             env: &plan.env,
             workspace: &state.workspace,
             layers: layers.as_ref().map(|l| l.overlays()).unwrap_or_default(),

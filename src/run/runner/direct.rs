@@ -165,6 +165,7 @@ impl CliRunner {
             outbox: &places.outbox,
             overlay: places.overlay.as_ref(),
             provider_templates: &[],
+            allow_connect: &[],
             env: &env.kept,
             workspace: &state.workspace,
             layers: layers.as_ref().map(|l| l.overlays()).unwrap_or_default(),

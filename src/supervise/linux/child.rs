@@ -5,7 +5,8 @@
 //! → PDEATHSIG + parent race check → no_new_privs → read-only holes (a private mount
 //! namespace, `super::holes`, only when the room has some) → capability drop → the room (Landlock
 //! `restrict_self` on the ruleset the parent built, when there is one) → filter with
-//! NEW_LISTENER → listener sent to the parent over SCM_RIGHTS and closed → exec. The agent
+//! NEW_LISTENER → the listener's number sent to the parent, which takes it with `pidfd_getfd`
+//! and acknowledges (a `sendmsg` with SCM_RIGHTS would be notified) → closed → exec. The agent
 //! never holds its own listener.
 
 use std::io;
@@ -144,10 +145,29 @@ impl ChildPlan {
                 sys::SECCOMP_FILTER_FLAG_NEW_LISTENER | self.filter_flags,
                 &program as *const sys::SockFprog as *const libc::c_void,
             )? as RawFd;
-            let sent = sys::send_with_fd(self.socket, b"L", Some(listener));
+            // A room's filter notifies every sendmsg, which nobody could answer yet: the parent
+            // takes the listener itself (`pidfd_getfd`, by number) and acknowledges. It may do
+            // so once this process is dumpable again (the owner made itself non-dumpable
+            // before the fork); exec resets dumpability anyway.
+            libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
+            let mut message = [b'L', 0, 0, 0, 0];
+            message[1..].copy_from_slice(&listener.to_ne_bytes());
+            let written = libc::write(
+                self.socket,
+                message.as_ptr() as *const libc::c_void,
+                message.len(),
+            );
+            let mut ack = 0u8;
+            let taken = written == message.len() as isize
+                && libc::read(self.socket, &mut ack as *mut u8 as *mut libc::c_void, 1) == 1;
+            let result = if taken {
+                Ok(())
+            } else {
+                Err(io::Error::other("the parent did not take the listener"))
+            };
             libc::close(listener);
             libc::close(self.socket);
-            sent
+            result
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The boundary's classic-BPF program: assembled from labels for the two kinds of launch
-//! (plain: ownership calls, execs and `exit_group`, with `prctl(PR_SET_MM)` refused; with a room: also connect and `sendto` with an address;
-//! not `sendmsg`: the pre-exec child hands its listener over with one, before anyone could
-//! answer a notification), and checked in the tests by
+//! (plain: ownership calls, execs and `exit_group`, with `prctl(PR_SET_MM)` refused; with a
+//! room: also connect, `sendto` with an address, and every `sendmsg`/`sendmmsg`, whose
+//! destination is in memory; the pre-exec child therefore hands its listener over by number,
+//! taken with `pidfd_getfd`, never with a `sendmsg`), and checked in the tests by
 //! an interpreter that runs it the way the kernel does.
 //!
 //! Invariants: x86_64 (x32 folded onto the native numbers with `& ~X32_SYSCALL_BIT`) and i386
@@ -19,6 +20,10 @@ use super::sys::{
 use super::sys::{
     NR_EXIT_GROUP_I386, NR_EXIT_GROUP_X86_64, NR_PRCTL_I386, NR_PRCTL_X86_64, PR_SET_MM,
     SECCOMP_RET_ERRNO,
+};
+use super::sys::{
+    NR_SENDMMSG_I386, NR_SENDMMSG_X32, NR_SENDMMSG_X86_64, NR_SENDMSG_I386, NR_SENDMSG_X32,
+    NR_SENDMSG_X86_64, SYS_SENDMMSG, SYS_SENDMSG,
 };
 
 const BPF_LD_W_ABS: u16 = 0x20;
@@ -130,6 +135,10 @@ fn program(gate_connect: bool) -> Vec<Asm> {
     if gate_connect {
         asm.extend([
             notify(NR_CONNECT_X86_64),
+            notify(NR_SENDMSG_X86_64),
+            notify(NR_SENDMMSG_X86_64),
+            notify(NR_SENDMSG_X32),
+            notify(NR_SENDMMSG_X32),
             Jump(
                 BPF_JEQ_K,
                 NR_SENDTO_X86_64,
@@ -154,6 +163,8 @@ fn program(gate_connect: bool) -> Vec<Asm> {
     if gate_connect {
         asm.extend([
             notify(NR_CONNECT_I386),
+            notify(NR_SENDMSG_I386),
+            notify(NR_SENDMMSG_I386),
             Jump(BPF_JEQ_K, NR_SENDTO_I386, Some(Label::SendtoAddress), None),
             Jump(BPF_JEQ_K, NR_SOCKETCALL_I386, Some(Label::Socketcall), None),
         ]);
@@ -167,6 +178,8 @@ fn program(gate_connect: bool) -> Vec<Asm> {
             Mark(Label::Socketcall),
             Stmt(BPF_LD_W_ABS, OFFSET_ARG0_LOW),
             Jump(BPF_JEQ_K, SYS_CONNECT, Some(Label::Notify), None),
+            Jump(BPF_JEQ_K, SYS_SENDMSG, Some(Label::Notify), None),
+            Jump(BPF_JEQ_K, SYS_SENDMMSG, Some(Label::Notify), None),
             Jump(
                 BPF_JEQ_K,
                 SYS_SENDTO,
@@ -311,10 +324,16 @@ mod tests {
     fn evaluate(data: &SeccompData) -> u32 {
         let plain = evaluate_with(filter(FilterKind::Plain), data);
         let room = evaluate_with(filter(FilterKind::Room), data);
+        // sendmsg/sendmmsg through the other x86 ABI (ENOSYS in the kernel) are notified too.
+        let folded = (data.nr as u32) & !X32_SYSCALL_BIT;
         let connect = matches!(
             NotifiedCall::of(data),
-            NotifiedCall::Connect | NotifiedCall::Socketcall | NotifiedCall::Sendto { .. }
-        );
+            NotifiedCall::Connect
+                | NotifiedCall::Socketcall
+                | NotifiedCall::Sendto { .. }
+                | NotifiedCall::Sendmsg { .. }
+        ) || (data.arch == AUDIT_ARCH_X86_64
+            && [46, 307, 518, 538].contains(&folded));
         if !connect {
             assert_eq!(
                 plain, room,
@@ -412,17 +431,43 @@ mod tests {
             notif,
             "the upper half of the pointer counts"
         );
-        for (arch, nr) in [
-            (AUDIT_ARCH_X86_64, 46),
-            (AUDIT_ARCH_X86_64, 307),
-            (AUDIT_ARCH_X86_64, 518 | x32),
-            (AUDIT_ARCH_I386, 370),
+        for (arch, nr, name) in [
+            (AUDIT_ARCH_X86_64, 46, "sendmsg"),
+            (AUDIT_ARCH_X86_64, 307, "sendmmsg"),
+            (AUDIT_ARCH_X86_64, 518 | x32, "sendmsg"),
+            (AUDIT_ARCH_X86_64, 538 | x32, "sendmmsg"),
+            (AUDIT_ARCH_I386, 370, "sendmsg"),
+            (AUDIT_ARCH_I386, 345, "sendmmsg"),
         ] {
-            // The pre-exec child hands its listener over with sendmsg: never notified.
+            // The destination is in memory: every one is notified in a room, none without.
             assert_eq!(
                 call_args(FilterKind::Room, arch, nr, without),
+                notif,
+                "{nr}"
+            );
+            assert_eq!(
+                call_args(FilterKind::Plain, arch, nr, without),
                 allow,
                 "{nr}"
+            );
+            let data = SeccompData {
+                nr: nr as i32,
+                arch,
+                instruction_pointer: 0,
+                args: without,
+            };
+            assert_eq!(NotifiedCall::of(&data).name(), name);
+        }
+        for call in [16, 20] {
+            assert_eq!(
+                call_args(
+                    FilterKind::Room,
+                    AUDIT_ARCH_I386,
+                    102,
+                    [call, 0x1000, 0, 0, 0, 0]
+                ),
+                notif,
+                "socketcall({call})"
             );
         }
         assert_eq!(

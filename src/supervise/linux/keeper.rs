@@ -227,6 +227,8 @@ pub fn keeper_started() -> bool {
 pub struct LedgerSettings {
     /// The room's writable places (connects are gated when `Some`).
     pub room_writable: Option<Vec<PathBuf>>,
+    /// Local internet destinations the family may reach without serving them itself.
+    pub room_allow: Vec<crate::supervise::net::NetAllow>,
     /// The JSON-lines ledger file (created or truncated here).
     pub ledger_path: Option<PathBuf>,
 }
@@ -243,6 +245,9 @@ pub fn register(
 ) -> io::Result<Arc<LaunchShared>> {
     let gate = settings.room_writable.as_deref().map(|places| Gate {
         writable: ledger::canonical_places(places),
+        allow: settings.room_allow.clone(),
+        own_addresses: super::listeners::own_addresses(),
+        supervisor: std::process::id() as i32,
     });
     let ledger_path = settings
         .ledger_path

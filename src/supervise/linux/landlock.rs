@@ -347,6 +347,7 @@ pub fn plan(room: &Room, abi: u32) -> Result<Plan, RoomError> {
             signals_scoped: true,
             abstract_sockets_scoped: true,
             unix_connect_gated: false,
+            local_connect_allowed: Vec::new(),
         },
     })
 }
@@ -540,6 +541,7 @@ mod tests {
             read_only: Vec::new(),
             overlay: None,
             views: None,
+            allow_connect: Vec::new(),
         };
         let plan = plan(&room, 7).unwrap();
         assert_ne!(plan.handled_access_fs & ACCESS_FS_READ_FILE, 0);
@@ -577,6 +579,7 @@ mod tests {
             read_only: Vec::new(),
             overlay: None,
             views: None,
+            allow_connect: Vec::new(),
         };
         assert!(matches!(plan(&room, 7), Err(RoomError::Conflict(_))));
     }
@@ -594,6 +597,7 @@ mod tests {
             read_only: Vec::new(),
             overlay: None,
             views: None,
+            allow_connect: Vec::new(),
         };
         let plan = plan(&room, 7).unwrap();
         assert_eq!(plan.receipt.unreadable, vec![root.join("a")]);

@@ -218,8 +218,11 @@ pub fn read_exec(tid: i32, args: &[u64; 6], at: bool, width: Width) -> Option<Ex
 /// What a connect's address is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SocketTarget {
-    /// Not `AF_UNIX` (or too short to say): not gated.
+    /// Neither `AF_UNIX` nor a whole `AF_INET`/`AF_INET6` address (or too short to say): not
+    /// gated.
     Other,
+    /// An internet address (`AF_INET`, `AF_INET6`).
+    Inet(std::net::SocketAddr),
     /// An abstract name (`sun_path[0] == 0`) or an unnamed address: Landlock's business.
     Abstract,
     /// A filesystem path, as given (relative to the caller's cwd when not absolute).
@@ -231,7 +234,11 @@ pub fn parse_sockaddr(bytes: &[u8]) -> SocketTarget {
     let Some(family) = bytes.get(..2) else {
         return SocketTarget::Other;
     };
-    if u16::from_ne_bytes([family[0], family[1]]) != libc::AF_UNIX as u16 {
+    let family = i32::from(u16::from_ne_bytes([family[0], family[1]]));
+    if family == libc::AF_INET || family == libc::AF_INET6 {
+        return parse_inet(bytes, family).map_or(SocketTarget::Other, SocketTarget::Inet);
+    }
+    if family != libc::AF_UNIX {
         return SocketTarget::Other;
     }
     let path = bytes.get(2..).unwrap_or_default();
@@ -245,6 +252,21 @@ pub fn parse_sockaddr(bytes: &[u8]) -> SocketTarget {
             SocketTarget::Path(path.get(..end).unwrap_or_default().to_vec())
         }
     }
+}
+
+/// A `sockaddr_in` (16 bytes: family, port, address) or `sockaddr_in6` (at least 24 bytes:
+/// family, port, flow info, address; the kernel accepts the scope id missing). Shorter: `None`
+/// (the kernel answers EINVAL).
+fn parse_inet(bytes: &[u8], family: i32) -> Option<std::net::SocketAddr> {
+    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+    let port = u16::from_be_bytes(bytes.get(2..4)?.try_into().ok()?);
+    if family == libc::AF_INET {
+        let octets: [u8; 4] = bytes.get(4..8)?.try_into().ok()?;
+        bytes.get(..16)?;
+        return Some(SocketAddr::from((Ipv4Addr::from(octets), port)));
+    }
+    let octets: [u8; 16] = bytes.get(8..24)?.try_into().ok()?;
+    Some(SocketAddr::from((Ipv6Addr::from(octets), port)))
 }
 
 /// `sizeof(struct sockaddr_un)`.
@@ -290,6 +312,48 @@ pub fn read_sendto_target(
         return Some(None);
     }
     read_sockaddr(tid, address, length).map(Some)
+}
+
+/// The destinations a `sendmsg` (`many`: `sendmmsg`, up to the kernel's 1,024 messages) names:
+/// the `msg_name` of each header (`width`-wide pointers; a null name or a zero length names
+/// nothing). An empty list: no destination named. `None`: unreadable memory.
+pub fn read_sendmsg_targets(
+    tid: i32,
+    args: &[u64; 6],
+    many: bool,
+    width: Width,
+    socketcall: bool,
+) -> Option<Vec<SocketTarget>> {
+    let (headers, count) = if socketcall {
+        // The args array holds 32-bit words: fd, msg (or vec), [vlen], flags.
+        let headers = read_pointer(tid, args[1].checked_add(4)?, Width::W32)?;
+        let count = if many {
+            read_pointer(tid, args[1].checked_add(8)?, Width::W32)?
+        } else {
+            1
+        };
+        (headers, count)
+    } else {
+        (args[1], if many { args[2] & 0xffff_ffff } else { 1 })
+    };
+    // `struct msghdr` is 56 bytes (28 with 32-bit pointers); `struct mmsghdr` adds a 32-bit
+    // length, padded to 64 (32).
+    let stride: u64 = match (width, many) {
+        (Width::W64, false) => 56,
+        (Width::W64, true) => 64,
+        (Width::W32, false) => 28,
+        (Width::W32, true) => 32,
+    };
+    let mut targets = Vec::new();
+    for index in 0..count.min(1024) {
+        let header = headers.checked_add(index.checked_mul(stride)?)?;
+        let name = read_pointer(tid, header, width)?;
+        let length = read_pointer(tid, header.checked_add(width.bytes() as u64)?, Width::W32)?;
+        if name != 0 && length != 0 {
+            targets.push(read_sockaddr(tid, name, length)?);
+        }
+    }
+    Some(targets)
 }
 
 /// The canonical path of a socket the caller names, resolved through its cwd and root

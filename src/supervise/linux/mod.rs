@@ -17,6 +17,7 @@ mod keeper;
 mod keeper_proc;
 mod landlock;
 mod ledger;
+mod listeners;
 mod policy;
 mod probe;
 mod sys;
@@ -279,6 +280,11 @@ pub async fn start(
                 }
                 places
             }),
+            room_allow: spec
+                .room
+                .as_ref()
+                .map(|room| reachable(room, &spec.env))
+                .unwrap_or_default(),
             ledger_path,
         },
     };
@@ -347,6 +353,26 @@ pub async fn start(
 }
 
 /// What the hand-off thread needs to register a launch.
+/// The local destinations a room's family may reach without serving them: the user's
+/// `allow_connect`, every URL in the family's environment that names an address (the stage's
+/// model endpoint, `HTTP(S)_PROXY`, `ALL_PROXY`), and the nameservers of `/etc/resolv.conf`.
+fn reachable(
+    room: &crate::supervise::Room,
+    env: &std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString>,
+) -> Vec<crate::supervise::net::NetAllow> {
+    use crate::supervise::net::{self, NetAllow};
+    let mut allow = room.allow_connect.clone();
+    let urls = env
+        .values()
+        .filter_map(|value| value.to_str())
+        .flat_map(net::url_destinations);
+    let resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+    allow.extend(urls.chain(net::nameservers(&resolv)).map(NetAllow::exact));
+    allow.sort_by_key(ToString::to_string);
+    allow.dedup();
+    allow
+}
+
 struct Registration {
     new_session: bool,
     label: String,
@@ -366,10 +392,24 @@ fn receive_and_register(
         return Err(io::Error::other("the child did not send its listener"));
     }
     let mut buf = [0u8; 8];
+    // The child names its listener's number; we take the descriptor from it (`pidfd_getfd`:
+    // we are its parent and it is dumpable) and acknowledge, after which it closes its own.
     let (listener, root_pid) = match sys::recv_with_fd_and_pid(socket.as_raw_fd(), &mut buf)? {
-        (_, Some(fd), Some(pid)) => (fd, pid),
-        _ => return Err(io::Error::other("the child's message carried no listener")),
+        (5, None, Some(pid)) if buf[0] == b'L' => {
+            let number = i32::from_ne_bytes([buf[1], buf[2], buf[3], buf[4]]);
+            let pidfd = sys::pidfd_open(pid)?;
+            let listener = sys::pidfd_getfd(pidfd.as_fd(), number).map_err(|error| {
+                io::Error::other(format!("cannot take the child's listener: {error}"))
+            })?;
+            (listener, pid)
+        }
+        _ => return Err(io::Error::other("the child's message named no listener")),
     };
+    let ack = [1u8];
+    // SAFETY: write(2) of one byte from a live buffer on a descriptor we own.
+    if unsafe { libc::write(socket.as_raw_fd(), ack.as_ptr().cast(), 1) } != 1 {
+        return Err(io::Error::last_os_error());
+    }
     let policy = policy::Policy {
         new_session: registration.new_session,
         root_pgid: root_pid,
@@ -480,6 +520,12 @@ impl Family {
         receipt.room = self.room.clone();
         if let Some(room) = receipt.room.as_mut() {
             room.unix_connect_gated = self.shared.gate.is_some();
+            room.local_connect_allowed = self
+                .shared
+                .gate
+                .as_ref()
+                .map(|gate| gate.allow.clone())
+                .unwrap_or_default();
         }
         receipt
     }

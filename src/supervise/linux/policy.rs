@@ -8,6 +8,7 @@
 //! group are answered EPERM.
 
 use std::collections::BTreeSet;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 
@@ -17,7 +18,9 @@ pub use crate::supervise::DeniedCall;
 
 use super::family;
 use super::ledger::{self, ExecCall, SocketTarget};
+use super::listeners;
 use super::sys::{self, NotifiedCall, SeccompNotif, SeccompNotifResp};
+use crate::supervise::net::{self, NetAllow};
 
 /// How the root was placed: its own session, or its own group in autocode's session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,10 +84,22 @@ pub trait Journal {
     fn confirm(&mut self, tgid: i32);
 }
 
-/// Pathname unix-socket connects are allowed only beneath these places (canonical paths).
+/// What a room's family may reach by address: pathname unix sockets only beneath `writable`
+/// (canonical paths); loopback, private, link-local and this host's own internet addresses only
+/// when `allow` covers them or a process of the family (or autocode itself) serves them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Gate {
     pub writable: Vec<PathBuf>,
+    /// The user's `allow_connect`, the stage's endpoints and proxies, the nameservers.
+    #[serde(default)]
+    pub allow: Vec<NetAllow>,
+    /// This host's own addresses (a connect to one reaches local listeners as loopback does).
+    #[serde(default)]
+    pub own_addresses: Vec<IpAddr>,
+    /// autocode's pid: its own listeners (the scripted model server, local services it runs
+    /// for the stage) are reachable like the family's.
+    #[serde(default)]
+    pub supervisor: i32,
 }
 
 /// The decision for one call, given who made it.
@@ -147,7 +162,8 @@ pub fn decide(
         NotifiedCall::Exec { .. }
         | NotifiedCall::Connect
         | NotifiedCall::Socketcall
-        | NotifiedCall::Sendto { .. } => Verdict::Continue(Vec::new()),
+        | NotifiedCall::Sendto { .. }
+        | NotifiedCall::Sendmsg { .. } => Verdict::Continue(Vec::new()),
         NotifiedCall::Other => Verdict::Deny("unexpected notified system call"),
     }
 }
@@ -176,17 +192,45 @@ fn respond(listener: BorrowedFd<'_>, id: u64, verdict: &Verdict) {
 }
 
 /// The connect decision for a socket the caller named (`None`: the sockaddr was unreadable).
+/// `served(addr)`: whether a process of the family (or autocode) holds a socket that would
+/// receive a connection to `addr`; asked only for a local destination nothing else allows.
 pub fn decide_connect(
     target: Option<SocketTarget>,
     gate: &Gate,
     resolve: impl Fn(&[u8]) -> Option<PathBuf>,
+    served: impl Fn(SocketAddr) -> bool,
 ) -> Verdict {
     match target {
         None => Verdict::Refuse {
             errno: libc::EACCES,
-            reason: "unix socket address unreadable".to_owned(),
+            reason: "socket address unreadable".to_owned(),
         },
         Some(SocketTarget::Other | SocketTarget::Abstract) => Verdict::Continue(Vec::new()),
+        Some(SocketTarget::Inet(addr)) => {
+            let ip = net::canonical(addr.ip());
+            let class = match net::classify(ip) {
+                Some(class) => class.as_str(),
+                None if gate
+                    .own_addresses
+                    .iter()
+                    .any(|own| net::canonical(*own) == ip) =>
+                {
+                    "this host's own"
+                }
+                None => return Verdict::Continue(Vec::new()),
+            };
+            if gate.allow.iter().any(|allowed| allowed.covers(addr)) || served(addr) {
+                return Verdict::Continue(Vec::new());
+            }
+            Verdict::Refuse {
+                errno: libc::ECONNREFUSED,
+                reason: format!(
+                    "{addr} is a {class} address no process of this stage serves; \
+                     to allow it, add {:?} to the provider's [confine] allow_connect",
+                    NetAllow::exact(addr).to_string()
+                ),
+            }
+        }
         Some(SocketTarget::Path(path)) => match resolve(&path) {
             Some(real) if ledger::inside_room(&real, &gate.writable) => {
                 Verdict::Continue(Vec::new())
@@ -200,6 +244,27 @@ pub fn decide_connect(
             None => Verdict::Continue(Vec::new()),
         },
     }
+}
+
+/// Whether a process of the family described by `policy` and `records`, or autocode itself
+/// (`supervisor`: its scripted model server, its own services), holds a socket that would
+/// receive `caller_fd`'s connection to `addr`. Reads /proc; bounded by the family's size.
+fn served_by_family(
+    tid: i32,
+    caller_fd: Option<i32>,
+    addr: SocketAddr,
+    policy: &Policy,
+    records: &Records,
+    supervisor: i32,
+) -> bool {
+    let transport = caller_fd.and_then(|fd| listeners::transport_of(tid, fd));
+    let inodes = listeners::receiving_inodes(tid, addr, transport);
+    if inodes.is_empty() {
+        return false;
+    }
+    let mut holders = family::members(&records.targets(policy, policy.root_pgid));
+    holders.push(supervisor);
+    listeners::held_by(&holders, &inodes)
 }
 
 /// Answers one received notification: identify, journal, then answer.
@@ -269,21 +334,75 @@ pub fn handle(
                         &notif.data.args,
                         call == NotifiedCall::Socketcall,
                     );
-                    connect = Some(decide_connect(target, gate, |path| {
-                        ledger::resolve_socket(tid, path)
-                    }));
+                    let records = journal.records();
+                    let fd = (call == NotifiedCall::Connect).then_some(notif.data.args[0] as i32);
+                    connect = Some(decide_connect(
+                        target,
+                        gate,
+                        |path| ledger::resolve_socket(tid, path),
+                        |addr| served_by_family(tid, fd, addr, policy, &records, gate.supervisor),
+                    ));
+                }
+            }
+            NotifiedCall::Sendmsg {
+                many,
+                width,
+                socketcall,
+            } => {
+                if let Some(gate) = gate {
+                    let records = journal.records();
+                    let fd = (!socketcall).then_some(notif.data.args[0] as i32);
+                    let targets = ledger::read_sendmsg_targets(
+                        tid,
+                        &notif.data.args,
+                        many,
+                        width,
+                        socketcall,
+                    );
+                    // Every named destination must pass; the first refusal answers the call.
+                    connect = Some(match targets {
+                        None => decide_connect(None, gate, |_| None, |_| false),
+                        Some(targets) => targets
+                            .into_iter()
+                            .map(|target| {
+                                decide_connect(
+                                    Some(target),
+                                    gate,
+                                    |path| ledger::resolve_socket(tid, path),
+                                    |addr| {
+                                        served_by_family(
+                                            tid,
+                                            fd,
+                                            addr,
+                                            policy,
+                                            &records,
+                                            gate.supervisor,
+                                        )
+                                    },
+                                )
+                            })
+                            .find(|verdict| !matches!(verdict, Verdict::Continue(_)))
+                            .unwrap_or(Verdict::Continue(Vec::new())),
+                    });
                 }
             }
             NotifiedCall::Sendto { socketcall } => {
                 if let Some(gate) = gate {
                     let target = ledger::read_sendto_target(tid, &notif.data.args, socketcall);
+                    let records = journal.records();
+                    let fd = (!socketcall).then_some(notif.data.args[0] as i32);
                     // A send without an address (a connected socket) names nothing to gate.
                     connect = Some(match target {
                         Some(None) => Verdict::Continue(Vec::new()),
-                        Some(Some(target)) => decide_connect(Some(target), gate, |path| {
-                            ledger::resolve_socket(tid, path)
-                        }),
-                        None => decide_connect(None, gate, |_| None),
+                        Some(Some(target)) => decide_connect(
+                            Some(target),
+                            gate,
+                            |path| ledger::resolve_socket(tid, path),
+                            |addr| {
+                                served_by_family(tid, fd, addr, policy, &records, gate.supervisor)
+                            },
+                        ),
+                        None => decide_connect(None, gate, |_| None, |_| false),
                     });
                 }
             }
@@ -430,10 +549,15 @@ mod tests {
         ));
     }
 
+    fn nobody_serves(_: SocketAddr) -> bool {
+        false
+    }
+
     #[test]
     fn connects_are_gated_to_pathname_sockets_inside_the_room() {
         let gate = Gate {
             writable: vec![PathBuf::from("/work/tree")],
+            ..Gate::default()
         };
         let resolve = |path: &[u8]| {
             let path = String::from_utf8_lossy(path).into_owned();
@@ -441,31 +565,102 @@ mod tests {
         };
         let path = |text: &str| Some(SocketTarget::Path(text.as_bytes().to_vec()));
         assert_eq!(
-            decide_connect(path("/work/tree/s"), &gate, resolve),
+            decide_connect(path("/work/tree/s"), &gate, resolve, nobody_serves),
             Verdict::Continue(Vec::new())
         );
         assert_eq!(
-            decide_connect(path("link"), &gate, resolve),
+            decide_connect(path("link"), &gate, resolve, nobody_serves),
             Verdict::Refuse {
                 errno: libc::EACCES,
                 reason: "unix socket /tmp/tmux-0/default is outside the room".into()
             }
         );
         assert_eq!(
-            decide_connect(path("missing"), &gate, resolve),
+            decide_connect(path("missing"), &gate, resolve, nobody_serves),
             Verdict::Continue(Vec::new()),
             "nothing to reach: the kernel answers ENOENT"
         );
         assert!(matches!(
-            decide_connect(None, &gate, resolve),
+            decide_connect(None, &gate, resolve, nobody_serves),
             Verdict::Refuse { .. }
         ));
         for open in [SocketTarget::Abstract, SocketTarget::Other] {
             assert_eq!(
-                decide_connect(Some(open), &gate, resolve),
+                decide_connect(Some(open), &gate, resolve, nobody_serves),
                 Verdict::Continue(Vec::new())
             );
         }
+    }
+
+    #[test]
+    fn local_internet_destinations_need_a_family_server_or_an_allowance() {
+        let gate = Gate {
+            writable: Vec::new(),
+            allow: vec![
+                "127.0.0.1:5432".parse().unwrap(),
+                "10.255.255.53:53".parse().unwrap(),
+                "[fd00::/8]:6379".parse().unwrap(),
+            ],
+            own_addresses: vec!["203.0.113.7".parse().unwrap()],
+            supervisor: 1,
+        };
+        let served_port = 4000;
+        let decide = |text: &str| {
+            decide_connect(
+                Some(SocketTarget::Inet(text.parse().unwrap())),
+                &gate,
+                |_| None,
+                |addr: SocketAddr| addr.port() == served_port,
+            )
+        };
+        let refused = |verdict: Verdict| matches!(verdict, Verdict::Refuse { errno, .. } if errno == libc::ECONNREFUSED);
+        // Public addresses continue at once, whatever serves them.
+        for public in [
+            "8.8.8.8:443",
+            "[2606:4700::1111]:443",
+            "[::ffff:1.1.1.1]:80",
+        ] {
+            assert_eq!(decide(public), Verdict::Continue(Vec::new()), "{public}");
+        }
+        // Every local class, in both families and through v4-mapped IPv6, is refused unless
+        // served or allowed.
+        for local in [
+            "127.0.0.1:8080",
+            "127.1.2.3:8080",
+            "[::1]:8080",
+            "[::ffff:127.0.0.1]:8080",
+            "0.0.0.0:8080",
+            "[::]:8080",
+            "10.0.0.5:8080",
+            "172.20.0.1:8080",
+            "192.168.1.10:8080",
+            "[fd12::1]:8080",
+            "169.254.169.254:80",
+            "[fe80::1]:8080",
+            "203.0.113.7:8080",
+            "127.0.0.1:5433",
+            "10.255.255.53:5353",
+        ] {
+            assert!(refused(decide(local)), "{local}");
+        }
+        for allowed in [
+            "127.0.0.1:4000",
+            "[::1]:4000",
+            "203.0.113.7:4000",
+            "127.0.0.1:5432",
+            "[::ffff:127.0.0.1]:5432",
+            "10.255.255.53:53",
+            "[fd00::9]:6379",
+        ] {
+            assert_eq!(decide(allowed), Verdict::Continue(Vec::new()), "{allowed}");
+        }
+        let Verdict::Refuse { reason, .. } = decide("127.0.0.1:9000") else {
+            panic!("refused");
+        };
+        assert!(
+            reason.contains("127.0.0.1:9000") && reason.contains("allow_connect"),
+            "{reason}"
+        );
     }
 
     #[test]

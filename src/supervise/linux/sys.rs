@@ -64,6 +64,17 @@ pub const PR_SET_MM: u32 = 35;
 /// `SECCOMP_RET_ERRNO` (the errno goes in the low 16 bits).
 pub const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
 pub const SYS_SENDTO: u32 = 11;
+/// `sendmsg(fd, msg, flags)` and `sendmmsg(fd, vec, vlen, flags)`: gated in a room always (the
+/// destination, `msg_name`, is in memory, out of BPF's sight). x32 has its own numbers (its
+/// `msghdr` has 32-bit pointers).
+pub const NR_SENDMSG_X86_64: u32 = 46;
+pub const NR_SENDMMSG_X86_64: u32 = 307;
+pub const NR_SENDMSG_X32: u32 = 518;
+pub const NR_SENDMMSG_X32: u32 = 538;
+pub const NR_SENDMSG_I386: u32 = 370;
+pub const NR_SENDMMSG_I386: u32 = 345;
+pub const SYS_SENDMSG: u32 = 16;
+pub const SYS_SENDMMSG: u32 = 20;
 
 pub use super::filter::{FilterKind, SockFilter, SockFprog, filter};
 
@@ -144,6 +155,13 @@ pub enum NotifiedCall {
     Sendto {
         socketcall: bool,
     },
+    /// `sendmsg` (`many`: `sendmmsg`), its `msghdr` pointers `width` wide; `socketcall`: i386
+    /// `socketcall(SYS_SENDMSG / SYS_SENDMMSG, args)`.
+    Sendmsg {
+        many: bool,
+        width: Width,
+        socketcall: bool,
+    },
     Other,
 }
 
@@ -160,6 +178,16 @@ impl NotifiedCall {
                 (NR_CONNECT_X86_64, _) => Self::Connect,
                 (NR_EXIT_GROUP_X86_64, _) => Self::ExitGroup,
                 (NR_SENDTO_X86_64, _) => Self::Sendto { socketcall: false },
+                (NR_SENDMSG_X86_64 | NR_SENDMMSG_X86_64, false) => Self::Sendmsg {
+                    many: nr == NR_SENDMMSG_X86_64,
+                    width: Width::W64,
+                    socketcall: false,
+                },
+                (NR_SENDMSG_X32 | NR_SENDMMSG_X32, true) => Self::Sendmsg {
+                    many: nr & !X32_SYSCALL_BIT == NR_SENDMMSG_X32,
+                    width: Width::W32,
+                    socketcall: false,
+                },
                 (NR_EXECVE_X86_64, false) => Self::Exec {
                     at: false,
                     width: Width::W64,
@@ -195,9 +223,19 @@ impl NotifiedCall {
                 NR_CONNECT_I386 => Self::Connect,
                 NR_EXIT_GROUP_I386 => Self::ExitGroup,
                 NR_SENDTO_I386 => Self::Sendto { socketcall: false },
+                NR_SENDMSG_I386 | NR_SENDMMSG_I386 => Self::Sendmsg {
+                    many: nr == NR_SENDMMSG_I386,
+                    width: Width::W32,
+                    socketcall: false,
+                },
                 NR_SOCKETCALL_I386 => match data.args[0] as u32 {
                     SYS_CONNECT => Self::Socketcall,
                     SYS_SENDTO => Self::Sendto { socketcall: true },
+                    call @ (SYS_SENDMSG | SYS_SENDMMSG) => Self::Sendmsg {
+                        many: call == SYS_SENDMMSG,
+                        width: Width::W32,
+                        socketcall: true,
+                    },
                     _ => Self::Other,
                 },
                 _ => Self::Other,
@@ -216,6 +254,8 @@ impl NotifiedCall {
             Self::ExitGroup => "exit_group",
             Self::Connect | Self::Socketcall => "connect",
             Self::Sendto { .. } => "sendto",
+            Self::Sendmsg { many: false, .. } => "sendmsg",
+            Self::Sendmsg { many: true, .. } => "sendmmsg",
             Self::Other => "other",
         }
     }
@@ -533,6 +573,18 @@ pub fn recv_with_fd_and_pid(
         }
     }
     Ok((received, fd, pid))
+}
+
+/// `pidfd_getfd(pidfd, fd, 0)`: a duplicate of another process's descriptor (close-on-exec),
+/// allowed to a process that may ptrace it.
+pub fn pidfd_getfd(pidfd: BorrowedFd<'_>, fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: a raw system call with plain integer arguments.
+    let rc = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned a new descriptor we now own.
+    Ok(unsafe { OwnedFd::from_raw_fd(rc as RawFd) })
 }
 
 /// `pidfd_open(pid, 0)`.

@@ -21,7 +21,23 @@ fn sockaddrs_classify_by_family_and_first_byte() {
     assert_eq!(parse_sockaddr(&unix(b"")), SocketTarget::Abstract);
     let mut inet = (libc::AF_INET as u16).to_ne_bytes().to_vec();
     inet.extend_from_slice(&[0, 80, 127, 0, 0, 1]);
-    assert_eq!(parse_sockaddr(&inet), SocketTarget::Other);
+    assert_eq!(
+        parse_sockaddr(&inet),
+        SocketTarget::Other,
+        "too short: EINVAL"
+    );
+    inet.extend_from_slice(&[0; 8]);
+    assert_eq!(
+        parse_sockaddr(&inet),
+        SocketTarget::Inet("127.0.0.1:80".parse().unwrap())
+    );
+    let mut inet6 = (libc::AF_INET6 as u16).to_ne_bytes().to_vec();
+    inet6.extend_from_slice(&[0x1f, 0x90, 0, 0, 0, 0]);
+    inet6.extend_from_slice(&std::net::Ipv6Addr::LOCALHOST.octets());
+    assert_eq!(
+        parse_sockaddr(&inet6),
+        SocketTarget::Inet("[::1]:8080".parse().unwrap())
+    );
     assert_eq!(parse_sockaddr(&[1]), SocketTarget::Other);
 }
 
