@@ -15,6 +15,7 @@
 //! - [`result`]: the `result.json` of one run.
 //! - [`stats`]: merging result folders; text, Markdown and JUnit renderers.
 //! - [`runner`]: one case on one profile, end to end.
+//! - [`setup`]: the throwaway world a case runs in (seed, HOME, CLI config, fingerprints).
 //! - [`selfcheck`]: the catalog self-check (the oracle fails on the seed, passes the scripted result).
 
 pub mod catalog;
@@ -25,5 +26,6 @@ pub mod result;
 pub mod runner;
 pub mod scripts;
 pub mod selfcheck;
+pub mod setup;
 pub mod stats;
 pub mod verdict;

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::catalog::{ExpectedOutcome, Profile, Scenario};
 use super::oracle::{self, OracleCheckResult};
-use super::runner::seed_repository;
+use super::setup::seed_repository;
 use crate::scripted_model::{Script, Step};
 
 /// The conversation whose file writes make up a script's intended result.

@@ -9,7 +9,8 @@ use autocode::direct::protocol::Protocol;
 use autocode::pause::PauseCode;
 use autocode::scenario::catalog::{self, DirectWire, Job, Profile, Scenario};
 use autocode::scenario::result::{self, ScenarioResult};
-use autocode::scenario::runner::{self, HarnessConfig, copy_tree};
+use autocode::scenario::runner::{self, HarnessConfig};
+use autocode::scenario::setup::copy_tree;
 use autocode::scenario::verdict::{RunEnding, Verdict};
 use serde_json::Value;
 
