@@ -7,7 +7,6 @@
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
 use crate::scenario::catalog::Job;
@@ -22,11 +21,10 @@ pub struct ChildArgs<'a> {
     pub authorize_live: bool,
 }
 
-/// One job's child invocation: the case, the profile and the one repetition (counted from 1).
-fn child_command(exe: &Path, job: &Job<'_>, args: &ChildArgs<'_>) -> Command {
-    let mut command = Command::new(exe);
+/// One job's child arguments: the case, the profile and the one repetition (counted from 1).
+fn child_args(job: &Job<'_>, args: &ChildArgs<'_>) -> Vec<OsString> {
     let repetition = job.repeat.saturating_add(1).to_string();
-    let argv: Vec<OsString> = vec![
+    let mut argv: Vec<OsString> = vec![
         "scenario".into(),
         "run".into(),
         job.scenario.name.clone().into(),
@@ -43,16 +41,14 @@ fn child_command(exe: &Path, job: &Job<'_>, args: &ChildArgs<'_>) -> Command {
         "--catalog".into(),
         args.catalog.into(),
     ];
-    command.args(argv);
     if args.authorize_live {
-        command.arg("--i-authorize-live-model-spend");
+        argv.push("--i-authorize-live-model-spend".into());
     }
-    command
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    command
+    argv
 }
+
+/// What a child's messages may hold (its lines per job are few; a flood is cut).
+const MESSAGES_CAP: usize = 1 << 20;
 
 /// Runs `jobs` in up to `parallel` children at a time; returns each job's result, in the order
 /// of `jobs`. A child that leaves no readable result (it crashed, it was killed) is a harness
@@ -109,18 +105,34 @@ fn run_child(exe: &Path, job: &Job<'_>, args: &ChildArgs<'_>) -> Finished {
         job.profile.as_str(),
         job.repeat,
     );
-    let output = child_command(exe, job, args).output();
+    // The child is autocode itself, the boundary of the agents it starts: it runs as an
+    // ordinary child (a boundary around it would refuse its own listener).
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let output = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+        .and_then(|runtime| {
+            runtime
+                .block_on(crate::supervise::run_in_current_family(
+                    &exe.as_os_str().to_owned(),
+                    &child_args(job, args),
+                    &cwd,
+                    MESSAGES_CAP,
+                ))
+                .map_err(|e| e.to_string())
+        });
     let (messages, status) = match output {
         Ok(out) => (
             String::from_utf8_lossy(&out.stderr).into_owned(),
-            Some(out.status),
+            Some(out.exit),
         ),
         Err(e) => (format!("cannot start {}: {e}\n", exe.display()), None),
     };
     let result = match result::read(&dir.join(RESULT_FILE)) {
         Ok(result) => result,
         Err(e) => {
-            let status = status.map_or_else(|| "did not start".to_owned(), |s| s.to_string());
+            let status = status.map_or_else(|| "did not start".to_owned(), |s| format!("{s:?}"));
             missing(
                 job,
                 format!(

@@ -195,7 +195,10 @@ pub(super) fn scripted_env(
 /// Codex runs commands in a login shell (`bash -lc`), and a login shell's `/etc/profile` resets
 /// PATH (for root on Debian): the throwaway HOME gets the `~/.profile` a real one would have
 /// (rustup's installer adds the same), restoring the run's PATH.
-pub(super) fn write_login_profile(home: &Path, env: &BTreeMap<String, String>) -> std::io::Result<()> {
+pub(super) fn write_login_profile(
+    home: &Path,
+    env: &BTreeMap<String, String>,
+) -> std::io::Result<()> {
     let path = env.get("PATH").cloned().unwrap_or_default();
     let quoted = format!("'{}'", path.replace('\'', "'\\''"));
     std::fs::write(home.join(".profile"), format!("export PATH={quoted}\n"))
@@ -211,8 +214,8 @@ pub(super) fn to_os(env: &BTreeMap<String, String>) -> BTreeMap<OsString, OsStri
 mod tests {
     use super::*;
     use crate::scenario::runner::scripted_model_name;
-    use crate::scripted_model::{Script, ScriptedServer, ServerConfig};
     use crate::scripted_model::ScriptSyntax;
+    use crate::scripted_model::{Script, ScriptedServer, ServerConfig};
 
     #[test]
     fn copy_tree_keeps_folders_files_and_symlinks() {

@@ -662,9 +662,11 @@ pub struct InFamilyOutput {
 
 /// Runs a command as an ordinary child of this process, inside whatever family this process
 /// already belongs to, without a boundary of its own. Only for commands autocode runs *on an
-/// agent's behalf from inside that agent's family* (`autocode capture`): the agent's boundary
-/// already owns the child, and a nested listener would be refused. The environment is inherited
-/// from the caller; stdin is closed; output is captured up to `limit` bytes per stream.
+/// agent's behalf from inside that agent's family* (`autocode capture`: the agent's boundary
+/// already owns the child, and a nested listener would be refused), and for autocode itself
+/// (`scenario run --jobs` children, each the boundary of the agents it starts). The
+/// environment is inherited from the caller; stdin is closed; output is captured up to `limit`
+/// bytes per stream; the child is killed if the caller drops the future.
 pub async fn run_in_current_family(
     program: &OsString,
     args: &[OsString],

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use autocode::scenario::catalog::{self, ExpectedOutcome, Job, Profile, Scenario};
 use autocode::scenario::result::{self, RESULT_FILE};
 use autocode::scenario::runner::{self, HarnessConfig};
-use autocode::scenario::setup::copy_tree;
 use autocode::scenario::selfcheck;
+use autocode::scenario::setup::copy_tree;
 use autocode::scenario::stats;
 use autocode::scenario::verdict::{RunEnding, Verdict};
 

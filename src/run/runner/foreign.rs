@@ -357,13 +357,23 @@ mod tests {
             }
         };
         std::fs::write(tree.join("by-autocode.txt"), "own\n").expect("own write");
+        // Plain children of this process, as a person's editor would be: no boundary, no
+        // private mount namespace.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
         let sh = |args: &[&str]| {
-            let status = std::process::Command::new(args[0])
-                .args(&args[1..])
-                .current_dir(tree)
-                .status()
+            let argv: Vec<std::ffi::OsString> = args[1..].iter().map(Into::into).collect();
+            let out = runtime
+                .block_on(crate::supervise::run_in_current_family(
+                    &args[0].into(),
+                    &argv,
+                    tree,
+                    1 << 16,
+                ))
                 .expect("spawn");
-            assert!(status.success(), "{args:?}");
+            assert_eq!(out.exit, crate::supervise::Exit::Code(0), "{args:?}");
         };
         sh(&["sh", "-c", "echo person > by-a-person.txt"]);
         sh(&["sh", "-c", "mkdir -p .git && echo x > .git/index"]);
