@@ -65,10 +65,8 @@ pub fn run_in_children(
     std::thread::scope(|scope| {
         for _ in 0..parallel.clamp(1, jobs.len().max(1)) {
             scope.spawn(|| {
-                loop {
-                    let Some(index) = queue.lock().ok().and_then(|mut q| q.pop_front()) else {
-                        break;
-                    };
+                // The guard goes into the closure and is dropped there: never held for a job.
+                while let Some(index) = queue.lock().ok().and_then(|mut q| q.pop_front()) {
                     let job = &jobs[index];
                     let result = run_child(&exe, job, args);
                     let block = render_block(job, &result);

@@ -37,7 +37,7 @@ fn shielded(text: &str) -> Option<String> {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'\\'
-            && backslashes % 2 == 0
+            && backslashes.is_multiple_of(2)
             && bytes.get(i + 1) == Some(&b'u')
             && bytes
                 .get(i + 2..i + 6)
@@ -119,7 +119,7 @@ mod tests {
                 .count();
             out.push_str(&text[last..m.start()]);
             last = m.end();
-            if preceding % 2 == 1 {
+            if !preceding.is_multiple_of(2) {
                 out.push_str(m.as_str());
                 continue;
             }
