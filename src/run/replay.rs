@@ -225,9 +225,13 @@ pub async fn save_tree(
 
 /// Whether replayed checks run in a room.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReplayConfinement {
-    /// Writable: the copy and a private temporary directory; HOME and the rest read-only.
-    Room,
+pub enum ReplayConfinement<'a> {
+    /// Writable: the copy and a private temporary directory; HOME and the rest read-only;
+    /// local addresses reachable as in a stage's room, plus the user's `allow_connect` (a
+    /// test database the checks need).
+    Room {
+        allow_connect: &'a [crate::supervise::net::NetAllow],
+    },
     /// The run was started `--unconfined`: the ownership boundary only.
     Unconfined,
 }
@@ -270,7 +274,7 @@ pub async fn replay_checks(
     commands: &[String],
     env: &BTreeMap<String, String>,
     timeout: Duration,
-    confinement: ReplayConfinement,
+    confinement: ReplayConfinement<'_>,
 ) -> Result<Vec<Replayed>, ReplayError> {
     replay_checks_restoring(
         work_tree,
@@ -299,7 +303,7 @@ pub async fn replay_checks_restoring(
     commands: &[String],
     env: &BTreeMap<String, String>,
     timeout: Duration,
-    confinement: ReplayConfinement,
+    confinement: ReplayConfinement<'_>,
 ) -> Result<Replays, ReplayError> {
     let copy = tempfile::Builder::new()
         .prefix("autocode-replay-")
@@ -343,7 +347,7 @@ pub async fn run_checks_in(
     commands: &[String],
     env: &BTreeMap<String, String>,
     timeout: Duration,
-    confinement: ReplayConfinement,
+    confinement: ReplayConfinement<'_>,
     overlay: Option<crate::supervise::Overlay>,
 ) -> Result<Vec<Replayed>, ReplayError> {
     run_batch_in(
@@ -371,7 +375,7 @@ pub async fn run_batch_in(
     commands: &[String],
     env: &BTreeMap<String, String>,
     timeout: Duration,
-    confinement: ReplayConfinement,
+    confinement: ReplayConfinement<'_>,
     overlay: Option<crate::supervise::Overlay>,
 ) -> Result<Replays, ReplayError> {
     restore(tree, &restored)?;
@@ -382,13 +386,18 @@ pub async fn run_batch_in(
     // A replay writes HOME and /tmp in fresh layers of its own: it fetches what the builder
     // fetched, and can never run what a stage left outside the tree.
     let views = match confinement {
-        ReplayConfinement::Room => {
+        ReplayConfinement::Room { .. } => {
             Some(confine::ThrowawayViews::new(env).map_err(ReplayError::Copy)?)
         }
         _ => None,
     };
+    let allow_connect = match confinement {
+        ReplayConfinement::Room { allow_connect } => allow_connect.to_vec(),
+        ReplayConfinement::Unconfined => Vec::new(),
+    };
     let room = views.as_ref().map(|views| crate::supervise::Room {
         overlay,
+        allow_connect,
         ..confine::replay_room(tree, tmpdir.path(), env, views.overlays())
     });
     let mut env = env.clone();
@@ -472,6 +481,74 @@ mod tests {
         [("PATH".to_owned(), std::env::var("PATH").unwrap_or_default())]
             .into_iter()
             .collect()
+    }
+
+    /// A replay reaches a local server outside its family (a test database) only when the
+    /// user allowed it, as a stage's room does.
+    #[tokio::test]
+    async fn a_replay_reaches_an_outside_local_server_only_when_allowed() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("port");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        // A server of its own family (not autocode, not the replay's): it says its port through
+        // the FIFO, then answers connections until it is cancelled.
+        let server = crate::supervise::spawn(
+            crate::supervise::LaunchSpec {
+                label: "outside server".into(),
+                program: "python3".into(),
+                args: vec![
+                    "-c".into(),
+                    "import socket, sys\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen(8)\nopen(sys.argv[1], 'w').write(str(s.getsockname()[1]))\nwhile True:\n    s.accept()[0].close()\n".into(),
+                    fifo.clone().into(),
+                ],
+                env: env().into_iter().map(|(k, v)| (k.into(), v.into())).collect(),
+                cwd: dir.path().to_owned(),
+                stdin: crate::supervise::StdinSource::Null,
+                stdio: crate::supervise::StdioMode::Captured { limit: 1 << 12 },
+                timeout: Some(Duration::from_secs(120)),
+                room: None,
+            },
+            crate::supervise::LaunchOptions::default(),
+        )
+        .await
+        .unwrap();
+        // Blocks until the server opened the FIFO and wrote its port.
+        let port: u16 = std::fs::read_to_string(&fifo)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let check = format!(
+            "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=10)\""
+        );
+        let tree = dir.path().join("tree");
+        std::fs::create_dir_all(&tree).unwrap();
+        let run = |allow: Vec<crate::supervise::net::NetAllow>| {
+            let (tree, check) = (tree.clone(), check.clone());
+            async move {
+                run_checks_in(
+                    &tree,
+                    Restore::default(),
+                    &[check],
+                    &env(),
+                    Duration::from_secs(60),
+                    ReplayConfinement::Room {
+                        allow_connect: &allow,
+                    },
+                    None,
+                )
+                .await
+                .unwrap()
+                .remove(0)
+            }
+        };
+        let refused = run(Vec::new()).await;
+        assert!(!refused.passed(), "{refused:?}");
+        assert!(refused.output_tail.contains("refused"), "{refused:?}");
+        let allowed = run(vec![format!("127.0.0.1:{port}").parse().unwrap()]).await;
+        assert!(allowed.passed(), "{allowed:?}");
+        server.canceller().cancel();
+        let _ = server.finish().await;
     }
 
     /// The prepare steps run once, in order, before the checks, which see what they wrote; the

@@ -287,10 +287,22 @@ impl StageRunner for CliRunner {
             }
         }
         let env = self.check_env();
+        // The user's allowances of every provider this run routes (a test database the checks
+        // need is reachable in autocode's replays as in the stages).
+        let mut allow_connect: Vec<crate::supervise::net::NetAllow> = Vec::new();
+        for provider in self.providers.values() {
+            for allow in provider.config.allow_connect() {
+                if !allow_connect.contains(&allow) {
+                    allow_connect.push(allow);
+                }
+            }
+        }
         let confinement = if state.unconfined {
             replay::ReplayConfinement::Unconfined
         } else {
-            replay::ReplayConfinement::Room
+            replay::ReplayConfinement::Room {
+                allow_connect: &allow_connect,
+            }
         };
         let batch = replay::Batch {
             prepare,

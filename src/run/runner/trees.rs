@@ -291,7 +291,7 @@ impl CliRunner {
         batch: Batch<'_>,
         env: &BTreeMap<String, String>,
         timeout: Duration,
-        confinement: ReplayConfinement,
+        confinement: ReplayConfinement<'_>,
     ) -> Option<Result<Replays, ReplayError>> {
         let vtree = match self.verify_tree(state, env).await {
             Ok(Some(vtree)) => vtree,
@@ -333,10 +333,12 @@ impl CliRunner {
             _ => target,
         };
         let layer = match confinement {
-            ReplayConfinement::Room => match self.layer(state, &vtree, &target, now, env).await {
-                Ok(layer) => layer,
-                Err(e) => return Some(Err(other(e))),
-            },
+            ReplayConfinement::Room { .. } => {
+                match self.layer(state, &vtree, &target, now, env).await {
+                    Ok(layer) => layer,
+                    Err(e) => return Some(Err(other(e))),
+                }
+            }
             ReplayConfinement::Unconfined => None,
         };
         let base_unclosed = &state.verification.base_unclosed;
@@ -480,7 +482,7 @@ impl CliRunner {
         tree: &ReplayTree,
         batch: Batch<'_>,
         env: &BTreeMap<String, String>,
-        confinement: ReplayConfinement,
+        confinement: ReplayConfinement<'_>,
     ) -> Result<Replays, ReplayError> {
         let base = verify::base_copy_dir(&state.run_dir());
         let (root, restore) = match tree {
@@ -649,7 +651,7 @@ mod tests {
                 },
                 &env(),
                 Duration::from_secs(60),
-                ReplayConfinement::Room,
+                ReplayConfinement::Room { allow_connect: &[] },
             )
             .await
             .expect("a git workspace")

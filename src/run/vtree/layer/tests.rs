@@ -277,7 +277,7 @@ async fn a_use_does_not_see_what_the_last_one_wrote() {
         &writes,
         &env(),
         Duration::from_secs(30),
-        crate::run::replay::ReplayConfinement::Room,
+        crate::run::replay::ReplayConfinement::Room { allow_connect: &[] },
         Some(layer.overlay.clone()),
     )
     .await
@@ -384,7 +384,7 @@ async fn no_check_in_the_room_writes_the_trees_git_directory_or_the_objects() {
         &checks,
         &env(),
         Duration::from_secs(30),
-        crate::run::replay::ReplayConfinement::Room,
+        crate::run::replay::ReplayConfinement::Room { allow_connect: &[] },
         Some(layer.overlay.clone()),
     )
     .await
