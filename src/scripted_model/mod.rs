@@ -563,6 +563,7 @@ impl State {
                 command: format!("echo {marker}"),
                 description: None,
                 thinking: None,
+                yield_ms: None,
                 repeat: 1,
             };
             match reply::plan_step(&step, request, 0) {
@@ -587,40 +588,46 @@ impl State {
                 TurnCounting::SinceLastPrompt => request.assistant_turns_since_last_prompt,
             };
             entry.step = Some(turn);
-            let resolved = {
-                let mut served = lock(&self.faults_served);
-                let resolved = conversation.resolve(turn, |step| {
-                    served
-                        .get(&(conversation_index, step))
-                        .copied()
-                        .unwrap_or(0)
-                });
-                if let Resolved::Fault { step_index } = resolved {
-                    let count = served.entry((conversation_index, step_index)).or_insert(0);
-                    *count = count.saturating_add(1);
-                }
-                resolved
-            };
-            let step = match resolved {
-                Resolved::Turn { step_index } | Resolved::Fault { step_index } => conversation
-                    .steps
-                    .get(step_index)
-                    .map(|step| (step_index, step)),
-                Resolved::Exhausted => None,
-            };
-            match step {
-                None => {
-                    entry.action = Action::Exhausted;
-                    Plan::Answer(Answer::text(EXHAUSTED_TEXT, turn))
-                }
-                Some((step_index, step)) => {
-                    entry.script_step = Some(step_index);
-                    match reply::plan_step(step, request, turn) {
-                        Ok(plan) => plan,
-                        Err(error) => {
-                            entry.action = Action::Unplayable;
-                            entry.detail = Some(error.to_string());
-                            return Ok(self.refuse(api, entry));
+            if let Some(poll) = reply::poll_running(request, turn) {
+                // Codex's command is still running: poll it, answering no script step.
+                entry.detail = Some("polls a command still running".to_owned());
+                poll
+            } else {
+                let resolved = {
+                    let mut served = lock(&self.faults_served);
+                    let resolved = conversation.resolve(turn, |step| {
+                        served
+                            .get(&(conversation_index, step))
+                            .copied()
+                            .unwrap_or(0)
+                    });
+                    if let Resolved::Fault { step_index } = resolved {
+                        let count = served.entry((conversation_index, step_index)).or_insert(0);
+                        *count = count.saturating_add(1);
+                    }
+                    resolved
+                };
+                let step = match resolved {
+                    Resolved::Turn { step_index } | Resolved::Fault { step_index } => conversation
+                        .steps
+                        .get(step_index)
+                        .map(|step| (step_index, step)),
+                    Resolved::Exhausted => None,
+                };
+                match step {
+                    None => {
+                        entry.action = Action::Exhausted;
+                        Plan::Answer(Answer::text(EXHAUSTED_TEXT, turn))
+                    }
+                    Some((step_index, step)) => {
+                        entry.script_step = Some(step_index);
+                        match reply::plan_step(step, request, turn) {
+                            Ok(plan) => plan,
+                            Err(error) => {
+                                entry.action = Action::Unplayable;
+                                entry.detail = Some(error.to_string());
+                                return Ok(self.refuse(api, entry));
+                            }
                         }
                     }
                 }

@@ -117,6 +117,35 @@ const DIRECT_WRITE_TOOL: &str = "write_file";
 /// Used for Claude's Bash `description` when the step gives none (the prototype's text).
 const DEFAULT_DESCRIPTION: &str = "Run the scripted mock command";
 
+/// Codex reported the last command still running (it yields after `yield_time_ms`): the reply
+/// polls it with `write_stdin` (empty `chars`, Codex's longest wait for an empty poll) until it
+/// ends, as a model does, answering no script step; `None` when nothing runs or no poll tool
+/// is offered.
+pub fn poll_running(request: &ModelRequest, turn: usize) -> Option<Plan> {
+    let session = request.running_session?;
+    let tool = request.tool(super::request::POLL_TOOL)?;
+    let mut arguments = Map::new();
+    arguments.insert("session_id".into(), json!(session));
+    arguments.insert("chars".into(), json!(""));
+    if tool.has_property("yield_time_ms") {
+        arguments.insert("yield_time_ms".into(), json!(CODEX_MAX_POLL_MS));
+    }
+    Some(Plan::Answer(Answer {
+        thinking: None,
+        text: None,
+        tool_call: Some(ToolCall {
+            name: tool.name.clone(),
+            arguments: Value::Object(arguments),
+        }),
+        finish: Finish::ToolCall,
+        usage: Usage::for_step(turn),
+    }))
+}
+
+/// The longest wait Codex's `write_stdin` honours for an empty poll ("empty polls wait
+/// 5000-300000 ms").
+const CODEX_MAX_POLL_MS: u64 = 300_000;
+
 /// Plans the reply to `request` for `step`, the script step answering assistant turn `turn`.
 /// A tool call to a client that decodes `\uXXXX` in tool input is shielded from it, so the
 /// script's text reaches the tool byte for byte.
@@ -154,11 +183,17 @@ fn plan_unshielded(step: &Step, request: &ModelRequest, turn: usize) -> Result<P
             command,
             description,
             thinking,
+            yield_ms,
             ..
         } => answer(
             thinking,
             None,
-            Some(shell_call(request, command, description.as_deref())?),
+            Some(shell_call(
+                request,
+                command,
+                description.as_deref(),
+                yield_ms.unwrap_or(CODEX_MAX_YIELD_MS),
+            )?),
         ),
         Step::WriteFile {
             path,
@@ -168,7 +203,12 @@ fn plan_unshielded(step: &Step, request: &ModelRequest, turn: usize) -> Result<P
         } => {
             let call = match write_call(request, path, content) {
                 Some(call) => call,
-                None => shell_call(request, &heredoc_command(path, content), None)?,
+                None => shell_call(
+                    request,
+                    &heredoc_command(path, content),
+                    None,
+                    CODEX_MAX_YIELD_MS,
+                )?,
             };
             answer(thinking, None, Some(call))
         }
@@ -218,6 +258,7 @@ fn shell_call(
     request: &ModelRequest,
     command: &str,
     description: Option<&str>,
+    yield_ms: u64,
 ) -> Result<ToolCall, PlanError> {
     let tool = SHELL_TOOLS
         .iter()
@@ -237,9 +278,10 @@ fn shell_call(
     }
     if tool.has_property("yield_time_ms") {
         // Codex's `exec_command` yields a command still running after 10 s by default and
-        // expects the model to poll it with `write_stdin`; a script does not poll, so it waits
-        // as long as Codex allows (a command that ends sooner returns when it ends).
-        arguments.insert("yield_time_ms".into(), json!(CODEX_MAX_YIELD_MS));
+        // expects the model to poll it with `write_stdin` (`poll_running`); a script waits as
+        // long as Codex allows unless its step says otherwise (a command that ends sooner
+        // returns when it ends).
+        arguments.insert("yield_time_ms".into(), json!(yield_ms));
     }
     if tool.has_property("description") {
         arguments.insert(
@@ -333,6 +375,7 @@ mod tests {
             assistant_turns_since_last_prompt: 0,
             prompts: vec![],
             title_call: false,
+            running_session: None,
             repairs_unicode_escapes: false,
         }
     }
@@ -349,6 +392,7 @@ mod tests {
             command: command.into(),
             description: None,
             thinking: None,
+            yield_ms: None,
             repeat: 1,
         }
     }

@@ -65,6 +65,9 @@ pub struct ModelRequest {
     pub prompts: Vec<String>,
     /// OpenCode's tool-less "You are a title generator" call.
     pub title_call: bool,
+    /// Codex's `exec_command` or `write_stdin` answered that the command is still running
+    /// (`Process running with session ID N` in the last tool output): the session to poll.
+    pub running_session: Option<u64>,
     /// The client decodes `\uXXXX` in tool-call input strings (Claude Code: `claude_repair`);
     /// set from the request's `User-Agent` by the server.
     pub repairs_unicode_escapes: bool,
@@ -101,6 +104,7 @@ impl ModelRequest {
         let object = value.as_object().ok_or(RequestError::NotAnObject)?;
         let mut entries: Vec<(Entry, String)> = Vec::new();
         let mut system_text = String::new();
+        let mut running_session = None;
         let tools: Vec<OfferedTool> = match api {
             Api::ChatCompletions => {
                 for message in array(object, "messages") {
@@ -146,12 +150,23 @@ impl ModelRequest {
                                     Entry::Other
                                 }
                                 (kind, _) if kind.ends_with("_output") => Entry::Other,
+                                // The scripted model's own polls of a running command are not
+                                // script turns (they answer no step).
+                                ("function_call", _)
+                                    if str_field(item, "name") == Some(POLL_TOOL) =>
+                                {
+                                    Entry::Other
+                                }
                                 ("reasoning" | "function_call" | "custom_tool_call", _)
                                 | ("local_shell_call" | "web_search_call", _) => Entry::Model,
                                 _ => Entry::Other,
                             };
                             entries.push((entry, text));
                         }
+                        running_session = items
+                            .last()
+                            .filter(|item| str_field(item, "type") == Some("function_call_output"))
+                            .and_then(|item| still_running(item.get("output")));
                     }
                     _ => {}
                 }
@@ -227,6 +242,7 @@ impl ModelRequest {
                 .unwrap_or(false),
             title_call: tools.is_empty() && system_text.contains(TITLE_MARKER),
             repairs_unicode_escapes: false,
+            running_session,
             tools,
             assistant_turns,
             assistant_turns_since_last_prompt: since_last_prompt,
@@ -274,6 +290,22 @@ fn str_field<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
 }
 
 /// The text of a content field: a string, or the `text` of each part of an array.
+/// Codex's tool that polls a running command (`write_stdin` with empty `chars`).
+pub const POLL_TOOL: &str = "write_stdin";
+
+/// The session of a command Codex reports still running in a tool output (`Process running
+/// with session ID 1234`), if it does.
+fn still_running(output: Option<&Value>) -> Option<u64> {
+    const MARK: &str = "Process running with session ID ";
+    let text = content_text(output);
+    let at = text.find(MARK)? + MARK.len();
+    let digits: String = text[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
 fn content_text(content: Option<&Value>) -> String {
     match content {
         Some(Value::String(text)) => text.clone(),
@@ -296,6 +328,42 @@ mod tests {
 
     fn parse(api: Api, body: Value) -> ModelRequest {
         ModelRequest::parse(api, body.to_string().as_bytes()).unwrap()
+    }
+
+    /// Codex's words for a command still running after its yield (`unified_exec`), and the
+    /// scripted model's polls, which are not script turns.
+    #[test]
+    fn a_running_command_is_seen_and_polls_are_not_turns() {
+        let call = |name: &str, id: &str| json!({"type": "function_call", "name": name, "call_id": id, "arguments": "{}"});
+        let output = |id: &str, text: &str| json!({"type": "function_call_output", "call_id": id, "output": text});
+        let running = "Chunk ID: 1a2b\nWall time: 30.0 seconds\nProcess running with session ID 4321\nOriginal token count: 3\nOutput:\npip ...";
+        let exited = "Chunk ID: 3c4d\nWall time: 12.0 seconds\nProcess exited with code 0\nOriginal token count: 3\nOutput:\ndone";
+        let prompt = json!({"type": "message", "role": "user", "content": "go"});
+        let request = parse(
+            Api::Responses,
+            json!({"input": [prompt, call("exec_command", "c1"), output("c1", running)]}),
+        );
+        assert_eq!(request.running_session, Some(4321));
+        assert_eq!(request.assistant_turns, 1);
+        // Polled once, still running; then it ends: the poll counted no turn.
+        let request = parse(
+            Api::Responses,
+            json!({"input": [prompt, call("exec_command", "c1"), output("c1", running),
+                call(POLL_TOOL, "c2"), output("c2", running)]}),
+        );
+        assert_eq!(
+            (request.running_session, request.assistant_turns),
+            (Some(4321), 1)
+        );
+        let request = parse(
+            Api::Responses,
+            json!({"input": [prompt, call("exec_command", "c1"), output("c1", running),
+                call(POLL_TOOL, "c2"), output("c2", exited)]}),
+        );
+        assert_eq!(
+            (request.running_session, request.assistant_turns),
+            (None, 1)
+        );
     }
 
     #[test]

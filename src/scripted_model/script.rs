@@ -88,6 +88,10 @@ pub enum Step {
         description: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         thinking: Option<String>,
+        /// How long Codex waits before it yields a command still running (its `yield_time_ms`;
+        /// default its longest, 30 s); the scripted model then polls it until it ends.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        yield_ms: Option<u64>,
         #[serde(default = "one")]
         repeat: u32,
     },

@@ -1578,3 +1578,60 @@ report = {{ status = "done", summary = "second", checks = [] }}
         );
     }
 }
+
+/// Codex yields a command still running after the step's `yield_ms` and expects the model to
+/// poll it: the scripted model polls with `write_stdin` until the command ends, answering no
+/// script step, so the next step sees the finished command's effect.
+#[test]
+fn real_codex_command_still_running_is_polled_until_it_ends() {
+    let sandbox = sandbox();
+    let (runtime, server) = server_on_runtime(
+        r#"
+[[conversation]]
+name = "slow"
+[[conversation.step]]
+kind = "shell"
+command = "sleep 2 && echo hello > out.txt && cat out.txt"
+yield_ms = 300
+[[conversation.step]]
+kind = "shell"
+command = "cat out.txt"
+[[conversation.step]]
+kind = "report"
+report = { status = "done", summary = "Created out.txt containing hello.", checks = [{ command = "cat out.txt", exit_code = 0 }] }
+"#,
+    );
+    let (command, stdin) = Cli::Codex.prepare(&sandbox, &server, HAPPY_PROMPT);
+    let run = run_cli(command, &stdin);
+    let log = server.requests();
+    runtime.block_on(server.shutdown());
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_out_txt(&sandbox, &run);
+    let tools: Vec<Option<String>> = log
+        .iter()
+        .filter(|e| e.action == Action::ToolCall)
+        .map(|e| e.tool.clone())
+        .collect();
+    assert!(
+        tools
+            .first()
+            .is_some_and(|t| t.as_deref() == Some("exec_command"))
+            && tools.iter().any(|t| t.as_deref() == Some("write_stdin")),
+        "{tools:?}\n{}",
+        run.describe()
+    );
+    // The second step ran after the first command ended: it read what the first one wrote.
+    let events = run.events();
+    let reads: Vec<&Value> = events
+        .iter()
+        .filter(|e| {
+            e["type"] == "item.completed"
+                && e["item"]["type"] == "command_execution"
+                && e["item"]["command"]
+                    .as_str()
+                    .is_some_and(|c| c.ends_with("'cat out.txt'"))
+        })
+        .collect();
+    assert_eq!(reads.len(), 1, "{}", run.describe());
+    assert_eq!(reads[0]["item"]["exit_code"], 0, "{}", run.describe());
+}
