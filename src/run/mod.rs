@@ -35,6 +35,7 @@ pub mod prompt;
 pub mod replay;
 pub mod replay_verdicts;
 pub mod review;
+pub mod room_refusal;
 pub mod runner;
 pub mod shellwords;
 pub mod stage_runner;

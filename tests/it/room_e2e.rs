@@ -291,3 +291,35 @@ fn a_builder_that_forges_run_state_and_kills_autocode_gains_nothing() {
         "a forged run.json was resumed as complete: {output:?}"
     );
 }
+
+/// A builder command that fails on a path the room refuses (outside the work tree, HOME and
+/// /tmp) is named in the stage's record with the way to grant it; the honest work around it
+/// goes on.
+#[test]
+fn a_path_the_room_refused_is_named_in_the_stages_record() {
+    let refused = "/opt/autocode-refused-by-the-room";
+    let builder = json!([[
+        {"run": format!("mkdir {refused}")},
+        {"run": BUILD}, {"run": CHECK}, build_report()
+    ]]);
+    let harness = Harness::new(script_with(&[("builder", builder)]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_complete();
+    assert!(!std::path::Path::new(refused).exists());
+    let dir = stage_dir(&finished, "builder");
+    let record = fs::read_to_string(dir.join("room_refusals.json")).unwrap_or_else(|e| {
+        panic!(
+            "the stage's room refusals: {e}\n{}",
+            fs::read_to_string(dir.join("room.json")).unwrap_or_default()
+        )
+    });
+    let refusals: Value = serde_json::from_str(&record).expect("json");
+    let first = &refusals["refusals"][0];
+    assert_eq!(first["path"], refused, "{record}");
+    assert!(
+        first["line"]
+            .as_str()
+            .is_some_and(|l| l.contains("Permission denied")),
+        "{record}"
+    );
+}

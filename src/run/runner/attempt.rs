@@ -386,6 +386,8 @@ impl CliRunner {
             )
         });
         let mut records = Vec::new();
+        // Failed commands, a few, for the room's refusals (`run::room_refusal`).
+        let mut failed_commands: Vec<NormalizedEvent> = Vec::new();
         let mut events_log = std::fs::File::create(dir.join("events.jsonl"))
             .ok()
             .map(std::io::BufWriter::new);
@@ -420,6 +422,7 @@ impl CliRunner {
                     if let Some(record) = command_record(&event) {
                         records.push(record);
                     }
+                    keep_failed_command(&mut failed_commands, &event);
                     if let NormalizedEvent::Usage { usage } = &event {
                         tokens_seen += [
                             usage.input_tokens,
@@ -479,11 +482,24 @@ impl CliRunner {
                 if let Some(record) = command_record(&event) {
                     records.push(record);
                 }
+                keep_failed_command(&mut failed_commands, &event);
                 write_event(&mut events_log, &event);
             }
             summary
         });
         drop(events_log);
+        // What the room refused the stage's commands, named with the way to grant it: kept in
+        // the stage's record, and said with whatever the attempt comes to.
+        let refusals = crate::run::room_refusal::find(&failed_commands, &room_record);
+        let room_refused = (!refusals.is_empty()).then(|| {
+            let _ = integrity::write_stage_record(
+                &dir.join("room_refusals.json"),
+                &serde_json::json!({ "refusals": refusals }),
+            );
+            let text = crate::run::room_refusal::describe(&refusals);
+            tracing::warn!("{}: {text}", ctx.record.dir);
+            text
+        });
         let usage = summary
             .as_ref()
             .map(|s| usage_totals(&s.usage, &route.model))
@@ -518,14 +534,14 @@ impl CliRunner {
                     ctx.record.dir
                 ),
             );
-            return self.finish_record(dir, out, None);
+            return self.finish_record(dir, out, room_refused.as_deref(), None);
         }
         // 1b. The worktree's link to its git metadata is not the builder's to change.
         if let Some(reason) =
             git_link.restore_after(&state.work_tree, ctx.plan.role, &dir.join("quarantine"))
         {
             out.result = stop_with(PauseCode::PausedDiscoveryWrite, reason);
-            return self.finish_record(dir, out, None);
+            return self.finish_record(dir, out, room_refused.as_deref(), None);
         }
         // 1c. What another process wrote in the work tree is not the builder's work.
         let foreign_edit = match attribution {
@@ -534,7 +550,7 @@ impl CliRunner {
         };
         if let Some(reason) = foreign_edit {
             out.result = stop_with(PauseCode::PausedForeignEdit, reason);
-            return self.finish_record(dir, out, None);
+            return self.finish_record(dir, out, room_refused.as_deref(), None);
         }
         // 2. Limits.
         if over_budget {
@@ -542,7 +558,7 @@ impl CliRunner {
                 PauseCode::PausedBudget,
                 "the stage went over the run's --max-tokens and was stopped".into(),
             );
-            return self.finish_record(dir, out, None);
+            return self.finish_record(dir, out, room_refused.as_deref(), None);
         }
         if finished.exit == Exit::TimedOut {
             let code = match receipt.ended_by {
@@ -556,7 +572,7 @@ impl CliRunner {
                     ctx.record.dir, receipt.ended_by
                 ),
             );
-            return self.finish_record(dir, out, None);
+            return self.finish_record(dir, out, room_refused.as_deref(), None);
         }
         // 3. The session must be the one we continued.
         if let (Some(expected), Some(got)) = (&ctx.resume_session, &session)
@@ -566,7 +582,7 @@ impl CliRunner {
                 PauseCode::PausedProviderUncertain,
                 format!("the resumed stage answered from session {got}, not {expected}"),
             );
-            return self.finish_record(dir, out, None);
+            return self.finish_record(dir, out, room_refused.as_deref(), None);
         }
         // 4. The provider's stop.
         let stop = summary.as_ref().map(|s| {
@@ -599,7 +615,7 @@ impl CliRunner {
                         .as_deref()
                         .and_then(|hint| resume_after_from_hint(hint, chrono::Utc::now())),
                 };
-                return self.finish_record(dir, out, Some(stop));
+                return self.finish_record(dir, out, room_refused.as_deref(), Some(stop));
             }
             if provider.name.as_str() == "claude"
                 && let Some(source) = &summary.api_key_source
@@ -614,7 +630,7 @@ impl CliRunner {
                     .to_string();
                 if let Err(refusal) = claude_auth::check_init_row(&row, &route_kind) {
                     out.result = stop_with(PauseCode::PausedBillingRoute, refusal.to_string());
-                    return self.finish_record(dir, out, Some(stop));
+                    return self.finish_record(dir, out, room_refused.as_deref(), Some(stop));
                 }
             }
         } else if finished.exit != Exit::Code(0) {
@@ -625,7 +641,7 @@ impl CliRunner {
                     provider.name, finished.exit
                 ),
             );
-            return self.finish_record(dir, out, None);
+            return self.finish_record(dir, out, room_refused.as_deref(), None);
         }
         // 5. The workspace: planners and judges must not have changed source.
         if let Some(before) = &before
@@ -634,7 +650,7 @@ impl CliRunner {
                 .await
         {
             out.result = stop_with(code, message);
-            return self.finish_record(dir, out, stop.as_ref());
+            return self.finish_record(dir, out, room_refused.as_deref(), stop.as_ref());
         }
         // 6. The report itself.
         let final_report = match (&summary, &report_file) {
@@ -680,15 +696,28 @@ impl CliRunner {
             }
             Err(rejection) => rejection,
         };
-        self.finish_record(dir, out, stop.as_ref())
+        self.finish_record(dir, out, room_refused.as_deref(), stop.as_ref())
     }
 
+    /// Records the attempt's validation; `refusal` (what the room refused its commands, see
+    /// `run::room_refusal`) is said with a rejection or a stop.
     pub(super) fn finish_record(
         &self,
         dir: &Path,
-        out: AttemptOutcome,
+        mut out: AttemptOutcome,
+        refusal: Option<&str>,
         stop: Option<&events::Stop>,
     ) -> AttemptOutcome {
+        if let Some(text) = refusal {
+            match &mut out.result {
+                AttemptResult::Rejected { problems, .. } => problems.push(text.to_owned()),
+                AttemptResult::Stopped { reason, .. } => {
+                    reason.push_str("; ");
+                    reason.push_str(text);
+                }
+                AttemptResult::Report(_) => {}
+            }
+        }
         let problems: Vec<String> = match &out.result {
             AttemptResult::Report(_) => vec![],
             AttemptResult::Rejected { problems, .. } => problems.clone(),
@@ -703,6 +732,18 @@ impl CliRunner {
             },
         );
         out
+    }
+}
+
+/// Keeps `event` when it is a command that did not succeed, up to a few (the room's refusals
+/// are read from their output).
+fn keep_failed_command(kept: &mut Vec<NormalizedEvent>, event: &NormalizedEvent) {
+    const KEPT: usize = 64;
+    if kept.len() < KEPT
+        && let NormalizedEvent::CommandFinished { status, .. } = event
+        && *status != events::CommandStatus::Succeeded
+    {
+        kept.push(event.clone());
     }
 }
 

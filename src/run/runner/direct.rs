@@ -253,6 +253,7 @@ impl CliRunner {
                     },
                 },
                 None,
+                None,
             );
         };
         // The boundary's word on every command autocode ran for the model.
@@ -284,7 +285,7 @@ impl CliRunner {
             git_link.restore_after(&state.work_tree, ctx.plan.role, &dir.join("quarantine"))
         {
             out.result = stop_with(PauseCode::PausedDiscoveryWrite, reason);
-            return self.finish_record(dir, out, None);
+            return self.finish_record(dir, out, None, None);
         }
         let foreign_edit = match attribution {
             Some(a) => foreign::judge(state, a, dir, &check_env).await,
@@ -292,7 +293,7 @@ impl CliRunner {
         };
         if let Some(reason) = foreign_edit {
             out.result = stop_with(PauseCode::PausedForeignEdit, reason);
-            return self.finish_record(dir, out, None);
+            return self.finish_record(dir, out, None, None);
         }
         let report = match run.end {
             StageEnd::Failed(failure) => {
@@ -308,7 +309,7 @@ impl CliRunner {
                     retryable_transport: mapped.retryable_transport,
                     resume_after: mapped.resume_after,
                 };
-                return self.finish_record(dir, out, None);
+                return self.finish_record(dir, out, None, None);
             }
             StageEnd::NoReport(reason) => Err(reason),
             StageEnd::Reported(report) => Ok(report),
@@ -319,7 +320,7 @@ impl CliRunner {
                 .await
         {
             out.result = stop_with(code, message);
-            return self.finish_record(dir, out, None);
+            return self.finish_record(dir, out, None, None);
         }
         let report = match report {
             Ok(report) => report,
@@ -328,7 +329,7 @@ impl CliRunner {
                     problems: vec![reason],
                     shell_command: None,
                 };
-                return self.finish_record(dir, out, None);
+                return self.finish_record(dir, out, None, None);
             }
         };
         // The evidence: autocode's own command events, from memory.
@@ -347,6 +348,6 @@ impl CliRunner {
             }
             Err(rejection) => rejection,
         };
-        self.finish_record(dir, out, None)
+        self.finish_record(dir, out, None, None)
     }
 }
