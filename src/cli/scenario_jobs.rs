@@ -103,6 +103,8 @@ fn run_child(exe: &Path, job: &Job<'_>, args: &ChildArgs<'_>) -> Finished {
         job.profile.as_str(),
         job.repeat,
     );
+    // A result an earlier run left there is not this child's.
+    let _ = std::fs::remove_file(dir.join(RESULT_FILE));
     // The child is autocode itself, the boundary of the agents it starts: it runs as an
     // ordinary child (a boundary around it would refuse its own listener).
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
