@@ -84,7 +84,7 @@ pub fn describe(refusals: &[RoomRefusal]) -> String {
         .map(|r| format!("{} (`{}`)", r.path.display(), one_line(&r.command)))
         .collect();
     format!(
-        "the room refused: {}; a tool that must write there can be granted it with `[confine] writable = [\"PATH\"]` in the provider's TOML (docs/run-lifecycle.md, \"The room\"), or pointed at a place of its own (a venv, a prefix under the work tree)",
+        "permission errors name paths the stage's room keeps the agents from writing: {}; a tool that must write there can be granted it with `[confine] writable = [\"PATH\"]` in the provider's TOML (docs/run-lifecycle.md, \"The room\"), or pointed at a place of its own (a venv, a prefix under the work tree)",
         paths.join(", ")
     )
 }
