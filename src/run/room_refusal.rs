@@ -5,6 +5,9 @@
 //! there is: a line with a permission error and an absolute path the room refuses.
 
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+use regex::Regex;
 
 use serde::Serialize;
 
@@ -98,38 +101,21 @@ fn one_line(command: &str) -> String {
     }
 }
 
-/// Absolute paths in `line`, as tools quote them (`'…'`, `"…"`, `` `…` ``, `‘…’`, bare).
+/// An absolute path as tools print it: at the start of a line, or after a space, a quote
+/// (`'…'`, `"…"`, `` `…` ``, `‘…’`, `“…”`), a bracket, `=` or `:`, up to the closing one.
+static ABSOLUTE_PATH: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"(?:^|[\s'"`‘“(\[=:])(/[^\s'"`’”)\],;:]+)"#).expect("literal regex is valid")
+});
+
+/// Absolute paths in `line` (trailing `.` and `/` dropped; `/` alone is none).
 fn absolute_paths(line: &str) -> Vec<PathBuf> {
-    let mut paths = Vec::new();
-    let bytes: Vec<char> = line.chars().collect();
-    let mut i = 0;
-    while i < bytes.len() {
-        let starts = bytes[i] == '/'
-            && (i == 0
-                || matches!(
-                    bytes[i - 1],
-                    ' ' | '\'' | '"' | '`' | '‘' | '“' | '(' | '[' | '=' | ':' | '\t'
-                ));
-        if !starts {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < bytes.len()
-            && !matches!(
-                bytes[i],
-                ' ' | '\'' | '"' | '`' | '’' | '”' | ')' | ']' | ',' | ';' | '\t' | ':'
-            )
-        {
-            i += 1;
-        }
-        let text: String = bytes[start..i].iter().collect();
-        let text = text.trim_end_matches(['.', '/']);
-        if text.len() > 1 {
-            paths.push(PathBuf::from(text));
-        }
-    }
-    paths
+    ABSOLUTE_PATH
+        .captures_iter(line)
+        .filter_map(|caps| {
+            let text = caps[1].trim_end_matches(['.', '/']);
+            (!text.is_empty()).then(|| PathBuf::from(text))
+        })
+        .collect()
 }
 
 /// Whether the room in `room` keeps the family from writing `path` (or reading it, when hidden).

@@ -7,6 +7,9 @@
 //! text reaches files byte for byte, the scripted model spells the backslash of each `\uXXXX`
 //! Claude Code would decode as `\u005C`, which the repair turns back into the backslash.
 
+use std::sync::LazyLock;
+
+use regex::Regex;
 use serde_json::Value;
 
 /// Rewrites every string in `value` so that Claude Code's repair yields the original string.
@@ -63,36 +66,16 @@ fn shielded(text: &str) -> Option<String> {
     changed.then_some(out)
 }
 
-/// Claude Code's test for a string it leaves alone: a drive letter (`C:\`, `c:/`) or a UNC-like
-/// `\\host\` after a space, a quote or `=`.
-fn looks_like_a_windows_path(text: &str) -> bool {
-    let chars: Vec<char> = text.chars().collect();
-    let drive = (0..chars.len()).any(|i| {
-        (i == 0 || !chars[i - 1].is_ascii_alphabetic())
-            && chars[i].is_ascii_alphabetic()
-            && chars.get(i + 1) == Some(&':')
-            && matches!(chars.get(i + 2), Some('\\' | '/'))
-    });
-    drive || unc_like(&chars)
-}
+/// Claude Code's test for a string it leaves alone (a drive letter, `C:\\` or `c:/`, or a
+/// UNC-like `\\\\host\\` after a space, a quote or `=`), as its bundle spells it but for the
+/// lookahead `(?!\\)`, spelled as a following character that is no backslash, or the end.
+static WINDOWS_PATH: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"(?:^|[^A-Za-z])[A-Za-z]:[\\/]|(?:^|[\s"'=])\\\\[^\s\\/]+[\\/](?:[^\\]|$)"#)
+        .expect("literal regex is valid")
+});
 
-/// `(?:^|[\s"'=])\\\\[^\s\\/]+[\\/](?!\\)`.
-fn unc_like(chars: &[char]) -> bool {
-    (0..chars.len()).any(|start| {
-        let after_boundary = start == 0
-            || matches!(chars[start - 1], '"' | '\'' | '=')
-            || chars[start - 1].is_whitespace();
-        if !after_boundary || chars.get(start) != Some(&'\\') || chars.get(start + 1) != Some(&'\\')
-        {
-            return false;
-        }
-        let mut j = start + 2;
-        let name = j;
-        while j < chars.len() && !chars[j].is_whitespace() && chars[j] != '\\' && chars[j] != '/' {
-            j += 1;
-        }
-        j > name && matches!(chars.get(j), Some('\\' | '/')) && chars.get(j + 1) != Some(&'\\')
-    })
+fn looks_like_a_windows_path(text: &str) -> bool {
+    WINDOWS_PATH.is_match(text)
 }
 
 #[cfg(test)]
