@@ -23,6 +23,9 @@ pub enum CommandRole {
     Setup,
     /// Named, but neither a test runner nor said to succeed (`tool --json` in an example).
     Mentioned,
+    /// A required check or setup command the requirements set aside, with a reason the
+    /// reviewers and the person see (`set_aside_commands` in the brief): not replayed.
+    SetAside,
 }
 
 impl CommandRole {
@@ -31,6 +34,7 @@ impl CommandRole {
             CommandRole::RequiredCheck => "required_check",
             CommandRole::Setup => "setup",
             CommandRole::Mentioned => "mentioned",
+            CommandRole::SetAside => "set_aside",
         }
     }
 }
@@ -506,6 +510,83 @@ pub fn objective_checks(objective: &str) -> Vec<String> {
         .collect()
 }
 
+/// A command as compared: its words joined by single spaces.
+fn normalized(command: &str) -> String {
+    command.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The smallest reason a set-aside may give, in characters that are not spaces.
+pub const SET_ASIDE_REASON_MIN: usize = 20;
+
+/// The brief's `set_aside_commands` as (command, reason) pairs.
+pub fn set_asides(brief: &serde_json::Value) -> Vec<(String, String)> {
+    brief["set_aside_commands"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            (
+                e["command"].as_str().unwrap_or_default().to_owned(),
+                e["reason"].as_str().unwrap_or_default().trim().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// What is wrong with the brief's set-asides against the objective's `commands`: each must name
+/// a required check or setup command the objective shows (words compared, spacing ignored), once,
+/// with a reason of at least [`SET_ASIDE_REASON_MIN`] characters.
+pub fn set_aside_problems(commands: &[ObjectiveCommand], brief: &serde_json::Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for (command, reason) in set_asides(brief) {
+        let wanted = normalized(&command);
+        if !seen.insert(wanted.clone()) {
+            problems.push(format!("set_aside_commands names `{command}` twice"));
+            continue;
+        }
+        match commands.iter().find(|c| normalized(&c.command) == wanted) {
+            None => {
+                let shown: Vec<String> = commands
+                    .iter()
+                    .filter(|c| matches!(c.role, CommandRole::RequiredCheck | CommandRole::Setup))
+                    .map(|c| format!("`{}`", c.command))
+                    .collect();
+                problems.push(format!(
+                    "set_aside_commands names `{command}`, which is not a command the objective shows as a check or setup step ({})",
+                    if shown.is_empty() { "it shows none".to_owned() } else { shown.join(", ") }
+                ));
+            }
+            Some(c) if c.role == CommandRole::Mentioned => problems.push(format!(
+                "set_aside_commands names `{command}`, which the objective only mentions: nothing replays it, so there is nothing to set aside"
+            )),
+            Some(_) => {}
+        }
+        if reason.chars().filter(|c| !c.is_whitespace()).count() < SET_ASIDE_REASON_MIN {
+            problems.push(format!(
+                "the reason for setting aside `{command}` is too short to be checked: say why it cannot or need not run"
+            ));
+        }
+    }
+    problems
+}
+
+/// `commands` with the brief's set-asides applied: each named required check or setup command
+/// becomes [`CommandRole::SetAside`] with its reason. Entries that name no such command change
+/// nothing ([`set_aside_problems`] rejects the brief first).
+pub fn apply_set_asides(commands: &mut [ObjectiveCommand], brief: &serde_json::Value) {
+    for (command, reason) in set_asides(brief) {
+        let wanted = normalized(&command);
+        if let Some(c) = commands.iter_mut().find(|c| {
+            normalized(&c.command) == wanted
+                && matches!(c.role, CommandRole::RequiredCheck | CommandRole::Setup)
+        }) {
+            c.why = format!("set aside by the requirements, instead of {}: {reason}", c.role.as_str());
+            c.role = CommandRole::SetAside;
+        }
+    }
+}
+
 /// The command of a plan milestone's `prepare` step (a string, or an object with `command`).
 fn prepare_commands(milestone: &serde_json::Value) -> Vec<String> {
     milestone["prepare"]
@@ -513,13 +594,13 @@ fn prepare_commands(milestone: &serde_json::Value) -> Vec<String> {
         .into_iter()
         .flatten()
         .filter_map(|p| p.as_str().or_else(|| p["command"].as_str()))
-        .map(|c| c.split_whitespace().collect::<Vec<_>>().join(" "))
+        .map(normalized)
         .collect()
 }
 
 /// Which milestone's `prepare` step runs the setup command `command`, if one does.
 pub fn prepared_by(milestones: &[serde_json::Value], command: &str) -> Option<String> {
-    let wanted = command.split_whitespace().collect::<Vec<_>>().join(" ");
+    let wanted = normalized(command);
     milestones.iter().enumerate().find_map(|(i, m)| {
         prepare_commands(m).contains(&wanted).then(|| {
             m["id"]

@@ -158,6 +158,16 @@ pub fn criteria_of(state: &RunState, milestone: usize) -> Vec<(String, Option<St
 
 pub fn apply_requirements(state: &mut RunState, report: &Value) {
     state.brief = Some(report.clone());
+    // The objective's commands as the brief leaves them: its set-asides are neither replayed
+    // nor expected of a prepare step (a brief written again starts from the objective).
+    let mut commands = crate::run::objective::objective_commands(&state.objective);
+    crate::run::objective::apply_set_asides(&mut commands, report);
+    state.verification.required_checks = commands
+        .iter()
+        .filter(|c| c.role == crate::run::objective::CommandRole::RequiredCheck)
+        .map(|c| c.command.clone())
+        .collect();
+    state.verification.objective_commands = commands;
     state.questions = report["open_questions"]
         .as_array()
         .into_iter()

@@ -120,6 +120,10 @@ pub fn semantic_problems(state: &RunState, plan: &StagePlan, report: &Value) -> 
                 &state.objective,
                 report,
             ));
+            problems.extend(crate::run::objective::set_aside_problems(
+                &crate::run::objective::objective_commands(&state.objective),
+                report,
+            ));
         }
         ReportKind::PlanReview => {
             problems.extend(crate::run::coverage::verdict_problems(state, report))

@@ -363,3 +363,59 @@ fn a_blocked_builder_is_retried_as_the_policy_allows_then_pauses_blocked_without
     apply_build(&mut state, 0, &done()).unwrap();
     assert_eq!(state.phase, Phase::Test { milestone: 0 });
 }
+
+#[test]
+fn a_brief_sets_aside_an_objective_command_with_a_reason_and_it_is_not_replayed() {
+    let objective = "Add `slugify` to text.py. `python3 -m unittest -q` must pass, and `make e2e` must pass too.";
+    let mut state = new_state();
+    state.objective = objective.into();
+    state.verification = crate::run::verify::Verification::for_objective(objective);
+    assert_eq!(
+        state.verification.required_checks,
+        ["python3 -m unittest -q", "make e2e"]
+    );
+    let brief = |aside: Value| {
+        json!({"summary": "s", "goals": ["g"], "constraints": [],
+            "acceptance_criteria": [{"id": "a", "text": "t", "covers": [objective]}],
+            "open_questions": [], "set_aside_commands": aside})
+    };
+    let plan = StagePlan {
+        role: Role::Requirements,
+        kind: crate::report::ReportKind::Requirements,
+        milestone: None,
+        purpose: AttemptPurpose::Fresh,
+    };
+    // A set-aside must name a replayed command of the objective, once, with a real reason.
+    let wrong = brief(json!([
+        {"command": "make  deploy", "reason": "there is no deploy target on this machine at all"},
+        {"command": "make e2e", "reason": "no browser"},
+        {"command": "make   e2e", "reason": "the e2e suite needs a browser this machine lacks"}
+    ]));
+    let problems = semantics::semantic_problems(&state, &plan, &wrong);
+    assert!(
+        problems.iter().any(|p| p.contains("`make  deploy`, which is not a command")
+            && p.contains("`python3 -m unittest -q`")),
+        "{problems:?}"
+    );
+    assert!(problems.iter().any(|p| p.contains("too short")), "{problems:?}");
+    assert!(problems.iter().any(|p| p.contains("twice")), "{problems:?}");
+
+    let right = brief(json!([
+        {"command": "make   e2e", "reason": "the e2e suite drives a browser this machine does not have"}
+    ]));
+    assert_eq!(semantics::semantic_problems(&state, &plan, &right), Vec::<String>::new());
+    apply_requirements(&mut state, &right);
+    assert_eq!(state.verification.required_checks, ["python3 -m unittest -q"]);
+    let aside = &state.verification.objective_commands[1];
+    assert_eq!(aside.role, crate::run::objective::CommandRole::SetAside);
+    assert!(aside.why.contains("instead of required_check: the e2e suite drives a browser"));
+    let shown = crate::run::objective::describe(&state.verification.objective_commands, &[]);
+    assert!(shown.contains("- `make e2e`: set_aside (set aside by the requirements"), "{shown}");
+
+    // A brief written again starts from the objective: without the set-aside, it is replayed.
+    apply_requirements(&mut state, &brief(Value::Null));
+    assert_eq!(
+        state.verification.required_checks,
+        ["python3 -m unittest -q", "make e2e"]
+    );
+}
