@@ -88,6 +88,7 @@ pub(super) async fn prepare_base<R: StageRunner>(
                 passed: r.passed,
                 detail: r.detail,
                 tests: r.tests,
+                test_ids: r.test_ids,
             },
         );
     }
@@ -96,20 +97,52 @@ pub(super) async fn prepare_base<R: StageRunner>(
     Ok(Ok(()))
 }
 
-/// Checks whose runner reports fewer tests on the result than on the base tree: tests were
-/// removed, disabled or no longer collected, whatever file held them.
-pub(super) fn fewer_tests(state: &RunState) -> Vec<String> {
+/// Tests the checks no longer run, whatever file held them: a check whose runner reports fewer
+/// tests on the result than on the base tree, and the tests a check's run on the base tree named
+/// (`testids`) that it no longer runs. Names are compared with `restored`'s run of the check
+/// when there is one (the result with the base tree's test files put back: the base tests against
+/// the result's code, so a renamed or moved test is not lost), else with the result's.
+pub(super) fn lost_tests(state: &RunState, restored: &[ReplayResult]) -> Vec<String> {
+    const SHOWN: usize = 10;
     let v = &state.verification;
-    v.final_checks
-        .iter()
-        .filter_map(|(command, now)| {
-            let before = v.base_checks.get(command)?.tests.count()?;
-            let after = now.tests.count()?;
-            (after < before).then(|| {
-                format!("`{command}` ran {before} tests on the base tree and {after} on the result")
-            })
-        })
-        .collect()
+    let mut out = Vec::new();
+    for (command, now) in &v.final_checks {
+        let Some(before) = v.base_checks.get(command) else {
+            continue;
+        };
+        if let (Some(b), Some(a)) = (before.tests.count(), now.tests.count())
+            && a < b
+        {
+            out.push(format!(
+                "`{command}` ran {b} tests on the base tree and {a} on the result"
+            ));
+            continue;
+        }
+        let again = restored
+            .iter()
+            .find(|r| &r.command == command && r.ran == super::prepare::CheckRan::Ran);
+        let (after, against) = match again {
+            Some(r) => (&r.test_ids, "with the base tree's test files put back"),
+            None => (&now.test_ids, "on the result"),
+        };
+        let (Some(base_ids), Some(after)) = (&before.test_ids, after) else {
+            continue;
+        };
+        let missing = base_ids.missing_from(after);
+        if missing.is_empty() {
+            continue;
+        }
+        let mut names: Vec<String> = missing.iter().take(SHOWN).map(|m| format!("`{m}`")).collect();
+        if missing.len() > SHOWN {
+            names.push(format!("and {} more", missing.len() - SHOWN));
+        }
+        out.push(format!(
+            "`{command}` no longer runs {} of the tests it ran on the base tree ({against}): {}",
+            missing.len(),
+            names.join(", ")
+        ));
+    }
+    out
 }
 
 /// Test changes (`comparison`: the work tree against the base, `None` when no base was saved):
@@ -128,22 +161,10 @@ pub(super) async fn judge_test_changes<R: StageRunner>(
         return Ok(None);
     };
     let changes = comparison.test_changes(commands);
-    let fewer = fewer_tests(&run.state);
-    if changes.is_empty() && fewer.is_empty() {
+    if changes.is_empty() && lost_tests(&run.state, &[]).is_empty() {
         return Ok(None);
     }
     let all = changes.all();
-    let mut diff = comparison.diff_of(&all, 20_000);
-    for line in &fewer {
-        diff.push_str(&format!("{line}\n"));
-    }
-    let diff_sha = crate::report::evidence::sha256_hex(diff.as_bytes());
-    if let Some(review) = &run.state.verification.test_change_review
-        && review.diff_sha256 == diff_sha
-        && review.accepted_at.is_some()
-    {
-        return Ok(None);
-    }
     let replayed = if changes.restorable.is_empty() {
         Vec::new()
     } else {
@@ -170,7 +191,19 @@ pub(super) async fn judge_test_changes<R: StageRunner>(
             Some(&format!("{} of {} failed", failing.len(), replayed.len())),
         )?;
     }
+    let fewer = lost_tests(&run.state, &replayed);
     if failing.is_empty() && changes.inline.is_empty() && fewer.is_empty() {
+        return Ok(None);
+    }
+    let mut diff = comparison.diff_of(&all, 20_000);
+    for line in &fewer {
+        diff.push_str(&format!("{line}\n"));
+    }
+    let diff_sha = crate::report::evidence::sha256_hex(diff.as_bytes());
+    if let Some(review) = &run.state.verification.test_change_review
+        && review.diff_sha256 == diff_sha
+        && review.accepted_at.is_some()
+    {
         return Ok(None);
     }
     let mut shown = String::new();
@@ -194,7 +227,7 @@ pub(super) async fn judge_test_changes<R: StageRunner>(
         ));
     }
     if !fewer.is_empty() {
-        shown.push_str("The test runners collect fewer tests than on the base tree:\n");
+        shown.push_str("The test runners no longer run tests they ran on the base tree:\n");
         for line in &fewer {
             shown.push_str(&format!("- {line}\n"));
         }
@@ -312,6 +345,7 @@ pub(super) fn record_final(state: &mut RunState, replayed: &[ReplayResult]) {
                     passed: r.passed,
                     detail: r.detail.clone(),
                     tests: r.tests,
+                    test_ids: r.test_ids.clone(),
                 },
             )
         })
@@ -396,6 +430,7 @@ mod tests {
             passed: true,
             detail: String::new(),
             tests: n.map(TestTally::Counted).unwrap_or_default(),
+            test_ids: None,
         };
         let v = &mut state.verification;
         v.base_checks.insert("cargo test".into(), check(Some(5)));
@@ -405,8 +440,51 @@ mod tests {
         v.base_checks.insert("sh t.sh".into(), check(None));
         v.final_checks.insert("sh t.sh".into(), check(None));
         assert_eq!(
-            fewer_tests(&state),
+            lost_tests(&state, &[]),
             ["`cargo test` ran 5 tests on the base tree and 2 on the result"]
         );
+    }
+
+    #[test]
+    fn a_test_no_longer_run_is_named_even_when_the_count_holds() {
+        let ids = |names: &[&str]| {
+            Some(
+                names
+                    .iter()
+                    .map(|n| n.to_string())
+                    .collect::<crate::run::testids::TestIds>(),
+            )
+        };
+        let check = |passed: bool, names: &[&str]| verify::BaseCheck {
+            passed,
+            detail: String::new(),
+            tests: TestTally::Counted(names.len() as u64),
+            test_ids: ids(names),
+        };
+        let mut state = new_state();
+        let v = &mut state.verification;
+        v.base_checks.insert("cargo test".into(), check(true, &["src/lib.rs a", "src/lib.rs b"]));
+        v.final_checks.insert("cargo test".into(), check(true, &["src/lib.rs a", "src/lib.rs c"]));
+        // A check that failed on the base tree is compared too: its failing test was renamed.
+        v.base_checks.insert("node --test".into(), check(false, &["x", "y"]));
+        v.final_checks.insert("node --test".into(), check(true, &["x", "z"]));
+        assert_eq!(
+            lost_tests(&state, &[]),
+            [
+                "`cargo test` no longer runs 1 of the tests it ran on the base tree (on the result): `src/lib.rs b`",
+                "`node --test` no longer runs 1 of the tests it ran on the base tree (on the result): `y`"
+            ]
+        );
+        // With the base tree's test files put back, the base tests run against the result's code.
+        let restored = |names: &[&str]| ReplayResult {
+            command: "cargo test".into(),
+            passed: true,
+            detail: String::new(),
+            ran: super::super::prepare::CheckRan::Ran,
+            tests: TestTally::Counted(names.len() as u64),
+            test_ids: ids(names),
+        };
+        assert_eq!(lost_tests(&state, &[restored(&["src/lib.rs a", "src/lib.rs b"])]).len(), 1);
+        assert_eq!(lost_tests(&state, &[restored(&["src/lib.rs a", "src/lib.rs d"])]).len(), 2);
     }
 }

@@ -41,6 +41,7 @@ pub mod shellwords;
 pub mod stage_runner;
 pub mod state;
 pub mod testcount;
+pub mod testids;
 pub mod testfiles;
 pub mod treediff;
 pub mod verify;

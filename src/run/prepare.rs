@@ -220,6 +220,7 @@ mod tests {
                 passed: false,
                 detail: format!("{COULD_NOT_PREPARE} the prepare step `npm ci` ended with exit 1"),
                 tests: Default::default(),
+                test_ids: None,
             },
         );
         let reviewer = StagePlan {

@@ -36,6 +36,8 @@ pub struct Replayed {
     pub output_tail: String,
     /// How many tests the whole output says ran (`testcount`).
     pub tests: super::testcount::TestTally,
+    /// Which tests the output names as run (`testids`).
+    pub test_ids: Option<super::testids::TestIds>,
     pub duration_ms: u64,
     pub receipt: Receipt,
 }
@@ -444,6 +446,7 @@ pub async fn run_batch_in(
 /// Runs one command of a batch and keeps what the replay reports of it.
 async fn launch_one(spec: LaunchSpec, command: String) -> Result<Replayed, ReplayError> {
     let started = Instant::now();
+    let root = spec.cwd.clone();
     let finished = supervise::run(spec)
         .await
         .map_err(|source| ReplayError::Launch {
@@ -457,6 +460,7 @@ async fn launch_one(spec: LaunchSpec, command: String) -> Result<Replayed, Repla
         exit: finished.exit,
         output_tail: tail(&output, 2000),
         tests: super::testcount::tally(&output),
+        test_ids: super::testids::collect(&output, &root),
         duration_ms: started.elapsed().as_millis() as u64,
         receipt: finished.receipt,
     })

@@ -414,6 +414,7 @@ mod tests {
                     passed,
                     detail: String::new(),
                     tests: Default::default(),
+                test_ids: None,
                 },
             );
         }

@@ -73,6 +73,8 @@ pub struct ReplayResult {
     pub ran: CheckRan,
     /// How many tests the check's output says ran.
     pub tests: super::testcount::TestTally,
+    /// Which tests it names as run (`testids`), when its runner names them.
+    pub test_ids: Option<super::testids::TestIds>,
 }
 
 /// Which tree a replay runs in (always a clean, closed copy of it).

@@ -58,6 +58,9 @@ pub struct BaseCheck {
     /// How many tests its output says ran.
     #[serde(default)]
     pub tests: TestTally,
+    /// Which tests its output names as run (`run::testids`), when its runner names them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_ids: Option<super::testids::TestIds>,
 }
 
 /// A criterion that needs a person before the run may complete.

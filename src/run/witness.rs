@@ -117,6 +117,7 @@ mod tests {
             passed,
             detail: String::new(),
             tests,
+            test_ids: None,
         }
     }
 

@@ -329,6 +329,7 @@ impl StageRunner for CliRunner {
                         detail: e.to_string(),
                         ran: CheckRan::Refused,
                         tests: crate::run::testcount::TestTally::Unknown,
+                        test_ids: None,
                     })
                     .collect());
             }
@@ -382,6 +383,7 @@ impl StageRunner for CliRunner {
                     detail: why.clone(),
                     ran: CheckRan::NotPrepared,
                     tests: crate::run::testcount::TestTally::Unknown,
+                    test_ids: None,
                 })
                 .collect());
         }
@@ -392,6 +394,7 @@ impl StageRunner for CliRunner {
                 ran: CheckRan::Ran,
                 passed: r.passed(),
                 tests: r.tests,
+                test_ids: r.test_ids,
                 detail: match r.exit {
                     Exit::Code(0) => "exit 0".into(),
                     Exit::Code(c) => format!("exit {c}: {}", r.output_tail.trim()),
