@@ -132,7 +132,11 @@ pub(super) fn lost_tests(state: &RunState, restored: &[ReplayResult]) -> Vec<Str
         if missing.is_empty() {
             continue;
         }
-        let mut names: Vec<String> = missing.iter().take(SHOWN).map(|m| format!("`{m}`")).collect();
+        let mut names: Vec<String> = missing
+            .iter()
+            .take(SHOWN)
+            .map(|m| format!("`{m}`"))
+            .collect();
         if missing.len() > SHOWN {
             names.push(format!("and {} more", missing.len() - SHOWN));
         }
@@ -195,7 +199,17 @@ pub(super) async fn judge_test_changes<R: StageRunner>(
     if failing.is_empty() && changes.inline.is_empty() && fewer.is_empty() {
         return Ok(None);
     }
-    let mut diff = comparison.diff_of(&all, 20_000);
+    // Tests no longer run from files that are not tests by name: the person sees every change.
+    let diffed: Vec<String> = if all.is_empty() {
+        comparison
+            .changes()
+            .iter()
+            .map(|(rel, _)| rel.clone())
+            .collect()
+    } else {
+        all.clone()
+    };
+    let mut diff = comparison.diff_of(&diffed, 20_000);
     for line in &fewer {
         diff.push_str(&format!("{line}\n"));
     }
@@ -232,8 +246,12 @@ pub(super) async fn judge_test_changes<R: StageRunner>(
             shown.push_str(&format!("- {line}\n"));
         }
     }
-    shown.push_str("\nThe test diff (base → final):\n\n");
-    shown.push_str(&comparison.diff_of(&all, 20_000));
+    shown.push_str(if all.is_empty() {
+        "\nThe diff (base → final; no changed file is a test by its name):\n\n"
+    } else {
+        "\nThe test diff (base → final):\n\n"
+    });
+    shown.push_str(&comparison.diff_of(&diffed, 20_000));
     let path = run.dir.join("review").join("test-changes.md");
     if let Some(parent) = path.parent() {
         let _ = std::fs::create_dir_all(parent);
@@ -463,11 +481,19 @@ mod tests {
         };
         let mut state = new_state();
         let v = &mut state.verification;
-        v.base_checks.insert("cargo test".into(), check(true, &["src/lib.rs a", "src/lib.rs b"]));
-        v.final_checks.insert("cargo test".into(), check(true, &["src/lib.rs a", "src/lib.rs c"]));
+        v.base_checks.insert(
+            "cargo test".into(),
+            check(true, &["src/lib.rs a", "src/lib.rs b"]),
+        );
+        v.final_checks.insert(
+            "cargo test".into(),
+            check(true, &["src/lib.rs a", "src/lib.rs c"]),
+        );
         // A check that failed on the base tree is compared too: its failing test was renamed.
-        v.base_checks.insert("node --test".into(), check(false, &["x", "y"]));
-        v.final_checks.insert("node --test".into(), check(true, &["x", "z"]));
+        v.base_checks
+            .insert("node --test".into(), check(false, &["x", "y"]));
+        v.final_checks
+            .insert("node --test".into(), check(true, &["x", "z"]));
         assert_eq!(
             lost_tests(&state, &[]),
             [
@@ -484,7 +510,13 @@ mod tests {
             tests: TestTally::Counted(names.len() as u64),
             test_ids: ids(names),
         };
-        assert_eq!(lost_tests(&state, &[restored(&["src/lib.rs a", "src/lib.rs b"])]).len(), 1);
-        assert_eq!(lost_tests(&state, &[restored(&["src/lib.rs a", "src/lib.rs d"])]).len(), 2);
+        assert_eq!(
+            lost_tests(&state, &[restored(&["src/lib.rs a", "src/lib.rs b"])]).len(),
+            1
+        );
+        assert_eq!(
+            lost_tests(&state, &[restored(&["src/lib.rs a", "src/lib.rs d"])]).len(),
+            2
+        );
     }
 }

@@ -581,7 +581,10 @@ pub fn apply_set_asides(commands: &mut [ObjectiveCommand], brief: &serde_json::V
             normalized(&c.command) == wanted
                 && matches!(c.role, CommandRole::RequiredCheck | CommandRole::Setup)
         }) {
-            c.why = format!("set aside by the requirements, instead of {}: {reason}", c.role.as_str());
+            c.why = format!(
+                "set aside by the requirements, instead of {}: {reason}",
+                c.role.as_str()
+            );
             c.role = CommandRole::SetAside;
         }
     }

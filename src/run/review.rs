@@ -414,7 +414,7 @@ mod tests {
                     passed,
                     detail: String::new(),
                     tests: Default::default(),
-                test_ids: None,
+                    test_ids: None,
                 },
             );
         }

@@ -153,7 +153,10 @@ pub fn collect(output: &str, root: &Path) -> Option<TestIds> {
                 let d = d.as_str().trim_start().to_ascii_uppercase();
                 d.starts_with("SKIP") || d.starts_with("TODO")
             });
-            if let Some(name) = c.get(3).map(|m| m.as_str().trim()).filter(|n| !n.is_empty())
+            if let Some(name) = c
+                .get(3)
+                .map(|m| m.as_str().trim())
+                .filter(|n| !n.is_empty())
                 && !skipped
             {
                 let mut path: Vec<&str> = tap_parents.iter().map(|(_, n)| n.as_str()).collect();

@@ -393,24 +393,42 @@ fn a_brief_sets_aside_an_objective_command_with_a_reason_and_it_is_not_replayed(
     ]));
     let problems = semantics::semantic_problems(&state, &plan, &wrong);
     assert!(
-        problems.iter().any(|p| p.contains("`make  deploy`, which is not a command")
-            && p.contains("`python3 -m unittest -q`")),
+        problems
+            .iter()
+            .any(|p| p.contains("`make  deploy`, which is not a command")
+                && p.contains("`python3 -m unittest -q`")),
         "{problems:?}"
     );
-    assert!(problems.iter().any(|p| p.contains("too short")), "{problems:?}");
+    assert!(
+        problems.iter().any(|p| p.contains("too short")),
+        "{problems:?}"
+    );
     assert!(problems.iter().any(|p| p.contains("twice")), "{problems:?}");
 
     let right = brief(json!([
         {"command": "make   e2e", "reason": "the e2e suite drives a browser this machine does not have"}
     ]));
-    assert_eq!(semantics::semantic_problems(&state, &plan, &right), Vec::<String>::new());
+    assert_eq!(
+        semantics::semantic_problems(&state, &plan, &right),
+        Vec::<String>::new()
+    );
     apply_requirements(&mut state, &right);
-    assert_eq!(state.verification.required_checks, ["python3 -m unittest -q"]);
+    assert_eq!(
+        state.verification.required_checks,
+        ["python3 -m unittest -q"]
+    );
     let aside = &state.verification.objective_commands[1];
     assert_eq!(aside.role, crate::run::objective::CommandRole::SetAside);
-    assert!(aside.why.contains("instead of required_check: the e2e suite drives a browser"));
+    assert!(
+        aside
+            .why
+            .contains("instead of required_check: the e2e suite drives a browser")
+    );
     let shown = crate::run::objective::describe(&state.verification.objective_commands, &[]);
-    assert!(shown.contains("- `make e2e`: set_aside (set aside by the requirements"), "{shown}");
+    assert!(
+        shown.contains("- `make e2e`: set_aside (set aside by the requirements"),
+        "{shown}"
+    );
 
     // A brief written again starts from the objective: without the set-aside, it is replayed.
     apply_requirements(&mut state, &brief(Value::Null));

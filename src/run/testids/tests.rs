@@ -58,27 +58,37 @@ fn python_runners_name_tests_when_verbose() {
 #[test]
 fn go_nextest_and_check_mark_reporters() {
     assert_eq!(
-        ids("=== RUN   TestA\n--- PASS: TestA (0.00s)\n    --- PASS: TestA/sub (0.00s)\n--- SKIP: TestB (0.00s)\nok  \tv\t0.01s\n"),
+        ids(
+            "=== RUN   TestA\n--- PASS: TestA (0.00s)\n    --- PASS: TestA/sub (0.00s)\n--- SKIP: TestB (0.00s)\nok  \tv\t0.01s\n"
+        ),
         ["TestA", "TestA/sub"]
     );
     assert_eq!(
-        ids("        PASS [   0.004s] ct tests::it_works\n        FAIL [   0.010s] (2/3) ct::i it_fails\n"),
+        ids(
+            "        PASS [   0.004s] ct tests::it_works\n        FAIL [   0.010s] (2/3) ct::i it_fails\n"
+        ),
         ["ct tests::it_works", "ct::i it_fails"]
     );
     assert_eq!(
-        ids("  vowels\n    ✓ counts vowels (3 ms)\n    ✕ ignores digits (1 ms)\n    ○ skipped later\n    - pending one\n"),
+        ids(
+            "  vowels\n    ✓ counts vowels (3 ms)\n    ✕ ignores digits (1 ms)\n    ○ skipped later\n    - pending one\n"
+        ),
         ["counts vowels", "ignores digits"]
     );
     // vitest's default reporter: a file line with its count and time; tape's `# time=` directive.
     assert_eq!(
-        ids(" ✓ src/a.test.ts (3 tests) 2ms\nok 1 - adds # time=0.45ms\nok 2 - later # TODO not yet\n"),
+        ids(
+            " ✓ src/a.test.ts (3 tests) 2ms\nok 1 - adds # time=0.45ms\nok 2 - later # TODO not yet\n"
+        ),
         ["adds", "src/a.test.ts (3 tests)"]
     );
 }
 
 #[test]
 fn the_tree_root_is_cut_so_two_trees_give_the_same_ids() {
-    let output = |root: &str| format!("ok 1 - {root}/test/a.test.mjs\n# Subtest: {root}/b\nok 2 - {root}/b\n");
+    let output = |root: &str| {
+        format!("ok 1 - {root}/test/a.test.mjs\n# Subtest: {root}/b\nok 2 - {root}/b\n")
+    };
     let a = collect(&output("/tmp/vtree-1"), Path::new("/tmp/vtree-1")).unwrap();
     let b = collect(&output("/run/x/tree"), Path::new("/run/x/tree/")).unwrap();
     assert_eq!(a, b);
@@ -87,7 +97,12 @@ fn the_tree_root_is_cut_so_two_trees_give_the_same_ids() {
 
 #[test]
 fn output_that_names_no_test_gives_no_ids() {
-    for output in ["", "hello\n", "Ran 3 tests in 0.001s\n\nOK\n", "...\n3 passed in 0.01s\n"] {
+    for output in [
+        "",
+        "hello\n",
+        "Ran 3 tests in 0.001s\n\nOK\n",
+        "...\n3 passed in 0.01s\n",
+    ] {
         assert_eq!(collect(output, Path::new("/t")), None, "{output}");
     }
 }
