@@ -17,7 +17,8 @@ use super::output;
 use crate::error::{EdgeError, exit};
 use crate::ids::RunId;
 use crate::run::commit::{self, MergeMode, MergeOutcome};
-use crate::run::state::{Isolation, Phase};
+use crate::run::isolation::Isolation;
+use crate::run::state::Phase;
 use crate::run::workspace;
 
 #[derive(Debug, Args)]

@@ -85,9 +85,7 @@ pub(super) fn hold_run(
     };
     // Verified again under the lock.
     let state = runtime
-        .block_on(crate::run::integrity::verify_run(
-            &workspace, &found.dir, &env,
-        ))
+        .block_on(crate::run::trust::verify_run(&workspace, &found.dir, &env))
         .map_err(|e| super::run::find_error(e.into()))?;
     Ok(HeldRun {
         workspace,

@@ -521,7 +521,7 @@ pub fn status(args: StatusArgs) -> Result<ExitCode, EdgeError> {
     // The only process `status` may start is git, to check that no run is tracked: not outside
     // a repository, nor in a plain one (its index is read in place). Then no keeper and no
     // runtime threads.
-    let runtime = if crate::run::integrity::tracking_needs_git(&workspace, &env) {
+    let runtime = if crate::run::trust::tracking_needs_git(&workspace, &env) {
         crate::supervise::init_before_threads();
         super::runtime()?
     } else {

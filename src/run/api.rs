@@ -19,11 +19,11 @@ use serde::Serialize;
 
 use super::driver::{self, DriveOutcome, Interaction, RunHandle};
 use super::flow;
-use super::isolation::{self, IsolationError, LockError, Placement};
+use super::isolation::{self, Isolation, IsolationError, LockError, Placement};
 use super::preflight;
 use super::runner::CliRunner;
 use super::state::{
-    AttemptStatus, Budgets, BuilderRetryPolicy, Isolation, PauseRecord, Phase, RunState, Usage,
+    AttemptStatus, Budgets, BuilderRetryPolicy, PauseRecord, Phase, RunState, Usage,
 };
 use super::workspace;
 use crate::ids::RunId;
@@ -528,7 +528,7 @@ pub async fn resume(
     let lock = match RunLock::acquire(&dir.join("lock")) {
         Ok(lock) => lock,
         Err(StoreError::Busy { .. }) => {
-            let state = super::integrity::verify_run(&workspace, &dir, &env_map)
+            let state = super::trust::verify_run(&workspace, &dir, &env_map)
                 .await
                 .map_err(super::FindRunError::from)?;
             let record = PauseRecord {
@@ -555,7 +555,7 @@ pub async fn resume(
         Err(e) => return Err(e.into()),
     };
     // Verified again under the lock: what was checked before it may have changed.
-    let state = super::integrity::verify_run(&workspace, &dir, &env_map)
+    let state = super::trust::verify_run(&workspace, &dir, &env_map)
         .await
         .map_err(super::FindRunError::from)?;
     if !state.unconfined {

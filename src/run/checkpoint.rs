@@ -28,25 +28,13 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::integrity;
-use super::state::{AttemptRecord, RUN_FORMAT, RunState};
+use super::state::{AttemptRecord, LogCommit, RUN_FORMAT, RunState};
 use crate::store::{self, StoreError, TagKey};
 
 /// The head's file name in a run directory.
 pub const STATE_FILE: &str = "run.json";
 /// The attempt log's file name in a run directory.
 pub const ATTEMPTS_LOG: &str = "attempts.jsonl";
-
-/// How much of `attempts.jsonl` belongs to the state (recorded in the tagged head).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LogCommit {
-    /// Committed bytes from the start of the log.
-    pub bytes: u64,
-    /// Committed lines among them.
-    pub lines: u64,
-    /// Hash chain over the committed lines, in hex: `c0` = 32 zero bytes,
-    /// `cN = SHA-256(cN-1 ‖ lineN)` where a line includes its newline; empty for an empty log.
-    pub chain: String,
-}
 
 /// A [`LogCommit`] being extended, its chain kept as raw bytes.
 #[derive(Debug, Clone)]

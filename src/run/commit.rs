@@ -14,7 +14,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::state::{Isolation, RunState};
+use super::isolation::Isolation;
+use super::state::RunState;
 use super::workspace::{WorkspaceError, git};
 
 /// Options every autocode commit or merge runs with: no signing (no agent, no prompt).

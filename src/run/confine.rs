@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::state::Isolation;
+use super::isolation::Isolation;
 use crate::provider::{Expanded, expand_writable};
 use crate::role::Role;
 use crate::supervise::{Overlay, PrivateViews, RealPath, Room};

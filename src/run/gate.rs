@@ -4,10 +4,11 @@
 //! The rules themselves are pure (`verify`, `review`, `treediff`); this module does the I/O and
 //! the checkpoints, for the driver.
 
-use super::driver::{DriverError, ReplayResult, ReplayTree, RunHandle, StageRunner};
 use super::flow::{self, PauseDecision, StagePlan};
+use super::handle::{DriverError, RunHandle};
 use super::replay_verdicts;
 use super::review;
+use super::stage_runner::{ReplayResult, ReplayTree, StageRunner};
 use super::state::{CriterionResult, RunState};
 use super::treediff::Comparison;
 use super::verify;

@@ -9,10 +9,21 @@
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
-use super::state::Isolation;
+use serde::{Deserialize, Serialize};
+
 use super::workspace::{self, WorkspaceError, git};
 use crate::ids::RunId;
 use crate::store::{RunLock, StoreError};
+
+/// Where the run's agents work.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Isolation {
+    /// A git worktree on its own branch; the user's working tree is untouched.
+    Worktree { path: PathBuf, branch: String },
+    /// The workspace itself (`--in-place`, or not a git repository).
+    InPlace,
+}
 
 /// Where a new run will work.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -44,6 +44,7 @@ pub mod testcount;
 pub mod testfiles;
 pub mod testids;
 pub mod treediff;
+pub mod trust;
 pub mod verify;
 pub mod vtree;
 pub mod witness;
@@ -54,8 +55,8 @@ use std::path::{Path, PathBuf};
 
 use crate::ids::RunId;
 use crate::store::StoreError;
-use integrity::RunIntegrityError;
 use state::{AttemptStatus, RunState};
+use trust::RunIntegrityError;
 
 /// `<workspace>/.autocode/runs`.
 pub fn runs_dir(workspace: &Path) -> PathBuf {
@@ -92,7 +93,7 @@ impl FindRunError {
 
 /// Loads a run's state: tag and format version checked, placement not (see [`find_run`]).
 pub fn load(dir: &Path) -> Result<RunState, StoreError> {
-    integrity::read_run_state(dir)
+    trust::read_run_state(dir)
 }
 
 /// A run found and verified.
@@ -103,7 +104,7 @@ pub struct FoundRun {
 }
 
 /// The run `run_id`, or the latest one when none is named, verified before anything acts on it
-/// ([`integrity::verify_run`]). "Latest" is by the update time autocode recorded in the verified
+/// ([`trust::verify_run`]). "Latest" is by the update time autocode recorded in the verified
 /// run state, never by file times or names; runs that do not verify are skipped with a warning
 /// on stderr. `workspace` is canonical; `env` is what git runs with.
 pub async fn find_run(
@@ -120,7 +121,7 @@ pub async fn find_run(
                 dir,
             });
         }
-        let state = integrity::verify_run(workspace, &path, env).await?;
+        let state = trust::verify_run(workspace, &path, env).await?;
         return Ok(FoundRun { dir: path, state });
     }
     let mut candidates: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -134,7 +135,7 @@ pub async fn find_run(
     if candidates.is_empty() {
         return Err(FindRunError::NoRuns { dir });
     }
-    let tracked = integrity::tracked_run_dirs(workspace, env)
+    let tracked = trust::tracked_run_dirs(workspace, env)
         .await
         .map_err(|source| RunIntegrityError::Git {
             run: "(any)".into(),
@@ -153,7 +154,7 @@ pub async fn find_run(
                 dir: path.clone(),
             })
         } else {
-            integrity::verify_untracked(workspace, &path)
+            trust::verify_untracked(workspace, &path)
         };
         match verified {
             Ok(state) => {
@@ -210,7 +211,7 @@ pub async fn list_runs(
     env: &BTreeMap<String, String>,
 ) -> Result<Vec<RunListing>, FindRunError> {
     let dir = runs_dir(workspace);
-    let tracked = integrity::tracked_run_dirs(workspace, env)
+    let tracked = trust::tracked_run_dirs(workspace, env)
         .await
         .map_err(|source| RunIntegrityError::Git {
             run: "(any)".into(),
@@ -233,7 +234,7 @@ pub async fn list_runs(
                     dir: path.clone(),
                 })
             } else {
-                integrity::verify_untracked(workspace, &path)
+                trust::verify_untracked(workspace, &path)
             };
             match verified {
                 Ok(state) => RunListing {

@@ -13,6 +13,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::isolation::Isolation;
 use crate::ids::{ProviderName, RunId, SessionId};
 use crate::pause::PauseCode;
 use crate::report::ReportKind;
@@ -25,14 +26,16 @@ pub const RUN_FORMAT: u64 = 2;
 
 pub use crate::transport::Route;
 
-/// Where the run's agents work.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Isolation {
-    /// A git worktree on its own branch; the user's working tree is untouched.
-    Worktree { path: PathBuf, branch: String },
-    /// The workspace itself (`--in-place`, or not a git repository).
-    InPlace,
+/// How much of the attempt log (`attempts.jsonl`) belongs to the state (recorded in the tagged head).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogCommit {
+    /// Committed bytes from the start of the log.
+    pub bytes: u64,
+    /// Committed lines among them.
+    pub lines: u64,
+    /// Hash chain over the committed lines, in hex: `c0` = 32 zero bytes,
+    /// `cN = SHA-256(cN-1 ‖ lineN)` where a line includes its newline; empty for an empty log.
+    pub chain: String,
 }
 
 /// Budgets checked before each stage and enforced during it.
@@ -264,7 +267,7 @@ pub struct RunState {
     /// What `attempts.jsonl` held when this head was written (its length and hash chain): the
     /// head's tag covers it, so the attempts are as verified as the head (`run::checkpoint`).
     #[serde(default)]
-    pub attempts_log: super::checkpoint::LogCommit,
+    pub attempts_log: LogCommit,
 }
 
 /// The builder's stronger attempt and where checkers move during it.

@@ -173,15 +173,14 @@ pub enum BaseSource {
     GitTree(crate::gittree::TreeId),
 }
 
-/// The run's base tree, `None` until it is saved.
-pub fn base_source(state: &super::state::RunState) -> Option<BaseSource> {
-    if !state.verification.base_saved {
+/// The base tree of the run in `run_dir` with `verification`, `None` until it is saved.
+pub fn base_source(verification: &Verification, run_dir: &std::path::Path) -> Option<BaseSource> {
+    if !verification.base_saved {
         return None;
     }
-    let run_dir = state.run_dir();
-    Some(match super::vtree::base_record(&run_dir) {
+    Some(match super::vtree::base_record(run_dir) {
         Some(record) => BaseSource::GitTree(record.tree),
-        None => BaseSource::Dir(base_copy_dir(&run_dir)),
+        None => BaseSource::Dir(base_copy_dir(run_dir)),
     })
 }
 

@@ -185,7 +185,7 @@ async fn drive_case(
         }
     }
     // The run state on disk must be autocode's own and agree with what the run returned.
-    let ending = match crate::run::integrity::verify_run(ws, &summary.run_dir, env).await {
+    let ending = match crate::run::trust::verify_run(ws, &summary.run_dir, env).await {
         Ok(state)
             if state.completed_at.is_some()
                 != matches!(summary.outcome, DriveOutcome::Complete) =>

@@ -27,8 +27,8 @@ use crate::direct::tools::ShellContext;
 use crate::events::FinalReport;
 use crate::pause::PauseCode;
 use crate::run::confine::{self, GitLink, WorktreeAccess};
-use crate::run::driver::{AttemptContext, AttemptOutcome, AttemptResult};
 use crate::run::integrity;
+use crate::run::stage_runner::{AttemptContext, AttemptOutcome, AttemptResult};
 use crate::run::state::{RunState, Usage};
 use crate::store;
 

@@ -316,7 +316,7 @@ pub(crate) async fn judge(
             "edits by other processes during the builder stage cannot be told apart from the builder's: {why}"
         );
     }
-    let in_place = matches!(state.isolation, crate::run::state::Isolation::InPlace);
+    let in_place = matches!(state.isolation, crate::run::isolation::Isolation::InPlace);
     foreign_reason(attribution, in_place)
 }
 

@@ -10,8 +10,8 @@ use crate::events::{self, FinalReport, NormalizedEvent};
 use crate::report::evidence::{self, CitedCheck, CommandRecord};
 use crate::report::ledger::{LedgerMatch, LedgerMismatch, check_against_ledger, ledger_match};
 use crate::report::{self, ReportKind};
-use crate::run::driver::AttemptResult;
 use crate::run::integrity;
+use crate::run::stage_runner::AttemptResult;
 use crate::run::state::Usage;
 use crate::supervise::LedgerEntry;
 

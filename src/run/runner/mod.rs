@@ -27,12 +27,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::driver::{AttemptContext, AttemptOutcome, ReplayResult, ReplayTree, StageRunner};
 use super::flow::PauseDecision;
 use super::integrity;
 use super::prepare::{CheckRan, PrepareStep};
 use super::progress::{ProgressSink, StageProgress, StageStart};
 use super::replay;
+use super::stage_runner::{AttemptContext, AttemptOutcome, ReplayResult, ReplayTree, StageRunner};
 use super::state::{AttemptRecord, RunState};
 use crate::agent_env::{self, AgentEnvironment};
 use crate::events::{self, TransportKind};

@@ -13,12 +13,13 @@ use crate::gittree::{SnapshotPath, TreeId};
 use crate::pause::PauseCode;
 use crate::role::Role;
 use crate::run::confine;
-use crate::run::driver::ReplayTree;
 use crate::run::integrity;
+use crate::run::isolation::Isolation;
 use crate::run::replay::{
     self, Batch, CopyReport, ReplayConfinement, ReplayError, Replays, Restore,
 };
-use crate::run::state::{Isolation, RunState};
+use crate::run::stage_runner::ReplayTree;
+use crate::run::state::RunState;
 use crate::run::treediff::Comparison;
 use crate::run::verify::{self, BaseSource};
 use crate::run::vtree::{self, BaseTree, Layer, LayerError, VerifyTree};
@@ -258,7 +259,7 @@ impl CliRunner {
         state: &RunState,
         env: &BTreeMap<String, String>,
     ) -> Result<Option<Comparison>, String> {
-        match verify::base_source(state) {
+        match verify::base_source(&state.verification, &state.run_dir()) {
             None => Ok(None),
             Some(BaseSource::Dir(dir)) => Ok(Some(Comparison::of_dirs(&dir, &state.work_tree))),
             Some(BaseSource::GitTree(base)) => {
@@ -298,7 +299,7 @@ impl CliRunner {
             Ok(None) => return None,
             Err(e) => return Some(Err(other(e))),
         };
-        let base = match verify::base_source(state) {
+        let base = match verify::base_source(&state.verification, &state.run_dir()) {
             Some(BaseSource::Dir(_)) => return None,
             Some(BaseSource::GitTree(base)) => Some(base),
             None => None,
