@@ -10,6 +10,9 @@
 //! - [`events`]: reads each CLI's raw stream into one normalized event stream.
 //! - [`supervise`]: the process-ownership boundary; the only place that starts processes and the
 //!   only place with `unsafe`.
+//! - [`verify`]: what "verified" means, as pure judgments of texts, trees and check output:
+//!   the objective's units and commands, vacuous checks, test counts and names, test files and
+//!   tree differences (the run engine replays and decides through `run::gate`).
 //! - [`scripted_model`]: a loopback model server that lets the real CLIs run offline.
 //! - [`cli`]: the command-line surface; [`error`]: the edge error with exit codes and hints.
 
@@ -37,3 +40,4 @@ pub mod store;
 pub mod supervise;
 pub mod term_text;
 pub mod transport;
+pub mod verify;

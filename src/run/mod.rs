@@ -27,7 +27,6 @@ mod interrupt;
 pub mod isolation;
 pub mod layers;
 pub mod loaded_config;
-pub mod objective;
 pub mod preflight;
 pub mod prepare;
 pub mod progress;
@@ -37,15 +36,9 @@ pub mod replay_verdicts;
 pub mod review;
 pub mod room_refusal;
 pub mod runner;
-pub mod shellwords;
 pub mod stage_runner;
 pub mod state;
-pub mod testcount;
-pub mod testfiles;
-pub mod testids;
-pub mod treediff;
 pub mod trust;
-pub mod verify;
 pub mod vtree;
 pub mod witness;
 pub mod workspace;
@@ -379,7 +372,7 @@ pub fn render_status(state: &RunState) -> String {
     let v = &state.verification;
     if !v.objective_commands.is_empty() {
         out.push_str("commands the objective shows (required checks are replayed by the final gate whatever the plan says):\n");
-        out.push_str(&objective::describe(
+        out.push_str(&crate::verify::objective::describe(
             &v.objective_commands,
             &flow::milestones(state),
         ));

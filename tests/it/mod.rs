@@ -9,6 +9,7 @@ mod direct_ready;
 mod events_fixtures;
 mod first_minutes;
 mod foreign_edit;
+mod layering;
 mod layers;
 mod ledger;
 mod ledger_race;
