@@ -492,3 +492,8 @@ impl StageRunner for CliRunner {
 fn read_report_file(path: &Path) -> std::io::Result<Vec<u8>> {
     crate::bounded_read::read(path, crate::bounded_read::REPORT_CAP)
 }
+/// Why a person's edits during a builder stage in `work_tree`'s mount could not be told apart
+/// from the builder's (`None`: they can; every builder stage then watches, `docs/supervision.md`).
+pub fn foreign_edit_watch_missing(work_tree: &Path) -> Option<String> {
+    foreign::probe(work_tree).err()
+}
