@@ -11,12 +11,14 @@
 //! - [`supervise`]: the process-ownership boundary; the only place that starts processes and the
 //!   only place with `unsafe`.
 //! - [`scripted_model`]: a loopback model server that lets the real CLIs run offline.
+//! - [`dashboard`]: the local web view of runs and their decisions (`autocode dashboard`).
 //! - [`cli`]: the command-line surface; [`error`]: the edge error with exit codes and hints.
 
 pub mod agent_env;
 pub mod bounded_read;
 pub mod cli;
 pub mod conformance;
+pub mod dashboard;
 pub mod demo;
 pub mod direct;
 pub mod error;

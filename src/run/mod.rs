@@ -179,6 +179,34 @@ pub async fn find_run(
     best.ok_or(FindRunError::NoneVerified { dir, skipped })
 }
 
+/// The pause a run shows when an attempt is still recorded `running` but no process drives
+/// it (the caller knows nobody holds its lock): autocode was stopped mid-stage. `None` when the
+/// run is paused, complete, or has no running attempt. `status` and the dashboard show it.
+pub fn cut_off_pause(state: &RunState) -> Option<state::PauseRecord> {
+    if state.pause.is_some() || state.completed_at.is_some() {
+        return None;
+    }
+    let attempt = state
+        .attempts
+        .iter()
+        .rev()
+        .find(|a| matches!(a.status, AttemptStatus::Running))?;
+    Some(state::PauseRecord {
+        code: crate::pause::PauseCode::PausedInterrupted,
+        reason: format!(
+            "autocode is not running, but attempt {} ({}) was left running: autocode was stopped mid-stage",
+            attempt.dir, attempt.role
+        ),
+        next_step: format!(
+            "autocode resume {} (it judges the attempt from its artifacts)",
+            state.run_id
+        ),
+        at: chrono::Utc::now(),
+        attempt: Some(attempt.dir.clone()),
+        resume_after: None,
+    })
+}
+
 /// One run directory as `autocode runs` lists it: verified, or why not.
 #[derive(Debug, serde::Serialize)]
 pub struct RunListing {
