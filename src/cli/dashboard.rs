@@ -50,12 +50,17 @@ pub fn run(args: DashboardArgs) -> Result<ExitCode, EdgeError> {
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
     let exe = std::env::current_exe().map_err(EdgeError::internal)?;
-    let token_file = crate::run::integrity::key_dir()
-        .ok()
-        .map(|dir| dir.join("dashboard.json"));
-    if let Some(dir) = token_file.as_ref().and_then(|f| f.parent()) {
-        crate::store::create_owned_dir(dir).map_err(EdgeError::internal)?;
-    }
+    // The token file sits beside the run-state key, in its 0700 directory (made with the key:
+    // the dashboard needs the key anyway, to verify what it shows).
+    let token_file = match crate::run::integrity::process_key() {
+        Ok(_) => crate::run::integrity::key_dir()
+            .ok()
+            .map(|dir| dir.join("dashboard.json")),
+        Err(e) => {
+            output::say!("no token file ({e}): use the login URL");
+            None
+        }
+    };
     let options = Options {
         workspaces,
         addr: args.bind,

@@ -1,5 +1,6 @@
 mod cli_foundation;
 mod conformance;
+mod dashboard;
 mod demo;
 mod direct_e2e;
 mod direct_fake;
