@@ -1,6 +1,7 @@
 //! The decisions a person makes from the page, each through the command the CLI runs for it:
 //! `autocode resume RUN` with `--approve-plan TOKEN`, `--answer ID=TEXT`, `--accept C`,
-//! `--reject C --because WHY`, `--accept-test-changes` (or nothing: resume a paused run);
+//! `--reject C --because WHY`, `--accept-test-changes`, `--abandon-stage DIR` (or nothing:
+//! resume a paused run);
 //! `autocode apply RUN`; `autocode clean RUN`; and stop, which is what Ctrl-C does: SIGINT to
 //! the autocode process that holds the run's lock. The commands run as children of the server
 //! (`supervise::run_in_current_family`; each is the boundary of the agents it starts), in a task
@@ -39,6 +40,8 @@ pub enum Action {
     AcceptCriterion,
     RejectCriterion,
     AcceptTestChanges,
+    /// Set the paused attempt aside and run its stage again (`--abandon-stage DIR`).
+    AbandonStage,
     Resume,
     Stop,
     Apply,
@@ -190,7 +193,7 @@ fn flags_for(
         Action::AcceptCriterion | Action::RejectCriterion => {
             waiting(PauseCode::AwaitingHumanReview)?;
             let criterion = request.criterion.clone().unwrap_or_default();
-            let pending = crate::run::review::pending_reviews(run, None);
+            let pending = &run.verification.pending_reviews;
             if !pending.iter().any(|p| p.criterion_id == criterion) {
                 return Err(format!(
                     "criterion {criterion:?} does not wait for a person: reload the page"
@@ -214,6 +217,10 @@ fn flags_for(
             waiting(PauseCode::AwaitingTestChangeReview)?;
             Ok(vec!["--accept-test-changes".into()])
         }
+        Action::AbandonStage => match run.pause.as_ref().and_then(|p| p.attempt.clone()) {
+            Some(dir) => Ok(vec!["--abandon-stage".into(), dir]),
+            None => Err("the pause names no attempt to set aside".into()),
+        },
         Action::Resume => match pause {
             Some(_) => Ok(vec![]),
             None => Err("the run is not paused".into()),

@@ -245,7 +245,9 @@ pub async fn run(
         "workspace": ws,
         "revision": revision(&run),
         "plan_token": run.latest_plan().map(|p| p.token()),
-        "pending_reviews": crate::run::review::pending_reviews(&run, None),
+        // What the final gate showed the person (the criterion, why, the diff bearing on it).
+        "pending_reviews": run.verification.pending_reviews,
+        "test_change_review": run.verification.test_change_review,
         "verified": crate::run::review::verified_summary(&run),
         "pause": explained,
         "cut_off": cut_off.is_some(),

@@ -729,3 +729,58 @@ fn stop_signals_the_process_that_drives_the_run() {
     assert_eq!(after["pause"]["code"], "PAUSED_INTERRUPTED", "{after}");
     assert!(after["driven_by"].is_null());
 }
+
+#[test]
+fn a_stage_the_pause_names_is_set_aside_and_run_again() {
+    let requirements_ok = json!([{"report": {
+        "summary": "A file hello.txt that says hello.",
+        "goals": ["hello.txt exists and contains hello"],
+        "constraints": [],
+        "acceptance_criteria": [{"id": "AC1", "text": "hello.txt contains exactly hello",
+                                "covers": ["Create hello.txt containing hello"]}],
+        "open_questions": []
+    }}]);
+    let harness = Harness::new(script_with(&[(
+        "requirements",
+        json!([[{"exit": 2}], requirements_ok]),
+    )]));
+    harness
+        .run(&["--yes"])
+        .assert_paused("PAUSED_PROVIDER_UNCERTAIN");
+    let (_, id) = only_run(&harness);
+    let dash = Dashboard::start(&harness, &[&harness.workspace()]);
+    let view = dash.get_json(&format!("/api/ws/0/runs/{id}"));
+    // A plain resume keeps this pause (it needs the stage set aside): done, paused again.
+    let plain = dash.decide(
+        0,
+        &id,
+        &json!({"request_id": "req-resume-plain", "revision": view["revision"], "action": "resume"}),
+    );
+    assert_eq!(plain.status, 202, "{plain:?}");
+    let record = dash.wait_decision("req-resume-plain");
+    assert_eq!(record["exit_code"], 3, "{record}");
+    let view = dash.get_json(&format!("/api/ws/0/runs/{id}"));
+    assert_eq!(view["pause"]["code"], "PAUSED_PROVIDER_UNCERTAIN");
+    let abandon = dash.decide(
+        0,
+        &id,
+        &json!({"request_id": "req-abandon-0001", "revision": view["revision"],
+                "action": "abandon_stage"}),
+    );
+    assert_eq!(abandon.status, 202, "{abandon:?}");
+    let record = dash.wait_decision("req-abandon-0001");
+    assert!(
+        record["command"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|a| a == "--abandon-stage")),
+        "{record}"
+    );
+    // The run was started with --yes (recorded): it goes on to its end.
+    let after = dash.get_json(&format!("/api/ws/0/runs/{id}"));
+    assert!(after["pause"].is_null(), "{after}");
+    assert_eq!(after["state"]["phase"]["phase"], "complete", "{after}");
+    assert_eq!(
+        harness.roles_called()[..3],
+        ["requirements", "requirements", "planner"]
+    );
+}

@@ -1,6 +1,7 @@
 mod cli_foundation;
 mod conformance;
 mod dashboard;
+mod dashboard_browser;
 mod demo;
 mod direct_e2e;
 mod direct_fake;

@@ -76,6 +76,7 @@ function liveness(row) {
 }
 
 let timer = null;
+
 let source = null;
 function stopUpdates() {
   if (timer) clearInterval(timer);
@@ -116,8 +117,8 @@ async function showRuns() {
       el("tr", {}, ["run", "ws", "phase or pause", "stage", "liveness", "last event", "tokens", "cost", "objective"].map((h) => el("th", {}, h))),
       rows);
     const problems = data.problems.map((p) => el("p", { class: "refused" }, "workspace " + p.workspace + ": " + p.error));
-    main.replaceChildren(el("h1", {}, "Runs"), el("p", { class: "muted" }, data.workspaces.join(", ")), problems, table,
-      data.runs.length ? null : el("p", {}, "No runs yet."));
+    main.replaceChildren(el("div", {}, el("h1", {}, "Runs"), el("p", { class: "muted" }, data.workspaces.join(", ")), problems, table,
+      data.runs.length ? null : el("p", {}, "No runs yet.")));
   };
   await draw();
   timer = setInterval(draw, 1500);
@@ -131,12 +132,17 @@ function newRequestId() {
   return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-async function decide(ws, run, view, body, button) {
+// Shows a decision's progress in the panel as it is drawn now (the page may redraw meanwhile).
+function showDecision(...nodes) {
   const box = document.getElementById("decision-result");
+  if (box) box.replaceChildren(...nodes);
+}
+
+async function decide(ws, run, view, body, button) {
   if (button) button.disabled = true;
   body.request_id = newRequestId();
   body.revision = view.revision;
-  box.replaceChildren(el("p", {}, "sending " + body.action + "…"));
+  showDecision(el("p", {}, "sending " + body.action + "…"));
   const response = await fetch("/api/ws/" + ws + "/runs/" + encodeURIComponent(run) + "/decide", {
     method: "POST",
     credentials: "same-origin",
@@ -145,18 +151,19 @@ async function decide(ws, run, view, body, button) {
   });
   let record = await response.json().catch(() => ({ error: "not JSON" }));
   if (!response.ok) {
-    box.replaceChildren(el("p", { class: "refused", id: "decision-refused" }, "refused: " + (record.error || response.statusText)));
+    showDecision(el("p", { class: "refused", id: "decision-refused" }, "refused: " + (record.error || response.statusText)));
     if (button) button.disabled = false;
     return;
   }
   while (record.status === "running") {
-    box.replaceChildren(el("p", {}, body.action + ": running `autocode " + record.command.join(" ") + "`"));
+    showDecision(el("p", { id: "decision-running" }, body.action + ": running `autocode " + record.command.join(" ") + "`"));
     await new Promise((resolve) => setTimeout(resolve, 500));
     record = await api("/api/decisions/" + record.request_id);
   }
-  box.replaceChildren(el("div", { id: "decision-done", "data-status": record.status },
+  const done = el("div", { id: "decision-done", "data-status": record.status, "data-action": body.action },
     el("p", {}, body.action + ": " + record.status + (record.exit_code !== undefined ? " (exit " + record.exit_code + ")" : "")),
-    record.messages ? el("pre", {}, record.messages) : null));
+    record.messages ? el("pre", {}, record.messages) : null);
+  showDecision(done);
 }
 
 function decisionPanel(ws, run, view) {
@@ -187,12 +194,16 @@ function decisionPanel(ws, run, view) {
     }
   }
   if (code === "AWAITING_TEST_CHANGE_REVIEW") {
+    if (view.test_change_review) panel.append(el("pre", { class: "review-text" }, view.test_change_review.shown));
     panel.append(el("button", { id: "accept-test-changes", onclick: post({ action: "accept_test_changes" }) }, "Accept the test changes"));
   }
   if (view.driven_by) {
     panel.append(el("button", { id: "stop", onclick: post({ action: "stop" }) }, "Stop (as Ctrl-C)"));
   } else {
     if (code) panel.append(el("button", { id: "resume", onclick: post({ action: "resume" }) }, "Resume"));
+    if (st.pause && st.pause.attempt) {
+      panel.append(el("button", { id: "abandon-stage", onclick: post({ action: "abandon_stage" }) }, "Set " + st.pause.attempt + " aside and run its stage again"));
+    }
     if (st.phase && st.phase.phase === "complete") {
       panel.append(el("button", { id: "apply", onclick: post({ action: "apply" }) }, "Apply the result"));
     }
@@ -279,8 +290,8 @@ async function showDiff(ws, run, target) {
     el("td", {}, el("a", { href: "#", class: "diff-link", onclick: async (e) => {
       e.preventDefault();
       const d = await api(base + "/file?path=" + encodeURIComponent(f.path));
-      shown.replaceChildren(el("h2", {}, f.path), d.binary ? el("p", {}, "binary file") : el("pre", {}, d.text),
-        d.truncated ? el("p", { class: "muted" }, "cut at the size cap (" + d.bytes + " bytes in all)") : null);
+      shown.replaceChildren(el("div", {}, el("h2", {}, f.path), d.binary ? el("p", {}, "binary file") : el("pre", {}, d.text),
+        d.truncated ? el("p", { class: "muted" }, "cut at the size cap (" + d.bytes + " bytes in all)") : null));
     } }, f.path)),
     el("td", {}, f.binary ? "binary" : "+" + f.added + " −" + f.deleted)));
   target.replaceChildren(el("p", {}, data.branch + " against " + data.base.slice(0, 12)),
@@ -303,6 +314,7 @@ async function showRun(ws, run, stage) {
     setStatus("updated " + new Date().toLocaleTimeString(), "live");
     if (key === drawn) return;
     const keepResult = document.getElementById("decision-result");
+    const kept = keepResult ? Array.from(keepResult.childNodes) : [];
     drawn = key;
     const st = view.state;
     const phase = view.pause ? el("span", { class: "badge pause", id: "run-phase" }, view.pause.code) : el("span", { class: "badge", id: "run-phase" }, st.phase.phase);
@@ -316,7 +328,7 @@ async function showRun(ws, run, stage) {
       e.target.parentNode.appendChild(el("pre", {}, await response.text()));
     } }, name)));
     const made = view.decisions.map((d) => el("li", {}, d.made_at + " " + d.action + ": " + d.status));
-    main.replaceChildren(
+    main.replaceChildren(el("div", {},
       el("h1", {}, "Run " + st.run_id, " ", phase, " ", liveness(view)),
       el("p", { id: "objective" }, st.objective),
       el("p", { class: "muted" }, "revision " + view.revision),
@@ -325,8 +337,8 @@ async function showRun(ws, run, stage) {
       el("h2", {}, "Criteria"), criteriaTable(view),
       el("h2", {}, "Replays"), el("ul", {}, replays),
       el("h2", {}, "Result"), diffBox,
-      el("h2", {}, "Decisions made here"), el("ul", { id: "made" }, made));
-    if (keepResult && keepResult.childNodes.length) document.getElementById("decision-result").replaceChildren(...keepResult.childNodes);
+      el("h2", {}, "Decisions made here"), el("ul", { id: "made" }, made)));
+    if (kept.length) showDecision(...kept);
     const current = stage || (st.attempts.length ? st.attempts[st.attempts.length - 1].dir : null);
     if (current) showStage(ws, run, current, stageBox).catch((e) => stageBox.replaceChildren(el("p", { class: "refused" }, e.message)));
   };
