@@ -119,7 +119,7 @@ impl Ledger {
             .filter(|r| r.workspace == ws && r.run_id == run_id)
             .cloned()
             .collect();
-        out.sort_by(|a, b| b.made_at.cmp(&a.made_at));
+        out.sort_by_key(|r| std::cmp::Reverse(r.made_at));
         out
     }
 

@@ -197,7 +197,7 @@ pub async fn runs(State(state): State<AppState>) -> Result<Json<Value>, ViewErro
                 last_event_at: last_event_at(&listing.dir, attempt),
                 usage: loaded
                     .as_ref()
-                    .and_then(|s| serde_json::to_value(&s.usage).ok()),
+                    .and_then(|s| serde_json::to_value(s.usage).ok()),
                 driven_by,
                 cut_off,
             });
