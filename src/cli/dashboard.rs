@@ -1,4 +1,4 @@
-//! `autocode dashboard [--workspace DIR]… [--port N] [--open] [--json]`: the local web view of
+//! `autocode dashboard [--workspace DIR]… [--scorecard DIR]… [--port N] [--open] [--json]`: the local web view of
 //! the runs (`crate::dashboard`). Prints the login URL (it carries the launch token) once on
 //! stdout and serves until interrupted.
 
@@ -18,6 +18,9 @@ pub struct DashboardArgs {
     /// A project whose runs to show (repeat for several; default: the current directory).
     #[arg(long)]
     pub workspace: Vec<PathBuf>,
+    /// A scenario result folder whose scorecard to show (`scenario run --out DIR`; repeat).
+    #[arg(long, value_name = "DIR")]
+    pub scorecard: Vec<PathBuf>,
     /// The port to listen on (default: any free port).
     #[arg(long, default_value_t = 0)]
     pub port: u16,
@@ -68,6 +71,7 @@ pub fn run(args: DashboardArgs) -> Result<ExitCode, EdgeError> {
         env,
         exe,
         token_file,
+        scorecards: args.scorecard,
     };
     let (json, open) = (args.json, args.open);
     let runtime = super::runtime()?;

@@ -5,7 +5,7 @@
 //!
 //! The module owns the server: its routes ([`serve`]), its security layer ([`security`]: the
 //! launch token and its cookie, the Host allowlist, the mutation rules, the response headers),
-//! the read-only views ([`view`], [`events`], [`diff`]), the decisions ([`decide`]) and the
+//! the read-only views ([`view`], [`events`], [`diff`], [`scorecards`]), the decisions ([`decide`]) and the
 //! embedded assets (`assets/`: plain HTML, CSS and one vanilla JS file; no build step, no CDN).
 //! What each page shows is computed by the code the CLI uses (`run::list_runs`,
 //! `run::find_run`, `PauseCode::explanation`); nothing is derived a second time here.
@@ -16,6 +16,7 @@ pub mod decide;
 mod diff;
 mod events;
 pub mod liveness;
+mod scorecards;
 pub mod security;
 mod view;
 
@@ -62,6 +63,8 @@ pub struct Options {
     pub exe: PathBuf,
     /// Where the token is written (0600) for scripts; `None`: not written.
     pub token_file: Option<PathBuf>,
+    /// Scenario result folders whose scorecards the dashboard shows.
+    pub scorecards: Vec<PathBuf>,
 }
 
 /// The server once it listens: what `autocode dashboard` prints.
@@ -78,6 +81,7 @@ pub struct Started {
 /// State every handler shares.
 pub struct Shared {
     pub(crate) workspaces: Vec<PathBuf>,
+    pub(crate) scorecards: Vec<PathBuf>,
     pub(crate) env: BTreeMap<String, String>,
     pub(crate) exe: PathBuf,
     pub(crate) guard: security::Guard,
@@ -106,6 +110,7 @@ fn router(state: AppState) -> Router {
         .route("/api/ws/{ws}/runs/{run}/diff/file", get(diff::file))
         .route("/api/ws/{ws}/runs/{run}/decide", post(decide::decide))
         .route("/api/decisions/{id}", get(decide::status))
+        .route("/api/scorecards", get(scorecards::scorecards))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             security::layer,
@@ -143,6 +148,7 @@ pub async fn serve(options: Options, ready: impl FnOnce(&Started)) -> Result<(),
     }
     let shared = Arc::new(Shared {
         workspaces: options.workspaces.clone(),
+        scorecards: options.scorecards,
         env: options.env,
         exe: options.exe,
         guard: security::Guard::new(token, address),

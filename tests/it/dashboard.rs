@@ -39,7 +39,13 @@ impl Dashboard {
     /// Starts the dashboard on `workspaces` with the harness's environment and reads the JSON
     /// document it prints once it listens.
     pub(super) fn start(harness: &Harness, workspaces: &[&Path]) -> Dashboard {
+        Dashboard::start_with(harness, workspaces, &[])
+    }
+
+    /// [`Dashboard::start`] with more arguments.
+    pub(super) fn start_with(harness: &Harness, workspaces: &[&Path], extra: &[&str]) -> Dashboard {
         let mut args: Vec<String> = vec!["dashboard".into(), "--json".into()];
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
         for ws in workspaces {
             args.push("--workspace".into());
             args.push(ws.display().to_string());
@@ -783,4 +789,69 @@ fn a_stage_the_pause_names_is_set_aside_and_run_again() {
         harness.roles_called()[..3],
         ["requirements", "requirements", "planner"]
     );
+}
+
+#[test]
+fn scorecards_are_scenario_stats_of_the_folders_given_and_the_shipped_matrix() {
+    use autocode::scenario::result::{self, RESULT_FORMAT, ScenarioResult, Timings};
+    use autocode::scenario::verdict::{RunEnding, Verdict};
+    let harness = Harness::new(script_with(&[]));
+    let out = tempfile::tempdir().expect("results");
+    for (repeat, verdict) in [(0, Verdict::Pass), (1, Verdict::HonestStop)] {
+        let dir = result::result_dir(out.path(), "hello", "scripted-opencode", repeat);
+        fs::create_dir_all(&dir).expect("result dir");
+        let ending = match verdict {
+            Verdict::Pass => RunEnding::Complete,
+            _ => RunEnding::Paused {
+                code: autocode::pause::PauseCode::PausedBlocked,
+                reason: "<b>blocked</b>".into(),
+            },
+        };
+        result::write(
+            &dir,
+            &ScenarioResult {
+                format_version: RESULT_FORMAT,
+                case: "hello".into(),
+                profile: "scripted-opencode".into(),
+                protocol: None,
+                repeat,
+                verdict,
+                ending,
+                run_id: None,
+                stages: 6,
+                resumes: 0,
+                tokens: 100,
+                cost_usd: None,
+                oracle: vec![],
+                timings: Timings::default(),
+                started_at: chrono::DateTime::UNIX_EPOCH,
+            },
+        )
+        .expect("write result");
+    }
+    let empty = tempfile::tempdir().expect("empty");
+    let (full, none) = (
+        out.path().display().to_string(),
+        empty.path().display().to_string(),
+    );
+    let dash = Dashboard::start_with(
+        &harness,
+        &[&harness.workspace()],
+        &["--scorecard", &full, "--scorecard", &none],
+    );
+    let cards = dash.get_json("/api/scorecards");
+    let stats = &cards["scorecards"][0]["stats"];
+    assert_eq!(stats["total"]["runs"], 2, "{cards}");
+    assert_eq!(stats["total"]["passes"], 1);
+    assert_eq!(stats["total"]["honest_stops"], 1);
+    assert_eq!(stats["false_complete"], 0);
+    assert!(cards["scorecards"][1]["error"].is_string(), "{cards}");
+    let shipped: Value = serde_json::from_str(
+        &fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/provider-matrix.json"),
+        )
+        .expect("matrix"),
+    )
+    .expect("matrix json");
+    assert_eq!(cards["matrix"]["entries"], shipped["entries"]);
 }

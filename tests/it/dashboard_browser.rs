@@ -470,4 +470,10 @@ fn an_agents_markup_and_control_characters_render_as_text() {
         "{lines}"
     );
     browser.screenshot("hostile-report");
+    // The scorecards page: the conformance matrix this build ships.
+    browser.goto(&format!("http://127.0.0.1:{}/#/scorecards", dash.port));
+    browser.wait_text("#matrix", "the conformance matrix", |t| {
+        t.contains("engine")
+    });
+    browser.screenshot("scorecards");
 }

@@ -346,12 +346,39 @@ async function showRun(ws, run, stage) {
   timer = setInterval(draw, 1500);
 }
 
+// ---- scorecards -------------------------------------------------------------------------------
+
+async function showScorecards() {
+  const data = await api("/api/scorecards");
+  const pct = (x) => (typeof x === "number" ? (100 * x).toFixed(0) + "%" : "-");
+  const cards = data.scorecards.map((card) => {
+    if (card.error) return el("section", {}, el("h2", {}, card.dir), el("p", { class: "refused" }, card.error));
+    const rows = card.stats.rows.concat([card.stats.total]).map((r) => el("tr", {},
+      el("td", {}, r.case), el("td", {}, r.profile), el("td", {}, String(r.runs)), el("td", {}, String(r.passes)),
+      el("td", {}, String(r.false_completes)), el("td", {}, String(r.honest_stops)), el("td", {}, String(r.wrong_stops)),
+      el("td", {}, String(r.errors)), el("td", {}, pct(r.pass_rate)), el("td", {}, String(r.median_wall_ms ?? "-")),
+      el("td", {}, String(r.total_tokens))));
+    return el("section", {}, el("h2", {}, card.dir),
+      el("p", {}, "false COMPLETE: " + card.stats.false_complete),
+      el("table", { class: "scorecard" }, el("tr", {}, ["case", "profile", "runs", "pass", "false complete", "honest stop", "wrong stop", "error", "pass rate", "median wall ms", "tokens"].map((h) => el("th", {}, h))), rows));
+  });
+  const matrix = data.matrix.error ? el("p", { class: "refused" }, data.matrix.error) :
+    el("table", { id: "matrix" }, el("tr", {}, ["engine", "version", "transport", "result", "date", "note"].map((h) => el("th", {}, h))),
+      data.matrix.entries.map((e) => el("tr", {}, el("td", {}, e.engine), el("td", {}, e.version), el("td", {}, e.transport),
+        el("td", {}, e.result), el("td", {}, e.date), el("td", {}, e.note))));
+  document.getElementById("main").replaceChildren(el("div", {}, el("h1", {}, "Scorecards"),
+    cards.length ? cards : el("p", { class: "muted" }, "No result folders given (autocode dashboard --scorecard DIR)."),
+    el("h2", {}, "Conformance matrix"), matrix));
+}
+
 function route() {
   stopUpdates();
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   const main = document.getElementById("main");
   const fail = (e) => main.replaceChildren(el("p", { class: "refused" }, e.message));
-  if (parts[0] === "run" && parts.length >= 3) {
+  if (parts[0] === "scorecards") {
+    showScorecards().catch(fail);
+  } else if (parts[0] === "run" && parts.length >= 3) {
     showRun(parts[1], parts[2], parts[3] === "stage" ? parts[4] : null).catch(fail);
   } else {
     showRuns().catch(fail);
