@@ -24,9 +24,22 @@ pub struct Holder {
 
 /// The process holding the lock file at `lock`, if any.
 pub fn holder(lock: &Path) -> Option<Holder> {
+    holder_among(&Locks::now(), lock)
+}
+
+/// `/proc/locks` read once, to look up many runs.
+pub struct Locks(String);
+
+impl Locks {
+    pub fn now() -> Locks {
+        Locks(std::fs::read_to_string("/proc/locks").unwrap_or_default())
+    }
+}
+
+/// The process holding the lock file at `lock` in the `locks` read.
+pub fn holder_among(locks: &Locks, lock: &Path) -> Option<Holder> {
     let meta = std::fs::metadata(lock).ok()?;
-    let locks = std::fs::read_to_string("/proc/locks").ok()?;
-    let pid = holder_in(&locks, meta.dev(), meta.ino())?;
+    let pid = holder_in(&locks.0, meta.dev(), meta.ino())?;
     Some(Holder {
         pid,
         started_at: started_at(pid),

@@ -152,15 +152,16 @@ fn stage_json(attempt: &AttemptRecord) -> Value {
 pub async fn runs(State(state): State<AppState>) -> Result<Json<Value>, ViewError> {
     let mut rows = Vec::new();
     let mut problems = Vec::new();
+    let locks = liveness::Locks::now();
     for (index, workspace) in state.workspaces.iter().enumerate() {
-        let listings = match run::list_runs(workspace, &state.env).await {
+        let listings = match run::list_verified_runs(workspace, &state.env).await {
             Ok(l) => l,
             Err(e) => {
                 problems.push(json!({"workspace": index, "error": e.to_string()}));
                 continue;
             }
         };
-        for listing in listings {
+        for (listing, loaded) in listings {
             let Some(summary) = listing.summary else {
                 rows.push(RunRow {
                     workspace: index,
@@ -178,9 +179,8 @@ pub async fn runs(State(state): State<AppState>) -> Result<Json<Value>, ViewErro
                 });
                 continue;
             };
-            let loaded = run::load(&listing.dir).ok();
             let attempt = loaded.as_ref().and_then(current_attempt);
-            let driven_by = liveness::holder(&listing.dir.join("lock"));
+            let driven_by = liveness::holder_among(&locks, &listing.dir.join("lock"));
             let cut_off = driven_by.is_none()
                 && loaded
                     .as_ref()

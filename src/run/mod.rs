@@ -236,6 +236,18 @@ pub async fn list_runs(
     workspace: &Path,
     env: &BTreeMap<String, String>,
 ) -> Result<Vec<RunListing>, FindRunError> {
+    Ok(list_verified_runs(workspace, env)
+        .await?
+        .into_iter()
+        .map(|(listing, _)| listing)
+        .collect())
+}
+
+/// [`list_runs`], each listing with the state it verified (`None` for a refused run).
+pub async fn list_verified_runs(
+    workspace: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<Vec<(RunListing, Option<RunState>)>, FindRunError> {
     let dir = runs_dir(workspace);
     let tracked = integrity::tracked_run_dirs(workspace, env)
         .await
@@ -243,7 +255,7 @@ pub async fn list_runs(
             run: "(any)".into(),
             source,
         })?;
-    let mut listings: Vec<RunListing> = std::fs::read_dir(&dir)
+    let mut listings: Vec<(RunListing, Option<RunState>)> = std::fs::read_dir(&dir)
         .into_iter()
         .flatten()
         .flatten()
@@ -263,33 +275,39 @@ pub async fn list_runs(
                 integrity::verify_untracked(workspace, &path)
             };
             match verified {
-                Ok(state) => RunListing {
-                    run_id,
-                    dir: path,
-                    summary: Some(RunListingSummary {
-                        phase: phase_name(&state),
-                        pause: state.pause.as_ref().map(|p| p.code.to_string()),
-                        created_at: state.created_at,
-                        updated_at: state.updated_at,
-                        objective: state
-                            .objective
-                            .lines()
-                            .next()
-                            .unwrap_or_default()
-                            .to_owned(),
-                    }),
-                    refused: None,
-                },
-                Err(e) => RunListing {
-                    run_id,
-                    dir: path,
-                    summary: None,
-                    refused: Some(e.to_string()),
-                },
+                Ok(state) => (
+                    RunListing {
+                        run_id,
+                        dir: path,
+                        summary: Some(RunListingSummary {
+                            phase: phase_name(&state),
+                            pause: state.pause.as_ref().map(|p| p.code.to_string()),
+                            created_at: state.created_at,
+                            updated_at: state.updated_at,
+                            objective: state
+                                .objective
+                                .lines()
+                                .next()
+                                .unwrap_or_default()
+                                .to_owned(),
+                        }),
+                        refused: None,
+                    },
+                    Some(state),
+                ),
+                Err(e) => (
+                    RunListing {
+                        run_id,
+                        dir: path,
+                        summary: None,
+                        refused: Some(e.to_string()),
+                    },
+                    None,
+                ),
             }
         })
         .collect();
-    listings.sort_by(|a, b| {
+    listings.sort_by(|(a, _), (b, _)| {
         let key = |l: &RunListing| l.summary.as_ref().map(|s| s.updated_at);
         key(b).cmp(&key(a)).then_with(|| a.run_id.cmp(&b.run_id))
     });
