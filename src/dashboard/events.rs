@@ -34,6 +34,30 @@ pub struct FromQuery {
     from: Option<u64>,
 }
 
+/// What the file held, ready to be sent.
+#[derive(Debug, PartialEq, Eq)]
+enum Item {
+    /// A complete line and the byte offset after it.
+    Line { end: u64, text: String },
+    /// A line over [`LINE_CAP`]: its length, and the offset after it.
+    Truncated { end: u64, length: u64 },
+}
+
+impl Item {
+    fn event(self) -> Event {
+        match self {
+            Item::Line { end, text } => Event::default()
+                .id(end.to_string())
+                .event("line")
+                .data(text),
+            Item::Truncated { end, length } => Event::default()
+                .id(end.to_string())
+                .event("truncated")
+                .data(length.to_string()),
+        }
+    }
+}
+
 /// Where the stream stands.
 struct Tail {
     path: PathBuf,
@@ -44,7 +68,7 @@ struct Tail {
     pending: Vec<u8>,
     /// Inside a line over the cap: skip to its end.
     skipping: Option<u64>,
-    ready: std::collections::VecDeque<Event>,
+    ready: std::collections::VecDeque<Item>,
     last_sent: Instant,
     last_check: Instant,
     finished: bool,
@@ -75,12 +99,10 @@ impl Tail {
                         let length = skipped + i as u64;
                         self.offset += length + 1;
                         self.skipping = None;
-                        self.ready.push_back(
-                            Event::default()
-                                .id(self.offset.to_string())
-                                .event("truncated")
-                                .data(length.to_string()),
-                        );
+                        self.ready.push_back(Item::Truncated {
+                            end: self.offset,
+                            length,
+                        });
                         rest = &rest[i + 1..];
                     }
                     None => {
@@ -91,16 +113,24 @@ impl Tail {
                 continue;
             }
             match newline {
+                Some(i) if self.pending.len() + i > LINE_CAP => {
+                    let length = (self.pending.len() + i) as u64;
+                    self.offset += length + 1;
+                    self.pending.clear();
+                    self.ready.push_back(Item::Truncated {
+                        end: self.offset,
+                        length,
+                    });
+                    rest = &rest[i + 1..];
+                }
                 Some(i) => {
                     self.pending.extend_from_slice(&rest[..i]);
                     self.offset += self.pending.len() as u64 + 1;
                     let text = String::from_utf8_lossy(&self.pending).replace('\r', "\\r");
-                    self.ready.push_back(
-                        Event::default()
-                            .id(self.offset.to_string())
-                            .event("line")
-                            .data(text),
-                    );
+                    self.ready.push_back(Item::Line {
+                        end: self.offset,
+                        text,
+                    });
                     self.pending.clear();
                     rest = &rest[i + 1..];
                 }
@@ -132,9 +162,9 @@ impl Tail {
 /// The next event of the stream, waiting for the file to grow while the stage runs.
 async fn next(mut tail: Tail) -> Option<(Result<Event, std::convert::Infallible>, Tail)> {
     loop {
-        if let Some(event) = tail.ready.pop_front() {
+        if let Some(item) = tail.ready.pop_front() {
             tail.last_sent = Instant::now();
-            return Some((Ok(event), tail));
+            return Some((Ok(item.event()), tail));
         }
         if tail.ended {
             return None;
@@ -198,18 +228,90 @@ pub async fn stream(
         .join("events.jsonl");
     // An offset past the end (a file replaced under the client) starts over.
     let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-    let tail = Tail {
+    let mut tail = Tail::new(
         path,
-        run_dir: found.dir.clone(),
-        stage: attempt.dir.clone(),
-        offset: if resume_at > len { 0 } else { resume_at },
-        pending: Vec::new(),
-        skipping: None,
-        ready: Default::default(),
-        last_sent: Instant::now(),
-        last_check: Instant::now(),
-        finished: !matches!(attempt.status, AttemptStatus::Running),
-        ended: false,
-    };
+        found.dir.clone(),
+        attempt.dir.clone(),
+        if resume_at > len { 0 } else { resume_at },
+    );
+    tail.finished = !matches!(attempt.status, AttemptStatus::Running);
     Ok(Sse::new(stream::unfold(tail, next)))
+}
+
+impl Tail {
+    fn new(path: PathBuf, run_dir: PathBuf, stage: String, offset: u64) -> Tail {
+        Tail {
+            path,
+            run_dir,
+            stage,
+            offset,
+            pending: Vec::new(),
+            skipping: None,
+            ready: Default::default(),
+            last_sent: Instant::now(),
+            last_check: Instant::now(),
+            finished: false,
+            ended: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn drain(tail: &mut Tail) -> Vec<Item> {
+        while tail.read_more().expect("read") {}
+        tail.ready.drain(..).collect()
+    }
+
+    #[test]
+    fn lines_come_with_their_end_offsets_and_a_long_line_is_cut() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("events.jsonl");
+        let long = "x".repeat(LINE_CAP + 5);
+        std::fs::write(
+            &path,
+            format!("{{\"a\":1}}\n{long}\n{{\"b\":\"\r\"}}\npartial"),
+        )
+        .expect("write");
+        let mut tail = Tail::new(path.clone(), dir.path().into(), "s".into(), 0);
+        let items = drain(&mut tail);
+        let first_end = 8;
+        let long_end = first_end + long.len() as u64 + 1;
+        assert_eq!(
+            items,
+            [
+                Item::Line {
+                    end: first_end,
+                    text: "{\"a\":1}".into()
+                },
+                Item::Truncated {
+                    end: long_end,
+                    length: long.len() as u64
+                },
+                Item::Line {
+                    end: long_end + 10,
+                    text: "{\"b\":\"\\r\"}".into()
+                },
+            ]
+        );
+        // The partial last line waits for its newline; then it comes, and nothing twice.
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .expect("open");
+        file.write_all(b" line\n").expect("append");
+        assert_eq!(
+            drain(&mut tail),
+            [Item::Line {
+                end: long_end + 10 + 13,
+                text: "partial line".into()
+            }]
+        );
+        // From an offset (Last-Event-ID): exactly what follows it.
+        let mut resumed = Tail::new(path, dir.path().into(), "s".into(), long_end);
+        assert_eq!(drain(&mut resumed).len(), 2);
+    }
 }
