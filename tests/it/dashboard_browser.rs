@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::dashboard::{Dashboard, hostile_builder, only_run};
+use super::dashboard_client::{Dashboard, hostile_builder, only_run};
 use super::run_e2e::{Harness, script_with, wait_until};
 
 /// How long a page condition may take.

@@ -2,6 +2,7 @@ mod cli_foundation;
 mod conformance;
 mod dashboard;
 mod dashboard_browser;
+mod dashboard_client;
 mod demo;
 mod direct_e2e;
 mod direct_fake;
