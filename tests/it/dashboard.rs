@@ -681,3 +681,18 @@ fn open_questions_are_answered_through_the_server() {
         "{after}"
     );
 }
+
+#[test]
+fn a_bind_address_other_than_loopback_is_refused() {
+    let harness = Harness::new(script_with(&[]));
+    for address in ["0.0.0.0", "::"] {
+        let out = harness
+            .command(&["dashboard", "--bind", address])
+            .output()
+            .expect("run autocode dashboard");
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("loopback"), "{stderr}");
+        assert!(out.stdout.is_empty(), "no login URL printed: {out:?}");
+    }
+}
