@@ -14,12 +14,14 @@
 //!   the objective's units and commands, vacuous checks, test counts and names, test files and
 //!   tree differences (the run engine replays and decides through `run::gate`).
 //! - [`scripted_model`]: a loopback model server that lets the real CLIs run offline.
+//! - [`dashboard`]: the local web view of runs and their decisions (`autocode dashboard`).
 //! - [`cli`]: the command-line surface; [`error`]: the edge error with exit codes and hints.
 
 pub mod agent_env;
 pub mod bounded_read;
 pub mod cli;
 pub mod conformance;
+pub mod dashboard;
 pub mod demo;
 pub mod direct;
 pub mod error;

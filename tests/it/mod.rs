@@ -1,5 +1,8 @@
 mod cli_foundation;
 mod conformance;
+mod dashboard;
+mod dashboard_browser;
+mod dashboard_client;
 mod demo;
 mod direct_e2e;
 mod direct_fake;
