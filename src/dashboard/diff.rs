@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use super::view::{ViewError, found, workspace};
-use crate::run::state::Isolation;
+use crate::run::isolation::Isolation;
 use crate::run::workspace::git;
 
 /// The most of one file's diff sent to the page.
