@@ -21,6 +21,7 @@ pub mod demo;
 pub mod direct;
 pub mod error;
 pub mod events;
+pub mod exec;
 pub mod gitindex;
 pub mod gittree;
 pub mod ids;

@@ -16,6 +16,7 @@ mod direct;
 mod direct_setup;
 mod doctor;
 mod events;
+mod exec;
 mod explain;
 mod output;
 mod progress;
@@ -50,6 +51,9 @@ pub struct Cli {
 pub enum Command {
     /// Take an objective through the team of agents (also: `autocode "OBJECTIVE"`).
     Run(Box<run::RunArgs>),
+    /// `run --jsonl`: the whole run headless, as `autocode-exec/1` JSON lines on stdout (exit 0
+    /// complete, 1 failed, 2 refused, 3 paused; docs/headless.md).
+    Exec(Box<run::RunArgs>),
     /// The whole pipeline offline: a bundled task through a real CLI against the scripted model.
     Demo(demo::DemoArgs),
     /// Continue a paused or interrupted run.
@@ -72,9 +76,9 @@ pub enum Command {
     /// Qualify a CLI version: the probe and its fault variants against the scripted model
     /// (or a real account), recorded in the provider matrix.
     Conformance(conformance::ConformanceArgs),
-    /// Normalize a captured CLI stream into autocode's events.
-    #[command(subcommand)]
-    Events(events::EventsCommand),
+    /// Normalize a captured CLI stream into autocode's events, or follow a run's events
+    /// (`--follow RUN --jsonl`).
+    Events(events::EventsArgs),
     /// Providers' sign-in state and login commands.
     #[command(subcommand)]
     Connections(connections::ConnectionsCommand),
@@ -123,6 +127,10 @@ pub fn main() -> ExitCode {
     output::init_tracing(cli.verbose);
     let outcome = match cli.command {
         Command::Run(args) => run::run(*args),
+        Command::Exec(mut args) => {
+            args.jsonl = true;
+            run::run(*args)
+        }
         Command::Resume(args) => run::resume(args),
         Command::Demo(args) => demo::run(args),
         Command::Status(args) => run::status(args),

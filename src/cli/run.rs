@@ -147,6 +147,9 @@ pub struct RunArgs {
     /// Print only the outcome (no stage lines, no live progress).
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Print the `autocode-exec/1` JSON lines on stdout and ask nothing (docs/headless.md).
+    #[arg(long, conflicts_with_all = ["json", "quiet"])]
+    pub jsonl: bool,
 }
 
 #[derive(Debug, Args)]
@@ -198,6 +201,9 @@ pub struct ResumeArgs {
     /// Print only the outcome (no stage lines, no live progress).
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Print the `autocode-exec/1` JSON lines on stdout and ask nothing (docs/headless.md).
+    #[arg(long, conflicts_with_all = ["json", "quiet"])]
+    pub jsonl: bool,
 }
 
 /// The longest objective autocode reads from a file or stdin.
@@ -388,7 +394,7 @@ fn finish(summary: RunSummary, json: bool) -> Result<ExitCode, EdgeError> {
     }
 }
 
-fn run_error(e: RunError) -> EdgeError {
+pub(super) fn run_error(e: RunError) -> EdgeError {
     match e {
         RunError::Find(find) => find_error(find),
         RunError::Key(key) => EdgeError::usage(RunError::Key(key)).hint(KEY_HINT),
@@ -416,6 +422,23 @@ pub(super) fn find_error(e: crate::run::FindRunError) -> EdgeError {
 }
 
 pub fn run(args: RunArgs) -> Result<ExitCode, EdgeError> {
+    let (jsonl, workspace) = (args.jsonl, args.workspace.clone());
+    match start_options(args) {
+        Ok((ctx, opts, _)) if jsonl => super::exec::start(&ctx, opts),
+        Ok((ctx, opts, args)) => {
+            let mut ui = TerminalUi::with_progress(Progress::detect(args.quiet, args.json));
+            let summary = super::runtime()?
+                .block_on(api::start(&ctx.registry, &ctx.env, opts, &mut ui))
+                .map_err(run_error)?;
+            finish(summary, args.json)
+        }
+        Err(e) if jsonl => Ok(super::exec::refused(&workspace, e)),
+        Err(e) => Err(e),
+    }
+}
+
+/// What `run` was asked, as the engine takes it (and the flags of how to show it).
+fn start_options(args: RunArgs) -> Result<(Context, StartOptions, OutputFlags), EdgeError> {
     let ctx = Context::from_process()?;
     let mut models = BTreeMap::new();
     let mut efforts = BTreeMap::new();
@@ -479,15 +502,25 @@ pub fn run(args: RunArgs) -> Result<ExitCode, EdgeError> {
         no_auto_select: args.no_auto_select,
         recheck: args.recheck,
     };
-    let mut ui = TerminalUi::with_progress(Progress::detect(args.quiet, args.json));
-    let summary = super::runtime()?
-        .block_on(api::start(&ctx.registry, &ctx.env, opts, &mut ui))
-        .map_err(run_error)?;
-    finish(summary, args.json)
+    let flags = OutputFlags {
+        json: args.json,
+        quiet: args.quiet,
+    };
+    Ok((ctx, opts, flags))
+}
+
+/// How a run's outcome is shown (`--json`, `--quiet`).
+struct OutputFlags {
+    json: bool,
+    quiet: bool,
 }
 
 pub fn resume(args: ResumeArgs) -> Result<ExitCode, EdgeError> {
-    let ctx = Context::from_process()?;
+    let ctx = match Context::from_process() {
+        Ok(ctx) => ctx,
+        Err(e) if args.jsonl => return Ok(super::exec::refused(&args.workspace, e)),
+        Err(e) => return Err(e),
+    };
     let opts = ResumeOptions {
         workspace: args.workspace,
         run: args.run,
@@ -505,6 +538,9 @@ pub fn resume(args: ResumeArgs) -> Result<ExitCode, EdgeError> {
         budgets: args.budgets.budgets(),
         scripted_local: args.scripted_local_endpoint,
     };
+    if args.jsonl {
+        return super::exec::resume(&ctx, opts);
+    }
     let mut ui = TerminalUi::with_progress(Progress::detect(args.quiet, args.json));
     let summary = super::runtime()?
         .block_on(api::resume(&ctx.registry, &ctx.env, opts, &mut ui))
