@@ -27,6 +27,9 @@ use crate::run::state::{RunState, Usage};
 /// The stream's version, in every `meta` line. A change that is not an addition bumps it.
 pub const SCHEMA: &str = "autocode-exec/1";
 
+/// The JSON Schema (2020-12) of one line, as shipped in `schemas/exec.schema.json`.
+pub const SCHEMA_TEXT: &str = include_str!("../../schemas/exec.schema.json");
+
 /// One line of the stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -485,5 +488,123 @@ impl LineOut {
         {
             state.closed = true;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn validator() -> jsonschema::Validator {
+        let schema: serde_json::Value =
+            serde_json::from_str(SCHEMA_TEXT).expect("the shipped schema is JSON");
+        jsonschema::draft202012::new(&schema).expect("the shipped schema compiles")
+    }
+
+    fn state() -> RunState {
+        let mut state = RunState::new(
+            RunId::new("20260101-000000-abcdef").expect("id"),
+            "objective".into(),
+            PathBuf::from("/ws"),
+            crate::ids::ProviderName::new("fake").expect("name"),
+            BTreeMap::new(),
+        );
+        state.questions.push(crate::run::state::Question {
+            id: "Q1".into(),
+            question: "Which file?".into(),
+            proposed_default: "hello.txt".into(),
+        });
+        state
+    }
+
+    #[test]
+    fn every_kind_of_line_validates_and_a_wrong_one_does_not() {
+        let validator = validator();
+        let state = state();
+        let at = Utc::now();
+        let pause = crate::run::state::PauseRecord {
+            code: PauseCode::WaitingForUser,
+            reason: "open questions: Q1".into(),
+            next_step: "autocode resume RUN --answer ID=TEXT".into(),
+            at,
+            attempt: None,
+            resume_after: None,
+        };
+        let lines = [
+            ExecLine::Meta(Meta::of_run(PathBuf::from("/ws/.autocode/runs/x"), &state)),
+            ExecLine::Meta(Meta::refused(PathBuf::from("/ws"))),
+            ExecLine::StageStart(StageStartLine {
+                stage: "001-requirements-1".into(),
+                role: Role::Requirements,
+                route: "fake/alpha".into(),
+                purpose: "fresh".into(),
+                at,
+            }),
+            ExecLine::Command(CommandLine {
+                stage: "004-builder-1".into(),
+                event: "event:c1".into(),
+                command: "true".into(),
+                exit_code: Some(0),
+                ledger: LedgerVerdict::NotAttested {
+                    reason: crate::report::ledger::LedgerMismatch::NoExec,
+                },
+            }),
+            ExecLine::Command(CommandLine {
+                stage: "004-builder-1".into(),
+                event: "event:c2".into(),
+                command: "true".into(),
+                exit_code: None,
+                ledger: LedgerVerdict::NoExitCode {
+                    attested_exit: Some(0),
+                },
+            }),
+            ExecLine::StageEnd(StageEndLine {
+                stage: "004-builder-1".into(),
+                role: Role::Builder,
+                status: StageStatus::Paused,
+                reason: None,
+                pause_code: Some(PauseCode::PausedRateLimit),
+                tokens: 10,
+                cost_usd: Some(0.5),
+                commit: None,
+                at: Some(at),
+            }),
+            ExecLine::Activity(ActivityLine {
+                at,
+                event: "run created".into(),
+                detail: None,
+            }),
+            ExecLine::Pause(PauseLine::of_state(&state, &pause)),
+            ExecLine::Result(Box::new(ResultLine::of_state(&state, Status::Paused, None))),
+            ExecLine::Result(Box::new(ResultLine::error(
+                Status::Refused,
+                None,
+                "no".into(),
+            ))),
+        ];
+        for line in &lines {
+            let value = serde_json::to_value(line).expect("serializes");
+            let errors: Vec<String> = validator
+                .iter_errors(&value)
+                .map(|e| e.to_string())
+                .collect();
+            assert!(errors.is_empty(), "{value}: {errors:?}");
+            let back: ExecLine = serde_json::from_value(value).expect("reads back");
+            assert_eq!(&back, line);
+        }
+        let ExecLine::Pause(pause_line) = &lines[7] else {
+            panic!("the pause line")
+        };
+        assert!(
+            pause_line.next.contains("--answer Q1=TEXT") && pause_line.next.contains("--jsonl"),
+            "{}",
+            pause_line.next
+        );
+        let mut wrong = serde_json::to_value(&lines[0]).expect("serializes");
+        wrong["schema"] = "autocode-exec/2".into();
+        assert!(!validator.is_valid(&wrong));
+        let mut extra = serde_json::to_value(&lines[6]).expect("serializes");
+        extra["verdict"] = "PASS".into();
+        assert!(!validator.is_valid(&extra), "lines are closed objects");
     }
 }
