@@ -283,6 +283,15 @@ pub fn follow(run: &RunId, workspace: &Path) -> Result<ExitCode, EdgeError> {
     let env: std::collections::BTreeMap<String, String> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
+    // `exec` prints a run's id as soon as the run exists, before its first checkpoint: while an
+    // autocode holds the new run, its state is waited for.
+    let dir = crate::run::runs_dir(&workspace).join(run.as_str());
+    while dir.is_dir() && !crate::run::driver::RunHandle::state_path(&dir).exists() {
+        match crate::store::RunLock::acquire(&dir.join("lock")) {
+            Err(crate::store::StoreError::Busy { .. }) => std::thread::sleep(POLL),
+            _ => break,
+        }
+    }
     let runtime = super::runtime()?;
     let found = runtime
         .block_on(crate::run::find_run(&workspace, Some(run), &env))

@@ -7,6 +7,7 @@ mod direct_local;
 mod direct_preflight;
 mod direct_ready;
 mod events_fixtures;
+mod exec_e2e;
 mod first_minutes;
 mod foreign_edit;
 mod layers;
