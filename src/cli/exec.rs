@@ -13,6 +13,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::context::Context;
+use super::notify::{Ended, after_run};
 use super::output;
 use crate::error::EdgeError;
 use crate::exec::follow::Follower;
@@ -190,14 +191,23 @@ fn finish(
     let opened = ui.close();
     match (outcome, opened) {
         (Err(e), None) => Ok(refused(workspace, super::run::run_error(e))),
-        (Err(e), Some((_, run_id))) => {
+        (Err(e), Some((dir, run_id))) => {
             let text = super::run::run_error(e).render();
             output::say!("{text}");
             out.emit(&ExecLine::Result(Box::new(ResultLine::error(
                 Status::Failed,
-                Some(run_id),
-                text,
+                Some(run_id.clone()),
+                text.clone(),
             ))));
+            after_run(
+                ctx,
+                workspace,
+                Ended::Failed {
+                    run_id: &run_id,
+                    run_dir: &dir,
+                    error: &text,
+                },
+            );
             Ok(ExitCode::from(Status::Failed.exit_code()))
         }
         // Another run held the place (PAUSED_RUN_BUSY): nothing was created or changed.
@@ -251,6 +261,7 @@ fn finish(
                 status,
                 summary.result.as_ref(),
             ))));
+            after_run(ctx, workspace, Ended::Summary(&summary));
             Ok(ExitCode::from(status.exit_code()))
         }
     }

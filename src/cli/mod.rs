@@ -18,6 +18,7 @@ mod doctor;
 mod events;
 mod exec;
 mod explain;
+mod notify;
 mod output;
 mod progress;
 mod providers;
@@ -84,6 +85,9 @@ pub enum Command {
     Connections(connections::ConnectionsCommand),
     /// The models a provider offers.
     Models(providers::ModelsArgs),
+    /// Notifications of runs that need a person, paused, completed or failed (`[notify]`).
+    #[command(subcommand)]
+    Notify(notify::NotifyCommand),
     /// Run any command under the process-ownership boundary and print its receipt.
     Supervise(supervise::SuperviseArgs),
     /// Explain a pause code and print the command that continues it.
@@ -140,6 +144,7 @@ pub fn main() -> ExitCode {
         Command::Capture(args) => run::capture(args),
         Command::Providers(command) => providers::run(command),
         Command::Models(args) => providers::models(args),
+        Command::Notify(command) => notify::run(command),
         Command::Connections(command) => connections::run(command),
         Command::Doctor(args) => doctor::run(args),
         Command::Conformance(args) => conformance::run(args),

@@ -281,6 +281,8 @@ pub struct CaptureArgs {
 pub struct TerminalUi {
     interactive: bool,
     progress: Arc<Progress>,
+    /// The run, once it exists (for the notification of a failure).
+    opened: Option<(PathBuf, RunId)>,
 }
 
 impl TerminalUi {
@@ -288,6 +290,7 @@ impl TerminalUi {
         Self {
             interactive: std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
             progress,
+            opened: None,
         }
     }
 
@@ -359,6 +362,47 @@ impl Interaction for TerminalUi {
     fn progress(&self) -> Option<Arc<dyn ProgressSink>> {
         Some(self.progress.clone())
     }
+
+    fn run_opened(&mut self, dir: &Path, state: &crate::run::state::RunState) {
+        self.opened = Some((dir.to_path_buf(), state.run_id.clone()));
+    }
+}
+
+/// Shows how the engine ended, then sends its notification (`cli::notify`).
+fn conclude(
+    ctx: &Context,
+    workspace: &Path,
+    ui: &TerminalUi,
+    outcome: Result<RunSummary, RunError>,
+    json: bool,
+) -> Result<ExitCode, EdgeError> {
+    use super::notify::{Ended, after_run};
+    match outcome {
+        Ok(summary) => {
+            let code = finish(summary.clone(), json)?;
+            after_run(ctx, workspace, Ended::Summary(&summary));
+            Ok(code)
+        }
+        Err(e) => {
+            let error = run_error(e);
+            if let Some((dir, run_id)) = &ui.opened {
+                let text = error.render();
+                // The error is shown first (as main would), then the notification is sent.
+                output::say!("{text}");
+                after_run(
+                    ctx,
+                    workspace,
+                    Ended::Failed {
+                        run_id,
+                        run_dir: dir,
+                        error: &text,
+                    },
+                );
+                return Ok(error.exit_code());
+            }
+            Err(error)
+        }
+    }
 }
 
 fn finish(summary: RunSummary, json: bool) -> Result<ExitCode, EdgeError> {
@@ -427,10 +471,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode, EdgeError> {
         Ok((ctx, opts, _)) if jsonl => super::exec::start(&ctx, opts),
         Ok((ctx, opts, args)) => {
             let mut ui = TerminalUi::with_progress(Progress::detect(args.quiet, args.json));
-            let summary = super::runtime()?
-                .block_on(api::start(&ctx.registry, &ctx.env, opts, &mut ui))
-                .map_err(run_error)?;
-            finish(summary, args.json)
+            let outcome =
+                super::runtime()?.block_on(api::start(&ctx.registry, &ctx.env, opts, &mut ui));
+            conclude(&ctx, &workspace, &ui, outcome, args.json)
         }
         Err(e) if jsonl => Ok(super::exec::refused(&workspace, e)),
         Err(e) => Err(e),
@@ -522,7 +565,7 @@ pub fn resume(args: ResumeArgs) -> Result<ExitCode, EdgeError> {
         Err(e) => return Err(e),
     };
     let opts = ResumeOptions {
-        workspace: args.workspace,
+        workspace: args.workspace.clone(),
         run: args.run,
         approve_plan: args.approve_plan,
         answers: args.answer,
@@ -542,10 +585,8 @@ pub fn resume(args: ResumeArgs) -> Result<ExitCode, EdgeError> {
         return super::exec::resume(&ctx, opts);
     }
     let mut ui = TerminalUi::with_progress(Progress::detect(args.quiet, args.json));
-    let summary = super::runtime()?
-        .block_on(api::resume(&ctx.registry, &ctx.env, opts, &mut ui))
-        .map_err(run_error)?;
-    finish(summary, args.json)
+    let outcome = super::runtime()?.block_on(api::resume(&ctx.registry, &ctx.env, opts, &mut ui));
+    conclude(&ctx, &args.workspace, &ui, outcome, args.json)
 }
 
 pub fn status(args: StatusArgs) -> Result<ExitCode, EdgeError> {
