@@ -15,6 +15,7 @@ mod ledger;
 mod ledger_race;
 mod ledger_shapes;
 mod netreach;
+mod notify_e2e;
 mod operator_e2e;
 mod preflight_e2e;
 mod result_e2e;
