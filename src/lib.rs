@@ -25,6 +25,7 @@ pub mod exec;
 pub mod gitindex;
 pub mod gittree;
 pub mod ids;
+pub mod mcp;
 pub mod notify;
 pub mod pause;
 pub mod prices;

@@ -18,6 +18,7 @@ mod doctor;
 mod events;
 mod exec;
 mod explain;
+mod mcp;
 mod notify;
 mod output;
 mod progress;
@@ -85,6 +86,9 @@ pub enum Command {
     Connections(connections::ConnectionsCommand),
     /// The models a provider offers.
     Models(providers::ModelsArgs),
+    /// The MCP server on stdio through which other agents delegate to autocode
+    /// (`mcp install --client claude|codex|opencode` registers it).
+    Mcp(mcp::McpArgs),
     /// Notifications of runs that need a person, paused, completed or failed (`[notify]`).
     #[command(subcommand)]
     Notify(notify::NotifyCommand),
@@ -145,6 +149,7 @@ pub fn main() -> ExitCode {
         Command::Providers(command) => providers::run(command),
         Command::Models(args) => providers::models(args),
         Command::Notify(command) => notify::run(command),
+        Command::Mcp(args) => mcp::run(args),
         Command::Connections(command) => connections::run(command),
         Command::Doctor(args) => doctor::run(args),
         Command::Conformance(args) => conformance::run(args),
