@@ -14,6 +14,7 @@ mod layers;
 mod ledger;
 mod ledger_race;
 mod ledger_shapes;
+mod mcp_e2e;
 mod netreach;
 mod notify_e2e;
 mod operator_e2e;
