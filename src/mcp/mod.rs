@@ -169,12 +169,17 @@ fn refusal(message: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message.into())])
 }
 
-fn run_id(run: &str) -> Result<RunId, CallToolResult> {
-    RunId::new(run).map_err(|e| refusal(format!("{run:?} is not a run id: {e}")))
+fn run_id(run: &str) -> Result<RunId, String> {
+    RunId::new(run).map_err(|e| format!("{run:?} is not a run id: {e}"))
 }
 
-fn workspace_path(workspace: &str) -> Result<PathBuf, CallToolResult> {
-    std::fs::canonicalize(workspace).map_err(|e| refusal(format!("workspace {workspace}: {e}")))
+fn workspace_path(workspace: &str) -> Result<PathBuf, String> {
+    std::fs::canonicalize(workspace).map_err(|e| format!("workspace {workspace}: {e}"))
+}
+
+/// The run and its (canonical) workspace a tool names.
+fn target(run: &str, workspace: &str) -> Result<(RunId, PathBuf), String> {
+    Ok((run_id(run)?, workspace_path(workspace)?))
 }
 
 /// What a state says of where the run stands.
@@ -275,9 +280,9 @@ impl Server {
         extra: Vec<String>,
         decision: String,
     ) -> CallToolResult {
-        let (id, ws) = match (run_id(run), workspace_path(workspace)) {
-            (Ok(id), Ok(ws)) => (id, ws),
-            (Err(e), _) | (_, Err(e)) => return e,
+        let (id, ws) = match target(run, workspace) {
+            Ok(target) => target,
+            Err(e) => return refusal(e),
         };
         if self.children.pid(id.as_str()).is_some() {
             return refusal(format!(
@@ -334,7 +339,7 @@ impl Server {
     async fn start_run(&self, Parameters(p): Parameters<StartRun>) -> CallToolResult {
         let ws = match workspace_path(&p.workspace) {
             Ok(ws) => ws,
-            Err(e) => return e,
+            Err(e) => return refusal(e),
         };
         let mut args: Vec<OsString> = vec![
             "exec".into(),
@@ -377,9 +382,9 @@ impl Server {
         description = "Where a run stands: running, paused (with what it asks and the decision that continues it) or complete (with its verified criteria and branch)."
     )]
     async fn run_status(&self, Parameters(p): Parameters<RunRef>) -> CallToolResult {
-        let (id, ws) = match (run_id(&p.run), workspace_path(&p.workspace)) {
-            (Ok(id), Ok(ws)) => (id, ws),
-            (Err(e), _) | (_, Err(e)) => return e,
+        let (id, ws) = match target(&p.run, &p.workspace) {
+            Ok(target) => target,
+            Err(e) => return refusal(e),
         };
         match self.state(&ws, &id).await {
             Ok((dir, state)) => text(&self.status_value(&dir, &state)),
@@ -394,9 +399,9 @@ impl Server {
         description = "Wait until the run changes (a stage, a pause, its completion) or the timeout passes, then return its status. Returns at once when nothing is working on the run."
     )]
     async fn wait_run(&self, Parameters(p): Parameters<WaitRun>) -> CallToolResult {
-        let (id, ws) = match (run_id(&p.run), workspace_path(&p.workspace)) {
-            (Ok(id), Ok(ws)) => (id, ws),
-            (Err(e), _) | (_, Err(e)) => return e,
+        let (id, ws) = match target(&p.run, &p.workspace) {
+            Ok(target) => target,
+            Err(e) => return refusal(e),
         };
         let timeout = Duration::from_secs(p.timeout_seconds.unwrap_or(50)).min(MAX_WAIT);
         let deadline = tokio::time::Instant::now() + timeout;
@@ -447,9 +452,9 @@ impl Server {
         description = "The run's autocode-exec/1 event lines (stage starts and ends, commands with the exec ledger's verdicts, activity) from a cursor; pass next_cursor to the next call."
     )]
     async fn run_events(&self, Parameters(p): Parameters<RunEvents>) -> CallToolResult {
-        let (id, ws) = match (run_id(&p.run), workspace_path(&p.workspace)) {
-            (Ok(id), Ok(ws)) => (id, ws),
-            (Err(e), _) | (_, Err(e)) => return e,
+        let (id, ws) = match target(&p.run, &p.workspace) {
+            Ok(target) => target,
+            Err(e) => return refusal(e),
         };
         let dir = crate::run::runs_dir(&ws).join(id.as_str());
         if !dir.is_dir() {
@@ -477,7 +482,7 @@ impl Server {
     async fn list_runs(&self, Parameters(p): Parameters<ListRuns>) -> CallToolResult {
         let ws = match workspace_path(&p.workspace) {
             Ok(ws) => ws,
-            Err(e) => return e,
+            Err(e) => return refusal(e),
         };
         let mut runs = Vec::new();
         let entries = std::fs::read_dir(crate::run::runs_dir(&ws))
@@ -511,9 +516,9 @@ impl Server {
     )]
     async fn explain_pause(&self, Parameters(p): Parameters<ExplainPause>) -> CallToolResult {
         if let (Some(run), Some(workspace)) = (&p.run, &p.workspace) {
-            let (id, ws) = match (run_id(run), workspace_path(workspace)) {
-                (Ok(id), Ok(ws)) => (id, ws),
-                (Err(e), _) | (_, Err(e)) => return e,
+            let (id, ws) = match target(run, workspace) {
+                Ok(target) => target,
+                Err(e) => return refusal(e),
             };
             return match self.state(&ws, &id).await {
                 Ok((_, state)) => match &state.pause {
@@ -636,9 +641,9 @@ impl Server {
         description = "Stop a run this server's autocode is working on: its running attempt ends and the run pauses PAUSED_INTERRUPTED (resume_run continues it)."
     )]
     async fn stop_run(&self, Parameters(p): Parameters<RunRef>) -> CallToolResult {
-        let (id, ws) = match (run_id(&p.run), workspace_path(&p.workspace)) {
-            (Ok(id), Ok(ws)) => (id, ws),
-            (Err(e), _) | (_, Err(e)) => return e,
+        let (id, ws) = match target(&p.run, &p.workspace) {
+            Ok(target) => target,
+            Err(e) => return refusal(e),
         };
         let Some(pid) = self.children.pid(id.as_str()) else {
             return refusal(format!(
@@ -664,9 +669,9 @@ impl Server {
         description = "Take a completed run's result (its branch) into the user's current branch (autocode apply), as a merge or one squashed commit."
     )]
     async fn apply_run(&self, Parameters(p): Parameters<ApplyRun>) -> CallToolResult {
-        let (id, ws) = match (run_id(&p.run), workspace_path(&p.workspace)) {
-            (Ok(id), Ok(ws)) => (id, ws),
-            (Err(e), _) | (_, Err(e)) => return e,
+        let (id, ws) = match target(&p.run, &p.workspace) {
+            Ok(target) => target,
+            Err(e) => return refusal(e),
         };
         let mut args: Vec<OsString> = vec![
             "apply".into(),
