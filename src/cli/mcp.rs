@@ -39,6 +39,7 @@ pub enum Client {
 
 #[derive(Debug, Args)]
 pub struct InstallArgs {
+    /// The agent CLI whose configuration gets the server.
     #[arg(long, value_enum)]
     pub client: Client,
     /// Register the server with --read-only.
