@@ -85,16 +85,29 @@ pub struct RunRef {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct WaitRun {
-    pub run: String,
+pub struct Observed {
+    /// The run id (default: the workspace's most recent run, as the CLI's `status`).
+    pub run: Option<String>,
+    /// The project the run belongs to: an absolute path.
     pub workspace: String,
-    /// How long to wait for a change, in seconds (default 50, at most 600).
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct WaitRun {
+    /// The run id (default: the workspace's most recent run).
+    pub run: Option<String>,
+    pub workspace: String,
+    /// How long to wait, in seconds (default 50, at most 600).
     pub timeout_seconds: Option<u64>,
+    /// Wait until the run pauses or completes (and nothing works on it) instead of for any
+    /// change.
+    pub settled: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct RunEvents {
-    pub run: String,
+    /// The run id (default: the workspace's most recent run).
+    pub run: Option<String>,
     pub workspace: String,
     /// The `next_cursor` of the previous call (default 0: from the start).
     pub cursor: Option<u64>,
@@ -223,6 +236,24 @@ impl Server {
             .await
             .map_err(|e| e.to_string())?;
         Ok((found.dir, found.state))
+    }
+
+    /// The run a tool observes: the one named, or the workspace's most recent one.
+    async fn observed(
+        &self,
+        run: Option<&str>,
+        workspace: &str,
+    ) -> Result<(RunId, PathBuf), String> {
+        let ws = workspace_path(workspace)?;
+        match run {
+            Some(run) => Ok((run_id(run)?, ws)),
+            None => {
+                let found = crate::run::find_run(&ws, None, &self.env)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok((found.state.run_id, ws))
+            }
+        }
     }
 
     fn status_value(&self, dir: &Path, state: &RunState) -> Value {
@@ -381,8 +412,8 @@ impl Server {
     #[tool(
         description = "Where a run stands: running, paused (with what it asks and the decision that continues it) or complete (with its verified criteria and branch)."
     )]
-    async fn run_status(&self, Parameters(p): Parameters<RunRef>) -> CallToolResult {
-        let (id, ws) = match target(&p.run, &p.workspace) {
+    async fn run_status(&self, Parameters(p): Parameters<Observed>) -> CallToolResult {
+        let (id, ws) = match self.observed(p.run.as_deref(), &p.workspace).await {
             Ok(target) => target,
             Err(e) => return refusal(e),
         };
@@ -396,10 +427,11 @@ impl Server {
     }
 
     #[tool(
-        description = "Wait until the run changes (a stage, a pause, its completion) or the timeout passes, then return its status. Returns at once when nothing is working on the run."
+        description = "Wait until the run changes (a stage, a pause, its completion) or, with settled, until it pauses or completes; or until the timeout passes. Returns its status; at once when nothing works on a paused or complete run."
     )]
     async fn wait_run(&self, Parameters(p): Parameters<WaitRun>) -> CallToolResult {
-        let (id, ws) = match target(&p.run, &p.workspace) {
+        let until_settled = p.settled == Some(true);
+        let (id, ws) = match self.observed(p.run.as_deref(), &p.workspace).await {
             Ok(target) => target,
             Err(e) => return refusal(e),
         };
@@ -427,6 +459,7 @@ impl Server {
                             first = Some(now);
                             None
                         }
+                        Some(_) if until_settled => settled.then_some(true),
                         Some(before) if *before != now => Some(true),
                         Some(_) => None,
                     };
@@ -452,7 +485,7 @@ impl Server {
         description = "The run's autocode-exec/1 event lines (stage starts and ends, commands with the exec ledger's verdicts, activity) from a cursor; pass next_cursor to the next call."
     )]
     async fn run_events(&self, Parameters(p): Parameters<RunEvents>) -> CallToolResult {
-        let (id, ws) = match target(&p.run, &p.workspace) {
+        let (id, ws) = match self.observed(p.run.as_deref(), &p.workspace).await {
             Ok(target) => target,
             Err(e) => return refusal(e),
         };

@@ -2,7 +2,8 @@
 //! `run_e2e`: start_run, wait_run to the plan-approval pause, a wrong token refused, approve_plan
 //! with the token the pause showed, wait_run to completion, run_events with a cursor, apply_run
 //! merging the branch, and the decisions recorded as made over MCP. `--read-only` offers only the
-//! observing tools.
+//! observing tools. And the pinned Claude Code, with `autocode mcp` as its MCP server and the
+//! scripted model as its model, delegates an objective whose inner run completes.
 
 use std::fs;
 use std::process::Command;
@@ -233,4 +234,130 @@ fn a_read_only_server_offers_only_the_observing_tools() {
         );
         client.cancel().await.expect("close");
     });
+}
+
+/// The pinned Claude Code, configured with `autocode mcp` as its MCP server and driven by the
+/// scripted model, delegates an objective: it calls start_run, then wait_run until the run
+/// settles, and the inner run (through the fake agent's CLI) completes.
+#[test]
+fn claude_code_delegates_an_objective_to_autocode_over_mcp() {
+    use autocode::scripted_model::{Action, Script, ScriptSyntax, ScriptedServer, ServerConfig};
+    use std::path::Path;
+    use std::process::Stdio;
+
+    let claude = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clis/node_modules/.bin/claude");
+    assert!(
+        claude.exists(),
+        "{} is missing: `npm ci --prefix tests/clis`",
+        claude.display()
+    );
+    let harness = Harness::new(script_with(&[]));
+    let ws = fs::canonicalize(harness.workspace())
+        .expect("workspace")
+        .display()
+        .to_string();
+    let outer = json!({"conversation": [{"name": "delegate", "step": [
+        {"kind": "tool", "name": "mcp__autocode__start_run",
+         "arguments": {"objective": "Create hello.txt containing hello", "workspace": ws,
+                       "provider": "fake", "yes": true}},
+        {"kind": "tool", "name": "mcp__autocode__wait_run",
+         "arguments": {"workspace": ws, "settled": true, "timeout_seconds": 300}},
+        {"kind": "text", "text": "autocode completed the objective; its result is on its branch."}
+    ]}]});
+    let script = Script::parse(
+        &outer.to_string(),
+        ScriptSyntax::Json,
+        Path::new("outer.json"),
+    )
+    .expect("the outer script");
+    let rt = runtime();
+    let server = rt
+        .block_on(ScriptedServer::start(ServerConfig::new(script)))
+        .expect("scripted model");
+    let mcp_config = json!({"mcpServers": {"autocode": {
+        "type": "stdio", "command": env!("CARGO_BIN_EXE_autocode"), "args": ["mcp"]
+    }}});
+    let home = harness.home();
+    let mut command = Command::new(&claude);
+    command
+        .env_clear()
+        .current_dir(&ws)
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("XDG_DATA_HOME", home.join(".local/share"))
+        .env("XDG_CACHE_HOME", home.join(".cache"))
+        .env("XDG_STATE_HOME", home.join(".local/state"))
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("LANG", "C.UTF-8")
+        .env("TERM", "dumb")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("ANTHROPIC_BASE_URL", server.base_url())
+        .env("ANTHROPIC_API_KEY", "dummy")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_ERROR_REPORTING", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("ENABLE_TOOL_SEARCH", "false")
+        .env("MCP_TOOL_TIMEOUT", "300000")
+        .args(["-p", "--output-format", "stream-json", "--verbose"])
+        .args(["--model", "mock-model", "--tools", "Bash"])
+        .arg("--mcp-config")
+        .arg(mcp_config.to_string())
+        .arg("--strict-mcp-config")
+        .args(["--permission-mode", "dontAsk"])
+        .args([
+            "--allowedTools",
+            "mcp__autocode__start_run,mcp__autocode__wait_run",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().expect("claude starts");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        let _ = stdin.write_all(b"Delegate to autocode: create hello.txt containing hello.\n");
+    }
+    let out = child.wait_with_output().expect("claude ends");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let describe = format!(
+        "rc {:?}\n--- stdout\n{stdout}\n--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = server.requests();
+    rt.block_on(server.shutdown());
+    assert_eq!(out.status.code(), Some(0), "{describe}");
+    let called: Vec<String> = log
+        .iter()
+        .filter(|e| e.action == Action::ToolCall)
+        .filter_map(|e| e.tool.clone())
+        .collect();
+    assert_eq!(
+        called,
+        ["mcp__autocode__start_run", "mcp__autocode__wait_run"],
+        "{describe}"
+    );
+    // What wait_run answered Claude Code: the run complete, with its verified criterion.
+    let results: Vec<String> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "user")
+        .flat_map(|e| {
+            e["message"]["content"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter(|block| block["type"] == "tool_result")
+        .map(|block| block["content"].to_string())
+        .collect();
+    assert_eq!(results.len(), 2, "{describe}");
+    assert!(
+        results[1].contains("complete") && results[1].contains("PASS"),
+        "{describe}"
+    );
+    let status = harness.status();
+    assert_eq!(status.code, Some(0), "{status:?}");
+    assert!(!status.json["completed_at"].is_null(), "{status:?}");
 }
