@@ -361,3 +361,84 @@ fn claude_code_delegates_an_objective_to_autocode_over_mcp() {
     assert_eq!(status.code, Some(0), "{status:?}");
     assert!(!status.json["completed_at"].is_null(), "{status:?}");
 }
+
+/// `mcp install` registers the server the client's own way: the pinned Claude Code and Codex
+/// CLIs' `mcp add` (their configuration files then name it), OpenCode's `opencode.json` (other
+/// members kept); `--dry-run` only prints.
+#[test]
+fn mcp_install_registers_the_server_with_each_client() {
+    let harness = Harness::new(script_with(&[]));
+    let home = harness.home();
+    let clis =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clis/node_modules/.bin");
+    let path = format!(
+        "{}:{}",
+        clis.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let install = |client: &str, extra: &[&str]| {
+        let mut args = vec!["mcp", "install", "--client", client];
+        args.extend_from_slice(extra);
+        let out = harness
+            .command(&args)
+            .env("PATH", &path)
+            .output()
+            .expect("autocode mcp install");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let bin = env!("CARGO_BIN_EXE_autocode");
+
+    let (code, stdout, stderr) = install("claude", &["--dry-run", "--read-only"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        stdout.trim(),
+        format!("claude mcp add --scope user autocode -- {bin} mcp --read-only")
+    );
+    assert!(
+        !home.join(".claude.json").exists(),
+        "a dry run changes nothing"
+    );
+
+    let (code, _, stderr) = install("claude", &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let claude: Value = serde_json::from_str(
+        &fs::read_to_string(home.join(".claude.json")).expect("claude's user config"),
+    )
+    .expect("JSON");
+    assert_eq!(
+        claude["mcpServers"]["autocode"]["command"], bin,
+        "{claude:#}"
+    );
+    assert_eq!(claude["mcpServers"]["autocode"]["args"], json!(["mcp"]));
+
+    let (code, _, stderr) = install("codex", &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let codex = fs::read_to_string(home.join(".codex/config.toml")).expect("codex config");
+    assert!(codex.contains("[mcp_servers.autocode]"), "{codex}");
+    assert!(codex.contains(&format!("command = \"{bin}\"")), "{codex}");
+
+    let opencode_json = home.join(".config/opencode/opencode.json");
+    fs::create_dir_all(opencode_json.parent().expect("dir")).expect("mkdir");
+    fs::write(&opencode_json, r#"{"model": "mock/mock-model"}"#).expect("seed");
+    let (code, stdout, _) = install("opencode", &["--dry-run"]);
+    assert_eq!(code, Some(0));
+    let shown: Value = serde_json::from_str(&stdout).expect("the config it would write");
+    assert_eq!(shown["mcp"]["autocode"]["command"], json!([bin, "mcp"]));
+    assert_eq!(
+        fs::read_to_string(&opencode_json).expect("unchanged"),
+        r#"{"model": "mock/mock-model"}"#
+    );
+    let (code, _, stderr) = install("opencode", &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let written: Value =
+        serde_json::from_str(&fs::read_to_string(&opencode_json).expect("written")).expect("JSON");
+    assert_eq!(written["model"], "mock/mock-model");
+    assert_eq!(
+        written["mcp"]["autocode"],
+        json!({"type": "local", "command": [bin, "mcp"], "enabled": true})
+    );
+}
