@@ -14,7 +14,7 @@ use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
-use super::run_e2e::{Harness, script_with};
+use super::run_e2e::{BUILD, CHECK, Harness, build_report, script_with};
 
 type Client = RunningService<rmcp::RoleClient, ()>;
 
@@ -441,4 +441,96 @@ fn mcp_install_registers_the_server_with_each_client() {
         written["mcp"]["autocode"],
         json!({"type": "local", "command": [bin, "mcp"], "enabled": true})
     );
+}
+
+/// stop_run ends the running attempt of a run the server works on: it pauses
+/// PAUSED_INTERRUPTED (the run's own Ctrl-C path), and resume_run continues it to completion.
+#[test]
+fn stop_run_pauses_a_working_run_and_resume_run_continues_it() {
+    let gate = tempfile::tempdir().expect("tempdir");
+    let go = gate.path().join("go");
+    let wait = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
+    let harness = Harness::new(script_with(&[(
+        "builder",
+        json!([
+            [{"run": wait}, {"run": BUILD}, {"run": CHECK}, build_report()],
+            [{"run": BUILD}, {"run": CHECK}, build_report()]
+        ]),
+    )]));
+    let ws = fs::canonicalize(harness.workspace())
+        .expect("workspace")
+        .display()
+        .to_string();
+    runtime().block_on(async {
+        let client = connect(&harness, &["mcp"]).await;
+        let (started, error) = call(
+            &client,
+            "start_run",
+            json!({"objective": "Create hello.txt containing hello", "workspace": ws,
+                   "provider": "fake", "yes": true}),
+        )
+        .await;
+        assert!(!error, "{started}");
+        let run = started["run_id"].as_str().expect("run id").to_owned();
+        // Until the builder's stage is the one running.
+        let mut building = false;
+        for _ in 0..40 {
+            let (events, _) =
+                call(&client, "run_events", json!({"run": run, "workspace": ws})).await;
+            if events["lines"].as_array().is_some_and(|l| {
+                l.iter()
+                    .any(|l| l["type"] == "stage_start" && l["role"] == "builder")
+            }) {
+                building = true;
+                break;
+            }
+            call(
+                &client,
+                "wait_run",
+                json!({"run": run, "workspace": ws, "timeout_seconds": 30}),
+            )
+            .await;
+        }
+        assert!(building, "the builder started");
+        let (stopped, error) =
+            call(&client, "stop_run", json!({"run": run, "workspace": ws})).await;
+        assert!(!error, "{stopped}");
+        let paused = call(
+            &client,
+            "wait_run",
+            json!({"run": run, "workspace": ws, "settled": true, "timeout_seconds": 120}),
+        )
+        .await
+        .0;
+        assert_eq!(paused["pause"]["code"], "PAUSED_INTERRUPTED", "{paused:#}");
+        let (again, error) = call(&client, "stop_run", json!({"run": run, "workspace": ws})).await;
+        assert!(error, "nothing works on it now: {again}");
+
+        // The stage runs again from the top (the fake agent replays its waiting step): let it pass.
+        fs::write(&go, "").expect("go");
+        // The cut-off attempt is kept; the pause names how to run its stage again.
+        let next = paused["pause"]["next"].as_str().unwrap_or_default();
+        let attempt = next
+            .split_whitespace()
+            .skip_while(|w| *w != "--abandon-stage")
+            .nth(1)
+            .unwrap_or_else(|| panic!("the attempt to set aside: {next}"))
+            .to_owned();
+        let (resumed, error) = call(
+            &client,
+            "resume_run",
+            json!({"run": run, "workspace": ws, "abandon_stage": attempt}),
+        )
+        .await;
+        assert!(!error, "{resumed}");
+        let done = call(
+            &client,
+            "wait_run",
+            json!({"run": run, "workspace": ws, "settled": true, "timeout_seconds": 120}),
+        )
+        .await
+        .0;
+        assert_eq!(done["standing"], "complete", "{done:#}");
+        client.cancel().await.expect("close");
+    });
 }
