@@ -6,6 +6,7 @@
 //! file and returns `Result<ExitCode, EdgeError>`.
 
 mod apply;
+mod chat;
 mod clean;
 mod completions;
 mod conformance;

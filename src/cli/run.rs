@@ -150,6 +150,13 @@ pub struct RunArgs {
     /// Print the `autocode-exec/1` JSON lines on stdout and ask nothing (docs/headless.md).
     #[arg(long, conflicts_with_all = ["json", "quiet"])]
     pub jsonl: bool,
+    /// Ask open questions and the plan approval on this terminal (the default when stdin and
+    /// stderr are terminals).
+    #[arg(long, conflicts_with = "no_chat")]
+    pub chat: bool,
+    /// Never ask on the terminal: questions and approvals become pauses.
+    #[arg(long)]
+    pub no_chat: bool,
 }
 
 #[derive(Debug, Args)]
@@ -204,6 +211,13 @@ pub struct ResumeArgs {
     /// Print the `autocode-exec/1` JSON lines on stdout and ask nothing (docs/headless.md).
     #[arg(long, conflicts_with_all = ["json", "quiet"])]
     pub jsonl: bool,
+    /// Ask open questions and the plan approval on this terminal (the default when stdin and
+    /// stderr are terminals).
+    #[arg(long, conflicts_with = "no_chat")]
+    pub chat: bool,
+    /// Never ask on the terminal: questions and approvals become pauses.
+    #[arg(long)]
+    pub no_chat: bool,
 }
 
 /// The longest objective autocode reads from a file or stdin.
@@ -286,6 +300,19 @@ pub struct TerminalUi {
 }
 
 impl TerminalUi {
+    /// `--chat` / `--no-chat`: `Some(false)` never asks; otherwise questions are asked when
+    /// stdin and stderr are terminals (off a terminal nothing changes).
+    pub fn with_chat(mut self, chat: Option<bool>) -> Self {
+        if chat == Some(false) {
+            self.interactive = false;
+        } else if chat == Some(true) && !self.interactive {
+            output::say!(
+                "--chat: stdin or stderr is not a terminal; questions and approvals become pauses"
+            );
+        }
+        self
+    }
+
     pub fn with_progress(progress: Arc<Progress>) -> Self {
         Self {
             interactive: std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
@@ -315,22 +342,13 @@ impl Interaction for TerminalUi {
         if !self.interactive {
             return None;
         }
-        let mut answers = Vec::new();
-        for q in questions {
-            let answer = self.ask(&format!(
-                "{}: {}\n  [Enter for the default: {}] > ",
-                q.id,
-                abridge(&q.question, LINE_MAX, FULL_TEXT),
-                abridge(&q.proposed_default, LINE_MAX, FULL_TEXT)
-            ))?;
-            let text = if answer.is_empty() {
-                q.proposed_default.clone()
-            } else {
-                answer
-            };
-            answers.push((q.id.clone(), text));
-        }
-        Some(answers)
+        let progress = self.progress.clone();
+        super::chat::answer_questions(
+            questions,
+            FULL_TEXT,
+            |prompt| self.ask(prompt),
+            |line| progress.suspend(|| output::say!("{line}")),
+        )
     }
 
     fn approve_plan(&mut self, plan: &PlanRevision) -> bool {
@@ -349,7 +367,7 @@ impl Interaction for TerminalUi {
             )
         });
         matches!(
-            self.ask(&format!("approve {}? [y/N] ", plan.token()))
+            self.ask(&format!("approve {}? [y/N, /pause] ", plan.token()))
                 .as_deref(),
             Some("y" | "Y" | "yes")
         )
@@ -470,7 +488,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode, EdgeError> {
     match start_options(args) {
         Ok((ctx, opts, _)) if jsonl => super::exec::start(&ctx, opts),
         Ok((ctx, opts, args)) => {
-            let mut ui = TerminalUi::with_progress(Progress::detect(args.quiet, args.json));
+            let mut ui = TerminalUi::with_progress(Progress::detect(args.quiet, args.json))
+                .with_chat(args.chat);
             let outcome =
                 super::runtime()?.block_on(api::start(&ctx.registry, &ctx.env, opts, &mut ui));
             conclude(&ctx, &workspace, &ui, outcome, args.json)
@@ -548,14 +567,25 @@ fn start_options(args: RunArgs) -> Result<(Context, StartOptions, OutputFlags), 
     let flags = OutputFlags {
         json: args.json,
         quiet: args.quiet,
+        chat: chat_choice(args.chat, args.no_chat),
     };
     Ok((ctx, opts, flags))
 }
 
-/// How a run's outcome is shown (`--json`, `--quiet`).
+/// How a run's outcome is shown (`--json`, `--quiet`), and whether it may ask (`--chat`).
 struct OutputFlags {
     json: bool,
     quiet: bool,
+    chat: Option<bool>,
+}
+
+/// `--chat` / `--no-chat` as a choice (`None`: by the terminal).
+fn chat_choice(chat: bool, no_chat: bool) -> Option<bool> {
+    match (chat, no_chat) {
+        (_, true) => Some(false),
+        (true, false) => Some(true),
+        (false, false) => None,
+    }
 }
 
 pub fn resume(args: ResumeArgs) -> Result<ExitCode, EdgeError> {
@@ -584,7 +614,8 @@ pub fn resume(args: ResumeArgs) -> Result<ExitCode, EdgeError> {
     if args.jsonl {
         return super::exec::resume(&ctx, opts);
     }
-    let mut ui = TerminalUi::with_progress(Progress::detect(args.quiet, args.json));
+    let mut ui = TerminalUi::with_progress(Progress::detect(args.quiet, args.json))
+        .with_chat(chat_choice(args.chat, args.no_chat));
     let outcome = super::runtime()?.block_on(api::resume(&ctx.registry, &ctx.env, opts, &mut ui));
     conclude(&ctx, &args.workspace, &ui, outcome, args.json)
 }

@@ -1,3 +1,4 @@
+mod chat_e2e;
 mod cli_foundation;
 mod conformance;
 mod demo;
