@@ -362,6 +362,41 @@ impl Server {
     }
 }
 
+/// `autocode exec` for `p`: every value attached to its flag (`--name=value`) and the objective
+/// after `--`, so nothing a caller sends can be read as another flag.
+fn exec_argv(p: StartRun, ws: &Path) -> Result<Vec<OsString>, String> {
+    let mut args: Vec<OsString> = vec!["exec".into(), "--workspace".into(), ws.into()];
+    let mut flag = |name: &str, value: String| args.push(format!("--{name}={value}").into());
+    if let Some(provider) = p.provider {
+        flag("provider", provider);
+    }
+    for (role, model) in p.models.unwrap_or_default() {
+        let name = match role.as_str() {
+            "requirements" | "planner" | "plan_reviewer" | "builder" | "tester" | "resolver" => {
+                format!("{}-model", role.replace('_', "-"))
+            }
+            "completion" | "completion_reviewer" => "completion-model".to_owned(),
+            other => return Err(format!("no role {other:?} to give a model")),
+        };
+        flag(&name, model);
+    }
+    if let Some(v) = p.max_usd {
+        flag("max-usd", v.to_string());
+    }
+    if let Some(v) = p.max_minutes {
+        flag("max-minutes", v.to_string());
+    }
+    if let Some(v) = p.max_tokens {
+        flag("max-tokens", v.to_string());
+    }
+    if p.yes == Some(true) {
+        args.push("--yes".into());
+    }
+    args.push("--".into());
+    args.push(p.objective.into());
+    Ok(args)
+}
+
 #[tool_router]
 impl Server {
     #[tool(
@@ -372,41 +407,10 @@ impl Server {
             Ok(ws) => ws,
             Err(e) => return refusal(e),
         };
-        let mut args: Vec<OsString> = vec![
-            "exec".into(),
-            p.objective.into(),
-            "--workspace".into(),
-            ws.clone().into_os_string(),
-        ];
-        let mut flag = |name: &str, value: String| {
-            args.push(format!("--{name}").into());
-            args.push(value.into());
-        };
-        if let Some(provider) = p.provider {
-            flag("provider", provider);
+        match exec_argv(p, &ws) {
+            Ok(args) => self.launch(args, &ws).await,
+            Err(e) => refusal(e),
         }
-        for (role, model) in p.models.unwrap_or_default() {
-            let name = match role.as_str() {
-                "requirements" | "planner" | "plan_reviewer" | "builder" | "tester"
-                | "resolver" => format!("{}-model", role.replace('_', "-")),
-                "completion" | "completion_reviewer" => "completion-model".to_owned(),
-                other => return refusal(format!("no role {other:?} to give a model")),
-            };
-            flag(&name, model);
-        }
-        if let Some(v) = p.max_usd {
-            flag("max-usd", v.to_string());
-        }
-        if let Some(v) = p.max_minutes {
-            flag("max-minutes", v.to_string());
-        }
-        if let Some(v) = p.max_tokens {
-            flag("max-tokens", v.to_string());
-        }
-        if p.yes == Some(true) {
-            args.push("--yes".into());
-        }
-        self.launch(args, &ws).await
     }
 
     #[tool(
@@ -587,8 +591,7 @@ impl Server {
         }
         let mut extra = Vec::new();
         for (id, answer) in &p.answers {
-            extra.push("--answer".to_owned());
-            extra.push(format!("{id}={answer}"));
+            extra.push(format!("--answer={id}={answer}"));
         }
         let ids: Vec<&str> = p.answers.keys().map(String::as_str).collect();
         let decision = format!("answer_questions {}", ids.join(", "));
@@ -604,7 +607,7 @@ impl Server {
         self.resume_with(
             &p.run,
             &p.workspace,
-            vec!["--approve-plan".into(), p.token],
+            vec![format!("--approve-plan={}", p.token)],
             decision,
         )
         .await
@@ -616,7 +619,7 @@ impl Server {
     async fn review_criterion(&self, Parameters(p): Parameters<ReviewCriterion>) -> CallToolResult {
         let (extra, decision) = if p.accept {
             (
-                vec!["--accept".to_owned(), p.criterion.clone()],
+                vec![format!("--accept={}", p.criterion)],
                 format!("review_criterion accept {}", p.criterion),
             )
         } else {
@@ -625,10 +628,8 @@ impl Server {
             };
             (
                 vec![
-                    "--reject".to_owned(),
-                    p.criterion.clone(),
-                    "--because".to_owned(),
-                    reason,
+                    format!("--reject={}", p.criterion),
+                    format!("--because={reason}"),
                 ],
                 format!("review_criterion reject {}", p.criterion),
             )
@@ -659,8 +660,7 @@ impl Server {
             extra.push("--wait".to_owned());
         }
         if let Some(stage) = &p.abandon_stage {
-            extra.push("--abandon-stage".to_owned());
-            extra.push(stage.clone());
+            extra.push(format!("--abandon-stage={stage}"));
         }
         if p.accept_transport_change == Some(true) {
             extra.push("--accept-transport-change".to_owned());
@@ -742,6 +742,9 @@ impl Server {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Server {
