@@ -1,6 +1,7 @@
 //! `autocode events normalize --transport opencode|codex|claude FILE [--report FILE] [--json]`:
 //! reads a raw stage log (or any captured stream) and prints the normalized events, the final
 //! report and the stop class. The tool to reach for when a CLI update changes its output.
+//! `autocode events --follow RUN --jsonl` follows a run (`cli::exec::follow`).
 
 use std::io::{BufReader, Write};
 use std::path::PathBuf;
@@ -10,6 +11,22 @@ use clap::{Args, Subcommand, ValueEnum};
 
 use crate::error::EdgeError;
 use crate::events::{self, TransportKind};
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct EventsArgs {
+    #[command(subcommand)]
+    pub command: Option<EventsCommand>,
+    /// Follow this run's events until no autocode works on it (with --jsonl).
+    #[arg(long, value_name = "RUN", requires = "jsonl")]
+    pub follow: Option<crate::ids::RunId>,
+    /// The project the run belongs to (default: the current directory).
+    #[arg(long, default_value = ".")]
+    pub workspace: PathBuf,
+    /// Print the `autocode-exec/1` JSON lines (docs/headless.md).
+    #[arg(long, requires = "follow")]
+    pub jsonl: bool,
+}
 
 #[derive(Debug, Subcommand)]
 pub enum EventsCommand {
@@ -39,8 +56,17 @@ pub struct NormalizeArgs {
     pub json: bool,
 }
 
-pub fn run(command: EventsCommand) -> Result<ExitCode, EdgeError> {
-    let EventsCommand::Normalize(args) = command;
+pub fn run(args: EventsArgs) -> Result<ExitCode, EdgeError> {
+    match (args.command, args.follow) {
+        (Some(EventsCommand::Normalize(args)), _) => normalize(args),
+        (None, Some(run)) => super::exec::follow(&run, &args.workspace),
+        (None, None) => Err(EdgeError::usage(
+            "events needs a subcommand (normalize) or --follow RUN --jsonl",
+        )),
+    }
+}
+
+fn normalize(args: NormalizeArgs) -> Result<ExitCode, EdgeError> {
     let transport = match args.transport {
         TransportArg::Opencode => TransportKind::Opencode,
         TransportArg::Codex => TransportKind::Codex,

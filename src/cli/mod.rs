@@ -6,6 +6,7 @@
 //! file and returns `Result<ExitCode, EdgeError>`.
 
 mod apply;
+mod chat;
 mod clean;
 mod completions;
 mod conformance;
@@ -17,7 +18,10 @@ mod direct;
 mod direct_setup;
 mod doctor;
 mod events;
+mod exec;
 mod explain;
+mod mcp;
+mod notify;
 mod output;
 mod progress;
 mod providers;
@@ -51,6 +55,9 @@ pub struct Cli {
 pub enum Command {
     /// Take an objective through the team of agents (also: `autocode "OBJECTIVE"`).
     Run(Box<run::RunArgs>),
+    /// `run --jsonl`: the whole run headless, as `autocode-exec/1` JSON lines on stdout (exit 0
+    /// complete, 1 failed, 2 refused, 3 paused; docs/headless.md).
+    Exec(Box<run::RunArgs>),
     /// The whole pipeline offline: a bundled task through a real CLI against the scripted model.
     Demo(demo::DemoArgs),
     /// Continue a paused or interrupted run.
@@ -73,14 +80,20 @@ pub enum Command {
     /// Qualify a CLI version: the probe and its fault variants against the scripted model
     /// (or a real account), recorded in the provider matrix.
     Conformance(conformance::ConformanceArgs),
-    /// Normalize a captured CLI stream into autocode's events.
-    #[command(subcommand)]
-    Events(events::EventsCommand),
+    /// Normalize a captured CLI stream into autocode's events, or follow a run's events
+    /// (`--follow RUN --jsonl`).
+    Events(events::EventsArgs),
     /// Providers' sign-in state and login commands.
     #[command(subcommand)]
     Connections(connections::ConnectionsCommand),
     /// The models a provider offers.
     Models(providers::ModelsArgs),
+    /// The MCP server on stdio through which other agents delegate to autocode
+    /// (`mcp install --client claude|codex|opencode` registers it).
+    Mcp(mcp::McpArgs),
+    /// Notifications of runs that need a person, paused, completed or failed (`[notify]`).
+    #[command(subcommand)]
+    Notify(notify::NotifyCommand),
     /// Run any command under the process-ownership boundary and print its receipt.
     Supervise(supervise::SuperviseArgs),
     /// Explain a pause code and print the command that continues it.
@@ -126,6 +139,10 @@ pub fn main() -> ExitCode {
     output::init_tracing(cli.verbose);
     let outcome = match cli.command {
         Command::Run(args) => run::run(*args),
+        Command::Exec(mut args) => {
+            args.jsonl = true;
+            run::run(*args)
+        }
         Command::Resume(args) => run::resume(args),
         Command::Demo(args) => demo::run(args),
         Command::Status(args) => run::status(args),
@@ -135,6 +152,8 @@ pub fn main() -> ExitCode {
         Command::Capture(args) => run::capture(args),
         Command::Providers(command) => providers::run(command),
         Command::Models(args) => providers::models(args),
+        Command::Notify(command) => notify::run(command),
+        Command::Mcp(args) => mcp::run(args),
         Command::Connections(command) => connections::run(command),
         Command::Doctor(args) => doctor::run(args),
         Command::Conformance(args) => conformance::run(args),

@@ -147,6 +147,16 @@ pub struct RunArgs {
     /// Print only the outcome (no stage lines, no live progress).
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Print the `autocode-exec/1` JSON lines on stdout and ask nothing (docs/headless.md).
+    #[arg(long, conflicts_with_all = ["json", "quiet"])]
+    pub jsonl: bool,
+    /// Ask open questions and the plan approval on this terminal (the default when stdin and
+    /// stderr are terminals).
+    #[arg(long, conflicts_with = "no_chat")]
+    pub chat: bool,
+    /// Never ask on the terminal: questions and approvals become pauses.
+    #[arg(long)]
+    pub no_chat: bool,
 }
 
 #[derive(Debug, Args)]
@@ -198,6 +208,16 @@ pub struct ResumeArgs {
     /// Print only the outcome (no stage lines, no live progress).
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Print the `autocode-exec/1` JSON lines on stdout and ask nothing (docs/headless.md).
+    #[arg(long, conflicts_with_all = ["json", "quiet"])]
+    pub jsonl: bool,
+    /// Ask open questions and the plan approval on this terminal (the default when stdin and
+    /// stderr are terminals).
+    #[arg(long, conflicts_with = "no_chat")]
+    pub chat: bool,
+    /// Never ask on the terminal: questions and approvals become pauses.
+    #[arg(long)]
+    pub no_chat: bool,
 }
 
 /// The longest objective autocode reads from a file or stdin.
@@ -275,13 +295,29 @@ pub struct CaptureArgs {
 pub struct TerminalUi {
     interactive: bool,
     progress: Arc<Progress>,
+    /// The run, once it exists (for the notification of a failure).
+    opened: Option<(PathBuf, RunId)>,
 }
 
 impl TerminalUi {
+    /// `--chat` / `--no-chat`: `Some(false)` never asks; otherwise questions are asked when
+    /// stdin and stderr are terminals (off a terminal nothing changes).
+    pub fn with_chat(mut self, chat: Option<bool>) -> Self {
+        if chat == Some(false) {
+            self.interactive = false;
+        } else if chat == Some(true) && !self.interactive {
+            output::say!(
+                "--chat: stdin or stderr is not a terminal; questions and approvals become pauses"
+            );
+        }
+        self
+    }
+
     pub fn with_progress(progress: Arc<Progress>) -> Self {
         Self {
             interactive: std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
             progress,
+            opened: None,
         }
     }
 
@@ -306,22 +342,13 @@ impl Interaction for TerminalUi {
         if !self.interactive {
             return None;
         }
-        let mut answers = Vec::new();
-        for q in questions {
-            let answer = self.ask(&format!(
-                "{}: {}\n  [Enter for the default: {}] > ",
-                q.id,
-                abridge(&q.question, LINE_MAX, FULL_TEXT),
-                abridge(&q.proposed_default, LINE_MAX, FULL_TEXT)
-            ))?;
-            let text = if answer.is_empty() {
-                q.proposed_default.clone()
-            } else {
-                answer
-            };
-            answers.push((q.id.clone(), text));
-        }
-        Some(answers)
+        let progress = self.progress.clone();
+        super::chat::answer_questions(
+            questions,
+            FULL_TEXT,
+            |prompt| self.ask(prompt),
+            |line| progress.suspend(|| output::say!("{line}")),
+        )
     }
 
     fn approve_plan(&mut self, plan: &PlanRevision) -> bool {
@@ -340,7 +367,7 @@ impl Interaction for TerminalUi {
             )
         });
         matches!(
-            self.ask(&format!("approve {}? [y/N] ", plan.token()))
+            self.ask(&format!("approve {}? [y/N, /pause] ", plan.token()))
                 .as_deref(),
             Some("y" | "Y" | "yes")
         )
@@ -352,6 +379,47 @@ impl Interaction for TerminalUi {
 
     fn progress(&self) -> Option<Arc<dyn ProgressSink>> {
         Some(self.progress.clone())
+    }
+
+    fn run_opened(&mut self, dir: &Path, state: &crate::run::state::RunState) {
+        self.opened = Some((dir.to_path_buf(), state.run_id.clone()));
+    }
+}
+
+/// Shows how the engine ended, then sends its notification (`cli::notify`).
+fn conclude(
+    ctx: &Context,
+    workspace: &Path,
+    ui: &TerminalUi,
+    outcome: Result<RunSummary, RunError>,
+    json: bool,
+) -> Result<ExitCode, EdgeError> {
+    use super::notify::{Ended, after_run};
+    match outcome {
+        Ok(summary) => {
+            let code = finish(summary.clone(), json)?;
+            after_run(ctx, workspace, Ended::Summary(&summary));
+            Ok(code)
+        }
+        Err(e) => {
+            let error = run_error(e);
+            if let Some((dir, run_id)) = &ui.opened {
+                let text = error.render();
+                // The error is shown first (as main would), then the notification is sent.
+                output::say!("{text}");
+                after_run(
+                    ctx,
+                    workspace,
+                    Ended::Failed {
+                        run_id,
+                        run_dir: dir,
+                        error: &text,
+                    },
+                );
+                return Ok(error.exit_code());
+            }
+            Err(error)
+        }
     }
 }
 
@@ -388,7 +456,7 @@ fn finish(summary: RunSummary, json: bool) -> Result<ExitCode, EdgeError> {
     }
 }
 
-fn run_error(e: RunError) -> EdgeError {
+pub(super) fn run_error(e: RunError) -> EdgeError {
     match e {
         RunError::Find(find) => find_error(find),
         RunError::Key(key) => EdgeError::usage(RunError::Key(key)).hint(KEY_HINT),
@@ -416,6 +484,23 @@ pub(super) fn find_error(e: crate::run::FindRunError) -> EdgeError {
 }
 
 pub fn run(args: RunArgs) -> Result<ExitCode, EdgeError> {
+    let (jsonl, workspace) = (args.jsonl, args.workspace.clone());
+    match start_options(args) {
+        Ok((ctx, opts, _)) if jsonl => super::exec::start(&ctx, opts),
+        Ok((ctx, opts, args)) => {
+            let mut ui = TerminalUi::with_progress(Progress::detect(args.quiet, args.json))
+                .with_chat(args.chat);
+            let outcome =
+                super::runtime()?.block_on(api::start(&ctx.registry, &ctx.env, opts, &mut ui));
+            conclude(&ctx, &workspace, &ui, outcome, args.json)
+        }
+        Err(e) if jsonl => Ok(super::exec::refused(&workspace, e)),
+        Err(e) => Err(e),
+    }
+}
+
+/// What `run` was asked, as the engine takes it (and the flags of how to show it).
+fn start_options(args: RunArgs) -> Result<(Context, StartOptions, OutputFlags), EdgeError> {
     let ctx = Context::from_process()?;
     let mut models = BTreeMap::new();
     let mut efforts = BTreeMap::new();
@@ -479,17 +564,38 @@ pub fn run(args: RunArgs) -> Result<ExitCode, EdgeError> {
         no_auto_select: args.no_auto_select,
         recheck: args.recheck,
     };
-    let mut ui = TerminalUi::with_progress(Progress::detect(args.quiet, args.json));
-    let summary = super::runtime()?
-        .block_on(api::start(&ctx.registry, &ctx.env, opts, &mut ui))
-        .map_err(run_error)?;
-    finish(summary, args.json)
+    let flags = OutputFlags {
+        json: args.json,
+        quiet: args.quiet,
+        chat: chat_choice(args.chat, args.no_chat),
+    };
+    Ok((ctx, opts, flags))
+}
+
+/// How a run's outcome is shown (`--json`, `--quiet`), and whether it may ask (`--chat`).
+struct OutputFlags {
+    json: bool,
+    quiet: bool,
+    chat: Option<bool>,
+}
+
+/// `--chat` / `--no-chat` as a choice (`None`: by the terminal).
+fn chat_choice(chat: bool, no_chat: bool) -> Option<bool> {
+    match (chat, no_chat) {
+        (_, true) => Some(false),
+        (true, false) => Some(true),
+        (false, false) => None,
+    }
 }
 
 pub fn resume(args: ResumeArgs) -> Result<ExitCode, EdgeError> {
-    let ctx = Context::from_process()?;
+    let ctx = match Context::from_process() {
+        Ok(ctx) => ctx,
+        Err(e) if args.jsonl => return Ok(super::exec::refused(&args.workspace, e)),
+        Err(e) => return Err(e),
+    };
     let opts = ResumeOptions {
-        workspace: args.workspace,
+        workspace: args.workspace.clone(),
         run: args.run,
         approve_plan: args.approve_plan,
         answers: args.answer,
@@ -505,11 +611,13 @@ pub fn resume(args: ResumeArgs) -> Result<ExitCode, EdgeError> {
         budgets: args.budgets.budgets(),
         scripted_local: args.scripted_local_endpoint,
     };
-    let mut ui = TerminalUi::with_progress(Progress::detect(args.quiet, args.json));
-    let summary = super::runtime()?
-        .block_on(api::resume(&ctx.registry, &ctx.env, opts, &mut ui))
-        .map_err(run_error)?;
-    finish(summary, args.json)
+    if args.jsonl {
+        return super::exec::resume(&ctx, opts);
+    }
+    let mut ui = TerminalUi::with_progress(Progress::detect(args.quiet, args.json))
+        .with_chat(chat_choice(args.chat, args.no_chat));
+    let outcome = super::runtime()?.block_on(api::resume(&ctx.registry, &ctx.env, opts, &mut ui));
+    conclude(&ctx, &args.workspace, &ui, outcome, args.json)
 }
 
 pub fn status(args: StatusArgs) -> Result<ExitCode, EdgeError> {

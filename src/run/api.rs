@@ -316,6 +316,7 @@ pub async fn start(
     state.in_place_requested = opts.in_place;
     let mut handle = RunHandle::new(run_dir, state);
     handle.activity("run created", Some(&opts.objective))?;
+    ui.run_opened(&handle.dir, &handle.state);
     if opts.unconfined {
         let note =
             "started --unconfined: the agents run without their room (ownership boundary only)";
@@ -566,6 +567,7 @@ pub async fn resume(
         )?;
     }
     let mut handle = RunHandle::new(dir, state);
+    ui.run_opened(&handle.dir, &handle.state);
     if handle.state.phase == Phase::Complete {
         drop(lock);
         return Ok(finished_summary(&handle, DriveOutcome::Complete, &env_map, ui).await);

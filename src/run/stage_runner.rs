@@ -152,4 +152,7 @@ pub trait Interaction {
     fn progress(&self) -> Option<Arc<dyn ProgressSink>> {
         None
     }
+    /// The run's directory holds its state: `api::start` says so once the run exists, and
+    /// `api::resume` once it holds the run's lock (before anything runs). Nothing by default.
+    fn run_opened(&mut self, _dir: &std::path::Path, _state: &RunState) {}
 }

@@ -102,6 +102,8 @@ pub enum PlanError {
         looked_for: &'static str,
         offered: String,
     },
+    #[error("the request offers no tool {name}; offered: {offered}")]
+    NoSuchTool { name: String, offered: String },
 }
 
 /// Shell tools by name, in preference order.
@@ -209,6 +211,24 @@ fn plan_unshielded(step: &Step, request: &ModelRequest, turn: usize) -> Result<P
                     None,
                     CODEX_MAX_YIELD_MS,
                 )?,
+            };
+            answer(thinking, None, Some(call))
+        }
+        Step::Tool {
+            name,
+            arguments,
+            thinking,
+            ..
+        } => {
+            let Some(tool) = request.tool(name) else {
+                return Err(PlanError::NoSuchTool {
+                    name: name.clone(),
+                    offered: request.tool_names().join(", "),
+                });
+            };
+            let call = ToolCall {
+                name: tool.name.clone(),
+                arguments: arguments.clone(),
             };
             answer(thinking, None, Some(call))
         }
@@ -464,6 +484,31 @@ mod tests {
     fn shell_without_a_shell_tool_is_an_error() {
         let result = plan_step(&shell("ls"), &request(vec![tool("read", json!({}))]), 0);
         assert!(matches!(result, Err(PlanError::NoShellTool { .. })));
+    }
+
+    #[test]
+    fn a_tool_step_calls_the_offered_tool_by_name_or_is_unplayable() {
+        let step = Step::Tool {
+            name: "mcp__autocode__start_run".into(),
+            arguments: json!({"objective": "x", "workspace": "/w"}),
+            thinking: None,
+            repeat: 1,
+        };
+        let offered = request(vec![
+            tool("Bash", json!({})),
+            tool(
+                "mcp__autocode__start_run",
+                json!({"properties":{"objective":{}}}),
+            ),
+        ]);
+        let call = tool_call(plan_step(&step, &offered, 0).unwrap());
+        assert_eq!(call.name, "mcp__autocode__start_run");
+        assert_eq!(call.arguments, json!({"objective": "x", "workspace": "/w"}));
+        let result = plan_step(&step, &request(vec![tool("Bash", json!({}))]), 0);
+        assert!(
+            matches!(&result, Err(PlanError::NoSuchTool { offered, .. }) if offered == "Bash"),
+            "{result:?}"
+        );
     }
 
     #[test]

@@ -73,7 +73,7 @@ pub enum TurnCounting {
     SinceLastPrompt,
 }
 
-/// One step. Turn steps (`shell`, `write_file`, `text`, `report`, `length`) each answer one
+/// One step. Turn steps (`shell`, `write_file`, `tool`, `text`, `report`, `length`) each answer one
 /// assistant turn (`repeat` consecutive turns). Fault steps (`http_error`, `hang`, `garbage`)
 /// produce no turn: they are served `times` times (counted per conversation, across requests)
 /// to the requests for the next turn step, then that turn step answers.
@@ -100,6 +100,16 @@ pub enum Step {
     WriteFile {
         path: String,
         content: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thinking: Option<String>,
+        #[serde(default = "one")]
+        repeat: u32,
+    },
+    /// Call the offered tool `name` (an MCP server's `mcp__server__tool`, any tool the request
+    /// offers) with these arguments.
+    Tool {
+        name: String,
+        arguments: Value,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         thinking: Option<String>,
         #[serde(default = "one")]
@@ -164,6 +174,7 @@ impl Step {
         match self {
             Step::Shell { .. } => "shell",
             Step::WriteFile { .. } => "write_file",
+            Step::Tool { .. } => "tool",
             Step::Text { .. } => "text",
             Step::Report { .. } => "report",
             Step::Length { .. } => "length",
@@ -178,6 +189,7 @@ impl Step {
         match self {
             Step::Shell { repeat, .. }
             | Step::WriteFile { repeat, .. }
+            | Step::Tool { repeat, .. }
             | Step::Text { repeat, .. }
             | Step::Report { repeat, .. }
             | Step::Length { repeat, .. } => Some(*repeat),

@@ -660,6 +660,30 @@ pub struct InFamilyOutput {
     pub stderr: Vec<u8>,
 }
 
+/// Starts a command as an ordinary child of this process, like [`run_in_current_family`], and
+/// hands it back running: stdin closed, stdout piped, stderr discarded, not killed when the
+/// handle is dropped. Only for autocode itself: the `autocode exec` / `resume --jsonl` children
+/// of `autocode mcp` (each the boundary of the agents it starts), which the server follows and
+/// may stop, and which finish their run if the server goes away.
+pub fn spawn_in_current_family(
+    program: &OsString,
+    args: &[OsString],
+    cwd: &Path,
+) -> Result<tokio::process::Child, LaunchError> {
+    tokio::process::Command::new(program)
+        .args(args)
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(false)
+        .spawn()
+        .map_err(|source| LaunchError::Spawn {
+            program: program.clone(),
+            source,
+        })
+}
+
 /// Runs a command as an ordinary child of this process, inside whatever family this process
 /// already belongs to, without a boundary of its own. Only for commands autocode runs *on an
 /// agent's behalf from inside that agent's family* (`autocode capture`: the agent's boundary
