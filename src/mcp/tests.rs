@@ -1,3 +1,5 @@
+//! Tests of `mcp`.
+
 use super::*;
 
 fn parse(argv: Vec<OsString>) -> crate::cli::Command {

@@ -1,3 +1,5 @@
+//! Tests of `notify`.
+
 use super::*;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

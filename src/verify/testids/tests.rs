@@ -1,3 +1,5 @@
+//! Tests of `verify::testids`.
+
 use std::path::Path;
 
 use super::*;
