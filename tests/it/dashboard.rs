@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::dashboard_client::{Dashboard, hostile_builder, only_run};
-use super::run_e2e::{Harness, script_with, wait_until};
+use super::run_e2e::{Harness, asking_one_question, script_with, wait_until};
 
 #[test]
 fn every_path_needs_the_right_host_and_the_token() {
@@ -638,15 +638,7 @@ fn scorecards_are_scenario_stats_of_the_folders_given_and_the_shipped_matrix() {
 
 #[test]
 fn open_questions_are_answered_through_the_server() {
-    let asking = json!([{"report": {
-        "summary": "A greeting file.",
-        "goals": ["a greeting file exists"],
-        "constraints": [],
-        "acceptance_criteria": [{"id": "AC1", "text": "hello.txt contains exactly hello",
-                                "covers": ["Create hello.txt containing hello"]}],
-        "open_questions": [{"id": "Q1", "question": "Which file name?",
-                            "proposed_default": "hello.txt"}]
-    }}]);
+    let asking = asking_one_question();
     let harness = Harness::new(script_with(&[("requirements", json!([asking]))]));
     harness.run(&[]).assert_paused("WAITING_FOR_USER");
     let (_, id) = only_run(&harness);

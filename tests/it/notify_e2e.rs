@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::run_e2e::{Harness, script_with};
+use super::run_e2e::{Harness, asking_one_question, script_with};
 
 fn write_config(harness: &Harness, notify: &str) {
     let dir = harness.home().join(".config/autocode");
@@ -40,15 +40,7 @@ fn activity(harness: &Harness) -> Vec<Value> {
 
 #[test]
 fn a_run_notifies_needs_person_then_complete_through_the_recording_command() {
-    let asking = json!([{"report": {
-        "summary": "A greeting file.",
-        "goals": ["hello.txt exists"],
-        "constraints": [],
-        "acceptance_criteria": [{"id": "AC1", "text": "hello.txt contains exactly hello",
-                                "covers": ["Create hello.txt containing hello"]}],
-        "open_questions": [{"id": "Q1", "question": "Which file name?",
-                            "proposed_default": "hello.txt"}]
-    }}]);
+    let asking = asking_one_question();
     let harness = Harness::new(script_with(&[("requirements", json!([asking]))]));
     let record = harness.home().join("record.txt");
     write_config(&harness, &recorder(&record));

@@ -1410,9 +1410,9 @@ fn run_in_a_hostile_workspace_uses_only_the_users_provider() {
     assert_eq!(fs::read_to_string(&outside).expect("outside"), "outside\n");
 }
 
-#[test]
-fn run_waits_for_answers_and_plan_approval_without_yes() {
-    let asking = json!([{"report": {
+/// A requirements stage that reports one open question (`Q1`, default `hello.txt`).
+pub(super) fn asking_one_question() -> Value {
+    json!([{"report": {
         "summary": "A greeting file.",
         "goals": ["hello.txt exists"],
         "constraints": [],
@@ -1420,7 +1420,12 @@ fn run_waits_for_answers_and_plan_approval_without_yes() {
                                 "covers": ["Create hello.txt containing hello"]}],
         "open_questions": [{"id": "Q1", "question": "Which file name?",
                             "proposed_default": "hello.txt"}]
-    }}]);
+    }}])
+}
+
+#[test]
+fn run_waits_for_answers_and_plan_approval_without_yes() {
+    let asking = asking_one_question();
     let harness = Harness::new(script_with(&[("requirements", json!([asking]))]));
     let waiting = harness.run(&[]);
     waiting.assert_paused("WAITING_FOR_USER");
