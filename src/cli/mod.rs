@@ -14,6 +14,8 @@ mod context;
 mod demo;
 mod direct;
 mod direct_setup;
+#[cfg(test)]
+mod doc_commands;
 mod doctor;
 mod events;
 mod explain;

@@ -125,21 +125,36 @@ pub struct Endpoint {
     /// Ask for streamed responses (a server that answers plain JSON is read as such).
     #[serde(default = "streams")]
     pub stream: bool,
+    /// The response cap the runtime requests (`max_tokens`, `max_output_tokens`): absent, the
+    /// runtime's default ([`crate::direct::runtime::DEFAULT_MAX_OUTPUT_TOKENS`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
     #[serde(default, rename = "model")]
     pub models: Vec<EndpointModel>,
 }
 
 impl Endpoint {
-    /// What the transport identity records (no key).
+    /// What the transport identity records (no key). The response cap appears only when set,
+    /// so endpoints saved before the setting existed keep their identity.
     pub fn identity(&self) -> Value {
-        json!({
+        let mut identity = json!({
             "endpoint": self.name,
             "kind": self.kind.as_str(),
             "base_url": self.base_url,
             "protocol": self.protocol.as_str(),
             "token_field": self.token_field,
             "models": self.models,
-        })
+        });
+        if let Some(cap) = self.max_output_tokens {
+            identity["max_output_tokens"] = json!(cap);
+        }
+        identity
+    }
+
+    /// The response cap requested of this endpoint's models.
+    pub fn output_cap(&self) -> u32 {
+        self.max_output_tokens
+            .unwrap_or(crate::direct::runtime::DEFAULT_MAX_OUTPUT_TOKENS)
     }
 }
 
@@ -358,6 +373,35 @@ impl Connections {
         })
     }
 
+    /// What keeps the configured endpoints from serving a run, each with the command that fixes
+    /// it (empty: configured). `connections check` and `doctor` both say these.
+    pub fn setup_problems(&self) -> Vec<String> {
+        if self.file.endpoints.is_empty() {
+            return vec![
+                "no direct endpoint is configured: autocode connections setup --name NAME --kind KIND --model ID=FAMILY [--key-stdin]".to_owned(),
+            ];
+        }
+        let mut problems = Vec::new();
+        for endpoint in &self.file.endpoints {
+            if endpoint.kind.needs_key() && !self.has_key(endpoint) {
+                problems.push(format!(
+                    "endpoint {name} has no key stored for {url}: printf %s \"$KEY\" | autocode connections setup --name {name} --kind {kind} --key-stdin",
+                    name = endpoint.name,
+                    url = endpoint.base_url,
+                    kind = endpoint.kind.as_str(),
+                ));
+            }
+            if endpoint.models.is_empty() {
+                problems.push(format!(
+                    "endpoint {name} names no model: autocode connections setup --name {name} --kind {kind} --model ID=FAMILY",
+                    name = endpoint.name,
+                    kind = endpoint.kind.as_str(),
+                ));
+            }
+        }
+        problems
+    }
+
     fn auth_path(&self) -> PathBuf {
         self.dir.join("auth.json")
     }
@@ -479,6 +523,7 @@ mod tests {
             protocol: kind.default_protocol(),
             token_field: kind.default_token_field(),
             stream: true,
+            max_output_tokens: None,
             models: models
                 .iter()
                 .map(|(id, family)| EndpointModel {
