@@ -24,6 +24,8 @@ pub mod events;
 pub mod gitindex;
 pub mod gittree;
 pub mod ids;
+pub mod local;
+pub mod models;
 pub mod pause;
 pub mod prices;
 pub mod provider;
