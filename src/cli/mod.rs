@@ -19,6 +19,7 @@ mod doc_commands;
 mod doctor;
 mod events;
 mod explain;
+mod local;
 mod output;
 mod progress;
 mod providers;
@@ -80,8 +81,11 @@ pub enum Command {
     /// Providers' sign-in state and login commands.
     #[command(subcommand)]
     Connections(connections::ConnectionsCommand),
-    /// The models a provider offers.
+    /// The models a provider offers (`--catalogue`: autocode's model catalogue).
     Models(providers::ModelsArgs),
+    /// Local models: which fit this machine.
+    #[command(subcommand)]
+    Local(local::LocalCommand),
     /// Run any command under the process-ownership boundary and print its receipt.
     Supervise(supervise::SuperviseArgs),
     /// Explain a pause code and print the command that continues it.
@@ -134,6 +138,7 @@ pub fn main() -> ExitCode {
         Command::Capture(args) => run::capture(args),
         Command::Providers(command) => providers::run(command),
         Command::Models(args) => providers::models(args),
+        Command::Local(command) => local::run(command),
         Command::Connections(command) => connections::run(command),
         Command::Doctor(args) => doctor::run(args),
         Command::Conformance(args) => conformance::run(args),

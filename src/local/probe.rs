@@ -97,10 +97,17 @@ pub async fn probe_machine(home: Option<&Path>) -> MachineProbe {
         unified_memory = true;
         gpus.retain(|g| g.memory_bytes.is_some());
     }
-    let memory_bandwidth_gbs = measure_copy_bandwidth();
-    notes.push(
-        "system memory bandwidth: one thread copying 64 MiB (all cores read faster, so system-memory speeds are conservative)".to_owned(),
-    );
+    // One thread, then one per core (up to 8): the better of the two (on a busy machine the
+    // threads compete with other work, and one thread may get a core alone).
+    let memory_bandwidth_gbs = [measure_copy_bandwidth(1), measure_copy_bandwidth(cores)]
+        .into_iter()
+        .flatten()
+        .reduce(f64::max);
+    notes.push(format!(
+        "system memory bandwidth: the better of 1 and {} thread{} copying 32 MiB each, measured now (a busy machine measures less)",
+        cores.clamp(1, 8),
+        if cores == 1 { "" } else { "s" }
+    ));
     let free_disk_bytes = home.and_then(|h| match free_disk(h) {
         Ok(bytes) => Some(bytes),
         Err(e) => {
@@ -223,22 +230,38 @@ fn tegra() -> bool {
         .is_ok_and(|c| String::from_utf8_lossy(&c).contains("nvidia,tegra"))
 }
 
-/// GB/s of one thread copying 64 MiB three times (read and write counted), bounded to well
-/// under a second.
-fn measure_copy_bandwidth() -> Option<f64> {
-    const SIZE: usize = 64 << 20;
-    let source = vec![1u8; SIZE];
-    let mut target = vec![0u8; SIZE];
-    target.copy_from_slice(&source); // touch the pages first
-    let started = Instant::now();
-    let mut rounds = 0u32;
-    while rounds < 3 && started.elapsed() < Duration::from_millis(300) {
-        target.copy_from_slice(&source);
-        std::hint::black_box(&target);
-        rounds += 1;
+/// GB/s of `threads` threads each copying 32 MiB three times (read and write counted), as
+/// generation reads weights on every core; bounded to well under a second.
+fn measure_copy_bandwidth(threads: u32) -> Option<f64> {
+    const SIZE: usize = 32 << 20;
+    let threads = threads.clamp(1, 8) as usize;
+    let mut buffers: Vec<(Vec<u8>, Vec<u8>)> = (0..threads)
+        .map(|_| (vec![1u8; SIZE], vec![0u8; SIZE]))
+        .collect();
+    for (source, target) in &mut buffers {
+        target.copy_from_slice(source); // touch the pages first
     }
+    let started = Instant::now();
+    let rounds: Vec<u32> = std::thread::scope(|scope| {
+        let handles: Vec<_> = buffers
+            .iter_mut()
+            .map(|(source, target)| {
+                scope.spawn(move || {
+                    let mut rounds = 0u32;
+                    while rounds < 3 && started.elapsed() < Duration::from_millis(300) {
+                        target.copy_from_slice(source);
+                        std::hint::black_box(&*target);
+                        rounds += 1;
+                    }
+                    rounds
+                })
+            })
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    });
     let seconds = started.elapsed().as_secs_f64();
-    (seconds > 0.0).then(|| (2 * SIZE) as f64 * f64::from(rounds) / seconds / 1e9)
+    let copied: u32 = rounds.iter().sum();
+    (seconds > 0.0 && copied > 0).then(|| (2 * SIZE) as f64 * f64::from(copied) / seconds / 1e9)
 }
 
 fn free_disk(path: &Path) -> Result<u64, nix::Error> {

@@ -13,6 +13,7 @@ mod layers;
 mod ledger;
 mod ledger_race;
 mod ledger_shapes;
+mod local_cli;
 mod netreach;
 mod operator_e2e;
 mod preflight_e2e;
