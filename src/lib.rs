@@ -11,6 +11,8 @@
 //! - [`supervise`]: the process-ownership boundary; the only place that starts processes and the
 //!   only place with `unsafe`.
 //! - [`scripted_model`]: a loopback model server that lets the real CLIs run offline.
+//! - [`models`]: the model catalogue as data (prices, windows, local facts); [`local`]: which
+//!   of its local models fit this machine.
 //! - [`cli`]: the command-line surface; [`error`]: the edge error with exit codes and hints.
 
 pub mod agent_env;

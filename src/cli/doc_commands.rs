@@ -46,9 +46,8 @@ fn autocode_part(line: &str) -> Option<&str> {
         let assignments_only = before
             .split_whitespace()
             .all(|w| w.contains('=') && !w.starts_with('-'));
-        if !(before.trim_end().ends_with('|') || before.trim_end().ends_with("&&"))
-            && !assignments_only
-        {
+        let piped = before.trim_end().ends_with('|') || before.trim_end().ends_with("&&");
+        if !piped && !assignments_only {
             return None;
         }
         at
