@@ -4,6 +4,7 @@ mod demo;
 mod direct_e2e;
 mod direct_fake;
 mod direct_local;
+mod direct_onboarding;
 mod direct_preflight;
 mod direct_ready;
 mod events_fixtures;
