@@ -141,7 +141,7 @@ pub enum CatalogueError {
 }
 
 /// The merged catalogue, ordered by id.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Catalogue {
     pub models: Vec<ModelEntry>,
     /// The files merged, built-in first.
@@ -149,13 +149,16 @@ pub struct Catalogue {
 }
 
 impl Catalogue {
-    /// The compiled-in catalogue alone (checked by a test, so a malformed file cannot ship).
+    /// The compiled-in catalogue alone, parsed once (checked by a test, so a malformed file
+    /// cannot ship).
     pub fn builtin() -> Catalogue {
-        let models = parse(Path::new(BUILTIN_SOURCE), BUILTIN_TOML).unwrap_or_default();
-        Catalogue {
-            models,
-            sources: vec![BUILTIN_SOURCE.to_owned()],
-        }
+        static BUILTIN: std::sync::OnceLock<Catalogue> = std::sync::OnceLock::new();
+        BUILTIN
+            .get_or_init(|| Catalogue {
+                models: parse(Path::new(BUILTIN_SOURCE), BUILTIN_TOML).unwrap_or_default(),
+                sources: vec![BUILTIN_SOURCE.to_owned()],
+            })
+            .clone()
     }
 
     /// The built-in catalogue with the user's file (when it exists) merged over it: a user entry
@@ -203,13 +206,23 @@ impl Catalogue {
             .filter_map(|m| m.local.as_ref().map(|l| (m, l)))
     }
 
-    /// The newest price of the model a route names: the id itself or the id followed by a `-`
-    /// suffix (a dated snapshot), after any `provider/` prefix; the longest id wins.
-    pub fn price_for(&self, model: &str) -> Option<&Price> {
-        let bare = model.rsplit('/').next().unwrap_or(model);
+    /// The entries the model a route names matches: the id itself or the id followed by a `-`
+    /// suffix (a dated snapshot), after any `provider/` prefix.
+    fn matching<'a>(&'a self, model: &str) -> impl Iterator<Item = &'a ModelEntry> + use<'a> {
+        let bare = model.rsplit('/').next().unwrap_or(model).to_owned();
         self.models
             .iter()
-            .filter(|m| bare == m.id || bare.starts_with(&format!("{}-", m.id)))
+            .filter(move |m| bare == m.id || bare.starts_with(&format!("{}-", m.id)))
+    }
+
+    /// The entry of the model a route names (the longest matching id).
+    pub fn entry_for(&self, model: &str) -> Option<&ModelEntry> {
+        self.matching(model).max_by_key(|m| m.id.len())
+    }
+
+    /// The newest price of the model a route names (the longest matching id with a price).
+    pub fn price_for(&self, model: &str) -> Option<&Price> {
+        self.matching(model)
             .flat_map(|m| m.price.iter().map(move |p| (m.id.len(), p)))
             .max_by(|(a_len, a), (b_len, b)| a_len.cmp(b_len).then(a.date.cmp(&b.date)))
             .map(|(_, p)| p)
