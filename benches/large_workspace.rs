@@ -14,9 +14,9 @@ use std::time::Instant;
 use autocode::gittree::SnapshotPath;
 use autocode::gittree::watch::WatchClock;
 use autocode::run::replay;
-use autocode::run::treediff::Comparison;
 use autocode::run::vtree::VerifyTree;
 use autocode::snapshot::{self, Snapshotter, StatCache, Taken};
+use autocode::verify::treediff::Comparison;
 
 fn env() -> BTreeMap<String, String> {
     ["PATH", "HOME"]

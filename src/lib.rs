@@ -10,15 +10,20 @@
 //! - [`events`]: reads each CLI's raw stream into one normalized event stream.
 //! - [`supervise`]: the process-ownership boundary; the only place that starts processes and the
 //!   only place with `unsafe`.
+//! - [`verify`]: what "verified" means, as pure judgments of texts, trees and check output:
+//!   the objective's units and commands, vacuous checks, test counts and names, test files and
+//!   tree differences (the run engine replays and decides through `run::gate`).
 //! - [`scripted_model`]: a loopback model server that lets the real CLIs run offline.
 //! - [`models`]: the model catalogue as data (prices, windows, local facts); [`local`]: which
 //!   of its local models fit this machine.
+//! - [`dashboard`]: the local web view of runs and their decisions (`autocode dashboard`).
 //! - [`cli`]: the command-line surface; [`error`]: the edge error with exit codes and hints.
 
 pub mod agent_env;
 pub mod bounded_read;
 pub mod cli;
 pub mod conformance;
+pub mod dashboard;
 pub mod demo;
 pub mod direct;
 pub mod error;
@@ -41,3 +46,4 @@ pub mod store;
 pub mod supervise;
 pub mod term_text;
 pub mod transport;
+pub mod verify;

@@ -157,7 +157,7 @@ fn words_of(command: &str) -> Option<Vec<String>> {
         return None;
     }
     let mut words = Vec::new();
-    for word in crate::run::shellwords::words(&command) {
+    for word in crate::verify::shellwords::words(&command) {
         if word.starts_with('(') || PROSE.contains(&word.as_str()) || word.ends_with(',') {
             break; // `autocode resume RUN (optionally …)`: prose from here.
         }

@@ -118,6 +118,9 @@ pub struct RoomCheck {
     /// What the host lacks to keep an `--in-place` builder's `.git` and `.autocode/` read-only
     /// (`None`: it can; worktree runs do not need it).
     pub in_place_holes_missing: Option<String>,
+    /// Why a person's edits during a builder stage cannot be told apart from the builder's
+    /// (`None`: they can: a fanotify mark on the work tree's mount).
+    pub foreign_edit_watch_missing: Option<String>,
 }
 
 /// Whether this host can keep an in-place builder's `.git` and `.autocode/` read-only.
@@ -232,6 +235,7 @@ pub async fn diagnose(
         writable: super::providers::effective_writable(ctx, resolved),
         unreadable: crate::run::confine::state_key_dir(&agent_env.kept),
         in_place_holes_missing: in_place_holes_missing(),
+        foreign_edit_watch_missing: crate::run::runner::foreign_edit_watch_missing(workspace),
     };
     for missing in &room.room_missing {
         problems.push(format!(
@@ -444,6 +448,14 @@ fn render(r: &DoctorReport) -> String {
         ),
         Some(missing) => out.push_str(&format!(
             "     --in-place runs: unavailable, missing {missing} (they refuse to start unless --unconfined; worktree runs are unaffected)\n"
+        )),
+    }
+    match &r.room.foreign_edit_watch_missing {
+        None => out.push_str(
+            "     a person's edits during a builder stage: told apart from the builder's (a fanotify mark on the work tree's mount)\n",
+        ),
+        Some(why) => out.push_str(&format!(
+            "     a person's edits during a builder stage: not told apart ({why}); a builder stage's changes are then all taken as the builder's\n"
         )),
     }
     if !r.withheld_env.is_empty() {

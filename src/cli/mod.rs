@@ -11,6 +11,7 @@ mod completions;
 mod conformance;
 mod connections;
 mod context;
+mod dashboard;
 mod demo;
 mod direct;
 mod direct_setup;
@@ -90,6 +91,8 @@ pub enum Command {
     Supervise(supervise::SuperviseArgs),
     /// Explain a pause code and print the command that continues it.
     Explain(explain::ExplainArgs),
+    /// A local web view of the runs: live events, diffs, evidence and the decisions they wait for.
+    Dashboard(dashboard::DashboardArgs),
     /// The scripted model server: real CLIs against a script, offline.
     #[command(subcommand)]
     ScriptedModel(scripted_model::ScriptedModelCommand),
@@ -145,6 +148,7 @@ pub fn main() -> ExitCode {
         Command::Events(command) => events::run(command),
         Command::Supervise(args) => supervise::run(args),
         Command::Explain(args) => explain::run(args),
+        Command::Dashboard(args) => dashboard::run(args),
         Command::ScriptedModel(command) => scripted_model::run(command),
         Command::Scenario(command) => scenario::run(command),
         Command::Completions(args) => completions::completions(args),

@@ -536,29 +536,10 @@ pub fn status(args: StatusArgs) -> Result<ExitCode, EdgeError> {
     let mut state = found.state;
     // An attempt still `running` while nobody holds the run's lock was cut off (autocode was
     // killed, or the machine stopped): show it as interrupted, with the step that continues it.
-    if state.pause.is_none()
-        && state.completed_at.is_none()
-        && let Some(attempt) = state
-            .attempts
-            .iter()
-            .rev()
-            .find(|a| matches!(a.status, crate::run::state::AttemptStatus::Running))
+    if let Some(cut_off) = crate::run::cut_off_pause(&state)
         && crate::store::RunLock::acquire(&found.dir.join("lock")).is_ok()
     {
-        state.pause = Some(crate::run::state::PauseRecord {
-            code: crate::pause::PauseCode::PausedInterrupted,
-            reason: format!(
-                "autocode is not running, but attempt {} ({}) was left running: autocode was stopped mid-stage",
-                attempt.dir, attempt.role
-            ),
-            next_step: format!(
-                "autocode resume {} (it judges the attempt from its artifacts)",
-                state.run_id
-            ),
-            at: chrono::Utc::now(),
-            attempt: Some(attempt.dir.clone()),
-            resume_after: None,
-        });
+        state.pause = Some(cut_off);
     }
     if args.json {
         output::print_json(&state)?;

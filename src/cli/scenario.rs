@@ -70,6 +70,10 @@ pub struct RunArgs {
     /// Run only this shard of the jobs, I/N with I counted from 1.
     #[arg(long)]
     pub shard: Option<String>,
+    /// Leave out the cases carrying this tag (repeatable): `--exclude-tag gate-only` runs the
+    /// cases whose outcome can depend on the CLI.
+    #[arg(long = "exclude-tag", value_name = "TAG")]
+    pub exclude_tags: Vec<String>,
     /// Run this many jobs at a time, each in a process of its own.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub jobs: u32,
@@ -210,6 +214,14 @@ fn run_cases(args: RunArgs) -> Result<ExitCode, EdgeError> {
     let cases = load(&args.catalog)?;
     let selected =
         catalog::select(&cases, &args.names, &args.catalog.catalog).map_err(EdgeError::usage)?;
+    let (selected, left_out) = catalog::without_tags(selected, &args.exclude_tags);
+    if !left_out.is_empty() {
+        output::say!(
+            "left out by tag ({}): {}",
+            args.exclude_tags.join(", "),
+            left_out.join(", ")
+        );
+    }
     let profiles: Vec<Profile> = args
         .profiles
         .iter()

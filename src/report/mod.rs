@@ -253,8 +253,17 @@ mod tests {
                 .iter()
                 .map(|v| v.as_str().unwrap())
                 .collect();
+            // A top-level field is required, or optional and nullable (as `set_aside_commands`
+            // of the brief is): a strict API is then told it is required and may answer null.
             for field in kind.top_level_fields() {
-                assert!(required.contains(&field.as_str()), "{field} not required");
+                let nullable = match &schema["properties"][&field]["type"] {
+                    Value::Array(types) => types.contains(&json!("null")),
+                    other => other == "null",
+                };
+                assert!(
+                    required.contains(&field.as_str()) || nullable,
+                    "{field} neither required nor nullable"
+                );
             }
             // And every property of every object of what a strict API is handed.
             let mut objects = vec![strict_schema(&kind.cli_schema())];
@@ -279,6 +288,34 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A brief's `set_aside_commands` is optional: absent, null, or entries with a reason.
+    #[test]
+    fn a_briefs_set_asides_are_optional() {
+        let mut brief = json!({
+            "summary": "s", "goals": ["g"], "constraints": [],
+            "acceptance_criteria": [{"id": "a", "text": "t", "covers": ["x"]}],
+            "open_questions": []
+        });
+        assert_eq!(validate(ReportKind::Requirements, &brief), Ok(()));
+        for aside in [
+            json!(null),
+            json!([]),
+            json!([{"command": "make e2e", "reason": "needs a browser this machine lacks"}]),
+        ] {
+            brief["set_aside_commands"] = aside;
+            assert_eq!(validate(ReportKind::Requirements, &brief), Ok(()));
+        }
+        brief["set_aside_commands"] = json!([{"command": "make e2e"}]);
+        assert!(validate(ReportKind::Requirements, &brief).is_err());
+        let strict = strict_schema(&ReportKind::Requirements.cli_schema());
+        assert!(
+            strict["required"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("set_aside_commands"))
+        );
     }
 
     /// A plan's `prepare` is optional (a plan without it, as before the field, is valid; null

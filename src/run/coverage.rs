@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::objective::units;
 use super::state::{Finding, RunState};
+use crate::verify::objective::units;
 
 /// Lowercase, backticks and emphasis dropped, whitespace collapsed: how quotes are compared.
 pub fn normalize(text: &str) -> String {

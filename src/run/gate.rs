@@ -10,11 +10,11 @@ use super::replay_verdicts;
 use super::review;
 use super::stage_runner::{ReplayResult, ReplayTree, StageRunner};
 use super::state::{CriterionResult, RunState};
-use super::treediff::Comparison;
-use super::verify;
 use super::witness;
 use crate::pause::PauseCode;
 use crate::role::Role;
+use crate::verify;
+use crate::verify::treediff::Comparison;
 
 /// Saves the base tree before the first stage, and runs the plan's checks on it before the plan
 /// review and before a build (each check once). `Ok(Err(pause))` pauses.
@@ -231,7 +231,7 @@ pub(super) async fn judge_test_changes<R: StageRunner>(
             shown.push_str(&format!(
                 "- `{}`: {}\n",
                 r.command,
-                super::treediff::cut(&replay_verdicts::failure(r), 1500)
+                crate::verify::treediff::cut(&replay_verdicts::failure(r), 1500)
             ));
         }
     }
@@ -273,7 +273,7 @@ pub(super) async fn judge_test_changes<R: StageRunner>(
         format!(
             "the tests changed ({what}) and the change needs a person; the test diff and the output are in {}:\n{}",
             path.display(),
-            super::treediff::cut(&shown, 4000)
+            crate::verify::treediff::cut(&shown, 4000)
         ),
     )))
 }
@@ -304,7 +304,7 @@ pub(super) fn ask_people(
             p.milestone + 1,
             p.why,
             path.display(),
-            super::treediff::cut(&p.shown, 2000)
+            crate::verify::treediff::cut(&p.shown, 2000)
         ));
     }
     run.activity("awaiting human review", None)?;
@@ -440,7 +440,7 @@ pub(super) async fn find_witnesses<R: StageRunner>(
 mod tests {
     use super::*;
     use crate::run::flow::tests::new_state;
-    use crate::run::testcount::TestTally;
+    use crate::verify::testcount::TestTally;
 
     #[test]
     fn a_check_that_runs_fewer_tests_than_on_the_base_is_a_test_change() {
@@ -471,7 +471,7 @@ mod tests {
                 names
                     .iter()
                     .map(|n| n.to_string())
-                    .collect::<crate::run::testids::TestIds>(),
+                    .collect::<crate::verify::testids::TestIds>(),
             )
         };
         let check = |passed: bool, names: &[&str]| verify::BaseCheck {

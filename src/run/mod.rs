@@ -27,7 +27,6 @@ mod interrupt;
 pub mod isolation;
 pub mod layers;
 pub mod loaded_config;
-pub mod objective;
 pub mod preflight;
 pub mod prepare;
 pub mod progress;
@@ -37,15 +36,9 @@ pub mod replay_verdicts;
 pub mod review;
 pub mod room_refusal;
 pub mod runner;
-pub mod shellwords;
 pub mod stage_runner;
 pub mod state;
-pub mod testcount;
-pub mod testfiles;
-pub mod testids;
-pub mod treediff;
 pub mod trust;
-pub mod verify;
 pub mod vtree;
 pub mod witness;
 pub mod workspace;
@@ -181,6 +174,34 @@ pub async fn find_run(
     best.ok_or(FindRunError::NoneVerified { dir, skipped })
 }
 
+/// The pause a run shows when an attempt is still recorded `running` but no process drives
+/// it (the caller knows nobody holds its lock): autocode was stopped mid-stage. `None` when the
+/// run is paused, complete, or has no running attempt. `status` and the dashboard show it.
+pub fn cut_off_pause(state: &RunState) -> Option<state::PauseRecord> {
+    if state.pause.is_some() || state.completed_at.is_some() {
+        return None;
+    }
+    let attempt = state
+        .attempts
+        .iter()
+        .rev()
+        .find(|a| matches!(a.status, AttemptStatus::Running))?;
+    Some(state::PauseRecord {
+        code: crate::pause::PauseCode::PausedInterrupted,
+        reason: format!(
+            "autocode is not running, but attempt {} ({}) was left running: autocode was stopped mid-stage",
+            attempt.dir, attempt.role
+        ),
+        next_step: format!(
+            "autocode resume {} (it judges the attempt from its artifacts)",
+            state.run_id
+        ),
+        at: chrono::Utc::now(),
+        attempt: Some(attempt.dir.clone()),
+        resume_after: None,
+    })
+}
+
 /// One run directory as `autocode runs` lists it: verified, or why not.
 #[derive(Debug, serde::Serialize)]
 pub struct RunListing {
@@ -210,6 +231,18 @@ pub async fn list_runs(
     workspace: &Path,
     env: &BTreeMap<String, String>,
 ) -> Result<Vec<RunListing>, FindRunError> {
+    Ok(list_verified_runs(workspace, env)
+        .await?
+        .into_iter()
+        .map(|(listing, _)| listing)
+        .collect())
+}
+
+/// [`list_runs`], each listing with the state it verified (`None` for a refused run).
+pub async fn list_verified_runs(
+    workspace: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<Vec<(RunListing, Option<RunState>)>, FindRunError> {
     let dir = runs_dir(workspace);
     let tracked = trust::tracked_run_dirs(workspace, env)
         .await
@@ -217,7 +250,7 @@ pub async fn list_runs(
             run: "(any)".into(),
             source,
         })?;
-    let mut listings: Vec<RunListing> = std::fs::read_dir(&dir)
+    let mut listings: Vec<(RunListing, Option<RunState>)> = std::fs::read_dir(&dir)
         .into_iter()
         .flatten()
         .flatten()
@@ -237,33 +270,39 @@ pub async fn list_runs(
                 trust::verify_untracked(workspace, &path)
             };
             match verified {
-                Ok(state) => RunListing {
-                    run_id,
-                    dir: path,
-                    summary: Some(RunListingSummary {
-                        phase: phase_name(&state),
-                        pause: state.pause.as_ref().map(|p| p.code.to_string()),
-                        created_at: state.created_at,
-                        updated_at: state.updated_at,
-                        objective: state
-                            .objective
-                            .lines()
-                            .next()
-                            .unwrap_or_default()
-                            .to_owned(),
-                    }),
-                    refused: None,
-                },
-                Err(e) => RunListing {
-                    run_id,
-                    dir: path,
-                    summary: None,
-                    refused: Some(e.to_string()),
-                },
+                Ok(state) => (
+                    RunListing {
+                        run_id,
+                        dir: path,
+                        summary: Some(RunListingSummary {
+                            phase: phase_name(&state),
+                            pause: state.pause.as_ref().map(|p| p.code.to_string()),
+                            created_at: state.created_at,
+                            updated_at: state.updated_at,
+                            objective: state
+                                .objective
+                                .lines()
+                                .next()
+                                .unwrap_or_default()
+                                .to_owned(),
+                        }),
+                        refused: None,
+                    },
+                    Some(state),
+                ),
+                Err(e) => (
+                    RunListing {
+                        run_id,
+                        dir: path,
+                        summary: None,
+                        refused: Some(e.to_string()),
+                    },
+                    None,
+                ),
             }
         })
         .collect();
-    listings.sort_by(|a, b| {
+    listings.sort_by(|(a, _), (b, _)| {
         let key = |l: &RunListing| l.summary.as_ref().map(|s| s.updated_at);
         key(b).cmp(&key(a)).then_with(|| a.run_id.cmp(&b.run_id))
     });
@@ -379,7 +418,7 @@ pub fn render_status(state: &RunState) -> String {
     let v = &state.verification;
     if !v.objective_commands.is_empty() {
         out.push_str("commands the objective shows (required checks are replayed by the final gate whatever the plan says):\n");
-        out.push_str(&objective::describe(
+        out.push_str(&crate::verify::objective::describe(
             &v.objective_commands,
             &flow::milestones(state),
         ));

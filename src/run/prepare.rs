@@ -216,7 +216,7 @@ mod tests {
         // The plan reviewer is told a check whose steps failed on the base did not run there.
         state.verification.base_checks.insert(
             "npm test".into(),
-            crate::run::verify::BaseCheck {
+            crate::verify::BaseCheck {
                 passed: false,
                 detail: format!("{COULD_NOT_PREPARE} the prepare step `npm ci` ended with exit 1"),
                 tests: Default::default(),

@@ -10,11 +10,11 @@ use serde_json::Value;
 use super::flow::{StagePlan, criteria_of, milestones};
 use super::prepare::COULD_NOT_PREPARE;
 use super::state::RunState;
-use super::treediff::Comparison;
-use super::verify::CheckKind;
 use crate::report::ReportKind;
 use crate::report::evidence::UNNAMED_EVENT_REF;
 use crate::role::{Role, SandboxMode};
+use crate::verify::CheckKind;
+use crate::verify::treediff::Comparison;
 
 /// How commands become evidence on the stage's transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +72,7 @@ pub fn stage_prompt(
     out.push('\n');
     if !state.verification.objective_commands.is_empty() {
         out.push_str("\n# Commands the objective shows\n\nautocode replays each required_check, verbatim, on the base and the final tree whatever the plan says; a setup command is never replayed as a check (a milestone's prepare step runs it); a mentioned one is not replayed; a set_aside one was set aside by the requirements for the reason shown, which reviewers judge:\n\n");
-        out.push_str(&super::objective::describe(
+        out.push_str(&crate::verify::objective::describe(
             &state.verification.objective_commands,
             &super::flow::milestones(state),
         ));
@@ -273,7 +273,7 @@ fn changes_section(state: &RunState, comparison: &Comparison, out: &mut String) 
         .filter_map(|c| c["check"].as_str().map(str::to_owned))
         .chain(state.verification.required_checks.iter().cloned())
         .collect();
-    let matcher = super::treediff::TestMatcher::new(&checks);
+    let matcher = crate::verify::treediff::TestMatcher::new(&checks);
     let (tests, other): (Vec<_>, Vec<_>) = changes
         .iter()
         .map(|(rel, _)| rel.clone())

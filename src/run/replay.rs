@@ -35,9 +35,9 @@ pub struct Replayed {
     /// The last part of stdout and stderr, for the finding shown to the builder.
     pub output_tail: String,
     /// How many tests the whole output says ran (`testcount`).
-    pub tests: super::testcount::TestTally,
+    pub tests: crate::verify::testcount::TestTally,
     /// Which tests the output names as run (`testids`).
-    pub test_ids: Option<super::testids::TestIds>,
+    pub test_ids: Option<crate::verify::testids::TestIds>,
     pub duration_ms: u64,
     pub receipt: Receipt,
 }
@@ -459,8 +459,8 @@ async fn launch_one(spec: LaunchSpec, command: String) -> Result<Replayed, Repla
         command,
         exit: finished.exit,
         output_tail: tail(&output, 2000),
-        tests: super::testcount::tally(&output),
-        test_ids: super::testids::collect(&output, &root),
+        tests: crate::verify::testcount::tally(&output),
+        test_ids: crate::verify::testids::collect(&output, &root),
         duration_ms: started.elapsed().as_millis() as u64,
         receipt: finished.receipt,
     })

@@ -1,7 +1,7 @@
 //! What autocode's replays say about criteria: the tester's verdicts after every check it
 //! reported passing is replayed (a PASS whose replay fails becomes a FAIL, with why), and the
 //! final gate's per-criterion results from replaying every check of the approved plan. A check
-//! that exits 0 while its test runner says no test ran ([`crate::run::testcount`]) selected
+//! that exits 0 while its test runner says no test ran ([`crate::verify::testcount`]) selected
 //! nothing: it fails, wherever it is replayed.
 
 use serde_json::Value;

@@ -11,8 +11,8 @@ use chrono::{DateTime, Utc};
 
 use super::flow::milestones;
 use super::state::{Finding, Phase, RunState};
-use super::treediff::Comparison;
-use super::verify::{self, CheckKind, HumanDecision, PendingReview, VerifiedCriterion};
+use crate::verify::treediff::Comparison;
+use crate::verify::{self, CheckKind, HumanDecision, PendingReview, VerifiedCriterion};
 
 /// One acceptance criterion of the approved plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,7 +106,7 @@ pub fn review_text(criterion: &Criterion, why: &str, base: Option<&Comparison>) 
             if changes.is_empty() {
                 out.push_str("\nThe work tree does not differ from the base tree.\n");
             } else {
-                let files = super::treediff::files_bearing_on(
+                let files = crate::verify::treediff::files_bearing_on(
                     changes,
                     &criterion.text,
                     criterion.check.as_deref(),
@@ -387,7 +387,7 @@ mod tests {
     use super::*;
     use crate::run::flow::tests::new_state;
     use crate::run::flow::{apply_approval, apply_plan};
-    use crate::run::verify::BaseCheck;
+    use crate::verify::BaseCheck;
     use serde_json::json;
 
     fn approved() -> RunState {

@@ -72,9 +72,9 @@ pub struct ReplayResult {
     /// `detail` says why: `super::prepare`).
     pub ran: CheckRan,
     /// How many tests the check's output says ran.
-    pub tests: super::testcount::TestTally,
+    pub tests: crate::verify::testcount::TestTally,
     /// Which tests it names as run (`testids`), when its runner names them.
-    pub test_ids: Option<super::testids::TestIds>,
+    pub test_ids: Option<crate::verify::testids::TestIds>,
 }
 
 /// Which tree a replay runs in (always a clean, closed copy of it).
@@ -118,7 +118,7 @@ pub trait StageRunner {
     fn compare_base(
         &mut self,
         state: &RunState,
-    ) -> impl Future<Output = Result<Option<super::treediff::Comparison>, PauseDecision>>;
+    ) -> impl Future<Output = Result<Option<crate::verify::treediff::Comparison>, PauseDecision>>;
 
     /// Saves the work tree as the run's base tree (`verify::base_source`), before any stage ran.
     /// `Ok` holds what the (closed) copy had to leave out.

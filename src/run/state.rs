@@ -257,9 +257,9 @@ pub struct RunState {
     #[serde(default)]
     pub unconfined: bool,
     /// What the completion gate's verification rules recorded (required checks, base-tree
-    /// checks, human reviews, accepted test changes): see `run::verify`.
+    /// checks, human reviews, accepted test changes): see `verify`.
     #[serde(default)]
-    pub verification: super::verify::Verification,
+    pub verification: crate::verify::Verification,
     /// Started with `--in-place`: the only way a run works in the user's own files. A run
     /// without it that has no worktree yet (paused before isolation) gets one on resume.
     #[serde(default)]
@@ -288,7 +288,7 @@ impl RunState {
         routes: BTreeMap<Role, Route>,
     ) -> RunState {
         let now = Utc::now();
-        let verification = super::verify::Verification::for_objective(&objective);
+        let verification = crate::verify::Verification::for_objective(&objective);
         RunState {
             format_version: RUN_FORMAT,
             run_id,

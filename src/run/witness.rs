@@ -8,7 +8,7 @@
 
 use super::flow::{criteria_of, milestones};
 use super::state::RunState;
-use super::treediff::{Comparison, TestMatcher};
+use crate::verify::treediff::{Comparison, TestMatcher};
 
 /// Whether a changed path is documentation (its change cannot alter behaviour).
 pub fn is_documentation(path: &str) -> bool {
@@ -107,8 +107,8 @@ mod tests {
     use super::*;
     use crate::run::flow::tests::new_state;
     use crate::run::flow::{apply_approval, apply_plan};
-    use crate::run::testcount::TestTally;
-    use crate::run::verify::BaseCheck;
+    use crate::verify::BaseCheck;
+    use crate::verify::testcount::TestTally;
     use serde_json::json;
     use std::fs;
 

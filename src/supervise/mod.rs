@@ -663,8 +663,10 @@ pub struct InFamilyOutput {
 /// Runs a command as an ordinary child of this process, inside whatever family this process
 /// already belongs to, without a boundary of its own. Only for commands autocode runs *on an
 /// agent's behalf from inside that agent's family* (`autocode capture`: the agent's boundary
-/// already owns the child, and a nested listener would be refused), and for autocode itself
-/// (`scenario run --jobs` children, each the boundary of the agents it starts). The
+/// already owns the child, and a nested listener would be refused), for autocode itself
+/// (`scenario run --jobs` children and the dashboard's decisions, each the boundary of the
+/// agents it starts), and for `dashboard --open`'s `xdg-open` (the person's browser, which must
+/// outlive it: a boundary would end it). The
 /// environment is inherited from the caller; stdin is closed; output is captured up to `limit`
 /// bytes per stream; the child is killed if the caller drops the future.
 pub async fn run_in_current_family(

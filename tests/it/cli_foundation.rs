@@ -191,7 +191,9 @@ fn redact(value: Value, root: &Path) -> Value {
             {
                 return pids(value);
             }
-            Some("room_missing") => return marker("[KERNEL_DEPENDENT]"),
+            Some("room_missing" | "foreign_edit_watch_missing") => {
+                return marker("[KERNEL_DEPENDENT]");
+            }
             Some("boundary") => {
                 if let Value::Object(map) = value {
                     return Value::Object(

@@ -241,6 +241,46 @@ async fn full_pipeline(protocol: Protocol, stream: bool) {
     server.shutdown().await;
 }
 
+/// A command of the direct runtime's builder that fails on a path the room refuses is named in
+/// the stage's record (`room_refusals.json`), as for a CLI's; the honest work around it goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_the_direct_runtimes_room_refused_is_named_in_the_stages_record() {
+    let refused = "/opt/autocode-refused-by-the-direct-room";
+    let place = Place::new();
+    let script = script_with(|script| {
+        steps(script, "builder").insert(
+            0,
+            json!({"kind": "shell", "command": format!("mkdir {refused}")}),
+        );
+    });
+    let server = ScriptedServer::start(ServerConfig::new(script))
+        .await
+        .unwrap();
+    scripted::configure(
+        &server,
+        &place.config_home(),
+        Protocol::ChatCompletions,
+        &[(DOER_MODEL, "alpha"), (CHECKER_MODEL, "beta")],
+    )
+    .unwrap();
+    let summary = place.run(scripted::SCRIPTED_ENDPOINT).await;
+    assert!(
+        matches!(summary.outcome, DriveOutcome::Complete),
+        "{:?}",
+        summary.outcome
+    );
+    assert!(!Path::new(refused).exists());
+    let record = read_json(
+        &summary
+            .run_dir
+            .join("stages/004-builder-1/room_refusals.json"),
+    );
+    let first = &record["refusals"][0];
+    assert_eq!(first["path"], refused, "{record}");
+    assert_eq!(first["command"], format!("mkdir {refused}"), "{record}");
+    server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pipeline_completes_on_chat_completions() {
     full_pipeline(Protocol::ChatCompletions, true).await;

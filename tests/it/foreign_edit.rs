@@ -402,3 +402,32 @@ fn as_nobody(command: &std::process::Command) -> std::process::Command {
     }
     wrapped
 }
+
+#[test]
+fn doctor_says_whether_a_persons_edits_can_be_told_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let expected = autocode::run::runner::foreign_edit_watch_missing(dir.path());
+    let out = doctor_json(dir.path());
+    assert_eq!(
+        out["room"]["foreign_edit_watch_missing"],
+        serde_json::to_value(&expected).unwrap(),
+        "{out}"
+    );
+}
+
+fn doctor_json(workspace: &Path) -> Value {
+    let home = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_autocode"))
+        .args(["doctor", "--provider", "codex", "--json", "--workspace"])
+        .arg(workspace)
+        .env("HOME", home.path())
+        .env_remove("XDG_CONFIG_HOME")
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "doctor --json: {e}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}

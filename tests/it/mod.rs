@@ -1,5 +1,8 @@
 mod cli_foundation;
 mod conformance;
+mod dashboard;
+mod dashboard_browser;
+mod dashboard_client;
 mod demo;
 mod direct_e2e;
 mod direct_fake;
@@ -10,6 +13,7 @@ mod direct_ready;
 mod events_fixtures;
 mod first_minutes;
 mod foreign_edit;
+mod layering;
 mod layers;
 mod ledger;
 mod ledger_race;

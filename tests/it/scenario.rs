@@ -368,3 +368,29 @@ fn two_shards_merged_equal_the_unsharded_run() {
         assert!(row["pass_interval"]["high"].as_f64().is_some(), "{row}");
     }
 }
+
+/// `--exclude-tag gate-only` (how the README's test command runs the slowest CLI) keeps every
+/// case whose outcome can depend on the CLI: the honest heredoc case, every misbehaving stage
+/// that is not only a gate's, and every case of another kind.
+#[test]
+fn excluding_gate_only_cases_keeps_the_ones_a_cli_can_change() {
+    let cases = catalog();
+    let all: Vec<&autocode::scenario::catalog::Scenario> = cases.iter().collect();
+    let (kept, left_out) =
+        autocode::scenario::catalog::without_tags(all, &["gate-only".to_owned()]);
+    assert!(!left_out.is_empty());
+    assert_eq!(kept.len() + left_out.len(), cases.len());
+    for name in &left_out {
+        assert!(
+            name.starts_with("verify-") || name.starts_with("coverage-"),
+            "{name} is tagged gate-only"
+        );
+    }
+    for name in [
+        "honest-heredoc-node",
+        "evidence-shell-quoting",
+        "tester-phantom-event",
+    ] {
+        assert!(kept.iter().any(|c| c.name == name), "{name} left out");
+    }
+}

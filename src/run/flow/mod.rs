@@ -160,11 +160,11 @@ pub fn apply_requirements(state: &mut RunState, report: &Value) {
     state.brief = Some(report.clone());
     // The objective's commands as the brief leaves them: its set-asides are neither replayed
     // nor expected of a prepare step (a brief written again starts from the objective).
-    let mut commands = crate::run::objective::objective_commands(&state.objective);
-    crate::run::objective::apply_set_asides(&mut commands, report);
+    let mut commands = crate::verify::objective::objective_commands(&state.objective);
+    crate::verify::objective::apply_set_asides(&mut commands, report);
     state.verification.required_checks = commands
         .iter()
-        .filter(|c| c.role == crate::run::objective::CommandRole::RequiredCheck)
+        .filter(|c| c.role == crate::verify::objective::CommandRole::RequiredCheck)
         .map(|c| c.command.clone())
         .collect();
     state.verification.objective_commands = commands;

@@ -36,7 +36,7 @@ pub fn semantic_problems(state: &RunState, plan: &StagePlan, report: &Value) -> 
                         ));
                     }
                     if let Some(check) = criterion["check"].as_str().filter(|_| !human)
-                        && let Some(why) = crate::run::verify::vacuous_check(check)
+                        && let Some(why) = crate::verify::vacuous_check(check)
                     {
                         problems.push(format!("criterion {id:?}: the check is vacuous: {why}"));
                     }
@@ -120,8 +120,8 @@ pub fn semantic_problems(state: &RunState, plan: &StagePlan, report: &Value) -> 
                 &state.objective,
                 report,
             ));
-            problems.extend(crate::run::objective::set_aside_problems(
-                &crate::run::objective::objective_commands(&state.objective),
+            problems.extend(crate::verify::objective::set_aside_problems(
+                &crate::verify::objective::objective_commands(&state.objective),
                 report,
             ));
         }

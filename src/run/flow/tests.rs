@@ -369,7 +369,7 @@ fn a_brief_sets_aside_an_objective_command_with_a_reason_and_it_is_not_replayed(
     let objective = "Add `slugify` to text.py. `python3 -m unittest -q` must pass, and `make e2e` must pass too.";
     let mut state = new_state();
     state.objective = objective.into();
-    state.verification = crate::run::verify::Verification::for_objective(objective);
+    state.verification = crate::verify::Verification::for_objective(objective);
     assert_eq!(
         state.verification.required_checks,
         ["python3 -m unittest -q", "make e2e"]
@@ -418,13 +418,13 @@ fn a_brief_sets_aside_an_objective_command_with_a_reason_and_it_is_not_replayed(
         ["python3 -m unittest -q"]
     );
     let aside = &state.verification.objective_commands[1];
-    assert_eq!(aside.role, crate::run::objective::CommandRole::SetAside);
+    assert_eq!(aside.role, crate::verify::objective::CommandRole::SetAside);
     assert!(
         aside
             .why
             .contains("instead of required_check: the e2e suite drives a browser")
     );
-    let shown = crate::run::objective::describe(&state.verification.objective_commands, &[]);
+    let shown = crate::verify::objective::describe(&state.verification.objective_commands, &[]);
     assert!(
         shown.contains("- `make e2e`: set_aside (set aside by the requirements"),
         "{shown}"

@@ -490,16 +490,8 @@ impl CliRunner {
         drop(events_log);
         // What the room refused the stage's commands, named with the way to grant it: kept in
         // the stage's record, and said with whatever the attempt comes to.
-        let refusals = crate::run::room_refusal::find(&failed_commands, &room_record);
-        let room_refused = (!refusals.is_empty()).then(|| {
-            let _ = integrity::write_stage_record(
-                &dir.join("room_refusals.json"),
-                &serde_json::json!({ "refusals": refusals }),
-            );
-            let text = crate::run::room_refusal::describe(&refusals);
-            tracing::warn!("{}: {text}", ctx.record.dir);
-            text
-        });
+        let room_refused =
+            record_room_refusals(dir, &ctx.record.dir, &failed_commands, &room_record);
         let usage = summary
             .as_ref()
             .map(|s| usage_totals(&s.usage, &route.model))
@@ -737,7 +729,27 @@ impl CliRunner {
 
 /// Keeps `event` when it is a command that did not succeed, up to a few (the room's refusals
 /// are read from their output).
-fn keep_failed_command(kept: &mut Vec<NormalizedEvent>, event: &NormalizedEvent) {
+/// What the room refused the stage's `failed` commands, kept in the stage's record
+/// (`room_refusals.json`) and returned as the words said with whatever the attempt comes to.
+pub(super) fn record_room_refusals(
+    dir: &Path,
+    stage: &str,
+    failed: &[NormalizedEvent],
+    room_record: &confine::RoomRecord,
+) -> Option<String> {
+    let refusals = crate::run::room_refusal::find(failed, room_record);
+    (!refusals.is_empty()).then(|| {
+        let _ = integrity::write_stage_record(
+            &dir.join("room_refusals.json"),
+            &serde_json::json!({ "refusals": refusals }),
+        );
+        let text = crate::run::room_refusal::describe(&refusals);
+        tracing::warn!("{stage}: {text}");
+        text
+    })
+}
+
+pub(super) fn keep_failed_command(kept: &mut Vec<NormalizedEvent>, event: &NormalizedEvent) {
     const KEPT: usize = 64;
     if kept.len() < KEPT
         && let NormalizedEvent::CommandFinished { status, .. } = event

@@ -259,6 +259,18 @@ impl CliRunner {
                 None,
             );
         };
+        // What the room refused the commands autocode ran for the model (`run::room_refusal`).
+        let mut failed_commands = Vec::new();
+        for event in &run.events {
+            super::attempt::keep_failed_command(&mut failed_commands, event);
+        }
+        let room_refused = super::attempt::record_room_refusals(
+            dir,
+            &ctx.record.dir,
+            &failed_commands,
+            &room_record,
+        );
+        let room_refused = room_refused.as_deref();
         // The boundary's word on every command autocode ran for the model.
         let receipts: Vec<serde_json::Value> = run
             .receipts
@@ -288,7 +300,7 @@ impl CliRunner {
             git_link.restore_after(&state.work_tree, ctx.plan.role, &dir.join("quarantine"))
         {
             out.result = stop_with(PauseCode::PausedDiscoveryWrite, reason);
-            return self.finish_record(dir, out, None, None);
+            return self.finish_record(dir, out, room_refused, None);
         }
         let foreign_edit = match attribution {
             Some(a) => foreign::judge(state, a, dir, &check_env).await,
@@ -296,7 +308,7 @@ impl CliRunner {
         };
         if let Some(reason) = foreign_edit {
             out.result = stop_with(PauseCode::PausedForeignEdit, reason);
-            return self.finish_record(dir, out, None, None);
+            return self.finish_record(dir, out, room_refused, None);
         }
         let report = match run.end {
             StageEnd::Failed(failure) => {
@@ -312,7 +324,7 @@ impl CliRunner {
                     retryable_transport: mapped.retryable_transport,
                     resume_after: mapped.resume_after,
                 };
-                return self.finish_record(dir, out, None, None);
+                return self.finish_record(dir, out, room_refused, None);
             }
             StageEnd::NoReport(reason) => Err(reason),
             StageEnd::Reported(report) => Ok(report),
@@ -323,7 +335,7 @@ impl CliRunner {
                 .await
         {
             out.result = stop_with(code, message);
-            return self.finish_record(dir, out, None, None);
+            return self.finish_record(dir, out, room_refused, None);
         }
         let report = match report {
             Ok(report) => report,
@@ -332,7 +344,7 @@ impl CliRunner {
                     problems: vec![reason],
                     shell_command: None,
                 };
-                return self.finish_record(dir, out, None, None);
+                return self.finish_record(dir, out, room_refused, None);
             }
         };
         // The evidence: autocode's own command events, from memory.
@@ -351,6 +363,6 @@ impl CliRunner {
             }
             Err(rejection) => rejection,
         };
-        self.finish_record(dir, out, None, None)
+        self.finish_record(dir, out, room_refused, None)
     }
 }

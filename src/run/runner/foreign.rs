@@ -115,6 +115,14 @@ fn start_on(work_tree: &Path) -> Result<Watch, String> {
     Ok(Watch { stop, thread })
 }
 
+/// Whether a builder's edits can be told apart from other processes' in `dir`'s mount (what
+/// `doctor` reports): a watch is started there and stopped at once, or why it cannot be.
+pub(crate) fn probe(dir: &Path) -> Result<(), String> {
+    start_on(dir).map(|watch| {
+        let _ = watch.finish();
+    })
+}
+
 fn unavailable(e: Errno) -> String {
     match e {
         Errno::EPERM => "watching the work tree's mount needs CAP_SYS_ADMIN (a fanotify mount mark), which this autocode does not have".into(),

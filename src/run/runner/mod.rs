@@ -328,7 +328,7 @@ impl StageRunner for CliRunner {
                         passed: false,
                         detail: e.to_string(),
                         ran: CheckRan::Refused,
-                        tests: crate::run::testcount::TestTally::Unknown,
+                        tests: crate::verify::testcount::TestTally::Unknown,
                         test_ids: None,
                     })
                     .collect());
@@ -382,7 +382,7 @@ impl StageRunner for CliRunner {
                     passed: false,
                     detail: why.clone(),
                     ran: CheckRan::NotPrepared,
-                    tests: crate::run::testcount::TestTally::Unknown,
+                    tests: crate::verify::testcount::TestTally::Unknown,
                     test_ids: None,
                 })
                 .collect());
@@ -418,7 +418,7 @@ impl StageRunner for CliRunner {
                 ));
             }
         }
-        let dest = super::verify::base_copy_dir(&state.run_dir());
+        let dest = super::vtree::base_copy_dir(&state.run_dir());
         replay::save_tree(&state.work_tree, &dest, &env)
             .await
             .map(|report| report.unclosed)
@@ -433,7 +433,7 @@ impl StageRunner for CliRunner {
     async fn compare_base(
         &mut self,
         state: &RunState,
-    ) -> Result<Option<crate::run::treediff::Comparison>, PauseDecision> {
+    ) -> Result<Option<crate::verify::treediff::Comparison>, PauseDecision> {
         let env = self.check_env();
         self.compare_with_base(state, &env).await.map_err(|e| {
             PauseDecision::new(
@@ -491,4 +491,9 @@ impl StageRunner for CliRunner {
 /// [`REPORT_CAP`]: crate::bounded_read::REPORT_CAP
 fn read_report_file(path: &Path) -> std::io::Result<Vec<u8>> {
     crate::bounded_read::read(path, crate::bounded_read::REPORT_CAP)
+}
+/// Why a person's edits during a builder stage in `work_tree`'s mount could not be told apart
+/// from the builder's (`None`: they can; every builder stage then watches, `docs/supervision.md`).
+pub fn foreign_edit_watch_missing(work_tree: &Path) -> Option<String> {
+    foreign::probe(work_tree).err()
 }

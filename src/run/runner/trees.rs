@@ -20,10 +20,9 @@ use crate::run::replay::{
 };
 use crate::run::stage_runner::ReplayTree;
 use crate::run::state::RunState;
-use crate::run::treediff::Comparison;
-use crate::run::verify::{self, BaseSource};
-use crate::run::vtree::{self, BaseTree, Layer, LayerError, VerifyTree};
+use crate::run::vtree::{self, BaseSource, BaseTree, Layer, LayerError, VerifyTree};
 use crate::snapshot::{Snapshotter, Taken};
+use crate::verify::treediff::Comparison;
 
 /// The tester's copy: the verification tree's directory, and the overlay the tester's family
 /// mounts there (`None`: the tree is checked out in it).
@@ -259,7 +258,7 @@ impl CliRunner {
         state: &RunState,
         env: &BTreeMap<String, String>,
     ) -> Result<Option<Comparison>, String> {
-        match verify::base_source(&state.verification, &state.run_dir()) {
+        match vtree::base_source(&state.verification, &state.run_dir()) {
             None => Ok(None),
             Some(BaseSource::Dir(dir)) => Ok(Some(Comparison::of_dirs(&dir, &state.work_tree))),
             Some(BaseSource::GitTree(base)) => {
@@ -299,7 +298,7 @@ impl CliRunner {
             Ok(None) => return None,
             Err(e) => return Some(Err(other(e))),
         };
-        let base = match verify::base_source(&state.verification, &state.run_dir()) {
+        let base = match vtree::base_source(&state.verification, &state.run_dir()) {
             Some(BaseSource::Dir(_)) => return None,
             Some(BaseSource::GitTree(base)) => Some(base),
             None => None,
@@ -485,7 +484,7 @@ impl CliRunner {
         env: &BTreeMap<String, String>,
         confinement: ReplayConfinement<'_>,
     ) -> Result<Replays, ReplayError> {
-        let base = verify::base_copy_dir(&state.run_dir());
+        let base = vtree::base_copy_dir(&state.run_dir());
         let (root, restore) = match tree {
             ReplayTree::Final => (state.work_tree.clone(), Restore::default()),
             ReplayTree::Base => (base.clone(), Restore::default()),

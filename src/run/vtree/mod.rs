@@ -368,6 +368,35 @@ fn close(dir: &Path, links: &[&str]) -> Vec<String> {
     unclosed
 }
 
+/// Where the work tree as it was before any stage ran (the base tree) is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BaseSource {
+    /// The closed copy in `<run>/base/` (outside git, and runs of an autocode before trees).
+    Dir(std::path::PathBuf),
+    /// A tree in the run's private object store (`<run>/base-tree.json`): never checked out
+    /// for reading; a replay on the base brings the verification tree to it.
+    GitTree(crate::gittree::TreeId),
+}
+
+/// The base tree of the run in `run_dir` with `verification`, `None` until it is saved.
+pub fn base_source(
+    verification: &crate::verify::Verification,
+    run_dir: &std::path::Path,
+) -> Option<BaseSource> {
+    if !verification.base_saved {
+        return None;
+    }
+    Some(match base_record(run_dir) {
+        Some(record) => BaseSource::GitTree(record.tree),
+        None => BaseSource::Dir(base_copy_dir(run_dir)),
+    })
+}
+
+/// Where the base tree is copied outside git.
+pub fn base_copy_dir(run_dir: &std::path::Path) -> std::path::PathBuf {
+    run_dir.join("base")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,13 +4,20 @@
 //!
 //! - [`vacuous_check`]: a planned check whose exit status cannot depend on the work (`… || true`,
 //!   `…; exit 0`, `true`, a bare `echo`, a `python3 -c "print('ok')"`) is a schema-level problem.
-//! - `run::objective`: every command the objective shows in code formatting, typed by its role
+//! - `verify::objective`: every command the objective shows in code formatting, typed by its role
 //!   (a required check the final gate replays whatever the plan says, a setup step, a mention).
 //! - [`CheckKind`]: a criterion asks for a change (`fail_to_pass`: its check must fail on the base
 //!   tree) or guards behaviour (`pass_to_pass`); [`BaseCheck`] records the base-tree run.
-//! - Which files of the base tree the builder changed and which are tests: `run::treediff`.
+//! - Which files of the base tree the builder changed and which are tests: `verify::treediff`.
 //! - [`PendingReview`], [`HumanDecision`], [`TestChangeReview`]: what a person was asked, what
 //!   they answered, when, and the exact text they were shown (bound by its sha256).
+
+pub mod objective;
+pub mod shellwords;
+pub mod testcount;
+pub mod testfiles;
+pub mod testids;
+pub mod treediff;
 
 use std::collections::BTreeMap;
 
@@ -18,10 +25,10 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::objective::{CommandRole, ObjectiveCommand, objective_commands};
-use super::shellwords::{Op, split_list, words};
-use super::testcount::TestTally;
 use crate::report::evidence::sha256_hex;
+use objective::{CommandRole, ObjectiveCommand, objective_commands};
+use shellwords::{Op, split_list, words};
+use testcount::TestTally;
 
 /// Whether a criterion asks for a change or guards existing behaviour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,9 +65,9 @@ pub struct BaseCheck {
     /// How many tests its output says ran.
     #[serde(default)]
     pub tests: TestTally,
-    /// Which tests its output names as run (`run::testids`), when its runner names them.
+    /// Which tests its output names as run (`verify::testids`), when its runner names them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub test_ids: Option<super::testids::TestIds>,
+    pub test_ids: Option<testids::TestIds>,
 }
 
 /// A criterion that needs a person before the run may complete.
@@ -161,32 +168,6 @@ impl Verification {
                 && d.shown_sha256 == sha
         })
     }
-}
-
-/// Where the work tree as it was before any stage ran (the base tree) is read from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BaseSource {
-    /// The closed copy in `<run>/base/` (outside git, and runs of an autocode before trees).
-    Dir(std::path::PathBuf),
-    /// A tree in the run's private object store (`<run>/base-tree.json`): never checked out
-    /// for reading; a replay on the base brings the verification tree to it.
-    GitTree(crate::gittree::TreeId),
-}
-
-/// The base tree of the run in `run_dir` with `verification`, `None` until it is saved.
-pub fn base_source(verification: &Verification, run_dir: &std::path::Path) -> Option<BaseSource> {
-    if !verification.base_saved {
-        return None;
-    }
-    Some(match super::vtree::base_record(run_dir) {
-        Some(record) => BaseSource::GitTree(record.tree),
-        None => BaseSource::Dir(base_copy_dir(run_dir)),
-    })
-}
-
-/// Where the base tree is copied outside git.
-pub fn base_copy_dir(run_dir: &std::path::Path) -> std::path::PathBuf {
-    run_dir.join("base")
 }
 
 /// The text shown to a person, with its sha256.
@@ -359,7 +340,7 @@ pub fn vacuous_check(check: &str) -> Option<String> {
     if check.trim().is_empty() {
         return Some("the check is empty".into());
     }
-    if super::objective::is_setup_command(check) {
+    if objective::is_setup_command(check) {
         return Some(format!(
             "it only prepares the tree (installs, creates an environment or fetches) and shows nothing about the work; a setup step belongs in the milestone's prepare steps, and the check must be a command that fails when the criterion does not hold: {check}"
         ));

@@ -9,7 +9,7 @@
 //! A test that was skipped or ignored did not run. Durations are cut from names. Ids are taken relative to the tree the check
 //! ran in (its root is cut from them), and a doc-test's line number is dropped, so code moving in
 //! a file does not rename its tests. Runners that print no names by default (pytest and unittest
-//! without `-v`, go without `-v`) give no ids: the gate then compares counts (`run::testcount`).
+//! without `-v`, go without `-v`) give no ids: the gate then compares counts (`verify::testcount`).
 
 use std::collections::BTreeSet;
 use std::path::Path;

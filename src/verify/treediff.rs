@@ -3,7 +3,7 @@
 //! tree is a git tree id read from the run's object store, compared with the work tree's
 //! snapshot in time proportional to what changed ([`Comparison::of_trees`]); outside git it is
 //! the closed copy saved in `<run>/base/` before any stage ran, walked beside the work tree
-//! ([`Comparison::of_dirs`]). See `super::verify::BaseSource`.
+//! ([`Comparison::of_dirs`]). See `super::BaseSource`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -293,7 +293,7 @@ impl Comparison {
         self.test_changes(checks).restorable
     }
 
-    /// What the work changed of the tests the runners collect (`run::testfiles`): base tests
+    /// What the work changed of the tests the runners collect (`verify::testfiles`): base tests
     /// modified or deleted, added files shadowing a base test module, added or changed files that
     /// configure collection, and code files whose inline tests lost or changed a test.
     pub fn test_changes(&self, checks: &[String]) -> TestChanges {
