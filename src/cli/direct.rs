@@ -334,7 +334,11 @@ pub fn check(ctx: &Context, json_out: bool, live: bool) -> Result<ExitCode, Edge
         .map(|e| endpoint_status(e, connections.has_key(e)))
         .collect();
     // The same judgement `doctor` makes (`Connections::setup_problems`), each with its fix.
-    let problems = connections.setup_problems();
+    let problems: Vec<String> = connections
+        .setup_problems()
+        .into_iter()
+        .map(|(what, fix)| format!("{what}: {fix}"))
+        .collect();
     let mut ok = problems.is_empty();
     let mut failed_checks = Vec::new();
     if live {

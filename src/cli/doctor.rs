@@ -215,7 +215,14 @@ pub async fn diagnose(
         })
         .and_then(|dir| crate::direct::connections::Connections::load(&dir));
         match connections {
-            Ok(connections) => problems.extend(connections.setup_problems()),
+            Ok(connections) => {
+                for (what, fix) in connections.setup_problems() {
+                    // The routes' own check may have said it already (with the roles).
+                    if !problems.iter().any(|p| p.starts_with(&what)) {
+                        problems.push(format!("{what}: {fix}"));
+                    }
+                }
+            }
             Err(e) => problems.push(format!("direct connections: {e}")),
         }
     }

@@ -373,29 +373,45 @@ impl Connections {
         })
     }
 
-    /// What keeps the configured endpoints from serving a run, each with the command that fixes
-    /// it (empty: configured). `connections check` and `doctor` both say these.
-    pub fn setup_problems(&self) -> Vec<String> {
+    /// `endpoint` needs a key and none is stored for its URL: what is wrong, and the command
+    /// that fixes it.
+    pub fn key_problem(&self, endpoint: &Endpoint) -> Option<(String, String)> {
+        (endpoint.kind.needs_key() && !self.has_key(endpoint)).then(|| {
+            (
+                format!(
+                    "endpoint {} has no key stored for {}",
+                    endpoint.name, endpoint.base_url
+                ),
+                format!(
+                    "printf %s \"$KEY\" | autocode connections setup --name {} --kind {} --key-stdin",
+                    endpoint.name,
+                    endpoint.kind.as_str()
+                ),
+            )
+        })
+    }
+
+    /// What keeps the configured endpoints from serving a run, each as (what, the command that
+    /// fixes it); empty: configured. `connections check` and `doctor` both say these.
+    pub fn setup_problems(&self) -> Vec<(String, String)> {
         if self.file.endpoints.is_empty() {
-            return vec![
-                "no direct endpoint is configured: autocode connections setup --name NAME --kind KIND --model ID=FAMILY [--key-stdin]".to_owned(),
-            ];
+            return vec![(
+                "no direct endpoint is configured".to_owned(),
+                "autocode connections setup --name NAME --kind KIND --model ID=FAMILY [--key-stdin]"
+                    .to_owned(),
+            )];
         }
         let mut problems = Vec::new();
         for endpoint in &self.file.endpoints {
-            if endpoint.kind.needs_key() && !self.has_key(endpoint) {
-                problems.push(format!(
-                    "endpoint {name} has no key stored for {url}: printf %s \"$KEY\" | autocode connections setup --name {name} --kind {kind} --key-stdin",
-                    name = endpoint.name,
-                    url = endpoint.base_url,
-                    kind = endpoint.kind.as_str(),
-                ));
-            }
+            problems.extend(self.key_problem(endpoint));
             if endpoint.models.is_empty() {
-                problems.push(format!(
-                    "endpoint {name} names no model: autocode connections setup --name {name} --kind {kind} --model ID=FAMILY",
-                    name = endpoint.name,
-                    kind = endpoint.kind.as_str(),
+                problems.push((
+                    format!("endpoint {} names no model", endpoint.name),
+                    format!(
+                        "autocode connections setup --name {} --kind {} --model ID=FAMILY",
+                        endpoint.name,
+                        endpoint.kind.as_str()
+                    ),
                 ));
             }
         }

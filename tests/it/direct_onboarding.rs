@@ -116,7 +116,9 @@ fn check_and_doctor_agree_and_say_why() {
         ],
     );
     assert_eq!(doctor.code, 1);
-    assert!(doctor.stdout.contains(why), "{}", doctor.stdout);
+    // Once, naming every role that uses the endpoint, not once per role.
+    assert_eq!(doctor.stdout.matches(why).count(), 1, "{}", doctor.stdout);
+    assert!(doctor.stdout.contains("(the requirements, planner, plan_reviewer, builder, tester, completion_reviewer, resolver's endpoint)"), "{}", doctor.stdout);
     assert!(
         doctor.stdout.trim_end().ends_with("not ready"),
         "{}",
