@@ -14,6 +14,8 @@
 //!   the objective's units and commands, vacuous checks, test counts and names, test files and
 //!   tree differences (the run engine replays and decides through `run::gate`).
 //! - [`scripted_model`]: a loopback model server that lets the real CLIs run offline.
+//! - [`models`]: the model catalogue as data (prices, windows, local facts); [`local`]: which
+//!   of its local models fit this machine.
 //! - [`dashboard`]: the local web view of runs and their decisions (`autocode dashboard`).
 //! - [`cli`]: the command-line surface; [`error`]: the edge error with exit codes and hints.
 
@@ -30,7 +32,9 @@ pub mod exec;
 pub mod gitindex;
 pub mod gittree;
 pub mod ids;
+pub mod local;
 pub mod mcp;
+pub mod models;
 pub mod notify;
 pub mod pause;
 pub mod prices;

@@ -30,6 +30,8 @@ macro_rules! pause_codes {
             }
 
             /// The command that continues a run paused with this code (`RUN` is the run id).
+            /// A paused run may name its route's setting instead of a generic phrase
+            /// ([`OUTPUT_CAP_PHRASE`]: `run::handle`).
             pub fn next_step(self) -> &'static str {
                 match self { $(PauseCode::$variant => $next,)* }
             }
@@ -81,7 +83,7 @@ pause_codes! {
     /// The answer was cut off by the output-token limit.
     PausedOutputCap = "PAUSED_OUTPUT_CAP",
         "The stage's answer was cut off by the output-token limit.",
-        "raise the limit (e.g. OPENCODE_EXPERIMENTAL_OUTPUT_TOKEN_MAX or CLAUDE_CODE_MAX_OUTPUT_TOKENS) or choose another model, set the attempt aside with autocode resume RUN --abandon-stage ATTEMPT";
+        "raise the route's response cap (a paused run names the setting of its route) or choose another model, then set the attempt aside with autocode resume RUN --abandon-stage ATTEMPT";
     /// The provider's stop could not be classified with certainty.
     PausedProviderUncertain = "PAUSED_PROVIDER_UNCERTAIN",
         "The provider stopped for a reason autocode cannot classify with certainty (authentication, a cut stream, a start failure, a context-window limit); the request is not replayed blindly.",
@@ -144,6 +146,12 @@ pause_codes! {
         "Another autocode process holds this run's lock, or another run works in place in this directory (one run at a time may: a second `--in-place` run creates nothing); nothing was changed.",
         "wait for the other process to finish (autocode status RUN), then autocode resume RUN (a new in-place run: start it again, or without --in-place to work in a worktree)";
 }
+
+/// The words of `PAUSED_OUTPUT_CAP`'s next step that a paused run replaces with the setting of
+/// the route that paused (`OPENCODE_EXPERIMENTAL_OUTPUT_TOKEN_MAX`, the direct runtime's
+/// `--max-output-tokens`, …).
+pub const OUTPUT_CAP_PHRASE: &str =
+    "the route's response cap (a paused run names the setting of its route)";
 
 impl fmt::Display for PauseCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

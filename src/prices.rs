@@ -1,46 +1,14 @@
-//! The dated price table (`providers/prices.toml`, compiled in): a cost estimate for a stage
-//! whose provider reports none. A model that is not listed has an unknown cost; nothing is
-//! invented. Prices are USD per million tokens.
-
-use serde::Deserialize;
+//! Cost estimates for a stage whose provider reports none, from the dated prices of the model
+//! catalogue (`crate::models`, `data/models.toml`, compiled in). A model without a price has an
+//! unknown cost; nothing is invented. Prices are USD per million tokens.
 
 use crate::events::Usage;
+use crate::models::{Catalogue, Price};
 
-const PRICES_TOML: &str = include_str!("../providers/prices.toml");
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Price {
-    pub model: String,
-    pub date: String,
-    pub input: f64,
-    #[serde(default)]
-    pub cache_write: Option<f64>,
-    #[serde(default)]
-    pub cache_read: Option<f64>,
-    pub output: f64,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PriceTable {
-    price: Vec<Price>,
-}
-
-/// The embedded table (checked by a test, so a parse failure cannot ship).
-pub fn table() -> Vec<Price> {
-    toml::from_str::<PriceTable>(PRICES_TOML)
-        .map(|t| t.price)
-        .unwrap_or_default()
-}
-
-/// The newest price row for `model` (a `provider/` prefix is read through).
+/// The newest price row for `model` (a `provider/` prefix is read through; the id itself or the
+/// id followed by a `-` suffix, the longest id winning).
 pub fn price_for(model: &str) -> Option<Price> {
-    let bare = model.rsplit('/').next().unwrap_or(model);
-    table()
-        .into_iter()
-        .filter(|p| bare == p.model || bare.starts_with(&format!("{}-", p.model)))
-        .max_by(|a, b| a.model.len().cmp(&b.model.len()).then(a.date.cmp(&b.date)))
+    Catalogue::builtin().price_for(model).cloned()
 }
 
 /// An estimate for `usage` on `model`, when the model is listed and the usage is known.
@@ -65,15 +33,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_embedded_table_parses_and_is_dated() {
-        let table: PriceTable = toml::from_str(PRICES_TOML).unwrap();
-        assert!(!table.price.is_empty());
-        for p in &table.price {
-            assert!(
-                chrono::NaiveDate::parse_from_str(&p.date, "%Y-%m-%d").is_ok(),
-                "{}",
-                p.model
-            );
+    fn the_catalogue_prices_are_dated() {
+        let catalogue = Catalogue::builtin();
+        let priced: Vec<_> = catalogue
+            .models
+            .iter()
+            .filter(|m| !m.price.is_empty())
+            .collect();
+        assert!(priced.len() >= 5);
+        for p in priced.iter().flat_map(|m| &m.price) {
+            assert!(chrono::NaiveDate::parse_from_str(&p.date, "%Y-%m-%d").is_ok());
         }
     }
 
@@ -91,6 +60,8 @@ mod tests {
         assert_eq!(estimate("gpt-5", &usage), Some(11.25));
         assert_eq!(estimate("claude-sonnet-5-5", &usage), None);
         assert_eq!(estimate("mock-model", &usage), None);
+        // A local model has no price: its cost is unknown, not zero.
+        assert_eq!(estimate("local/qwen2.5-coder-1.5b", &usage), None);
         let unknown = Usage::default();
         assert_eq!(estimate("gpt-5", &unknown), None);
     }

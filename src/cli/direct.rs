@@ -53,6 +53,10 @@ pub struct SetupArgs {
     /// Ask for non-streamed responses (streaming is the default).
     #[arg(long)]
     pub no_stream: bool,
+    /// The response cap the runtime requests of this endpoint's models, in tokens (default
+    /// 8192; a response cut by it pauses `PAUSED_OUTPUT_CAP`). Without it, the saved one is kept.
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u32).range(256..=1_048_576))]
+    pub max_output_tokens: Option<u32>,
     /// Read the API key from standard input (never from an argument, never printed).
     #[arg(long)]
     pub key_stdin: bool,
@@ -64,7 +68,7 @@ pub struct SetupArgs {
 /// The non-interactive form, for the error that names it.
 const SETUP_FLAGS: &str = "autocode connections setup --name NAME --kind KIND [--base-url URL] \
 [--protocol chat_completions|responses|anthropic_messages] [--token-field max_completion_tokens|max_tokens] \
-[--model ID=FAMILY]... [--no-stream] [--key-stdin] [--json]";
+[--model ID=FAMILY]... [--no-stream] [--max-output-tokens TOKENS] [--key-stdin] [--json]";
 
 fn connections_of(ctx: &Context) -> Result<Connections, EdgeError> {
     let dir = connections::dir_from_env(|k| {
@@ -141,6 +145,7 @@ fn preset_of(args: &SetupArgs) -> Result<Preset, EdgeError> {
         token_field,
         models,
         no_stream: args.no_stream,
+        max_output_tokens: args.max_output_tokens,
     })
 }
 
@@ -174,6 +179,20 @@ pub fn setup(ctx: &Context, args: SetupArgs) -> Result<ExitCode, EdgeError> {
         return save(&mut connections, draft, args.json);
     };
     let previous = connections.endpoint(&name).cloned();
+    // A saved endpoint of the same kind keeps what the flags do not change.
+    let same_kind = previous.as_ref().filter(|p| p.kind == kind);
+    let protocol = preset
+        .protocol
+        .or(same_kind.map(|p| p.protocol))
+        .unwrap_or(kind.default_protocol());
+    let token_field = preset
+        .token_field
+        .or(same_kind.map(|p| p.token_field))
+        .unwrap_or(kind.default_token_field());
+    let stream = !args.no_stream && same_kind.is_none_or(|p| p.stream);
+    let max_output_tokens = args
+        .max_output_tokens
+        .or(previous.as_ref().and_then(|p| p.max_output_tokens));
     let base_url = preset
         .base_url
         .clone()
@@ -209,9 +228,10 @@ pub fn setup(ctx: &Context, args: SetupArgs) -> Result<ExitCode, EdgeError> {
         name,
         kind,
         base_url,
-        protocol: preset.protocol.unwrap_or(kind.default_protocol()),
-        token_field: preset.token_field.unwrap_or(kind.default_token_field()),
-        stream: !args.no_stream,
+        protocol,
+        token_field,
+        stream,
+        max_output_tokens,
         models,
     };
     save(&mut connections, Draft { endpoint, key }, args.json)
@@ -313,7 +333,14 @@ pub fn check(ctx: &Context, json_out: bool, live: bool) -> Result<ExitCode, Edge
         .iter()
         .map(|e| endpoint_status(e, connections.has_key(e)))
         .collect();
-    let mut ok = !rows.is_empty() && rows.iter().all(|r| r["configured"] == true);
+    // The same judgement `doctor` makes (`Connections::setup_problems`), each with its fix.
+    let problems: Vec<String> = connections
+        .setup_problems()
+        .into_iter()
+        .map(|(what, fix)| format!("{what}: {fix}"))
+        .collect();
+    let mut ok = problems.is_empty();
+    let mut failed_checks = Vec::new();
     if live {
         for (row, endpoint) in rows.iter_mut().zip(&connections.file.endpoints) {
             let client = connections
@@ -323,6 +350,7 @@ pub fn check(ctx: &Context, json_out: bool, live: bool) -> Result<ExitCode, Edge
             let client = match client {
                 Ok(client) => client,
                 Err(e) => {
+                    failed_checks.push(format!("{}: {e}", endpoint.name));
                     row["preflight_error"] = json!(e);
                     ok = false;
                     continue;
@@ -359,6 +387,19 @@ pub fn check(ctx: &Context, json_out: bool, live: bool) -> Result<ExitCode, Edge
                     tracing::warn!(error = %e, "cannot record the readiness pass");
                 }
                 ok &= checks.iter().all(|c| c.ok);
+                failed_checks.extend(checks.iter().filter(|c| !c.ok).map(|c| {
+                    format!(
+                        "{}/{} {} check failed: {}{}",
+                        endpoint.name,
+                        model.id,
+                        c.name,
+                        c.detail,
+                        c.fix
+                            .as_ref()
+                            .map(|f| format!(" -> {f}"))
+                            .unwrap_or_default()
+                    )
+                }));
                 if !json_out {
                     for c in &checks {
                         say!(
@@ -385,12 +426,15 @@ pub fn check(ctx: &Context, json_out: bool, live: bool) -> Result<ExitCode, Edge
             "provider": crate::direct::PROVIDER_NAME,
             "dir": connections.dir(),
             "status": if ok { "configured" } else { "setup_required" },
+            "problems": problems,
+            "failed_checks": failed_checks,
             "endpoints": rows,
         }))?;
     } else if rows.is_empty() {
-        output::print_stdout(
-            "autocode: setup required (no endpoint): autocode connections setup --name NAME --kind KIND --model ID=FAMILY [--key-stdin]",
-        )?;
+        output::print_stdout(&format!(
+            "autocode: setup required: {}",
+            problems.join("; ")
+        ))?;
     } else {
         let lines: Vec<String> = rows
             .iter()
@@ -413,6 +457,20 @@ pub fn check(ctx: &Context, json_out: bool, live: bool) -> Result<ExitCode, Edge
             })
             .collect();
         output::print_stdout(&lines.join("\n"))?;
+        // Never a bare exit 1: the verdict and every reason for it.
+        for why in problems.iter().chain(&failed_checks) {
+            say!("problem: {why}");
+        }
+        say!(
+            "autocode: {}",
+            match (problems.is_empty(), failed_checks.is_empty()) {
+                (true, true) if live => "configured; every endpoint model passed its checks",
+                (true, true) =>
+                    "configured (no model request made: --live runs the readiness checks)",
+                (false, _) => "setup required (see the problems above)",
+                (true, false) => "configured, but not ready (see the failed checks above)",
+            }
+        );
     }
     Ok(ExitCode::from(if ok { exit::OK } else { exit::FAILED }))
 }

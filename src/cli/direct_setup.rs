@@ -26,6 +26,8 @@ pub struct Preset {
     /// Empty: asked (or the saved models kept).
     pub models: Vec<EndpointModel>,
     pub no_stream: bool,
+    /// `--max-output-tokens`; absent, a saved endpoint's cap is kept.
+    pub max_output_tokens: Option<u32>,
 }
 
 /// The endpoint to save and the key given for it (`None`: keep the key bound to its URL, if any).
@@ -308,6 +310,9 @@ pub fn interview<R: BufRead, W: Write>(
         protocol,
         token_field,
         stream,
+        max_output_tokens: preset
+            .max_output_tokens
+            .or(previous.as_ref().and_then(|e| e.max_output_tokens)),
         models: Vec::new(),
     };
     let key = ask_key(p, existing, &endpoint, previous.as_ref())?;
@@ -549,6 +554,7 @@ mod tests {
                 protocol: Protocol::AnthropicMessages,
                 token_field: TokenField::MaxTokens,
                 stream: false,
+                max_output_tokens: None,
                 models: vec![EndpointModel {
                     id: "claude-x".into(),
                     family: "anthropic".into(),

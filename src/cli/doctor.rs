@@ -204,6 +204,28 @@ pub async fn diagnose(
             None
         }
     };
+    let direct = resolved.name.as_str() == crate::direct::PROVIDER_NAME;
+    if direct {
+        // What `connections check --provider autocode` says, said here too.
+        let connections = crate::direct::connections::dir_from_env(|k| {
+            ctx.env
+                .get(std::ffi::OsStr::new(k))
+                .and_then(|v| v.to_str())
+                .map(str::to_owned)
+        })
+        .and_then(|dir| crate::direct::connections::Connections::load(&dir));
+        match connections {
+            Ok(connections) => {
+                for (what, fix) in connections.setup_problems() {
+                    // The routes' own check may have said it already (with the roles).
+                    if !problems.iter().any(|p| p.starts_with(&what)) {
+                        problems.push(format!("{what}: {fix}"));
+                    }
+                }
+            }
+            Err(e) => problems.push(format!("direct connections: {e}")),
+        }
+    }
     let main = preflight.as_ref().and_then(|p| p.main_check()).cloned();
     let agent_env = ctx.agent_env(Some(resolved));
     let boundary = supervise::probe();
@@ -238,10 +260,12 @@ pub async fn diagnose(
             fingerprint: resolved.fingerprint.clone(),
         },
         default_provider: ctx.registry.default_provider(&ctx.env).ok(),
+        // The built-in runtime has no program to install.
         program: main
             .as_ref()
             .and_then(|m| m.program.clone())
-            .or_else(|| resolved.config.program()),
+            .or_else(|| resolved.config.program())
+            .filter(|_| !direct),
         executable: main.as_ref().and_then(|m| m.executable.clone()),
         conformance: main
             .as_ref()
@@ -367,6 +391,10 @@ fn render(r: &DoctorReport) -> String {
         (None, Some(program)) => {
             out.push_str(&format!("{} {program}: not installed\n", mark(false)))
         }
+        (None, None) if r.provider.name == crate::direct::PROVIDER_NAME => out.push_str(&format!(
+            "{} built in: autocode's own runtime (nothing to install; endpoints: autocode connections list)\n",
+            mark(true)
+        )),
         (None, None) => {}
     }
     out.push_str(&format!("     conformance: {}\n", r.conformance.line()));

@@ -16,10 +16,13 @@ mod dashboard;
 mod demo;
 mod direct;
 mod direct_setup;
+#[cfg(test)]
+mod doc_commands;
 mod doctor;
 mod events;
 mod exec;
 mod explain;
+mod local;
 mod mcp;
 mod notify;
 mod output;
@@ -86,7 +89,7 @@ pub enum Command {
     /// Providers' sign-in state and login commands.
     #[command(subcommand)]
     Connections(connections::ConnectionsCommand),
-    /// The models a provider offers.
+    /// The models a provider offers (`--catalogue`: autocode's model catalogue).
     Models(providers::ModelsArgs),
     /// The MCP server on stdio through which other agents delegate to autocode
     /// (`mcp install --client claude|codex|opencode` registers it).
@@ -94,6 +97,9 @@ pub enum Command {
     /// Notifications of runs that need a person, paused, completed or failed (`[notify]`).
     #[command(subcommand)]
     Notify(notify::NotifyCommand),
+    /// Local models: which fit this machine.
+    #[command(subcommand)]
+    Local(local::LocalCommand),
     /// Run any command under the process-ownership boundary and print its receipt.
     Supervise(supervise::SuperviseArgs),
     /// Explain a pause code and print the command that continues it.
@@ -154,6 +160,7 @@ pub fn main() -> ExitCode {
         Command::Models(args) => providers::models(args),
         Command::Notify(command) => notify::run(command),
         Command::Mcp(args) => mcp::run(args),
+        Command::Local(command) => local::run(command),
         Command::Connections(command) => connections::run(command),
         Command::Doctor(args) => doctor::run(args),
         Command::Conformance(args) => conformance::run(args),

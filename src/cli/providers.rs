@@ -41,11 +41,15 @@ pub struct ShowArgs {
 #[derive(Debug, Args)]
 pub struct ModelsArgs {
     /// The provider (default: AUTOCODE_PROVIDER, then default_provider in config.toml, then opencode).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "catalogue")]
     pub provider: Option<String>,
     /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
     pub json: bool,
+    /// autocode's model catalogue instead (built in, with ~/.config/autocode/models.toml merged
+    /// over it): family, context window, output cap, tool calls, price, local facts.
+    #[arg(long)]
+    pub catalogue: bool,
 }
 
 /// One row of `providers list`.
@@ -345,6 +349,9 @@ struct ModelsOutput {
 
 pub fn models(args: ModelsArgs) -> Result<ExitCode, EdgeError> {
     let ctx = Context::from_process()?;
+    if args.catalogue {
+        return super::local::models_catalogue(&ctx, args.json);
+    }
     let resolved = ctx.resolve(args.provider.as_deref())?;
     if resolved.name.as_str() == crate::direct::PROVIDER_NAME {
         return super::direct::models(&ctx, args.json);

@@ -125,21 +125,36 @@ pub struct Endpoint {
     /// Ask for streamed responses (a server that answers plain JSON is read as such).
     #[serde(default = "streams")]
     pub stream: bool,
+    /// The response cap the runtime requests (`max_tokens`, `max_output_tokens`): absent, the
+    /// runtime's default ([`crate::direct::runtime::DEFAULT_MAX_OUTPUT_TOKENS`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
     #[serde(default, rename = "model")]
     pub models: Vec<EndpointModel>,
 }
 
 impl Endpoint {
-    /// What the transport identity records (no key).
+    /// What the transport identity records (no key). The response cap appears only when set,
+    /// so endpoints saved before the setting existed keep their identity.
     pub fn identity(&self) -> Value {
-        json!({
+        let mut identity = json!({
             "endpoint": self.name,
             "kind": self.kind.as_str(),
             "base_url": self.base_url,
             "protocol": self.protocol.as_str(),
             "token_field": self.token_field,
             "models": self.models,
-        })
+        });
+        if let Some(cap) = self.max_output_tokens {
+            identity["max_output_tokens"] = json!(cap);
+        }
+        identity
+    }
+
+    /// The response cap requested of this endpoint's models.
+    pub fn output_cap(&self) -> u32 {
+        self.max_output_tokens
+            .unwrap_or(crate::direct::runtime::DEFAULT_MAX_OUTPUT_TOKENS)
     }
 }
 
@@ -358,6 +373,51 @@ impl Connections {
         })
     }
 
+    /// `endpoint` needs a key and none is stored for its URL: what is wrong, and the command
+    /// that fixes it.
+    pub fn key_problem(&self, endpoint: &Endpoint) -> Option<(String, String)> {
+        (endpoint.kind.needs_key() && !self.has_key(endpoint)).then(|| {
+            (
+                format!(
+                    "endpoint {} has no key stored for {}",
+                    endpoint.name, endpoint.base_url
+                ),
+                format!(
+                    "printf %s \"$KEY\" | autocode connections setup --name {} --kind {} --key-stdin",
+                    endpoint.name,
+                    endpoint.kind.as_str()
+                ),
+            )
+        })
+    }
+
+    /// What keeps the configured endpoints from serving a run, each as (what, the command that
+    /// fixes it); empty: configured. `connections check` and `doctor` both say these.
+    pub fn setup_problems(&self) -> Vec<(String, String)> {
+        if self.file.endpoints.is_empty() {
+            return vec![(
+                "no direct endpoint is configured".to_owned(),
+                "autocode connections setup --name NAME --kind KIND --model ID=FAMILY [--key-stdin]"
+                    .to_owned(),
+            )];
+        }
+        let mut problems = Vec::new();
+        for endpoint in &self.file.endpoints {
+            problems.extend(self.key_problem(endpoint));
+            if endpoint.models.is_empty() {
+                problems.push((
+                    format!("endpoint {} names no model", endpoint.name),
+                    format!(
+                        "autocode connections setup --name {} --kind {} --model ID=FAMILY",
+                        endpoint.name,
+                        endpoint.kind.as_str()
+                    ),
+                ));
+            }
+        }
+        problems
+    }
+
     fn auth_path(&self) -> PathBuf {
         self.dir.join("auth.json")
     }
@@ -479,6 +539,7 @@ mod tests {
             protocol: kind.default_protocol(),
             token_field: kind.default_token_field(),
             stream: true,
+            max_output_tokens: None,
             models: models
                 .iter()
                 .map(|(id, family)| EndpointModel {

@@ -298,6 +298,7 @@ mod tests {
             protocol: Protocol::ChatCompletions,
             token_field: kind.default_token_field(),
             stream: true,
+            max_output_tokens: None,
             models: vec![EndpointModel {
                 id: "m".into(),
                 family: "f".into(),

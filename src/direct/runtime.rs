@@ -39,12 +39,15 @@ pub struct Bounds {
     pub tool_timeout: Duration,
 }
 
+/// The response cap of an endpoint that sets none (`connections setup --max-output-tokens`).
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8192;
+
 impl Default for Bounds {
     fn default() -> Self {
         Bounds {
             max_responses: 32,
             max_calls_per_response: 8,
-            max_output_tokens: 8192,
+            max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
             tool_timeout: Duration::from_secs(90),
         }
     }

@@ -37,6 +37,7 @@ pub fn configure(
             protocol,
             token_field: kind.default_token_field(),
             stream: true,
+            max_output_tokens: None,
             models: models
                 .iter()
                 .map(|(id, family)| EndpointModel {

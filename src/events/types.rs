@@ -146,7 +146,7 @@ pub struct Usage {
 pub enum CostSource {
     /// The CLI reported it.
     Provider,
-    /// Estimated from the embedded price table (`crate::prices`).
+    /// Estimated from the model catalogue's dated prices (`crate::prices`).
     PriceTable,
 }
 

@@ -11,6 +11,7 @@ use super::flow::PauseDecision;
 use super::state::{PauseRecord, RunState};
 use crate::pause::PauseCode;
 use crate::store::{self, StoreError};
+use crate::transport::Route;
 
 /// How a drive ended.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -92,9 +93,16 @@ impl RunHandle {
         attempt: Option<String>,
         resume_after: Option<DateTime<Utc>>,
     ) -> Result<DriveOutcome, StoreError> {
-        let next_step = decision
-            .code
-            .next_step()
+        let mut next_step = decision.code.next_step().to_owned();
+        if decision.code == PauseCode::PausedOutputCap
+            && let Some(record) = attempt
+                .as_deref()
+                .and_then(|dir| self.state.attempts.iter().find(|a| a.dir == dir))
+        {
+            let setting = output_cap_setting(&self.state, &record.route);
+            next_step = next_step.replace(crate::pause::OUTPUT_CAP_PHRASE, &setting);
+        }
+        let next_step = next_step
             .replace("RUN", self.state.run_id.as_str())
             .replace("ATTEMPT", attempt.as_deref().unwrap_or("ATTEMPT"));
         let reason = match (&attempt, decision.code) {
@@ -123,4 +131,51 @@ impl RunHandle {
         self.activity(&format!("paused {}", record.code), Some(&record.reason))?;
         Ok(DriveOutcome::Paused { pause: record })
     }
+}
+
+/// What raises the response cap of `route`, for `PAUSED_OUTPUT_CAP`'s next step: the direct
+/// runtime's own per-endpoint setting (read from the run's transport identity: the endpoint's
+/// kind and its cap), OpenCode's and Claude Code's variables for their routes, and for any other
+/// provider its own setting, unnamed (autocode does not know it).
+pub fn output_cap_setting(state: &RunState, route: &Route) -> String {
+    match route.provider.as_str() {
+        crate::direct::PROVIDER_NAME => direct_output_cap_setting(state, &route.model),
+        "opencode" => format!(
+            "the response cap of OpenCode: set {} (autocode passes 64000 unless your environment holds a number) to more",
+            crate::transport::opencode::OUTPUT_TOKEN_MAX_VAR
+        ),
+        "claude" => "the response cap of Claude Code: set CLAUDE_CODE_MAX_OUTPUT_TOKENS in your environment to more".to_owned(),
+        other => format!("the response cap of provider {other} (its own output-token setting)"),
+    }
+}
+
+fn direct_output_cap_setting(state: &RunState, model: &str) -> String {
+    let endpoints = state
+        .transport_identities
+        .get(crate::direct::PROVIDER_NAME)
+        .and_then(|i| i["transport"]["endpoints"].as_array().cloned())
+        .unwrap_or_default();
+    // `ENDPOINT/MODEL`, or `MODEL` alone when one endpoint serves it.
+    let endpoint = model
+        .split_once('/')
+        .and_then(|(name, _)| endpoints.iter().find(|e| e["endpoint"] == name))
+        .or_else(|| {
+            endpoints.iter().find(|e| {
+                e["models"]
+                    .as_array()
+                    .is_some_and(|ms| ms.iter().any(|m| m["id"] == model))
+            })
+        });
+    let Some(endpoint) = endpoint else {
+        return "the direct runtime's response cap (autocode connections setup --name ENDPOINT --kind KIND --max-output-tokens TOKENS; the resume then needs --accept-transport-change)".to_owned();
+    };
+    let cap = endpoint["max_output_tokens"]
+        .as_u64()
+        .unwrap_or(u64::from(crate::direct::runtime::DEFAULT_MAX_OUTPUT_TOKENS));
+    format!(
+        "the direct runtime's response cap of endpoint {name} ({cap} tokens now): autocode connections setup --name {name} --kind {kind} --max-output-tokens {more} (the resume then needs --accept-transport-change)",
+        name = endpoint["endpoint"].as_str().unwrap_or("ENDPOINT"),
+        kind = endpoint["kind"].as_str().unwrap_or("KIND"),
+        more = cap.saturating_mul(2),
+    )
 }

@@ -359,6 +359,27 @@ async fn a_body_that_is_not_json_fails_closed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_cut_by_the_cap_names_the_direct_runtimes_own_setting() {
+    let (_place, summary) = scripted_run(|s| {
+        steps(s, "requirements").insert(0, json!({"kind": "length", "text": "I will now"}));
+    })
+    .await;
+    let pause = pause_of(&summary);
+    assert_eq!(pause.code, PauseCode::PausedOutputCap, "{pause:?}");
+    // The direct runtime's own cap, for the endpoint that paused, not another CLI's variable.
+    assert!(
+        pause.next_step.contains(&format!(
+            "autocode connections setup --name {} --kind openai-compatible --max-output-tokens 16384",
+            scripted::SCRIPTED_ENDPOINT
+        )),
+        "{pause:?}"
+    );
+    assert!(pause.next_step.contains("8192 tokens now"), "{pause:?}");
+    assert!(!pause.next_step.contains("OPENCODE_"), "{pause:?}");
+    assert!(!pause.next_step.contains("CLAUDE_CODE_"), "{pause:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_that_never_reports_pauses() {
     let (_place, summary) = scripted_run(|s| {
         *steps(s, "plan_reviewer") =
@@ -433,6 +454,7 @@ async fn fake_run(endpoint: &FakeEndpoint) -> (Place, RunSummary) {
                 protocol: Protocol::ChatCompletions,
                 token_field: EndpointKind::Vllm.default_token_field(),
                 stream: true,
+                max_output_tokens: None,
                 models: vec![
                     EndpointModel {
                         id: DOER_MODEL.into(),

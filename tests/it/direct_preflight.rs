@@ -23,6 +23,7 @@ fn preflight_endpoint(kind: EndpointKind, url: &str) -> Endpoint {
         protocol: Protocol::ChatCompletions,
         token_field: kind.default_token_field(),
         stream: true,
+        max_output_tokens: None,
         models: vec![EndpointModel {
             id: "mock-model".into(),
             family: "mock".into(),

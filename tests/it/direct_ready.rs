@@ -42,6 +42,7 @@ fn save(place: &Place, name: &str, kind: EndpointKind, url: &str, models: &[(&st
                 protocol: Protocol::ChatCompletions,
                 token_field: kind.default_token_field(),
                 stream: true,
+                max_output_tokens: None,
                 models: models
                     .iter()
                     .map(|(id, family)| EndpointModel {

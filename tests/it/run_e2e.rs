@@ -1184,6 +1184,18 @@ fn run_output_cap_pauses() {
     let finished = harness.run(&["--yes"]);
     finished.assert_paused("PAUSED_OUTPUT_CAP");
     assert_eq!(finished.pause_attempt(), "004-builder-1");
+    // The next step names the route that paused (a registered tool here), no other CLI's
+    // variable.
+    let next = finished.json["pause"]["next_step"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(next.contains("the response cap of provider fake"), "{next}");
+    assert!(next.contains("--abandon-stage 004-builder-1"), "{next}");
+    assert!(
+        !next.contains("OPENCODE_EXPERIMENTAL_OUTPUT_TOKEN_MAX"),
+        "{next}"
+    );
+    assert!(!next.contains("CLAUDE_CODE_MAX_OUTPUT_TOKENS"), "{next}");
     // Setting the cut attempt aside runs the stage again.
     harness
         .resume(&["--abandon-stage", "004-builder-1"])

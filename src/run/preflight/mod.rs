@@ -166,20 +166,18 @@ pub fn resolve_routes(
 ) -> Result<BTreeMap<Role, Route>, PreflightError> {
     let defaults = provider.config.resolved_routes();
     let mut routes = BTreeMap::new();
+    let mut missing = Vec::new();
     for role in Role::ALL {
         let spec = defaults.get(&role);
-        let model = choice
+        let Some(model) = choice
             .single_model
             .clone()
             .or_else(|| choice.models.get(&role).cloned())
             .or_else(|| spec.map(|s| s.model.clone()))
-            .ok_or_else(|| {
-                PreflightError::Routes(format!(
-                    "provider {} has no model for the {role}; pass {}",
-                    provider.name,
-                    provider_check::role_flag(role)
-                ))
-            })?;
+        else {
+            missing.push(role);
+            continue;
+        };
         let effort = choice
             .efforts
             .get(&role)
@@ -198,7 +196,48 @@ pub fn resolve_routes(
             },
         );
     }
+    if !missing.is_empty() {
+        return Err(PreflightError::Routes(missing_models(
+            provider, choice, &missing,
+        )));
+    }
     Ok(routes)
+}
+
+/// Every role without a model at once, and the one command line that names them all: the
+/// doing roles on one model (`DOER`), the verifiers on another family (`CHECKER`), keeping the
+/// flags already given.
+fn missing_models(provider: &ResolvedProvider, choice: &RouteChoice, missing: &[Role]) -> String {
+    let verifiers: Vec<Role> = Role::VERIFIER_PAIRS.iter().map(|(v, _)| *v).collect();
+    let flags: Vec<String> = Role::ALL
+        .into_iter()
+        .map(|role| {
+            let model = choice.models.get(&role).cloned().unwrap_or_else(|| {
+                if verifiers.contains(&role) {
+                    "CHECKER"
+                } else {
+                    "DOER"
+                }
+                .to_owned()
+            });
+            format!("{} {model}", provider_check::role_flag(role))
+        })
+        .collect();
+    let roles: Vec<String> = missing.iter().map(ToString::to_string).collect();
+    let models_hint = if provider.name.as_str() == crate::direct::PROVIDER_NAME {
+        " (ENDPOINT/MODEL: `autocode models --provider autocode` lists them; CHECKER of another family than DOER)"
+    } else {
+        " (CHECKER of another family than DOER)"
+    };
+    format!(
+        "provider {} has no model for {} role{}: {}; set them all in one command: autocode --provider {} {} \"OBJECTIVE\"{models_hint}, or --single-model MODEL to put every role on one model, knowingly waiving independence",
+        provider.name,
+        missing.len(),
+        if missing.len() == 1 { "" } else { "s" },
+        roles.join(", "),
+        provider.name,
+        flags.join(" "),
+    )
 }
 
 /// The verifier pairs of `routes` on one model family, as text (empty: independent). A direct
@@ -499,6 +538,39 @@ mod tests {
         choice.single_model = Some("one".into());
         let routes = resolve_routes(&codex, &choice).unwrap();
         assert!(routes.values().all(|r| r.model == "one"));
+    }
+
+    #[test]
+    fn every_missing_role_model_is_named_at_once_with_one_command_for_all() {
+        let (_dir, registry) = registry();
+        let direct = registry.resolve_name(crate::direct::PROVIDER_NAME).unwrap();
+        let mut choice = RouteChoice::default();
+        choice.models.insert(Role::Builder, "local/qwen".into());
+        let Err(PreflightError::Routes(message)) = resolve_routes(&direct, &choice) else {
+            panic!("the built-in runtime has no default models");
+        };
+        assert!(message.contains("no model for 6 roles"), "{message}");
+        for role in Role::ALL.into_iter().filter(|r| *r != Role::Builder) {
+            assert!(message.contains(&role.to_string()), "{role}: {message}");
+        }
+        // The one command: every role's flag, the given one kept, verifiers on CHECKER.
+        let command = message
+            .split_once("one command: ")
+            .and_then(|(_, rest)| rest.split_once(" \"OBJECTIVE\""))
+            .map(|(command, _)| command)
+            .unwrap();
+        assert!(command.contains("--builder-model local/qwen"), "{command}");
+        assert!(command.contains("--tester-model CHECKER"), "{command}");
+        assert!(command.contains("--completion-model CHECKER"), "{command}");
+        assert!(command.contains("--planner-model DOER"), "{command}");
+        let words: Vec<&str> = command.split(' ').skip(1).collect();
+        let parsed = <crate::cli::Cli as clap::Parser>::try_parse_from(
+            std::iter::once("autocode")
+                .chain(["run"])
+                .chain(words)
+                .chain(["OBJECTIVE"]),
+        );
+        assert!(parsed.is_ok(), "{command}: {parsed:?}");
     }
 
     #[test]

@@ -305,17 +305,16 @@ fn direct_runtime(
             return None;
         }
     };
+    // One problem per endpoint without its key, naming every role that uses it.
+    let mut keyless: Vec<(String, String, Vec<String>)> = Vec::new();
     for (role, model) in input.roles {
         match connections.resolve(model) {
             Ok(resolved) => {
-                if resolved.endpoint.kind.needs_key() && !connections.has_key(&resolved.endpoint) {
-                    check.problems.push(Problem::new(
-                        format!("the {role}'s endpoint {} has no key stored", resolved.endpoint.name),
-                        format!(
-                            "store it with `autocode connections setup --name {} … --key-stdin`",
-                            resolved.endpoint.name
-                        ),
-                    ));
+                if let Some((what, fix)) = connections.key_problem(&resolved.endpoint) {
+                    match keyless.iter_mut().find(|(w, _, _)| *w == what) {
+                        Some((_, _, roles)) => roles.push(role.to_string()),
+                        None => keyless.push((what, fix, vec![role.to_string()])),
+                    }
                 }
             }
             Err(e) => check.problems.push(Problem::new(
@@ -326,6 +325,12 @@ fn direct_runtime(
                 ),
             )),
         }
+    }
+    for (what, fix, roles) in keyless {
+        check.problems.push(Problem::new(
+            format!("{what} (the {}'s endpoint)", roles.join(", ")),
+            fix,
+        ));
     }
     Some(connections)
 }

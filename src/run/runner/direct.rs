@@ -179,7 +179,10 @@ impl CliRunner {
             room_record.unreadable.push(connections.dir().to_owned());
         }
         let _ = integrity::write_record(&dir.join("room.json"), &room_record);
-        let bounds = Bounds::default();
+        let bounds = Bounds {
+            max_output_tokens: resolved.endpoint.output_cap(),
+            ..Bounds::default()
+        };
         let _ = integrity::write_record(
             &dir.join("launch.json"),
             &json!({
