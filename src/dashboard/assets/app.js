@@ -213,13 +213,23 @@ function decisionPanel(ws, run, view) {
   return panel;
 }
 
+// An attempt's status (`run::state::AttemptStatus`, tagged by `status`) in words.
+function outcomeText(status) {
+  if (typeof status !== "object" || status === null) return String(status);
+  switch (status.status) {
+    case "rejected": return "rejected: " + status.reason;
+    case "paused": return "paused " + status.code;
+    default: return status.status;
+  }
+}
+
 function stageTable(ws, run, st) {
   const head = el("tr", {}, ["stage", "role", "route", "attempt", "outcome", "duration", "tokens", "cost"].map((h) => el("th", {}, h)));
   const rows = st.attempts.map((a) => {
     const ms = a.finished_at ? new Date(a.finished_at) - new Date(a.started_at) : new Date() - new Date(a.started_at);
     const link = el("a", { href: "#/run/" + ws + "/" + encodeURIComponent(run) + "/stage/" + encodeURIComponent(a.dir), class: "stage-link" }, a.dir);
     return el("tr", {}, el("td", {}, link), el("td", {}, a.role), el("td", {}, routeText(a.route)), el("td", {}, String(a.attempt)),
-      el("td", { class: "outcome" }, typeof a.status === "object" ? JSON.stringify(a.status) : a.status),
+      el("td", { class: "outcome" }, outcomeText(a.status)),
       el("td", {}, Math.round(ms / 1000) + "s"), el("td", {}, tokens(a.usage)), el("td", {}, cost(a.usage)));
   });
   return el("table", { id: "stages" }, head, rows);
