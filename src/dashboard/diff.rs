@@ -47,6 +47,23 @@ fn parse_numstat(out: &str) -> Vec<ChangedFile> {
         .collect()
 }
 
+/// The files `branch` changes since `base` (at most `LIST_CAP`).
+async fn changed_files(
+    state: &AppState,
+    workspace: &std::path::Path,
+    base: &str,
+    branch: &str,
+) -> Result<Vec<ChangedFile>, ViewError> {
+    let numstat = git(
+        workspace,
+        &["diff", "--numstat", "-z", "--no-renames", base, branch],
+        &state.env,
+    )
+    .await
+    .map_err(|e| ViewError::Internal(e.to_string()))?;
+    Ok(parse_numstat(&numstat))
+}
+
 /// The run's branch and its merge base with the workspace's `HEAD`.
 async fn range(
     state: &AppState,
@@ -72,13 +89,7 @@ pub async fn files(
     UrlPath((ws, run_id)): UrlPath<(usize, String)>,
 ) -> Result<Json<Value>, ViewError> {
     let (workspace, branch, base) = range(&state, ws, &run_id).await?;
-    let numstat = git(
-        &workspace,
-        &["diff", "--numstat", "-z", "--no-renames", &base, &branch],
-        &state.env,
-    )
-    .await
-    .map_err(|e| ViewError::Internal(e.to_string()))?;
+    let files = changed_files(&state, &workspace, &base, &branch).await?;
     let log = git(
         &workspace,
         &[
@@ -101,7 +112,7 @@ pub async fn files(
     Ok(Json(json!({
         "branch": branch,
         "base": base,
-        "files": parse_numstat(&numstat),
+        "files": files,
         "commits": commits,
     })))
 }
@@ -118,14 +129,8 @@ pub async fn file(
     Query(query): Query<FileQuery>,
 ) -> Result<Json<Value>, ViewError> {
     let (workspace, branch, base) = range(&state, ws, &run_id).await?;
-    let numstat = git(
-        &workspace,
-        &["diff", "--numstat", "-z", "--no-renames", &base, &branch],
-        &state.env,
-    )
-    .await
-    .map_err(|e| ViewError::Internal(e.to_string()))?;
-    let Some(changed) = parse_numstat(&numstat)
+    let Some(changed) = changed_files(&state, &workspace, &base, &branch)
+        .await?
         .into_iter()
         .find(|f| f.path == query.path)
     else {
