@@ -246,24 +246,13 @@ async fn full_pipeline(protocol: Protocol, stream: bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_path_the_direct_runtimes_room_refused_is_named_in_the_stages_record() {
     let refused = "/opt/autocode-refused-by-the-direct-room";
-    let place = Place::new();
-    let script = script_with(|script| {
+    let (_place, summary) = scripted_run(|script| {
         steps(script, "builder").insert(
             0,
             json!({"kind": "shell", "command": format!("mkdir {refused}")}),
         );
-    });
-    let server = ScriptedServer::start(ServerConfig::new(script))
-        .await
-        .unwrap();
-    scripted::configure(
-        &server,
-        &place.config_home(),
-        Protocol::ChatCompletions,
-        &[(DOER_MODEL, "alpha"), (CHECKER_MODEL, "beta")],
-    )
-    .unwrap();
-    let summary = place.run(scripted::SCRIPTED_ENDPOINT).await;
+    })
+    .await;
     assert!(
         matches!(summary.outcome, DriveOutcome::Complete),
         "{:?}",
@@ -278,7 +267,6 @@ async fn a_path_the_direct_runtimes_room_refused_is_named_in_the_stages_record()
     let first = &record["refusals"][0];
     assert_eq!(first["path"], refused, "{record}");
     assert_eq!(first["command"], format!("mkdir {refused}"), "{record}");
-    server.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
