@@ -32,6 +32,7 @@ use tokio::task::JoinHandle;
 mod platform;
 
 mod command;
+mod ledger_file;
 pub mod net;
 mod room;
 
@@ -614,21 +615,11 @@ async fn drive(mut drive: Drive) -> Result<Finished, LaunchError> {
 
 pub use room::Attestation;
 
-/// Reads a ledger file (JSON lines of [`LedgerEntry`]; a later line with the same `seq`
-/// supersedes an earlier one, since an exit or an attestation is appended when it is known). A
-/// line cut by a crash mid-write is skipped.
+/// Reads a ledger file (its format: `ledger_file`; files of the earlier format, whole
+/// [`LedgerEntry`] lines, read the same). A line cut by a crash mid-write is skipped.
 pub fn read_ledger(path: &Path) -> io::Result<Vec<LedgerEntry>> {
     let text = crate::bounded_read::read_to_string(path, crate::bounded_read::RECORD_CAP)?;
-    let mut entries: BTreeMap<u64, LedgerEntry> = BTreeMap::new();
-    for line in text.lines() {
-        if let Ok(mut entry) = serde_json::from_str::<LedgerEntry>(line) {
-            if let Some(earlier) = entries.get(&entry.seq) {
-                entry.merge_earlier(earlier);
-            }
-            entries.insert(entry.seq, entry);
-        }
-    }
-    Ok(entries.into_values().collect())
+    Ok(ledger_file::read(&text))
 }
 
 /// Writes a receipt atomically (`.partial` then rename).

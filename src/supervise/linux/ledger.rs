@@ -6,16 +6,16 @@
 //! [`BYTE_LIMIT`] bytes, marked when cut); an entry is written to the ledger file before the
 //! exec is let through (the caller of [`Book::record`] answers afterwards); exits come from the
 //! kernel (`PIDFD_GET_INFO`, or `/proc/<pid>/stat` for a zombie not yet reaped, re-checked
-//! against the pidfd), never from a guess. The ledger file is JSON lines, one [`LedgerEntry`]
-//! each; a later line with the same `seq` supersedes an earlier one (the exit arrives later).
+//! against the pidfd), never from a guess. The ledger file's format (an entry's first line,
+//! then its attestation and its exit as short lines) is `crate::supervise::ledger_file`'s.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use crate::supervise::ledger_file::LedgerWriter;
 use crate::supervise::{Attestation, LedgerEntry, LedgerExit};
 
 use super::attest::{self, Snapshot};
@@ -432,7 +432,7 @@ pub struct Book {
     /// The newest exec of each process still waiting for its attestation, with what the
     /// keeper saw before letting it through.
     waiting: BTreeMap<i32, (u64, Snapshot)>,
-    file: Option<std::fs::File>,
+    file: Option<LedgerWriter>,
     path: Option<PathBuf>,
     origin_unix_ms: u64,
 }
@@ -467,7 +467,8 @@ impl Book {
                 .create(true)
                 .append(true)
                 .open(path)
-                .ok();
+                .ok()
+                .map(LedgerWriter::new);
         }
     }
 
@@ -518,16 +519,21 @@ impl Book {
         self.entries.binary_search_by_key(&seq, |entry| entry.seq)
     }
 
+    /// Writes the first line of a new entry (an earlier entry of the same process with the
+    /// same argv and cwd is named instead of repeated).
     fn append(&mut self, entry: &LedgerEntry) {
-        if let Some(file) = self.file.as_mut()
-            && let Ok(mut line) = serde_json::to_vec(entry)
-        {
-            line.push(b'\n');
-            // One write per line (O_APPEND): a crash leaves whole lines behind.
-            if file.write_all(&line).is_err() {
-                tracing::warn!("cannot write the exec ledger");
-            }
-        }
+        let Some(file) = self.file.as_mut() else {
+            return;
+        };
+        let previous = file
+            .last_of(entry.pid)
+            .and_then(|seq| {
+                self.entries
+                    .binary_search_by_key(&seq, |entry| entry.seq)
+                    .ok()
+            })
+            .and_then(|index| self.entries.get(index));
+        file.entry(entry, previous);
     }
 
     pub fn next_seq(&self) -> u64 {
@@ -616,7 +622,9 @@ impl Book {
         {
             self.waiting.remove(&entry.pid);
         }
-        self.append(&entry);
+        if let Some(file) = self.file.as_mut() {
+            file.attestation(seq, attestation, entry.exe.as_deref());
+        }
         Some(entry)
     }
 
@@ -678,18 +686,21 @@ impl Book {
 
     /// Applies an exit (from this party or the other) to entries.
     pub fn finish(&mut self, seqs: &[u64], exit: Option<LedgerExit>) {
+        let Some(exit) = exit else {
+            return;
+        };
         let mut finished = Vec::new();
         for &seq in seqs {
             if let Ok(index) = self.index_of(seq)
                 && let Some(entry) = self.entries.get_mut(index)
                 && entry.exit.is_none()
             {
-                entry.exit = exit;
-                finished.push(entry.clone());
+                entry.exit = Some(exit);
+                finished.push(seq);
             }
         }
-        for entry in &finished {
-            self.append(entry);
+        if let Some(file) = self.file.as_mut() {
+            file.exit(&finished, exit);
         }
     }
 

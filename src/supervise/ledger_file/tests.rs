@@ -1,0 +1,159 @@
+//! The ledger file written and read back: the compact lines, the earlier format, and lost or
+//! altered lines (never read as evidence).
+
+use super::*;
+
+fn entry(seq: u64, pid: i32, filename: &str, argv: &[&str]) -> LedgerEntry {
+    LedgerEntry {
+        seq,
+        pid,
+        filename: filename.into(),
+        argv: argv.iter().map(|arg| (*arg).to_owned()).collect(),
+        argv_truncated: false,
+        cwd: "/work".into(),
+        at_ms: seq * 10,
+        exec_plausible: true,
+        exit: None,
+        attestation: Attestation::Unconfirmed,
+        exe: None,
+    }
+}
+
+/// A shell payload as Codex sends it: a long prelude, then the command.
+fn payload(command: &str) -> String {
+    let prelude: String = (0..400).map(|at| format!("unset V_{at}\n")).collect();
+    format!("{prelude}exec /bin/bash -c '{command}'")
+}
+
+/// What a stage writes: an `execvp` probing `PATH` (two failed lookups, then the real
+/// program), two long shell payloads sharing their prelude, attestations and exits.
+fn written(path: &std::path::Path) -> Vec<LedgerEntry> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    let mut writer = LedgerWriter::new(file);
+    let mut entries: Vec<LedgerEntry> = Vec::new();
+    for (seq, dir) in ["/usr/local/sbin", "/usr/local/bin", "/usr/bin"]
+        .iter()
+        .enumerate()
+    {
+        let mut probe = entry(seq as u64, 7, &format!("{dir}/git"), &["git", "status"]);
+        probe.exec_plausible = *dir == "/usr/bin";
+        let previous = writer
+            .last_of(7)
+            .and_then(|last| {
+                entries
+                    .iter()
+                    .find(|earlier: &&LedgerEntry| earlier.seq == last)
+            })
+            .cloned();
+        writer.entry(&probe, previous.as_ref());
+        entries.push(probe);
+    }
+    let first = payload("cargo test");
+    let second = payload("echo done > out.txt");
+    let shell_a = entry(3, 8, "/bin/bash", &["/bin/bash", "-c", &first]);
+    let shell_b = entry(4, 9, "/bin/bash", &["/bin/bash", "-c", &second]);
+    let again = entry(5, 10, "/bin/bash", &["/bin/bash", "-c", &first]);
+    for shell in [&shell_a, &shell_b, &again] {
+        writer.entry(shell, None);
+    }
+    writer.attestation(0, Attestation::ExecFailed, None);
+    writer.attestation(1, Attestation::ExecFailed, None);
+    writer.attestation(2, Attestation::Attested, Some("/usr/bin/git"));
+    writer.attestation(3, Attestation::Attested, Some("/usr/bin/bash"));
+    writer.exit(&[0, 1, 2], LedgerExit::Code(0));
+    writer.exit(&[3], LedgerExit::Signal(9));
+    let mut expected = entries;
+    expected.extend([shell_a, shell_b, again]);
+    for (seq, attestation, exe) in [
+        (0, Attestation::ExecFailed, None),
+        (1, Attestation::ExecFailed, None),
+        (2, Attestation::Attested, Some("/usr/bin/git")),
+        (3, Attestation::Attested, Some("/usr/bin/bash")),
+    ] {
+        expected[seq].attestation = attestation;
+        expected[seq].exe = exe.map(str::to_owned);
+    }
+    for seq in 0..3 {
+        expected[seq].exit = Some(LedgerExit::Code(0));
+    }
+    expected[3].exit = Some(LedgerExit::Signal(9));
+    expected
+}
+
+#[test]
+fn compact_lines_read_back_as_the_entries_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.jsonl");
+    let expected = written(&path);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(read(&text), expected);
+    // The probes name their first entry; each long payload is stored once, the second as
+    // the tail after the prelude it shares with the first.
+    assert_eq!(text.matches("\"same_as\":").count(), 2, "{text}");
+    assert_eq!(text.matches("\"text\":").count(), 2, "{text}");
+    assert_eq!(text.matches("\"keep\":").count(), 1, "{text}");
+    let whole: usize = expected
+        .iter()
+        .map(|entry| serde_json::to_string(entry).unwrap().len())
+        .sum();
+    assert!(
+        text.len() * 2 < whole,
+        "{} bytes against {whole} for whole entries",
+        text.len()
+    );
+}
+
+#[test]
+fn a_ledger_of_whole_entry_lines_reads_as_before() {
+    let mut first = entry(0, 7, "/bin/sh", &["sh", "-c", "make"]);
+    let second = entry(1, 8, "/usr/bin/env", &["env"]);
+    let mut lines = vec![
+        serde_json::to_string(&first).unwrap(),
+        serde_json::to_string(&second).unwrap(),
+    ];
+    first.attestation = Attestation::Attested;
+    first.exe = Some("/usr/bin/dash".into());
+    lines.push(serde_json::to_string(&first).unwrap());
+    first.exit = Some(LedgerExit::Code(2));
+    lines.push(serde_json::to_string(&first).unwrap());
+    lines.push("{\"seq\":1,\"pid\":8,\"filena".into());
+    assert_eq!(read(&lines.join("\n")), vec![first, second]);
+}
+
+#[test]
+fn an_entry_whose_text_or_first_line_is_lost_or_altered_is_never_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.jsonl");
+    let expected = written(&path);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let without = |needle: &str| -> Vec<LedgerEntry> {
+        let kept: Vec<&str> = text.lines().filter(|line| !line.contains(needle)).collect();
+        read(&kept.join("\n"))
+    };
+    // The first text (the whole prelude) lost: both payloads that name it are unreadable.
+    let lost = without("\"value\":\"unset");
+    for seq in [3, 4, 5] {
+        assert_eq!(lost[seq].attestation, Attestation::Unreadable, "{seq}");
+        assert!(lost[seq].argv.is_empty());
+        assert_eq!(lost[seq].exe, None);
+    }
+    assert_eq!(lost[2], expected[2]);
+    // The entry the probes name lost: they are unreadable too.
+    let probes = without("\"filename\":\"/usr/local/sbin/git\"");
+    assert_eq!(probes.len(), expected.len() - 1);
+    assert!(
+        probes
+            .iter()
+            .take(2)
+            .all(|entry| entry.argv.is_empty() && entry.attestation == Attestation::Unreadable)
+    );
+    // A text altered after it was written no longer matches its digest.
+    let altered = text.replacen("unset V_1\\n", "unset V_2\\n", 1);
+    let read_back = read(&altered);
+    assert_eq!(read_back[3].attestation, Attestation::Unreadable);
+    assert_eq!(read_back[2], expected[2]);
+}
