@@ -26,8 +26,18 @@ pub fn ensure_standard_fds() {
     }
 }
 
+/// How many `-v` this process was given (set once by [`init_tracing`]).
+static VERBOSE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Whether this process was given `-v` (details people asked for: a plain line when a stage
+/// starts).
+pub fn verbose() -> bool {
+    VERBOSE.load(std::sync::atomic::Ordering::Relaxed) > 0
+}
+
 /// Sets up `tracing` on stderr. `RUST_LOG` wins over `-v`; colours follow `NO_COLOR`.
 pub fn init_tracing(verbose: u8) {
+    VERBOSE.store(verbose, std::sync::atomic::Ordering::Relaxed);
     let default = match verbose {
         0 => "warn",
         1 => "info",

@@ -185,12 +185,14 @@ impl ProgressSink for Progress {
     fn stage_started(&self, stage: &StageStart) {
         match self.mode {
             Mode::Quiet => {}
-            // Not a row of the stage table (which the finished lines make): a different shape.
-            Mode::Plain => say_line(&format!(
+            // Only with `-v`: by default a stage is one line, its end. Not a row of the stage
+            // table (which the finished lines make): a different shape.
+            Mode::Plain if super::output::verbose() => say_line(&format!(
                 "started {} on {}",
                 stage.dir,
                 one_line(&stage.route)
             )),
+            Mode::Plain => {}
             Mode::Live => {
                 let Some(multi) = &self.multi else { return };
                 let prefix = format!(

@@ -11,7 +11,10 @@
 //! - text: `{"text": <sha256>, "value": …}`, or `{"text", "base", "keep", "tail"}` (the first
 //!   `keep` bytes of the text `base`, then `tail`): a long argv string, stored once per file,
 //!   in the same write as the first entry naming it. The reader checks the digest.
-//! - attestation: `{"seq", "attestation", "exe"}`, when the keeper settled it.
+//! - attestation: `{"seq", "attestation", "exe"}`, when the keeper settled it. A failed exec
+//!   (`exec_failed`, nearly always a `PATH` probe) is instead named in the `failed` list of
+//!   the next line written, whatever its kind (or of a line of its own when the writer ends):
+//!   lost with that line, the entry reads as `unconfirmed`, which is no more evidence.
 //! - exit: `{"seqs": […], "exit": …}`, the end of every entry of one process.
 //!
 //! Ledgers written before this format (every line a whole entry, a later line of the same
@@ -74,6 +77,8 @@ struct Line {
     attestation: Option<Attestation>,
     #[serde(skip_serializing_if = "Option::is_none")]
     exe: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    failed: Vec<u64>,
 }
 
 fn sha256_hex(text: &str) -> String {
@@ -102,6 +107,8 @@ pub struct LedgerWriter {
     recent: VecDeque<(String, String)>,
     /// The newest entry this writer wrote for each pid.
     last: HashMap<i32, u64>,
+    /// Entries whose exec failed, not written yet (see the module's comment).
+    failed: Vec<u64>,
 }
 
 impl LedgerWriter {
@@ -111,6 +118,7 @@ impl LedgerWriter {
             texts: HashSet::new(),
             recent: VecDeque::new(),
             last: HashMap::new(),
+            failed: Vec::new(),
         }
     }
 
@@ -124,6 +132,16 @@ impl LedgerWriter {
         if self.file.write_all(bytes).is_err() {
             tracing::warn!("cannot write the exec ledger");
         }
+    }
+
+    /// `line` with the failed execs held so far, serialized.
+    fn finish_line(&mut self, mut line: Line) -> Vec<u8> {
+        line.failed = std::mem::take(&mut self.failed);
+        let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
+        if !bytes.is_empty() {
+            bytes.push(b'\n');
+        }
+        bytes
     }
 
     /// The text line for `value` (digest `digest`), against the recent text sharing the
@@ -200,26 +218,26 @@ impl LedgerWriter {
             line.argv_truncated = entry.argv_truncated;
             line.cwd = Some(entry.cwd.clone());
         }
-        if let Ok(text) = serde_json::to_vec(&line) {
-            bytes.extend_from_slice(&text);
-            bytes.push(b'\n');
-        }
+        let line = self.finish_line(line);
+        bytes.extend_from_slice(&line);
         self.write(&bytes);
         self.last.insert(entry.pid, entry.seq);
     }
 
     /// Writes an entry's attestation.
     pub fn attestation(&mut self, seq: u64, attestation: Attestation, exe: Option<&str>) {
+        if attestation == Attestation::ExecFailed && exe.is_none() {
+            self.failed.push(seq);
+            return;
+        }
         let line = Line {
             seq: Some(seq),
             attestation: Some(attestation),
             exe: exe.map(str::to_owned),
             ..Line::default()
         };
-        if let Ok(mut bytes) = serde_json::to_vec(&line) {
-            bytes.push(b'\n');
-            self.write(&bytes);
-        }
+        let bytes = self.finish_line(line);
+        self.write(&bytes);
     }
 
     /// Writes the end of entries (those of one process).
@@ -232,8 +250,16 @@ impl LedgerWriter {
             exit: Some(exit),
             ..Line::default()
         };
-        if let Ok(mut bytes) = serde_json::to_vec(&line) {
-            bytes.push(b'\n');
+        let bytes = self.finish_line(line);
+        self.write(&bytes);
+    }
+}
+
+impl Drop for LedgerWriter {
+    /// Writes the failed execs still held.
+    fn drop(&mut self) {
+        if !self.failed.is_empty() {
+            let bytes = self.finish_line(Line::default());
             self.write(&bytes);
         }
     }
@@ -248,6 +274,14 @@ pub fn read(text: &str) -> Vec<LedgerEntry> {
         let Ok(line) = serde_json::from_str::<Line>(raw) else {
             continue;
         };
+        for seq in &line.failed {
+            if let Some(entry) = entries.get_mut(seq)
+                && entry.attestation == Attestation::Unconfirmed
+            {
+                entry.attestation = Attestation::ExecFailed;
+                entry.exe = None;
+            }
+        }
         if let Some(digest) = line.text {
             let value = match (line.value, line.base, line.keep, line.tail) {
                 (Some(value), _, _, _) => Some(value),

@@ -186,21 +186,23 @@ fn a_terminal_shows_live_lines_redrawn_in_place_then_permanent_stage_lines() {
 }
 
 #[test]
-fn without_a_terminal_plain_start_and_end_lines_and_quiet_prints_only_the_outcome() {
-    let harness = Harness::new(script_with(&[]));
-    let (code, _, stderr) = output_bounded(run_plain_command(&harness, &[]), "plain run");
-    assert_eq!(code, Some(0), "{stderr}");
-    assert_no_control_sequences(&stderr);
-    for stage in STAGES {
-        let started = stderr
-            .lines()
-            .filter(|l| l.starts_with(&format!("started {stage} on fake/")))
-            .count();
-        let ended = stderr
-            .lines()
-            .filter(|l| l.starts_with(stage) && l.ends_with(" accepted"))
-            .count();
-        assert_eq!((started, ended), (1, 1), "{stage}: {stderr}");
+fn without_a_terminal_plain_end_lines_start_lines_with_verbose_and_quiet_prints_only_the_outcome() {
+    for (args, starts) in [(&[][..], 0), (&["-v"][..], 1)] {
+        let harness = Harness::new(script_with(&[]));
+        let (code, _, stderr) = output_bounded(run_plain_command(&harness, args), "plain run");
+        assert_eq!(code, Some(0), "{stderr}");
+        assert_no_control_sequences(&stderr);
+        for stage in STAGES {
+            let started = stderr
+                .lines()
+                .filter(|l| l.starts_with(&format!("started {stage} on fake/")))
+                .count();
+            let ended = stderr
+                .lines()
+                .filter(|l| l.starts_with(stage) && l.ends_with(" accepted"))
+                .count();
+            assert_eq!((started, ended), (starts, 1), "{stage} {args:?}: {stderr}");
+        }
     }
 
     let harness = Harness::new(script_with(&[]));

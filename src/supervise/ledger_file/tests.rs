@@ -66,6 +66,9 @@ fn written(path: &std::path::Path) -> Vec<LedgerEntry> {
     writer.attestation(3, Attestation::Attested, Some("/usr/bin/bash"));
     writer.exit(&[0, 1, 2], LedgerExit::Code(0));
     writer.exit(&[3], LedgerExit::Signal(9));
+    // Held until the writer ends.
+    writer.attestation(4, Attestation::ExecFailed, None);
+    drop(writer);
     let mut expected = entries;
     expected.extend([shell_a, shell_b, again]);
     for (seq, attestation, exe) in [
@@ -73,6 +76,7 @@ fn written(path: &std::path::Path) -> Vec<LedgerEntry> {
         (1, Attestation::ExecFailed, None),
         (2, Attestation::Attested, Some("/usr/bin/git")),
         (3, Attestation::Attested, Some("/usr/bin/bash")),
+        (4, Attestation::ExecFailed, None),
     ] {
         expected[seq].attestation = attestation;
         expected[seq].exe = exe.map(str::to_owned);
@@ -96,6 +100,9 @@ fn compact_lines_read_back_as_the_entries_written() {
     assert_eq!(text.matches("\"same_as\":").count(), 2, "{text}");
     assert_eq!(text.matches("\"text\":").count(), 2, "{text}");
     assert_eq!(text.matches("\"keep\":").count(), 1, "{text}");
+    // Failed execs ride on the next line written; the last on a line of their own.
+    assert!(text.contains("\"failed\":[0,1]"), "{text}");
+    assert!(text.ends_with("{\"failed\":[4]}\n"), "{text}");
     let whole: usize = expected
         .iter()
         .map(|entry| serde_json::to_string(entry).unwrap().len())
