@@ -81,8 +81,8 @@ fn written(path: &std::path::Path) -> Vec<LedgerEntry> {
         expected[seq].attestation = attestation;
         expected[seq].exe = exe.map(str::to_owned);
     }
-    for seq in 0..3 {
-        expected[seq].exit = Some(LedgerExit::Code(0));
+    for probe in expected.iter_mut().take(3) {
+        probe.exit = Some(LedgerExit::Code(0));
     }
     expected[3].exit = Some(LedgerExit::Signal(9));
     expected
