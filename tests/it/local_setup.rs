@@ -251,3 +251,26 @@ fn nothing_is_pulled_without_confirmation_and_the_size_is_shown_first() {
             .exists()
     );
 }
+
+#[test]
+fn run_local_without_a_saved_local_endpoint_says_how_to_make_one() {
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_autocode"))
+        .args(["run", "--local", "--provider", "autocode", "make hello.txt"])
+        .current_dir(home.path())
+        .env_clear()
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path().join(".config"))
+        .env("PATH", "/usr/bin:/bin")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no local endpoint is saved; set one up with: autocode local setup"),
+        "{stderr}"
+    );
+    // Nothing was started.
+    assert!(!home.path().join(".autocode").exists());
+}
