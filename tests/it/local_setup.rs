@@ -274,3 +274,79 @@ fn run_local_without_a_saved_local_endpoint_says_how_to_make_one() {
     // Nothing was started.
     assert!(!home.path().join(".autocode").exists());
 }
+
+/// Cloud and local in one run, offline: `--local` puts the bulk roles on the scripted
+/// endpoint's doer model (a loopback endpoint, so a local one) and the verifiers stay on the
+/// checker model of another family; the run completes and the split was printed first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_local_puts_the_bulk_roles_on_the_local_model_and_completes() {
+    use super::direct_e2e::{Place, script_with};
+    use autocode::demo::{CHECKER_MODEL, DEMO_OBJECTIVE, DOER_MODEL};
+    use autocode::direct::protocol::Protocol;
+    use autocode::direct::scripted;
+    use autocode::scripted_model::{ScriptedServer, ServerConfig};
+
+    let place = Place::new();
+    let server = ScriptedServer::start(ServerConfig::new(script_with(|_| {})))
+        .await
+        .unwrap();
+    scripted::configure(
+        &server,
+        &place.config_home(),
+        Protocol::ChatCompletions,
+        &[(DOER_MODEL, "alpha"), (CHECKER_MODEL, "beta")],
+    )
+    .unwrap();
+    let checker = format!("scripted/{CHECKER_MODEL}");
+    let local = format!("scripted/{DOER_MODEL}");
+    let workspace = place.workspace();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_autocode"));
+    command
+        .args(["run", "--local", &local, "--provider", "autocode"])
+        .args([
+            "--plan-reviewer-model",
+            &checker,
+            "--tester-model",
+            &checker,
+        ])
+        .args(["--completion-model", &checker, "--resolver-model", &checker])
+        .args(["--yes", "--no-chat", "--json", "--workspace"])
+        .arg(&workspace)
+        .arg(DEMO_OBJECTIVE)
+        .env_clear()
+        .envs(place.env())
+        .stdin(std::process::Stdio::null());
+    let out = tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap();
+    server.shutdown().await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "--local: requirements, planner and builder on {local} (family alpha"
+        )),
+        "{stderr}"
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["outcome"], "complete", "{summary}");
+    // Each stage ran on the model its role was given.
+    let run_dir = std::path::PathBuf::from(summary["run_dir"].as_str().unwrap());
+    let mut seen = Vec::new();
+    for stage in std::fs::read_dir(run_dir.join("stages")).unwrap() {
+        let stage = stage.unwrap().path();
+        let Ok(launch) = std::fs::read(stage.join("launch.json")) else {
+            continue;
+        };
+        let launch: serde_json::Value = serde_json::from_slice(&launch).unwrap();
+        let name = stage.file_name().unwrap().to_string_lossy().into_owned();
+        let model = launch["model"].as_str().unwrap_or_default().to_owned();
+        let bulk = ["requirements", "planner", "builder"]
+            .iter()
+            .any(|r| name.contains(r));
+        let expected = if bulk { DOER_MODEL } else { CHECKER_MODEL };
+        assert_eq!(model, expected, "{name}");
+        seen.push(name);
+    }
+    assert!(seen.len() >= 5, "{seen:?}");
+}
