@@ -164,7 +164,7 @@ fn setup(ctx: &Context, args: SetupArgs) -> Result<ExitCode, EdgeError> {
         other => other.as_str().to_owned(),
     });
     let endpoint = setup::endpoint_for(&server, &name, &model, &family);
-    let marker = format!("ac-setup-{}", std::process::id());
+    let marker = format!("ac-canary-setup-{}", std::process::id());
     output::say!(
         "checking {model} (a tool call and a long prompt; a small model on a CPU takes a minute)"
     );
@@ -197,7 +197,18 @@ fn setup(ctx: &Context, args: SetupArgs) -> Result<ExitCode, EdgeError> {
     }
     let dir = dir_from_env(env_get(ctx)).map_err(EdgeError::usage)?;
     let mut connections = Connections::load(&dir).map_err(EdgeError::usage)?;
-    setup::save(&mut connections, endpoint).map_err(EdgeError::usage)?;
+    setup::save(&mut connections, endpoint.clone()).map_err(EdgeError::usage)?;
+    // The canaries just passed: a run within the cache's day does not repeat them.
+    if let Some(cache) = crate::run::preflight::direct_ready::cache_of(&ctx.env)
+        && let Err(e) = cache.record_pass(
+            &endpoint,
+            &model,
+            &readiness.fingerprint,
+            chrono::Utc::now(),
+        )
+    {
+        tracing::warn!("cannot record the passed canaries: {e}");
+    }
     output::say!(
         "saved endpoint {name} ({model}, family {family}) in {}",
         dir.display()

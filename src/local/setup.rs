@@ -269,6 +269,9 @@ pub struct Readiness {
     /// The context the server runs the model with (not the trained maximum), when it said.
     pub context: Option<u64>,
     pub checks: Vec<Check>,
+    /// What the server said about the model, as the readiness cache keys a pass
+    /// (`crate::direct::readiness::CanaryCache`).
+    pub fingerprint: String,
 }
 
 impl Readiness {
@@ -289,13 +292,18 @@ pub fn readiness(endpoint: &Endpoint, model: &str, marker: &str) -> Result<Readi
         marker,
     };
     let metadata = preflight::metadata(&client, &input);
+    let fingerprint = metadata.facts.fingerprint();
     let context = metadata.context;
     let reachable = metadata.reachable();
     let mut checks = metadata.checks;
     if reachable {
         checks.extend(preflight::canaries(&client, &input, context));
     }
-    Ok(Readiness { context, checks })
+    Ok(Readiness {
+        context,
+        checks,
+        fingerprint,
+    })
 }
 
 /// The endpoint `local setup` saves for `model` on `server`.

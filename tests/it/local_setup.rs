@@ -350,3 +350,43 @@ async fn run_local_puts_the_bulk_roles_on_the_local_model_and_completes() {
     }
     assert!(seen.len() >= 5, "{seen:?}");
 }
+
+#[test]
+fn setup_through_the_binary_saves_a_ready_llama_cpp_and_its_passed_canaries() {
+    let server = fake_llama_cpp(32768);
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_autocode"))
+        .args(["local", "setup", "--url", &server.url])
+        .current_dir(home.path())
+        .env_clear()
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path().join(".config"))
+        .env("XDG_STATE_HOME", home.path().join(".state"))
+        .env("PATH", "/usr/bin:/bin")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("32,768 token context"), "{stderr}");
+    assert!(
+        stdout.contains("autocode run --local llamacpp/qwen2.5-coder-1.5b"),
+        "{stdout}"
+    );
+    let saved = Connections::load(&dir_under(&home.path().join(".config"))).unwrap();
+    assert_eq!(
+        saved
+            .resolve("llamacpp/qwen2.5-coder-1.5b")
+            .unwrap()
+            .model
+            .family,
+        "qwen"
+    );
+    // A run right after does not repeat the canaries.
+    assert!(
+        home.path()
+            .join(".state/autocode/direct-readiness.json")
+            .exists()
+    );
+}
