@@ -1,20 +1,21 @@
 //! Cost estimates for a stage whose provider reports none, from the dated prices of the model
-//! catalogue (`crate::models`, `data/models.toml`, compiled in). A model without a price has an
-//! unknown cost; nothing is invented. Prices are USD per million tokens.
+//! catalogue (`crate::models`: `data/models.toml`, compiled in, with the user's `models.toml`
+//! merged over it by the caller). A model without a price has an unknown cost; nothing is
+//! invented. Prices are USD per million tokens.
 
 use crate::events::Usage;
 use crate::models::{Catalogue, Price};
 
 /// The newest price row for `model` (a `provider/` prefix is read through; the id itself or the
 /// id followed by a `-` suffix, the longest id winning).
-pub fn price_for(model: &str) -> Option<Price> {
-    Catalogue::builtin().price_for(model).cloned()
+pub fn price_for(catalogue: &Catalogue, model: &str) -> Option<Price> {
+    catalogue.price_for(model).cloned()
 }
 
 /// An estimate for `usage` on `model`, when the model is listed and the usage is known.
 /// Input excludes cache reads (the usage convention); output includes reasoning.
-pub fn estimate(model: &str, usage: &Usage) -> Option<f64> {
-    let price = price_for(model)?;
+pub fn estimate(catalogue: &Catalogue, model: &str, usage: &Usage) -> Option<f64> {
+    let price = price_for(catalogue, model)?;
     let input = usage.input_tokens? as f64;
     let output = usage.output_tokens? as f64;
     let cache_read = usage.cache_read_tokens.unwrap_or(0) as f64;
@@ -54,15 +55,52 @@ mod tests {
             cache_read_tokens: Some(0),
             ..Default::default()
         };
-        assert_eq!(estimate("claude-haiku-4-5-20251001", &usage), Some(6.0));
-        assert_eq!(estimate("anthropic/claude-haiku-4-5", &usage), Some(6.0));
-        assert_eq!(estimate("gpt-5-mini", &usage), Some(2.25));
-        assert_eq!(estimate("gpt-5", &usage), Some(11.25));
-        assert_eq!(estimate("claude-sonnet-5-5", &usage), None);
-        assert_eq!(estimate("mock-model", &usage), None);
+        assert_eq!(
+            estimate(&Catalogue::builtin(), "claude-haiku-4-5-20251001", &usage),
+            Some(6.0)
+        );
+        assert_eq!(
+            estimate(&Catalogue::builtin(), "anthropic/claude-haiku-4-5", &usage),
+            Some(6.0)
+        );
+        assert_eq!(
+            estimate(&Catalogue::builtin(), "gpt-5-mini", &usage),
+            Some(2.25)
+        );
+        assert_eq!(
+            estimate(&Catalogue::builtin(), "gpt-5", &usage),
+            Some(11.25)
+        );
+        assert_eq!(
+            estimate(&Catalogue::builtin(), "claude-sonnet-5-5", &usage),
+            None
+        );
+        assert_eq!(estimate(&Catalogue::builtin(), "mock-model", &usage), None);
         // A local model has no price: its cost is unknown, not zero.
-        assert_eq!(estimate("local/qwen2.5-coder-1.5b", &usage), None);
+        assert_eq!(
+            estimate(&Catalogue::builtin(), "local/qwen2.5-coder-1.5b", &usage),
+            None
+        );
         let unknown = Usage::default();
-        assert_eq!(estimate("gpt-5", &unknown), None);
+        assert_eq!(estimate(&Catalogue::builtin(), "gpt-5", &unknown), None);
+    }
+
+    #[test]
+    fn the_users_catalogue_prices_a_model_the_builtin_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("models.toml");
+        std::fs::write(
+            &file,
+            "[[model]]\nid = \"acme-coder\"\nfamily = \"acme\"\ncontext_window = 65536\noutput_cap = 4096\ntool_calls = true\nprice = [{ date = \"2026-01-01\", input = 0.5, output = 1.5 }]\n",
+        )
+        .unwrap();
+        let usage = Usage {
+            input_tokens: Some(1_000_000),
+            output_tokens: Some(1_000_000),
+            ..Default::default()
+        };
+        assert_eq!(estimate(&Catalogue::builtin(), "acme-coder", &usage), None);
+        let merged = Catalogue::load(Some(&file)).unwrap();
+        assert_eq!(estimate(&merged, "acme/acme-coder", &usage), Some(2.0));
     }
 }

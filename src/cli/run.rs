@@ -117,6 +117,11 @@ pub struct RunArgs {
     /// (recorded).
     #[arg(long)]
     pub single_model: Option<String>,
+    /// The bulk roles (requirements, planner, builder) on the saved local endpoint's model
+    /// (`autocode local setup`; name one as ENDPOINT/MODEL when several are saved), the
+    /// verifiers on the provider, or another installed, signed-in one of another family.
+    #[arg(long, value_name = "ENDPOINT/MODEL", num_args = 0..=1, default_missing_value = "")]
+    pub local: Option<String>,
     /// Keep the provider's fixed routes: do not move the verifiers to another installed,
     /// signed-in provider when the chosen one cannot give them an independent model family.
     #[arg(long)]
@@ -548,6 +553,14 @@ fn start_options(args: RunArgs) -> Result<(Context, StartOptions, OutputFlags), 
             efforts.insert(role, e.clone());
         }
     }
+    if let Some(pick) = &args.local {
+        let provider = local_provider(&ctx, args.provider.as_deref())?;
+        let local = local_models(&ctx, pick, &provider)?;
+        output::say!("{}", local.describe(&provider));
+        for (role, model) in local.models {
+            models.entry(role).or_insert(model);
+        }
+    }
     let opts = StartOptions {
         objective: objective_text(args.objective, args.objective_file.as_deref())?,
         workspace: args.workspace,
@@ -570,6 +583,37 @@ fn start_options(args: RunArgs) -> Result<(Context, StartOptions, OutputFlags), 
         chat: chat_choice(args.chat, args.no_chat),
     };
     Ok((ctx, opts, flags))
+}
+
+/// The provider a `--local` run's verifiers start on: `--provider`, else the default.
+fn local_provider(ctx: &Context, given: Option<&str>) -> Result<String, EdgeError> {
+    match given {
+        Some(name) => Ok(name.to_owned()),
+        None => ctx
+            .registry
+            .default_provider(&ctx.env)
+            .map(|d| d.name.as_str().to_owned())
+            .map_err(EdgeError::usage),
+    }
+}
+
+/// `--local [ENDPOINT/MODEL]`: the bulk roles' model flags (`local::routes`).
+fn local_models(
+    ctx: &Context,
+    pick: &str,
+    provider: &str,
+) -> Result<crate::local::routes::LocalRoutes, EdgeError> {
+    let env = |key: &str| {
+        ctx.env
+            .get(std::ffi::OsStr::new(key))
+            .map(|v| v.to_string_lossy().into_owned())
+    };
+    let connections = crate::direct::connections::dir_from_env(env)
+        .and_then(|dir| crate::direct::connections::Connections::load(&dir))
+        .map_err(EdgeError::usage)?;
+    let pick = (!pick.is_empty()).then_some(pick);
+    crate::local::routes::local_routes(&connections, pick, provider == crate::direct::PROVIDER_NAME)
+        .map_err(EdgeError::usage)
 }
 
 /// How a run's outcome is shown (`--json`, `--quiet`), and whether it may ask (`--chat`).

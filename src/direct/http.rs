@@ -26,6 +26,8 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest response body read.
 pub const MAX_BODY: u64 = 32 << 20;
+/// The longest line of a line-streamed answer ([`Client::post_json_lines`]).
+pub const MAX_LINE: u64 = 64 << 10;
 /// The total time a readiness check of one endpoint model may take (its metadata requests and
 /// its canaries together), unless [`CHECK_DEADLINE_ENV`] says otherwise.
 pub const CHECK_DEADLINE: Duration = Duration::from_secs(180);
@@ -399,6 +401,59 @@ impl Client {
             request = request.header("anthropic-version", ANTHROPIC_VERSION);
         }
         finish(request.send(&bytes[..]).map_err(transport_failure)?, cancel)
+    }
+
+    /// POSTs `body` to the absolute `url` and hands each line of a 2xx answer to `on_line` as
+    /// it arrives (Ollama's streamed `/api/pull`); `on_line` returning `false` stops reading
+    /// and closes the connection. Each read is bounded by [`READ_TIMEOUT`], each line by
+    /// [`MAX_LINE`]; the stream's end is `Ok` (the caller judges whether it was complete).
+    pub fn post_json_lines(
+        &self,
+        url: &str,
+        body: &Value,
+        mut on_line: impl FnMut(&[u8]) -> bool,
+    ) -> Result<(), HttpFailure> {
+        let bytes = serde_json::to_vec(body).map_err(|e| HttpFailure::Body(e.to_string()))?;
+        let request = self
+            .agent
+            .post(url)
+            .header("content-type", "application/json");
+        let response = request.send(&bytes[..]).map_err(transport_failure)?;
+        let status = response.status().as_u16();
+        if !(200..=299).contains(&status) {
+            return finish(response, None).map(|_| ());
+        }
+        let mut reader = std::io::BufReader::new(response.into_body().into_reader());
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let read = std::io::BufRead::read_until(
+                &mut std::io::Read::take(&mut reader, MAX_LINE),
+                b'\n',
+                &mut line,
+            );
+            match read {
+                Ok(0) => return Ok(()),
+                Ok(_) if !line.ends_with(b"\n") && line.len() as u64 >= MAX_LINE => {
+                    return Err(HttpFailure::Body(format!(
+                        "POST {url}: a line of the answer is longer than {MAX_LINE} bytes"
+                    )));
+                }
+                Ok(_) => {
+                    let text = line.trim_ascii();
+                    if !text.is_empty() && !on_line(text) {
+                        return Ok(());
+                    }
+                }
+                Err(e) => {
+                    return Err(match e.downcast::<ureq::Error>() {
+                        Ok(ureq::Error::Timeout(t)) => HttpFailure::Timeout(t.to_string()),
+                        Ok(other) => HttpFailure::Body(other.to_string()),
+                        Err(e) => HttpFailure::Body(e.to_string()),
+                    });
+                }
+            }
+        }
     }
 
     /// GETs the absolute `url` with the endpoint's authentication (blocking).

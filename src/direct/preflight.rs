@@ -12,11 +12,14 @@ use serde_json::{Value, json};
 
 use super::connections::{Endpoint, EndpointKind};
 use super::http::{Client, HttpFailure};
-use super::protocol::{Exchange, Protocol, RequestParams, ToolSpec};
+use super::protocol::{Exchange, Protocol, RequestParams, ToolChoice, ToolSpec};
 
 /// The context a stage needs, in tokens: the largest stage prompts with their schemas are about
 /// 6k tokens, plus the response cap (8,192) and room for tool turns.
 pub const STAGE_CONTEXT: u64 = 32_768;
+/// The context Ollama runs a model with when the model's parameters set no `num_ctx` (its
+/// default since 0.6; `OLLAMA_CONTEXT_LENGTH` on the server may differ, which no API shows).
+pub const OLLAMA_DEFAULT_NUM_CTX: u64 = 4096;
 /// The long-prompt canary's size, in tokens (near a stage prompt's).
 pub const CANARY_TOKENS: usize = 6_000;
 
@@ -98,6 +101,18 @@ pub struct Metadata {
 impl Metadata {
     pub fn ok(&self) -> bool {
         self.checks.iter().all(|c| c.ok)
+    }
+
+    /// The server said it constrains an answer to a JSON schema: llama.cpp answered `/props`
+    /// (its server takes `response_format: json_schema` as a grammar), or vLLM listed the model
+    /// (`owned_by: "vllm"`; guided decoding). Nothing else is assumed.
+    pub fn constrains_answers(&self) -> bool {
+        self.facts.props.is_some()
+            || self
+                .facts
+                .listed
+                .as_ref()
+                .is_some_and(|m| m["owned_by"] == "vllm")
     }
 
     /// The server answered and lists the model (the canaries can run).
@@ -240,7 +255,8 @@ pub fn metadata(client: &Client, input: &PreflightInput<'_>) -> Metadata {
                         .and_then(|(_, v)| v.as_u64())
                 });
                 if let Some(len) = max_len {
-                    // Ollama serves num_ctx (default 2048-4096), not the model's maximum.
+                    // Ollama serves num_ctx, not the model's maximum: without one in the
+                    // model's parameters, its own default.
                     let num_ctx = show["parameters"]
                         .as_str()
                         .and_then(|p| {
@@ -250,7 +266,7 @@ pub fn metadata(client: &Client, input: &PreflightInput<'_>) -> Metadata {
                                     .and_then(|v| v.trim().parse::<u64>().ok())
                             })
                         })
-                        .unwrap_or(len);
+                        .unwrap_or(OLLAMA_DEFAULT_NUM_CTX);
                     checks.push(context_check(
                         num_ctx.min(len),
                         input.needed_context,
@@ -440,6 +456,9 @@ fn canary(
         max_output_tokens: 256,
         token_field: endpoint.token_field,
         stream: endpoint.stream,
+        // As a stage's requests ask (`runtime::run_stage`): the canary checks what a run uses.
+        tool_choice: ToolChoice::Required,
+        answer_schema: None,
     });
     let reply = client
         .post_json(protocol.path(), &body)

@@ -33,7 +33,7 @@ pub const CACHE_MAX_AGE: Duration = Duration::hours(24);
 /// The cache file in autocode's state directory.
 pub const CACHE_FILE: &str = "direct-readiness.json";
 /// Bumped when the canaries change: older passes no longer count.
-const CANARY_VERSION: u32 = 1;
+const CANARY_VERSION: u32 = 2;
 
 /// Whether `endpoint` is a local server (see the module comment).
 pub fn is_local(endpoint: &Endpoint) -> bool {

@@ -11,6 +11,13 @@
 //! Bounds ([`Bounds`]): model responses per stage, tool calls per response, the requested
 //! response cap, the time per tool call; the stage's token budget and time limit still apply
 //! (the caller bounds the whole loop in time).
+//!
+//! Steering ([`Steering`]), so that a small model finishes: every request requires a tool call
+//! (a text answer is never a report), every tool result tells the model how many responses
+//! remain, and the last response — or the one after a text answer — can only be the report: the
+//! `report` tool alone, or, where the server constrains an answer to a JSON schema, the report
+//! schema as the answer's format. Each request's response cap is cut to what the server's
+//! context still holds, measured on the request itself.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -20,8 +27,8 @@ use serde_json::Value;
 
 use super::http::{Cancel, Client, HttpFailure};
 use super::protocol::{
-    Exchange, Protocol, ProtocolError, RequestParams, StopReason, TokenField, ToolResult, Turn,
-    stream, usage_of,
+    Exchange, Protocol, ProtocolError, RequestParams, StopReason, TokenField, ToolChoice,
+    ToolResult, Turn, stream, usage_of,
 };
 use super::tools::{self, ShellContext};
 use crate::events::{
@@ -38,6 +45,25 @@ pub struct Bounds {
     pub max_output_tokens: u32,
     pub tool_timeout: Duration,
 }
+
+/// What the endpoint offers to steer a model towards a valid report (detected by the caller from
+/// what the server says, never assumed from its kind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Steering {
+    /// Require a tool call in every response (`tool_choice`; part of all three APIs).
+    pub require_tool: bool,
+    /// The server constrains an answer to a JSON schema (llama.cpp's `/props` answered, vLLM
+    /// listed the model): the forced report is asked as an answer in the report's schema.
+    pub answer_schema: bool,
+    /// The context the server runs the model with, in tokens, when it said.
+    pub context: Option<u64>,
+}
+
+/// Bytes per token assumed when measuring a request against the context: lower than any
+/// tokenizer's average on English, code and JSON (3.5 to 4.5), so the estimate errs high.
+pub const BYTES_PER_TOKEN: u64 = 3;
+/// The smallest response cap worth a request: below it the context is full.
+pub const MIN_RESPONSE_TOKENS: u64 = 512;
 
 /// The response cap of an endpoint that sets none (`connections setup --max-output-tokens`).
 pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8192;
@@ -91,6 +117,7 @@ pub struct StageInput {
     pub root: PathBuf,
     pub shell: ShellContext,
     pub bounds: Bounds,
+    pub steering: Steering,
     /// Tokens the run may still spend (`--max-tokens`), if bounded.
     pub tokens_left: Option<u64>,
     /// Where the normalized events are written as JSON lines.
@@ -114,6 +141,10 @@ pub enum DirectFailure {
     ResponseLimit(u32),
     #[error("the response hit the {0}-token response cap")]
     OutputCap(u32),
+    #[error(
+        "the conversation (about {used} tokens) leaves less than {MIN_RESPONSE_TOKENS} tokens for a response in the server's {context}-token context"
+    )]
+    ContextFull { used: u64, context: u64 },
     #[error("the provider's content filter stopped the response")]
     ContentFilter,
     #[error("the stage went over the run's --max-tokens")]
@@ -183,6 +214,17 @@ pub async fn run_stage(input: StageInput) -> StageRun {
             .map(std::io::BufWriter::new),
     };
     let specs = tools::tool_specs(input.kind, input.writable);
+    let report_only: Vec<_> = specs
+        .iter()
+        .filter(|t| t.name == tools::REPORT)
+        .cloned()
+        .collect();
+    let report_schema = input.kind.cli_schema();
+    let system = format!(
+        "{}\n\n{}",
+        input.system,
+        budget_line(input.bounds.max_responses)
+    );
     let mut exchange = Exchange::new(input.protocol, &input.prompt);
     let mut usage = Usage::default();
     let mut responses = 0u32;
@@ -193,14 +235,42 @@ pub async fn run_stage(input: StageInput) -> StageRun {
         if responses >= input.bounds.max_responses {
             break StageEnd::Failed(DirectFailure::ResponseLimit(input.bounds.max_responses));
         }
-        let body = exchange.request_body(&RequestParams {
+        // The last response, or the one after a text answer, can only be the report.
+        let must_report = input.bounds.max_responses - responses == 1 || idle_turns > 0;
+        let answer_schema = must_report
+            && input.steering.answer_schema
+            && input.protocol != Protocol::AnthropicMessages;
+        let mut params = RequestParams {
             model: &input.model,
-            system: &input.system,
-            tools: &specs,
+            system: &system,
+            tools: match (must_report, answer_schema) {
+                (_, true) => &[],
+                (true, false) => &report_only,
+                (false, false) => &specs,
+            },
             max_output_tokens: input.bounds.max_output_tokens,
             token_field: input.token_field,
             stream: input.stream,
-        });
+            tool_choice: if input.steering.require_tool {
+                ToolChoice::Required
+            } else {
+                ToolChoice::Unset
+            },
+            answer_schema: answer_schema.then_some(&report_schema),
+        };
+        if let Some(context) = input.steering.context {
+            let measured = exchange.request_body(&params).to_string().len() as u64;
+            let used = measured.div_ceil(BYTES_PER_TOKEN);
+            let room = context.saturating_sub(used);
+            if room < MIN_RESPONSE_TOKENS {
+                break StageEnd::Failed(DirectFailure::ContextFull { used, context });
+            }
+            params.max_output_tokens = params
+                .max_output_tokens
+                .min(u32::try_from(room).unwrap_or(u32::MAX));
+        }
+        let cap = params.max_output_tokens;
+        let body = exchange.request_body(&params);
         let client = input.client.clone();
         let path = input.protocol.path();
         // The read runs on a blocking thread: if this stage is dropped (its time limit, a stop
@@ -263,7 +333,7 @@ pub async fn run_stage(input: StageInput) -> StageRun {
         }
         match turn.stop {
             StopReason::Length => {
-                break StageEnd::Failed(DirectFailure::OutputCap(input.bounds.max_output_tokens));
+                break StageEnd::Failed(DirectFailure::OutputCap(cap));
             }
             StopReason::ContentFilter => break StageEnd::Failed(DirectFailure::ContentFilter),
             StopReason::EndTurn | StopReason::ToolCalls => {}
@@ -275,6 +345,40 @@ pub async fn run_stage(input: StageInput) -> StageRun {
             });
         }
         exchange.push_turn(&turn);
+        if answer_schema && turn.calls.is_empty() {
+            // The report asked as an answer in its schema: the answer's text is the report.
+            let tool_id = EvidenceId::from_provider_id(&format!("ac-answer-{responses}"));
+            let answer = turn.text.as_deref().unwrap_or_default();
+            let checked = serde_json::from_str::<Value>(answer)
+                .map_err(|e| format!("the answer is not JSON: {e}"))
+                .and_then(|report| {
+                    report::validate(input.kind, &report)
+                        .map(|()| report)
+                        .map_err(|rejection| rejection.to_string())
+                });
+            match checked {
+                Ok(report) => {
+                    log.push(tool_event(tool_id, tools::REPORT, None));
+                    log.push(NormalizedEvent::FinalReport {
+                        report: FinalReport::Structured(report.clone()),
+                    });
+                    break StageEnd::Reported(report);
+                }
+                Err(problem) => {
+                    let problem = format!("the report was not accepted: {problem}");
+                    log.push(tool_event(tool_id, tools::REPORT, Some(&problem)));
+                    idle_turns += 1;
+                    if idle_turns >= 2 {
+                        break StageEnd::NoReport(problem);
+                    }
+                    exchange.push_user_text(&format!(
+                        "{problem}\n\n{}",
+                        remaining_note(input.bounds.max_responses - responses)
+                    ));
+                    continue;
+                }
+            }
+        }
         if turn.calls.is_empty() {
             idle_turns += 1;
             if idle_turns >= 2 {
@@ -282,7 +386,11 @@ pub async fn run_stage(input: StageInput) -> StageRun {
                     "the model ended its turn twice without calling the `report` tool".into(),
                 );
             }
-            exchange.push_user_text(&reminder_after_text(turn.text.as_deref(), input.kind));
+            exchange.push_user_text(&format!(
+                "{}\n\n{}",
+                reminder_after_text(turn.text.as_deref(), input.kind),
+                remaining_note(input.bounds.max_responses - responses)
+            ));
             continue;
         }
         idle_turns = 0;
@@ -420,6 +528,13 @@ pub async fn run_stage(input: StageInput) -> StageRun {
         if let Some(end) = ended {
             break end;
         }
+        if let Some(last) = results.last_mut() {
+            last.output = format!(
+                "{}\n\n{}",
+                last.output,
+                remaining_note(input.bounds.max_responses - responses)
+            );
+        }
         exchange.push_results(&results);
     };
     if let Some(mut file) = log.file.take() {
@@ -431,6 +546,26 @@ pub async fn run_stage(input: StageInput) -> StageRun {
         usage,
         responses,
         end,
+    }
+}
+
+/// The system prompt's line on the stage's response budget.
+pub fn budget_line(max_responses: u32) -> String {
+    format!(
+        "This stage allows at most {max_responses} model responses. Each tool result says how many remain; the last one can only be the `report` call."
+    )
+}
+
+/// What the model is told after each response: how many responses remain.
+pub fn remaining_note(remaining: u32) -> String {
+    match remaining {
+        0 | 1 => {
+            "[autocode: 1 model response remains for this stage: it must be the `report` call.]"
+                .to_owned()
+        }
+        n => format!(
+            "[autocode: {n} model responses remain for this stage; call `report` before they run out.]"
+        ),
     }
 }
 
@@ -477,6 +612,9 @@ fn provider_error(failure: &HttpFailure) -> crate::events::ErrorSignal {
     }
     signal
 }
+
+#[cfg(test)]
+mod steering_tests;
 
 #[cfg(test)]
 mod tests {

@@ -4,9 +4,13 @@
 //! quantization plus the KV cache at each context step plus the runtime's buffers) against a
 //! memory budget, a fit level (a share of the budget up to 0.85 is good, up to 0.98 tight,
 //! beyond that not offered), a generation speed estimate from memory bandwidth, and why the
-//! others do not fit. Depends on `models` (the catalogue) and, for the live probe, `supervise`.
+//! others do not fit; [`setup`]: `local setup` (find a server, pull, read its context, check,
+//! save); [`routes`]: `run --local`'s per-role routes. Depends on `models` (the catalogue),
+//! `direct` (the saved endpoints) and, for the live probe, `supervise`.
 
 pub mod probe;
+pub mod routes;
+pub mod setup;
 
 use serde::{Deserialize, Serialize};
 

@@ -140,6 +140,17 @@ pub struct RequestLogEntry {
     pub stream: Option<bool>,
     #[serde(default)]
     pub user_agent: Option<String>,
+    /// The request's `tool_choice`, as sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<Value>,
+    /// The JSON schema format the answer was asked in (Chat Completions `response_format`,
+    /// Responses `text.format`), as sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_format: Option<Value>,
+    /// The response cap the request asked for (`max_tokens`, `max_completion_tokens`,
+    /// `max_output_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
     /// HTTP status answered; `None` for a hang (nothing is answered).
     pub status: Option<u16>,
     /// Why a request was refused.
@@ -415,6 +426,9 @@ async fn handle(state: Arc<State>, request: Request<Incoming>) -> Result<HttpRes
         model: None,
         stream: None,
         user_agent,
+        tool_choice: None,
+        answer_format: None,
+        max_tokens: None,
         status: None,
         detail: None,
     };
@@ -469,6 +483,16 @@ async fn handle(state: Arc<State>, request: Request<Incoming>) -> Result<HttpRes
             return Ok(state.refuse(api, entry));
         }
     };
+    if let Ok(raw) = serde_json::from_slice::<Value>(&body) {
+        entry.tool_choice = raw.get("tool_choice").cloned();
+        entry.answer_format = raw
+            .get("response_format")
+            .or_else(|| raw.pointer("/text/format"))
+            .cloned();
+        entry.max_tokens = ["max_tokens", "max_completion_tokens", "max_output_tokens"]
+            .iter()
+            .find_map(|field| raw.get(*field).and_then(Value::as_u64));
+    }
     entry.tools = parsed.tool_names();
     entry.model = parsed.model.clone();
     entry.stream = Some(parsed.stream);

@@ -21,6 +21,7 @@ mod ledger;
 mod ledger_race;
 mod ledger_shapes;
 mod local_cli;
+mod local_setup;
 mod mcp_e2e;
 mod netreach;
 mod notify_e2e;

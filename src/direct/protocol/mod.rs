@@ -157,6 +157,21 @@ pub struct RequestParams<'a> {
     pub token_field: TokenField,
     /// Ask for a streamed (SSE) response.
     pub stream: bool,
+    /// Whether the model must call a tool.
+    pub tool_choice: ToolChoice,
+    /// A JSON schema the whole answer must follow (`response_format` / `text.format`): the
+    /// report asked as constrained text, with no tools offered. Only sent where the server
+    /// said it constrains output to a schema (`crate::direct::runtime::Steering`).
+    pub answer_schema: Option<&'a Value>,
+}
+
+/// Whether a request lets the model answer in text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// The field is not sent (the API's default: the model may answer in text).
+    Unset,
+    /// The model must call one of the offered tools (`"required"`; Anthropic `{"type": "any"}`).
+    Required,
 }
 
 /// A stage's conversation in one protocol's own message form.
@@ -220,6 +235,32 @@ impl Exchange {
             Protocol::Responses => responses::request(params, &self.messages),
             Protocol::AnthropicMessages => anthropic::request(params, &self.messages),
         };
+        if params.tool_choice == ToolChoice::Required && !params.tools.is_empty() {
+            body["tool_choice"] = match self.protocol {
+                Protocol::AnthropicMessages => serde_json::json!({"type": "any"}),
+                Protocol::ChatCompletions | Protocol::Responses => Value::from("required"),
+            };
+        }
+        if let Some(schema) = params.answer_schema {
+            match self.protocol {
+                Protocol::ChatCompletions => {
+                    body["response_format"] = serde_json::json!({"type": "json_schema",
+                        "json_schema": {"name": "report", "strict": true, "schema": schema}});
+                }
+                Protocol::Responses => {
+                    body["text"] = serde_json::json!({"format": {"type": "json_schema",
+                        "name": "report", "strict": true, "schema": schema}});
+                }
+                // Anthropic Messages has no schema-constrained answer; the runtime never asks.
+                Protocol::AnthropicMessages => {}
+            }
+        }
+        if params.tools.is_empty()
+            && let Some(fields) = body.as_object_mut()
+        {
+            // No tools offered: no empty `tools` list (some servers refuse one).
+            fields.remove("tools");
+        }
         if params.stream {
             body["stream"] = Value::Bool(true);
             if self.protocol == Protocol::ChatCompletions {

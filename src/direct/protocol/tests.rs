@@ -33,6 +33,55 @@ fn params<'a>(tools: &'a [ToolSpec]) -> RequestParams<'a> {
         max_output_tokens: 8192,
         token_field: TokenField::MaxTokens,
         stream: false,
+        tool_choice: ToolChoice::Unset,
+        answer_schema: None,
+    }
+}
+
+#[test]
+fn a_required_tool_and_an_answer_schema_take_each_protocols_form() {
+    let tools = tools();
+    let schema = json!({"type": "object", "properties": {"status": {"type": "string"}}});
+    let forms = [
+        (Protocol::ChatCompletions, json!("required")),
+        (Protocol::Responses, json!("required")),
+        (Protocol::AnthropicMessages, json!({"type": "any"})),
+    ];
+    for (protocol, choice) in forms {
+        let exchange = Exchange::new(protocol, "go");
+        let unset = exchange.request_body(&params(&tools));
+        assert!(unset.get("tool_choice").is_none(), "{protocol:?}: {unset}");
+        assert!(unset.get("response_format").is_none(), "{protocol:?}");
+        let required = exchange.request_body(&RequestParams {
+            tool_choice: ToolChoice::Required,
+            ..params(&tools)
+        });
+        assert_eq!(required["tool_choice"], choice, "{protocol:?}");
+        assert_eq!(required["tools"].as_array().map(Vec::len), Some(1));
+        // The report asked as schema-constrained text: no tools, so no tool choice either.
+        let answer = exchange.request_body(&RequestParams {
+            tool_choice: ToolChoice::Required,
+            answer_schema: Some(&schema),
+            ..params(&[])
+        });
+        assert!(answer.get("tools").is_none(), "{protocol:?}: {answer}");
+        assert!(
+            answer.get("tool_choice").is_none(),
+            "{protocol:?}: {answer}"
+        );
+        match protocol {
+            Protocol::ChatCompletions => {
+                assert_eq!(answer["response_format"]["type"], "json_schema");
+                assert_eq!(answer["response_format"]["json_schema"]["schema"], schema);
+            }
+            Protocol::Responses => {
+                assert_eq!(answer["text"]["format"]["type"], "json_schema");
+                assert_eq!(answer["text"]["format"]["schema"], schema);
+            }
+            Protocol::AnthropicMessages => {
+                assert!(answer.get("response_format").is_none(), "{answer}");
+            }
+        }
     }
 }
 

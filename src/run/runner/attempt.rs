@@ -494,7 +494,7 @@ impl CliRunner {
             record_room_refusals(dir, &ctx.record.dir, &failed_commands, &room_record);
         let usage = summary
             .as_ref()
-            .map(|s| usage_totals(&s.usage, &route.model))
+            .map(|s| usage_totals(&s.usage, &route.model, &self.catalogue()))
             .unwrap_or_default();
         let _ = integrity::write_stage_record(&dir.join("usage.json"), &usage);
         let session = summary

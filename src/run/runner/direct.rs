@@ -40,6 +40,47 @@ Use `shell` to run commands (each result gives the command's event id and exit c
 When the stage asks for a final JSON report, do not write it as text: call the `report` tool once with the report as its arguments. \
 Cite a command you ran as {\"command\": <its exact text>, \"exit_code\": <its exit code>, \"evidence_ref\": <its event id, e.g. \"event:ac-1\">}.";
 
+/// The time limit of a stage on a local (loopback) endpoint when the run sets none: a small
+/// model on a CPU can otherwise ramble for as long as its server lets it.
+pub const LOCAL_STAGE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// What the endpoint offers to steer the model (`runtime::Steering`): a tool call is always
+/// required; a local server is asked (GET requests, no model request) for the context it runs
+/// with and whether it constrains an answer to a schema. A server that does not say gets neither.
+async fn steering_for(
+    endpoint: &connections::Endpoint,
+    model: &str,
+    client: &Client,
+    local: bool,
+) -> runtime::Steering {
+    let mut steering = runtime::Steering {
+        require_tool: true,
+        ..runtime::Steering::default()
+    };
+    if !local {
+        return steering;
+    }
+    let (endpoint, model, client) = (endpoint.clone(), model.to_owned(), client.clone());
+    let metadata = tokio::task::spawn_blocking(move || {
+        crate::direct::preflight::metadata(
+            &client,
+            &crate::direct::preflight::PreflightInput {
+                endpoint: &endpoint,
+                model: &model,
+                needed_context: crate::direct::preflight::STAGE_CONTEXT,
+                canary_tokens: crate::direct::preflight::CANARY_TOKENS,
+                marker: "",
+            },
+        )
+    })
+    .await;
+    if let Ok(metadata) = metadata {
+        steering.answer_schema = metadata.constrains_answers();
+        steering.context = metadata.context;
+    }
+    steering
+}
+
 impl CliRunner {
     /// The direct connections of autocode's environment (never a project file).
     pub(super) fn direct_connections(&self) -> Result<Connections, connections::ConnectionsError> {
@@ -183,6 +224,10 @@ impl CliRunner {
             max_output_tokens: resolved.endpoint.output_cap(),
             ..Bounds::default()
         };
+        let local = crate::direct::readiness::is_local(&resolved.endpoint);
+        let steering = steering_for(&resolved.endpoint, &resolved.model.id, &client, local).await;
+        // A local model's stage is bounded in time even when the run sets no limit.
+        let stage_limit = ctx.limits.timeout.or(local.then_some(LOCAL_STAGE_TIMEOUT));
         let _ = integrity::write_record(
             &dir.join("launch.json"),
             &json!({
@@ -194,6 +239,12 @@ impl CliRunner {
                 "env_names": env.kept.keys().collect::<Vec<_>>(),
                 "withheld_env": env.withheld,
                 "output_token_cap": bounds.max_output_tokens,
+                "steering": {
+                    "require_tool": steering.require_tool,
+                    "answer_schema": steering.answer_schema,
+                    "server_context": steering.context,
+                },
+                "stage_limit_secs": stage_limit.map(|d| d.as_secs()),
                 "bounds": {
                     "max_responses": bounds.max_responses,
                     "max_calls_per_response": bounds.max_calls_per_response,
@@ -228,11 +279,12 @@ impl CliRunner {
                 timeout: bounds.tool_timeout,
             },
             bounds,
+            steering,
             tokens_left: ctx.limits.tokens_left,
             events_log: dir.join("events.jsonl"),
             label: format!("stage {}", ctx.record.dir),
         };
-        let run = match ctx.limits.timeout {
+        let run = match stage_limit {
             Some(limit) => tokio::time::timeout(limit, runtime::run_stage(input))
                 .await
                 .ok(),
@@ -279,7 +331,7 @@ impl CliRunner {
             .collect();
         let _ =
             integrity::write_record(&dir.join("commands.json"), &json!({ "commands": receipts }));
-        let usage = usage_totals(&run.usage, &resolved.model.id);
+        let usage = usage_totals(&run.usage, &resolved.model.id, &self.catalogue());
         let _ = integrity::write_record(&dir.join("usage.json"), &usage);
         let mut out = AttemptOutcome {
             session: None,

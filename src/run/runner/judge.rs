@@ -277,8 +277,12 @@ pub(super) fn command_records(events: &[NormalizedEvent]) -> Vec<CommandRecord> 
 }
 
 /// The events' usage in the run's convention, with a cost from the provider or the dated
-/// price table (else unknown).
-pub(super) fn usage_totals(usage: &events::Usage, model: &str) -> Usage {
+/// prices of the model catalogue the run reads (else unknown).
+pub(super) fn usage_totals(
+    usage: &events::Usage,
+    model: &str,
+    catalogue: &crate::models::Catalogue,
+) -> Usage {
     let mut totals = Usage {
         cost_usd: None,
         cost_source: None,
@@ -287,7 +291,7 @@ pub(super) fn usage_totals(usage: &events::Usage, model: &str) -> Usage {
     if let Some(cost) = usage.cost_usd.filter(|c| *c > 0.0) {
         totals.cost_usd = Some(cost);
         totals.cost_source = Some(crate::events::CostSource::Provider);
-    } else if let Some(cost) = crate::prices::estimate(model, &totals) {
+    } else if let Some(cost) = crate::prices::estimate(catalogue, model, &totals) {
         totals.cost_usd = Some(cost);
         totals.cost_source = Some(crate::events::CostSource::PriceTable);
     }

@@ -114,6 +114,19 @@ impl CliRunner {
             .unwrap_or_default())
     }
 
+    /// The model catalogue the cost ledger prices from: the built-in one with the user's
+    /// `models.toml` (of autocode's environment) merged over it; a file that does not load is
+    /// logged and the built-in catalogue used (`autocode models` names the problem).
+    pub(super) fn catalogue(&self) -> crate::models::Catalogue {
+        let file = crate::models::user_file(|k| self.env.get(k).cloned());
+        crate::models::Catalogue::load(file.as_deref()).unwrap_or_else(|e| {
+            tracing::warn!(
+                "the user's model catalogue does not load, prices from the built-in one: {e}"
+            );
+            crate::models::Catalogue::builtin()
+        })
+    }
+
     pub(super) fn provider(&self, name: &ProviderName) -> Option<&ResolvedProvider> {
         self.providers.get(name)
     }

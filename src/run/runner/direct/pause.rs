@@ -56,7 +56,11 @@ pub fn pause_for(failure: &DirectFailure, now: DateTime<Utc>) -> FailurePause {
             plain(PauseCode::PausedInvalidOutput)
         }
         DirectFailure::ResponseLimit(_) => plain(PauseCode::PausedInvalidOutput),
-        DirectFailure::OutputCap(_) => plain(PauseCode::PausedOutputCap),
+        // A context too full for a response is the same limit seen earlier: raise the server's
+        // context or lower the endpoint's response cap.
+        DirectFailure::OutputCap(_) | DirectFailure::ContextFull { .. } => {
+            plain(PauseCode::PausedOutputCap)
+        }
         DirectFailure::ContentFilter => plain(PauseCode::PausedContentFilter),
         DirectFailure::Budget => plain(PauseCode::PausedBudget),
         DirectFailure::Boundary(_) | DirectFailure::Unverified(_) => {

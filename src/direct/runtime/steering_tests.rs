@@ -1,0 +1,251 @@
+//! The runtime's steering against the scripted model server: what each request of a stage
+//! carries (tool choice, offered tools, answer format, response cap) and how the stage ends.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::direct::http::Auth;
+use crate::scripted_model::{
+    RequestLogEntry, RunningServer, Script, ScriptSyntax, ScriptedServer, ServerConfig,
+};
+
+fn review() -> Value {
+    json!({"verdict": "approve", "summary": "The check decides the criterion.",
+           "concerns": [], "uncovered": []})
+}
+
+async fn server(steps: Value) -> RunningServer {
+    let script = json!({"models": ["m"], "conversation": [{"name": "stage", "step": steps}]});
+    let script = Script::parse(&script.to_string(), ScriptSyntax::Json, Path::new("s.json"))
+        .expect("the script parses");
+    ScriptedServer::start(ServerConfig::new(script))
+        .await
+        .expect("the server starts")
+}
+
+fn input(
+    server: &RunningServer,
+    protocol: Protocol,
+    dir: &Path,
+    max_responses: u32,
+    steering: Steering,
+) -> StageInput {
+    let base = match protocol {
+        Protocol::AnthropicMessages => format!("{}/v1", server.base_url()),
+        _ => server.openai_base_url(),
+    };
+    StageInput {
+        client: Client::new(&base, Auth::Bearer(crate::direct::http::Secret::new("k")))
+            .expect("a loopback URL"),
+        protocol,
+        token_field: TokenField::MaxTokens,
+        stream: false,
+        model: "m".into(),
+        system: "sys".into(),
+        prompt: "review the plan".into(),
+        kind: ReportKind::PlanReview,
+        writable: false,
+        root: dir.to_owned(),
+        shell: ShellContext {
+            cwd: dir.to_owned(),
+            env: Default::default(),
+            room: None,
+            timeout: Duration::from_secs(5),
+        },
+        bounds: Bounds {
+            max_responses,
+            ..Bounds::default()
+        },
+        steering,
+        tokens_left: None,
+        events_log: dir.join("events.jsonl"),
+        label: "stage test".into(),
+    }
+}
+
+fn model_requests(server: &RunningServer) -> Vec<RequestLogEntry> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| r.api.is_some())
+        .collect()
+}
+
+fn read(path: &str) -> Value {
+    json!({"kind": "tool", "name": "read_file", "arguments": {"path": path}})
+}
+
+const REQUIRED: Steering = Steering {
+    require_tool: true,
+    answer_schema: false,
+    context: None,
+};
+
+#[tokio::test]
+async fn every_request_requires_a_tool_and_the_last_offers_only_the_report() {
+    for (protocol, choice) in [
+        (Protocol::ChatCompletions, json!("required")),
+        (Protocol::Responses, json!("required")),
+        (Protocol::AnthropicMessages, json!({"type": "any"})),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("plan.md"), "the plan").unwrap();
+        let server = server(json!([read("plan.md"), read("plan.md"),
+            {"kind": "report", "report": review()}]))
+        .await;
+        let run = run_stage(input(&server, protocol, dir.path(), 3, REQUIRED)).await;
+        assert_eq!(run.end, StageEnd::Reported(review()), "{protocol:?}");
+        let requests = model_requests(&server);
+        assert_eq!(requests.len(), 3, "{protocol:?}");
+        for request in &requests {
+            assert_eq!(request.tool_choice.as_ref(), Some(&choice), "{protocol:?}");
+            assert_eq!(request.answer_format, None, "{protocol:?}");
+        }
+        assert!(requests[0].tools.len() > 1, "{:?}", requests[0].tools);
+        assert!(requests[1].tools.len() > 1, "{:?}", requests[1].tools);
+        assert_eq!(requests[2].tools, vec!["report".to_owned()], "{protocol:?}");
+        server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn without_steering_nothing_is_forced_until_the_last_response() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("plan.md"), "the plan").unwrap();
+    let server = server(json!([read("plan.md"), {"kind": "report", "report": review()}])).await;
+    let steering = Steering::default();
+    let run = run_stage(input(
+        &server,
+        Protocol::ChatCompletions,
+        dir.path(),
+        2,
+        steering,
+    ))
+    .await;
+    assert_eq!(run.end, StageEnd::Reported(review()));
+    let requests = model_requests(&server);
+    assert_eq!(requests[0].tool_choice, None);
+    assert_eq!(requests[1].tools, vec!["report".to_owned()]);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_server_that_constrains_answers_is_asked_for_the_report_in_its_schema() {
+    for protocol in [Protocol::ChatCompletions, Protocol::Responses] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("plan.md"), "the plan").unwrap();
+        // A text answer first: the next response can only be the report.
+        let server = server(json!([{"kind": "text", "text": "The plan looks fine."},
+            {"kind": "report", "report": review()}]))
+        .await;
+        let steering = Steering {
+            answer_schema: true,
+            ..REQUIRED
+        };
+        let run = run_stage(input(&server, protocol, dir.path(), 8, steering)).await;
+        assert_eq!(run.end, StageEnd::Reported(review()), "{protocol:?}");
+        let requests = model_requests(&server);
+        assert_eq!(requests.len(), 2, "{protocol:?}");
+        assert_eq!(requests[0].answer_format, None);
+        assert!(requests[1].tools.is_empty(), "{:?}", requests[1].tools);
+        assert_eq!(requests[1].tool_choice, None, "no tools, no tool choice");
+        let format = requests[1].answer_format.clone().expect("an answer format");
+        assert_eq!(format["type"], "json_schema", "{format}");
+        let schema = format
+            .pointer("/json_schema/schema")
+            .or_else(|| format.get("schema"))
+            .cloned();
+        assert_eq!(
+            schema,
+            Some(ReportKind::PlanReview.cli_schema()),
+            "{protocol:?}"
+        );
+        server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn an_answer_that_breaks_the_schema_is_not_a_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(json!([{"kind": "text", "text": "done"},
+        {"kind": "text", "text": "{\"verdict\": \"maybe\"}"},
+        {"kind": "text", "text": "still not a report"}]))
+    .await;
+    let steering = Steering {
+        answer_schema: true,
+        ..REQUIRED
+    };
+    let run = run_stage(input(
+        &server,
+        Protocol::ChatCompletions,
+        dir.path(),
+        8,
+        steering,
+    ))
+    .await;
+    assert!(
+        matches!(&run.end, StageEnd::NoReport(why) if why.contains("not accepted")),
+        "{:?}",
+        run.end
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_response_cap_is_cut_to_what_the_servers_context_still_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(json!([{"kind": "report", "report": review()}])).await;
+    let context = 4_000;
+    let steering = Steering {
+        context: Some(context),
+        ..REQUIRED
+    };
+    let run = run_stage(input(
+        &server,
+        Protocol::ChatCompletions,
+        dir.path(),
+        4,
+        steering,
+    ))
+    .await;
+    assert_eq!(run.end, StageEnd::Reported(review()));
+    let cap = model_requests(&server)[0].max_tokens.expect("a cap");
+    assert!(cap < u64::from(DEFAULT_MAX_OUTPUT_TOKENS), "{cap}");
+    assert!(cap >= MIN_RESPONSE_TOKENS && cap < context, "{cap}");
+    server.shutdown().await;
+
+    // A context the request alone fills: no request at all, a typed failure.
+    let server = self::server(json!([{"kind": "report", "report": review()}])).await;
+    let steering = Steering {
+        context: Some(1_000),
+        ..REQUIRED
+    };
+    let run = run_stage(input(
+        &server,
+        Protocol::ChatCompletions,
+        dir.path(),
+        4,
+        steering,
+    ))
+    .await;
+    assert!(
+        matches!(
+            run.end,
+            StageEnd::Failed(DirectFailure::ContextFull { context: 1_000, .. })
+        ),
+        "{:?}",
+        run.end
+    );
+    assert!(model_requests(&server).is_empty());
+    server.shutdown().await;
+}
+
+#[test]
+fn the_model_is_told_how_many_responses_remain() {
+    assert!(budget_line(32).contains("at most 32 model responses"));
+    assert!(remaining_note(5).contains("5 model responses remain"));
+    assert!(remaining_note(1).contains("must be the `report` call"));
+}
