@@ -22,6 +22,7 @@ mod ledger_race;
 mod ledger_shapes;
 mod local_cli;
 mod mcp_e2e;
+mod mcp_tasks_e2e;
 mod netreach;
 mod notify_e2e;
 mod operator_e2e;
