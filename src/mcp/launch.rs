@@ -36,6 +36,14 @@ impl Children {
         self.0.lock().ok()?.working.get(run).copied()
     }
 
+    /// The runs a child of this server works on.
+    pub fn working_runs(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .map(|known| known.working.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// How the last child of this server that worked on `run` ended, once none works on it.
     pub fn ended(&self, run: &str) -> Option<ResultLine> {
         let known = self.0.lock().ok()?;

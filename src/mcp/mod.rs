@@ -57,6 +57,8 @@ pub const OBSERVING_TOOLS: [&str; 5] = [
 
 /// The longest `wait_run` blocks.
 const MAX_WAIT: Duration = Duration::from_secs(600);
+/// How long a decision waits for the autocode that paused its run to exit.
+const FINISHING: Duration = Duration::from_secs(30);
 /// The most lines one `run_events` call returns.
 const MAX_EVENTS: usize = 500;
 
@@ -154,12 +156,19 @@ impl Server {
         let ws = workspace_path(workspace)?;
         match run {
             Some(run) => Ok((run_id(run)?, ws)),
-            None => {
-                let found = crate::run::find_run(&ws, None, &self.env)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                Ok((found.state.run_id, ws))
-            }
+            None => match crate::run::find_run(&ws, None, &self.env).await {
+                Ok(found) => Ok((found.state.run_id, ws)),
+                // A run this server just started has no state yet: the newest of those.
+                Err(e) => self
+                    .children
+                    .working_runs()
+                    .into_iter()
+                    .filter(|id| crate::run::runs_dir(&ws).join(id).is_dir())
+                    .max()
+                    .and_then(|id| RunId::new(id).ok())
+                    .map(|id| (id, ws))
+                    .ok_or_else(|| e.to_string()),
+            },
         }
     }
 
@@ -209,6 +218,23 @@ impl Server {
         }
     }
 
+    /// Whether this server's autocode on a run that already paused ends within
+    /// [`FINISHING`] (it records the pause before it exits): then a decision may follow.
+    async fn finishing(&self, ws: &Path, id: &RunId) -> bool {
+        let paused = matches!(self.state(ws, id).await, Ok((_, state)) if state.pause.is_some());
+        if !paused {
+            return false;
+        }
+        let deadline = tokio::time::Instant::now() + FINISHING;
+        while self.children.pid(id.as_str()).is_some() {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        true
+    }
+
     /// `autocode resume RUN --workspace WS --jsonl EXTRA`, answered once under way or ended; a
     /// decision that was not refused is recorded.
     async fn resume_with(
@@ -222,7 +248,7 @@ impl Server {
             Ok(target) => target,
             Err(e) => return refusal(e),
         };
-        if self.children.pid(id.as_str()).is_some() {
+        if self.children.pid(id.as_str()).is_some() && !self.finishing(&ws, &id).await {
             return refusal(format!(
                 "run {id} is being worked on by this server's autocode; wait_run until it pauses"
             ));
