@@ -1,7 +1,8 @@
 //! `autocode mcp` for a client that declared the MCP Tasks extension: `start_run` is answered
 //! as a task that follows the run (progress notifications on each change, the task's result the
 //! run's settled status); the run's status, diff and reports are resources, read only from the
-//! run; and a run started over MCP finishes after the server is killed with its process group.
+//! run; `tasks/cancel` pauses the run resumably; and a run started over MCP finishes after the
+//! server is killed with its process group.
 
 use std::fs;
 use std::process::Command;
@@ -290,4 +291,85 @@ fn a_run_started_over_mcp_finishes_after_its_server_is_killed() {
     assert_eq!(last["type"], "result", "{stdout}");
     assert_eq!(last["status"], "complete", "{stdout}");
     assert_eq!(out.status.code(), Some(0), "{stdout}");
+}
+
+/// `tasks/cancel` stops the run the task follows as `stop_run` does: the run pauses
+/// `PAUSED_INTERRUPTED` (resumable) and the task ends `cancelled`.
+#[test]
+fn cancelling_the_task_pauses_the_run_resumably() {
+    let gate = tempfile::tempdir().expect("tempdir");
+    let go = gate.path().join("go");
+    let wait = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
+    let harness = Harness::new(script_with(&[(
+        "builder",
+        json!([[{"run": wait}, {"run": BUILD}, {"run": CHECK}, build_report()]]),
+    )]));
+    let ws = fs::canonicalize(harness.workspace())
+        .expect("workspace")
+        .display()
+        .to_string();
+    let status = runtime().block_on(async {
+        let command: Command = harness.command(&["mcp"]);
+        let transport = TokioChildProcess::builder(tokio::process::Command::from(command))
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn autocode mcp")
+            .0;
+        let client = Recorder::default()
+            .serve(transport)
+            .await
+            .expect("MCP handshake");
+        let params = CallToolRequestParams::new("start_run").with_arguments(arguments(json!({
+            "objective": "Create hello.txt containing hello", "workspace": ws,
+            "provider": "fake", "yes": true
+        })));
+        let CallToolResponse::Task(created) = client.call_tool_once(params).await.expect("start")
+        else {
+            panic!("a task")
+        };
+        let task_id = created.task.task_id.clone();
+        // Until the task says the builder's stage runs (it waits at the gate).
+        loop {
+            let got = client
+                .peer()
+                .get_task(GetTaskParams::new(task_id.clone()))
+                .await
+                .expect("tasks/get");
+            assert!(!got.task.status().is_terminal(), "{got:?}");
+            if got
+                .task
+                .task
+                .status_message
+                .as_deref()
+                .is_some_and(|m| m.contains("(builder) running"))
+            {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        client
+            .peer()
+            .cancel_task(rmcp::model::CancelTaskParams::new(task_id.clone()))
+            .await
+            .expect("tasks/cancel");
+        let done = loop {
+            let got = client
+                .peer()
+                .get_task(GetTaskParams::new(task_id.clone()))
+                .await
+                .expect("tasks/get");
+            if got.task.status().is_terminal() {
+                break got.task;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        };
+        assert!(matches!(done.payload, TaskPayload::Cancelled), "{done:?}");
+        client.cancel().await.expect("close");
+        harness
+            .command(&["status", "--workspace", &ws, "--json"])
+            .output()
+    });
+    let out = status.expect("autocode status");
+    let status: Value = serde_json::from_slice(&out.stdout).expect("status JSON");
+    assert_eq!(status["pause"]["code"], "PAUSED_INTERRUPTED", "{status:#}");
 }
