@@ -1,7 +1,10 @@
 //! The runs `autocode mcp` starts: each an `autocode exec` or `autocode resume --jsonl` child
-//! (the same code path as the command line), whose `autocode-exec/1` lines the server reads
-//! until the run is under way (its first stage started) or ended, then keeps draining in the
-//! background. The server remembers which process works on which run, to stop it.
+//! (the same code path as the command line), in a session of its own so that it finishes its
+//! run when the server goes away (a signal to the server's process group or terminal does not
+//! reach it). The server reads its `autocode-exec/1` lines until the run is under way (the run
+//! exists: its id is known) or ended, then keeps draining them in the background. The server
+//! remembers which process works on which run (to stop it) and how a child that ended without
+//! settling its run (a failure) ended.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -17,21 +20,54 @@ use crate::exec::{ExecLine, ResultLine};
 /// that it is still starting.
 const UNDER_WAY: Duration = Duration::from_secs(120);
 
-/// The runs this server started and the process working on each (run id → pid).
+/// The runs this server started: the process working on each (run id → pid), and the result
+/// line of the last child of each that ended.
 #[derive(Debug, Default, Clone)]
-pub struct Children(Arc<Mutex<BTreeMap<String, u32>>>);
+pub struct Children(Arc<Mutex<Known>>);
+
+#[derive(Debug, Default)]
+struct Known {
+    working: BTreeMap<String, u32>,
+    ended: BTreeMap<String, ResultLine>,
+}
 
 impl Children {
     pub fn pid(&self, run: &str) -> Option<u32> {
-        self.0.lock().ok()?.get(run).copied()
+        self.0.lock().ok()?.working.get(run).copied()
+    }
+
+    /// The runs a child of this server works on.
+    pub fn working_runs(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .map(|known| known.working.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// How the last child of this server that worked on `run` ended, once none works on it.
+    pub fn ended(&self, run: &str) -> Option<ResultLine> {
+        let known = self.0.lock().ok()?;
+        if known.working.contains_key(run) {
+            return None;
+        }
+        known.ended.get(run).cloned()
     }
 
     fn set(&self, run: &str, pid: Option<u32>) {
-        if let Ok(mut map) = self.0.lock() {
+        if let Ok(mut known) = self.0.lock() {
             match pid {
-                Some(pid) => map.insert(run.to_owned(), pid),
-                None => map.remove(run),
+                Some(pid) => {
+                    known.ended.remove(run);
+                    known.working.insert(run.to_owned(), pid)
+                }
+                None => known.working.remove(run),
             };
+        }
+    }
+
+    fn set_ended(&self, run: &str, result: ResultLine) {
+        if let Ok(mut known) = self.0.lock() {
+            known.ended.insert(run.to_owned(), result);
         }
     }
 }
@@ -39,12 +75,12 @@ impl Children {
 /// How a launch stands when the tool answers.
 #[derive(Debug)]
 pub enum Launched {
-    /// A stage started: the run works (`run_id` from the meta line).
+    /// The run exists and works (`run_id` from the meta line).
     UnderWay { run_id: String },
     /// The child ended first (paused, complete, failed or refused): its result line.
     Ended { result: Box<ResultLine> },
-    /// Neither within [`UNDER_WAY`]: it goes on.
-    Starting { run_id: Option<String> },
+    /// Neither within [`UNDER_WAY`] (preflight still runs): it goes on.
+    Starting,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -55,12 +91,23 @@ pub enum LaunchError {
     NoResult,
 }
 
+/// When a launch counts as under way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnderWay {
+    /// When the run exists (a new run: `exec`).
+    Opened,
+    /// When a stage started (a decision on an existing run, which is refused before any stage
+    /// when it does not apply).
+    StageStarted,
+}
+
 /// Starts `autocode ARGS` in `cwd` and waits until its run is under way or ended.
 pub async fn launch(
     exe: &Path,
     args: Vec<OsString>,
     cwd: &Path,
     children: &Children,
+    under_way: UnderWay,
 ) -> Result<Launched, LaunchError> {
     let mut child =
         crate::supervise::spawn_in_current_family(&exe.as_os_str().to_owned(), &args, cwd)?;
@@ -82,6 +129,9 @@ pub async fn launch(
                     run_id = Some(id.as_str().to_owned());
                     registry.set(id.as_str(), pid);
                 }
+                if let (ExecLine::Result(result), Some(id)) = (&line, &run_id) {
+                    registry.set_ended(id, (**result).clone());
+                }
                 let _ = tx.send(line);
             }
         }
@@ -90,19 +140,24 @@ pub async fn launch(
             registry.set(&id, None);
         }
     });
-    let mut run_id = None;
     let deadline = tokio::time::Instant::now() + UNDER_WAY;
+    let mut run_id = None;
     loop {
         let line = match tokio::time::timeout_at(deadline, rx.recv()).await {
-            Err(_) => return Ok(Launched::Starting { run_id }),
+            Err(_) => return Ok(Launched::Starting),
             Ok(None) => return Err(LaunchError::NoResult),
             Ok(Some(line)) => line,
         };
         match line {
-            ExecLine::Meta(meta) => run_id = meta.run_id.map(|r| r.as_str().to_owned()),
+            ExecLine::Meta(meta) => {
+                run_id = meta.run_id.map(|id| id.as_str().to_owned());
+                if let (UnderWay::Opened, Some(id)) = (under_way, &run_id) {
+                    return Ok(Launched::UnderWay { run_id: id.clone() });
+                }
+            }
             ExecLine::StageStart(_) => {
-                if let Some(run_id) = run_id {
-                    return Ok(Launched::UnderWay { run_id });
+                if let Some(id) = &run_id {
+                    return Ok(Launched::UnderWay { run_id: id.clone() });
                 }
             }
             ExecLine::Result(result) => return Ok(Launched::Ended { result }),

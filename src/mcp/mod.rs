@@ -8,20 +8,34 @@
 //! `accept_test_changes`, `resume_run`) are `autocode resume --jsonl` with the CLI's flags,
 //! `apply_run` is `autocode apply`, and `stop_run` sends the run's autocode SIGINT (it pauses
 //! `PAUSED_INTERRUPTED`, as Ctrl-C does). A decision that was taken is recorded in the run's
-//! activity log as made over MCP. `--read-only` offers only the observing tools.
+//! activity log as made over MCP. `--read-only` offers only the observing tools. A client with
+//! the Tasks extension gets `start_run` as a task that follows the run (`task`); the runs'
+//! status, diff and reports are resources (`resources`).
 
 pub mod launch;
+pub mod params;
+pub mod resources;
+mod task;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, ServerCapabilities, ServerConfig};
-use rmcp::{ServerHandler, schemars, tool, tool_handler, tool_router};
-use serde::{Deserialize, Serialize};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    GetTaskParams, GetTaskResult, ListResourceTemplatesResult, ListResourcesResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, UpdateTaskParams,
+};
+use rmcp::service::RequestContext;
+use rmcp::task_manager::TaskManager;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool, tool_handler, tool_router};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::exec::follow::Follower;
@@ -30,6 +44,7 @@ use crate::ids::RunId;
 use crate::pause::PauseCode;
 use crate::run::state::RunState;
 use launch::{Children, Launched};
+pub use params::*;
 
 /// The tools that only observe (all `--read-only` offers).
 pub const OBSERVING_TOOLS: [&str; 5] = [
@@ -42,8 +57,8 @@ pub const OBSERVING_TOOLS: [&str; 5] = [
 
 /// The longest `wait_run` blocks.
 const MAX_WAIT: Duration = Duration::from_secs(600);
-/// How often `wait_run` reads the run's state.
-const WAIT_POLL: Duration = Duration::from_millis(250);
+/// How long a decision waits for the autocode that paused its run to exit.
+const FINISHING: Duration = Duration::from_secs(30);
 /// The most lines one `run_events` call returns.
 const MAX_EVENTS: usize = 500;
 
@@ -52,124 +67,12 @@ pub struct Server {
     exe: PathBuf,
     env: BTreeMap<String, String>,
     children: Children,
+    /// The MCP Tasks of `start_run` calls that asked for one.
+    tasks: TaskManager,
+    /// Where runs are looked up for resources: the server's directory and every workspace a
+    /// tool call named.
+    workspaces: Arc<Mutex<BTreeSet<PathBuf>>>,
     tool_router: ToolRouter<Server>,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct StartRun {
-    /// What you want done, as you would tell a colleague.
-    pub objective: String,
-    /// The project (a git repository) to work on: an absolute path.
-    pub workspace: String,
-    /// The provider (default: the user's default provider).
-    pub provider: Option<String>,
-    /// Per-role models: keys requirements, planner, plan_reviewer, builder, tester,
-    /// completion, resolver.
-    pub models: Option<BTreeMap<String, String>>,
-    /// Accept the proposed defaults of open questions and approve the reviewed plan (recorded).
-    pub yes: Option<bool>,
-    /// Pause when the run's known cost reaches this many US dollars.
-    pub max_usd: Option<f64>,
-    /// Pause when the run has spent this many active minutes in stages.
-    pub max_minutes: Option<u64>,
-    /// Pause when the run has used this many tokens.
-    pub max_tokens: Option<u64>,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct RunRef {
-    /// The run id (as start_run or list_runs returned it).
-    pub run: String,
-    /// The project the run belongs to: an absolute path.
-    pub workspace: String,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct Observed {
-    /// The run id (default: the workspace's most recent run, as the CLI's `status`).
-    pub run: Option<String>,
-    /// The project the run belongs to: an absolute path.
-    pub workspace: String,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct WaitRun {
-    /// The run id (default: the workspace's most recent run).
-    pub run: Option<String>,
-    pub workspace: String,
-    /// How long to wait, in seconds (default 50, at most 600).
-    pub timeout_seconds: Option<u64>,
-    /// Wait until the run pauses or completes (and nothing works on it) instead of for any
-    /// change.
-    pub settled: Option<bool>,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct RunEvents {
-    /// The run id (default: the workspace's most recent run).
-    pub run: Option<String>,
-    pub workspace: String,
-    /// The `next_cursor` of the previous call (default 0: from the start).
-    pub cursor: Option<u64>,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct ListRuns {
-    pub workspace: String,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct ExplainPause {
-    /// A pause code (WAITING_FOR_USER ...); or give run and workspace for the run's pause.
-    pub code: Option<String>,
-    pub run: Option<String>,
-    pub workspace: Option<String>,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct AnswerQuestions {
-    pub run: String,
-    pub workspace: String,
-    /// Question id → answer.
-    pub answers: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct ApprovePlan {
-    pub run: String,
-    pub workspace: String,
-    /// The plan token you were shown (`r<N>:<sha256>`): only that exact revision is approved.
-    pub token: String,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct ReviewCriterion {
-    pub run: String,
-    pub workspace: String,
-    pub criterion: String,
-    pub accept: bool,
-    /// Why, when rejecting (handed to the builder as a finding).
-    pub reason: Option<String>,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct ResumeRun {
-    pub run: String,
-    pub workspace: String,
-    /// For a pause with a known reset time (rate limit), wait until then.
-    pub wait: Option<bool>,
-    /// Set this attempt aside (its directory name, e.g. 004-builder-1) and run the stage again.
-    pub abandon_stage: Option<String>,
-    /// Accept that the CLI, its version or its configuration changed.
-    pub accept_transport_change: Option<bool>,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct ApplyRun {
-    pub run: String,
-    pub workspace: String,
-    /// One commit on the user's branch instead of the run's own commits.
-    pub squash: Option<bool>,
 }
 
 fn text(value: &impl Serialize) -> CallToolResult {
@@ -223,10 +126,16 @@ impl Server {
                 tool_router.remove_route(&name);
             }
         }
+        let workspaces = std::env::current_dir()
+            .and_then(std::fs::canonicalize)
+            .into_iter()
+            .collect();
         Server {
             exe,
             env,
             children: Children::default(),
+            tasks: TaskManager::new(),
+            workspaces: Arc::new(Mutex::new(workspaces)),
             tool_router,
         }
     }
@@ -247,12 +156,19 @@ impl Server {
         let ws = workspace_path(workspace)?;
         match run {
             Some(run) => Ok((run_id(run)?, ws)),
-            None => {
-                let found = crate::run::find_run(&ws, None, &self.env)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                Ok((found.state.run_id, ws))
-            }
+            None => match crate::run::find_run(&ws, None, &self.env).await {
+                Ok(found) => Ok((found.state.run_id, ws)),
+                // A run this server just started has no state yet: the newest of those.
+                Err(e) => self
+                    .children
+                    .working_runs()
+                    .into_iter()
+                    .filter(|id| crate::run::runs_dir(&ws).join(id).is_dir())
+                    .max()
+                    .and_then(|id| RunId::new(id).ok())
+                    .map(|id| (id, ws))
+                    .ok_or_else(|| e.to_string()),
+            },
         }
     }
 
@@ -302,6 +218,23 @@ impl Server {
         }
     }
 
+    /// Whether this server's autocode on a run that already paused ends within
+    /// [`FINISHING`] (it records the pause before it exits): then a decision may follow.
+    async fn finishing(&self, ws: &Path, id: &RunId) -> bool {
+        let paused = matches!(self.state(ws, id).await, Ok((_, state)) if state.pause.is_some());
+        if !paused {
+            return false;
+        }
+        let deadline = tokio::time::Instant::now() + FINISHING;
+        while self.children.pid(id.as_str()).is_some() {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        true
+    }
+
     /// `autocode resume RUN --workspace WS --jsonl EXTRA`, answered once under way or ended; a
     /// decision that was not refused is recorded.
     async fn resume_with(
@@ -315,7 +248,7 @@ impl Server {
             Ok(target) => target,
             Err(e) => return refusal(e),
         };
-        if self.children.pid(id.as_str()).is_some() {
+        if self.children.pid(id.as_str()).is_some() && !self.finishing(&ws, &id).await {
             return refusal(format!(
                 "run {id} is being worked on by this server's autocode; wait_run until it pauses"
             ));
@@ -328,7 +261,7 @@ impl Server {
             "--jsonl".into(),
         ];
         args.extend(extra.into_iter().map(OsString::from));
-        let answer = self.launch(args, &ws).await;
+        let answer = self.launch(args, &ws, launch::UnderWay::StageStarted).await;
         let refused = answer.is_error == Some(true);
         if !refused {
             self.record_decision(&ws, &id, &decision);
@@ -336,20 +269,31 @@ impl Server {
         answer
     }
 
-    async fn launch(&self, args: Vec<OsString>, cwd: &Path) -> CallToolResult {
-        match launch::launch(&self.exe, args, cwd, &self.children).await {
+    async fn launch(
+        &self,
+        args: Vec<OsString>,
+        cwd: &Path,
+        under_way: launch::UnderWay,
+    ) -> CallToolResult {
+        match launch::launch(&self.exe, args, cwd, &self.children, under_way).await {
             Err(e) => refusal(e.to_string()),
-            Ok(Launched::UnderWay { run_id }) => text(&json!({
+            Ok(launched) => self.launched(launched),
+        }
+    }
+
+    /// The answer to a launch: the run under way, still starting, or how it ended.
+    fn launched(&self, launched: Launched) -> CallToolResult {
+        match launched {
+            Launched::UnderWay { run_id } => text(&json!({
                 "run_id": run_id,
                 "standing": "running",
                 "next": "wait_run until it pauses or completes",
             })),
-            Ok(Launched::Starting { run_id }) => text(&json!({
-                "run_id": run_id,
+            Launched::Starting => text(&json!({
                 "standing": "starting",
-                "next": "wait_run",
+                "next": "list_runs shows the run once it exists; then wait_run",
             })),
-            Ok(Launched::Ended { result }) => match result.status {
+            Launched::Ended { result } => match result.status {
                 Status::Failed | Status::Refused => CallToolResult::error(vec![
                     ContentBlock::text(
                         result.error.clone().unwrap_or_else(|| "refused".to_owned()),
@@ -408,7 +352,7 @@ impl Server {
             Err(e) => return refusal(e),
         };
         match exec_argv(p, &ws) {
-            Ok(args) => self.launch(args, &ws).await,
+            Ok(args) => self.launch(args, &ws, launch::UnderWay::Opened).await,
             Err(e) => refusal(e),
         }
     }
@@ -433,56 +377,30 @@ impl Server {
     #[tool(
         description = "Wait until the run changes (a stage, a pause, its completion) or, with settled, until it pauses or completes; or until the timeout passes. Returns its status; at once when nothing works on a paused or complete run."
     )]
-    async fn wait_run(&self, Parameters(p): Parameters<WaitRun>) -> CallToolResult {
-        let until_settled = p.settled == Some(true);
+    async fn wait_run(
+        &self,
+        Parameters(p): Parameters<WaitRun>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let until = if p.settled == Some(true) {
+            task::Until::Settled
+        } else {
+            task::Until::Change
+        };
         let (id, ws) = match self.observed(p.run.as_deref(), &p.workspace).await {
             Ok(target) => target,
             Err(e) => return refusal(e),
         };
         let timeout = Duration::from_secs(p.timeout_seconds.unwrap_or(50)).min(MAX_WAIT);
         let deadline = tokio::time::Instant::now() + timeout;
-        let fingerprint = |state: &RunState| {
-            (
-                serde_json::to_string(&state.phase).unwrap_or_default(),
-                state.pause.as_ref().map(|p| p.code),
-                state.completed_at,
-                state.attempts.len(),
-            )
-        };
-        let mut first = None;
-        loop {
-            let working = self.children.pid(id.as_str()).is_some();
-            match self.state(&ws, &id).await {
-                Ok((dir, state)) => {
-                    let now = fingerprint(&state);
-                    let settled =
-                        !working && (state.pause.is_some() || state.completed_at.is_some());
-                    let changed = match &first {
-                        None if settled => Some(false),
-                        None => {
-                            first = Some(now);
-                            None
-                        }
-                        Some(_) if until_settled => settled.then_some(true),
-                        Some(before) if *before != now => Some(true),
-                        Some(_) => None,
-                    };
-                    let changed = changed
-                        .or_else(|| (tokio::time::Instant::now() >= deadline).then_some(false));
-                    if let Some(changed) = changed {
-                        let mut value = self.status_value(&dir, &state);
-                        value["changed"] = json!(changed);
-                        return text(&value);
-                    }
-                }
-                Err(e) if !working => return refusal(e),
-                Err(_) if tokio::time::Instant::now() >= deadline => {
-                    return text(&json!({"run_id": id, "standing": "starting", "changed": false}));
-                }
-                Err(_) => {}
-            }
-            tokio::time::sleep(WAIT_POLL).await;
-        }
+        self.follow(
+            &id,
+            &ws,
+            until,
+            Some(deadline),
+            task::Observer::progress_only(task::Progress::of(&context)),
+        )
+        .await
     }
 
     #[tool(
@@ -678,23 +596,12 @@ impl Server {
             Ok(target) => target,
             Err(e) => return refusal(e),
         };
-        let Some(pid) = self.children.pid(id.as_str()) else {
-            return refusal(format!(
-                "no autocode of this server works on run {id}; stop a run started elsewhere where it runs (Ctrl-C or SIGINT)"
-            ));
-        };
-        let Ok(pid) = i32::try_from(pid) else {
-            return refusal(format!("pid {pid} is out of range"));
-        };
-        match nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGINT,
-        ) {
+        match self.interrupt(id.as_str()) {
             Ok(()) => {
                 self.record_decision(&ws, &id, "stop_run");
                 text(&json!({"run_id": id, "stopping": true, "next": "wait_run"}))
             }
-            Err(e) => refusal(format!("cannot signal autocode {pid}: {e}")),
+            Err(e) => refusal(e),
         }
     }
 
@@ -748,9 +655,94 @@ mod tests;
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Server {
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        if let Some(ws) = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("workspace"))
+            .and_then(Value::as_str)
+            .and_then(|ws| std::fs::canonicalize(ws).ok())
+            && let Ok(mut known) = self.workspaces.lock()
+        {
+            known.insert(ws);
+        }
+        let tasks = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks());
+        if tasks && request.name == "start_run" && self.tool_router.has_route("start_run") {
+            return self.start_run_task(request, context).await;
+        }
+        self.tool_router
+            .call(ToolCallContext::new(self, request, context))
+            .await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        Ok(GetTaskResult::new(self.tasks.get_task(&request.task_id)?))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks
+            .update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks.cancel_task(&request.task_id)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        Ok(self.run_resources().await)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(resources::templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        self.read_run_resource(&request.uri)
+            .await
+            .map(|result| result.into())
+            .map_err(|e| McpError::resource_not_found(e.to_string(), None))
+    }
+
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_instructions(
-            "autocode takes an objective through a checked pipeline of agents (requirements, plan, review, build, test, completion review) and returns a verified result on a git branch. start_run, then wait_run until it pauses or completes; a pause says what it asks and which decision tool continues it; apply_run takes a completed result.",
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_tasks()
+                .build(),
+        )
+        .with_instructions(
+            "autocode takes an objective through a checked pipeline of agents (requirements, plan, review, build, test, completion review) and returns a verified result on a git branch. start_run, then wait_run until it pauses or completes (a client with the Tasks extension gets start_run as a task that follows the run); a pause says what it asks and which decision tool continues it; apply_run takes a completed result. Resources autocode://run/<id>/status, /diff and /report/<stage> show a run's state, its branch's diff and its stages' checked reports.",
         )
     }
 }

@@ -655,24 +655,36 @@ pub struct InFamilyOutput {
 /// hands it back running: stdin closed, stdout piped, stderr discarded, not killed when the
 /// handle is dropped. Only for autocode itself: the `autocode exec` / `resume --jsonl` children
 /// of `autocode mcp` (each the boundary of the agents it starts), which the server follows and
-/// may stop, and which finish their run if the server goes away.
+/// may stop, and which finish their run if the server goes away: each starts a session of its
+/// own (`setsid`), so a signal to the server's process group, or the hangup of its terminal,
+/// does not cut a run off mid-stage (a stage's SIGINT still pauses it, sent by pid).
 pub fn spawn_in_current_family(
     program: &OsString,
     args: &[OsString],
     cwd: &Path,
 ) -> Result<tokio::process::Child, LaunchError> {
-    tokio::process::Command::new(program)
+    let mut command = tokio::process::Command::new(program);
+    command
         .args(args)
         .current_dir(cwd)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
-        .kill_on_drop(false)
-        .spawn()
-        .map_err(|source| LaunchError::Spawn {
-            program: program.clone(),
-            source,
-        })
+        .kill_on_drop(false);
+    #[cfg(unix)]
+    // SAFETY: the closure runs in the forked child before exec and calls only `setsid(2)`,
+    // which is async-signal-safe; it allocates nothing and touches no lock.
+    unsafe {
+        command.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+        });
+    }
+    command.spawn().map_err(|source| LaunchError::Spawn {
+        program: program.clone(),
+        source,
+    })
 }
 
 /// Runs a command as an ordinary child of this process, inside whatever family this process

@@ -23,6 +23,7 @@ mod ledger_shapes;
 mod local_cli;
 mod local_setup;
 mod mcp_e2e;
+mod mcp_tasks_e2e;
 mod netreach;
 mod notify_e2e;
 mod operator_e2e;
