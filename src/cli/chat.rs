@@ -2,10 +2,18 @@
 //! terminals, or `--chat`; never with `--no-chat` or off a terminal): the open questions are
 //! asked a few at a time with their proposed defaults; Enter or `/default` takes the default,
 //! `/pause` stops here (a normal `WAITING_FOR_USER` pause that `autocode resume` continues).
+//! Then the brief is shown (goals, constraints, acceptance criteria, set-asides, answers): `y`
+//! approves that exact revision, `/pause` pauses, any other text is feedback for the
+//! requirements stage, whose next brief is shown again (`run::brief_review`).
 //! The prompts go through the caller's `ask` and `say`, so the conversation is the same
 //! whatever terminal it runs on.
 
-use crate::run::state::Question;
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::run::brief_review::BriefDecision;
+use crate::run::state::{Answer, Question};
 use crate::term_text::{LINE_MAX, abridge};
 
 /// How many questions are shown together.
@@ -82,6 +90,104 @@ pub fn answer_questions(
     Some(answers)
 }
 
+/// The brief as shown to the person, one line each.
+pub fn brief_lines(
+    brief: &Value,
+    answers: &BTreeMap<String, Answer>,
+    full_text: &str,
+) -> Vec<String> {
+    let line = |text: &str| format!("    {}", abridge(text, LINE_MAX, full_text));
+    let texts = |key: &str| -> Vec<String> {
+        brief[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(line)
+            .collect()
+    };
+    let mut out = Vec::new();
+    if let Some(summary) = brief["summary"].as_str() {
+        out.push(format!("  {}", abridge(summary, LINE_MAX, full_text)));
+    }
+    for (title, key) in [("goals", "goals"), ("constraints", "constraints")] {
+        let items = texts(key);
+        if !items.is_empty() {
+            out.push(format!("  {title}:"));
+            out.extend(items);
+        }
+    }
+    let criteria: Vec<String> = brief["acceptance_criteria"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            line(&format!(
+                "{}: {}",
+                c["id"].as_str().unwrap_or("?"),
+                c["text"].as_str().unwrap_or_default()
+            ))
+        })
+        .collect();
+    if !criteria.is_empty() {
+        out.push("  acceptance criteria:".into());
+        out.extend(criteria);
+    }
+    let set_asides = crate::verify::objective::set_asides(brief);
+    if !set_asides.is_empty() {
+        out.push("  set aside (not replayed):".into());
+        out.extend(
+            set_asides
+                .iter()
+                .map(|(command, reason)| line(&format!("`{command}`: {reason}"))),
+        );
+    }
+    if !answers.is_empty() {
+        out.push("  answers:".into());
+        out.extend(
+            answers
+                .iter()
+                .map(|(id, a)| line(&format!("{id}: {} ({})", a.text, a.source))),
+        );
+    }
+    out
+}
+
+/// Shows the brief revision `token` names and asks: `y` approves it, `/pause` (or a closed
+/// terminal) pauses, any other text is feedback.
+pub fn review_brief(
+    brief: &Value,
+    answers: &BTreeMap<String, Answer>,
+    token: &str,
+    full_text: &str,
+    mut ask: impl FnMut(&str) -> Option<String>,
+    mut say: impl FnMut(&str),
+) -> BriefDecision {
+    say(&format!("brief revision {token}:"));
+    for line in brief_lines(brief, answers, full_text) {
+        say(&line);
+    }
+    say(
+        "y approves this brief; /pause stops here; any other text is feedback and the brief is written again.",
+    );
+    loop {
+        let Some(line) = ask("brief> ") else {
+            return BriefDecision::Pause;
+        };
+        match line.trim() {
+            "" => {}
+            "y" | "Y" | "yes" => return BriefDecision::Approve,
+            "/pause" => return BriefDecision::Pause,
+            command if command.starts_with('/') && !command.contains(char::is_whitespace) => {
+                say(&format!(
+                    "{command} is not a command here: y, /pause or feedback"
+                ));
+            }
+            text => return BriefDecision::Feedback(text.to_owned()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,6 +242,59 @@ mod tests {
             said.iter().any(|l| l == "Q1 [default: default 1] > "),
             "{said:?}"
         );
+    }
+
+    #[test]
+    fn the_brief_is_shown_and_decided() {
+        let brief = serde_json::json!({
+            "summary": "A greeting.",
+            "goals": ["hello.txt exists"],
+            "constraints": ["no network"],
+            "acceptance_criteria": [{"id": "AC1", "text": "contains hello"}],
+            "set_aside_commands": [{"command": "make deploy", "reason": "needs credentials"}]
+        });
+        let answers = BTreeMap::from([(
+            "Q1".to_owned(),
+            Answer {
+                text: "hello.txt".into(),
+                source: "user".into(),
+            },
+        )]);
+        let decide = |lines: &[&str]| {
+            let mut input = lines.iter().map(|l| (*l).to_owned());
+            let mut said = Vec::new();
+            let decision = review_brief(
+                &brief,
+                &answers,
+                "b1:ab",
+                "status",
+                |_| input.next(),
+                |line| said.push(line.to_owned()),
+            );
+            (decision, said)
+        };
+        let (decision, said) = decide(&["", "/nope", "y"]);
+        assert_eq!(decision, BriefDecision::Approve);
+        for shown in [
+            "brief revision b1:ab:",
+            "    hello.txt exists",
+            "    no network",
+            "    AC1: contains hello",
+            "    `make deploy`: needs credentials",
+            "    Q1: hello.txt (user)",
+        ] {
+            assert!(said.iter().any(|l| l == shown), "{shown}: {said:?}");
+        }
+        assert!(
+            said.iter().any(|l| l.starts_with("/nope is not")),
+            "{said:?}"
+        );
+        assert_eq!(
+            decide(&["  also a README  "]).0,
+            BriefDecision::Feedback("also a README".into())
+        );
+        assert_eq!(decide(&["/pause"]).0, BriefDecision::Pause);
+        assert_eq!(decide(&[]).0, BriefDecision::Pause, "end of input");
     }
 
     #[test]

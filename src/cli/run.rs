@@ -356,6 +356,30 @@ impl Interaction for TerminalUi {
         )
     }
 
+    fn reviews_brief(&self) -> bool {
+        self.interactive
+    }
+
+    fn review_brief(
+        &mut self,
+        state: &crate::run::state::RunState,
+        token: &str,
+    ) -> crate::run::brief_review::BriefDecision {
+        let brief = match (&state.brief, self.interactive) {
+            (Some(brief), true) => brief,
+            _ => return crate::run::brief_review::BriefDecision::Pause,
+        };
+        let progress = self.progress.clone();
+        super::chat::review_brief(
+            brief,
+            &state.answers,
+            token,
+            FULL_TEXT,
+            |prompt| self.ask(prompt),
+            |line| progress.suspend(|| output::say!("{line}")),
+        )
+    }
+
     fn approve_plan(&mut self, plan: &PlanRevision) -> bool {
         if !self.interactive {
             return false;

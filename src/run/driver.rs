@@ -12,6 +12,7 @@ use std::time::Duration;
 use chrono::Utc;
 use serde_json::Value;
 
+use super::brief_review::{self, BriefDecision};
 use super::budget;
 use super::flow::{self, Next, PauseDecision, StagePlan};
 use super::gate;
@@ -67,6 +68,9 @@ pub async fn drive<R: StageRunner, I: Interaction>(
                     if let Err(problem) = flow::apply_answers(&mut run.state, &answers) {
                         ui.note(&problem);
                     }
+                    if ui.reviews_brief() {
+                        brief_review::await_review(&mut run.state);
+                    }
                 } else {
                     let ids: Vec<String> = questions
                         .iter()
@@ -81,6 +85,12 @@ pub async fn drive<R: StageRunner, I: Interaction>(
                         ),
                         None,
                     )?);
+                }
+                run.checkpoint()?;
+            }
+            Next::BriefReview(token) => {
+                if let Some(outcome) = review_brief(run, ui, &token)? {
+                    return Ok(outcome);
                 }
                 run.checkpoint()?;
             }
@@ -194,10 +204,50 @@ pub async fn drive<R: StageRunner, I: Interaction>(
                 if plan.kind == ReportKind::Build {
                     commit_builder(run, runner, ui, plan.milestone).await?;
                 }
+                if plan.kind == ReportKind::Requirements && ui.reviews_brief() {
+                    brief_review::await_review(&mut run.state);
+                }
                 run.checkpoint()?;
             }
         }
     }
+}
+
+/// The brief waits for review (chat mode): `y` approves the revision `token` names, feedback
+/// sends the requirements stage round again, anything else pauses `WAITING_FOR_USER` (and
+/// `resume` comes back here). `--yes` approves it.
+fn review_brief<I: Interaction>(
+    run: &mut RunHandle,
+    ui: &mut I,
+    token: &str,
+) -> Result<Option<DriveOutcome>, DriverError> {
+    let decision = if run.state.accept_defaults {
+        BriefDecision::Approve
+    } else {
+        ui.review_brief(&run.state, token)
+    };
+    match decision {
+        BriefDecision::Approve => match brief_review::approve(&mut run.state, token) {
+            Ok(()) => run.activity("brief approved", Some(token))?,
+            Err(problem) => ui.note(&problem),
+        },
+        BriefDecision::Feedback(text) => {
+            brief_review::give_feedback(&mut run.state, &text);
+            run.activity("brief feedback", Some(&format!("{token}: {text}")))?;
+        }
+        BriefDecision::Pause => {
+            return Ok(Some(run.pause(
+                PauseDecision::new(
+                    PauseCode::WaitingForUser,
+                    format!(
+                        "brief revision {token} waits for review: `autocode resume` on a terminal shows it (or `resume --yes` approves it)"
+                    ),
+                ),
+                None,
+            )?));
+        }
+    }
+    Ok(None)
 }
 
 /// Commits an accepted builder stage on the run's branch (worktree runs). A failed commit is

@@ -12,6 +12,7 @@
 //! A run lives in `<workspace>/.autocode/runs/<run-id>/`; see `docs/run-lifecycle.md`.
 
 pub mod api;
+pub mod brief_review;
 pub mod budget;
 pub mod checkpoint;
 pub mod clean;

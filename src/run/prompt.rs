@@ -83,7 +83,11 @@ pub fn stage_prompt(
         }
     }
     if let Some(brief) = &state.brief {
-        out.push_str("\n# Brief (accepted)\n\n```json\n");
+        out.push_str(if plan.role == Role::Requirements {
+            "\n# Your previous brief\n\n```json\n"
+        } else {
+            "\n# Brief (accepted)\n\n```json\n"
+        });
         out.push_str(&pretty(brief));
         out.push_str("\n```\n");
     }
@@ -94,6 +98,12 @@ pub fn stage_prompt(
         }
     }
     match plan.role {
+        Role::Requirements if !state.brief_review.feedback.is_empty() => {
+            out.push_str("\n# The person's feedback on your previous brief: write the brief again to address it (keep the answers above unless the feedback changes them)\n\n");
+            for feedback in &state.brief_review.feedback {
+                out.push_str(&format!("- on {}: {}\n", feedback.revision, feedback.text));
+            }
+        }
         Role::Planner if !state.plan_concerns.is_empty() => {
             if let Some(previous) = state.latest_plan() {
                 out.push_str(&format!(

@@ -146,6 +146,18 @@ pub trait StageRunner {
 pub trait Interaction {
     fn answer_questions(&mut self, questions: &[Question]) -> Option<Vec<(String, String)>>;
     fn approve_plan(&mut self, plan: &PlanRevision) -> bool;
+    /// Whether the person reviews each brief here (chat mode on a terminal). None by default.
+    fn reviews_brief(&self) -> bool {
+        false
+    }
+    /// Shows the brief revision `token` names (`run::brief_review`) and asks for a decision.
+    fn review_brief(
+        &mut self,
+        _state: &RunState,
+        _token: &str,
+    ) -> super::brief_review::BriefDecision {
+        super::brief_review::BriefDecision::Pause
+    }
     /// One line per finished attempt and per pause (stderr for people).
     fn note(&mut self, line: &str);
     /// The sink for live progress, if this interaction shows it.

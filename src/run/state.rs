@@ -268,6 +268,10 @@ pub struct RunState {
     /// head's tag covers it, so the attempts are as verified as the head (`run::checkpoint`).
     #[serde(default)]
     pub attempts_log: LogCommit,
+    /// The brief's review in chat mode: feedback per revision, the approved digest
+    /// (`run::brief_review`).
+    #[serde(default)]
+    pub brief_review: super::brief_review::BriefReview,
 }
 
 /// The builder's stronger attempt and where checkers move during it.
@@ -331,6 +335,7 @@ impl RunState {
             verification,
             in_place_requested: false,
             attempts_log: Default::default(),
+            brief_review: Default::default(),
         }
     }
 

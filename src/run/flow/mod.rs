@@ -36,6 +36,9 @@ pub enum Next {
     Launch(StagePlan),
     /// Open questions need answers (terminal, `--answer`, or `--yes` defaults).
     Questions(Vec<Question>),
+    /// The brief revision this token names waits for the person's review (chat mode:
+    /// `run::brief_review`).
+    BriefReview(String),
     /// The latest plan revision waits for approval.
     Approval(PlanRevision),
     /// Replay every check on the final tree and apply the completion gate.
@@ -88,8 +91,22 @@ pub fn next(state: &RunState) -> Next {
         })
     };
     match state.phase {
+        // Feedback on the brief sends the stage round again as a rework.
+        Phase::Requirements if !state.brief_review.feedback.is_empty() => Next::Launch(StagePlan {
+            role: Role::Requirements,
+            kind: ReportKind::Requirements,
+            milestone: None,
+            purpose: AttemptPurpose::Rework {
+                round: super::brief_review::revision(state) as u32,
+                strong: false,
+            },
+        }),
         Phase::Requirements => fresh(Role::Requirements, ReportKind::Requirements, None),
         Phase::Questions => Next::Questions(unanswered(state)),
+        Phase::Plan if state.brief_review.waiting => match super::brief_review::token(state) {
+            Some(token) => Next::BriefReview(token),
+            None => fresh(Role::Requirements, ReportKind::Requirements, None),
+        },
         Phase::Plan => fresh(Role::Planner, ReportKind::Plan, None),
         Phase::PlanReview => fresh(Role::PlanReviewer, ReportKind::PlanReview, None),
         Phase::Approval => match state.latest_plan() {
