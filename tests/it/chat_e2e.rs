@@ -1,6 +1,8 @@
 //! The requirements conversation through a pseudo-terminal (stdin and stderr on its slave side):
 //! answers, `/default`, the plan approved with `y`; `/pause` is a normal `WAITING_FOR_USER`
-//! pause that `resume` continues; `--no-chat` asks nothing on the same terminal.
+//! pause that `resume` continues; `--no-chat` asks nothing on the same terminal. After the
+//! answers the brief is shown: feedback writes it again, `y` approves that exact revision, and
+//! `/pause` there is a pause that `resume` on a terminal comes back to.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -67,8 +69,8 @@ fn converse(mut command: Command, typed: &str) -> (Option<i32>, String, String) 
     (status.code(), stdout, screen)
 }
 
-fn asking_harness() -> Harness {
-    let asking = json!([{"report": {
+fn asking_brief() -> Value {
+    json!([{"report": {
         "summary": "A greeting file.",
         "goals": ["hello.txt exists"],
         "constraints": [],
@@ -78,8 +80,35 @@ fn asking_harness() -> Harness {
             {"id": "Q1", "question": "Which file name?", "proposed_default": "hello.txt"},
             {"id": "Q2", "question": "Which greeting?", "proposed_default": "hello"}
         ]
-    }}]);
-    Harness::new(script_with(&[("requirements", json!([asking]))]))
+    }}])
+}
+
+fn asking_harness() -> Harness {
+    Harness::new(script_with(&[("requirements", json!([asking_brief()]))]))
+}
+
+/// The activity log's lines of the workspace's one run.
+fn activity(harness: &Harness) -> Vec<Value> {
+    let runs = harness.workspace().join(".autocode/runs");
+    let run = fs::read_dir(&runs)
+        .expect("runs dir")
+        .filter_map(Result::ok)
+        .find(|e| e.path().join("activity.jsonl").exists())
+        .expect("a run");
+    fs::read_to_string(run.path().join("activity.jsonl"))
+        .expect("activity")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("activity line"))
+        .collect()
+}
+
+/// The activity lines whose text mentions `what`.
+fn logged(harness: &Harness, what: &str) -> Vec<String> {
+    activity(harness)
+        .iter()
+        .map(Value::to_string)
+        .filter(|l| l.contains(what))
+        .collect()
 }
 
 fn run_command(harness: &Harness, extra: &[&str]) -> Command {
@@ -104,7 +133,7 @@ fn answers(harness: &Harness) -> Value {
 #[test]
 fn questions_are_answered_on_the_terminal_and_the_plan_approved_with_y() {
     let harness = asking_harness();
-    let (code, stdout, screen) = converse(run_command(&harness, &[]), "/default\nhi there\ny\n");
+    let (code, stdout, screen) = converse(run_command(&harness, &[]), "/default\nhi there\ny\ny\n");
     assert_eq!(code, Some(0), "{stdout}\n{screen}");
     let summary: Value = serde_json::from_str(stdout.trim()).expect("--json summary");
     assert_eq!(summary["outcome"], "complete", "{screen}");
@@ -133,4 +162,102 @@ fn pause_on_the_terminal_is_a_normal_pause_that_resume_continues() {
     let (code, _, screen) = converse(run_command(&quiet, &["--no-chat"]), "");
     assert_eq!(code, Some(3), "{screen}");
     assert!(!screen.contains("/default"), "nothing was asked: {screen}");
+}
+
+#[test]
+fn feedback_writes_the_brief_again_and_y_approves_the_second_revision() {
+    let revised = json!([{"report": {
+        "summary": "A greeting file and a README.",
+        "goals": ["hello.txt exists", "README.md says hi"],
+        "constraints": [],
+        "acceptance_criteria": [{"id": "AC1", "text": "hello.txt contains exactly hello",
+                                "covers": [OBJECTIVE]}],
+        "open_questions": [
+            {"id": "Q1", "question": "Which file name?", "proposed_default": "hello.txt"},
+            {"id": "Q2", "question": "Which greeting?", "proposed_default": "hello"}
+        ]
+    }}]);
+    let harness = Harness::new(script_with(&[(
+        "requirements",
+        json!([asking_brief(), revised]),
+    )]));
+    let (code, stdout, screen) = converse(
+        run_command(&harness, &[]),
+        "/default\nhi there\nplease also add a README that says hi\ny\ny\n",
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{screen}");
+    assert!(screen.contains("brief revision b1:"), "{screen}");
+    assert!(screen.contains("brief revision b2:"), "{screen}");
+    assert!(screen.contains("README.md says hi"), "{screen}");
+    assert!(screen.contains("Q2: hi there (user)"), "{screen}");
+    // The second requirements prompt carries the previous brief, the answers and the feedback.
+    let second = harness.prompt_of("requirements", 2);
+    assert!(
+        second.contains("please also add a README that says hi"),
+        "{second}"
+    );
+    assert!(second.contains("A greeting file."), "{second}");
+    assert!(second.contains("- Q2: hi there (user)"), "{second}");
+    // The run went on from the second brief, approved by its digest.
+    let planner = harness.prompt_of("planner", 1);
+    assert!(planner.contains("README.md says hi"), "{planner}");
+    let state = harness.status().json;
+    let review = &state["brief_review"];
+    let approved = review["approved"].as_str().expect("approved digest");
+    assert!(approved.starts_with("b2:"), "{review}");
+    assert!(
+        review["feedback"][0]["revision"]
+            .as_str()
+            .expect("revision")
+            .starts_with("b1:")
+    );
+    assert_eq!(
+        review["feedback"][0]["text"],
+        "please also add a README that says hi"
+    );
+    assert_eq!(state["answers"]["Q2"]["text"], "hi there");
+    let approvals = logged(&harness, "brief approved");
+    assert_eq!(approvals.len(), 1, "{approvals:?}");
+    assert!(approvals[0].contains(approved), "{approvals:?}");
+}
+
+#[test]
+fn pause_at_the_brief_resumes_at_the_brief() {
+    let harness = asking_harness();
+    let (code, stdout, screen) =
+        converse(run_command(&harness, &[]), "/default\nhi there\n/pause\n");
+    assert_eq!(code, Some(3), "{stdout}\n{screen}");
+    let summary: Value = serde_json::from_str(stdout.trim()).expect("--json summary");
+    assert_eq!(summary["pause"]["code"], "WAITING_FOR_USER", "{screen}");
+    let state = harness.status().json;
+    assert_eq!(state["answers"]["Q2"]["text"], "hi there", "answers kept");
+    assert_eq!(state["brief_review"]["waiting"], true, "{state}");
+    assert!(harness.prompt_of("planner", 1).is_empty(), "no plan yet");
+
+    // Off a terminal, resume pauses at the brief again.
+    let again = harness.resume(&[]);
+    assert_eq!(again.json["pause"]["code"], "WAITING_FOR_USER");
+
+    // On a terminal, resume shows the brief again; y approves it and the run completes.
+    let ws = harness.workspace().display().to_string();
+    let resume = harness.command(&["resume", "--workspace", &ws, "--json"]);
+    let (code, stdout, screen) = converse(resume, "y\ny\n");
+    assert_eq!(code, Some(0), "{stdout}\n{screen}");
+    assert!(screen.contains("brief revision b1:"), "{screen}");
+    assert!(
+        !screen.contains("Q1 [default"),
+        "answers are not asked again: {screen}"
+    );
+    let state = harness.status().json;
+    assert!(
+        state["brief_review"]["approved"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("b1:")),
+        "{state}"
+    );
+    assert_eq!(
+        harness.prompt_of("requirements", 2),
+        "",
+        "requirements ran once"
+    );
 }

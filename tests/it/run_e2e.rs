@@ -670,7 +670,7 @@ impl Harness {
             .collect()
     }
 
-    fn prompt_of(&self, role: &str, attempt: u32) -> String {
+    pub(super) fn prompt_of(&self, role: &str, attempt: u32) -> String {
         fs::read_to_string(self.state().join(format!("prompts/{role}-{attempt}.md")))
             .unwrap_or_default()
     }
