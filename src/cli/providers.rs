@@ -256,6 +256,11 @@ fn render_show(p: &ResolvedProvider) -> String {
             .unwrap_or_default(),
         c.output.as_str()
     );
+    if c.output == crate::provider::OutputMode::Acp {
+        out.push_str(
+            "evidence: ACP client; commands the agent runs in autocode's terminal are full evidence, commands it runs with its own tools are degraded (evidence only where the exec ledger backs them); each stage's acp.json says which the agent used\n",
+        );
+    }
     if let Some(resume) = &c.resume {
         out.push_str(&format!("resume: {}\n", resume.join(" ")));
     }

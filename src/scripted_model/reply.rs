@@ -106,8 +106,12 @@ pub enum PlanError {
     NoSuchTool { name: String, offered: String },
 }
 
-/// Shell tools by name, in preference order.
-const SHELL_TOOLS: [&str; 4] = ["bash", "Bash", "exec_command", "shell"];
+/// Shell tools by name, in preference order. `mcp__acp__Bash` is Zed's Claude Code ACP adapter
+/// (`claude-code-acp`), whose Bash runs in the ACP client's terminal; it replaces `Bash` there.
+const SHELL_TOOLS: [&str; 5] = ["bash", "Bash", "exec_command", "shell", ACP_BASH];
+/// The Claude Code ACP adapter's shell and write tools.
+const ACP_BASH: &str = "mcp__acp__Bash";
+const ACP_WRITE: &str = "mcp__acp__Write";
 /// Claude Code's structured-output tool.
 const STRUCTURED_OUTPUT_TOOL: &str = "StructuredOutput";
 /// autocode's direct runtime's report tool (its arguments are the report, like Claude's).
@@ -284,7 +288,7 @@ fn shell_call(
         .iter()
         .find_map(|name| request.tool(name))
         .ok_or_else(|| PlanError::NoShellTool {
-            looked_for: "bash, Bash, exec_command, shell",
+            looked_for: "bash, Bash, exec_command, shell, mcp__acp__Bash",
             offered: request.tool_names().join(", "),
         })?;
     let mut arguments = Map::new();
@@ -320,6 +324,7 @@ fn write_call(request: &ModelRequest, path: &str, content: &str) -> Option<ToolC
     let tool: &OfferedTool = request
         .tool("write")
         .or_else(|| request.tool("Write"))
+        .or_else(|| request.tool(ACP_WRITE))
         .or_else(|| request.tool(DIRECT_WRITE_TOOL))?;
     let path_key = ["filePath", "file_path", "path"]
         .into_iter()

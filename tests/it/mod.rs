@@ -1,3 +1,4 @@
+mod acp_e2e;
 mod chat_e2e;
 mod cli_foundation;
 mod conformance;

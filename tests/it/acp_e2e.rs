@@ -1,0 +1,252 @@
+//! `output = "acp"` end to end: the whole demo pipeline through a real pinned ACP agent (OpenCode
+//! 1.18.33's `opencode acp`) registered with one TOML file, against the scripted model. autocode
+//! is the ACP client; OpenCode runs its commands with its own tools (it never asks for the
+//! client's terminal), so its command events count only where the kernel's exec ledger backs
+//! them, and every stage records that in `acp.json`.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use autocode::demo::{
+    CHECKER_MODEL, DEMO_OBJECTIVE, DOER_MODEL, ScriptedCli, demo_script, isolated_cli_env,
+};
+use autocode::provider::{ConfigPaths, Registry};
+use autocode::run::api::{self, StartOptions};
+use autocode::run::driver::DriveOutcome;
+use autocode::scripted_model::{Script, ScriptSyntax, ScriptedServer, ServerConfig};
+use autocode::transport::BuiltinTransport;
+
+use super::direct_e2e::{Place, Quiet};
+
+fn pinned_bin() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clis/node_modules/.bin");
+    assert!(
+        dir.join("opencode").exists(),
+        "{} is missing: install the pinned CLIs with `npm ci --prefix tests/clis`",
+        dir.join("opencode").display()
+    );
+    dir
+}
+
+/// The registered ACP tool: OpenCode's ACP server, every role on the scripted models.
+const OPENCODE_ACP: &str = r#"name = "opencode-acp"
+command = ["opencode", "acp"]
+output = "acp"
+
+[roles]
+astra = { model = "mock/alpha-model" }
+terra = { model = "mock/alpha-model" }
+sol = { model = "mock/beta-model" }
+completion = { model = "mock/beta-model" }
+glm = { model = "mock/alpha-model" }
+plan_reviewer = { model = "mock/beta-model" }
+"#;
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_slice(
+        &std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .unwrap()
+}
+
+/// Zed's Claude Code adapter: its Bash, Read, Write and Edit use the client's terminal and files.
+/// It lists the models `default`, `opus` and `haiku` (one family: the test waives independence).
+const CLAUDE_ACP: &str = r#"name = "claude-acp"
+command = ["claude-code-acp"]
+output = "acp"
+
+[roles]
+astra = { model = "default" }
+terra = { model = "default" }
+sol = { model = "default" }
+completion = { model = "default" }
+glm = { model = "default" }
+plan_reviewer = { model = "default" }
+"#;
+
+struct Ran {
+    summary: api::RunSummary,
+    requests: Vec<autocode::scripted_model::RequestLogEntry>,
+    /// Kept alive (with the run's files) until the test has read them.
+    _place: Place,
+}
+
+/// The demo through the registered ACP tool `toml` (named `name`), its agent set up like
+/// `transport`'s CLI against the scripted model.
+async fn demo_via(
+    name: &str,
+    toml: &str,
+    transport: BuiltinTransport,
+    single: Option<&str>,
+) -> Ran {
+    let bin = pinned_bin();
+    let place = Place::new();
+    let script = Script::parse(
+        &demo_script().to_string(),
+        ScriptSyntax::Json,
+        Path::new("demo.json"),
+    )
+    .unwrap();
+    let server = ScriptedServer::start(ServerConfig::new(script))
+        .await
+        .unwrap();
+    let home = place.dir.path().join("home");
+    let cli_env = isolated_cli_env(
+        transport,
+        &server,
+        &home,
+        ScriptedCli {
+            models: &[DOER_MODEL, CHECKER_MODEL],
+            max_retries: 0,
+        },
+    )
+    .unwrap();
+    let providers = home.join(".config/autocode/providers");
+    std::fs::create_dir_all(&providers).unwrap();
+    std::fs::write(providers.join(format!("{name}.toml")), toml).unwrap();
+    let mut env: BTreeMap<OsString, OsString> = place.env();
+    for (k, v) in cli_env {
+        env.insert(k.into(), v.into());
+    }
+    // Claude Code refuses to skip its permission prompts as root outside a sandbox.
+    env.insert("IS_SANDBOX".into(), "1".into());
+    let path = env
+        .get(&OsString::from("PATH"))
+        .cloned()
+        .unwrap_or_default();
+    let mut joined = bin.into_os_string();
+    joined.push(":");
+    joined.push(path);
+    env.insert("PATH".into(), joined);
+    let registry = Registry::new(ConfigPaths::under(&home.join(".config/autocode")));
+    let opts = StartOptions {
+        objective: DEMO_OBJECTIVE.into(),
+        workspace: place.workspace(),
+        provider: Some(name.into()),
+        models: match single {
+            Some(_) => BTreeMap::new(),
+            None => autocode::demo::demo_routes(|m| format!("mock/{m}")),
+        },
+        single_model: single.map(str::to_owned),
+        yes: true,
+        scripted_local: true,
+        ..StartOptions::default()
+    };
+    let summary = api::start(&registry, &env, opts, &mut Quiet).await.unwrap();
+    let requests = server.requests();
+    server.shutdown().await;
+    let run_dir = summary.run_dir.clone();
+    assert!(
+        matches!(summary.outcome, DriveOutcome::Complete),
+        "{:?}\n{}",
+        summary.outcome,
+        std::fs::read_to_string(run_dir.join("stages/004-builder-1/validation.json"))
+            .unwrap_or_default()
+    );
+    assert_eq!(
+        std::fs::read_to_string(summary.work_tree.join("hello.txt")).unwrap(),
+        "hello, world\n"
+    );
+    Ran {
+        summary,
+        requests,
+        _place: place,
+    }
+}
+
+/// Every stage spoke ACP to a prompt answered, with its family proven gone; returns each
+/// stage's `acp.json`.
+fn stages(run_dir: &Path) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    for stage in std::fs::read_dir(run_dir.join("stages")).unwrap() {
+        let stage = stage.unwrap().path();
+        let acp = read_json(&stage.join("acp.json"));
+        assert_eq!(acp["prompt_answered"], true, "{}: {acp}", stage.display());
+        assert_eq!(acp["protocol_version"], 1);
+        let receipt = read_json(&stage.join("supervision.json"));
+        assert_eq!(receipt["verified"], true, "{}", stage.display());
+        assert!(stage.join("acp-client.jsonl").exists());
+        out.push((
+            stage.file_name().unwrap().to_string_lossy().into_owned(),
+            acp,
+        ));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_completes_through_opencode_acp() {
+    let ran = demo_via(
+        "opencode-acp",
+        OPENCODE_ACP,
+        BuiltinTransport::Opencode,
+        None,
+    )
+    .await;
+    let run_dir = ran.summary.run_dir.clone();
+    for (stage, acp) in stages(&run_dir) {
+        assert_eq!(
+            acp["agent"]["agentInfo"]["name"], "OpenCode",
+            "{stage}: {acp}"
+        );
+        assert!(
+            matches!(
+                acp["model_selection"].as_str(),
+                Some("current" | "config_option")
+            ),
+            "{stage}: {acp}"
+        );
+        // OpenCode runs its commands with its own tools: degraded evidence, said so.
+        assert_eq!(acp["evidence"], "agent_tools", "{stage}: {acp}");
+        assert_eq!(acp["terminals_created"], 0, "{stage}");
+    }
+    // The tester's check is evidence because the kernel's ledger backs OpenCode's command event.
+    let evidence = read_json(&run_dir.join("stages/005-tester-1/evidence.json"));
+    assert!(evidence["checks"][0]["problem"].is_null(), "{evidence}");
+    assert_eq!(evidence["checks"][0]["check"]["exit_code"], 0, "{evidence}");
+    // Each verifying stage asked the scripted model for its route's model.
+    assert!(
+        ran.requests
+            .iter()
+            .any(|r| r.model.as_deref() == Some(CHECKER_MODEL)),
+        "the checker model was never asked"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_completes_through_claude_code_acp_in_autocodes_terminal() {
+    let ran = demo_via(
+        "claude-acp",
+        CLAUDE_ACP,
+        BuiltinTransport::Claude,
+        Some("default"),
+    )
+    .await;
+    let run_dir = ran.summary.run_dir.clone();
+    let stages = stages(&run_dir);
+    for (stage, acp) in &stages {
+        assert_eq!(
+            acp["agent"]["agentInfo"]["name"], "@zed-industries/claude-code-acp",
+            "{stage}: {acp}"
+        );
+    }
+    // The builder's and the tester's commands ran in autocode's terminal: full evidence, with
+    // the boundary's receipt of each.
+    for stage in ["004-builder-1", "005-tester-1"] {
+        let acp = &stages.iter().find(|(s, _)| s == stage).unwrap().1;
+        assert_eq!(acp["evidence"], "autocode_terminal", "{stage}: {acp}");
+        let commands = read_json(&run_dir.join("stages").join(stage).join("commands.json"));
+        let receipts = commands["commands"].as_array().unwrap();
+        assert!(!receipts.is_empty(), "{stage}: {commands}");
+        assert!(
+            receipts.iter().all(|c| c["receipt"]["verified"] == true),
+            "{stage}: {commands}"
+        );
+    }
+    let evidence = read_json(&run_dir.join("stages/005-tester-1/evidence.json"));
+    assert!(evidence["checks"][0]["problem"].is_null(), "{evidence}");
+}
