@@ -109,6 +109,8 @@ pub enum PlanError {
 /// Shell tools by name, in preference order. `mcp__acp__Bash` is Zed's Claude Code ACP adapter
 /// (`claude-code-acp`), whose Bash runs in the ACP client's terminal; it replaces `Bash` there.
 const SHELL_TOOLS: [&str; 5] = ["bash", "Bash", "exec_command", "shell", ACP_BASH];
+/// The time bound a scripted shell call gives a tool that requires one (ms).
+const SCRIPTED_TIMEOUT_MS: u64 = 120_000;
 /// The Claude Code ACP adapter's shell and write tools.
 const ACP_BASH: &str = "mcp__acp__Bash";
 const ACP_WRITE: &str = "mcp__acp__Write";
@@ -306,6 +308,10 @@ fn shell_call(
         // long as Codex allows unless its step says otherwise (a command that ends sooner
         // returns when it ends).
         arguments.insert("yield_time_ms".into(), json!(yield_ms));
+    }
+    // The Claude Code ACP adapter's Bash requires its time bound (ms); a model gives it.
+    if (tool.requires("timeout") || tool.name == ACP_BASH) && tool.has_property("timeout") {
+        arguments.insert("timeout".into(), json!(SCRIPTED_TIMEOUT_MS));
     }
     if tool.has_property("description") {
         arguments.insert(

@@ -37,6 +37,15 @@ impl OfferedTool {
             .is_some()
     }
 
+    /// Whether the argument schema lists `property` as required.
+    pub fn requires(&self, property: &str) -> bool {
+        self.schema
+            .as_ref()
+            .and_then(|schema| schema.get("required"))
+            .and_then(Value::as_array)
+            .is_some_and(|required| required.iter().any(|r| r.as_str() == Some(property)))
+    }
+
     /// The JSON type the schema gives `property`, if any.
     pub fn property_type(&self, property: &str) -> Option<&str> {
         self.schema

@@ -143,8 +143,19 @@ async fn demo_via(
         matches!(summary.outcome, DriveOutcome::Complete),
         "{:?}\n{}",
         summary.outcome,
-        std::fs::read_to_string(run_dir.join("stages/004-builder-1/validation.json"))
-            .unwrap_or_default()
+        [
+            "validation.json",
+            "acp.json",
+            "events.jsonl",
+            "acp-client.jsonl",
+            "stdout.log"
+        ]
+        .map(|f| format!(
+            "{f}: {}",
+            std::fs::read_to_string(run_dir.join("stages/004-builder-1").join(f))
+                .unwrap_or_default()
+        ))
+        .join("\n")
     );
     assert_eq!(
         std::fs::read_to_string(summary.work_tree.join("hello.txt")).unwrap(),

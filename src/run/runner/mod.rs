@@ -9,9 +9,9 @@
 //!
 //! Sub-modules: [`attempt`] (one attempt: plan, launch, stream, judge in order), [`direct`]
 //! (one attempt on autocode's own runtime, `src/direct/`), [`acp`] (the ACP session of an
-//! `output = "acp"` attempt), [`intake`] (where a stage's events go), [`foreign`] (who else wrote the work
-//! tree during a builder stage), [`judge`]
-//! (the report, its schema and its evidence; usage; reset hints).
+//! `output = "acp"` attempt), [`intake`] (where a stage's events go), [`foreign`] (who else
+//! wrote the work tree during a builder stage), [`judge`] (the report, its schema and its
+//! evidence; usage; reset hints).
 
 mod acp;
 mod attempt;
