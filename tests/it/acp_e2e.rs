@@ -161,6 +161,17 @@ async fn demo_via(
         std::fs::read_to_string(summary.work_tree.join("hello.txt")).unwrap(),
         "hello, world\n"
     );
+    // `ACP_FIXTURE_OUT=DIR` keeps the builder's and tester's raw streams, unedited, as the
+    // fixtures under `tests/fixtures/acp/` were captured.
+    if let Some(out) = std::env::var_os("ACP_FIXTURE_OUT") {
+        for stage in ["004-builder-1", "005-tester-1"] {
+            let to = Path::new(&out).join(name).join(stage);
+            std::fs::create_dir_all(&to).unwrap();
+            let from = run_dir.join("stages").join(stage);
+            std::fs::copy(from.join("stdout.log"), to.join("stdout.jsonl")).unwrap();
+            std::fs::copy(from.join("acp-client.jsonl"), to.join("client.jsonl")).unwrap();
+        }
+    }
     Ran {
         summary,
         requests,
