@@ -59,7 +59,7 @@ fn str_param<'a>(params: &'a Value, key: &str) -> Result<&'a str, RpcError> {
 }
 
 /// `path` (absolute, as ACP requires) relative to `root`, or the refusal.
-fn relative_to<'a>(root: &Path, path: &'a str) -> Result<String, RpcError> {
+fn relative_to(root: &Path, path: &str) -> Result<String, RpcError> {
     let absolute = Path::new(path);
     if !absolute.is_absolute() {
         return Err(RpcError::invalid(format!(
