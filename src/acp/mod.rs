@@ -16,3 +16,6 @@ pub mod client;
 pub mod serve;
 
 pub use client::{AcpEnd, AcpStage, Feed, PROTOCOL_VERSION, drive};
+
+/// What `providers show` and `doctor` say about an ACP tool's evidence.
+pub const EVIDENCE_NOTE: &str = "ACP client: commands the agent runs in autocode's terminal are full evidence; commands it runs with its own tools are degraded (evidence only where the exec ledger backs them); each stage's acp.json says which the agent used (measured: claude-code-acp 0.16.2 uses autocode's terminal, opencode 1.18.33 `opencode acp` its own tools)";

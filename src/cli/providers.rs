@@ -257,9 +257,7 @@ fn render_show(p: &ResolvedProvider) -> String {
         c.output.as_str()
     );
     if c.output == crate::provider::OutputMode::Acp {
-        out.push_str(
-            "evidence: ACP client; commands the agent runs in autocode's terminal are full evidence, commands it runs with its own tools are degraded (evidence only where the exec ledger backs them); each stage's acp.json says which the agent used\n",
-        );
+        out.push_str(&format!("evidence: {}\n", crate::acp::EVIDENCE_NOTE));
     }
     if let Some(resume) = &c.resume {
         out.push_str(&format!("resume: {}\n", resume.join(" ")));
