@@ -480,3 +480,38 @@ fn terminal_event(
         output_bytes: run.output_bytes,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_routes_model_is_selected_or_the_session_fails() {
+        // OpenCode: a `model` config option.
+        let opencode = json!({"configOptions": [{"id": "model", "category": "model",
+            "currentValue": "mock/a", "options": [{"value": "mock/a"}, {"value": "mock/b"}]}]});
+        assert_eq!(
+            select_model("s", Some("mock/a"), &opencode).unwrap(),
+            ("current", None)
+        );
+        let (how, request) = select_model("s", Some("mock/b"), &opencode).unwrap();
+        assert_eq!(how, "config_option");
+        assert_eq!(
+            request.unwrap()["params"],
+            json!({"sessionId": "s", "configId": "model", "value": "mock/b"})
+        );
+        assert!(select_model("s", Some("other/c"), &opencode).is_err());
+        // Claude Code's adapter: a model list.
+        let claude = json!({"models": {"currentModelId": "default",
+            "availableModels": [{"modelId": "default"}, {"modelId": "opus"}]}});
+        let (how, request) = select_model("s", Some("opus"), &claude).unwrap();
+        assert_eq!(how, "set_model");
+        assert_eq!(request.unwrap()["method"], "session/set_model");
+        assert!(select_model("s", Some("gpt-9"), &claude).is_err());
+        // No choice offered: the agent's own configuration, said so.
+        assert_eq!(
+            select_model("s", Some("x"), &json!({})).unwrap(),
+            ("not_selectable", None)
+        );
+    }
+}
