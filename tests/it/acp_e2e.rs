@@ -10,14 +10,15 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use autocode::acp::PinnedAcpAgent;
 use autocode::demo::{
     CHECKER_MODEL, DEMO_OBJECTIVE, DOER_MODEL, ScriptedCli, demo_script, isolated_cli_env,
 };
 use autocode::provider::{ConfigPaths, Registry};
+use autocode::role::RoleKey;
 use autocode::run::api::{self, StartOptions};
 use autocode::run::driver::DriveOutcome;
 use autocode::scripted_model::{Script, ScriptSyntax, ScriptedServer, ServerConfig};
-use autocode::transport::BuiltinTransport;
 
 use super::direct_e2e::{Place, Quiet};
 
@@ -31,41 +32,12 @@ fn pinned_bin() -> PathBuf {
     dir
 }
 
-/// The registered ACP tool: OpenCode's ACP server, every role on the scripted models.
-const OPENCODE_ACP: &str = r#"name = "opencode-acp"
-command = ["opencode", "acp"]
-output = "acp"
-
-[roles]
-astra = { model = "mock/alpha-model" }
-terra = { model = "mock/alpha-model" }
-sol = { model = "mock/beta-model" }
-completion = { model = "mock/beta-model" }
-glm = { model = "mock/alpha-model" }
-plan_reviewer = { model = "mock/beta-model" }
-"#;
-
 fn read_json(path: &Path) -> Value {
     serde_json::from_slice(
         &std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
     )
     .unwrap()
 }
-
-/// Zed's Claude Code adapter: its Bash, Read, Write and Edit use the client's terminal and files.
-/// It lists the models `default`, `opus` and `haiku` (one family: the test waives independence).
-const CLAUDE_ACP: &str = r#"name = "claude-acp"
-command = ["claude-code-acp"]
-output = "acp"
-
-[roles]
-astra = { model = "default" }
-terra = { model = "default" }
-sol = { model = "default" }
-completion = { model = "default" }
-glm = { model = "default" }
-plan_reviewer = { model = "default" }
-"#;
 
 struct Ran {
     summary: api::RunSummary,
@@ -74,14 +46,11 @@ struct Ran {
     _place: Place,
 }
 
-/// The demo through the registered ACP tool `toml` (named `name`), its agent set up like
-/// `transport`'s CLI against the scripted model.
-async fn demo_via(
-    name: &str,
-    toml: &str,
-    transport: BuiltinTransport,
-    single: Option<&str>,
-) -> Ran {
+/// The demo through the pinned ACP `agent` registered as a tool, its agent set up like its
+/// native CLI against the scripted model: every role on `single`, or on the demo's routes
+/// (two families).
+async fn demo_via(agent: PinnedAcpAgent, single: Option<&str>) -> Ran {
+    let name = agent.tool_name();
     let bin = pinned_bin();
     let place = Place::new();
     let script = Script::parse(
@@ -95,7 +64,7 @@ async fn demo_via(
         .unwrap();
     let home = place.dir.path().join("home");
     let cli_env = isolated_cli_env(
-        transport,
+        agent.cli(),
         &server,
         &home,
         ScriptedCli {
@@ -104,15 +73,22 @@ async fn demo_via(
         },
     )
     .unwrap();
-    let providers = home.join(".config/autocode/providers");
-    std::fs::create_dir_all(&providers).unwrap();
-    std::fs::write(providers.join(format!("{name}.toml")), toml).unwrap();
+    let paths = ConfigPaths::under(&home.join(".config/autocode"));
+    let routes = autocode::demo::demo_routes(|m| format!("mock/{m}"));
+    let agent_env = agent
+        .register(&paths.user_dir, |key| match single {
+            Some(model) => model.to_owned(),
+            None => routes
+                .iter()
+                .find(|(role, _)| RoleKey::for_role(**role) == key)
+                .map(|(_, model)| model.clone())
+                .unwrap_or_else(|| format!("mock/{DOER_MODEL}")),
+        })
+        .unwrap();
     let mut env: BTreeMap<OsString, OsString> = place.env();
-    for (k, v) in cli_env {
+    for (k, v) in cli_env.into_iter().chain(agent_env) {
         env.insert(k.into(), v.into());
     }
-    // Claude Code refuses to skip its permission prompts as root outside a sandbox.
-    env.insert("IS_SANDBOX".into(), "1".into());
     let path = env
         .get(&OsString::from("PATH"))
         .cloned()
@@ -121,14 +97,14 @@ async fn demo_via(
     joined.push(":");
     joined.push(path);
     env.insert("PATH".into(), joined);
-    let registry = Registry::new(ConfigPaths::under(&home.join(".config/autocode")));
+    let registry = Registry::new(paths);
     let opts = StartOptions {
         objective: DEMO_OBJECTIVE.into(),
         workspace: place.workspace(),
         provider: Some(name.into()),
         models: match single {
             Some(_) => BTreeMap::new(),
-            None => autocode::demo::demo_routes(|m| format!("mock/{m}")),
+            None => routes,
         },
         single_model: single.map(str::to_owned),
         yes: true,
@@ -202,13 +178,7 @@ fn stages(run_dir: &Path) -> Vec<(String, Value)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_completes_through_opencode_acp() {
-    let ran = demo_via(
-        "opencode-acp",
-        OPENCODE_ACP,
-        BuiltinTransport::Opencode,
-        None,
-    )
-    .await;
+    let ran = demo_via(PinnedAcpAgent::Opencode, None).await;
     let run_dir = ran.summary.run_dir.clone();
     for (stage, acp) in stages(&run_dir) {
         assert_eq!(
@@ -241,13 +211,9 @@ async fn the_demo_completes_through_opencode_acp() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_completes_through_claude_code_acp_in_autocodes_terminal() {
-    let ran = demo_via(
-        "claude-acp",
-        CLAUDE_ACP,
-        BuiltinTransport::Claude,
-        Some("default"),
-    )
-    .await;
+    // The adapter lists the models `default`, `opus` and `haiku` (one family: the test waives
+    // independence).
+    let ran = demo_via(PinnedAcpAgent::Claude, Some("default")).await;
     let run_dir = ran.summary.run_dir.clone();
     let stages = stages(&run_dir);
     for (stage, acp) in &stages {
