@@ -326,6 +326,9 @@ fn shell_call(
 }
 
 /// The write tool call (`write {filePath, content}`, `Write {file_path, content}`), if offered.
+/// The Claude Code ACP adapter hands its Write's path to the client, and ACP takes absolute
+/// paths only: a relative step path is joined to the working directory the request states, as
+/// a model follows the tool's "absolute path"; unstated, the step is written through the shell.
 fn write_call(request: &ModelRequest, path: &str, content: &str) -> Option<ToolCall> {
     let tool: &OfferedTool = request
         .tool("write")
@@ -340,6 +343,12 @@ fn write_call(request: &ModelRequest, path: &str, content: &str) -> Option<ToolC
         } else {
             "file_path"
         });
+    let path = if tool.name == ACP_WRITE && !path.starts_with('/') {
+        let dir = request.working_dir.as_deref()?;
+        format!("{}/{path}", dir.trim_end_matches('/'))
+    } else {
+        path.to_owned()
+    };
     Some(ToolCall {
         name: tool.name.clone(),
         arguments: json!({ path_key: path, "content": content }),
@@ -408,6 +417,7 @@ mod tests {
             title_call: false,
             running_session: None,
             repairs_unicode_escapes: false,
+            working_dir: None,
         }
     }
 
@@ -545,6 +555,24 @@ mod tests {
         assert_eq!(
             tool_call(plan_step(&step, &claude, 0).unwrap()).arguments,
             json!({"file_path":"a/b.txt","content":"x\n"})
+        );
+        // The ACP adapter's Write: an absolute path under the stated working directory, or the
+        // shell when none is stated.
+        let mut acp = request(vec![
+            tool(ACP_BASH, json!({"properties":{"command":{}}})),
+            tool(
+                ACP_WRITE,
+                json!({"properties":{"file_path":{},"content":{}}}),
+            ),
+        ]);
+        let call = tool_call(plan_step(&step, &acp, 0).unwrap());
+        assert_eq!(call.name, ACP_BASH);
+        acp.working_dir = Some("/ws/tree".into());
+        let call = tool_call(plan_step(&step, &acp, 0).unwrap());
+        assert_eq!(call.name, ACP_WRITE);
+        assert_eq!(
+            call.arguments,
+            json!({"file_path":"/ws/tree/a/b.txt","content":"x\n"})
         );
         let direct = request(vec![
             tool("shell", json!({"properties":{"command":{}}})),
