@@ -33,6 +33,10 @@ fn sample(transport: TransportKind) -> String {
             include_str!("../tests/fixtures/real-clis/claude/failcmd/stdout.jsonl"),
             include_str!("../tests/fixtures/real-clis/claude/err429once/stdout.jsonl"),
         ],
+        TransportKind::Acp => &[
+            include_str!("../tests/fixtures/acp/opencode-acp/004-builder-1/stdout.jsonl"),
+            include_str!("../tests/fixtures/acp/claude-acp/004-builder-1/stdout.jsonl"),
+        ],
     };
     let mut text = String::new();
     for part in parts {

@@ -19,6 +19,7 @@
 //! - [`dashboard`]: the local web view of runs and their decisions (`autocode dashboard`).
 //! - [`cli`]: the command-line surface; [`error`]: the edge error with exit codes and hints.
 
+pub mod acp;
 pub mod agent_env;
 pub mod bounded_read;
 pub mod cli;

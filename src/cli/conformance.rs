@@ -127,7 +127,7 @@ fn scripted_cli(
             OutputMode::OpencodeEvents => Some(BuiltinTransport::Opencode),
             OutputMode::CodexEvents => Some(BuiltinTransport::Codex),
             OutputMode::ClaudeEvents => Some(BuiltinTransport::Claude),
-            OutputMode::ReportFile => None,
+            OutputMode::ReportFile | OutputMode::Acp => None,
             OutputMode::DirectRuntime => None,
         },
     };

@@ -104,6 +104,9 @@ pub struct DoctorReport {
     pub ignored_configs: Vec<IgnoredConfig>,
     pub boundary: supervise::Probe,
     pub room: RoomCheck,
+    /// An ACP tool (`output = "acp"`): how its commands count as evidence.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acp_evidence: Option<&'static str>,
 }
 
 /// The agent's room on this host for this provider.
@@ -286,6 +289,8 @@ pub async fn diagnose(
         ignored_configs,
         boundary,
         room,
+        acp_evidence: (resolved.config.output == crate::provider::OutputMode::Acp)
+            .then_some(crate::acp::EVIDENCE_NOTE),
     }
 }
 
@@ -398,6 +403,9 @@ fn render(r: &DoctorReport) -> String {
         (None, None) => {}
     }
     out.push_str(&format!("     conformance: {}\n", r.conformance.line()));
+    if let Some(note) = r.acp_evidence {
+        out.push_str(&format!("     evidence: {note}\n"));
+    }
     if let Some(auth) = &r.auth {
         out.push_str(&format!("{} auth check\n", mark(auth.ok)));
         for name in &auth.forbidden_env {

@@ -39,6 +39,7 @@ pub enum TransportArg {
     Opencode,
     Codex,
     Claude,
+    Acp,
 }
 
 #[derive(Debug, Args)]
@@ -71,6 +72,7 @@ fn normalize(args: NormalizeArgs) -> Result<ExitCode, EdgeError> {
         TransportArg::Opencode => TransportKind::Opencode,
         TransportArg::Codex => TransportKind::Codex,
         TransportArg::Claude => TransportKind::Claude,
+        TransportArg::Acp => TransportKind::Acp,
     };
     let report = match &args.report {
         Some(path) => Some(

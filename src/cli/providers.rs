@@ -256,6 +256,9 @@ fn render_show(p: &ResolvedProvider) -> String {
             .unwrap_or_default(),
         c.output.as_str()
     );
+    if c.output == crate::provider::OutputMode::Acp {
+        out.push_str(&format!("evidence: {}\n", crate::acp::EVIDENCE_NOTE));
+    }
     if let Some(resume) = &c.resume {
         out.push_str(&format!("resume: {}\n", resume.join(" ")));
     }

@@ -57,8 +57,9 @@ pub struct RunArgs {
     pub all: bool,
     /// scripted-opencode, scripted-codex, scripted-claude, scripted-direct (autocode's own
     /// runtime, the protocol rotating by case; scripted-direct-chat-completions,
-    /// -responses, -anthropic-messages pin one), or a live profile (a provider name);
-    /// repeatable.
+    /// -responses, -anthropic-messages pin one), scripted-acp-opencode, scripted-acp-claude
+    /// (the pinned ACP agents, playing their native CLI's script), or a live profile (a
+    /// provider name); repeatable.
     #[arg(long = "profile", default_value = "scripted-codex")]
     pub profiles: Vec<String>,
     /// Run each (case, profile) job this many times.

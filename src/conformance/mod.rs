@@ -229,6 +229,7 @@ fn transport_kind(provider: &ResolvedProvider) -> Option<TransportKind> {
         OutputMode::OpencodeEvents => Some(TransportKind::Opencode),
         OutputMode::CodexEvents => Some(TransportKind::Codex),
         OutputMode::ClaudeEvents => Some(TransportKind::Claude),
+        OutputMode::Acp => Some(TransportKind::Acp),
         OutputMode::ReportFile => None,
         OutputMode::DirectRuntime => None,
     }

@@ -16,7 +16,9 @@ use serde_json::{Value, json};
 
 use super::protocol::ToolSpec;
 use crate::report::ReportKind;
-use crate::supervise::{self, Exit, LaunchSpec, Receipt, Room, StdinSource, StdioMode};
+use crate::supervise::{
+    self, Exit, LaunchSpec, LedgerEntry, Receipt, Room, StdinSource, StdioMode,
+};
 
 pub const SHELL: &str = "shell";
 pub const READ_FILE: &str = "read_file";
@@ -73,11 +75,38 @@ pub struct ShellContext {
 #[derive(Debug, Clone)]
 pub struct ShellRun {
     pub exit: Exit,
-    /// stdout then stderr, cut at [`OUTPUT_CAP`] with a marker line when longer.
+    /// stdout then stderr, cut at the cap with a marker line when longer.
     pub output: String,
     /// The full output length in bytes as captured.
     pub output_bytes: u64,
+    /// Whether `output` was cut.
+    pub truncated: bool,
     pub receipt: Receipt,
+    /// Every exec of the command's family, attested by the kernel where it keeps a ledger.
+    pub ledger: Vec<LedgerEntry>,
+}
+
+/// What a supervised command runs.
+#[derive(Debug, Clone, Copy)]
+pub enum Argv<'a> {
+    /// `sh -c LINE`.
+    Shell(&'a str),
+    /// A program and its arguments, no shell.
+    Exec {
+        program: &'a str,
+        args: &'a [String],
+    },
+}
+
+/// How one command is started beyond the shell context.
+#[derive(Debug, Clone, Default)]
+pub struct CommandOptions {
+    /// Variables added to (or replacing) the context's environment.
+    pub extra_env: Vec<(String, String)>,
+    /// Another working directory (already confined by the caller); the context's by default.
+    pub cwd: Option<PathBuf>,
+    /// The output cap in bytes; [`OUTPUT_CAP`] by default (and at most).
+    pub cap: Option<usize>,
 }
 
 /// Runs `command` under the boundary and the room.
@@ -86,53 +115,98 @@ pub async fn run_shell(
     label: String,
     command: &str,
 ) -> Result<ShellRun, supervise::LaunchError> {
+    let options = CommandOptions::default();
+    let running = start_command(ctx, label, Argv::Shell(command), &options).await?;
+    finish_command(running, &options).await
+}
+
+/// Starts a command under the boundary and the room; [`finish_command`] waits for it (a
+/// [`supervise::Canceller`] taken from the handle ends it early).
+pub async fn start_command(
+    ctx: &ShellContext,
+    label: String,
+    argv: Argv<'_>,
+    options: &CommandOptions,
+) -> Result<supervise::Running, supervise::LaunchError> {
+    let (program, args) = match argv {
+        Argv::Shell(line) => (
+            OsString::from("sh"),
+            vec![OsString::from("-c"), OsString::from(line)],
+        ),
+        Argv::Exec { program, args } => (
+            OsString::from(program),
+            args.iter().map(OsString::from).collect(),
+        ),
+    };
+    let mut env: BTreeMap<OsString, OsString> = ctx
+        .env
+        .iter()
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+        .collect();
+    for (k, v) in &options.extra_env {
+        env.insert(OsString::from(k), OsString::from(v));
+    }
+    let cap = options.cap.unwrap_or(OUTPUT_CAP).min(OUTPUT_CAP);
     let spec = LaunchSpec {
         label,
-        program: OsString::from("sh"),
-        args: vec![OsString::from("-c"), OsString::from(command)],
-        env: ctx
-            .env
-            .iter()
-            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-            .collect(),
-        cwd: ctx.cwd.clone(),
+        program,
+        args,
+        env,
+        cwd: options.cwd.clone().unwrap_or_else(|| ctx.cwd.clone()),
         stdin: StdinSource::Null,
         // One byte over the cap tells a cut stream from one that just fits.
-        stdio: StdioMode::Captured {
-            limit: OUTPUT_CAP + 1,
-        },
+        stdio: StdioMode::Captured { limit: cap + 1 },
         timeout: Some(ctx.timeout),
         room: ctx.room.clone(),
     };
-    let finished = supervise::run(spec).await?;
+    let mut running = supervise::spawn(spec, supervise::LaunchOptions::default()).await?;
+    // Nobody reads the live stream: the output is kept (capped) in `Finished`.
+    drop(running.stdout());
+    Ok(running)
+}
+
+/// Waits for a command started by [`start_command`] and its verified cleanup.
+pub async fn finish_command(
+    running: supervise::Running,
+    options: &CommandOptions,
+) -> Result<ShellRun, supervise::LaunchError> {
+    let cap = options.cap.unwrap_or(OUTPUT_CAP).min(OUTPUT_CAP);
+    let finished = running.finish().await?;
     let mut bytes = finished.stdout;
-    let stdout_cut = bytes.len() > OUTPUT_CAP;
+    let stdout_cut = bytes.len() > cap;
     bytes.extend_from_slice(&finished.stderr);
-    let stderr_cut = finished.stderr.len() > OUTPUT_CAP;
+    let stderr_cut = finished.stderr.len() > cap;
     let output_bytes = bytes.len() as u64;
-    let (output, _) = cap_text(&bytes, stdout_cut || stderr_cut);
+    let (output, truncated) = cap_text_at(&bytes, stdout_cut || stderr_cut, cap);
     Ok(ShellRun {
         exit: finished.exit,
         output,
         output_bytes,
+        truncated,
         receipt: finished.receipt,
+        ledger: finished.ledger,
     })
 }
 
 /// `bytes` as text of at most [`OUTPUT_CAP`] bytes, with a marker line when cut (or when `cut`
 /// says the source was already cut). Returns whether it was cut.
 pub fn cap_text(bytes: &[u8], cut: bool) -> (String, bool) {
-    if bytes.len() <= OUTPUT_CAP && !cut {
+    cap_text_at(bytes, cut, OUTPUT_CAP)
+}
+
+/// [`cap_text`] at `cap` bytes.
+pub fn cap_text_at(bytes: &[u8], cut: bool, cap: usize) -> (String, bool) {
+    if bytes.len() <= cap && !cut {
         return (String::from_utf8_lossy(bytes).into_owned(), false);
     }
-    let mut end = bytes.len().min(OUTPUT_CAP);
+    let mut end = bytes.len().min(cap);
     // Never split a UTF-8 sequence.
     while end > 0 && end < bytes.len() && (bytes[end] & 0xC0) == 0x80 {
         end -= 1;
     }
     let mut text = String::from_utf8_lossy(&bytes[..end]).into_owned();
     text.push_str(&format!(
-        "\n[autocode: output cut at {OUTPUT_CAP} bytes; more was produced]\n"
+        "\n[autocode: output cut at {cap} bytes; more was produced]\n"
     ));
     (text, true)
 }

@@ -1,4 +1,4 @@
-//! Reads each CLI's raw output stream (OpenCode, Codex, Claude Code) into one normalized event
+//! Reads each CLI's raw output stream (OpenCode, Codex, Claude Code, an ACP agent) into one normalized event
 //! stream, plus a constant-size [`StreamSummary`] (session, report, usage, stop).
 //!
 //! Theory of operation: a per-CLI parser mirrors that CLI's wire types (unknown types
@@ -13,6 +13,7 @@
 //! provider-error material only ([`stop`]); the events' serialized strings are API
 //! (`docs/events.md`).
 
+mod acp;
 mod async_lines;
 mod claude;
 mod codex;
@@ -28,6 +29,7 @@ mod types;
 
 use std::io::{self, BufRead, Read};
 
+pub use acp::AcpParser;
 pub use async_lines::{LiveLine, read_line_capped};
 pub use claude::{ClaudeParser, MAX_PENDING_TOOLS};
 pub use codex::CodexParser;
@@ -45,7 +47,7 @@ pub use stop::{
 pub use types::{
     CodexThreadTotals, CommandStatus, CostSource, ErrorSignal, ErrorSource, EvidenceId,
     FileChangeKind, FinalReport, MalformedLine, NormalizedEvent, OUTPUT_EXCERPT_CAP, StreamSummary,
-    ToolStatus, TransportKind, UNKNOWN_RAW_CAP, Usage,
+    ToolStatus, TransportKind, UNKNOWN_RAW_CAP, Usage, excerpt,
 };
 
 /// The default longest line a reader hands to a parser; a longer line is discarded while it
@@ -122,6 +124,7 @@ macro_rules! impl_stream_parser {
 impl_stream_parser!(OpencodeParser);
 impl_stream_parser!(CodexParser);
 impl_stream_parser!(ClaudeParser);
+impl_stream_parser!(AcpParser);
 
 /// A parser for any of the three CLIs.
 #[derive(Debug)]
@@ -129,6 +132,7 @@ pub enum AnyParser {
     Opencode(OpencodeParser),
     Codex(CodexParser),
     Claude(ClaudeParser),
+    Acp(AcpParser),
 }
 
 impl AnyParser {
@@ -145,6 +149,7 @@ impl AnyParser {
             TransportKind::Claude => AnyParser::Claude(ClaudeParser::with_previous_session_cost(
                 options.claude_previous_session_cost_usd,
             )),
+            TransportKind::Acp => AnyParser::Acp(AcpParser::new()),
         }
     }
 }
@@ -155,6 +160,7 @@ impl StreamParser for AnyParser {
             AnyParser::Opencode(p) => p.feed_line_into(line, out),
             AnyParser::Codex(p) => p.feed_line_into(line, out),
             AnyParser::Claude(p) => p.feed_line_into(line, out),
+            AnyParser::Acp(p) => p.feed_line_into(line, out),
         }
     }
     fn feed_oversized_line_into(&mut self, bytes: u64, cap: usize, out: &mut Vec<NormalizedEvent>) {
@@ -162,6 +168,7 @@ impl StreamParser for AnyParser {
             AnyParser::Opencode(p) => p.feed_oversized_line_into(bytes, cap, out),
             AnyParser::Codex(p) => p.feed_oversized_line_into(bytes, cap, out),
             AnyParser::Claude(p) => p.feed_oversized_line_into(bytes, cap, out),
+            AnyParser::Acp(p) => p.feed_oversized_line_into(bytes, cap, out),
         }
     }
     fn finish_into(self, out: &mut Vec<NormalizedEvent>) -> StreamSummary {
@@ -169,6 +176,7 @@ impl StreamParser for AnyParser {
             AnyParser::Opencode(p) => p.finish_into(out),
             AnyParser::Codex(p) => p.finish_into(out),
             AnyParser::Claude(p) => p.finish_into(out),
+            AnyParser::Acp(p) => p.finish_into(out),
         }
     }
 }

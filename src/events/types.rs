@@ -25,13 +25,17 @@ pub enum TransportKind {
     Codex,
     /// `claude -p --output-format stream-json --verbose`.
     Claude,
+    /// What an Agent Client Protocol agent writes on stdout (`output = "acp"`): JSON-RPC
+    /// responses, `session/update` notifications and the agent's requests.
+    Acp,
 }
 
 impl TransportKind {
-    pub const ALL: [TransportKind; 3] = [
+    pub const ALL: [TransportKind; 4] = [
         TransportKind::Opencode,
         TransportKind::Codex,
         TransportKind::Claude,
+        TransportKind::Acp,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -39,6 +43,7 @@ impl TransportKind {
             TransportKind::Opencode => "opencode",
             TransportKind::Codex => "codex",
             TransportKind::Claude => "claude",
+            TransportKind::Acp => "acp",
         }
     }
 

@@ -52,6 +52,9 @@ pub enum OutputMode {
     CodexEvents,
     /// `claude -p --output-format stream-json` rows (built-in claude only).
     ClaudeEvents,
+    /// The Agent Client Protocol on stdin/stdout: autocode is the client and serves the
+    /// agent's terminal and file requests itself (`src/acp/`).
+    Acp,
     /// autocode's own runtime talks to the model itself (built-in `autocode` only, `src/direct/`;
     /// never read from a file).
     #[serde(skip_deserializing)]
@@ -71,6 +74,7 @@ impl OutputMode {
             OutputMode::OpencodeEvents => "opencode_events",
             OutputMode::CodexEvents => "codex_events",
             OutputMode::ClaudeEvents => "claude_events",
+            OutputMode::Acp => "acp",
             OutputMode::DirectRuntime => "direct_runtime",
         }
     }

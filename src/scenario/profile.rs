@@ -3,7 +3,8 @@
 //! the direct runtime, which wire protocol a job speaks.
 //!
 //! Invariants: `as_str` and `FromStr` round-trip; every `scripted-direct*` profile plays the one
-//! `scripted-direct` script of a case ([`Profile::script_key`]); the protocol of a
+//! `scripted-direct` script of a case ([`Profile::script_key`]), and each `scripted-acp-*` profile
+//! the script of the native CLI profile whose agent it drives over ACP; the protocol of a
 //! `scripted-direct` job is a pure function of the case name and the repetition, so a job run
 //! alone speaks the same protocol as in the whole catalog.
 
@@ -12,6 +13,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::acp::PinnedAcpAgent;
 use crate::direct::protocol::Protocol;
 
 /// The wire protocol of a `scripted-direct*` profile.
@@ -64,6 +66,9 @@ pub enum Profile {
     ScriptedFake,
     /// autocode's own runtime (`--provider autocode`) against the scripted model.
     ScriptedDirect(DirectWire),
+    /// A pinned ACP agent registered as a TOML tool (`output = "acp"`) against the scripted
+    /// model; plays its native CLI profile's script.
+    ScriptedAcp(PinnedAcpAgent),
     /// A user-defined live profile: a provider name from the registry; needs
     /// `--i-authorize-live-model-spend`.
     Live(String),
@@ -72,7 +77,7 @@ pub enum Profile {
 const DIRECT_PREFIX: &str = "scripted-direct";
 
 impl Profile {
-    pub const SCRIPTED: [Profile; 8] = [
+    pub const SCRIPTED: [Profile; 10] = [
         Profile::ScriptedOpencode,
         Profile::ScriptedCodex,
         Profile::ScriptedClaude,
@@ -81,6 +86,8 @@ impl Profile {
         Profile::ScriptedDirect(DirectWire::ChatCompletions),
         Profile::ScriptedDirect(DirectWire::Responses),
         Profile::ScriptedDirect(DirectWire::AnthropicMessages),
+        Profile::ScriptedAcp(PinnedAcpAgent::Opencode),
+        Profile::ScriptedAcp(PinnedAcpAgent::Claude),
     ];
 
     /// The scripted profiles that drive an agent CLI (their scripts are what `scripted-direct`
@@ -105,6 +112,8 @@ impl Profile {
             Profile::ScriptedDirect(DirectWire::AnthropicMessages) => {
                 "scripted-direct-anthropic-messages"
             }
+            Profile::ScriptedAcp(PinnedAcpAgent::Opencode) => "scripted-acp-opencode",
+            Profile::ScriptedAcp(PinnedAcpAgent::Claude) => "scripted-acp-claude",
             Profile::Live(name) => name,
         }
     }
@@ -114,15 +123,19 @@ impl Profile {
     }
 
     /// The profile whose script this one plays (and under which a case marks it not
-    /// applicable): every `scripted-direct*` profile plays `scripted-direct`'s.
+    /// applicable): every `scripted-direct*` profile plays `scripted-direct`'s, a `scripted-acp-*`
+    /// profile its native CLI profile's (the script's steps are abstract; the scripted model maps
+    /// them onto the tools the agent offers).
     pub fn script_key(&self) -> Profile {
         match self {
             Profile::ScriptedDirect(_) => Profile::ScriptedDirect(DirectWire::Rotate),
+            Profile::ScriptedAcp(PinnedAcpAgent::Opencode) => Profile::ScriptedOpencode,
+            Profile::ScriptedAcp(PinnedAcpAgent::Claude) => Profile::ScriptedClaude,
             other => other.clone(),
         }
     }
 
-    /// The built-in provider a scripted profile drives.
+    /// The provider a scripted profile drives (built in, or the ACP tool it registers).
     pub fn provider(&self) -> &str {
         match self {
             Profile::ScriptedOpencode => "opencode",
@@ -130,6 +143,7 @@ impl Profile {
             Profile::ScriptedClaude => "claude",
             Profile::ScriptedFake => "fake",
             Profile::ScriptedDirect(_) => crate::direct::PROVIDER_NAME,
+            Profile::ScriptedAcp(agent) => agent.tool_name(),
             Profile::Live(name) => name.strip_prefix("live-").unwrap_or(name),
         }
     }
@@ -217,6 +231,18 @@ mod tests {
         assert_eq!(Profile::ScriptedCodex.direct_protocol("x", 0), None);
         let pinned = Profile::ScriptedDirect(DirectWire::Responses);
         assert_eq!(pinned.direct_protocol("x", 2), Some(Protocol::Responses));
+    }
+
+    #[test]
+    fn acp_profiles_play_their_native_clis_scripts_through_the_registered_tool() {
+        let opencode: Profile = "scripted-acp-opencode".parse().unwrap();
+        assert_eq!(opencode.script_key(), Profile::ScriptedOpencode);
+        assert_eq!(opencode.provider(), "opencode-acp");
+        let claude: Profile = "scripted-acp-claude".parse().unwrap();
+        assert_eq!(claude.script_key(), Profile::ScriptedClaude);
+        assert_eq!(claude.provider(), "claude-acp");
+        assert!(claude.is_scripted());
+        assert_eq!(claude.direct_protocol("x", 0), None);
     }
 
     #[test]

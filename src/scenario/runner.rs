@@ -22,6 +22,7 @@ use super::setup::{
     write_cli_config, write_login_profile,
 };
 use super::verdict::{self, OracleSummary, RunEnding};
+use crate::acp::PinnedAcpAgent;
 use crate::provider::{ConfigPaths, Registry};
 use crate::run::api::{self, ResumeOptions, RunSummary, StartOptions};
 use crate::run::driver::{DriveOutcome, Interaction};
@@ -32,10 +33,14 @@ use crate::scripted_model::{RunningServer, Script, ScriptedServer, ServerConfig}
 pub const SCRIPTED_MODEL: &str = "mock-model";
 
 /// The model as the profile's runtime names it (OpenCode wants PROVIDER/MODEL, autocode's own
-/// runtime ENDPOINT/MODEL).
+/// runtime ENDPOINT/MODEL; Claude Code's ACP adapter offers only its own aliases, and `default`
+/// is the one the scripted model's base URL serves).
 pub fn scripted_model_name(profile: &Profile) -> String {
     match profile {
-        Profile::ScriptedOpencode => format!("mock/{SCRIPTED_MODEL}"),
+        Profile::ScriptedOpencode | Profile::ScriptedAcp(PinnedAcpAgent::Opencode) => {
+            format!("mock/{SCRIPTED_MODEL}")
+        }
+        Profile::ScriptedAcp(PinnedAcpAgent::Claude) => "default".to_owned(),
         Profile::ScriptedDirect(_) => super::direct_setup::model_route(),
         _ => SCRIPTED_MODEL.to_owned(),
     }

@@ -9,7 +9,8 @@ use std::time::SystemTime;
 
 use super::catalog::Profile;
 use super::oracle;
-use super::runner::SCRIPTED_MODEL;
+use super::runner::{SCRIPTED_MODEL, scripted_model_name};
+use crate::provider::ConfigPaths;
 use crate::run::workspace;
 use crate::scripted_model::RunningServer;
 use crate::transport::BuiltinTransport;
@@ -122,7 +123,9 @@ pub async fn seed_repository(
 
 /// The isolated configuration of a scripted CLI against `server`, written under `home`, and
 /// the variables the CLI needs (`crate::demo::isolated_cli_env`, with the scripts' one model and
-/// no CLI retries, so a script's fault counts are exact).
+/// no CLI retries, so a script's fault counts are exact). A `scripted-acp-*` profile's agent reads
+/// its native CLI's configuration, and its tool is registered in the run's own provider registry
+/// (the one `HOME`/`XDG_CONFIG_HOME` of the returned variables name).
 pub fn write_cli_config(
     profile: &Profile,
     home: &Path,
@@ -132,6 +135,7 @@ pub fn write_cli_config(
         Profile::ScriptedCodex => BuiltinTransport::Codex,
         Profile::ScriptedClaude => BuiltinTransport::Claude,
         Profile::ScriptedOpencode => BuiltinTransport::Opencode,
+        Profile::ScriptedAcp(agent) => agent.cli(),
         Profile::ScriptedFake | Profile::ScriptedDirect(_) | Profile::Live(_) => {
             return Err(format!(
                 "profile {profile} has no scripted CLI configuration"
@@ -142,8 +146,17 @@ pub fn write_cli_config(
         models: &[SCRIPTED_MODEL],
         max_retries: 0,
     };
-    crate::demo::isolated_cli_env(transport, server, home, setup)
-        .map_err(|e| format!("{}: {e}", home.display()))
+    let mut env = crate::demo::isolated_cli_env(transport, server, home, setup)
+        .map_err(|e| format!("{}: {e}", home.display()))?;
+    if let Profile::ScriptedAcp(agent) = profile {
+        let paths = ConfigPaths::from_env(&to_os(&env)).map_err(|e| e.to_string())?;
+        let model = scripted_model_name(profile);
+        let extra = agent
+            .register(&paths.user_dir, |_| model.clone())
+            .map_err(|e| format!("{}: {e}", paths.user_dir.display()))?;
+        env.extend(extra);
+    }
+    Ok(env)
 }
 
 /// The environment of a scripted run: a throwaway HOME and XDG dirs, the CLIs and the host's
@@ -213,7 +226,6 @@ pub(super) fn to_os(env: &BTreeMap<String, String>) -> BTreeMap<OsString, OsStri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::runner::scripted_model_name;
     use crate::scripted_model::ScriptSyntax;
     use crate::scripted_model::{Script, ScriptedServer, ServerConfig};
 
@@ -307,6 +319,14 @@ mod tests {
             &server.base_url()
         );
         assert!(write_cli_config(&Profile::ScriptedFake, home.path(), &server).is_err());
+        // An ACP profile: its agent's CLI configuration, and its tool in the run's registry.
+        let acp = Profile::ScriptedAcp(crate::acp::PinnedAcpAgent::Claude);
+        let env = write_cli_config(&acp, home.path(), &server).unwrap();
+        assert_eq!(env.get("ANTHROPIC_BASE_URL").unwrap(), &server.base_url());
+        assert_eq!(env.get("IS_SANDBOX").map(String::as_str), Some("1"));
+        let registry = crate::provider::Registry::new(ConfigPaths::from_env(&to_os(&env)).unwrap());
+        let tool = registry.resolve_name(acp.provider()).unwrap();
+        assert_eq!(tool.config.name.as_str(), "claude-acp");
         server.shutdown().await;
     }
 }

@@ -106,8 +106,14 @@ pub enum PlanError {
     NoSuchTool { name: String, offered: String },
 }
 
-/// Shell tools by name, in preference order.
-const SHELL_TOOLS: [&str; 4] = ["bash", "Bash", "exec_command", "shell"];
+/// Shell tools by name, in preference order. `mcp__acp__Bash` is Zed's Claude Code ACP adapter
+/// (`claude-code-acp`), whose Bash runs in the ACP client's terminal; it replaces `Bash` there.
+const SHELL_TOOLS: [&str; 5] = ["bash", "Bash", "exec_command", "shell", ACP_BASH];
+/// The time bound a scripted shell call gives a tool that requires one (ms).
+const SCRIPTED_TIMEOUT_MS: u64 = 120_000;
+/// The Claude Code ACP adapter's shell and write tools.
+const ACP_BASH: &str = "mcp__acp__Bash";
+const ACP_WRITE: &str = "mcp__acp__Write";
 /// Claude Code's structured-output tool.
 const STRUCTURED_OUTPUT_TOOL: &str = "StructuredOutput";
 /// autocode's direct runtime's report tool (its arguments are the report, like Claude's).
@@ -284,7 +290,7 @@ fn shell_call(
         .iter()
         .find_map(|name| request.tool(name))
         .ok_or_else(|| PlanError::NoShellTool {
-            looked_for: "bash, Bash, exec_command, shell",
+            looked_for: "bash, Bash, exec_command, shell, mcp__acp__Bash",
             offered: request.tool_names().join(", "),
         })?;
     let mut arguments = Map::new();
@@ -303,6 +309,10 @@ fn shell_call(
         // returns when it ends).
         arguments.insert("yield_time_ms".into(), json!(yield_ms));
     }
+    // The Claude Code ACP adapter's Bash requires its time bound (ms); a model gives it.
+    if (tool.requires("timeout") || tool.name == ACP_BASH) && tool.has_property("timeout") {
+        arguments.insert("timeout".into(), json!(SCRIPTED_TIMEOUT_MS));
+    }
     if tool.has_property("description") {
         arguments.insert(
             "description".into(),
@@ -316,10 +326,14 @@ fn shell_call(
 }
 
 /// The write tool call (`write {filePath, content}`, `Write {file_path, content}`), if offered.
+/// The Claude Code ACP adapter hands its Write's path to the client, and ACP takes absolute
+/// paths only: a relative step path is joined to the working directory the request states, as
+/// a model follows the tool's "absolute path"; unstated, the step is written through the shell.
 fn write_call(request: &ModelRequest, path: &str, content: &str) -> Option<ToolCall> {
     let tool: &OfferedTool = request
         .tool("write")
         .or_else(|| request.tool("Write"))
+        .or_else(|| request.tool(ACP_WRITE))
         .or_else(|| request.tool(DIRECT_WRITE_TOOL))?;
     let path_key = ["filePath", "file_path", "path"]
         .into_iter()
@@ -329,6 +343,12 @@ fn write_call(request: &ModelRequest, path: &str, content: &str) -> Option<ToolC
         } else {
             "file_path"
         });
+    let path = if tool.name == ACP_WRITE && !path.starts_with('/') {
+        let dir = request.working_dir.as_deref()?;
+        format!("{}/{path}", dir.trim_end_matches('/'))
+    } else {
+        path.to_owned()
+    };
     Some(ToolCall {
         name: tool.name.clone(),
         arguments: json!({ path_key: path, "content": content }),
@@ -397,6 +417,7 @@ mod tests {
             title_call: false,
             running_session: None,
             repairs_unicode_escapes: false,
+            working_dir: None,
         }
     }
 
@@ -534,6 +555,24 @@ mod tests {
         assert_eq!(
             tool_call(plan_step(&step, &claude, 0).unwrap()).arguments,
             json!({"file_path":"a/b.txt","content":"x\n"})
+        );
+        // The ACP adapter's Write: an absolute path under the stated working directory, or the
+        // shell when none is stated.
+        let mut acp = request(vec![
+            tool(ACP_BASH, json!({"properties":{"command":{}}})),
+            tool(
+                ACP_WRITE,
+                json!({"properties":{"file_path":{},"content":{}}}),
+            ),
+        ]);
+        let call = tool_call(plan_step(&step, &acp, 0).unwrap());
+        assert_eq!(call.name, ACP_BASH);
+        acp.working_dir = Some("/ws/tree".into());
+        let call = tool_call(plan_step(&step, &acp, 0).unwrap());
+        assert_eq!(call.name, ACP_WRITE);
+        assert_eq!(
+            call.arguments,
+            json!({"file_path":"/ws/tree/a/b.txt","content":"x\n"})
         );
         let direct = request(vec![
             tool("shell", json!({"properties":{"command":{}}})),

@@ -37,6 +37,15 @@ impl OfferedTool {
             .is_some()
     }
 
+    /// Whether the argument schema lists `property` as required.
+    pub fn requires(&self, property: &str) -> bool {
+        self.schema
+            .as_ref()
+            .and_then(|schema| schema.get("required"))
+            .and_then(Value::as_array)
+            .is_some_and(|required| required.iter().any(|r| r.as_str() == Some(property)))
+    }
+
     /// The JSON type the schema gives `property`, if any.
     pub fn property_type(&self, property: &str) -> Option<&str> {
         self.schema
@@ -71,6 +80,20 @@ pub struct ModelRequest {
     /// The client decodes `\uXXXX` in tool-call input strings (Claude Code: `claude_repair`);
     /// set from the request's `User-Agent` by the server.
     pub repairs_unicode_escapes: bool,
+    /// The agent's working directory, as Claude Code's system prompt states it
+    /// (` - Primary working directory: DIR`).
+    pub working_dir: Option<String>,
+}
+
+/// Claude Code's line naming the session's working directory in its system prompt.
+const WORKING_DIR_MARKER: &str = "Primary working directory: ";
+
+/// The working directory a system prompt states, if it states one.
+fn stated_working_dir(system_text: &str) -> Option<String> {
+    system_text.lines().find_map(|line| {
+        let dir = line.split_once(WORKING_DIR_MARKER)?.1.trim();
+        dir.starts_with('/').then(|| dir.to_owned())
+    })
 }
 
 /// A body that cannot be read as a request.
@@ -242,6 +265,7 @@ impl ModelRequest {
                 .unwrap_or(false),
             title_call: tools.is_empty() && system_text.contains(TITLE_MARKER),
             repairs_unicode_escapes: false,
+            working_dir: stated_working_dir(&system_text),
             running_session,
             tools,
             assistant_turns,
@@ -412,6 +436,21 @@ mod tests {
             request.tool_names(),
             vec!["exec_command", "multi_agent_v1", "web_search"]
         );
+    }
+
+    #[test]
+    fn the_stated_working_directory_is_read_from_claudes_system_prompt() {
+        let system = "# Environment\nYou have been invoked in the following environment: \n - Primary working directory: /tmp/ws a\n - Is a git repository: true\n";
+        let request = parse(
+            Api::AnthropicMessages,
+            json!({"system":[{"type":"text","text":system}],"messages":[]}),
+        );
+        assert_eq!(request.working_dir.as_deref(), Some("/tmp/ws a"));
+        let relative = parse(
+            Api::AnthropicMessages,
+            json!({"system":"Primary working directory: ws","messages":[]}),
+        );
+        assert_eq!(relative.working_dir, None);
     }
 
     #[test]

@@ -150,7 +150,7 @@ pub async fn start(
         .current_dir(&spec.cwd);
     command.stdin(match spec.stdin {
         StdinSource::Null => Stdio::null(),
-        StdinSource::Bytes(_) => Stdio::piped(),
+        StdinSource::Bytes(_) | StdinSource::Pipe => Stdio::piped(),
         StdinSource::Inherit => Stdio::inherit(),
     });
     match spec.stdio {

@@ -65,6 +65,9 @@ pub enum StdinSource {
     /// The terminal (interactive commands such as a provider's login). The root then keeps
     /// autocode's session in its own process group instead of a new session.
     Inherit,
+    /// A pipe autocode writes while the family runs ([`Running::stdin`], a protocol spoken on
+    /// stdin such as ACP); closed when the writer is dropped.
+    Pipe,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -237,10 +240,14 @@ pub async fn spawn(spec: LaunchSpec, options: LaunchOptions) -> Result<Running, 
 /// Stdout of a running stage: read it (e.g. `BufReader::new(out).lines()`) or drop it.
 pub type StageStdout = tokio::io::DuplexStream;
 
+/// Stdin of a running stage launched with [`StdinSource::Pipe`]; dropping it closes the pipe.
+pub type StageStdin = tokio::net::unix::pipe::Sender;
+
 /// A launch in progress.
 pub struct Running {
     root_pid: u32,
     stdout: Option<StageStdout>,
+    stdin: Option<StageStdin>,
     cancel: Canceller,
     driver: Option<JoinHandle<Result<Finished, LaunchError>>>,
 }
@@ -266,6 +273,11 @@ impl Running {
         self.stdout.take()
     }
 
+    /// Takes the stdin pipe (once; only with [`StdinSource::Pipe`]).
+    pub fn stdin(&mut self) -> Option<StageStdin> {
+        self.stdin.take()
+    }
+
     pub fn canceller(&self) -> Canceller {
         self.cancel.clone()
     }
@@ -277,8 +289,10 @@ impl Running {
     }
 
     async fn finish_inner(&mut self) -> Result<Finished, LaunchError> {
-        // Stdout nobody took is still drained (into `Finished::stdout`, capped).
+        // Stdout nobody took is still drained (into `Finished::stdout`, capped); a stdin pipe
+        // nobody took is closed.
         self.stdout = None;
+        self.stdin = None;
         let Some(driver) = self.driver.take() else {
             return Err(LaunchError::Io {
                 label: "launch".into(),
@@ -434,7 +448,13 @@ async fn spawn_inner(
         StdioMode::Captured { limit } => limit,
         StdioMode::Terminal => 0,
     };
+    let mut stdin_pipe = None;
     let stdin_task = match (&spec.stdin, child.stdin.take()) {
+        (StdinSource::Pipe, Some(pipe)) => {
+            stdin_pipe =
+                Some(tokio::net::unix::pipe::Sender::from_owned_fd(pipe.into()).map_err(io_err)?);
+            None
+        }
         (StdinSource::Bytes(bytes), Some(pipe)) => {
             let bytes = bytes.clone();
             let pipe =
@@ -483,6 +503,7 @@ async fn spawn_inner(
     Ok(Running {
         root_pid,
         stdout: stream_reader,
+        stdin: stdin_pipe,
         cancel: Canceller(Arc::new(cancel_tx)),
         driver: Some(driver),
     })

@@ -1,3 +1,5 @@
+mod acp_e2e;
+mod acp_fixtures;
 mod chat_e2e;
 mod cli_foundation;
 mod conformance;

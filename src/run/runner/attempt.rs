@@ -11,6 +11,7 @@ use serde_json::json;
 
 use super::CliRunner;
 use super::foreign;
+use super::intake::{Intake, write_event};
 use super::judge::{
     ReceiptCheck, Validation, command_record, judge_report, resume_after_from_hint, usage_totals,
 };
@@ -31,7 +32,7 @@ use crate::supervise::{self, EndedBy, Exit, LaunchOptions, StdioMode};
 use crate::transport::{self, StageRequest, claude_auth};
 
 /// The longest stdout line handed to a parser; longer lines become one malformed line.
-const MAX_LINE: usize = 16 << 20;
+pub(super) const MAX_LINE: usize = 16 << 20;
 /// How much of each raw stream is kept in the stage log.
 const LOG_LIMIT: u64 = 256 << 20;
 /// The report file a CLI writes (Codex `-o`, a registered tool's `{report}`): in the stage's
@@ -147,6 +148,7 @@ impl CliRunner {
         env.kept
             .insert("AUTOCODE_CAPTURE_CONTEXT".into(), capture_context.clone());
         let kind = self.transport_kind(&provider);
+        let acp = provider.config.output == crate::provider::OutputMode::Acp;
         let sandbox = ctx.plan.role.sandbox();
         let check_env = self.check_env();
         // The room: a private temporary directory, an outbox for the report file, and the
@@ -163,7 +165,7 @@ impl CliRunner {
         // Everything but the builder must leave the source as it found it; the tester works
         // in its copy.
         let (before, tester_tree) = match self
-            .before_stage(state, ctx.plan.role, dir, &check_env, true)
+            .before_stage(state, ctx.plan.role, dir, &check_env, !acp)
             .await
         {
             Ok(prepared) => prepared,
@@ -352,6 +354,21 @@ impl CliRunner {
         // during the stage is someone else's (`foreign`).
         let watch = (ctx.plan.role == crate::role::Role::Builder)
             .then(|| foreign::start(&state.work_tree, room.as_ref()));
+        let acp_launch = acp.then(|| super::acp::AcpLaunch {
+            cwd: cwd.clone(),
+            env: env.kept.clone(),
+            room: room.clone(),
+            writable: confine::WorktreeAccess::for_role(ctx.plan.role)
+                != confine::WorktreeAccess::ReadOnly,
+            prompt: ctx.prompt.clone(),
+            model: route.model.clone(),
+            label: format!("stage {}", ctx.record.dir),
+            timeout: limits.timeout,
+            client_log: dir.join(super::acp::CLIENT_LOG),
+        });
+        if acp {
+            spec.stdin = supervise::StdinSource::Pipe;
+        }
         spec.room = room;
         let options = LaunchOptions {
             stdout_log: Some(dir.join("stdout.log")),
@@ -374,7 +391,7 @@ impl CliRunner {
                 );
             }
         };
-        let mut parser = kind.map(|k| {
+        let parser = kind.map(|k| {
             AnyParser::new(
                 k,
                 &ParseOptions {
@@ -385,65 +402,35 @@ impl CliRunner {
                 },
             )
         });
-        let mut records = Vec::new();
-        // Failed commands, a few, for the room's refusals (`run::room_refusal`).
-        let mut failed_commands: Vec<NormalizedEvent> = Vec::new();
-        let mut events_log = std::fs::File::create(dir.join("events.jsonl"))
+        let events_log = std::fs::File::create(dir.join("events.jsonl"))
             .ok()
             .map(std::io::BufWriter::new);
-        let mut over_budget = false;
-        let mut tokens_seen = 0u64;
         let canceller = running.canceller();
-        if let Some(stdout) = running.stdout() {
-            let mut reader = tokio::io::BufReader::with_capacity(1 << 16, stdout);
-            let mut line = Vec::new();
-            let mut batch = Vec::new();
-            loop {
-                // At most MAX_LINE bytes are ever held: a longer line is read and dropped in
-                // pieces, and reported with its length.
-                let read = events::read_line_capped(&mut reader, &mut line, MAX_LINE).await;
-                let oversized = match read {
-                    Ok(events::LiveLine::End) | Err(_) => break,
-                    Ok(events::LiveLine::Complete) => None,
-                    Ok(events::LiveLine::Oversized { bytes }) => Some(bytes),
-                };
-                let Some(parser) = parser.as_mut() else {
-                    continue;
-                };
-                batch.clear();
-                match oversized {
-                    Some(bytes) => events::StreamParser::feed_oversized_line_into(
-                        parser, bytes, MAX_LINE, &mut batch,
-                    ),
-                    None => events::StreamParser::feed_line_into(parser, &line, &mut batch),
-                }
-                for event in batch.drain(..) {
-                    progress.event(&event);
-                    if let Some(record) = command_record(&event) {
-                        records.push(record);
-                    }
-                    keep_failed_command(&mut failed_commands, &event);
-                    if let NormalizedEvent::Usage { usage } = &event {
-                        tokens_seen += [
-                            usage.input_tokens,
-                            usage.cache_read_tokens,
-                            usage.cache_write_tokens,
-                            usage.output_tokens,
-                        ]
-                        .into_iter()
-                        .flatten()
-                        .sum::<u64>();
-                        if limits.tokens_left.is_some_and(|left| tokens_seen > left) && !over_budget
-                        {
-                            over_budget = true;
-                            canceller.cancel();
-                        }
-                    }
-                    write_event(&mut events_log, &event);
-                }
+        let mut intake = Intake::new(
+            parser,
+            progress,
+            events_log,
+            limits.tokens_left,
+            canceller.clone(),
+        );
+        let acp_end = match acp_launch {
+            Some(launch) => {
+                let end = super::acp::session(&mut running, &mut intake, launch).await;
+                Some((end, super::acp::end_agent_after_grace(canceller)))
             }
-        }
-        let finished = match running.finish().await {
+            None => {
+                if let Some(stdout) = running.stdout() {
+                    intake.read_stdout(stdout, MAX_LINE).await;
+                }
+                None
+            }
+        };
+        let finished = running.finish().await;
+        let acp_end = acp_end.map(|(end, grace)| {
+            grace.abort();
+            end
+        });
+        let finished = match finished {
             Ok(finished) => finished,
             Err(e) => {
                 return stopped(
@@ -472,6 +459,14 @@ impl CliRunner {
             let _ =
                 store::write_atomic_as(&dir.join(REPORT_FILE), bytes, store::Durability::Deferred);
         }
+        let Intake {
+            parser,
+            mut records,
+            mut failed_commands,
+            mut events_log,
+            over_budget,
+            ..
+        } = intake;
         let summary = parser.map(|mut parser| {
             if let (AnyParser::Codex(codex), Some(bytes)) = (&mut parser, &report_file) {
                 codex.set_report_file(bytes);
@@ -527,6 +522,14 @@ impl CliRunner {
                 ),
             );
             return self.finish_record(dir, out, room_refused.as_deref(), None);
+        }
+        // 1a. An ACP session: every terminal's family gone too, the session spoken to its end.
+        if let Some(end) = &acp_end {
+            super::acp::record(dir, end);
+            if let Some((code, reason)) = super::acp::stop_reason(end, &ctx.record.dir) {
+                out.result = stop_with(code, reason);
+                return self.finish_record(dir, out, room_refused.as_deref(), None);
+            }
         }
         // 1b. The worktree's link to its git metadata is not the builder's to change.
         if let Some(reason) =
@@ -669,10 +672,14 @@ impl CliRunner {
         // The ledger file is the keeper's own journal, each entry written before its exec was
         // let through (the run directory is read-only inside the room); a missing file backs
         // nothing.
-        let ledger_entries = receipt
-            .session_boundary
-            .is_some()
-            .then(|| supervise::read_ledger(&dir.join("ledger.jsonl")).unwrap_or_default());
+        // An ACP agent's terminals ran as families of their own: their ledgers join the agent's.
+        let ledger_entries = receipt.session_boundary.is_some().then(|| {
+            let mut entries = supervise::read_ledger(&dir.join("ledger.jsonl")).unwrap_or_default();
+            if let Some(end) = &acp_end {
+                entries.extend(end.ledger.iter().cloned());
+            }
+            entries
+        });
         let ledger = ledger_entries.as_deref();
         out.result = match judge_report(
             ctx.plan.kind,
@@ -756,15 +763,6 @@ pub(super) fn keep_failed_command(kept: &mut Vec<NormalizedEvent>, event: &Norma
         && *status != events::CommandStatus::Succeeded
     {
         kept.push(event.clone());
-    }
-}
-
-fn write_event(log: &mut Option<std::io::BufWriter<std::fs::File>>, event: &NormalizedEvent) {
-    use std::io::Write;
-    if let Some(writer) = log.as_mut()
-        && serde_json::to_writer(&mut *writer, event).is_ok()
-    {
-        let _ = writer.write_all(b"\n");
     }
 }
 

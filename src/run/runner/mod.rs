@@ -8,13 +8,16 @@
 //! (`docs/run-lifecycle.md`).
 //!
 //! Sub-modules: [`attempt`] (one attempt: plan, launch, stream, judge in order), [`direct`]
-//! (one attempt on autocode's own runtime, `src/direct/`), [`foreign`] (who else wrote the work
-//! tree during a builder stage), [`judge`]
-//! (the report, its schema and its evidence; usage; reset hints).
+//! (one attempt on autocode's own runtime, `src/direct/`), [`acp`] (the ACP session of an
+//! `output = "acp"` attempt), [`intake`] (where a stage's events go), [`foreign`] (who else
+//! wrote the work tree during a builder stage), [`judge`] (the report, its schema and its
+//! evidence; usage; reset hints).
 
+mod acp;
 mod attempt;
 mod direct;
 mod foreign;
+mod intake;
 mod judge;
 mod trees;
 
@@ -180,6 +183,7 @@ impl CliRunner {
             OutputMode::OpencodeEvents => Some(TransportKind::Opencode),
             OutputMode::CodexEvents => Some(TransportKind::Codex),
             OutputMode::ClaudeEvents => Some(TransportKind::Claude),
+            OutputMode::Acp => Some(TransportKind::Acp),
             OutputMode::ReportFile => None,
             OutputMode::DirectRuntime => None,
         }

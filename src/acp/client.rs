@@ -1,0 +1,517 @@
+//! One stage as an ACP client: `initialize` (protocol version 1, advertising `fs` and
+//! `terminal`), `session/new` in the stage's directory, one `session/prompt` with the stage's
+//! prompt, the agent's requests served meanwhile ([`super::serve`]), `session/cancel` at the
+//! end, then stdin is closed.
+//!
+//! Every line the agent writes is handed to the caller first (its parser makes the events and
+//! the summary: `crate::events::AcpParser`); what autocode itself did — each terminal's
+//! command, file requests, refused permissions — is handed over as [`Feed::Served`] events.
+//! Lines are read with a cap ([`crate::events::read_line_capped`]); a line that is not JSON-RPC
+//! is the parser's malformed line and is otherwise ignored.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+
+use super::serve::{self, Files, RpcError, TerminalEnd, Terminals};
+use crate::direct::tools::ShellContext;
+use crate::events::{self, CommandStatus, EvidenceId, LiveLine, NormalizedEvent, excerpt};
+use crate::supervise::{Exit, LedgerEntry, Receipt, StageStdin, StageStdout};
+
+/// The protocol version autocode speaks.
+pub const PROTOCOL_VERSION: u64 = 1;
+
+const INITIALIZE: u64 = 0;
+const SESSION_NEW: u64 = 1;
+const PROMPT: u64 = 2;
+const SET_MODEL: u64 = 3;
+
+/// One stage's ACP session.
+#[derive(Debug, Clone)]
+pub struct AcpStage {
+    /// The session's working directory (the stage's tree): `session/new`'s `cwd`, the root of
+    /// file requests and terminals.
+    pub cwd: PathBuf,
+    pub prompt: String,
+    /// The route's model, selected through the session's `model` option (or `session/set_model`)
+    /// when the agent offers one.
+    pub model: Option<String>,
+    /// Whether the role may write its tree (file writes, the permission policy).
+    pub writable: bool,
+    /// How terminals run: the stage's room, the agents' environment, a time bound.
+    pub shell: ShellContext,
+    /// Prefix of the boundary labels (`stage 003-builder-1`).
+    pub label: String,
+    /// The longest line handed over; a longer one is [`Feed::Oversized`].
+    pub max_line: usize,
+    /// Where autocode's own messages to the agent are logged (JSON lines), if anywhere.
+    pub client_log: Option<PathBuf>,
+}
+
+/// What the caller is handed, in order.
+#[derive(Debug)]
+pub enum Feed<'a> {
+    /// A line the agent wrote (without its newline).
+    Line(&'a [u8]),
+    /// A line longer than the cap, discarded.
+    Oversized(u64),
+    /// Something autocode did for the agent.
+    Served(NormalizedEvent),
+}
+
+/// What the session left behind.
+#[derive(Debug, Default)]
+pub struct AcpEnd {
+    /// The agent answered the prompt (with any stop reason).
+    pub prompt_answered: bool,
+    /// The agent's `initialize` answer (its name, version and capabilities).
+    pub agent: Option<Value>,
+    /// How the route's model was selected (`config_option`, `set_model`, `current`, or
+    /// `not_selectable`: the agent offers no choice and runs its own configuration).
+    pub model_selection: Option<&'static str>,
+    pub terminals_created: u32,
+    pub file_requests: u32,
+    /// Every terminal command's receipt, by its evidence id.
+    pub receipts: Vec<(EvidenceId, Receipt)>,
+    /// The kernel's exec ledger of every terminal command (their `seq` moved past the agent's).
+    pub ledger: Vec<LedgerEntry>,
+    /// A terminal whose family the boundary could not prove gone.
+    pub unverified: Vec<String>,
+    /// Why the session could not go on (a wrong protocol version, a lost stdin).
+    pub failure: Option<String>,
+}
+
+/// Where a terminal's ledger entries start, so they never collide with the agent's own.
+pub const TERMINAL_SEQ_BASE: u64 = 1 << 40;
+/// The `seq` room of one terminal.
+const TERMINAL_SEQ_SPAN: u64 = 1 << 24;
+
+enum Incoming {
+    Line(Vec<u8>),
+    Oversized(u64),
+}
+
+/// Runs the session to its end (prompt answered, stream closed, or a protocol failure).
+pub async fn drive(
+    stage: AcpStage,
+    stdin: StageStdin,
+    stdout: StageStdout,
+    mut on: impl FnMut(Feed<'_>),
+) -> AcpEnd {
+    let mut end = AcpEnd::default();
+    let (lines_tx, mut lines) = mpsc::channel::<Incoming>(64);
+    let max_line = stage.max_line;
+    let reader = tokio::spawn(async move {
+        let mut reader = tokio::io::BufReader::with_capacity(1 << 16, stdout);
+        let mut line = Vec::new();
+        loop {
+            let item = match events::read_line_capped(&mut reader, &mut line, max_line).await {
+                Ok(LiveLine::End) | Err(_) => break,
+                Ok(LiveLine::Complete) => Incoming::Line(std::mem::take(&mut line)),
+                Ok(LiveLine::Oversized { bytes }) => Incoming::Oversized(bytes),
+            };
+            if lines_tx.send(item).await.is_err() {
+                break;
+            }
+        }
+    });
+    let (out_tx, out_rx) = mpsc::unbounded_channel::<Value>();
+    let writer = tokio::spawn(write_messages(stdin, out_rx, stage.client_log.clone()));
+    let send = |message: Value| {
+        let _ = out_tx.send(message);
+    };
+    let (ended_tx, mut ended) = mpsc::unbounded_channel::<Arc<TerminalEnd>>();
+    let mut terminals = Terminals::new(stage.shell.clone(), stage.label.clone(), ended_tx);
+    let mut files = Files::new(stage.cwd.clone(), stage.writable);
+    // Which tool call shows which terminal (the agent's id is the evidence id the model sees).
+    let mut owners: std::collections::BTreeMap<String, String> = Default::default();
+    let mut session: Option<String> = None;
+    send(
+        json!({"jsonrpc": "2.0", "id": INITIALIZE, "method": "initialize", "params": {
+            "protocolVersion": PROTOCOL_VERSION,
+            "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": true},
+            "clientInfo": {"name": "autocode", "version": env!("CARGO_PKG_VERSION")},
+        }}),
+    );
+    loop {
+        let incoming = tokio::select! {
+            line = lines.recv() => match line {
+                Some(line) => line,
+                None => break,
+            },
+            Some(done) = ended.recv() => {
+                on(Feed::Served(terminal_event(&done, &owners, &mut end)));
+                continue;
+            }
+        };
+        let line = match incoming {
+            Incoming::Oversized(bytes) => {
+                on(Feed::Oversized(bytes));
+                continue;
+            }
+            Incoming::Line(line) => line,
+        };
+        on(Feed::Line(&line));
+        let Ok(message) = serde_json::from_slice::<Value>(&line) else {
+            continue;
+        };
+        note_terminal_owners(&message, &mut owners);
+        let method = message.get("method").and_then(Value::as_str);
+        let id = message.get("id").cloned();
+        match (method, id) {
+            (Some(method), Some(id)) => {
+                let params = message.get("params").cloned().unwrap_or(Value::Null);
+                let (reply, served) = match method {
+                    "fs/read_text_file" => {
+                        end.file_requests += 1;
+                        files.read(&params)
+                    }
+                    "fs/write_text_file" => {
+                        end.file_requests += 1;
+                        files.write(&params)
+                    }
+                    "session/request_permission" => serve::permission(stage.writable, &params),
+                    "terminal/create" => (terminals.create(&params).await, Vec::new()),
+                    "terminal/output" => (terminals.output(&params), Vec::new()),
+                    "terminal/kill" => (terminals.kill(&params), Vec::new()),
+                    "terminal/release" => (terminals.release(&params), Vec::new()),
+                    "terminal/wait_for_exit" => match terminals.wait_for_exit(&params) {
+                        Ok(waiting) => {
+                            let out = out_tx.clone();
+                            tokio::spawn(async move {
+                                let _ = out.send(answer(id, waiting.await));
+                            });
+                            continue;
+                        }
+                        Err(e) => (Err(e), Vec::new()),
+                    },
+                    other => (
+                        Err(RpcError {
+                            code: RpcError::METHOD_NOT_FOUND,
+                            message: format!("autocode does not serve `{other}`"),
+                        }),
+                        Vec::new(),
+                    ),
+                };
+                for event in served {
+                    on(Feed::Served(event));
+                }
+                send(answer(id, reply));
+            }
+            (Some(_), None) => {}
+            (None, Some(id)) => {
+                let failed = message.get("error").is_some();
+                match id.as_u64() {
+                    Some(INITIALIZE) if !failed => {
+                        let result = message.get("result").cloned().unwrap_or(Value::Null);
+                        let version = result.get("protocolVersion").and_then(Value::as_u64);
+                        end.agent = Some(result);
+                        if version != Some(PROTOCOL_VERSION) {
+                            end.failure = Some(format!(
+                                "the agent speaks ACP protocol version {}, autocode speaks {PROTOCOL_VERSION}",
+                                version.map_or("(none)".to_owned(), |v| v.to_string())
+                            ));
+                            break;
+                        }
+                        send(
+                            json!({"jsonrpc": "2.0", "id": SESSION_NEW, "method": "session/new",
+                            "params": {"cwd": stage.cwd, "mcpServers": []}}),
+                        );
+                    }
+                    Some(SESSION_NEW) if !failed => {
+                        let Some(id) = message.pointer("/result/sessionId").and_then(Value::as_str)
+                        else {
+                            end.failure = Some("session/new answered without a sessionId".into());
+                            break;
+                        };
+                        session = Some(id.to_owned());
+                        let result = message.get("result").unwrap_or(&Value::Null);
+                        match select_model(id, stage.model.as_deref(), result) {
+                            Ok((how, Some(request))) => {
+                                end.model_selection = Some(how);
+                                send(request);
+                            }
+                            Ok((how, None)) => {
+                                end.model_selection = Some(how);
+                                send(prompt_request(id, &stage.prompt));
+                            }
+                            Err(failure) => {
+                                end.failure = Some(failure);
+                                break;
+                            }
+                        }
+                    }
+                    Some(SET_MODEL) => {
+                        if let Some(error) = message.get("error") {
+                            end.failure = Some(format!(
+                                "the agent refused the route's model: {}",
+                                error.get("message").and_then(Value::as_str).unwrap_or("?")
+                            ));
+                            break;
+                        }
+                        if let Some(id) = &session {
+                            send(prompt_request(id, &stage.prompt));
+                        }
+                    }
+                    Some(PROMPT) => {
+                        end.prompt_answered = !failed;
+                        break;
+                    }
+                    // A failed initialize or session/new: the parser recorded the error.
+                    Some(INITIALIZE | SESSION_NEW) => break,
+                    _ => {}
+                }
+            }
+            (None, None) => {}
+        }
+    }
+    if let Some(session) = &session {
+        send(json!({"jsonrpc": "2.0", "method": "session/cancel",
+            "params": {"sessionId": session}}));
+    }
+    terminals.shut_down().await;
+    while let Ok(done) = ended.try_recv() {
+        on(Feed::Served(terminal_event(&done, &owners, &mut end)));
+    }
+    end.terminals_created = terminals.created();
+    drop(out_tx);
+    // The writer closes stdin once it has written what was queued (session/cancel).
+    if writer.await.ok() == Some(false) && end.failure.is_none() && !end.prompt_answered {
+        end.failure = Some("the agent's stdin closed early".into());
+    }
+    reader.abort();
+    end
+}
+
+fn prompt_request(session: &str, prompt: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": PROMPT, "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": prompt}]}})
+}
+
+/// How the route's `model` is selected in a new session (`result`: `session/new`'s answer):
+/// its name and the request to send first, if any. A model the agent's list does not offer is
+/// a failure, never a silent run on another model.
+pub fn select_model(
+    session: &str,
+    model: Option<&str>,
+    result: &Value,
+) -> Result<(&'static str, Option<Value>), String> {
+    let Some(model) = model else {
+        return Ok(("not_selectable", None));
+    };
+    let option = result
+        .get("configOptions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|o| {
+            o.get("category").and_then(Value::as_str) == Some("model")
+                || o.get("id").and_then(Value::as_str) == Some("model")
+        });
+    if let Some(option) = option {
+        if option.get("currentValue").and_then(Value::as_str) == Some(model) {
+            return Ok(("current", None));
+        }
+        let offered: Vec<&str> = option
+            .get("options")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|o| o.get("value").and_then(Value::as_str))
+            .collect();
+        if !offered.contains(&model) {
+            return Err(format!(
+                "the agent does not offer the route's model `{model}` ({} offered)",
+                offered.len()
+            ));
+        }
+        let config_id = option.get("id").and_then(Value::as_str).unwrap_or("model");
+        return Ok((
+            "config_option",
+            Some(
+                json!({"jsonrpc": "2.0", "id": SET_MODEL, "method": "session/set_config_option",
+                "params": {"sessionId": session, "configId": config_id, "value": model}}),
+            ),
+        ));
+    }
+    if let Some(models) = result.get("models") {
+        if models.get("currentModelId").and_then(Value::as_str) == Some(model) {
+            return Ok(("current", None));
+        }
+        let offered = models
+            .get("availableModels")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .any(|m| m.get("modelId").and_then(Value::as_str) == Some(model));
+        if !offered {
+            return Err(format!(
+                "the agent does not offer the route's model `{model}`"
+            ));
+        }
+        return Ok((
+            "set_model",
+            Some(
+                json!({"jsonrpc": "2.0", "id": SET_MODEL, "method": "session/set_model",
+                "params": {"sessionId": session, "modelId": model}}),
+            ),
+        ));
+    }
+    Ok(("not_selectable", None))
+}
+
+fn answer(id: Value, result: Result<Value, RpcError>) -> Value {
+    match result {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(e) => json!({"jsonrpc": "2.0", "id": id,
+            "error": {"code": e.code, "message": e.message}}),
+    }
+}
+
+/// Writes each message as one line; returns whether every write succeeded.
+async fn write_messages(
+    mut stdin: StageStdin,
+    mut messages: mpsc::UnboundedReceiver<Value>,
+    log: Option<PathBuf>,
+) -> bool {
+    let mut log = match log {
+        Some(path) => tokio::fs::File::create(path).await.ok(),
+        None => None,
+    };
+    let mut ok = true;
+    while let Some(message) = messages.recv().await {
+        let mut line = message.to_string().into_bytes();
+        line.push(b'\n');
+        if let Some(file) = log.as_mut() {
+            let _ = file.write_all(&line).await;
+        }
+        if ok && stdin.write_all(&line).await.is_err() {
+            ok = false;
+        }
+    }
+    if let Some(mut file) = log {
+        let _ = file.flush().await;
+    }
+    ok
+}
+
+/// Remembers which tool call shows which terminal.
+fn note_terminal_owners(message: &Value, owners: &mut std::collections::BTreeMap<String, String>) {
+    if message.get("method").and_then(Value::as_str) != Some("session/update") {
+        return;
+    }
+    let Some(update) = message.pointer("/params/update") else {
+        return;
+    };
+    let Some(call) = update.get("toolCallId").and_then(Value::as_str) else {
+        return;
+    };
+    for block in update
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if block.get("type").and_then(Value::as_str) == Some("terminal")
+            && let Some(terminal) = block.get("terminalId").and_then(Value::as_str)
+        {
+            owners
+                .entry(terminal.to_owned())
+                .or_insert_with(|| call.to_owned());
+        }
+    }
+}
+
+/// autocode's own command event for a terminal that ended (its id: the tool call that shows
+/// the terminal, else the terminal's), with its receipt and ledger kept in `end`.
+fn terminal_event(
+    done: &TerminalEnd,
+    owners: &std::collections::BTreeMap<String, String>,
+    end: &mut AcpEnd,
+) -> NormalizedEvent {
+    let evidence_id = EvidenceId::from_provider_id(
+        owners
+            .get(&done.terminal_id)
+            .map_or(done.terminal_id.as_str(), String::as_str),
+    );
+    let run = match &done.run {
+        Ok(run) => run,
+        Err(e) => {
+            return NormalizedEvent::CommandFinished {
+                evidence_id,
+                command: done.command.clone(),
+                exit_code: None,
+                status: CommandStatus::Unknown,
+                output_excerpt: excerpt(e),
+                output_bytes: 0,
+            };
+        }
+    };
+    let index = done
+        .terminal_id
+        .strip_prefix("term-")
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or(0);
+    let base = TERMINAL_SEQ_BASE + index * TERMINAL_SEQ_SPAN;
+    end.ledger
+        .extend(run.ledger.iter().cloned().map(|mut entry| {
+            entry.seq += base;
+            entry
+        }));
+    end.receipts
+        .push((evidence_id.clone(), run.receipt.clone()));
+    if !run.receipt.verified {
+        end.unverified.push(done.command.clone());
+    }
+    let (exit_code, status) = match run.exit {
+        Exit::Code(0) => (Some(0), CommandStatus::Succeeded),
+        Exit::Code(c) => (Some(c), CommandStatus::Failed),
+        Exit::Signal(_) | Exit::TimedOut => (None, CommandStatus::Unknown),
+    };
+    NormalizedEvent::CommandFinished {
+        evidence_id,
+        command: done.command.clone(),
+        exit_code,
+        status,
+        output_excerpt: excerpt(&run.output),
+        output_bytes: run.output_bytes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_routes_model_is_selected_or_the_session_fails() {
+        // OpenCode: a `model` config option.
+        let opencode = json!({"configOptions": [{"id": "model", "category": "model",
+            "currentValue": "mock/a", "options": [{"value": "mock/a"}, {"value": "mock/b"}]}]});
+        assert_eq!(
+            select_model("s", Some("mock/a"), &opencode).unwrap(),
+            ("current", None)
+        );
+        let (how, request) = select_model("s", Some("mock/b"), &opencode).unwrap();
+        assert_eq!(how, "config_option");
+        assert_eq!(
+            request.unwrap()["params"],
+            json!({"sessionId": "s", "configId": "model", "value": "mock/b"})
+        );
+        assert!(select_model("s", Some("other/c"), &opencode).is_err());
+        // Claude Code's adapter: a model list.
+        let claude = json!({"models": {"currentModelId": "default",
+            "availableModels": [{"modelId": "default"}, {"modelId": "opus"}]}});
+        let (how, request) = select_model("s", Some("opus"), &claude).unwrap();
+        assert_eq!(how, "set_model");
+        assert_eq!(request.unwrap()["method"], "session/set_model");
+        assert!(select_model("s", Some("gpt-9"), &claude).is_err());
+        // No choice offered: the agent's own configuration, said so.
+        assert_eq!(
+            select_model("s", Some("x"), &json!({})).unwrap(),
+            ("not_selectable", None)
+        );
+    }
+}

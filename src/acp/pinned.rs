@@ -1,0 +1,121 @@
+//! The pinned ACP agents that autocode's scripted setups (the `scripted-acp-*` scenario profiles,
+//! the ACP end-to-end tests) register as TOML tools (`output = "acp"`): their names, commands,
+//! the native CLI whose isolated configuration each reads, and the one function that writes the
+//! tool into a provider registry's user folder.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::role::RoleKey;
+use crate::transport::BuiltinTransport;
+
+/// A pinned ACP agent (the versions are pinned in `tests/clis/package.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PinnedAcpAgent {
+    /// OpenCode's own ACP server, `opencode acp` (runs commands with its own tools).
+    Opencode,
+    /// Zed's Claude Code adapter, `claude-code-acp` (runs commands in the client's terminal).
+    Claude,
+}
+
+impl PinnedAcpAgent {
+    pub const ALL: [PinnedAcpAgent; 2] = [PinnedAcpAgent::Opencode, PinnedAcpAgent::Claude];
+
+    /// The registered tool's name (its provider name).
+    pub fn tool_name(self) -> &'static str {
+        match self {
+            PinnedAcpAgent::Opencode => "opencode-acp",
+            PinnedAcpAgent::Claude => "claude-acp",
+        }
+    }
+
+    /// The agent's command line (found on PATH).
+    pub fn command(self) -> &'static [&'static str] {
+        match self {
+            PinnedAcpAgent::Opencode => &["opencode", "acp"],
+            PinnedAcpAgent::Claude => &["claude-code-acp"],
+        }
+    }
+
+    /// The native CLI whose configuration the agent reads (the adapter drives Claude Code).
+    pub fn cli(self) -> BuiltinTransport {
+        match self {
+            PinnedAcpAgent::Opencode => BuiltinTransport::Opencode,
+            PinnedAcpAgent::Claude => BuiltinTransport::Claude,
+        }
+    }
+
+    /// The tool's TOML file, every role key routed to `model(key)`.
+    pub fn tool_toml(self, model: impl Fn(RoleKey) -> String) -> String {
+        let roles: toml::Table = RoleKey::ALL
+            .into_iter()
+            .map(|key| {
+                let mut route = toml::Table::new();
+                route.insert("model".into(), toml::Value::String(model(key)));
+                (key.as_str().to_owned(), toml::Value::Table(route))
+            })
+            .collect();
+        let mut tool = toml::Table::new();
+        tool.insert("name".into(), self.tool_name().into());
+        tool.insert(
+            "command".into(),
+            toml::Value::Array(self.command().iter().map(|a| (*a).into()).collect()),
+        );
+        tool.insert("output".into(), "acp".into());
+        tool.insert("roles".into(), toml::Value::Table(roles));
+        tool.to_string()
+    }
+
+    /// Registers the tool in the provider folder `providers_dir` (a registry's
+    /// `ConfigPaths::user_dir`), every role on `model(key)`; returns the variables the agent
+    /// needs beyond its CLI's isolated configuration (Claude Code refuses to skip its permission
+    /// prompts as root outside a sandbox, and autocode's room is that sandbox).
+    pub fn register(
+        self,
+        providers_dir: &Path,
+        model: impl Fn(RoleKey) -> String,
+    ) -> std::io::Result<BTreeMap<String, String>> {
+        std::fs::create_dir_all(providers_dir)?;
+        std::fs::write(
+            providers_dir.join(format!("{}.toml", self.tool_name())),
+            self.tool_toml(model),
+        )?;
+        Ok(match self {
+            PinnedAcpAgent::Claude => [("IS_SANDBOX".to_owned(), "1".to_owned())].into(),
+            PinnedAcpAgent::Opencode => BTreeMap::new(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::{ConfigPaths, Registry};
+
+    #[test]
+    fn registered_tools_load_as_acp_tools_with_every_role_routed() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = ConfigPaths::under(dir.path());
+        for agent in PinnedAcpAgent::ALL {
+            let env = agent
+                .register(&paths.user_dir, |key| format!("m/{}", key.as_str()))
+                .unwrap();
+            assert_eq!(
+                env.contains_key("IS_SANDBOX"),
+                agent == PinnedAcpAgent::Claude
+            );
+        }
+        let registry = Registry::new(paths);
+        for agent in PinnedAcpAgent::ALL {
+            let resolved = registry.resolve_name(agent.tool_name()).unwrap();
+            assert!(resolved.warnings.is_empty(), "{:?}", resolved.warnings);
+            let text = agent.tool_toml(|key| format!("m/{}", key.as_str()));
+            let parsed: toml::Table = text.parse().unwrap();
+            assert_eq!(parsed["output"].as_str(), Some("acp"), "{text}");
+            assert_eq!(
+                parsed["roles"]["plan_reviewer"]["model"].as_str(),
+                Some("m/plan_reviewer")
+            );
+        }
+    }
+}

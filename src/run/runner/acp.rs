@@ -1,0 +1,143 @@
+//! The ACP part of a stage attempt (`output = "acp"`, `crate::acp`): the agent is launched like
+//! any CLI (`attempt`), but with a stdin pipe; autocode speaks the session on its stdin and
+//! stdout, feeds every line and every served event to the attempt's [`Intake`], and, once the
+//! prompt is answered, closes stdin and gives the agent [`AGENT_EXIT_GRACE`] to exit before its
+//! family is ended.
+//!
+//! What it records beside the CLI's artifacts: `acp-client.jsonl` (every message autocode sent),
+//! `acp.json` (the agent's `initialize` answer, how many terminals and file requests it used,
+//! and so whether its commands ran in autocode's terminal) and `commands.json` (the boundary's
+//! receipt of every terminal command).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::attempt::MAX_LINE;
+use super::intake::Intake;
+use crate::acp::{self, AcpEnd, AcpStage, Feed};
+use crate::direct::tools::ShellContext;
+use crate::pause::PauseCode;
+use crate::run::integrity;
+use crate::supervise::{Canceller, Room, Running};
+
+/// autocode's own side of the session, one JSON-RPC message a line.
+pub(super) const CLIENT_LOG: &str = "acp-client.jsonl";
+
+/// How long an agent whose stdin was closed may take to exit before its family is ended.
+pub const AGENT_EXIT_GRACE: Duration = Duration::from_secs(10);
+
+/// The longest one terminal command may run (the stage's own limit applies when shorter).
+pub const TERMINAL_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// What the session needs from the attempt.
+pub(super) struct AcpLaunch {
+    pub(super) cwd: PathBuf,
+    pub(super) env: BTreeMap<String, String>,
+    pub(super) room: Option<Room>,
+    pub(super) writable: bool,
+    pub(super) prompt: String,
+    pub(super) model: String,
+    pub(super) label: String,
+    pub(super) timeout: Option<Duration>,
+    pub(super) client_log: PathBuf,
+}
+
+/// Speaks the session to its end.
+pub(super) async fn session(
+    running: &mut Running,
+    intake: &mut Intake<'_>,
+    launch: AcpLaunch,
+) -> AcpEnd {
+    let (Some(stdin), Some(stdout)) = (running.stdin(), running.stdout()) else {
+        return AcpEnd {
+            failure: Some("the agent's stdin and stdout could not be taken".into()),
+            ..AcpEnd::default()
+        };
+    };
+    let stage = AcpStage {
+        cwd: launch.cwd.clone(),
+        prompt: launch.prompt,
+        model: Some(launch.model),
+        writable: launch.writable,
+        shell: ShellContext {
+            cwd: launch.cwd,
+            env: launch.env,
+            room: launch.room,
+            timeout: launch
+                .timeout
+                .map_or(TERMINAL_TIMEOUT, |t| t.min(TERMINAL_TIMEOUT)),
+        },
+        label: launch.label,
+        max_line: MAX_LINE,
+        client_log: Some(launch.client_log),
+    };
+    acp::drive(stage, stdin, stdout, |feed| match feed {
+        Feed::Line(line) => intake.line(line, None, MAX_LINE),
+        Feed::Oversized(bytes) => intake.line(&[], Some(bytes), MAX_LINE),
+        Feed::Served(event) => intake.event(event),
+    })
+    .await
+}
+
+/// Ends the agent's family after [`AGENT_EXIT_GRACE`] (abort the task once it has exited).
+pub(super) fn end_agent_after_grace(canceller: Canceller) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        tokio::time::sleep(AGENT_EXIT_GRACE).await;
+        canceller.cancel();
+    })
+}
+
+/// Whether the agent's commands ran in autocode's terminal (full evidence) or with its own
+/// tools (degraded: its command events count only where the kernel's ledger backs them).
+pub fn evidence_mode(end: &AcpEnd) -> &'static str {
+    if end.terminals_created > 0 {
+        "autocode_terminal"
+    } else {
+        "agent_tools"
+    }
+}
+
+/// Writes `acp.json` and `commands.json`.
+pub(super) fn record(dir: &Path, end: &AcpEnd) {
+    let _ = integrity::write_stage_record(
+        &dir.join("acp.json"),
+        &json!({
+            "protocol_version": acp::PROTOCOL_VERSION,
+            "agent": end.agent,
+            "prompt_answered": end.prompt_answered,
+            "model_selection": end.model_selection,
+            "terminals_created": end.terminals_created,
+            "file_requests": end.file_requests,
+            "evidence": evidence_mode(end),
+            "failure": end.failure,
+        }),
+    );
+    let receipts: Vec<serde_json::Value> = end
+        .receipts
+        .iter()
+        .map(|(id, receipt)| json!({"evidence_id": id, "receipt": receipt}))
+        .collect();
+    let _ =
+        integrity::write_stage_record(&dir.join("commands.json"), &json!({ "commands": receipts }));
+}
+
+/// Why the attempt stops for what happened in the session, if it does.
+pub(super) fn stop_reason(end: &AcpEnd, stage: &str) -> Option<(PauseCode, String)> {
+    if let Some(command) = end.unverified.first() {
+        return Some((
+            PauseCode::PausedProcessCleanup,
+            format!(
+                "{stage}: the boundary could not verify that every process of the terminal command `{command}` is gone (see commands.json)"
+            ),
+        ));
+    }
+    end.failure.as_ref().map(|failure| {
+        (
+            PauseCode::PausedProviderUncertain,
+            format!("{stage}: the ACP session failed: {failure}"),
+        )
+    })
+}
