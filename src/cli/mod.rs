@@ -28,6 +28,7 @@ mod notify;
 mod output;
 mod progress;
 mod providers;
+mod role_args;
 mod run;
 mod runs;
 mod scenario;

@@ -268,6 +268,10 @@ pub struct RunState {
     /// head's tag covers it, so the attempts are as verified as the head (`run::checkpoint`).
     #[serde(default)]
     pub attempts_log: LogCommit,
+    /// `--role-transport ROLE=PROVIDER`: roles a person put on another provider (their routes
+    /// carry it); fixed for the life of the run, never moved by the automatic cross-model move.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub role_transports: BTreeMap<Role, ProviderName>,
 }
 
 /// The builder's stronger attempt and where checkers move during it.
@@ -331,6 +335,7 @@ impl RunState {
             verification,
             in_place_requested: false,
             attempts_log: Default::default(),
+            role_transports: BTreeMap::new(),
         }
     }
 
