@@ -289,6 +289,18 @@ fn moved_routes(
     Some(out)
 }
 
+/// The verifiers that may move: on the checked role's family and not named by a model flag or
+/// bound to a provider (`--role-transport`).
+fn movable_verifiers(pairs: &[provider::SameFamilyPair], choice: &RouteChoice) -> Vec<Role> {
+    pairs
+        .iter()
+        .map(|p| p.verifier)
+        .filter(|r| !choice.models.contains_key(r) && !choice.providers.contains_key(r))
+        .collect::<BTreeSet<Role>>()
+        .into_iter()
+        .collect()
+}
+
 /// The models and roles `routes` put on `provider`.
 fn usage_of(routes: &BTreeMap<Role, Route>, provider: &str) -> (Vec<String>, Vec<(Role, String)>) {
     let mut models: Vec<String> = Vec::new();
@@ -356,15 +368,7 @@ pub async fn preflight(
     } else {
         violating_pairs(&routes, &families)
     };
-    // The verifiers that may move: on the checked role's family and not named by a flag or
-    // bound to a provider.
-    let movable: Vec<Role> = pairs
-        .iter()
-        .map(|p| p.verifier)
-        .filter(|r| !req.choice.models.contains_key(r) && !req.choice.providers.contains_key(r))
-        .collect::<BTreeSet<Role>>()
-        .into_iter()
-        .collect();
+    let movable = movable_verifiers(&pairs, &req.choice);
     let mut tried: Vec<String> = Vec::new();
     // Only when moving can make every pair independent (a flag's own choice stays).
     let all_movable = pairs.iter().all(|p| movable.contains(&p.verifier));

@@ -135,6 +135,20 @@ fn request(choice: RouteChoice) -> Request {
     }
 }
 
+#[test]
+fn the_automatic_move_takes_no_bound_verifier() {
+    let (_dir, registry) = registry();
+    let codex = registry.resolve_name("codex").unwrap();
+    let choice = bound(&[(Role::Tester, "codex")]);
+    let routes = resolve_routes(&codex, &choice).unwrap();
+    let pairs = crate::run::preflight::violating_pairs(&routes, &Default::default());
+    assert_eq!(pairs.len(), 3, "{pairs:?}");
+    assert_eq!(
+        crate::run::preflight::movable_verifiers(&pairs, &choice),
+        [Role::PlanReviewer, Role::CompletionReviewer]
+    );
+}
+
 #[tokio::test]
 async fn an_explicit_binding_is_never_moved_and_a_violation_names_it() {
     let (_dir, registry) = registry();
