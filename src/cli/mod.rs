@@ -28,6 +28,7 @@ mod notify;
 mod output;
 mod progress;
 mod providers;
+mod role_args;
 mod run;
 mod runs;
 mod scenario;
@@ -64,7 +65,7 @@ pub enum Command {
     /// The whole pipeline offline: a bundled task through a real CLI against the scripted model.
     Demo(demo::DemoArgs),
     /// Continue a paused or interrupted run.
-    Resume(run::ResumeArgs),
+    Resume(Box<run::ResumeArgs>),
     /// A run's stages, routes, outcomes, usage and pause.
     Status(run::StatusArgs),
     /// The workspace's runs, newest first: id, phase or pause, age, objective.
@@ -149,7 +150,7 @@ pub fn main() -> ExitCode {
             args.jsonl = true;
             run::run(*args)
         }
-        Command::Resume(args) => run::resume(args),
+        Command::Resume(args) => run::resume(*args),
         Command::Demo(args) => demo::run(args),
         Command::Status(args) => run::status(args),
         Command::Runs(args) => runs::run(args),

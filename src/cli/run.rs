@@ -145,6 +145,8 @@ pub struct RunArgs {
     #[arg(long, hide = true)]
     pub scripted_local_endpoint: bool,
     #[command(flatten)]
+    pub roles: super::role_args::RoleTransportArgs,
+    #[command(flatten)]
     pub budgets: BudgetArgs,
     /// Print JSON on stdout (data only; messages for people stay on stderr).
     #[arg(long)]
@@ -205,6 +207,8 @@ pub struct ResumeArgs {
     /// Internal (tests, demo): the routes talk to autocode's local scripted model.
     #[arg(long, hide = true)]
     pub scripted_local_endpoint: bool,
+    #[command(flatten)]
+    pub roles: super::role_args::RoleTransportArgs,
     #[command(flatten)]
     pub budgets: BudgetArgs,
     /// Print JSON on stdout (data only; messages for people stay on stderr).
@@ -600,6 +604,7 @@ fn start_options(args: RunArgs) -> Result<(Context, StartOptions, OutputFlags), 
         unconfined: args.unconfined,
         no_auto_select: args.no_auto_select,
         recheck: args.recheck,
+        role_transports: args.roles.bindings()?,
     };
     let flags = OutputFlags {
         json: args.json,
@@ -678,6 +683,11 @@ pub fn resume(args: ResumeArgs) -> Result<ExitCode, EdgeError> {
         yes: args.yes,
         budgets: args.budgets.budgets(),
         scripted_local: args.scripted_local_endpoint,
+        role_transports: match args.roles.bindings() {
+            Ok(bindings) => bindings,
+            Err(e) if args.jsonl => return Ok(super::exec::refused(&args.workspace, e)),
+            Err(e) => return Err(e),
+        },
     };
     if args.jsonl {
         return super::exec::resume(&ctx, opts);

@@ -60,6 +60,8 @@ pub struct StartOptions {
     pub no_auto_select: bool,
     /// `--recheck`: the readiness canaries of local direct endpoints run again (no cached pass).
     pub recheck: bool,
+    /// `--role-transport ROLE=PROVIDER` / `--ROLE-provider`: roles on another provider (saved).
+    pub role_transports: preflight::bindings::RoleBindings,
 }
 
 /// What the user asked for when resuming.
@@ -78,6 +80,8 @@ pub struct ResumeOptions {
     /// Budgets raised on resume (only the given ones change).
     pub budgets: Budgets,
     pub scripted_local: bool,
+    /// Role bindings named on resume: only the run's saved ones are accepted.
+    pub role_transports: preflight::bindings::RoleBindings,
 }
 
 /// How a start or resume ended.
@@ -226,6 +230,7 @@ pub async fn start(
                 efforts: opts.efforts.clone(),
                 effort: opts.effort.clone(),
                 single_model: opts.single_model.clone(),
+                providers: opts.role_transports.clone(),
             },
             auto_select: !opts.no_auto_select,
             scripted_local: opts.scripted_local,
@@ -314,6 +319,7 @@ pub async fn start(
     state.report_file_roles = report_file_roles;
     state.unconfined = opts.unconfined;
     state.in_place_requested = opts.in_place;
+    state.role_transports = opts.role_transports.clone();
     let mut handle = RunHandle::new(run_dir, state);
     handle.activity("run created", Some(&opts.objective))?;
     ui.run_opened(&handle.dir, &handle.state);
@@ -559,6 +565,12 @@ pub async fn resume(
     let state = super::trust::verify_run(&workspace, &dir, &env_map)
         .await
         .map_err(super::FindRunError::from)?;
+    // A role's provider is fixed when the run starts: another binding is a transport change.
+    if let Some(refusal) =
+        preflight::bindings::changed_binding(&state.role_transports, &opts.role_transports)
+    {
+        return Err(RunError::Usage(refusal));
+    }
     if !state.unconfined {
         require_room(
             &env_map,

@@ -496,6 +496,10 @@ fn set_strong_overrides<R: StageRunner>(state: &mut RunState, runner: &R, milest
     }
     state.route_overrides.clear();
     state.overrides_milestone = Some(milestone);
+    // A role bound to a provider (`--role-transport`) is never moved: no stronger builder.
+    if state.role_transports.contains_key(&Role::Builder) {
+        return;
+    }
     let Some(builder) = state.routes.get(&Role::Builder) else {
         return;
     };
@@ -508,6 +512,11 @@ fn set_strong_overrides<R: StageRunner>(state: &mut RunState, runner: &R, milest
         if let Some(route) = state.routes.get(&checker)
             && runner.model_family(route) == strong_family
         {
+            // A bound checker stays where it was put, so the builder stays too.
+            if state.role_transports.contains_key(&checker) {
+                state.route_overrides.clear();
+                return;
+            }
             let mut moved = route.clone();
             moved.model = policy.checker_model.clone();
             state.route_overrides.insert(checker, moved);

@@ -272,6 +272,10 @@ pub struct RunState {
     /// (`run::brief_review`).
     #[serde(default)]
     pub brief_review: super::brief_review::BriefReview,
+    /// `--role-transport ROLE=PROVIDER`: roles a person put on another provider (their routes
+    /// carry it); fixed for the life of the run, never moved by the automatic cross-model move.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub role_transports: BTreeMap<Role, ProviderName>,
 }
 
 /// The builder's stronger attempt and where checkers move during it.
@@ -336,6 +340,7 @@ impl RunState {
             in_place_requested: false,
             attempts_log: Default::default(),
             brief_review: Default::default(),
+            role_transports: BTreeMap::new(),
         }
     }
 

@@ -31,6 +31,7 @@ mod notify_e2e;
 mod operator_e2e;
 mod preflight_e2e;
 mod result_e2e;
+mod role_transport;
 mod room;
 mod room_e2e;
 mod run_e2e;

@@ -10,6 +10,7 @@
 //! result. One function, two callers: what `doctor` calls ready is what a run starts with.
 //! Design: `docs/run-lifecycle.md` ("Preflight and automatic routes").
 
+pub mod bindings;
 pub mod direct_ready;
 pub mod families;
 pub mod provider_check;
@@ -54,6 +55,9 @@ pub struct RouteChoice {
     pub effort: Option<String>,
     /// `--single-model`: every role on one model, independence knowingly waived.
     pub single_model: Option<String>,
+    /// `--role-transport ROLE=PROVIDER`: roles on another registered provider (explicit: never
+    /// moved by the automatic cross-model move).
+    pub providers: bindings::RoleBindings,
 }
 
 /// What to check.
@@ -285,6 +289,18 @@ fn moved_routes(
     Some(out)
 }
 
+/// The verifiers that may move: on the checked role's family and not named by a model flag or
+/// bound to a provider (`--role-transport`).
+fn movable_verifiers(pairs: &[provider::SameFamilyPair], choice: &RouteChoice) -> Vec<Role> {
+    pairs
+        .iter()
+        .map(|p| p.verifier)
+        .filter(|r| !choice.models.contains_key(r) && !choice.providers.contains_key(r))
+        .collect::<BTreeSet<Role>>()
+        .into_iter()
+        .collect()
+}
+
 /// The models and roles `routes` put on `provider`.
 fn usage_of(routes: &BTreeMap<Role, Route>, provider: &str) -> (Vec<String>, Vec<(Role, String)>) {
     let mut models: Vec<String> = Vec::new();
@@ -340,6 +356,7 @@ pub async fn preflight(
         .resolve_name(&name)
         .map_err(|e| PreflightError::Provider(e.to_string()))?;
     let mut routes = resolve_routes(&chosen, &req.choice)?;
+    bindings::bind_routes(registry, &mut routes, &req.choice)?;
     let families = families::from_os_env(env);
     let mut warnings = Vec::new();
     let mut auto_routes = None;
@@ -351,14 +368,7 @@ pub async fn preflight(
     } else {
         violating_pairs(&routes, &families)
     };
-    // The verifiers that may move: on the checked role's family and not named by a flag.
-    let movable: Vec<Role> = pairs
-        .iter()
-        .map(|p| p.verifier)
-        .filter(|r| !req.choice.models.contains_key(r))
-        .collect::<BTreeSet<Role>>()
-        .into_iter()
-        .collect();
+    let movable = movable_verifiers(&pairs, &req.choice);
     let mut tried: Vec<String> = Vec::new();
     // Only when moving can make every pair independent (a flag's own choice stays).
     let all_movable = pairs.iter().all(|p| movable.contains(&p.verifier));
@@ -484,8 +494,20 @@ fn independence_problem(
         .filter(|v| req.choice.models.contains_key(v) && !movable.contains(v))
         .map(provider_check::role_flag)
         .collect();
+    let bound: Vec<String> = Role::VERIFIER_PAIRS
+        .iter()
+        .flat_map(|(v, c)| [*v, *c])
+        .filter_map(|r| req.choice.providers.get(&r).map(|p| format!("{r}={p}")))
+        .collect::<BTreeSet<String>>()
+        .into_iter()
+        .collect();
     let mut fix = Vec::new();
-    if !explicit.is_empty() {
+    if !bound.is_empty() {
+        fix.push(format!(
+            "your --role-transport {} is explicit and never moved: bind the verifier to a provider of another family, or name another family's model with its model flag (--plan-reviewer-model, --tester-model, --completion-model)",
+            bound.join(" ")
+        ));
+    } else if !explicit.is_empty() {
         fix.push(format!(
             "your {} puts a verifier on the family it checks: pick a model of another family",
             explicit.join(" / ")
