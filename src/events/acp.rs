@@ -452,15 +452,7 @@ impl AcpParser {
             }),
         };
         let report = self.report.take().map(FinalReport::Text);
-        if let Some(report) = &report {
-            self.tally.emit(
-                out,
-                NormalizedEvent::FinalReport {
-                    report: report.clone(),
-                },
-            );
-        }
-        self.tally.into_summary(report, stop, None)
+        self.tally.finish_with_report(out, report, stop, None)
     }
 
     pub fn finish(self) -> StreamSummary {

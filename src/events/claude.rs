@@ -623,15 +623,7 @@ impl ClaudeParser {
             Terminal::Result(stop) => stop,
         };
         let report = self.report.take().map(FinalReport::Structured);
-        if let Some(report) = &report {
-            self.tally.emit(
-                out,
-                NormalizedEvent::FinalReport {
-                    report: report.clone(),
-                },
-            );
-        }
-        let mut summary = self.tally.into_summary(report, stop, None);
+        let mut summary = self.tally.finish_with_report(out, report, stop, None);
         summary.claude_session_cost_usd = self.session_cost;
         summary
     }

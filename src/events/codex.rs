@@ -364,16 +364,8 @@ impl CodexParser {
             }
         };
         let report = report.map(FinalReport::Text);
-        if let Some(report) = &report {
-            self.tally.emit(
-                out,
-                NormalizedEvent::FinalReport {
-                    report: report.clone(),
-                },
-            );
-        }
         let totals = self.totals_changed.then_some(self.totals).flatten();
-        self.tally.into_summary(report, stop, totals)
+        self.tally.finish_with_report(out, report, stop, totals)
     }
 
     pub fn finish(self) -> StreamSummary {

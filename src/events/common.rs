@@ -184,6 +184,25 @@ impl Tally {
         );
     }
 
+    /// Ends the stream: the final report (if any) as the last event, then the summary.
+    pub fn finish_with_report(
+        mut self,
+        out: &mut Vec<NormalizedEvent>,
+        final_report: Option<FinalReport>,
+        stop: Stop,
+        codex_thread_totals: Option<CodexThreadTotals>,
+    ) -> StreamSummary {
+        if let Some(report) = &final_report {
+            self.emit(
+                out,
+                NormalizedEvent::FinalReport {
+                    report: report.clone(),
+                },
+            );
+        }
+        self.into_summary(final_report, stop, codex_thread_totals)
+    }
+
     pub fn into_summary(
         self,
         final_report: Option<FinalReport>,
