@@ -14,10 +14,12 @@
 //!
 //! Steering ([`Steering`]), so that a small model finishes: every request requires a tool call
 //! (a text answer is never a report), every tool result tells the model how many responses
-//! remain, and the last response — or the one after a text answer — can only be the report: the
+//! remain, and the last response — or the one after a prose answer — can only be the report: the
 //! `report` tool alone, or, where the server constrains an answer to a JSON schema, the report
 //! schema as the answer's format. Each request's response cap is cut to what the server's
-//! context still holds, measured on the request itself.
+//! context still holds, measured on the request itself. An answer that is only a shell command
+//! is not prose: the model is told autocode did not run it and keeps every tool, so it can run
+//! it through the shell tool.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -86,16 +88,27 @@ pub const REPORT_REMINDER: &str = "You ended your turn without calling the `repo
 /// (the final-message rule of `crate::events::final_message`, as for a CLI's final message), it
 /// says so and that autocode did not run it; otherwise [`REPORT_REMINDER`].
 pub fn reminder_after_text(text: Option<&str>, kind: ReportKind) -> String {
-    let fields = kind.top_level_fields();
-    let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
-    match text.map(|t| crate::events::classify_final_message(t, &fields)) {
-        Some(crate::events::FinalMessage::ShellCommandFinalMessage { rejection }) => {
+    match shell_command_answer(text, kind) {
+        Some(rejection) => {
             let command = serde_json::json!({ rejection.key.clone(): rejection.command });
             format!(
                 "Your final message was a shell command ({command}) instead of the report. autocode did not run it. {REPORT_REMINDER}"
             )
         }
-        _ => REPORT_REMINDER.to_owned(),
+        None => REPORT_REMINDER.to_owned(),
+    }
+}
+
+/// The command, when a response's text is only a shell command (the final-message rule).
+fn shell_command_answer(
+    text: Option<&str>,
+    kind: ReportKind,
+) -> Option<crate::events::ShellCommandFinalMessage> {
+    let fields = kind.top_level_fields();
+    let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+    match crate::events::classify_final_message(text?, &fields) {
+        crate::events::FinalMessage::ShellCommandFinalMessage { rejection } => Some(rejection),
+        _ => None,
     }
 }
 
@@ -230,13 +243,15 @@ pub async fn run_stage(input: StageInput) -> StageRun {
     let mut responses = 0u32;
     let mut commands = 0u32;
     let mut idle_turns = 0u32;
+    // The last response without a tool call was prose (not a shell command).
+    let mut after_prose = false;
     let mut receipts = Vec::new();
     let end = loop {
         if responses >= input.bounds.max_responses {
             break StageEnd::Failed(DirectFailure::ResponseLimit(input.bounds.max_responses));
         }
-        // The last response, or the one after a text answer, can only be the report.
-        let must_report = input.bounds.max_responses - responses == 1 || idle_turns > 0;
+        // The last response, or the one after a prose answer, can only be the report.
+        let must_report = input.bounds.max_responses - responses == 1 || after_prose;
         let answer_schema = must_report
             && input.steering.answer_schema
             && input.protocol != Protocol::AnthropicMessages;
@@ -368,6 +383,7 @@ pub async fn run_stage(input: StageInput) -> StageRun {
                     let problem = format!("the report was not accepted: {problem}");
                     log.push(tool_event(tool_id, tools::REPORT, Some(&problem)));
                     idle_turns += 1;
+                    after_prose = true;
                     if idle_turns >= 2 {
                         break StageEnd::NoReport(problem);
                     }
@@ -381,6 +397,7 @@ pub async fn run_stage(input: StageInput) -> StageRun {
         }
         if turn.calls.is_empty() {
             idle_turns += 1;
+            after_prose = shell_command_answer(turn.text.as_deref(), input.kind).is_none();
             if idle_turns >= 2 {
                 break StageEnd::NoReport(
                     "the model ended its turn twice without calling the `report` tool".into(),
@@ -394,6 +411,7 @@ pub async fn run_stage(input: StageInput) -> StageRun {
             continue;
         }
         idle_turns = 0;
+        after_prose = false;
         let mut results = Vec::with_capacity(turn.calls.len());
         let mut ended = None;
         for call in &turn.calls {
