@@ -440,17 +440,7 @@ impl Server {
             Err(e) => return refusal(e),
         };
         let mut runs = Vec::new();
-        let entries = std::fs::read_dir(crate::run::runs_dir(&ws))
-            .map(|rd| rd.flatten().collect::<Vec<_>>())
-            .unwrap_or_default();
-        for entry in entries {
-            let Some(id) = entry
-                .file_name()
-                .to_str()
-                .and_then(|name| RunId::new(name).ok())
-            else {
-                continue;
-            };
+        for id in run_ids(&ws) {
             if let Ok((_, state)) = self.state(&ws, &id).await {
                 let running_here = self.children.pid(id.as_str()).is_some();
                 runs.push(json!({
@@ -756,4 +746,15 @@ pub async fn serve(server: Server) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     running.waiting().await.map_err(|e| e.to_string())?;
     Ok(())
+}
+
+/// The ids of the runs a workspace holds (entries that are not run ids are skipped).
+fn run_ids(ws: &std::path::Path) -> Vec<RunId> {
+    std::fs::read_dir(crate::run::runs_dir(ws))
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|entry| entry.file_name().to_str().and_then(|n| RunId::new(n).ok()))
+                .collect()
+        })
+        .unwrap_or_default()
 }

@@ -228,17 +228,7 @@ impl Server {
     pub(super) async fn run_resources(&self) -> ListResourcesResult {
         let mut listed = Vec::new();
         for ws in self.known_workspaces() {
-            let entries = std::fs::read_dir(crate::run::runs_dir(&ws))
-                .map(|rd| rd.flatten().collect::<Vec<_>>())
-                .unwrap_or_default();
-            for entry in entries {
-                let Some(id) = entry
-                    .file_name()
-                    .to_str()
-                    .and_then(|name| RunId::new(name).ok())
-                else {
-                    continue;
-                };
+            for id in super::run_ids(&ws) {
                 if let Ok((dir, state)) = self.state(&ws, &id).await {
                     for (uri, name, mime) in of_run(&dir, &state) {
                         listed.push(Resource::new(uri, name).with_mime_type(mime));
