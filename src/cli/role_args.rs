@@ -13,7 +13,9 @@ use crate::run::preflight::bindings;
 #[derive(Debug, Args)]
 pub struct RoleTransportArgs {
     /// Put ROLE on another registered provider (repeatable); its model flag (`--tester-model`
-    /// ...) selects that provider's model, else its route for the role. Fixed for the run.
+    /// ...) selects that provider's model, else its route for the role. For a role on Codex, a
+    /// `model_providers` entry of Codex's config.toml routes it there (model flag required).
+    /// Fixed for the run.
     #[arg(long, value_name = "ROLE=PROVIDER", value_parser = bindings::parse_binding)]
     pub role_transport: Vec<(Role, ProviderName)>,
     /// The requirements gatherer on this provider (`--role-transport requirements=PROVIDER`).

@@ -2,14 +2,20 @@
 //! roles on another registered provider. This module owns parsing those names (a clear error for
 //! an unknown role) and [`bind_routes`], the one function that turns the bindings into per-role
 //! routes (the role's model flag on that provider, else the provider's own route for the role).
+//! For a role that runs on Codex, a name that is no registered provider but a `model_providers`
+//! entry of the user's Codex `config.toml` keeps the role on Codex and routes it through that
+//! model provider (`-c model_provider=NAME`, as the predecessor's `--sol-provider` did); its
+//! model flag is then required.
 //! A bound route is explicit: the automatic cross-model move never touches it (`super`), and a
 //! resume with other bindings is refused ([`changed_binding`]).
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use super::{PreflightError, RouteChoice, provider_check};
 use crate::ids::ProviderName;
 use crate::provider::Registry;
+use crate::provider::registry::Env;
 use crate::role::{Role, RoleKey};
 use crate::transport::Route;
 
@@ -108,6 +114,7 @@ pub fn describe(bindings: &RoleBindings) -> String {
 /// providers, a provider without a route for the role, and `--single-model` are errors.
 pub fn bind_routes(
     registry: &Registry,
+    env: &Env,
     routes: &mut BTreeMap<Role, Route>,
     choice: &RouteChoice,
 ) -> Result<(), PreflightError> {
@@ -121,11 +128,32 @@ pub fn bind_routes(
         )));
     }
     for (role, name) in &choice.providers {
-        let provider = registry.resolve(name).map_err(|e| {
-            PreflightError::Provider(format!(
-                "--role-transport {role}={name}: {e} (`autocode providers list` shows the registered providers)"
-            ))
-        })?;
+        let provider = match registry.resolve(name) {
+            Ok(provider) => provider,
+            Err(e) => {
+                let on_codex = routes
+                    .get(role)
+                    .is_some_and(|r| r.provider.as_str() == CODEX);
+                let codex = on_codex.then(|| CodexModelProviders::read(env));
+                match codex {
+                    Some(codex) if codex.names.iter().any(|n| n == name.as_str()) => {
+                        route_through_codex_model_provider(routes, choice, *role, name, &codex)?;
+                        continue;
+                    }
+                    Some(codex) => {
+                        return Err(PreflightError::Provider(format!(
+                            "--role-transport {role}={name}: {e}, and {} (`autocode providers list` shows the registered providers)",
+                            codex.describe_missing(name)
+                        )));
+                    }
+                    None => {
+                        return Err(PreflightError::Provider(format!(
+                            "--role-transport {role}={name}: {e} (`autocode providers list` shows the registered providers)"
+                        )));
+                    }
+                }
+            }
+        };
         let spec = provider.config.route(*role);
         let Some(model) = choice
             .models
@@ -154,6 +182,108 @@ pub fn bind_routes(
             },
         );
     }
+    Ok(())
+}
+
+/// The built-in Codex provider's name.
+const CODEX: &str = "codex";
+
+/// The `model_providers` entries of the user's Codex configuration
+/// (`$CODEX_HOME/config.toml`, default `~/.codex/config.toml`).
+#[derive(Debug, Default)]
+struct CodexModelProviders {
+    /// The file read (`None`: neither `CODEX_HOME` nor `HOME` is set).
+    path: Option<PathBuf>,
+    /// Its `[model_providers.NAME]` names.
+    names: Vec<String>,
+    /// Why the file gave no names, when it could not be read or parsed.
+    problem: Option<String>,
+}
+
+impl CodexModelProviders {
+    fn read(env: &Env) -> Self {
+        let var = |key: &str| {
+            env.get(std::ffi::OsStr::new(key))
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let Some(dir) = var("CODEX_HOME").or_else(|| var("HOME").map(|h| h.join(".codex"))) else {
+            return Self::default();
+        };
+        let path = dir.join("config.toml");
+        let (names, problem) = match std::fs::read_to_string(&path) {
+            Ok(text) => match text.parse::<toml::Table>() {
+                Ok(table) => (
+                    table
+                        .get("model_providers")
+                        .and_then(toml::Value::as_table)
+                        .map(|t| t.keys().cloned().collect())
+                        .unwrap_or_default(),
+                    None,
+                ),
+                Err(e) => (
+                    Vec::new(),
+                    Some(format!("it does not parse: {}", e.message())),
+                ),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                (Vec::new(), Some("it does not exist".to_owned()))
+            }
+            Err(e) => (Vec::new(), Some(format!("it cannot be read: {e}"))),
+        };
+        Self {
+            path: Some(path),
+            names,
+            problem,
+        }
+    }
+
+    /// Why `name` is not one of them, for the refusal.
+    fn describe_missing(&self, name: &ProviderName) -> String {
+        let Some(path) = &self.path else {
+            return format!(
+                "no Codex config.toml to name a model provider {name} (neither CODEX_HOME nor HOME is set)"
+            );
+        };
+        let path = path.display();
+        match (&self.problem, self.names.is_empty()) {
+            (Some(problem), _) => {
+                format!("Codex's {path} cannot name a model provider {name}: {problem}")
+            }
+            (None, true) => format!("Codex's {path} defines no [model_providers.*]"),
+            (None, false) => format!(
+                "it is not a model provider of Codex's {path} ({})",
+                self.names.join(", ")
+            ),
+        }
+    }
+}
+
+/// Keeps `role` on Codex, routed through the Codex model provider `name`; the role's model flag
+/// names the model (the default Codex model is the login's, not that provider's).
+fn route_through_codex_model_provider(
+    routes: &mut BTreeMap<Role, Route>,
+    choice: &RouteChoice,
+    role: Role,
+    name: &ProviderName,
+    codex: &CodexModelProviders,
+) -> Result<(), PreflightError> {
+    let Some(model) = choice.models.get(&role).cloned() else {
+        return Err(PreflightError::Routes(format!(
+            "--role-transport {role}={name}: {name} is a model provider of Codex's {}; name the model it serves with {} MODEL",
+            codex
+                .path
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            provider_check::role_flag(role)
+        )));
+    };
+    let Some(route) = routes.get_mut(&role) else {
+        return Ok(());
+    };
+    route.model = model;
+    route.codex_model_provider = Some(name.to_string());
     Ok(())
 }
 

@@ -130,7 +130,7 @@ impl Preflight {
         let mut out = String::new();
         for (role, route) in &self.routes {
             out.push_str(&format!(
-                "  {:width$}  {}/{}{}\n",
+                "  {:width$}  {}/{}{}{}\n",
                 role.as_str(),
                 route.provider,
                 route.model,
@@ -138,6 +138,11 @@ impl Preflight {
                     .effort
                     .as_deref()
                     .map(|e| format!(" ({e})"))
+                    .unwrap_or_default(),
+                route
+                    .codex_model_provider
+                    .as_deref()
+                    .map(|p| format!(" through Codex model provider {p}"))
                     .unwrap_or_default()
             ));
         }
@@ -356,7 +361,7 @@ pub async fn preflight(
         .resolve_name(&name)
         .map_err(|e| PreflightError::Provider(e.to_string()))?;
     let mut routes = resolve_routes(&chosen, &req.choice)?;
-    bindings::bind_routes(registry, &mut routes, &req.choice)?;
+    bindings::bind_routes(registry, env, &mut routes, &req.choice)?;
     let families = families::from_os_env(env);
     let mut warnings = Vec::new();
     let mut auto_routes = None;

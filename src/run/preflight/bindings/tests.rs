@@ -82,7 +82,7 @@ fn a_bound_role_takes_its_providers_route_or_its_model_flag() {
     let claude = registry.resolve_name("claude").unwrap();
     let mut choice = bound(&[(Role::Tester, "claude")]);
     let mut routes = resolve_routes(&codex, &choice).unwrap();
-    bind_routes(&registry, &mut routes, &choice).unwrap();
+    bind_routes(&registry, &Env::new(), &mut routes, &choice).unwrap();
     let claude_sol = claude.config.route(Role::Tester).unwrap();
     assert_eq!(routes[&Role::Tester].provider.as_str(), "claude");
     assert_eq!(routes[&Role::Tester].model, claude_sol.model);
@@ -92,7 +92,7 @@ fn a_bound_role_takes_its_providers_route_or_its_model_flag() {
     choice.models.insert(Role::Tester, "claude-opus-5-5".into());
     choice.efforts.insert(Role::Tester, "low".into());
     let mut routes = resolve_routes(&codex, &choice).unwrap();
-    bind_routes(&registry, &mut routes, &choice).unwrap();
+    bind_routes(&registry, &Env::new(), &mut routes, &choice).unwrap();
     assert_eq!(routes[&Role::Tester].provider.as_str(), "claude");
     assert_eq!(routes[&Role::Tester].model, "claude-opus-5-5");
     assert_eq!(routes[&Role::Tester].effort.as_deref(), Some("low"));
@@ -104,21 +104,26 @@ fn unknown_providers_and_single_model_are_clear_errors() {
     let codex = registry.resolve_name("codex").unwrap();
     let choice = bound(&[(Role::Tester, "nosuchtool")]);
     let mut routes = resolve_routes(&codex, &choice).unwrap();
-    let Err(PreflightError::Provider(message)) = bind_routes(&registry, &mut routes, &choice)
+    let Err(PreflightError::Provider(message)) =
+        bind_routes(&registry, &Env::new(), &mut routes, &choice)
     else {
         panic!("an unknown provider is refused");
     };
     assert!(message.contains("tester=nosuchtool"), "{message}");
     let mut choice = bound(&[(Role::Tester, "claude")]);
     choice.single_model = Some("one".into());
-    let Err(PreflightError::Routes(message)) = bind_routes(&registry, &mut routes, &choice) else {
+    let Err(PreflightError::Routes(message)) =
+        bind_routes(&registry, &Env::new(), &mut routes, &choice)
+    else {
         panic!("--single-model with a binding is refused");
     };
     assert!(message.contains("tester=claude"), "{message}");
     // The direct runtime has no default routes: its model must be named.
     let choice = bound(&[(Role::Tester, crate::direct::PROVIDER_NAME)]);
     let mut routes = resolve_routes(&codex, &choice).unwrap();
-    let Err(PreflightError::Routes(message)) = bind_routes(&registry, &mut routes, &choice) else {
+    let Err(PreflightError::Routes(message)) =
+        bind_routes(&registry, &Env::new(), &mut routes, &choice)
+    else {
         panic!("a provider without a route for the role needs the model flag");
     };
     assert!(message.contains("--tester-model"), "{message}");
@@ -205,4 +210,73 @@ fn a_changed_binding_at_resume_is_refused_and_the_same_one_is_not() {
     );
     let text = changed_binding(&RoleBindings::new(), &other).unwrap();
     assert!(text.contains("runs with none"), "{text}");
+}
+
+fn codex_home(config: &str) -> (tempfile::TempDir, Env) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("config.toml"), config).unwrap();
+    let env: Env = [("CODEX_HOME".into(), dir.path().as_os_str().to_owned())]
+        .into_iter()
+        .collect();
+    (dir, env)
+}
+
+#[test]
+fn a_codex_model_provider_keeps_the_role_on_codex_and_routes_it_there() {
+    let (_dir, registry) = registry();
+    let codex = registry.resolve_name("codex").unwrap();
+    let (_home, env) = codex_home(
+        "model = \"gpt-5\"\n[model_providers.other_provider]\nname = \"Other\"\nbase_url = \"http://127.0.0.1:1/v1\"\nwire_api = \"responses\"\n",
+    );
+    let mut choice = bound(&[(Role::Tester, "other_provider")]);
+    choice.models.insert(Role::Tester, "audit-model".into());
+    let mut routes = resolve_routes(&codex, &choice).unwrap();
+    bind_routes(&registry, &env, &mut routes, &choice).unwrap();
+    let tester = &routes[&Role::Tester];
+    assert_eq!(tester.provider.as_str(), "codex");
+    assert_eq!(tester.model, "audit-model");
+    assert_eq!(
+        tester.codex_model_provider.as_deref(),
+        Some("other_provider")
+    );
+    assert_eq!(routes[&Role::Builder].codex_model_provider, None);
+    // Without the role's model flag the login's default model would be sent to that provider.
+    let choice = bound(&[(Role::Tester, "other_provider")]);
+    let mut routes = resolve_routes(&codex, &choice).unwrap();
+    let Err(PreflightError::Routes(message)) = bind_routes(&registry, &env, &mut routes, &choice)
+    else {
+        panic!("a Codex model provider needs the role's model flag");
+    };
+    assert!(message.contains("--tester-model"), "{message}");
+}
+
+#[test]
+fn a_name_that_is_neither_a_provider_nor_a_codex_model_provider_says_what_codex_has() {
+    let (_dir, registry) = registry();
+    let codex = registry.resolve_name("codex").unwrap();
+    let (_home, env) = codex_home("[model_providers.mine]\nname = \"Mine\"\n");
+    let choice = bound(&[(Role::Tester, "theirs")]);
+    let mut routes = resolve_routes(&codex, &choice).unwrap();
+    let Err(PreflightError::Provider(message)) = bind_routes(&registry, &env, &mut routes, &choice)
+    else {
+        panic!("an unknown name is refused");
+    };
+    assert!(message.contains("tester=theirs"), "{message}");
+    assert!(message.contains("(mine)"), "{message}");
+    // A broken Codex config is named, not read as empty.
+    let (_home, env) = codex_home("[model_providers\n");
+    let mut routes = resolve_routes(&codex, &choice).unwrap();
+    let Err(PreflightError::Provider(message)) = bind_routes(&registry, &env, &mut routes, &choice)
+    else {
+        panic!("an unknown name is refused");
+    };
+    assert!(message.contains("does not parse"), "{message}");
+    // A role that does not run on Codex never reads Codex's model providers.
+    let claude = registry.resolve_name("claude").unwrap();
+    let (_home, env) = codex_home("[model_providers.theirs]\nname = \"T\"\n");
+    let mut routes = resolve_routes(&claude, &choice).unwrap();
+    assert!(matches!(
+        bind_routes(&registry, &env, &mut routes, &choice),
+        Err(PreflightError::Provider(_))
+    ));
 }
