@@ -20,6 +20,9 @@ pub const STAGE_CONTEXT: u64 = 32_768;
 /// The context Ollama runs a model with when the model's parameters set no `num_ctx` (its
 /// default since 0.6; `OLLAMA_CONTEXT_LENGTH` on the server may differ, which no API shows).
 pub const OLLAMA_DEFAULT_NUM_CTX: u64 = 4096;
+/// The model formats whose answers LM Studio constrains to a JSON schema (`compatibility_type`
+/// in its own API).
+pub const LMSTUDIO_STRUCTURED: [&str; 2] = ["gguf", "mlx"];
 /// The long-prompt canary's size, in tokens (near a stage prompt's).
 pub const CANARY_TOKENS: usize = 6_000;
 
@@ -75,6 +78,10 @@ pub struct ServerFacts {
     /// Ollama's `/api/show`: capabilities, parameters, template, details, context length.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub show: Option<Value>,
+    /// LM Studio's own `GET /api/v0/models/{model}`: state, format, quantization, the loaded and
+    /// the trained context.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lmstudio: Option<Value>,
 }
 
 impl ServerFacts {
@@ -104,8 +111,10 @@ impl Metadata {
     }
 
     /// The server said it constrains an answer to a JSON schema: llama.cpp answered `/props`
-    /// (its server takes `response_format: json_schema` as a grammar), or vLLM listed the model
-    /// (`owned_by: "vllm"`; guided decoding). Nothing else is assumed.
+    /// (its server takes `response_format: json_schema` as a grammar), vLLM listed the model
+    /// (`owned_by: "vllm"`; guided decoding), or LM Studio's own API described the model as a
+    /// GGUF or MLX model (its structured output: `response_format: json_schema`, a grammar on
+    /// llama.cpp models, Outlines on MLX ones). Nothing else is assumed.
     pub fn constrains_answers(&self) -> bool {
         self.facts.props.is_some()
             || self
@@ -113,6 +122,12 @@ impl Metadata {
                 .listed
                 .as_ref()
                 .is_some_and(|m| m["owned_by"] == "vllm")
+            || self
+                .facts
+                .lmstudio
+                .as_ref()
+                .and_then(|m| m["compatibility_type"].as_str())
+                .is_some_and(|format| LMSTUDIO_STRUCTURED.contains(&format))
     }
 
     /// The server answered and lists the model (the canaries can run).
@@ -284,6 +299,33 @@ pub fn metadata(client: &Client, input: &PreflightInput<'_>) -> Metadata {
                 }));
             }
         }
+        EndpointKind::Lmstudio => {
+            // LM Studio's own REST API (0.3.6 and later) says whether the model is loaded, with
+            // which context, and in which format; its `/v1/models` says none of that.
+            let url = format!(
+                "{}/api/v0/models/{}",
+                root(client.base_url()),
+                input.model
+            );
+            if let Ok(body) = client.get(&url) {
+                let model: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                // Only the loaded context is the one it runs with; `max_context_length` is
+                // the trained maximum.
+                let loaded = model["loaded_context_length"].as_u64();
+                if let Some(len) = loaded {
+                    checks.push(context_check(len, input.needed_context, endpoint.kind));
+                    out.context = Some(len);
+                }
+                out.facts.lmstudio = Some(json!({
+                    "state": model["state"],
+                    "compatibility_type": model["compatibility_type"],
+                    "quantization": model["quantization"],
+                    "arch": model["arch"],
+                    "loaded_context_length": loaded,
+                    "max_context_length": model["max_context_length"],
+                }));
+            }
+        }
         _ => {}
     }
     out
@@ -341,6 +383,7 @@ pub fn canaries(client: &Client, input: &PreflightInput<'_>, context: Option<u64
             "raise the context: set num_ctx (e.g. OLLAMA_CONTEXT_LENGTH or a Modelfile PARAMETER num_ctx)"
         }
         EndpointKind::LlamaCpp => "raise the context: start llama-server with a larger -c",
+        EndpointKind::Lmstudio => "raise the context: load the model with a larger --context-length",
         _ => "raise the server's context length (max_model_len / context size)",
     };
     checks.push(check(
@@ -396,6 +439,9 @@ fn context_check(have: u64, need: u64, kind: EndpointKind) -> Check {
         Some(match kind {
             EndpointKind::Ollama => format!("raise num_ctx to at least {need}"),
             EndpointKind::LlamaCpp => format!("start llama-server with -c {need} or more"),
+            EndpointKind::Lmstudio => {
+                format!("load the model with a context length of {need} or more (lms load --context-length {need})")
+            }
             _ => format!("raise the server's context length to at least {need}"),
         }),
     )

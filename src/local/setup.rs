@@ -104,7 +104,8 @@ pub fn base_url_of(url: &str) -> String {
 }
 
 /// What the server at `base_url` is: Ollama answers `/api/tags`, llama.cpp `/props`, vLLM
-/// lists its models as `owned_by: "vllm"`, LM Studio is told by its port; anything else that
+/// lists its models as `owned_by: "vllm"`, LM Studio is told by its port or its own
+/// `/api/v0/models`; anything else that
 /// lists models is a generic OpenAI-compatible server.
 pub fn identify(base_url: &str) -> Result<FoundServer, SetupError> {
     let client = client(base_url)?.with_deadline(PROBE_DEADLINE);
@@ -139,7 +140,7 @@ pub fn identify(base_url: &str) -> Result<FoundServer, SetupError> {
         EndpointKind::LlamaCpp
     } else if data.iter().any(|m| m["owned_by"] == "vllm") {
         EndpointKind::Vllm
-    } else if root.ends_with(":1234") {
+    } else if root.ends_with(":1234") || client.get(&format!("{root}/api/v0/models")).is_ok() {
         EndpointKind::Lmstudio
     } else {
         EndpointKind::OpenaiCompatible

@@ -108,6 +108,58 @@ fn fake_llama_cpp(n_ctx: u64) -> FakeEndpoint {
     })
 }
 
+/// A fake LM Studio (on an ephemeral port, not its usual :1234): its OpenAI-compatible
+/// `/v1/models` says nothing about the model; its own `/api/v0/models/{model}` says how it is
+/// loaded (`compatibility_type`, `loaded_context_length`) beside the trained maximum.
+fn fake_lmstudio(format: &'static str, loaded_context: Option<u64>) -> FakeEndpoint {
+    const MODEL: &str = "qwen2.5-coder-1.5b-instruct";
+    let described = move || {
+        let mut model = json!({"id": MODEL, "object": "model", "type": "llm",
+            "publisher": "lmstudio-community", "arch": "qwen2", "compatibility_type": format,
+            "quantization": "Q4_K_M", "state": "not-loaded", "max_context_length": 32768});
+        if let Some(len) = loaded_context {
+            model["state"] = json!("loaded");
+            model["loaded_context_length"] = json!(len);
+        }
+        model
+    };
+    FakeEndpoint::routed(move |path, body| match path {
+        "/v1/models" => http_json(
+            "200 OK",
+            &json!({"object": "list", "data": [{"id": MODEL, "object": "model",
+                "owned_by": "organization_owner"}]}),
+        ),
+        "/api/v0/models" => http_json("200 OK", &json!({"object": "list", "data": [described()]})),
+        p if p == format!("/api/v0/models/{MODEL}") => http_json("200 OK", &described()),
+        _ => ready_answer(path, body)
+            .unwrap_or_else(|| http_json("404 Not Found", &json!({"error": "not found"}))),
+    })
+}
+
+/// The cheap checks of `model` on `server` (no model request), as a stage's steering reads them.
+fn metadata_of(
+    server: &setup::FoundServer,
+    model: &str,
+) -> autocode::direct::preflight::Metadata {
+    use autocode::direct::preflight::{self, PreflightInput};
+    let endpoint = setup::endpoint_for(server, "lmstudio", model, "qwen");
+    let client = autocode::direct::http::Client::new(
+        &endpoint.base_url,
+        autocode::direct::http::Auth::None,
+    )
+    .unwrap();
+    preflight::metadata(
+        &client,
+        &PreflightInput {
+            endpoint: &endpoint,
+            model,
+            needed_context: preflight::STAGE_CONTEXT,
+            canary_tokens: preflight::CANARY_TOKENS,
+            marker: "",
+        },
+    )
+}
+
 fn check<'a>(
     readiness: &'a setup::Readiness,
     name: &str,
@@ -214,6 +266,60 @@ fn llama_cpp_is_read_for_the_context_it_runs_with_not_the_trained_one() {
     let readiness = setup::readiness(&endpoint, model, "ac-canary-setup4").unwrap();
     assert_eq!(readiness.context, Some(32768));
     assert!(readiness.ok(), "{:?}", readiness.checks);
+}
+
+/// LM Studio is told by its own API, not only its port; the context it runs the model with is
+/// the loaded one, and a GGUF or MLX model's answer can be held to the report's JSON schema
+/// (`response_format: json_schema`), so the forced report is asked that way. A model it does
+/// not describe, or in another format, gets no such claim.
+#[test]
+fn lmstudio_is_read_for_its_loaded_context_and_its_json_schema_answers() {
+    let model = "qwen2.5-coder-1.5b-instruct";
+    let short = fake_lmstudio("gguf", Some(4096));
+    let server = setup::discover(Some(&short.url)).unwrap();
+    assert_eq!(server.kind, EndpointKind::Lmstudio);
+    assert_eq!(server.models, vec![model.to_owned()]);
+    let metadata = metadata_of(&server, model);
+    assert_eq!(metadata.context, Some(4096), "the loaded context, not the trained 32768");
+    assert!(metadata.constrains_answers());
+    let endpoint = setup::endpoint_for(&server, "lmstudio", model, "qwen");
+    let readiness = setup::readiness(&endpoint, model, "ac-canary-lms1").unwrap();
+    let context = check(&readiness, "context");
+    assert!(!context.ok, "{context:?}");
+    assert!(
+        context
+            .fix
+            .as_deref()
+            .unwrap_or_default()
+            .contains("--context-length 32768"),
+        "{context:?}"
+    );
+
+    let full = fake_lmstudio("mlx", Some(32768));
+    let server = setup::discover(Some(&full.url)).unwrap();
+    let metadata = metadata_of(&server, model);
+    assert!(metadata.constrains_answers());
+    let endpoint = setup::endpoint_for(&server, "lmstudio", model, "qwen");
+    let readiness = setup::readiness(&endpoint, model, "ac-canary-lms2").unwrap();
+    assert_eq!(readiness.context, Some(32768));
+    assert!(readiness.ok(), "{:?}", readiness.checks);
+
+    // Not loaded: no context is claimed (the trained maximum is not the running one).
+    let idle = fake_lmstudio("gguf", None);
+    let server = setup::discover(Some(&idle.url)).unwrap();
+    assert_eq!(metadata_of(&server, model).context, None);
+    // A format autocode does not know LM Studio to constrain: no schema claim.
+    let other = fake_lmstudio("safetensors", Some(32768));
+    let server = setup::discover(Some(&other.url)).unwrap();
+    let metadata = metadata_of(&server, model);
+    assert!(!metadata.constrains_answers());
+    assert_eq!(metadata.context, Some(32768));
+    // A server without LM Studio's API on another port is not taken for LM Studio.
+    let llama = fake_llama_cpp(32768);
+    assert_eq!(
+        setup::discover(Some(&llama.url)).unwrap().kind,
+        EndpointKind::LlamaCpp
+    );
 }
 
 #[test]
