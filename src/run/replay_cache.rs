@@ -4,10 +4,11 @@
 //! is refused (the replay pauses, naming it).
 //!
 //! A batch (the `prepare` steps, then the checks in order, in one tree) is reused only under the
-//! same [`BatchKey`], and only for a list of checks that begins the stored batch: a check sees
-//! what the steps and the checks before it wrote in the tree, so its verdict stands for the same
-//! predecessors only. What is in the key, and why each part is needed, is documented on its
-//! fields. Stored are only batches whose steps all exited 0 and whose checks all ended without a
+//! same [`BatchKey`], and a check's verdict only where the checks before it in the new batch
+//! begin a stored batch the same way: a check sees what the steps and the checks before it wrote
+//! in the tree, so its verdict stands for the same predecessors only. The checks no stored
+//! batch answers run as one batch of their own (the steps, then those checks). What is in the
+//! key, and why each part is needed, is documented on its fields. Stored are only batches whose steps all exited 0 and whose checks all ended without a
 //! timeout (a failed `npm ci` or a check cut by the clock may be the network or the machine's
 //! load, and runs again); a refused tree (not closed) is never stored.
 
@@ -137,6 +138,40 @@ impl Default for ReplayResults {
     }
 }
 
+/// What of a batch is reused, and what runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reuse {
+    /// The reused verdicts (`CheckRan::Reused`), in the batch's order.
+    pub reused: Vec<ReplayResult>,
+    /// The commands that run, in the batch's order.
+    pub to_run: Vec<String>,
+}
+
+impl Reuse {
+    /// The verdicts of `commands` in their order: the reused ones and those of `ran`.
+    pub fn merge(&self, commands: &[String], ran: Vec<ReplayResult>) -> Vec<ReplayResult> {
+        let mut all: Vec<ReplayResult> = self.reused.iter().cloned().chain(ran).collect();
+        let mut out = Vec::with_capacity(commands.len());
+        for command in commands {
+            if let Some(at) = all.iter().position(|r| &r.command == command) {
+                out.push(all.swap_remove(at));
+            }
+        }
+        out
+    }
+
+    /// The record every reused verdict came from, when nothing runs and they share one.
+    pub fn whole_from(&self) -> Option<ReplayNo> {
+        let first = self.reused.first()?.ran.reused_from()?;
+        (self.to_run.is_empty()
+            && self
+                .reused
+                .iter()
+                .all(|r| r.ran.reused_from() == Some(first)))
+        .then_some(first)
+    }
+}
+
 /// Why the stored results cannot be used.
 #[derive(Debug, thiserror::Error)]
 #[error(
@@ -176,28 +211,51 @@ impl ReplayResults {
         integrity::write_stage_record(&Self::path(run_dir), self)
     }
 
-    /// The verdicts of `commands` (deduplicated, in the order they would run) under `key`: from
-    /// the latest stored batch whose checks begin with exactly these commands, each marked as
-    /// reused from that batch's record. `None`: they run.
-    pub fn reuse(&self, key: &BatchKey, commands: &[String]) -> Option<Vec<ReplayResult>> {
-        let batch = self.batches.iter().rev().find(|b| {
-            &b.key == key
-                && b.checks.len() >= commands.len()
-                && b.checks.iter().zip(commands).all(|(c, k)| &c.command == k)
-        })?;
-        Some(
-            batch.checks[..commands.len()]
+    /// Which of `commands` (deduplicated, in the order they would run) need not run under
+    /// `key`: scanning them in order, a run of consecutive commands that begins a stored batch
+    /// of the key, check for check, takes that batch's verdicts (each marked as reused from the
+    /// batch's record; the longest such run wins). The rest, in order, make the batch that
+    /// runs (`Reuse::to_run`), whose checks then see the steps and each other as a stored
+    /// batch's did.
+    pub fn reuse(&self, key: &BatchKey, commands: &[String]) -> Reuse {
+        let batches: Vec<&StoredBatch> = self.batches.iter().filter(|b| &b.key == key).collect();
+        let mut reuse = Reuse::default();
+        let mut i = 0;
+        while i < commands.len() {
+            let best = batches
                 .iter()
-                .map(|c| ReplayResult {
-                    command: c.command.clone(),
-                    passed: c.passed,
-                    detail: c.detail.clone(),
-                    ran: CheckRan::Reused { of: batch.record },
-                    tests: c.tests,
-                    test_ids: c.test_ids.clone(),
+                .rev()
+                .map(|b| {
+                    let len = b
+                        .checks
+                        .iter()
+                        .zip(&commands[i..])
+                        .take_while(|(c, k)| &c.command == *k)
+                        .count();
+                    (len, *b)
                 })
-                .collect(),
-        )
+                .max_by_key(|(len, _)| *len);
+            match best {
+                Some((len, batch)) if len > 0 => {
+                    for c in &batch.checks[..len] {
+                        reuse.reused.push(ReplayResult {
+                            command: c.command.clone(),
+                            passed: c.passed,
+                            detail: c.detail.clone(),
+                            ran: CheckRan::Reused { of: batch.record },
+                            tests: c.tests,
+                            test_ids: c.test_ids.clone(),
+                        });
+                    }
+                    i += len;
+                }
+                _ => {
+                    reuse.to_run.push(commands[i].clone());
+                    i += 1;
+                }
+            }
+        }
+        reuse
     }
 
     /// Keeps the verdicts of a batch that ran under `key` (recorded as `record`); a batch
@@ -262,39 +320,42 @@ mod tests {
     const TREE_A: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
     const TREE_B: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 
-    /// A batch is reused for the same key and a list of checks that begins it, each verdict
-    /// marked with the record it came from; anything else in the key, or checks in another
-    /// order or beyond it, runs again.
+    /// Verdicts are reused under the same key for checks that begin a stored batch (the same
+    /// predecessors), each marked with the record it came from; anything else in the key, or a
+    /// check that ran after others, runs again.
     #[test]
     fn a_batch_is_reused_only_under_the_same_key_for_the_same_predecessors() {
         let mut results = ReplayResults::default();
         let cmds = |c: &[&str]| c.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let names = |r: &[ReplayResult]| r.iter().map(|r| r.command.clone()).collect::<Vec<_>>();
         results.keep(
             key(TREE_A),
             ReplayNo(2),
             &[ran("npm test", true), ran("npm run lint", false)],
         );
-        let reused = results.reuse(&key(TREE_A), &cmds(&["npm test", "npm run lint"]));
-        let reused = reused.expect("the same batch");
+        let whole = results.reuse(&key(TREE_A), &cmds(&["npm test", "npm run lint"]));
+        assert!(whole.to_run.is_empty());
+        assert_eq!(whole.whole_from(), Some(ReplayNo(2)));
+        let reused = &whole.reused;
         assert_eq!(reused[0].ran, CheckRan::Reused { of: ReplayNo(2) });
         assert!(reused[0].passed && !reused[1].passed);
         assert_eq!(reused[1].detail, "exit 1: no");
         assert_eq!(reused[0].tests, TestTally::Counted(3));
-        assert!(
-            results.reuse(&key(TREE_A), &cmds(&["npm test"])).is_some(),
-            "the first check saw the same predecessors"
+        let first = results.reuse(&key(TREE_A), &cmds(&["npm test"]));
+        assert_eq!(names(&first.reused), ["npm test"], "the same predecessors");
+        let lint = results.reuse(&key(TREE_A), &cmds(&["npm run lint"]));
+        assert_eq!(lint.to_run, ["npm run lint"], "it ran after the tests");
+        // A check the stored batch did not run runs, in a batch of its own.
+        let more = results.reuse(&key(TREE_A), &cmds(&["x", "npm test", "npm run lint"]));
+        assert_eq!(more.to_run, ["x"]);
+        assert_eq!(names(&more.reused), ["npm test", "npm run lint"]);
+        assert_eq!(more.whole_from(), None);
+        let merged = more.merge(
+            &cmds(&["x", "npm test", "npm run lint"]),
+            vec![ran("x", true)],
         );
-        assert!(
-            results
-                .reuse(&key(TREE_A), &cmds(&["npm run lint"]))
-                .is_none(),
-            "the lint ran after the tests"
-        );
-        assert!(
-            results
-                .reuse(&key(TREE_A), &cmds(&["npm test", "npm run lint", "x"]))
-                .is_none()
-        );
+        assert_eq!(names(&merged), ["x", "npm test", "npm run lint"]);
+        assert_eq!(merged[0].ran, CheckRan::Ran);
         for other in [
             key(TREE_B),
             BatchKey {
@@ -329,10 +390,8 @@ mod tests {
                 ..key(TREE_A)
             },
         ] {
-            assert!(
-                results.reuse(&other, &cmds(&["npm test"])).is_none(),
-                "{other:?}"
-            );
+            let reuse = results.reuse(&other, &cmds(&["npm test"]));
+            assert_eq!(reuse.to_run, ["npm test"], "{other:?}");
         }
         // A longer batch of the same key replaces the one it begins with.
         results.keep(
@@ -345,7 +404,7 @@ mod tests {
             ],
         );
         assert_eq!(results.batches.len(), 1);
-        let reused = results.reuse(&key(TREE_A), &cmds(&["npm test"])).unwrap();
+        let reused = results.reuse(&key(TREE_A), &cmds(&["npm test"])).reused;
         assert_eq!(reused[0].ran, CheckRan::Reused { of: ReplayNo(5) });
     }
 

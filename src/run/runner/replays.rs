@@ -12,7 +12,7 @@ use crate::pause::PauseCode;
 use crate::run::flow::PauseDecision;
 use crate::run::prepare::{self, CheckRan, CheckVerdict, PrepareRecord, PrepareStep, Prepared};
 use crate::run::replay::{self, Batch, ReplayConfinement};
-use crate::run::replay_cache::{BatchKey, KeyConfinement, ReplayNo, ReplayResults};
+use crate::run::replay_cache::{BatchKey, KeyConfinement, ReplayNo, ReplayResults, Reuse};
 use crate::run::stage_runner::{ReplayResult, ReplayTree};
 use crate::run::state::RunState;
 use crate::supervise::Exit;
@@ -63,7 +63,8 @@ impl CliRunner {
     }
 
     /// Replays `commands` (each once, in order) in a clean tree of `tree` after the `prepare`
-    /// steps, or reuses the verdicts of the identical batch already run. `Err` is a pause.
+    /// steps, but for those whose verdicts an identical batch already gave (then reused; the
+    /// others run as one batch). `Err` is a pause.
     pub(super) async fn replay_batch(
         &mut self,
         state: &RunState,
@@ -95,29 +96,45 @@ impl CliRunner {
                 allow_connect: &allow_connect,
             }
         };
+        let timeout = self.replay_timeout;
+        let mut keyed: Option<BatchKey> = None;
+        let mut tree_id = None;
+        let mut reuse = Reuse {
+            reused: Vec::new(),
+            to_run: unique.clone(),
+        };
+        let composed = self.compose(state, tree, &env).await;
+        if let Some(Ok(composed)) = &composed {
+            tree_id = Some(composed.target.clone());
+            match self
+                .batch_key(state, composed, prepare, &env, &allow_connect, timeout)
+                .await
+            {
+                Ok(key) => {
+                    reuse = self.replay_results(state)?.reuse(&key, &unique);
+                    keyed = Some(key);
+                }
+                // Without a key the batch runs, and is not kept.
+                Err(e) => tracing::debug!(%e, "no replay key: the batch runs"),
+            }
+        }
+        if reuse.to_run.is_empty() {
+            record(
+                state,
+                tree,
+                tree_id.as_ref(),
+                reuse.whole_from(),
+                Vec::new(),
+                &reuse.reused,
+            )?;
+            return Ok(reuse.reused);
+        }
         let batch = Batch {
             prepare,
-            commands: &unique,
+            commands: &reuse.to_run,
         };
-        let timeout = self.replay_timeout;
-        let mut keyed: Option<(BatchKey, crate::gittree::TreeId)> = None;
-        let replayed = match self.compose(state, tree, &env).await {
+        let replayed = match composed {
             Some(Ok(composed)) => {
-                match self
-                    .batch_key(state, &composed, prepare, &env, &allow_connect, timeout)
-                    .await
-                {
-                    Ok(key) => {
-                        if let Some(reused) = self.replay_results(state)?.reuse(&key, &unique) {
-                            let of = reused.first().and_then(|r| r.ran.reused_from());
-                            record(state, tree, Some(&key.tree), of, Vec::new(), &reused)?;
-                            return Ok(reused);
-                        }
-                        keyed = Some((key, composed.target.clone()));
-                    }
-                    // Without a key the batch runs, and is not kept.
-                    Err(e) => tracing::debug!(%e, "no replay key: the batch runs"),
-                }
                 self.replay_composed(state, &composed, batch, &env, timeout, confinement)
                     .await
             }
@@ -158,11 +175,12 @@ impl CliRunner {
         }
         let prepared = replayed.prepared();
         let timed_out = replayed.checks.iter().any(|r| r.exit == Exit::TimedOut);
-        let results: Vec<ReplayResult> = match prepared.failure() {
-            Some(why) => unique
-                .into_iter()
+        let ran: Vec<ReplayResult> = match prepared.failure() {
+            Some(why) => reuse
+                .to_run
+                .iter()
                 .map(|command| ReplayResult {
-                    command,
+                    command: command.clone(),
                     passed: false,
                     detail: why.clone(),
                     ran: CheckRan::NotPrepared,
@@ -188,15 +206,21 @@ impl CliRunner {
                 })
                 .collect(),
         };
-        let tree_id = keyed.as_ref().map(|(_, id)| id);
-        let no = record(state, tree, tree_id, None, prepared.steps.clone(), &results)?;
+        let results = reuse.merge(&unique, ran.clone());
+        let no = record(
+            state,
+            tree,
+            tree_id.as_ref(),
+            None,
+            prepared.steps.clone(),
+            &results,
+        )?;
         // Kept: a batch whose steps all passed and whose checks all ended on their own (a
         // failed step or a timeout may be the network or the load: they run again).
-        if let (Some((key, _)), Some(no), None, false) = (keyed, no, prepared.failure(), timed_out)
-        {
+        if let (Some(key), Some(no), None, false) = (keyed, no, prepared.failure(), timed_out) {
             let run_dir = state.run_dir();
             let stored = self.replay_results(state)?;
-            stored.keep(key, no, &results);
+            stored.keep(key, no, &ran);
             if let Err(e) = stored.save(&run_dir) {
                 tracing::warn!(%e, "the replay results were not kept: the batch runs again next time");
             }
