@@ -222,9 +222,9 @@ impl ReplayResults {
         let mut reuse = Reuse::default();
         let mut i = 0;
         while i < commands.len() {
+            // Of equally long runs, the latest batch's (`max_by_key` keeps the last).
             let best = batches
                 .iter()
-                .rev()
                 .map(|b| {
                     let len = b
                         .checks
