@@ -165,3 +165,22 @@ mod tests {
         assert_eq!(json.to_string(), "01a228c8-dcd7");
     }
 }
+
+/// The number of a replay batch's record, `<run>/replays/NNN-<tree>.json` (`run::prepare`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ReplayNo(pub u32);
+
+impl ReplayNo {
+    /// The number a record file's name begins with (`003-final.json`).
+    pub fn of_record(path: &std::path::Path) -> Option<ReplayNo> {
+        let name = path.file_name()?.to_str()?;
+        name.split('-').next()?.parse().ok().map(ReplayNo)
+    }
+}
+
+impl std::fmt::Display for ReplayNo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "replay {:03}", self.0)
+    }
+}

@@ -89,6 +89,7 @@ pub(super) async fn prepare_base<R: StageRunner>(
                 passed: r.passed,
                 detail: r.detail,
                 tests: r.tests,
+                reused_from: r.ran.reused_from(),
                 test_ids: r.test_ids,
             },
         );
@@ -121,7 +122,7 @@ pub(super) fn lost_tests(state: &RunState, restored: &[ReplayResult]) -> Vec<Str
         }
         let again = restored
             .iter()
-            .find(|r| &r.command == command && r.ran == super::prepare::CheckRan::Ran);
+            .find(|r| &r.command == command && r.ran.ran());
         let (after, against) = match again {
             Some(r) => (&r.test_ids, "with the base tree's test files put back"),
             None => (&now.test_ids, "on the result"),
@@ -365,6 +366,7 @@ pub(super) fn record_final(state: &mut RunState, replayed: &[ReplayResult]) {
                     detail: r.detail.clone(),
                     tests: r.tests,
                     test_ids: r.test_ids.clone(),
+                    reused_from: r.ran.reused_from(),
                 },
             )
         })
@@ -450,6 +452,7 @@ mod tests {
             detail: String::new(),
             tests: n.map(TestTally::Counted).unwrap_or_default(),
             test_ids: None,
+            reused_from: None,
         };
         let v = &mut state.verification;
         v.base_checks.insert("cargo test".into(), check(Some(5)));
@@ -479,6 +482,7 @@ mod tests {
             detail: String::new(),
             tests: TestTally::Counted(names.len() as u64),
             test_ids: ids(names),
+            reused_from: None,
         };
         let mut state = new_state();
         let v = &mut state.verification;

@@ -33,6 +33,7 @@ pub mod prepare;
 pub mod progress;
 pub mod prompt;
 pub mod replay;
+pub mod replay_cache;
 pub mod replay_verdicts;
 pub mod review;
 pub mod room_refusal;

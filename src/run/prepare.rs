@@ -75,11 +75,32 @@ pub fn through(plan: &Value, last: Option<usize>) -> Vec<PrepareStep> {
 #[serde(rename_all = "snake_case")]
 pub enum CheckRan {
     Ran,
+    /// Not run again: the same check ran in an identical batch (same tree, steps, checks
+    /// before it, environment and room: `super::replay_cache`), recorded as replay `of`, and
+    /// its verdict stands.
+    Reused {
+        of: super::replay_cache::ReplayNo,
+    },
     /// A prepare step of its batch failed: the check never ran.
     NotPrepared,
     /// The tree was not closed (`super::replay::ReplayError::NotClosed`): the check never ran
     /// and fails, naming what opened the tree.
     Refused,
+}
+
+impl CheckRan {
+    /// Whether the check ran in the tree (in this batch or in the identical one reused).
+    pub fn ran(self) -> bool {
+        matches!(self, CheckRan::Ran | CheckRan::Reused { .. })
+    }
+
+    /// The batch whose verdict was reused, if any.
+    pub fn reused_from(self) -> Option<super::replay_cache::ReplayNo> {
+        match self {
+            CheckRan::Reused { of } => Some(of),
+            _ => None,
+        }
+    }
 }
 
 /// How preparing a tree for a batch of checks ended.
@@ -149,9 +170,27 @@ pub struct PrepareRecord {
     pub prepared: Prepared,
     /// The checks of the batch (none ran when the tree could not be prepared).
     pub checks: Vec<String>,
+    /// The composed tree the batch ran in (`None`: a copy outside git).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tree_id: Option<crate::gittree::TreeId>,
+    /// Set when nothing ran: the identical batch recorded as this replay was reused, its
+    /// verdicts in `results` (`super::replay_cache`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reused_from: Option<super::replay_cache::ReplayNo>,
+    /// Each check's verdict.
+    pub results: Vec<CheckVerdict>,
 }
 
-/// Writes `record` as the next file of `<run_dir>/replays/` and returns its path.
+/// One check's verdict in a [`PrepareRecord`].
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckVerdict {
+    pub command: String,
+    pub passed: bool,
+    pub ran: CheckRan,
+}
+
+/// Writes `record` as the next file of `<run_dir>/replays/` and returns its path (tagged, made
+/// durable by the run's next checkpoint).
 pub fn write_record(run_dir: &Path, record: &PrepareRecord) -> Result<PathBuf, String> {
     let dir = run_dir.join("replays");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -160,7 +199,7 @@ pub fn write_record(run_dir: &Path, record: &PrepareRecord) -> Result<PathBuf, S
         .unwrap_or(0)
         + 1;
     let path = dir.join(format!("{next:03}-{}.json", record.tree));
-    super::integrity::write_record(&path, record).map_err(|e| e.to_string())?;
+    super::integrity::write_stage_record(&path, record).map_err(|e| e.to_string())?;
     Ok(path)
 }
 
@@ -221,6 +260,7 @@ mod tests {
                 detail: format!("{COULD_NOT_PREPARE} the prepare step `npm ci` ended with exit 1"),
                 tests: Default::default(),
                 test_ids: None,
+                reused_from: None,
             },
         );
         let reviewer = StagePlan {

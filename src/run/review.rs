@@ -300,8 +300,19 @@ pub fn verified_summary(state: &RunState) -> Vec<VerifiedCriterion> {
                     (CheckKind::PassToPass, Some(_)) => "; it failed on the base tree",
                     _ => "",
                 };
+                let reused = match state
+                    .verification
+                    .final_checks
+                    .get(check)
+                    .and_then(|c| c.reused_from)
+                {
+                    Some(of) => format!(
+                        "; not run again: the verdict of {of}, the same check after the same steps in the same tree, reused"
+                    ),
+                    None => String::new(),
+                };
                 format!(
-                    "replayed `{check}` on the final tree ({}){before}",
+                    "replayed `{check}` on the final tree ({}){before}{reused}",
                     criterion.kind.as_str()
                 )
             }
@@ -415,6 +426,7 @@ mod tests {
                     detail: String::new(),
                     tests: Default::default(),
                     test_ids: None,
+                    reused_from: None,
                 },
             );
         }

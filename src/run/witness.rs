@@ -118,6 +118,7 @@ mod tests {
             detail: String::new(),
             tests,
             test_ids: None,
+            reused_from: None,
         }
     }
 

@@ -68,6 +68,10 @@ pub struct BaseCheck {
     /// Which tests its output names as run (`verify::testids`), when its runner names them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub test_ids: Option<testids::TestIds>,
+    /// Set when this verdict is that of an identical replay already run, recorded as this one
+    /// (`run::replay_cache`): the check was not run again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reused_from: Option<crate::ids::ReplayNo>,
 }
 
 /// A criterion that needs a person before the run may complete.

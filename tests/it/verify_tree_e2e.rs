@@ -109,8 +109,20 @@ fn a_check_that_needs_git_passes_in_the_verification_tree() {
             base["passed"], false,
             "no hello.txt on the base: {status:?}"
         );
-        // No plan step: nothing was prepared, nothing recorded.
-        assert!(prepare_records(&finished).is_empty());
+        // No plan step: nothing was prepared; each batch is recorded, and the final gate's
+        // is the tester's replay of the same tree, reused (not run again).
+        let records = prepare_records(&finished);
+        assert!(
+            records
+                .iter()
+                .all(|(_, r)| r["steps"].as_array().is_some_and(Vec::is_empty)),
+            "{records:?}"
+        );
+        let reused: Vec<&Value> = records
+            .iter()
+            .filter_map(|(_, r)| r.get("reused_from"))
+            .collect();
+        assert_eq!(reused, [&json!(2)], "{records:?}");
     }
 }
 
@@ -149,8 +161,21 @@ fn a_prepare_step_runs_before_every_replay_of_the_checks() {
         ["base", "final", "final", "final_with_base_files"],
         "{records:?}"
     );
-    for (name, record) in &records {
+    // The final gate's batch is the tester's replay's (same tree, step, check, environment and
+    // room): its verdict is reused, nothing runs, and the record says so.
+    let (name, gate) = &records[2];
+    assert_eq!(gate["reused_from"], 2, "{name}: {gate}");
+    assert_eq!(gate["steps"], json!([]), "{gate}");
+    assert_eq!(
+        gate["results"],
+        json!([{"command": CHECK, "passed": true, "ran": {"reused": {"of": 2}}}]),
+        "{gate}"
+    );
+    assert_eq!(records[1].1["tree_id"], gate["tree_id"]);
+    assert_ne!(records[0].1["tree_id"], gate["tree_id"]);
+    for (name, record) in [&records[0], &records[1], &records[3]] {
         assert_eq!(record["outcome"], "prepared", "{name}: {record}");
+        assert!(record.get("reused_from").is_none(), "{record}");
         assert_eq!(
             record["steps"].as_array().map(Vec::len),
             Some(1),
@@ -167,6 +192,10 @@ fn a_prepare_step_runs_before_every_replay_of_the_checks() {
     assert_eq!(
         status.json["verification"]["base_checks"][CHECK]["passed"], false,
         "prepared, the check ran on the base and failed there: {status:?}"
+    );
+    assert_eq!(
+        status.json["verification"]["final_checks"][CHECK]["reused_from"], 2,
+        "{status:?}"
     );
     let ws = harness.workspace().display().to_string();
     let out = harness
@@ -225,5 +254,87 @@ fn a_failing_prepare_step_is_could_not_prepare_not_a_failing_check() {
             .as_str()
             .is_some_and(|d| d.starts_with("could not prepare")),
         "{status:?}"
+    );
+}
+
+/// A resume reuses the replays the run already made of the same trees: a person rejects the
+/// human-review criterion, the builder changes nothing, and the tester's replay, the final gate
+/// and the witness replay of the same trees, in the resumed process, read their verdicts back
+/// from the run's tagged `replay-results.json`. A results file changed by another hand is
+/// refused: the replay pauses, naming it, instead of trusting it.
+#[test]
+fn a_resume_reuses_the_runs_replays_and_refuses_a_changed_results_file() {
+    const CHECK: &str = "grep -qx hello hello.txt";
+    let plan = json!([{"report": {
+        "summary": "One milestone with a human check.",
+        "milestones": [{"id": "M1", "title": "Greeting", "description": "",
+                        "acceptance_criteria": [
+                            {"id": "AC1", "text": "hello", "check": CHECK, "human_review": false, "kind": "fail_to_pass"},
+                            {"id": "AC2", "text": "hello.txt reads well", "check": null,
+                             "human_review": true, "kind": "fail_to_pass"}]}]
+    }}]);
+    let tester = json!([{"run": CHECK}, {"report": {
+        "milestone_id": "M1", "summary": "AC1 holds; AC2 needs a person.",
+        "criteria": [
+            {"criterion_id": "AC1", "verdict": "PASS", "notes": "",
+             "checks": [{"command": CHECK, "exit_code": 0, "evidence_ref": "{{last_event}}"}]},
+            {"criterion_id": "AC2", "verdict": "HUMAN_REVIEW", "notes": "tone", "checks": []}
+        ]
+    }}]);
+    let complete = json!([{"report": {"decision": "COMPLETE", "summary": "Done.",
+                                      "findings": [], "uncovered": []}}]);
+    let harness = Harness::new(script_with(&[
+        ("planner", json!([plan])),
+        ("builder", json!([build_ok(), build_ok(), build_ok()])),
+        ("tester", json!([tester.clone(), tester.clone(), tester])),
+        (
+            "completion_reviewer",
+            json!([complete.clone(), complete.clone(), complete]),
+        ),
+    ]));
+    let paused = harness.run(&["--yes"]);
+    paused.assert_paused("AWAITING_HUMAN_REVIEW");
+    let ran = |records: &[(String, Value)]| {
+        records
+            .iter()
+            .filter(|(_, r)| r.get("reused_from").is_none())
+            .count()
+    };
+    let first = prepare_records(&paused);
+    assert_eq!(
+        first.len(),
+        ran(&first) + 1,
+        "the final gate reused the tester's replay: {first:?}"
+    );
+    let reject = ["--reject", "AC2", "--because", "say it louder"];
+    let resumed = harness.resume(&reject);
+    resumed.assert_paused("AWAITING_HUMAN_REVIEW");
+    let again = prepare_records(&resumed);
+    assert_eq!(
+        again.len(),
+        first.len() + 3,
+        "the tester's replay, the final gate and the witness replay: {again:?}"
+    );
+    assert_eq!(
+        ran(&again),
+        ran(&first),
+        "nothing ran again in the resumed process: {again:?}"
+    );
+    // Another hand turns a verdict around: the file no longer verifies, and is not used.
+    let results = run_dir(&paused).join("replay-results.json");
+    let text = fs::read_to_string(&results).expect("replay-results.json");
+    fs::write(&results, text.replace("\"passed\":true", "\"passed\":false")).unwrap();
+    let refused = harness.resume(&reject);
+    refused.assert_paused("PAUSED_PROCESS_CLEANUP");
+    assert!(
+        refused.json["pause"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("replay-results.json") && r.contains("cannot be trusted")),
+        "{refused:?}"
+    );
+    assert_eq!(
+        prepare_records(&refused).len(),
+        again.len(),
+        "nothing replayed"
     );
 }

@@ -19,6 +19,7 @@ mod direct;
 mod foreign;
 mod intake;
 mod judge;
+mod replays;
 mod trees;
 
 pub use foreign::status_line as builder_attribution_line;
@@ -32,7 +33,7 @@ use serde_json::{Value, json};
 
 use super::flow::PauseDecision;
 use super::integrity;
-use super::prepare::{CheckRan, PrepareStep};
+use super::prepare::PrepareStep;
 use super::progress::{ProgressSink, StageProgress, StageStart};
 use super::replay;
 use super::stage_runner::{AttemptContext, AttemptOutcome, ReplayResult, ReplayTree, StageRunner};
@@ -46,7 +47,7 @@ use crate::provider::{OutputMode, ResolvedProvider};
 use crate::role::Role;
 use crate::run::vtree::LowerView;
 use crate::snapshot::Snapshotter;
-use crate::supervise::{Exit, Receipt};
+use crate::supervise::Receipt;
 use crate::transport::{BuiltinTransport, identity};
 
 pub use judge::{FORGED_EVENT, resume_after_from_hint};
@@ -82,6 +83,8 @@ pub struct CliRunner {
     lower_view: Option<(WatchProof, LowerView)>,
     /// Where live progress goes (the command line's renderer), if anywhere.
     progress: Option<Arc<dyn ProgressSink>>,
+    /// The run's replay verdicts (`super::replay_cache`), read on first use, by run directory.
+    replay_results: Option<(PathBuf, super::replay_cache::ReplayResults)>,
 }
 
 impl CliRunner {
@@ -98,6 +101,7 @@ impl CliRunner {
             overlay_roots: BTreeMap::new(),
             lower_view: None,
             progress: None,
+            replay_results: None,
         }
     }
 
@@ -297,130 +301,7 @@ impl StageRunner for CliRunner {
         prepare: &[PrepareStep],
         commands: &[String],
     ) -> Result<Vec<ReplayResult>, PauseDecision> {
-        let mut unique: Vec<String> = Vec::new();
-        for c in commands {
-            if !unique.contains(c) {
-                unique.push(c.clone());
-            }
-        }
-        let env = self.check_env();
-        // The user's allowances of every provider this run routes (a test database the checks
-        // need is reachable in autocode's replays as in the stages).
-        let mut allow_connect: Vec<crate::supervise::net::NetAllow> = Vec::new();
-        for provider in self.providers.values() {
-            for allow in provider.config.allow_connect() {
-                if !allow_connect.contains(&allow) {
-                    allow_connect.push(allow);
-                }
-            }
-        }
-        let confinement = if state.unconfined {
-            replay::ReplayConfinement::Unconfined
-        } else {
-            replay::ReplayConfinement::Room {
-                allow_connect: &allow_connect,
-            }
-        };
-        let batch = replay::Batch {
-            prepare,
-            commands: &unique,
-        };
-        let in_tree = self
-            .replay_in_tree(state, tree, batch, &env, self.replay_timeout, confinement)
-            .await;
-        let replayed = match in_tree {
-            Some(result) => result,
-            None => {
-                self.replay_in_copy(state, tree, batch, &env, confinement)
-                    .await
-            }
-        };
-        let replayed = match replayed {
-            // A copy that is not closed fails every check, naming the paths.
-            Err(e @ replay::ReplayError::NotClosed { .. }) => {
-                return Ok(unique
-                    .into_iter()
-                    .map(|command| ReplayResult {
-                        command,
-                        passed: false,
-                        detail: e.to_string(),
-                        ran: CheckRan::Refused,
-                        tests: crate::verify::testcount::TestTally::Unknown,
-                        test_ids: None,
-                    })
-                    .collect());
-            }
-            other => other,
-        }
-        .map_err(|e| {
-            PauseDecision::new(
-                PauseCode::PausedProcessCleanup,
-                format!("autocode could not replay the checks: {e}"),
-            )
-        })?;
-        if let Some(bad) = replayed
-            .steps
-            .iter()
-            .chain(&replayed.checks)
-            .find(|r| !r.receipt.verified)
-        {
-            return Err(PauseDecision::new(
-                PauseCode::PausedProcessCleanup,
-                format!(
-                    "the replay of `{}` left processes the boundary could not prove gone",
-                    bad.command
-                ),
-            ));
-        }
-        let prepared = replayed.prepared();
-        if !prepare.is_empty() {
-            let record = crate::run::prepare::PrepareRecord {
-                tree: match tree {
-                    ReplayTree::Final => "final",
-                    ReplayTree::Base => "base",
-                    ReplayTree::FinalWithBaseFiles(_) => "final_with_base_files",
-                },
-                at: chrono::Utc::now(),
-                prepared: prepared.clone(),
-                checks: unique.clone(),
-            };
-            if let Err(e) = crate::run::prepare::write_record(&state.run_dir(), &record) {
-                return Err(PauseDecision::new(
-                    PauseCode::PausedProcessCleanup,
-                    format!("autocode could not record how it prepared the replay: {e}"),
-                ));
-            }
-        }
-        if let Some(why) = prepared.failure() {
-            return Ok(unique
-                .into_iter()
-                .map(|command| ReplayResult {
-                    command,
-                    passed: false,
-                    detail: why.clone(),
-                    ran: CheckRan::NotPrepared,
-                    tests: crate::verify::testcount::TestTally::Unknown,
-                    test_ids: None,
-                })
-                .collect());
-        }
-        Ok(replayed
-            .checks
-            .into_iter()
-            .map(|r| ReplayResult {
-                ran: CheckRan::Ran,
-                passed: r.passed(),
-                tests: r.tests,
-                test_ids: r.test_ids,
-                detail: match r.exit {
-                    Exit::Code(0) => "exit 0".into(),
-                    Exit::Code(c) => format!("exit {c}: {}", r.output_tail.trim()),
-                    Exit::Signal(s) => format!("killed by signal {s}"),
-                    Exit::TimedOut => "timed out".into(),
-                },
-                command: r.command,
-            })
-            .collect())
+        self.replay_batch(state, tree, prepare, commands).await
     }
 
     async fn save_base(&mut self, state: &RunState) -> Result<Vec<String>, PauseDecision> {

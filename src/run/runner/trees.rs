@@ -31,6 +31,14 @@ pub(super) struct TesterTree {
     pub(super) overlay: Option<crate::supervise::Overlay>,
 }
 
+/// A replay's tree after composing: the verification tree that shows it, its id, and the work
+/// tree's snapshot when one was just taken (the layer's lower tree).
+pub(super) struct Composed {
+    pub(super) vtree: VerifyTree,
+    pub(super) target: TreeId,
+    pub(super) now: Option<TreeId>,
+}
+
 /// The work tree's private index (the snapshots' stat cache) in the verification root.
 const WORKTREE_INDEX: &str = "worktree.index";
 
@@ -284,6 +292,7 @@ impl CliRunner {
     /// Replays `commands` in the verification tree brought to `tree`'s content (the base tree,
     /// the work tree's snapshot, or that snapshot with some paths as they are in the base
     /// tree). `None`: outside git, or a base saved as a copy (the caller copies).
+    #[cfg(test)]
     pub(super) async fn replay_in_tree(
         &mut self,
         state: &RunState,
@@ -293,6 +302,25 @@ impl CliRunner {
         timeout: Duration,
         confinement: ReplayConfinement<'_>,
     ) -> Option<Result<Replays, ReplayError>> {
+        let composed = match self.compose(state, tree, env).await? {
+            Ok(composed) => composed,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(
+            self.replay_composed(state, &composed, batch, env, timeout, confinement)
+                .await,
+        )
+    }
+
+    /// The tree a replay in `tree` runs in: its id after composing (the base tree, the work
+    /// tree's snapshot, or that snapshot with some paths as they are in the base tree). `None`:
+    /// outside git, or a base saved as a copy (the caller copies).
+    pub(super) async fn compose(
+        &mut self,
+        state: &RunState,
+        tree: &ReplayTree,
+        env: &BTreeMap<String, String>,
+    ) -> Option<Result<Composed, ReplayError>> {
         let vtree = match self.verify_tree(state, env).await {
             Ok(Some(vtree)) => vtree,
             Ok(None) => return None,
@@ -332,13 +360,42 @@ impl CliRunner {
             (ReplayTree::FinalWithBaseFiles(_), None) => return None,
             _ => target,
         };
+        Some(Ok(Composed { vtree, target, now }))
+    }
+
+    /// What the composed tree's git metadata shows besides its files: the work tree's `HEAD`
+    /// and a digest of the tags and the `shallow` file (`vtree::gitdir`), for the replay key.
+    pub(super) async fn shown_refs(
+        &self,
+        state: &RunState,
+        composed: &Composed,
+    ) -> Result<(Option<String>, String), ReplayError> {
+        let store = composed.vtree.store();
+        let head = store.head_of(&state.work_tree).await.map_err(other)?;
+        let tags = store.tags_of(&state.work_tree).await.map_err(other)?;
+        let shallow = std::fs::read(store.repo_common_dir().join("shallow")).ok();
+        Ok((
+            head.map(|h| h.as_str().to_owned()),
+            crate::run::replay_cache::BatchKey::refs_digest(&tags, shallow.as_deref()),
+        ))
+    }
+
+    /// Replays `commands` in the verification tree brought to the composed tree.
+    pub(super) async fn replay_composed(
+        &mut self,
+        state: &RunState,
+        composed: &Composed,
+        batch: Batch<'_>,
+        env: &BTreeMap<String, String>,
+        timeout: Duration,
+        confinement: ReplayConfinement<'_>,
+    ) -> Result<Replays, ReplayError> {
+        let Composed { vtree, target, now } = composed;
         let layer = match confinement {
-            ReplayConfinement::Room { .. } => {
-                match self.layer(state, &vtree, &target, now, env).await {
-                    Ok(layer) => layer,
-                    Err(e) => return Some(Err(other(e))),
-                }
-            }
+            ReplayConfinement::Room { .. } => self
+                .layer(state, vtree, target, now.clone(), env)
+                .await
+                .map_err(other)?,
             ReplayConfinement::Unconfined => None,
         };
         let base_unclosed = &state.verification.base_unclosed;
@@ -367,14 +424,14 @@ impl CliRunner {
             if !matches!(state.isolation, Isolation::InPlace)
                 || self.unchanged_since(state, &layer.lower_tree, env).await
             {
-                return Some(replayed);
+                return replayed;
             }
             tracing::debug!("the work tree moved during the replay: checked out and replayed");
         }
-        Some(match vtree.bring_to(&target).await {
+        match vtree.bring_to(target).await {
             Ok(report) => checks_in(report, None).await,
             Err(e) => Err(other(e)),
-        })
+        }
     }
 
     /// Whether the work tree is still `tree`, proven without git: a snapshot on the fast path
