@@ -613,9 +613,13 @@ fn write_if_changed(path: &Path, content: &[u8]) -> Result<(), GitTreeError> {
     if fs::read(path).ok().as_deref() == Some(content) {
         return Ok(());
     }
-    crate::store::write_atomic(path, content).map_err(|e| GitTreeError::Io {
-        path: path.to_owned(),
-        source: io::Error::other(e.to_string()),
+    // Derived from the repository and rewritten at every open when it differs: atomic, not
+    // synced (a crash leaves at worst an old or empty file, which the next open replaces).
+    crate::store::write_atomic_as(path, content, crate::store::Durability::Derived).map_err(|e| {
+        GitTreeError::Io {
+            path: path.to_owned(),
+            source: io::Error::other(e.to_string()),
+        }
     })
 }
 
