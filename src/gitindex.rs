@@ -23,7 +23,7 @@ pub enum Answer {
 
 /// The repository `dir` is in, as git would find it from `dir` without discovery variables:
 /// its work-tree top and its git directory. `None`: not a plain case (or no repository).
-fn discover(dir: &Path) -> Option<(PathBuf, PathBuf)> {
+pub(crate) fn discover(dir: &Path) -> Option<(PathBuf, PathBuf)> {
     for top in dir.ancestors() {
         let dot_git = top.join(".git");
         let meta = match std::fs::symlink_metadata(&dot_git) {
@@ -56,7 +56,7 @@ fn discover(dir: &Path) -> Option<(PathBuf, PathBuf)> {
 
 /// Whether a git config file says something this reader does not take into account (another
 /// work tree, another object format, per-worktree config): then git is asked.
-fn config_is_plain(git_dir: &Path) -> bool {
+pub(crate) fn config_is_plain(git_dir: &Path) -> bool {
     let common = match std::fs::read_to_string(git_dir.join("commondir")) {
         Ok(text) => git_dir.join(text.trim_end_matches(['\n', '\r'])),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => git_dir.to_owned(),
@@ -72,6 +72,7 @@ fn config_is_plain(git_dir: &Path) -> bool {
                     "include",
                     "splitindex",
                     "sparse",
+                    "refstorage",
                 ]
                 .iter()
                 .any(|word| text.contains(word))

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use crate::supervise::{self, Exit, LaunchSpec, StdinSource, StdioMode};
 
 mod commit;
+mod memo;
 mod objects;
 pub use commit::CommitId;
 pub use objects::{BLOBS_BUDGET, ChangedEntry, Side};
@@ -165,6 +166,8 @@ pub struct GitStore {
     /// The work tree's own index (the seed of a first private index: its stat data).
     repo_index: PathBuf,
     env: BTreeMap<String, String>,
+    /// What git said about objects, shared by the store's clones (`memo.rs`).
+    memo: memo::Memo,
 }
 
 impl GitStore {
@@ -179,6 +182,20 @@ impl GitStore {
             return Ok(None);
         }
         let env = clean_env(env);
+        // Read in place when the repository is a plain one (no git process), else asked.
+        if let Some(layout) = crate::gitrefs::layout(work_tree, &env)
+            && fs::canonicalize(work_tree).ok().as_ref() == Some(&layout.top)
+        {
+            let store = GitStore {
+                git_dir: git_dir.to_owned(),
+                repo_common_dir: layout.common_dir.clone(),
+                repo_index: layout.index(),
+                env,
+                memo: memo::Memo::default(),
+            };
+            store.init()?;
+            return Ok(Some(store));
+        }
         let out = run_git(
             work_tree,
             &[
@@ -205,6 +222,7 @@ impl GitStore {
             repo_common_dir: PathBuf::from(common),
             repo_index: PathBuf::from(index),
             env,
+            memo: memo::Memo::default(),
         };
         store.init()?;
         Ok(Some(store))
@@ -373,7 +391,21 @@ impl GitStore {
             file.set_modified(meta.modified().ok()?).ok()
         });
         if copied.is_some() {
-            // A tracked `.autocode/` is not part of the tree either.
+            // A tracked `.autocode/` is not part of the tree either: removed by git when the
+            // index (read in place) holds an entry there, or cannot be read.
+            let holds_excluded = fs::read(index)
+                .ok()
+                .and_then(|bytes| crate::gitindex::entries(&bytes))
+                .is_none_or(|entries| {
+                    entries.iter().any(|e| {
+                        e.path
+                            .strip_prefix(EXCLUDED.as_bytes())
+                            .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"/"))
+                    })
+                });
+            if !holds_excluded {
+                return;
+            }
             let rm = [
                 "rm",
                 "--cached",
@@ -483,10 +515,13 @@ impl GitStore {
 
     /// Every entry of `tree`, recursively (submodules as gitlinks).
     pub async fn entries(&self, tree: &TreeId) -> Result<Vec<Entry>, GitTreeError> {
+        if let Some(known) = self.memo.entries(tree) {
+            return Ok(known.as_ref().clone());
+        }
         let out = self
             .git(None, None, &["ls-tree", "-r", "-z", tree.as_str()], None)
             .await?;
-        Ok(out
+        let entries: Vec<Entry> = out
             .split(|b| *b == 0)
             .filter_map(|line| {
                 let tab = line.iter().position(|b| *b == b'\t')?;
@@ -497,7 +532,10 @@ impl GitStore {
                     path: String::from_utf8_lossy(&line[tab + 1..]).into_owned(),
                 })
             })
-            .collect())
+            .collect();
+        self.memo
+            .put_entries(tree, std::sync::Arc::new(entries.clone()));
+        Ok(entries)
     }
 
     /// Brings `dir` to exactly `tree` with `index` as its stat cache: files that differ from
@@ -575,9 +613,13 @@ fn write_if_changed(path: &Path, content: &[u8]) -> Result<(), GitTreeError> {
     if fs::read(path).ok().as_deref() == Some(content) {
         return Ok(());
     }
-    crate::store::write_atomic(path, content).map_err(|e| GitTreeError::Io {
-        path: path.to_owned(),
-        source: io::Error::other(e.to_string()),
+    // Derived from the repository and rewritten at every open when it differs: atomic, not
+    // synced (a crash leaves at worst an old or empty file, which the next open replaces).
+    crate::store::write_atomic_as(path, content, crate::store::Durability::Derived).map_err(|e| {
+        GitTreeError::Io {
+            path: path.to_owned(),
+            source: io::Error::other(e.to_string()),
+        }
     })
 }
 

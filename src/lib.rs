@@ -31,6 +31,7 @@ pub mod error;
 pub mod events;
 pub mod exec;
 pub mod gitindex;
+pub mod gitrefs;
 pub mod gittree;
 pub mod ids;
 pub mod local;

@@ -306,6 +306,11 @@ pub enum Durability {
     Now,
     /// At the next [`sync_deferred`] of a directory above it (atomic, not yet durable).
     Deferred,
+    /// Never synced (atomic only): a file derived from others and written again, whenever its
+    /// content differs, before anything reads it (the private git directory's `alternates`,
+    /// `info/exclude`, `info/attributes`). A crash may leave it empty or old, never half-written
+    /// in a way that is read.
+    Derived,
 }
 
 /// Files written [`Durability::Deferred`] and not yet synced. Held while syncing, so a caller
@@ -461,7 +466,7 @@ fn write_replacing(
         let _ = fs::remove_file(&temp);
     }
     result.map_err(write_err(path))?;
-    if !now {
+    if durability == Durability::Deferred {
         defer(path);
     }
     Ok(())
@@ -637,6 +642,7 @@ pub fn append_json_line_as<T: Serialize>(
             defer(path);
             Ok(())
         }
+        Durability::Derived => Ok(()),
     }
 }
 

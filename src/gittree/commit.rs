@@ -65,8 +65,13 @@ impl GitStore {
     }
 
     /// The commit of `work_tree`'s `HEAD`, `None` on an unborn branch. Read from the
-    /// repository, which is not written.
+    /// repository in place (`crate::gitrefs`), else by git; the repository is not written.
     pub async fn head_of(&self, work_tree: &Path) -> Result<Option<CommitId>, GitTreeError> {
+        if let Some(head) = crate::gitrefs::layout(work_tree, &self.env)
+            .and_then(|layout| crate::gitrefs::head(&layout))
+        {
+            return head.as_deref().map(CommitId::parse).transpose();
+        }
         let out = run_git_accepting(
             work_tree,
             &["rev-parse", "-q", "--verify", "HEAD^{commit}"],
@@ -97,20 +102,27 @@ impl GitStore {
         let mut args = vec!["commit-tree", "--no-gpg-sign", tree.as_str()];
         let when = match head {
             Some(head) => {
-                let out = run_git_accepting(
-                    &self.git_dir,
-                    &["cat-file", "commit", head.as_str()],
-                    &env,
-                    None,
-                    &[0],
-                )
-                .await?;
-                let text = String::from_utf8_lossy(&out);
-                let (head_tree, when) = parse_commit(&text).ok_or_else(|| GitTreeError::Git {
-                    args: format!("cat-file commit {head}"),
-                    dir: self.git_dir.clone(),
-                    detail: "not a commit object autocode can read".into(),
-                })?;
+                let (head_tree, when) = match self.memo.commit(head.as_str()) {
+                    Some(known) => known,
+                    None => {
+                        let out = run_git_accepting(
+                            &self.git_dir,
+                            &["cat-file", "commit", head.as_str()],
+                            &env,
+                            None,
+                            &[0],
+                        )
+                        .await?;
+                        let text = String::from_utf8_lossy(&out);
+                        let parsed = parse_commit(&text).ok_or_else(|| GitTreeError::Git {
+                            args: format!("cat-file commit {head}"),
+                            dir: self.git_dir.clone(),
+                            detail: "not a commit object autocode can read".into(),
+                        })?;
+                        self.memo.put_commit(head.as_str(), parsed.clone());
+                        parsed
+                    }
+                };
                 if &head_tree == tree {
                     return Ok(head.clone());
                 }
@@ -141,8 +153,13 @@ impl GitStore {
     }
 
     /// The repository's tags as the lines of a `packed-refs` file (`<object> refs/tags/<name>`),
-    /// read from `work_tree`'s repository.
+    /// read from `work_tree`'s repository (in place when it is a plain one, else by git).
     pub async fn tags_of(&self, work_tree: &Path) -> Result<Vec<u8>, GitTreeError> {
+        if let Some(tags) =
+            crate::gitrefs::layout(work_tree, &self.env).and_then(|l| crate::gitrefs::tags(&l))
+        {
+            return Ok(tags);
+        }
         run_git_accepting(
             work_tree,
             &[

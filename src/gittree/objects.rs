@@ -55,6 +55,9 @@ impl GitStore {
         if old == new {
             return Ok(Vec::new());
         }
+        if let Some(known) = self.memo.diff(old, new) {
+            return Ok(known.as_ref().clone());
+        }
         let args = [
             "diff-tree",
             "-r",
@@ -86,6 +89,8 @@ impl GitStore {
             });
         }
         changes.sort_by(|a, b| a.path.cmp(&b.path));
+        self.memo
+            .put_diff(old, new, std::sync::Arc::new(changes.clone()));
         Ok(changes)
     }
 
@@ -101,6 +106,9 @@ impl GitStore {
         let mut out = BTreeMap::new();
         if objects.is_empty() {
             return Ok(out);
+        }
+        if let Some(known) = self.memo.blobs(objects, cap) {
+            return Ok(known.as_ref().clone());
         }
         let mut ask = String::new();
         for id in objects {
@@ -118,9 +126,12 @@ impl GitStore {
         let mut wanted = String::new();
         let mut asked = std::collections::BTreeSet::new();
         let mut total = 0u64;
+        // Every object named exists (none is `missing`): then the answer is one for good.
+        let mut all_exist = true;
         for line in String::from_utf8_lossy(&sizes).lines() {
             let fields: Vec<&str> = line.split(' ').collect();
             let [id, "blob", size] = fields[..] else {
+                all_exist &= !line.ends_with(" missing");
                 continue;
             };
             let Ok(size) = size.parse::<u64>() else {
@@ -133,6 +144,10 @@ impl GitStore {
             }
         }
         if wanted.is_empty() {
+            if all_exist {
+                self.memo
+                    .put_blobs(objects, cap, std::sync::Arc::new(out.clone()));
+            }
             return Ok(out);
         }
         let batch = self
@@ -160,6 +175,10 @@ impl GitStore {
             }
             out.insert(id.to_owned(), rest[..size].to_vec());
             rest = rest.get(size + 1..).unwrap_or_default();
+        }
+        if all_exist && out.len() == asked.len() {
+            self.memo
+                .put_blobs(objects, cap, std::sync::Arc::new(out.clone()));
         }
         Ok(out)
     }

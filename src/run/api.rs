@@ -169,6 +169,8 @@ async fn finished_summary(
     env: &BTreeMap<String, String>,
     ui: &mut impl Interaction,
 ) -> RunSummary {
+    // The next run's spare checkout, if this run started making one, is finished first.
+    super::workspace::settle_spares().await;
     let complete = matches!(outcome, DriveOutcome::Complete);
     let mut summary = summary(handle, outcome);
     if complete {

@@ -140,6 +140,11 @@ pub async fn commit_stage(
         env,
     )
     .await?;
+    if let Some(Some(head)) =
+        crate::gitrefs::layout(root, env).and_then(|layout| crate::gitrefs::head(&layout))
+    {
+        return Ok(Some(head));
+    }
     let head = git(root, &["rev-parse", "HEAD"], env).await?;
     Ok(Some(head.trim().to_owned()))
 }

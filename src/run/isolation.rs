@@ -75,6 +75,22 @@ pub async fn decide(
     if in_place {
         return Ok(Placement::InPlace);
     }
+    // A plain repository is read in place (`crate::gitrefs`): no git process.
+    if let Some(layout) = crate::gitrefs::layout(workspace, env)
+        && let Some(head) = crate::gitrefs::head(&layout)
+    {
+        let top = layout.top;
+        if head.is_none() {
+            return Err(IsolationError::NoCommit { top });
+        }
+        let canonical = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_owned());
+        let subdir = canonical
+            .strip_prefix(&top)
+            .or_else(|_| workspace.strip_prefix(&top))
+            .map(Path::to_owned)
+            .unwrap_or_default();
+        return Ok(Placement::Worktree { top, subdir });
+    }
     let Ok(top) = git(workspace, &["rev-parse", "--show-toplevel"], env).await else {
         return Err(IsolationError::NotGit {
             workspace: workspace.to_owned(),

@@ -12,7 +12,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::ids::RunId;
+
+mod spare;
 use crate::supervise::{self, Exit, LaunchSpec, StdinSource, StdioMode};
+pub use spare::{SPARE_MIN_FILES, settle as settle_spares};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkspaceError {
@@ -166,7 +169,8 @@ fn checkout_workers() -> usize {
         .max(8)
 }
 
-/// Creates the run's worktree on a new branch from HEAD.
+/// Creates the run's worktree on a new branch from HEAD: the workspace's spare checkout when it
+/// has one, else checked out afresh; a large workspace then starts making the next run's spare.
 pub async fn create_worktree(
     workspace: &Path,
     run_id: &RunId,
@@ -179,14 +183,19 @@ pub async fn create_worktree(
     // workers, and more workers than cores still help while they wait on the disk (a cold
     // object store: docs/performance.md, "Large workspaces").
     let workers = format!("checkout.workers={}", checkout_workers());
-    git(
-        workspace,
-        &[
-            "-c", &workers, "worktree", "add", "--quiet", "-b", &branch, &path_text, "HEAD",
-        ],
-        env,
-    )
-    .await?;
+    // A large repository's spare checkout, moved to HEAD by the change (`spare.rs`).
+    if !spare::take(workspace, &path, &branch, env).await {
+        git(
+            workspace,
+            &[
+                "-c", &workers, "worktree", "add", "--quiet", "-b", &branch, &path_text, "HEAD",
+            ],
+            env,
+        )
+        .await?;
+    }
+    drop(_turn);
+    spare::replenish(workspace, env);
     Ok((path, branch))
 }
 
