@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use super::serve::{self, Files, RpcError, TerminalEnd, Terminals};
 use crate::direct::tools::ShellContext;
 use crate::events::{self, CommandStatus, EvidenceId, LiveLine, NormalizedEvent, excerpt};
-use crate::supervise::{Exit, LedgerEntry, Receipt, StageStdin, StageStdout};
+use crate::supervise::{Exit, IdleHolder, LedgerEntry, Receipt, StageStdin, StageStdout};
 
 /// The protocol version autocode speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
@@ -49,6 +49,9 @@ pub struct AcpStage {
     pub max_line: usize,
     /// Where autocode's own messages to the agent are logged (JSON lines), if anywhere.
     pub client_log: Option<PathBuf>,
+    /// The agent's idle timer, held while a terminal's command runs (the agent waits silently
+    /// on it; the command's own time bound applies).
+    pub idle: Option<IdleHolder>,
 }
 
 /// What the caller is handed, in order.
@@ -82,6 +85,10 @@ pub struct AcpEnd {
     pub unverified: Vec<String>,
     /// Why the session could not go on (a wrong protocol version, a lost stdin).
     pub failure: Option<String>,
+    /// The agent closed its stdout (it is exiting); otherwise autocode ended the session while
+    /// the agent still listened (an ACP agent is a server: neither pinned agent exits when its
+    /// stdin closes, measured).
+    pub stream_closed: bool,
 }
 
 /// Where a terminal's ledger entries start, so they never collide with the agent's own.
@@ -124,7 +131,8 @@ pub async fn drive(
         let _ = out_tx.send(message);
     };
     let (ended_tx, mut ended) = mpsc::unbounded_channel::<Arc<TerminalEnd>>();
-    let mut terminals = Terminals::new(stage.shell.clone(), stage.label.clone(), ended_tx);
+    let mut terminals = Terminals::new(stage.shell.clone(), stage.label.clone(), ended_tx)
+        .holding(stage.idle.clone());
     let mut files = Files::new(stage.cwd.clone(), stage.writable);
     // Which tool call shows which terminal (the agent's id is the evidence id the model sees).
     let mut owners: std::collections::BTreeMap<String, String> = Default::default();
@@ -140,7 +148,10 @@ pub async fn drive(
         let incoming = tokio::select! {
             line = lines.recv() => match line {
                 Some(line) => line,
-                None => break,
+                None => {
+                    end.stream_closed = true;
+                    break;
+                }
             },
             Some(done) = ended.recv() => {
                 on(Feed::Served(terminal_event(&done, &owners, &mut end)));

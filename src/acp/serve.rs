@@ -14,7 +14,7 @@ use tokio::sync::watch;
 
 use crate::direct::tools::{self, Argv, CommandOptions, ShellContext, ShellRun};
 use crate::events::{EvidenceId, FileChangeKind, NormalizedEvent, ToolStatus};
-use crate::supervise::{Canceller, Exit};
+use crate::supervise::{Canceller, Exit, IdleHolder};
 
 /// A JSON-RPC error answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -270,6 +270,7 @@ pub struct Terminals {
     open: BTreeMap<String, Terminal>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     ended: tokio::sync::mpsc::UnboundedSender<Arc<TerminalEnd>>,
+    idle: Option<IdleHolder>,
 }
 
 impl Terminals {
@@ -286,7 +287,14 @@ impl Terminals {
             open: BTreeMap::new(),
             tasks: Vec::new(),
             ended,
+            idle: None,
         }
+    }
+
+    /// Holds `idle` (the agent's idle timer) while any terminal's command runs.
+    pub fn holding(mut self, idle: Option<IdleHolder>) -> Self {
+        self.idle = idle;
+        self
     }
 
     /// How many terminals the agent created.
@@ -370,10 +378,12 @@ impl Terminals {
         let (tx, rx) = watch::channel(None);
         let ended = self.ended.clone();
         let id = terminal_id.clone();
+        let hold = self.idle.as_ref().map(IdleHolder::hold);
         self.tasks.push(tokio::spawn(async move {
             let run = tools::finish_command(running, &options)
                 .await
                 .map_err(|e| e.to_string());
+            drop(hold);
             let end = Arc::new(TerminalEnd {
                 terminal_id: id,
                 command,

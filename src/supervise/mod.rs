@@ -249,6 +249,7 @@ pub struct Running {
     stdout: Option<StageStdout>,
     stdin: Option<StageStdin>,
     cancel: Canceller,
+    idle: IdleHolder,
     driver: Option<JoinHandle<Result<Finished, LaunchError>>>,
 }
 
@@ -280,6 +281,11 @@ impl Running {
 
     pub fn canceller(&self) -> Canceller {
         self.cancel.clone()
+    }
+
+    /// Holds the idle timer while work for this launch runs elsewhere ([`IdleHolder`]).
+    pub fn idle_holder(&self) -> IdleHolder {
+        self.idle.clone()
     }
 
     /// Waits for the end (root exit, timeout, idle timeout or cancellation) and the verified
@@ -315,10 +321,12 @@ impl Drop for Running {
     }
 }
 
-/// Milliseconds since the launch started at which output was last seen.
+/// Milliseconds since the launch started at which output was last seen, and how many
+/// [`IdleHold`]s say the launch is busy without output.
 struct Activity {
     origin: Instant,
     last_ms: AtomicU64,
+    held: std::sync::atomic::AtomicU32,
 }
 
 impl Activity {
@@ -328,6 +336,36 @@ impl Activity {
     }
     fn last(&self) -> Instant {
         self.origin + Duration::from_millis(self.last_ms.load(Ordering::Relaxed))
+    }
+}
+
+/// Holds a launch's idle timer while work done on its behalf runs elsewhere (an ACP agent
+/// waiting on a command in autocode's terminal writes nothing meanwhile). The stage timeout
+/// still applies; the idle timer restarts when the last hold ends.
+#[derive(Clone)]
+pub struct IdleHolder(Arc<Activity>);
+
+/// One hold; dropping it releases it (and counts as activity).
+pub struct IdleHold(Arc<Activity>);
+
+impl IdleHolder {
+    pub fn hold(&self) -> IdleHold {
+        self.0.held.fetch_add(1, Ordering::SeqCst);
+        self.0.touch();
+        IdleHold(self.0.clone())
+    }
+}
+
+impl std::fmt::Debug for IdleHolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("IdleHolder")
+    }
+}
+
+impl Drop for IdleHold {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.held.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -443,6 +481,7 @@ async fn spawn_inner(
     let activity = Arc::new(Activity {
         origin: started_at,
         last_ms: AtomicU64::new(0),
+        held: std::sync::atomic::AtomicU32::new(0),
     });
     let limit = match spec.stdio {
         StdioMode::Captured { limit } => limit,
@@ -487,6 +526,7 @@ async fn spawn_inner(
     let stderr_task =
         stderr_pipe.map(|pipe| tokio::spawn(pump(pipe, stderr_log, None, limit, activity.clone())));
     let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
+    let idle = IdleHolder(activity.clone());
     let driver = tokio::spawn(drive(Drive {
         child,
         family,
@@ -505,6 +545,7 @@ async fn spawn_inner(
         stdout: stream_reader,
         stdin: stdin_pipe,
         cancel: Canceller(Arc::new(cancel_tx)),
+        idle,
         driver: Some(driver),
     })
 }
@@ -528,6 +569,10 @@ async fn wait_idle(activity: &Activity, idle: Option<Duration>) {
         return std::future::pending().await;
     };
     loop {
+        if activity.held.load(Ordering::SeqCst) > 0 {
+            // Busy elsewhere: idle only counts from the end of the last hold.
+            activity.touch();
+        }
         let due = activity.last() + idle;
         if Instant::now() >= due {
             return;

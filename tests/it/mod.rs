@@ -1,5 +1,6 @@
 mod acp_e2e;
 mod acp_fixtures;
+mod acp_peer;
 mod chat_e2e;
 mod cli_foundation;
 mod conformance;

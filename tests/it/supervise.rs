@@ -614,6 +614,30 @@ fn timeout_terminates_the_family_and_reports_it() {
 }
 
 #[test]
+fn an_idle_hold_keeps_a_silent_stage_from_idling_out() {
+    // A silent stage outlives its idle timeout while a hold says work for it runs elsewhere
+    // (an ACP agent waiting on autocode's terminal); the paired case below idles out.
+    let _serial = IN_PROCESS.lock().unwrap_or_else(|p| p.into_inner());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let options = LaunchOptions {
+        idle_timeout: Some(Duration::from_secs(1)),
+        grace: Duration::from_millis(200),
+        ..LaunchOptions::default()
+    };
+    let finished = runtime.block_on(async {
+        let running = supervise::spawn(spec("sleep", &["2.5"]), options)
+            .await
+            .unwrap();
+        let hold = running.idle_holder().hold();
+        let finished = running.finish().await.unwrap();
+        drop(hold);
+        finished
+    });
+    assert_eq!(finished.receipt.ended_by, EndedBy::RootExit);
+    assert_eq!(finished.exit, Exit::Code(0));
+}
+
+#[test]
 fn streaming_stage_reads_lines_tees_capped_logs_and_idles_out() {
     use tokio::io::AsyncBufReadExt;
     let _serial = IN_PROCESS.lock().unwrap_or_else(|p| p.into_inner());

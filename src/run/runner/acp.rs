@@ -1,8 +1,9 @@
 //! The ACP part of a stage attempt (`output = "acp"`, `crate::acp`): the agent is launched like
 //! any CLI (`attempt`), but with a stdin pipe; autocode speaks the session on its stdin and
 //! stdout, feeds every line and every served event to the attempt's [`Intake`], and, once the
-//! prompt is answered, closes stdin and gives the agent [`AGENT_EXIT_GRACE`] to exit before its
-//! family is ended.
+//! prompt is answered, closes stdin and ends the agent's family at once ([`end_agent`]: an ACP
+//! agent is a server and does not exit on its own; one that closed its stdout first is exiting
+//! and gets [`AGENT_EXIT_GRACE`]).
 //!
 //! What it records beside the CLI's artifacts: `acp-client.jsonl` (every message autocode sent),
 //! `acp.json` (the agent's `initialize` answer, how many terminals and file requests it used,
@@ -26,7 +27,7 @@ use crate::supervise::{Canceller, Room, Running};
 /// autocode's own side of the session, one JSON-RPC message a line.
 pub(super) const CLIENT_LOG: &str = "acp-client.jsonl";
 
-/// How long an agent whose stdin was closed may take to exit before its family is ended.
+/// How long an agent that closed its stdout may take to exit before its family is ended.
 pub const AGENT_EXIT_GRACE: Duration = Duration::from_secs(10);
 
 /// The longest one terminal command may run (the stage's own limit applies when shorter).
@@ -73,6 +74,7 @@ pub(super) async fn session(
         label: launch.label,
         max_line: MAX_LINE,
         client_log: Some(launch.client_log),
+        idle: Some(running.idle_holder()),
     };
     acp::drive(stage, stdin, stdout, |feed| match feed {
         Feed::Line(line) => intake.line(line, None, MAX_LINE),
@@ -82,10 +84,19 @@ pub(super) async fn session(
     .await
 }
 
-/// Ends the agent's family after [`AGENT_EXIT_GRACE`] (abort the task once it has exited).
-pub(super) fn end_agent_after_grace(canceller: Canceller) -> tokio::task::JoinHandle<()> {
+/// Ends the agent's family once the session is over (abort the task once it has exited): at
+/// once when the agent still listens (the session is spoken to its end, nothing it could still
+/// write is read; both pinned agents wait for more requests after stdin closes, which cost
+/// 10 s a stage before), after [`AGENT_EXIT_GRACE`] when it closed its stdout (it is exiting
+/// and its own exit status is worth waiting for).
+pub(super) fn end_agent(end: &AcpEnd, canceller: Canceller) -> tokio::task::JoinHandle<()> {
+    let grace = if end.stream_closed {
+        AGENT_EXIT_GRACE
+    } else {
+        Duration::ZERO
+    };
     tokio::spawn(async move {
-        tokio::time::sleep(AGENT_EXIT_GRACE).await;
+        tokio::time::sleep(grace).await;
         canceller.cancel();
     })
 }

@@ -416,7 +416,8 @@ impl CliRunner {
         let acp_end = match acp_launch {
             Some(launch) => {
                 let end = super::acp::session(&mut running, &mut intake, launch).await;
-                Some((end, super::acp::end_agent_after_grace(canceller)))
+                let ending = super::acp::end_agent(&end, canceller);
+                Some((end, ending))
             }
             None => {
                 if let Some(stdout) = running.stdout() {
