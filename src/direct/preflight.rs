@@ -302,11 +302,7 @@ pub fn metadata(client: &Client, input: &PreflightInput<'_>) -> Metadata {
         EndpointKind::Lmstudio => {
             // LM Studio's own REST API (0.3.6 and later) says whether the model is loaded, with
             // which context, and in which format; its `/v1/models` says none of that.
-            let url = format!(
-                "{}/api/v0/models/{}",
-                root(client.base_url()),
-                input.model
-            );
+            let url = format!("{}/api/v0/models/{}", root(client.base_url()), input.model);
             if let Ok(body) = client.get(&url) {
                 let model: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
                 // Only the loaded context is the one it runs with; `max_context_length` is
@@ -383,7 +379,9 @@ pub fn canaries(client: &Client, input: &PreflightInput<'_>, context: Option<u64
             "raise the context: set num_ctx (e.g. OLLAMA_CONTEXT_LENGTH or a Modelfile PARAMETER num_ctx)"
         }
         EndpointKind::LlamaCpp => "raise the context: start llama-server with a larger -c",
-        EndpointKind::Lmstudio => "raise the context: load the model with a larger --context-length",
+        EndpointKind::Lmstudio => {
+            "raise the context: load the model with a larger --context-length"
+        }
         _ => "raise the server's context length (max_model_len / context size)",
     };
     checks.push(check(
@@ -440,7 +438,9 @@ fn context_check(have: u64, need: u64, kind: EndpointKind) -> Check {
             EndpointKind::Ollama => format!("raise num_ctx to at least {need}"),
             EndpointKind::LlamaCpp => format!("start llama-server with -c {need} or more"),
             EndpointKind::Lmstudio => {
-                format!("load the model with a context length of {need} or more (lms load --context-length {need})")
+                format!(
+                    "load the model with a context length of {need} or more (lms load --context-length {need})"
+                )
             }
             _ => format!("raise the server's context length to at least {need}"),
         }),

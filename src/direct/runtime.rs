@@ -124,6 +124,12 @@ pub struct StageInput {
     pub system: String,
     pub prompt: String,
     pub kind: ReportKind,
+    /// The parts of the objective a requirements report may quote in `covers` (whole units of
+    /// the objective, `crate::verify::objective::units`). When not empty, the report schema the
+    /// model is offered (the `report` tool, the constrained answer) lists them as the quotes'
+    /// only values, so a server that holds tool arguments to their schema (llama.cpp's grammar)
+    /// makes every quote verbatim by construction; the coverage check still judges them.
+    pub quotable: Vec<String>,
     /// Whether the role may write its tree (`write_file`; the room decides for `shell`).
     pub writable: bool,
     /// The tree file tools work in (the tester's copy, else the work tree).
@@ -226,13 +232,16 @@ pub async fn run_stage(input: StageInput) -> StageRun {
             .ok()
             .map(std::io::BufWriter::new),
     };
-    let specs = tools::tool_specs(input.kind, input.writable);
+    let report_schema = offered_schema(input.kind, &input.quotable);
+    let mut specs = tools::tool_specs(input.kind, input.writable);
+    for spec in specs.iter_mut().filter(|t| t.name == tools::REPORT) {
+        spec.parameters = report_schema.clone();
+    }
     let report_only: Vec<_> = specs
         .iter()
         .filter(|t| t.name == tools::REPORT)
         .cloned()
         .collect();
-    let report_schema = input.kind.cli_schema();
     let system = format!(
         "{}\n\n{}",
         input.system,
@@ -567,6 +576,21 @@ pub async fn run_stage(input: StageInput) -> StageRun {
     }
 }
 
+/// The report schema offered to the model: the role's schema, with a requirements report's
+/// `covers` quotes limited to `quotable` (when there are any). Every report it admits is one the
+/// role's own schema admits.
+pub fn offered_schema(kind: ReportKind, quotable: &[String]) -> Value {
+    let mut schema = kind.cli_schema();
+    if kind == ReportKind::Requirements
+        && !quotable.is_empty()
+        && let Some(items) =
+            schema.pointer_mut("/properties/acceptance_criteria/items/properties/covers/items")
+    {
+        items["enum"] = Value::from(quotable.to_vec());
+    }
+    schema
+}
+
 /// The system prompt's line on the stage's response budget.
 pub fn budget_line(max_responses: u32) -> String {
     format!(
@@ -637,6 +661,39 @@ mod steering_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A requirements report's quotes are offered as the objective's units only: what the
+    /// offered schema admits the role's schema admits too, and a quote outside it is refused by
+    /// the offered schema (a constraining server cannot write it).
+    #[test]
+    fn a_requirements_report_is_offered_the_objective_units_as_its_only_quotes() {
+        let objective = "Create hello.txt containing exactly the line `hello, world`.";
+        let quotable = crate::verify::objective::units(objective);
+        assert!(!quotable.is_empty());
+        let offered = offered_schema(ReportKind::Requirements, &quotable);
+        let covers = &offered["properties"]["acceptance_criteria"]["items"]["properties"]["covers"];
+        assert_eq!(covers["items"]["enum"], Value::from(quotable.clone()));
+        let brief = |quote: &str| {
+            serde_json::json!({"summary": "s", "goals": ["g"], "constraints": [],
+                "acceptance_criteria": [{"id": "a1", "text": "t", "covers": [quote]}],
+                "open_questions": []})
+        };
+        let verbatim = brief(&quotable[0]);
+        assert!(jsonschema::is_valid(&offered, &verbatim));
+        assert!(report::validate(ReportKind::Requirements, &verbatim).is_ok());
+        assert!(crate::run::coverage::quote_problems(objective, &verbatim).is_empty());
+        let invented = brief("The command runs without any errors");
+        assert!(!jsonschema::is_valid(&offered, &invented));
+        // Other roles, and an objective without units, get the role's schema unchanged.
+        assert_eq!(
+            offered_schema(ReportKind::PlanReview, &quotable),
+            ReportKind::PlanReview.cli_schema()
+        );
+        assert_eq!(
+            offered_schema(ReportKind::Requirements, &[]),
+            ReportKind::Requirements.cli_schema()
+        );
+    }
 
     #[test]
     fn a_text_answer_that_is_a_shell_command_is_named_as_one() {

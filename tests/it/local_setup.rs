@@ -137,17 +137,12 @@ fn fake_lmstudio(format: &'static str, loaded_context: Option<u64>) -> FakeEndpo
 }
 
 /// The cheap checks of `model` on `server` (no model request), as a stage's steering reads them.
-fn metadata_of(
-    server: &setup::FoundServer,
-    model: &str,
-) -> autocode::direct::preflight::Metadata {
+fn metadata_of(server: &setup::FoundServer, model: &str) -> autocode::direct::preflight::Metadata {
     use autocode::direct::preflight::{self, PreflightInput};
     let endpoint = setup::endpoint_for(server, "lmstudio", model, "qwen");
-    let client = autocode::direct::http::Client::new(
-        &endpoint.base_url,
-        autocode::direct::http::Auth::None,
-    )
-    .unwrap();
+    let client =
+        autocode::direct::http::Client::new(&endpoint.base_url, autocode::direct::http::Auth::None)
+            .unwrap();
     preflight::metadata(
         &client,
         &PreflightInput {
@@ -280,7 +275,11 @@ fn lmstudio_is_read_for_its_loaded_context_and_its_json_schema_answers() {
     assert_eq!(server.kind, EndpointKind::Lmstudio);
     assert_eq!(server.models, vec![model.to_owned()]);
     let metadata = metadata_of(&server, model);
-    assert_eq!(metadata.context, Some(4096), "the loaded context, not the trained 32768");
+    assert_eq!(
+        metadata.context,
+        Some(4096),
+        "the loaded context, not the trained 32768"
+    );
     assert!(metadata.constrains_answers());
     let endpoint = setup::endpoint_for(&server, "lmstudio", model, "qwen");
     let readiness = setup::readiness(&endpoint, model, "ac-canary-lms1").unwrap();

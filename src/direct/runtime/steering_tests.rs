@@ -47,6 +47,7 @@ fn input(
         system: "sys".into(),
         prompt: "review the plan".into(),
         kind: ReportKind::PlanReview,
+        quotable: Vec::new(),
         writable: false,
         root: dir.to_owned(),
         shell: ShellContext {

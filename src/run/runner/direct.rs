@@ -270,6 +270,11 @@ impl CliRunner {
             system: SYSTEM_PROMPT.to_owned(),
             prompt: ctx.prompt.clone(),
             kind: ctx.plan.kind,
+            quotable: if ctx.plan.kind == crate::report::ReportKind::Requirements {
+                crate::verify::objective::units(&state.objective)
+            } else {
+                Vec::new()
+            },
             writable: access != WorktreeAccess::ReadOnly,
             root: cwd.clone(),
             shell: ShellContext {
