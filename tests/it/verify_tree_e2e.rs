@@ -323,7 +323,11 @@ fn a_resume_reuses_the_runs_replays_and_refuses_a_changed_results_file() {
     // Another hand turns a verdict around: the file no longer verifies, and is not used.
     let results = run_dir(&paused).join("replay-results.json");
     let text = fs::read_to_string(&results).expect("replay-results.json");
-    fs::write(&results, text.replace("\"passed\":true", "\"passed\":false")).unwrap();
+    fs::write(
+        &results,
+        text.replace("\"passed\":true", "\"passed\":false"),
+    )
+    .unwrap();
     let refused = harness.resume(&reject);
     refused.assert_paused("PAUSED_PROCESS_CLEANUP");
     assert!(
