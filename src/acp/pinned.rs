@@ -87,9 +87,46 @@ impl PinnedAcpAgent {
     }
 }
 
+/// Whether an ACP tool's command line runs Zed's Claude Code adapter (`claude-code-acp`, or
+/// its later name `claude-agent-acp`, directly or through a launcher such as `npx`): the Claude
+/// Code inside it loads the workspace's `.claude/settings.json` like the native CLI (an
+/// `apiKeyHelper` there runs), so the stage gets the native CLI's checks of those settings.
+pub fn runs_claude_code(command: &[String]) -> bool {
+    command.iter().any(|word| {
+        let name = word.rsplit('/').next().unwrap_or(word);
+        let name = name
+            .split('@')
+            .find(|part| !part.is_empty())
+            .unwrap_or(name);
+        matches!(name, "claude-code-acp" | "claude-agent-acp")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_claude_adapter_is_recognised_however_it_is_launched() {
+        let words = |line: &str| line.split(' ').map(str::to_owned).collect::<Vec<_>>();
+        for line in [
+            "claude-code-acp",
+            "/usr/local/bin/claude-code-acp",
+            "npx -y @zed-industries/claude-code-acp@0.16.2",
+            "npx @zed-industries/claude-agent-acp",
+        ] {
+            assert!(runs_claude_code(&words(line)), "{line}");
+        }
+        for line in ["opencode acp", "qwen --acp", "claude-code-acp-like"] {
+            assert!(!runs_claude_code(&words(line)), "{line}");
+        }
+        let pinned: Vec<String> = PinnedAcpAgent::Claude
+            .command()
+            .iter()
+            .map(|w| (*w).to_owned())
+            .collect();
+        assert!(runs_claude_code(&pinned));
+    }
     use crate::provider::{ConfigPaths, Registry};
 
     #[test]

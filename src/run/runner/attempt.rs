@@ -209,7 +209,10 @@ impl CliRunner {
         } else {
             &cwd
         };
-        if provider.name.as_str() == "claude"
+        // Claude Code loads the workspace's settings natively and inside Zed's ACP adapter.
+        let runs_claude_code = provider.name.as_str() == "claude"
+            || (acp && crate::acp::pinned::runs_claude_code(&provider.config.command));
+        if runs_claude_code
             && let Err(refusal) =
                 claude_auth::check_workspace_settings(settings_dir).and_then(|()| {
                     claude_auth::check_agent_env(&env.kept, self.scripted_local).map(|_| ())
