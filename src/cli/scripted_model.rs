@@ -13,6 +13,8 @@ use crate::scripted_model::{self, ScriptedModelError, ServeArgs};
 pub enum ScriptedModelCommand {
     /// Serve a script on 127.0.0.1 until SIGINT or SIGTERM; prints the bound address first.
     Serve(ServeCliArgs),
+    /// Print the script `autocode demo` serves (JSON), e.g. to run its launches without autocode.
+    DemoScript,
 }
 
 #[derive(Debug, Args)]
@@ -40,6 +42,15 @@ pub fn run(command: ScriptedModelCommand) -> Result<ExitCode, EdgeError> {
                 Ok(()) => Ok(ExitCode::SUCCESS),
                 Err(e @ ScriptedModelError::Script(_)) => Err(EdgeError::usage(e)),
                 Err(e) => Err(EdgeError::internal(e)),
+            }
+        }
+        ScriptedModelCommand::DemoScript => {
+            use std::io::Write;
+            let text = format!("{:#}\n", crate::demo::demo_script());
+            let mut out = std::io::stdout().lock();
+            match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(EdgeError::internal(e)),
+                _ => Ok(ExitCode::SUCCESS),
             }
         }
     }

@@ -174,6 +174,11 @@ fn claude_eval(payload: &str) -> Vec<String> {
 /// The commands an entry ran, as a cited command would name them.
 fn commands_of(entry: &LedgerEntry) -> Vec<String> {
     let mut commands = Vec::new();
+    // A cut argv (the keeper's bounds, or a long string the file keeps only the ends of) is
+    // not what ran: no command can be read from it.
+    if entry.argv_truncated {
+        return commands;
+    }
     if let Some(payload) = shell_payload(&entry.argv) {
         commands.push(normalize_command(payload));
         // A payload that is itself a shell call (`bash -c 'sh -c …'`) is also cited whole by
@@ -190,7 +195,8 @@ fn commands_of(entry: &LedgerEntry) -> Vec<String> {
 
 /// Whether the entry's argv is the cited simple command itself (no shell in between).
 fn runs_directly(entry: &LedgerEntry, words: &[String]) -> bool {
-    entry.argv.len() == words.len()
+    !entry.argv_truncated
+        && entry.argv.len() == words.len()
         && entry
             .argv
             .iter()
@@ -555,6 +561,22 @@ mod tests {
         assert!(matches!(
             ledger_match("cargo test -q | tee log", 0, &ledger),
             LedgerMatch::NotMatched { .. }
+        ));
+    }
+
+    #[test]
+    fn a_cut_argv_is_never_what_ran() {
+        let mut shell = entry(0, &["/bin/bash", "-c", "cargo test"], OK, true);
+        let mut direct = entry(1, &["/usr/bin/cargo", "test"], OK, true);
+        shell.argv_truncated = true;
+        direct.argv_truncated = true;
+        let ledger = [shell, direct];
+        assert!(matches!(
+            ledger_match("cargo test", 0, &ledger),
+            LedgerMatch::NotMatched {
+                reason: LedgerMismatch::NoExec,
+                ..
+            }
         ));
     }
 

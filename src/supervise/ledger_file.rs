@@ -10,12 +10,29 @@
 //!   their first entry this way).
 //! - text: `{"text": <sha256>, "value": …}`, or `{"text", "base", "keep", "tail"}` (the first
 //!   `keep` bytes of the text `base`, then `tail`): a long argv string, stored once per file,
-//!   in the same write as the first entry naming it. The reader checks the digest.
+//!   in the same write as the first entry naming it. The reader checks the digest. A text
+//!   over [`TEXT_CAP`] bytes (Codex's 38 KB shell-snapshot payload) is `{"text", "value":
+//!   <head>, "tail", "elided": <bytes left out>}`: the digest names the whole string, and the
+//!   entries naming it read as `argv_truncated` (with a note where the bytes were left out),
+//!   which no evidence match accepts; the command that payload runs is the next exec's own
+//!   entry.
 //! - attestation: `{"seq", "attestation", "exe"}`, when the keeper settled it. A failed exec
 //!   (`exec_failed`, nearly always a `PATH` probe) is instead named in the `failed` list of
 //!   the next line written, whatever its kind (or of a line of its own when the writer ends):
 //!   lost with that line, the entry reads as `unconfirmed`, which is no more evidence.
 //! - exit: `{"seqs": […], "exit": …}`, the end of every entry of one process.
+//!
+//! An entry of another process whose argv and cwd are those of a recent entry written in full
+//! names it (`argv_as: <seq>`, its own `pid`): the same `git status` run again.
+//!
+//! An exec the keeper answered ENOENT itself (its file does not exist: nearly always a failed
+//! `PATH` probe; `linux::absent`) never ran, so its entry line need not be on disk
+//! before the answer: it is held and written with the next line, whatever its kind (or when
+//! the writer flushes or ends), and the later probes of one `execvp` (same process, argv and
+//! cwd, consecutive seqs, the same name) only add their directory to its `absent` list (or
+//! `absent_as: <seq>`, the list of that earlier run) and, when it differs from the first's,
+//! their time to `absent_ms`: seq `n + i` is the name in the `i`-th directory, `exec_failed`. A crash can
+//! lose held lines, never the line of an exec that ran.
 //!
 //! Ledgers written before this format (every line a whole entry, a later line of the same
 //! `seq` superseding an earlier one) read the same way. An entry whose text or `same_as`
@@ -32,6 +49,14 @@ use super::{Attestation, LedgerEntry, LedgerExit};
 
 /// An argv string this long or longer is stored once per file, by digest.
 pub const LONG_TEXT: usize = 512;
+/// A text longer than this is stored as its first [`TEXT_HEAD`] and last [`TEXT_TAIL`] bytes
+/// (the digest names the whole), and an entry naming it reads as `argv_truncated`.
+pub const TEXT_CAP: usize = 4096;
+const TEXT_HEAD: usize = 1024;
+const TEXT_TAIL: usize = 2048;
+/// How many recent argvs (with their cwd) a new entry of another process may name, and how
+/// many directory lists of runs of absent execs.
+const RECENT_CALLS: usize = 32;
 /// How many recent long texts a new one is compared with for a shared prefix.
 const BASES: usize = 8;
 
@@ -49,6 +74,10 @@ struct Line {
     keep: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tail: Option<String>,
+    /// A text over [`TEXT_CAP`]: how many bytes between `value` (its head) and `tail` are
+    /// left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    elided: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     seq: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -79,6 +108,15 @@ struct Line {
     exe: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     failed: Vec<u64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    absent: Vec<String>,
+    /// The later probes' `at_ms` after the first's, when any differs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    absent_ms: Vec<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    absent_as: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    argv_as: Option<u64>,
 }
 
 fn sha256_hex(text: &str) -> String {
@@ -109,6 +147,28 @@ pub struct LedgerWriter {
     last: HashMap<i32, u64>,
     /// Entries whose exec failed, not written yet (see the module's comment).
     failed: Vec<u64>,
+    /// Absent execs not written yet (see the module's comment), in runs.
+    held: Vec<Held>,
+    /// Recent entries written with their argv in full or by text (seq, argv, truncated, cwd).
+    calls: VecDeque<(u64, Vec<String>, bool, String)>,
+    /// Recent directory lists of runs of absent execs written in full (first seq, list).
+    dirs: VecDeque<(u64, Vec<String>)>,
+}
+
+/// A run of absent execs of one process with one argv and cwd and consecutive seqs, for the
+/// same name in different directories (the failed `PATH` probes of one `execvp`): one line.
+struct Held {
+    /// Its text lines and its line, but for the directories of the later probes.
+    texts: Vec<u8>,
+    line: Line,
+    first: LedgerEntry,
+    /// The seq a later probe joining the run must have.
+    next: u64,
+}
+
+/// A filename's directory and last component (`"/a/b"`: `"/a"`, `"b"`; `"/b"`: `""`, `"b"`).
+fn split_name(filename: &str) -> (&str, &str) {
+    filename.rsplit_once('/').unwrap_or(("", filename))
 }
 
 impl LedgerWriter {
@@ -119,6 +179,9 @@ impl LedgerWriter {
             recent: VecDeque::new(),
             last: HashMap::new(),
             failed: Vec::new(),
+            held: Vec::new(),
+            calls: VecDeque::new(),
+            dirs: VecDeque::new(),
         }
     }
 
@@ -127,11 +190,61 @@ impl LedgerWriter {
         self.last.get(&pid).copied()
     }
 
+    /// Writes `bytes` after the absent execs held so far, with one `write` (O_APPEND): a crash
+    /// leaves whole lines behind.
     fn write(&mut self, bytes: &[u8]) {
-        // One write per record (O_APPEND): a crash leaves whole lines behind.
+        let mut all = self.held_bytes();
+        let bytes = if all.is_empty() {
+            bytes
+        } else {
+            all.extend_from_slice(bytes);
+            &all
+        };
         if self.file.write_all(bytes).is_err() {
             tracing::warn!("cannot write the exec ledger");
         }
+    }
+
+    /// The lines of the absent execs held so far (they are then no longer held).
+    fn held_bytes(&mut self) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        for mut held in std::mem::take(&mut self.held) {
+            bytes.extend_from_slice(&held.texts);
+            if held.line.absent_ms.iter().all(|&after| after == 0) {
+                held.line.absent_ms = Vec::new();
+            }
+            // The directories of a run are nearly always those of an earlier one (one `PATH`).
+            if !held.line.absent.is_empty() {
+                match self.dirs.iter().find(|(_, dirs)| *dirs == held.line.absent) {
+                    Some((seq, _)) => {
+                        held.line.absent_as = Some(*seq);
+                        held.line.absent = Vec::new();
+                    }
+                    None => {
+                        if self.dirs.len() == RECENT_CALLS {
+                            self.dirs.pop_front();
+                        }
+                        self.dirs
+                            .push_back((held.first.seq, held.line.absent.clone()));
+                    }
+                }
+            }
+            let line = self.finish_line(held.line);
+            bytes.extend_from_slice(&line);
+        }
+        bytes
+    }
+
+    /// Writes what is held back (absent execs, failed ones), if anything.
+    pub fn flush(&mut self) {
+        let bytes = if !self.held.is_empty() {
+            self.held_bytes()
+        } else if !self.failed.is_empty() {
+            self.finish_line(Line::default())
+        } else {
+            return;
+        };
+        self.write(&bytes);
     }
 
     /// `line` with the failed execs held so far, serialized.
@@ -147,6 +260,23 @@ impl LedgerWriter {
     /// The text line for `value` (digest `digest`), against the recent text sharing the
     /// longest prefix with it, if that prefix is long.
     fn text_line(&self, digest: &str, value: &str) -> Line {
+        if value.len() > TEXT_CAP {
+            let mut head = TEXT_HEAD;
+            while !value.is_char_boundary(head) {
+                head -= 1;
+            }
+            let mut tail = value.len() - TEXT_TAIL;
+            while !value.is_char_boundary(tail) {
+                tail += 1;
+            }
+            return Line {
+                text: Some(digest.to_owned()),
+                value: Some(value.get(..head).unwrap_or_default().to_owned()),
+                tail: Some(value.get(tail..).unwrap_or_default().to_owned()),
+                elided: Some(tail - head),
+                ..Line::default()
+            };
+        }
         let best = self
             .recent
             .iter()
@@ -171,6 +301,44 @@ impl LedgerWriter {
     /// Writes the first line of `entry` (with any text it names first, in the same write).
     /// `previous` is the entry [`LedgerWriter::last_of`] named, if the caller still has it.
     pub fn entry(&mut self, entry: &LedgerEntry, previous: Option<&LedgerEntry>) {
+        let (mut bytes, line) = self.entry_line(entry, previous);
+        let line = self.finish_line(line);
+        bytes.extend_from_slice(&line);
+        self.write(&bytes);
+    }
+
+    /// Holds the line of an exec answered ENOENT by the keeper (it never ran, so it need not be
+    /// on disk before its answer): it goes with the next line written, and a later probe of
+    /// the same run only adds its directory to it.
+    pub fn absent(&mut self, entry: &LedgerEntry, previous: Option<&LedgerEntry>) {
+        let (dir, name) = split_name(&entry.filename);
+        if let Some(held) = self.held.last_mut()
+            && held.next == entry.seq
+            && held.first.same_call(entry)
+            && split_name(&held.first.filename).1 == name
+        {
+            held.line.absent.push(dir.to_owned());
+            held.line
+                .absent_ms
+                .push(entry.at_ms.saturating_sub(held.first.at_ms));
+            held.next += 1;
+            return;
+        }
+        let (texts, line) = self.entry_line(entry, previous);
+        self.held.push(Held {
+            texts,
+            line,
+            first: entry.clone(),
+            next: entry.seq + 1,
+        });
+    }
+
+    /// The first line of `entry` and the text lines it names (not yet written).
+    fn entry_line(
+        &mut self,
+        entry: &LedgerEntry,
+        previous: Option<&LedgerEntry>,
+    ) -> (Vec<u8>, Line) {
         let mut bytes = Vec::new();
         let mut line = Line {
             seq: Some(entry.seq),
@@ -183,15 +351,31 @@ impl LedgerWriter {
             exe: entry.exe.clone(),
             ..Line::default()
         };
-        let same = previous.filter(|previous| {
-            previous.pid == entry.pid
-                && previous.argv_truncated == entry.argv_truncated
-                && previous.cwd == entry.cwd
-                && previous.argv == entry.argv
-        });
+        let same = previous.filter(|previous| previous.same_call(entry));
+        let other = self
+            .calls
+            .iter()
+            .rev()
+            .find(|(_, argv, truncated, cwd)| {
+                *truncated == entry.argv_truncated && *cwd == entry.cwd && *argv == entry.argv
+            })
+            .map(|(seq, ..)| *seq);
         if let Some(previous) = same {
             line.same_as = Some(previous.seq);
+        } else if let Some(seq) = other {
+            // Another process ran the same argv in the same cwd (`git status` again).
+            line.pid = Some(entry.pid);
+            line.argv_as = Some(seq);
         } else {
+            if self.calls.len() == RECENT_CALLS {
+                self.calls.pop_front();
+            }
+            self.calls.push_back((
+                entry.seq,
+                entry.argv.clone(),
+                entry.argv_truncated,
+                entry.cwd.clone(),
+            ));
             let mut argv = Vec::with_capacity(entry.argv.len());
             for (index, arg) in entry.argv.iter().enumerate() {
                 if arg.len() < LONG_TEXT {
@@ -205,10 +389,12 @@ impl LedgerWriter {
                         bytes.push(b'\n');
                     }
                     self.texts.insert(digest.clone());
-                    if self.recent.len() == BASES {
-                        self.recent.pop_front();
+                    if arg.len() <= TEXT_CAP {
+                        if self.recent.len() == BASES {
+                            self.recent.pop_front();
+                        }
+                        self.recent.push_back((digest.clone(), arg.clone()));
                     }
-                    self.recent.push_back((digest.clone(), arg.clone()));
                 }
                 argv.push(String::new());
                 line.argv_texts.push((index, digest));
@@ -218,10 +404,8 @@ impl LedgerWriter {
             line.argv_truncated = entry.argv_truncated;
             line.cwd = Some(entry.cwd.clone());
         }
-        let line = self.finish_line(line);
-        bytes.extend_from_slice(&line);
-        self.write(&bytes);
         self.last.insert(entry.pid, entry.seq);
+        (bytes, line)
     }
 
     /// Writes an entry's attestation.
@@ -256,12 +440,9 @@ impl LedgerWriter {
 }
 
 impl Drop for LedgerWriter {
-    /// Writes the failed execs still held.
+    /// Writes what is still held.
     fn drop(&mut self) {
-        if !self.failed.is_empty() {
-            let bytes = self.finish_line(Line::default());
-            self.write(&bytes);
-        }
+        self.flush();
     }
 }
 
@@ -270,6 +451,9 @@ pub fn read(text: &str) -> Vec<LedgerEntry> {
     let mut entries: BTreeMap<u64, LedgerEntry> = BTreeMap::new();
     let mut texts: HashMap<String, String> = HashMap::new();
     let mut damaged: BTreeSet<u64> = BTreeSet::new();
+    let mut elided_texts: HashSet<String> = HashSet::new();
+    // The directory lists of runs of absent execs, by their first seq.
+    let mut runs: HashMap<u64, Vec<String>> = HashMap::new();
     for raw in text.lines() {
         let Ok(line) = serde_json::from_str::<Line>(raw) else {
             continue;
@@ -283,6 +467,18 @@ pub fn read(text: &str) -> Vec<LedgerEntry> {
             }
         }
         if let Some(digest) = line.text {
+            if let (Some(head), Some(tail), Some(elided)) = (&line.value, &line.tail, line.elided) {
+                // Never evidence: its entries read as cut (`argv_truncated`).
+                texts.insert(
+                    digest.clone(),
+                    format!(
+                        "{head}\n[… {elided} bytes left out of the ledger; the whole string's \
+                         sha256 is {digest} …]\n{tail}"
+                    ),
+                );
+                elided_texts.insert(digest);
+                continue;
+            }
             let value = match (line.value, line.base, line.keep, line.tail) {
                 (Some(value), _, _, _) => Some(value),
                 (None, Some(base), Some(keep), Some(tail)) => texts
@@ -307,7 +503,7 @@ pub fn read(text: &str) -> Vec<LedgerEntry> {
         let Some(seq) = line.seq else {
             continue;
         };
-        if line.pid.is_none() && line.same_as.is_none() {
+        if line.pid.is_none() && line.same_as.is_none() && line.argv_as.is_none() {
             // An attestation settled later; an `unconfirmed` one tells nothing new.
             if let Some(entry) = entries.get_mut(&seq)
                 && let Some(attestation) = line.attestation
@@ -319,7 +515,7 @@ pub fn read(text: &str) -> Vec<LedgerEntry> {
             continue;
         }
         let mut resolved = true;
-        let (pid, argv, argv_truncated, cwd) = match line.same_as {
+        let (pid, argv, argv_truncated, cwd) = match line.same_as.or(line.argv_as) {
             Some(earlier) => match entries.get(&earlier) {
                 Some(earlier) if !damaged.contains(&earlier.seq) => (
                     earlier.pid,
@@ -344,13 +540,22 @@ pub fn read(text: &str) -> Vec<LedgerEntry> {
                         _ => resolved = false,
                     }
                 }
+                let elided = line
+                    .argv_texts
+                    .iter()
+                    .any(|(_, digest)| elided_texts.contains(digest));
                 (
                     line.pid.unwrap_or_default(),
                     argv,
-                    line.argv_truncated,
+                    line.argv_truncated || elided,
                     line.cwd.unwrap_or_default(),
                 )
             }
+        };
+        // `argv_as` names another process's entry: the pid is this line's own.
+        let pid = match (line.same_as, line.argv_as) {
+            (None, Some(_)) => line.pid.unwrap_or_default(),
+            _ => pid,
         };
         let mut entry = LedgerEntry {
             seq,
@@ -373,6 +578,30 @@ pub fn read(text: &str) -> Vec<LedgerEntry> {
         }
         if let Some(earlier) = entries.get(&seq) {
             entry.merge_earlier(earlier);
+        }
+        // The later probes of a run of absent execs: the same name in other directories.
+        let name = split_name(&entry.filename).1.to_owned();
+        let dirs = match line.absent_as {
+            Some(run) => runs.get(&run).cloned().unwrap_or_default(),
+            None => line.absent,
+        };
+        if !dirs.is_empty() {
+            runs.insert(seq, dirs.clone());
+        }
+        for (step, dir) in (1..).zip(&dirs) {
+            let after = line.absent_ms.get(step as usize - 1).copied().unwrap_or(0);
+            let probe = LedgerEntry {
+                seq: seq + step,
+                filename: format!("{dir}/{name}"),
+                at_ms: entry.at_ms + after,
+                ..entry.clone()
+            };
+            if resolved {
+                damaged.remove(&probe.seq);
+            } else {
+                damaged.insert(probe.seq);
+            }
+            entries.insert(probe.seq, probe);
         }
         entries.insert(seq, entry);
     }

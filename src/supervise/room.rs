@@ -251,6 +251,17 @@ impl LedgerEntry {
     }
 }
 
+impl LedgerEntry {
+    /// Whether `later` is an exec of the same process with the same argv and cwd (the failed
+    /// `PATH` probes of one `execvp` and the exec that found the program).
+    pub(crate) fn same_call(&self, later: &LedgerEntry) -> bool {
+        self.pid == later.pid
+            && self.argv_truncated == later.argv_truncated
+            && self.cwd == later.cwd
+            && self.argv == later.argv
+    }
+}
+
 fn yes() -> bool {
     true
 }

@@ -474,3 +474,55 @@ fn an_exec_from_a_non_leader_thread_is_recorded_under_its_process() {
     assert_eq!(from_thread.pid, pid, "{ledger:#?}");
     assert_eq!(from_thread.exit, Some(LedgerExit::Code(5)));
 }
+
+/// The failed `PATH` probes of an `execvp` (directories without the program) are answered
+/// ENOENT by the keeper without running anything, read as failed execs of that argv, and cost
+/// one line per run of them (per millisecond); the program found runs and is attested.
+#[test]
+fn failed_path_probes_are_answered_and_folded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir(&a).unwrap();
+    std::fs::create_dir(&b).unwrap();
+    let search = format!("PATH={}:{}:/usr/bin:/bin", a.display(), b.display());
+    let ledger_path = dir.path().join("ledger.jsonl");
+    let status = Command::new(BIN)
+        .args(["supervise", "--ledger"])
+        .arg(&ledger_path)
+        .args(["--", "/usr/bin/env", &search, "sh", "-c", "exit 5"])
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(5));
+    let ledger = supervise::read_ledger(&ledger_path).unwrap();
+    let runs = by_argv(&ledger, &["sh", "-c", "exit 5"]);
+    let names: Vec<String> = runs.iter().map(|entry| entry.filename.clone()).collect();
+    assert_eq!(
+        names[..2],
+        [
+            a.join("sh").to_string_lossy().into_owned(),
+            b.join("sh").to_string_lossy().into_owned()
+        ],
+        "{ledger:#?}"
+    );
+    for probe in &runs[..2] {
+        assert!(!probe.exec_plausible, "{probe:?}");
+        assert_eq!(probe.attestation, Attestation::ExecFailed, "{probe:?}");
+        assert_eq!(probe.exit, Some(LedgerExit::Code(5)), "{probe:?}");
+    }
+    let found = runs.last().unwrap();
+    assert_eq!(runs.len(), 3, "{ledger:#?}");
+    assert_eq!(found.attestation, Attestation::Attested, "{found:?}");
+    assert_eq!(found.exit, Some(LedgerExit::Code(5)));
+    let seqs: Vec<u64> = ledger.iter().map(|entry| entry.seq).collect();
+    assert_eq!(seqs, (0..ledger.len() as u64).collect::<Vec<_>>());
+    let text = std::fs::read_to_string(&ledger_path).unwrap();
+    if runs[0].at_ms == runs[1].at_ms {
+        assert!(
+            !text.contains("/b/sh"),
+            "the second probe is the first's: {text}"
+        );
+    }
+}

@@ -21,7 +21,7 @@ fn entry(seq: u64, pid: i32, filename: &str, argv: &[&str]) -> LedgerEntry {
 
 /// A shell payload as Codex sends it: a long prelude, then the command.
 fn payload(command: &str) -> String {
-    let prelude: String = (0..400).map(|at| format!("unset V_{at}\n")).collect();
+    let prelude: String = (0..250).map(|at| format!("unset V_{at}\n")).collect();
     format!("{prelude}exec /bin/bash -c '{command}'")
 }
 
@@ -163,4 +163,113 @@ fn an_entry_whose_text_or_first_line_is_lost_or_altered_is_never_evidence() {
     let read_back = read(&altered);
     assert_eq!(read_back[3].attestation, Attestation::Unreadable);
     assert_eq!(read_back[2], expected[2]);
+}
+
+#[test]
+fn absent_execs_are_held_and_one_execvp_s_probes_fold_into_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.jsonl");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .unwrap();
+    let mut writer = LedgerWriter::new(file);
+    let absent = |seq: u64, pid: i32, filename: &str, argv: &[&str]| {
+        let mut probe = entry(seq, pid, filename, argv);
+        probe.exec_plausible = false;
+        probe.attestation = Attestation::ExecFailed;
+        probe
+    };
+    let git = ["git", "status"];
+    let mut expected = vec![
+        absent(0, 7, "/usr/local/sbin/git", &git),
+        absent(1, 7, "/usr/local/bin/git", &git),
+        absent(2, 7, "/sbin/git", &git),
+        // Another process's probe between two of the same run breaks it.
+        absent(3, 8, "/usr/local/sbin/make", &["make"]),
+        absent(4, 7, "/bin/git", &git),
+        entry(5, 7, "/usr/bin/git", &git),
+        // A run of one name only: another name starts a new line.
+        absent(6, 9, "/opt/nope", &["nope"]),
+        absent(7, 9, "/opt/other", &["nope"]),
+        // Another process's run of the same argv along the same directories.
+        absent(8, 11, "/usr/local/sbin/git", &git),
+        absent(9, 11, "/usr/local/bin/git", &git),
+        absent(10, 11, "/sbin/git", &git),
+    ];
+    // The second run's probes in the first's millisecond (the first run's are not).
+    for seq in [9, 10] {
+        expected[seq].at_ms = expected[8].at_ms;
+    }
+    for probe in expected.iter().take(5) {
+        writer.absent(probe, writer.last_of(probe.pid).map(|_| &expected[0]));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "",
+        "nothing that never ran is written before the next line"
+    );
+    writer.entry(&expected[5], Some(&expected[0]));
+    writer.absent(&expected[6], None);
+    writer.absent(&expected[7], Some(&expected[6]));
+    for probe in &expected[8..] {
+        writer.absent(probe, None);
+    }
+    writer.exit(&[0, 1, 2, 4, 5], LedgerExit::Code(0));
+    drop(writer);
+    for seq in [0, 1, 2, 4, 5] {
+        expected[seq].exit = Some(LedgerExit::Code(0));
+    }
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(read(&text), expected, "{text}");
+    assert!(
+        text.contains("\"absent\":[\"/usr/local/bin\",\"/sbin\"],\"absent_ms\":[10,20]"),
+        "{text}"
+    );
+    // The second run names the first's argv and directories.
+    assert!(
+        text.contains("\"seq\":8,\"pid\":11,") && text.contains("\"absent_as\":0,\"argv_as\":0"),
+        "{text}"
+    );
+    // Runs (0–2), (3), (4), the real exec, (6), (7), (8–10), the exit.
+    assert_eq!(text.lines().count(), 8, "{text}");
+    // The run's line lost: its probes and every line naming it are unreadable.
+    let kept: Vec<&str> = text.lines().skip(1).collect();
+    let lost = read(&kept.join("\n"));
+    assert_eq!(lost.len(), expected.len() - 5, "{lost:#?}");
+    assert!(
+        lost.iter()
+            .filter(|entry| entry.pid != 8 && entry.pid != 9)
+            .all(|entry| entry.argv.is_empty() && entry.attestation == Attestation::Unreadable),
+        "{lost:#?}"
+    );
+}
+
+#[test]
+fn a_text_over_the_cap_keeps_its_ends_and_its_entry_reads_as_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.jsonl");
+    let file = std::fs::File::create(&path).unwrap();
+    let mut writer = LedgerWriter::new(file);
+    let prelude: String = (0..4000).map(|at| format!("unset V_{at}\n")).collect();
+    let long = format!("{prelude}exec '/bin/bash' -c 'cargo test'");
+    let shell = entry(0, 8, "/bin/bash", &["/bin/bash", "-c", &long]);
+    writer.entry(&shell, None);
+    drop(writer);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.len() < TEXT_CAP + 1024, "{} bytes", text.len());
+    let read_back = read(&text);
+    let payload = &read_back[0].argv[2];
+    assert!(read_back[0].argv_truncated);
+    assert!(payload.starts_with("unset V_0\n"), "{payload}");
+    assert!(
+        payload.ends_with("exec '/bin/bash' -c 'cargo test'"),
+        "{payload}"
+    );
+    assert!(
+        payload.contains(&sha256_hex(&long)),
+        "the digest names the whole"
+    );
+    assert!(payload.len() < TEXT_CAP);
 }

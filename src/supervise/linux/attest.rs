@@ -19,7 +19,7 @@ use super::ledger::{exec_target, executable_file};
 /// How deep the kernel follows `#!` interpreters (`BINPRM_MAX_RECURSION`).
 const SHEBANG_DEPTH: usize = 4;
 /// At most this much of `/proc/<pid>/cmdline` is read.
-const CMDLINE_LIMIT: u64 = 512 * 1024;
+const CMDLINE_LIMIT: usize = 512 * 1024;
 /// The search path when the exec's environment has no `PATH` (glibc's `execvp` default).
 const DEFAULT_PATH: &str = "/bin:/usr/bin";
 
@@ -44,19 +44,39 @@ fn identity(path: &std::path::Path) -> Option<FileId> {
         .map(|meta| (meta.dev(), meta.ino()))
 }
 
-/// The thread count of the process `tid` belongs to.
+/// The thread count of the process `tid` belongs to: the link count of its `task` directory
+/// is two plus its threads (one `statx`, where reading `status` takes four calls).
 pub fn thread_count(tid: i32) -> Option<u32> {
-    std::fs::read_to_string(format!("/proc/{tid}/status"))
-        .ok()?
-        .lines()
-        .find_map(|line| line.strip_prefix("Threads:"))
-        .and_then(|value| value.trim().parse().ok())
+    let links = std::fs::metadata(format!("/proc/{tid}/task")).ok()?.nlink();
+    u32::try_from(links.checked_sub(2)?).ok()
+}
+
+/// Reads at most `limit` bytes of a /proc file with plain reads (`std::fs::read` also asks
+/// for the size, which /proc does not know).
+pub fn read_proc(path: &str, limit: usize) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut bytes = vec![0u8; limit.min(4096)];
+    let mut len = 0;
+    loop {
+        if len == bytes.len() {
+            if len >= limit {
+                break;
+            }
+            bytes.resize(limit.min(len * 2), 0);
+        }
+        let got = file.read(bytes.get_mut(len..)?).ok()?;
+        if got == 0 {
+            break;
+        }
+        len += got;
+    }
+    bytes.truncate(len);
+    Some(bytes)
 }
 
 fn auxv(pid: i32) -> Option<Vec<u8>> {
-    std::fs::read(format!("/proc/{pid}/auxv"))
-        .ok()
-        .filter(|bytes| !bytes.is_empty())
+    read_proc(&format!("/proc/{pid}/auxv"), 64 * 1024).filter(|bytes| !bytes.is_empty())
 }
 
 /// The file `name` (an argv\[0\]) stands for in the caller's view: a path when it has a
@@ -148,13 +168,7 @@ pub fn same_argv(ran: &[String], read: &[String], filename: &str, truncated: boo
 }
 
 fn cmdline(pid: i32) -> Option<Vec<String>> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    std::fs::File::open(format!("/proc/{pid}/cmdline"))
-        .ok()?
-        .take(CMDLINE_LIMIT)
-        .read_to_end(&mut bytes)
-        .ok()?;
+    let bytes = read_proc(&format!("/proc/{pid}/cmdline"), CMDLINE_LIMIT)?;
     let text = bytes.strip_suffix(&[0]).unwrap_or(&bytes);
     Some(
         text.split(|&byte| byte == 0)

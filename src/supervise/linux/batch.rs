@@ -18,10 +18,14 @@ use crate::supervise::{LedgerEntry, LedgerExit};
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Batched {
     /// A ledger entry already in the file and continued; `pidfd` indexes the message's
-    /// descriptors.
+    /// descriptors. With `same_as`, the entry's pid, argv and cwd are those of that earlier
+    /// entry (sent before it), and its own argv and cwd are left empty: a process's failed
+    /// `PATH` probes do not each carry a shell payload of tens of kilobytes.
     Exec {
         entry: LedgerEntry,
         pidfd: Option<usize>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        same_as: Option<u64>,
     },
     /// The attestation of an entry, settled at its process's next notified call.
     Attested {
@@ -65,11 +69,12 @@ impl Pending {
     pub fn push(&mut self, item: Batched, fd: Option<OwnedFd>) {
         self.bytes += estimate(&item);
         let item = match (item, fd) {
-            (Batched::Exec { entry, .. }, Some(fd)) => {
+            (Batched::Exec { entry, same_as, .. }, Some(fd)) => {
                 self.fds.push(fd);
                 Batched::Exec {
                     entry,
                     pidfd: Some(self.fds.len() - 1),
+                    same_as,
                 }
             }
             (item, _) => item,
@@ -180,7 +185,14 @@ mod tests {
             "argv_truncated": false, "cwd": "/", "at_ms": 1, "exec_plausible": true, "exit": null
         }))
         .unwrap();
-        pending.push(Batched::Exec { entry, pidfd: None }, Some(fd));
+        pending.push(
+            Batched::Exec {
+                entry,
+                pidfd: None,
+                same_as: None,
+            },
+            Some(fd),
+        );
         assert!(matches!(
             pending.items[0],
             Batched::Exec { pidfd: Some(0), .. }

@@ -130,6 +130,7 @@ impl LaunchShared {
         let mut book = lock(&self.book);
         book.write_to_file();
         book.settle_all();
+        book.flush_file();
         book.entries()
     }
 
@@ -495,10 +496,19 @@ fn apply_batch(launch: &LaunchShared, items: Vec<Batched>, fds: &mut [Option<Own
     let mut book = lock(&launch.book);
     for item in items {
         match item {
-            Batched::Exec { entry, pidfd } => {
+            Batched::Exec {
+                mut entry,
+                pidfd,
+                same_as,
+            } => {
                 let fd = pidfd
                     .and_then(|index| fds.get_mut(index))
                     .and_then(Option::take);
+                if let Some(earlier) = same_as.and_then(|seq| book.entry(seq)) {
+                    entry.argv.clone_from(&earlier.argv);
+                    entry.cwd.clone_from(&earlier.cwd);
+                    entry.argv_truncated = earlier.argv_truncated;
+                }
                 book.adopt(entry, fd);
             }
             Batched::Attested {

@@ -182,11 +182,20 @@ impl Journal for KeeperJournal<'_> {
         // process itself if the keeper is lost; the copy queued here outlives the keeper's own
         // (which a settle may close before the batch goes).
         let copy = pidfd.as_ref().and_then(|fd| fd.try_clone().ok());
-        let entry = self.ledger.book.record(tgid, call, pidfd);
+        let (mut entry, same_as) = self.ledger.book.record_linked(tgid, call, pidfd);
+        // The process's previous entry went before this one (items keep their order).
+        if same_as.is_some() {
+            entry.argv = Vec::new();
+            entry.cwd = String::new();
+        }
         self.ledger.queue(
             self.socket,
             self.id,
-            Batched::Exec { entry, pidfd: None },
+            Batched::Exec {
+                entry,
+                pidfd: None,
+                same_as,
+            },
             copy,
         );
     }
@@ -327,6 +336,7 @@ impl Keeper {
                 let socket = self.socket.as_fd();
                 if let Some(launch) = self.launches.get_mut(&id) {
                     launch.ledger.send_pending(socket, id);
+                    launch.ledger.book.flush_file();
                     for (pid, seqs, exit) in launch.ledger.book.settle_all() {
                         send(
                             socket,

@@ -3,8 +3,10 @@
 //! book of entries (their file, their pidfds, their exits).
 //!
 //! Invariants: every read of the caller's memory is bounded (argv: [`ARG_LIMIT`] strings and
-//! [`BYTE_LIMIT`] bytes, marked when cut); an entry is written to the ledger file before the
-//! exec is let through (the caller of [`Book::record`] answers afterwards); exits come from the
+//! [`BYTE_LIMIT`] bytes, marked when cut; `memory.rs`); an entry is written to the ledger file
+//! before the exec is let through (the caller of [`Book::record`] answers afterwards), except
+//! an exec of a name that does not exist, which the keeper answers ENOENT itself and never lets
+//! through (its line may wait for the next one written); exits come from the
 //! kernel (`PIDFD_GET_INFO`, or `/proc/<pid>/stat` for a zombie not yet reaped, re-checked
 //! against the pidfd), never from a guess. The ledger file's format (an entry's first line,
 //! then its attestation and its exit as short lines) is `crate::supervise::ledger_file`'s.
@@ -21,6 +23,10 @@ use crate::supervise::{Attestation, LedgerEntry, LedgerExit};
 use super::attest::{self, Snapshot};
 use super::sys::{self, Width};
 
+mod memory;
+pub use memory::{read_argv, read_env_var};
+use memory::{read_cstring, read_pointer};
+
 /// At most this many argv strings are read.
 pub const ARG_LIMIT: usize = 1024;
 /// At most this many bytes of argv are read (all strings together).
@@ -31,136 +37,19 @@ const AT_FDCWD: i32 = -100;
 const AT_EMPTY_PATH: u64 = 0x1000;
 
 /// An exec as read from the caller before it was let through.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExecCall {
     pub filename: String,
     pub argv: Vec<String>,
     pub argv_truncated: bool,
     pub cwd: String,
     pub plausible: bool,
+    /// The file named does not exist ([`super::absent::name_absent`]): the exec is answered
+    /// ENOENT by the keeper itself, never let through, so it is known to have failed without a
+    /// snapshot.
+    pub absent: bool,
     /// What the keeper saw of the caller before letting the exec through.
     pub snapshot: Snapshot,
-}
-
-/// Reads a NUL-terminated string of at most `limit` bytes at `address`, page by page (a string
-/// ending just before an unmapped page must not fail). `None`: unreadable; the flag says the
-/// string was cut at `limit`.
-fn read_cstring(pid: i32, address: u64, limit: usize) -> Option<(Vec<u8>, bool)> {
-    const PAGE: u64 = 4096;
-    let mut out = Vec::new();
-    let mut at = address;
-    while out.len() < limit {
-        let in_page = (PAGE - at % PAGE) as usize;
-        let want = in_page.min(limit - out.len());
-        let mut buf = vec![0u8; want];
-        let got = sys::read_memory(pid, at, &mut buf).ok()?;
-        if got == 0 {
-            return None;
-        }
-        let chunk = buf.get(..got)?;
-        if let Some(end) = chunk.iter().position(|&byte| byte == 0) {
-            out.extend_from_slice(chunk.get(..end)?);
-            return Some((out, false));
-        }
-        out.extend_from_slice(chunk);
-        at = at.checked_add(got as u64)?;
-    }
-    Some((out, true))
-}
-
-fn read_pointer(pid: i32, address: u64, width: Width) -> Option<u64> {
-    let mut buf = [0u8; 8];
-    let bytes = buf.get_mut(..width.bytes())?;
-    if sys::read_memory(pid, address, bytes).ok()? != width.bytes() {
-        return None;
-    }
-    Some(match width {
-        Width::W64 => u64::from_le_bytes(buf),
-        Width::W32 => u64::from(u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]])),
-    })
-}
-
-/// Reads up to `max` pointers at `address` with one read, as far as the page goes (at least
-/// one: a pointer straddling a page boundary is read on its own).
-fn read_pointers(pid: i32, address: u64, width: Width, max: usize) -> Option<Vec<u64>> {
-    const PAGE: u64 = 4096;
-    let step = width.bytes();
-    let in_page = (PAGE - address % PAGE) as usize / step;
-    if in_page == 0 {
-        return read_pointer(pid, address, width).map(|pointer| vec![pointer]);
-    }
-    let mut buf = vec![0u8; in_page.min(max).max(1) * step];
-    let got = sys::read_memory(pid, address, &mut buf).ok()? / step;
-    if got == 0 {
-        return None;
-    }
-    Some(
-        buf.chunks_exact(step)
-            .take(got)
-            .map(|bytes| match width {
-                Width::W64 => u64::from_le_bytes(bytes.try_into().unwrap_or([0; 8])),
-                Width::W32 => u64::from(u32::from_le_bytes(bytes.try_into().unwrap_or([0; 4]))),
-            })
-            .collect(),
-    )
-}
-
-/// Reads argv (a NULL-terminated pointer array) within the bounds; the flag says it was cut.
-/// The pointer array is read a page at a time, each string page by page.
-pub fn read_argv(pid: i32, array: u64, width: Width) -> Option<(Vec<String>, bool)> {
-    let mut argv = Vec::new();
-    let mut bytes = 0usize;
-    if array == 0 {
-        return Some((argv, false));
-    }
-    let mut pointers = Vec::new().into_iter();
-    for index in 0..=ARG_LIMIT {
-        let pointer = match pointers.next() {
-            Some(pointer) => pointer,
-            None => {
-                let slot = array.checked_add((index * width.bytes()) as u64)?;
-                pointers = read_pointers(pid, slot, width, ARG_LIMIT + 1 - index)?.into_iter();
-                pointers.next()?
-            }
-        };
-        if pointer == 0 {
-            return Some((argv, false));
-        }
-        if index == ARG_LIMIT || bytes >= BYTE_LIMIT {
-            return Some((argv, true));
-        }
-        let (text, cut) = read_cstring(pid, pointer, BYTE_LIMIT - bytes)?;
-        bytes += text.len() + 1;
-        argv.push(String::from_utf8_lossy(&text).into_owned());
-        if cut {
-            return Some((argv, true));
-        }
-    }
-    Some((argv, true))
-}
-
-/// The value of `name` (e.g. `PATH`) in the environment array at `array`, read within the
-/// argv bounds; `None` when absent or unreadable.
-pub fn read_env_var(pid: i32, array: u64, width: Width, name: &str) -> Option<String> {
-    let prefix = format!("{name}=");
-    let mut bytes = 0usize;
-    let mut index = 0usize;
-    while index < ARG_LIMIT && bytes < BYTE_LIMIT && array != 0 {
-        let slot = array.checked_add((index * width.bytes()) as u64)?;
-        let pointers = read_pointers(pid, slot, width, ARG_LIMIT - index)?;
-        for pointer in pointers {
-            index += 1;
-            if pointer == 0 {
-                return None;
-            }
-            let (text, _) = read_cstring(pid, pointer, PATH_LIMIT * 8)?;
-            bytes += text.len() + 1;
-            if let Some(value) = text.strip_prefix(prefix.as_bytes()) {
-                return Some(String::from_utf8_lossy(value).into_owned());
-            }
-        }
-    }
-    None
 }
 
 /// Where the kernel will look for `filename`, seen through /proc (the caller's root, cwd or
@@ -195,24 +84,44 @@ pub fn read_exec(tid: i32, args: &[u64; 6], at: bool, width: Width) -> Option<Ex
         (args[0], args[1], args[2])
     };
     let (filename, _) = read_cstring(tid, path_arg, PATH_LIMIT)?;
-    let (argv, argv_truncated) = read_argv(tid, argv_arg, width)?;
     // The kernel reads these as int / flags words: truncation is the ABI.
     let dirfd = at.then_some(args[0] as i32);
     let empty_path = at && args[4] & AT_EMPTY_PATH != 0;
+    let target = exec_target(tid, &filename, dirfd, empty_path);
+    let found = std::fs::metadata(&target);
+    // A failed `PATH` probe (most of the misses are): nothing to attest later, nothing to
+    // resolve. Asked only when the plain look-up found nothing.
+    let absent = !empty_path
+        && found
+            .as_ref()
+            .is_err_and(|error| error.kind() == std::io::ErrorKind::NotFound)
+        && super::absent::name_absent(tid, &filename);
+    let (argv, argv_truncated) = read_argv(tid, argv_arg, width)?;
     let cwd = std::fs::read_link(format!("/proc/{tid}/cwd"))
         .map(|path| path.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let plausible = executable_file(&exec_target(tid, &filename, dirfd, empty_path));
-    let path_env = read_env_var(tid, envp_arg, width, "PATH");
-    let snapshot = attest::snapshot(tid, &argv, path_env.as_deref());
-    Some(ExecCall {
+    let mut call = ExecCall {
         filename: String::from_utf8_lossy(&filename).into_owned(),
         argv,
         argv_truncated,
         cwd,
-        plausible,
-        snapshot,
-    })
+        plausible: false,
+        absent,
+        snapshot: Snapshot::default(),
+    };
+    if absent {
+        return Some(call);
+    }
+    call.plausible =
+        found.is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0);
+    // `PATH` is read only when argv[0] is looked up along it.
+    let path_env = call
+        .argv
+        .first()
+        .filter(|argv0| !argv0.contains('/'))
+        .and_then(|_| read_env_var(tid, envp_arg, width, "PATH"));
+    call.snapshot = attest::snapshot(tid, &call.argv, path_env.as_deref());
+    Some(call)
 }
 
 /// What a connect's address is.
@@ -432,6 +341,8 @@ pub struct Book {
     /// The newest exec of each process still waiting for its attestation, with what the
     /// keeper saw before letting it through.
     waiting: BTreeMap<i32, (u64, Snapshot)>,
+    /// The newest entry this book recorded for each process.
+    last: BTreeMap<i32, u64>,
     file: Option<LedgerWriter>,
     path: Option<PathBuf>,
     origin_unix_ms: u64,
@@ -451,6 +362,7 @@ impl Book {
             entries: Vec::new(),
             open: BTreeMap::new(),
             waiting: BTreeMap::new(),
+            last: BTreeMap::new(),
             file: None,
             path,
             origin_unix_ms,
@@ -521,7 +433,7 @@ impl Book {
 
     /// Writes the first line of a new entry (an earlier entry of the same process with the
     /// same argv and cwd is named instead of repeated).
-    fn append(&mut self, entry: &LedgerEntry) {
+    fn append(&mut self, entry: &LedgerEntry, absent: bool) {
         let Some(file) = self.file.as_mut() else {
             return;
         };
@@ -533,7 +445,19 @@ impl Book {
                     .ok()
             })
             .and_then(|index| self.entries.get(index));
-        file.entry(entry, previous);
+        if absent {
+            file.absent(entry, previous);
+        } else {
+            file.entry(entry, previous);
+        }
+    }
+
+    /// Writes what the file's writer holds back (absent execs), so that a reader of the file
+    /// sees every entry this book has.
+    pub fn flush_file(&mut self) {
+        if let Some(file) = self.file.as_mut() {
+            file.flush();
+        }
     }
 
     pub fn next_seq(&self) -> u64 {
@@ -542,8 +466,22 @@ impl Book {
 
     /// Records an exec by `tgid` (file line first); `pidfd` follows the process to its end.
     /// The entry waits for its attestation ([`Book::confirm`]) unless its argv was unreadable.
+    /// An exec answered ENOENT by the keeper ([`ExecCall::absent`]) is settled at once as
+    /// `exec_failed`, and its line may wait for the next one written (it never ran).
     pub fn record(&mut self, tgid: i32, call: ExecCall, pidfd: Option<OwnedFd>) -> LedgerEntry {
+        self.record_linked(tgid, call, pidfd).0
+    }
+
+    /// As [`Book::record`], with the process's previous entry when this one repeats its pid,
+    /// argv and cwd (a `PATH` probe of the same `execvp`).
+    pub fn record_linked(
+        &mut self,
+        tgid: i32,
+        call: ExecCall,
+        pidfd: Option<OwnedFd>,
+    ) -> (LedgerEntry, Option<u64>) {
         let unreadable = call.argv.is_empty() && call.filename.is_empty();
+        let absent = call.absent && !unreadable;
         let entry = LedgerEntry {
             seq: self.next_seq(),
             pid: tgid,
@@ -556,19 +494,32 @@ impl Book {
             exit: None,
             attestation: if unreadable {
                 Attestation::Unreadable
+            } else if absent {
+                Attestation::ExecFailed
             } else {
                 Attestation::Unconfirmed
             },
             exe: None,
         };
-        self.append(&entry);
+        self.append(&entry, absent);
+        let previous = self.last.insert(tgid, entry.seq).filter(|&seq| {
+            self.entry(seq)
+                .is_some_and(|earlier| earlier.same_call(&entry))
+        });
         self.adopt(entry.clone(), pidfd);
-        if unreadable {
+        if absent {
+            // The process is unchanged: an exec of it still waiting keeps waiting.
+        } else if unreadable {
             self.waiting.remove(&tgid);
         } else {
             self.waiting.insert(tgid, (entry.seq, call.snapshot));
         }
-        entry
+        (entry, previous)
+    }
+
+    /// The entry `seq`, if this book has it.
+    pub fn entry(&self, seq: u64) -> Option<&LedgerEntry> {
+        self.entries.get(self.index_of(seq).ok()?)
     }
 
     /// Whether the process this book follows as `pid` is still the one that made its entries

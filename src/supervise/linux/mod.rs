@@ -6,6 +6,7 @@
 //! refused before any spawn when the probe finds a feature missing; orphans that reach us as
 //! subreaper are reaped, but never a root another launch still waits for.
 
+mod absent;
 mod attest;
 mod batch;
 mod child;

@@ -112,6 +112,9 @@ pub enum Verdict {
         errno: i32,
         reason: String,
     },
+    /// An exec of a file that does not exist, answered ENOENT as the kernel would (its ledger
+    /// entry says so; nothing is denied).
+    Absent,
 }
 
 /// Who called, as /proc showed it.
@@ -183,6 +186,11 @@ fn respond(listener: BorrowedFd<'_>, id: u64, verdict: &Verdict) {
         Verdict::Refuse { errno, .. } => SeccompNotifResp {
             id,
             error: -errno,
+            ..SeccompNotifResp::default()
+        },
+        Verdict::Absent => SeccompNotifResp {
+            id,
+            error: -libc::ENOENT,
             ..SeccompNotifResp::default()
         },
     };
@@ -277,12 +285,13 @@ pub fn handle(
 ) {
     let call = NotifiedCall::of(&notif.data);
     let tid = notif.pid as i32;
-    // An exec by a thread-group leader (nearly every exec) is identified by its pidfd, which
-    // the ledger needs anyway: `pidfd_open` succeeds only for a leader visible in our pid
-    // namespace, so the TID is the TGID. Anything else reads /proc/<tid>/status. (Exec's
-    // decision does not depend on the caller's pid namespace; setpgid's does, and reads it.)
+    // An exec or `exit_group` by a thread-group leader (nearly every one) is identified by its
+    // pidfd, which the ledger needs anyway for an exec: `pidfd_open` succeeds only for a leader
+    // visible in our pid namespace, so the TID is the TGID. Anything else reads
+    // /proc/<tid>/status. (Neither decision depends on the caller's pid namespace; setpgid's
+    // does, and reads it.)
     let mut leader_pidfd = None;
-    if notif.pid != 0 && matches!(call, NotifiedCall::Exec { .. }) {
+    if notif.pid != 0 && matches!(call, NotifiedCall::Exec { .. } | NotifiedCall::ExitGroup) {
         leader_pidfd = sys::pidfd_open(tid).ok();
     }
     let caller = if notif.pid == 0 {
@@ -313,14 +322,7 @@ pub fn handle(
                 let read =
                     ledger::read_exec(tid, &notif.data.args, at, width).unwrap_or_else(|| {
                         // Unreadable memory: the exec is recorded, but as nothing evidence can cite.
-                        ExecCall {
-                            filename: String::new(),
-                            argv: Vec::new(),
-                            argv_truncated: false,
-                            cwd: String::new(),
-                            plausible: false,
-                            snapshot: Default::default(),
-                        }
+                        ExecCall::default()
                     });
                 let pidfd = leader_pidfd
                     .take()
@@ -416,6 +418,7 @@ pub fn handle(
     let verdict = match caller {
         None => Verdict::Deny("caller invisible in autocode's pid namespace"),
         Some(_) if connect.is_some() => connect.unwrap_or(Verdict::Continue(Vec::new())),
+        Some(_) if exec.as_ref().is_some_and(|(read, _)| read.absent) => Verdict::Absent,
         Some(caller) => decide(
             call,
             &notif.data.args,
@@ -435,6 +438,11 @@ pub fn handle(
     match &verdict {
         Verdict::Continue(entries) => {
             entries.iter().for_each(|entry| journal.write(entry));
+            if let (Some((read, pidfd)), Some(caller)) = (exec, caller) {
+                journal.exec(caller.tgid, read, pidfd);
+            }
+        }
+        Verdict::Absent => {
             if let (Some((read, pidfd)), Some(caller)) = (exec, caller) {
                 journal.exec(caller.tgid, read, pidfd);
             }

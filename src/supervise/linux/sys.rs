@@ -687,6 +687,46 @@ pub fn read_memory(pid: i32, address: u64, buf: &mut [u8]) -> io::Result<usize> 
     }
 }
 
+/// Reads the remote ranges `(address, length)` of process `pid` one after another into `buf`
+/// (at least their total length) with one `process_vm_readv` (at most `IOV_MAX` ranges);
+/// returns how many bytes were read. The kernel copies page by page and stops at the first
+/// page it cannot read, so when each range lies within one page, every range before the
+/// returned count is whole and none after it was read.
+pub fn read_memory_many(pid: i32, ranges: &[(u64, usize)], buf: &mut [u8]) -> io::Result<usize> {
+    let total: usize = ranges.iter().map(|(_, length)| length).sum();
+    if total > buf.len() || ranges.len() > 1024 {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: total,
+    };
+    let remote: Vec<libc::iovec> = ranges
+        .iter()
+        .map(|(address, length)| libc::iovec {
+            iov_base: *address as usize as *mut libc::c_void,
+            iov_len: *length,
+        })
+        .collect();
+    // SAFETY: the kernel writes at most `total` bytes (checked to fit) into `buf`, which we
+    // own; the remote ranges are only read, in the other process, and checked by the kernel.
+    let rc = unsafe {
+        libc::process_vm_readv(
+            pid,
+            &local,
+            1,
+            remote.as_ptr(),
+            remote.len() as libc::c_ulong,
+            0,
+        )
+    };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc as usize)
+    }
+}
+
 #[cfg(test)]
 #[path = "sys_tests.rs"]
 mod tests;

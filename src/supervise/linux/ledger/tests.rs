@@ -120,7 +120,7 @@ fn a_book_taking_over_recovers_what_the_file_holds_and_it_was_never_told() {
         argv_truncated: false,
         cwd: "/".into(),
         plausible: true,
-        snapshot: Snapshot::default(),
+        ..ExecCall::default()
     };
     let told = writer.record(10, call("/bin/a"), None);
     writer.record(11, call("/bin/b"), None);
@@ -158,7 +158,7 @@ fn a_book_numbers_entries_and_supersedes_lines_in_its_file() {
         argv_truncated: false,
         cwd: "/".into(),
         plausible: true,
-        snapshot: Snapshot::default(),
+        ..ExecCall::default()
     };
     let first = book.record(10, call("/bin/a"), None);
     let second = book.record(10, call("/bin/b"), None);
