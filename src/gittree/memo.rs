@@ -46,11 +46,15 @@ impl<K: PartialEq, V: Clone> Recent<K, V> {
     }
 }
 
+/// The objects asked for with the size cap, and the contents that came back by object id.
+type BlobsAsked = (Vec<String>, u64);
+type BlobsRead = Arc<BTreeMap<String, Vec<u8>>>;
+
 #[derive(Debug, Default)]
 struct Answers {
     diffs: Recent<(TreeId, TreeId), Arc<Vec<ChangedEntry>>>,
     entries: Recent<TreeId, Arc<Vec<Entry>>>,
-    blobs: Recent<(Vec<String>, u64), Arc<BTreeMap<String, Vec<u8>>>>,
+    blobs: Recent<BlobsAsked, BlobsRead>,
     /// A commit's tree and committer time (`parse_commit`).
     commits: Recent<String, (TreeId, String)>,
 }

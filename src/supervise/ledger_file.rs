@@ -50,8 +50,10 @@ use super::{Attestation, LedgerEntry, LedgerExit};
 /// An argv string this long or longer is stored once per file, by digest.
 pub const LONG_TEXT: usize = 512;
 /// A text longer than this is stored as its first [`TEXT_HEAD`] and last [`TEXT_TAIL`] bytes
-/// (the digest names the whole), and an entry naming it reads as `argv_truncated`.
-pub const TEXT_CAP: usize = 4096;
+/// (the digest names the whole), and an entry naming it reads as `argv_truncated`. Large
+/// enough that an honest inline script a report may cite (`python3 -c '…'`, a heredoc in
+/// `bash -c`) is kept whole and can match; Codex's 38 KB shell-snapshot prelude is not.
+pub const TEXT_CAP: usize = 16 * 1024;
 const TEXT_HEAD: usize = 1024;
 const TEXT_TAIL: usize = 2048;
 /// How many recent argvs (with their cwd) a new entry of another process may name, and how

@@ -273,3 +273,26 @@ fn a_text_over_the_cap_keeps_its_ends_and_its_entry_reads_as_cut() {
     );
     assert!(payload.len() < TEXT_CAP);
 }
+
+#[test]
+fn an_honest_inline_script_under_the_cap_reads_back_whole() {
+    // A tester's `python3 -c '…'` of a few KiB is a command a report may cite: kept whole.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.jsonl");
+    let file = std::fs::File::create(&path).unwrap();
+    let mut writer = LedgerWriter::new(file);
+    let script: String = (0..300)
+        .map(|at| format!("assert {at} + 1 == {}\n", at + 1))
+        .collect();
+    assert!(
+        script.len() > 4096 && script.len() < TEXT_CAP,
+        "{}",
+        script.len()
+    );
+    let python = entry(0, 8, "/usr/bin/python3", &["python3", "-c", &script]);
+    writer.entry(&python, None);
+    drop(writer);
+    let read_back = read(&std::fs::read_to_string(&path).unwrap());
+    assert!(!read_back[0].argv_truncated);
+    assert_eq!(read_back[0].argv[2], script);
+}
