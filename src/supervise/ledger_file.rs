@@ -11,7 +11,7 @@
 //! - text: `{"text": <sha256>, "value": …}`, or `{"text", "base", "keep", "tail"}` (the first
 //!   `keep` bytes of the text `base`, then `tail`): a long argv string, stored once per file,
 //!   in the same write as the first entry naming it. The reader checks the digest. A text
-//!   over [`TEXT_CAP`] bytes (Codex's 38 KB shell-snapshot payload) is `{"text", "value":
+//!   over [`TEXT_CAP`] bytes (1 MiB: never an honest command) is `{"text", "value":
 //!   <head>, "tail", "elided": <bytes left out>}`: the digest names the whole string, and the
 //!   entries naming it read as `argv_truncated` (with a note where the bytes were left out),
 //!   which no evidence match accepts; the command that payload runs is the next exec's own
@@ -50,10 +50,13 @@ use super::{Attestation, LedgerEntry, LedgerExit};
 /// An argv string this long or longer is stored once per file, by digest.
 pub const LONG_TEXT: usize = 512;
 /// A text longer than this is stored as its first [`TEXT_HEAD`] and last [`TEXT_TAIL`] bytes
-/// (the digest names the whole), and an entry naming it reads as `argv_truncated`. Large
-/// enough that an honest inline script a report may cite (`python3 -c '…'`, a heredoc in
-/// `bash -c`) is kept whole and can match; Codex's 38 KB shell-snapshot prelude is not.
-pub const TEXT_CAP: usize = 16 * 1024;
+/// (the digest names the whole), and an entry naming it reads as `argv_truncated`, which no
+/// evidence match and no stream-event check accepts. So the cap is far above any honest
+/// command: a builder writing a 60 KB source file through a heredoc in `bash -c` (Codex's
+/// usual way) must still find its exec in the ledger, or its own command event reads as
+/// forged (measured: `real-c-make` stopped so with a 4 KiB cap). A long text is stored once
+/// per file by digest (Codex's 38 KB shell-snapshot prelude: once per stage).
+pub const TEXT_CAP: usize = 1 << 20;
 const TEXT_HEAD: usize = 1024;
 const TEXT_TAIL: usize = 2048;
 /// How many recent argvs (with their cwd) a new entry of another process may name, and how
