@@ -18,6 +18,25 @@ pub struct CommandRecord {
     pub exit_code: Option<i32>,
 }
 
+impl CommandRecord {
+    /// The record of a finished command event of the attempt's own stream (`None` for any other
+    /// event); its exit code only where the event is command evidence.
+    pub fn from_event(event: &crate::events::NormalizedEvent) -> Option<Self> {
+        match event {
+            crate::events::NormalizedEvent::CommandFinished {
+                evidence_id,
+                command,
+                ..
+            } => Some(Self {
+                evidence_id: evidence_id.to_string(),
+                command: command.clone(),
+                exit_code: event.command_evidence().map(|(_, code)| code),
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// A check as a report cites it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CitedCheck {

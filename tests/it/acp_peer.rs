@@ -183,18 +183,7 @@ async fn session_with_liar(cwd: &Path) -> Session {
 fn records(events: &[NormalizedEvent]) -> Vec<CommandRecord> {
     events
         .iter()
-        .filter_map(|event| match event {
-            NormalizedEvent::CommandFinished {
-                evidence_id,
-                command,
-                ..
-            } => Some(CommandRecord {
-                evidence_id: evidence_id.to_string(),
-                command: command.clone(),
-                exit_code: event.command_evidence().map(|(_, code)| code),
-            }),
-            _ => None,
-        })
+        .filter_map(CommandRecord::from_event)
         .collect()
 }
 

@@ -258,18 +258,7 @@ pub(super) fn cited_checks(kind: ReportKind, report: &Value) -> Vec<CitedCheck> 
 }
 
 pub(super) fn command_record(event: &NormalizedEvent) -> Option<CommandRecord> {
-    match event {
-        NormalizedEvent::CommandFinished {
-            evidence_id,
-            command,
-            ..
-        } => Some(CommandRecord {
-            evidence_id: evidence_id.to_string(),
-            command: command.clone(),
-            exit_code: event.command_evidence().map(|(_, code)| code),
-        }),
-        _ => None,
-    }
+    CommandRecord::from_event(event)
 }
 
 pub(super) fn command_records(events: &[NormalizedEvent]) -> Vec<CommandRecord> {
