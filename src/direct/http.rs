@@ -262,7 +262,13 @@ pub struct Reply {
     pub body: Vec<u8>,
     /// The server answered with `text/event-stream` (a streamed response).
     pub event_stream: bool,
+    /// The caller's watch stopped the read before the answer ended ([`Client::post_json_watched`]):
+    /// `body` is what had arrived, and the connection is closed.
+    pub cut: bool,
 }
+
+/// Looks at each piece of a 2xx answer's body as it arrives; `false` stops reading there.
+pub type Watch<'a> = &'a mut dyn FnMut(&[u8]) -> bool;
 
 /// A connection to one endpoint.
 #[derive(Clone)]
@@ -359,7 +365,28 @@ impl Client {
         body: &Value,
         cancel: &Cancel,
     ) -> Result<Reply, HttpFailure> {
-        self.post(&format!("{}{}", self.base_url, path), body, Some(cancel))
+        self.post(
+            &format!("{}{}", self.base_url, path),
+            body,
+            Some((cancel, None)),
+        )
+    }
+
+    /// [`Client::post_json_cancellable`] that also hands each piece of a 2xx body to `watch` as
+    /// it arrives: when `watch` answers `false` the read stops, the connection is closed and the
+    /// reply holds what had arrived, marked [`Reply::cut`].
+    pub fn post_json_watched(
+        &self,
+        path: &str,
+        body: &Value,
+        cancel: &Cancel,
+        watch: Watch<'_>,
+    ) -> Result<Reply, HttpFailure> {
+        self.post(
+            &format!("{}{}", self.base_url, path),
+            body,
+            Some((cancel, Some(watch))),
+        )
     }
 
     /// POSTs `body` to the absolute `url` (same server, e.g. Ollama's `/api/show`).
@@ -367,7 +394,12 @@ impl Client {
         self.post(url, body, None)
     }
 
-    fn post(&self, url: &str, body: &Value, cancel: Option<&Cancel>) -> Result<Reply, HttpFailure> {
+    fn post(
+        &self,
+        url: &str,
+        body: &Value,
+        cancel: Option<(&Cancel, Option<Watch<'_>>)>,
+    ) -> Result<Reply, HttpFailure> {
         self.post_once(url, body, cancel)
             .map_err(|e| self.name_timeout("POST", url, e))
     }
@@ -376,7 +408,7 @@ impl Client {
         &self,
         url: &str,
         body: &Value,
-        cancel: Option<&Cancel>,
+        cancel: Option<(&Cancel, Option<Watch<'_>>)>,
     ) -> Result<Reply, HttpFailure> {
         let bytes = serde_json::to_vec(body).map_err(|e| HttpFailure::Body(e.to_string()))?;
         let left = self.remaining("POST", url)?;
@@ -482,7 +514,7 @@ impl Client {
 /// A response's 2xx body, or its status as a typed failure (redirects are never followed).
 fn finish(
     response: ureq::http::Response<ureq::Body>,
-    cancel: Option<&Cancel>,
+    cancel: Option<(&Cancel, Option<Watch<'_>>)>,
 ) -> Result<Reply, HttpFailure> {
     let status = response.status().as_u16();
     let header = |name: &str| {
@@ -497,42 +529,57 @@ fn finish(
     let event_stream =
         header("content-type").is_some_and(|t| t.trim_start().starts_with("text/event-stream"));
     let mut body = response.into_body();
+    // Only a 2xx body is watched: an error's body is read whole for its message.
+    let cancel =
+        cancel.map(|(cancel, watch)| (cancel, watch.filter(|_| (200..=299).contains(&status))));
     let read = match cancel {
-        None => {
-            body.with_config()
-                .limit(MAX_BODY)
-                .read_to_vec()
-                .map_err(|e| match transport_failure(e) {
-                    HttpFailure::Transport(m) => HttpFailure::Body(m),
-                    other => other,
-                })
+        None => body
+            .with_config()
+            .limit(MAX_BODY)
+            .read_to_vec()
+            .map(|body| (body, false))
+            .map_err(|e| match transport_failure(e) {
+                HttpFailure::Transport(m) => HttpFailure::Body(m),
+                other => other,
+            }),
+        Some((cancel, watch)) => {
+            read_until_cancelled(body.with_config().limit(MAX_BODY).reader(), cancel, watch)
         }
-        Some(cancel) => read_until_cancelled(body.with_config().limit(MAX_BODY).reader(), cancel),
     };
+    let read_body = |read: Result<(Vec<u8>, bool), HttpFailure>| read.map(|(body, _)| body);
     match status {
-        200..=299 => read.map(|body| Reply { body, event_stream }),
+        200..=299 => read.map(|(body, cut)| Reply {
+            body,
+            event_stream,
+            cut,
+        }),
         300..=399 => Err(HttpFailure::Redirect {
             status,
             location: location.unwrap_or_else(|| "(no location)".into()),
         }),
         429 => Err(HttpFailure::RateLimited {
             retry_after,
-            message: error_message(&read.unwrap_or_default()),
+            message: error_message(&read_body(read).unwrap_or_default()),
         }),
         500..=599 => Err(HttpFailure::Server {
             status,
-            message: error_message(&read.unwrap_or_default()),
+            message: error_message(&read_body(read).unwrap_or_default()),
         }),
         _ => Err(HttpFailure::Client {
             status,
-            message: error_message(&read.unwrap_or_default()),
+            message: error_message(&read_body(read).unwrap_or_default()),
         }),
     }
 }
 
-/// Reads `reader` to its end, checking `cancel` before every read; a cancelled read drops the
-/// reader (closing the connection).
-fn read_until_cancelled(mut reader: impl Read, cancel: &Cancel) -> Result<Vec<u8>, HttpFailure> {
+/// Reads `reader` to its end, checking `cancel` before every read and handing each piece to
+/// `watch`; a cancelled read drops the reader (closing the connection), a watch that answers
+/// `false` ends the read there (`true` in the answer: the body was cut).
+fn read_until_cancelled(
+    mut reader: impl Read,
+    cancel: &Cancel,
+    mut watch: Option<Watch<'_>>,
+) -> Result<(Vec<u8>, bool), HttpFailure> {
     let mut out = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
     loop {
@@ -540,8 +587,15 @@ fn read_until_cancelled(mut reader: impl Read, cancel: &Cancel) -> Result<Vec<u8
             return Err(HttpFailure::Body("the request was cancelled".into()));
         }
         match reader.read(&mut chunk) {
-            Ok(0) => return Ok(out),
-            Ok(n) => out.extend_from_slice(&chunk[..n]),
+            Ok(0) => return Ok((out, false)),
+            Ok(n) => {
+                out.extend_from_slice(&chunk[..n]);
+                if let Some(watch) = watch.as_mut()
+                    && !watch(&chunk[..n])
+                {
+                    return Ok((out, true));
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => {
                 return Err(match e.downcast::<ureq::Error>() {

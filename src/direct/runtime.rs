@@ -16,7 +16,9 @@
 //! (a text answer is never a report), every tool result tells the model how many responses
 //! remain, and the last response — or the one after a prose answer — can only be the report: the
 //! `report` tool alone, or, where the server constrains an answer to a JSON schema, the report
-//! schema as the answer's format. Each request's response cap is cut to what the server's
+//! schema as the answer's format. A streamed prose answer is not read to its end: past
+//! [`PROSE_CUT_CHARS`] without a tool call autocode stops reading (closing the connection, so the
+//! server stops generating) and asks for the report. Each request's response cap is cut to what the server's
 //! context still holds, measured on the request itself. An answer that is only a shell command
 //! is not prose: the model is told autocode did not run it and keeps every tool, so it can run
 //! it through the shell tool.
@@ -83,6 +85,13 @@ impl Default for Bounds {
 
 /// The reminder after a response that neither called a tool nor reported.
 pub const REPORT_REMINDER: &str = "You ended your turn without calling the `report` tool. Text answers are not reports: call `report` with the stage's report (its arguments are the report), or keep working with the tools.";
+
+/// Characters of a text answer (with no tool call begun) after which autocode stops reading it:
+/// about 400 tokens, far more than any preamble to a tool call, far less than the response cap.
+pub const PROSE_CUT_CHARS: usize = 1600;
+
+/// The reminder after a text answer autocode cut.
+pub const CUT_REMINDER: &str = "Your answer was text without a tool call, so autocode stopped reading it. Text answers are not reports: call `report` with the stage's report (its arguments are the report).";
 
 /// The reminder after a response without a tool call: when its text is only a shell command
 /// (the final-message rule of `crate::events::final_message`, as for a CLI's final message), it
@@ -301,14 +310,25 @@ pub async fn run_stage(input: StageInput) -> StageRun {
         // signal) the guard cancels it, so the server stops generating and the process can exit.
         let cancel = Cancel::new();
         let _cancel_on_drop = cancel.on_drop();
-        let answer =
-            tokio::task::spawn_blocking(move || client.post_json_cancellable(path, &body, &cancel))
-                .await
-                .unwrap_or_else(|e| {
-                    Err(HttpFailure::Transport(format!(
-                        "the request task failed: {e}"
-                    )))
-                });
+        // A streamed text answer that runs on is cut ([`stream::ProseWatch`]); never the report
+        // asked as an answer in its schema.
+        let watch_prose = input.stream && !answer_schema;
+        let protocol = input.protocol;
+        let (answer, watch) = tokio::task::spawn_blocking(move || {
+            if watch_prose {
+                let mut watch = stream::ProseWatch::new(protocol, PROSE_CUT_CHARS);
+                let reply =
+                    client.post_json_watched(path, &body, &cancel, &mut |piece| watch.feed(piece));
+                (reply, Some(watch))
+            } else {
+                (client.post_json_cancellable(path, &body, &cancel), None)
+            }
+        })
+        .await
+        .unwrap_or_else(|e| {
+            let failure = HttpFailure::Transport(format!("the request task failed: {e}"));
+            (Err(failure), None)
+        });
         responses += 1;
         let reply = match answer {
             Ok(reply) => reply,
@@ -319,6 +339,34 @@ pub async fn run_stage(input: StageInput) -> StageRun {
                 break StageEnd::Failed(failure.into());
             }
         };
+        if reply.cut {
+            // Prose past the cut: what it said is kept (events, history), its usage is unknown
+            // (the stream's usage comes at its end), and the next response can only be the report.
+            let said = watch.as_ref().map(|w| w.text()).unwrap_or_default();
+            let chars = watch.as_ref().map_or(0, |w| w.text_chars());
+            log.push(NormalizedEvent::Text {
+                text: said.to_owned(),
+                is_final: false,
+            });
+            log.push(NormalizedEvent::Notice {
+                message: format!(
+                    "autocode stopped reading the model's text answer after {chars} characters without a tool call (a text answer is never a report)"
+                ),
+            });
+            exchange.push_assistant_text(said);
+            idle_turns += 1;
+            after_prose = true;
+            if idle_turns >= 2 {
+                break StageEnd::NoReport(
+                    "the model answered in text twice without calling the `report` tool".into(),
+                );
+            }
+            exchange.push_user_text(&format!(
+                "{CUT_REMINDER}\n\n{}",
+                remaining_note(input.bounds.max_responses - responses)
+            ));
+            continue;
+        }
         let parsed = if reply.event_stream {
             exchange.parse_stream(&reply.body)
         } else {

@@ -14,7 +14,7 @@ pub mod responses;
 pub mod stream;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::events::Usage;
 
@@ -203,6 +203,19 @@ impl Exchange {
             Protocol::ChatCompletions => chat::user_message(text),
             Protocol::Responses => responses::user_message(text),
             Protocol::AnthropicMessages => anthropic::user_message(text),
+        });
+    }
+
+    /// An assistant turn of plain text that autocode built (an answer cut short, whose stream
+    /// never ended): the model's own words, in the protocol's form.
+    pub fn push_assistant_text(&mut self, text: &str) {
+        self.messages.push(match self.protocol {
+            Protocol::ChatCompletions => json!({"role": "assistant", "content": text}),
+            Protocol::Responses => json!({"type": "message", "role": "assistant",
+                "content": [{"type": "output_text", "text": text}]}),
+            Protocol::AnthropicMessages => {
+                json!({"role": "assistant", "content": [{"type": "text", "text": text}]})
+            }
         });
     }
 

@@ -220,3 +220,138 @@ fn anthropic(events: &[Value]) -> Result<Value, ProtocolError> {
     message["content"] = Value::Array(blocks);
     Ok(message)
 }
+
+/// Watches a streamed answer as it arrives for a text answer that runs on: once its text passes
+/// `limit` characters while no tool call has begun, [`ProseWatch::feed`] answers `false` and the
+/// caller stops reading. A text answer is never a report, so cutting it loses nothing; a weak
+/// model's prose can otherwise run to the response cap (thousands of tokens at a few a second).
+/// Text that starts like JSON or a fenced block (`{`, `[`, a backtick) is not cut: a server may
+/// stream a tool call the model wrote as text before it parses it, and a shell-command answer is
+/// JSON. Memory is bounded: one partial line and the first `limit` characters of text.
+#[derive(Debug)]
+pub struct ProseWatch {
+    protocol: Protocol,
+    limit: usize,
+    line: Vec<u8>,
+    data: Option<String>,
+    text: String,
+    text_chars: usize,
+    tool_started: bool,
+}
+
+/// The longest line of a stream the watch reads (a longer one is skipped, not judged).
+const WATCH_MAX_LINE: usize = 1 << 20;
+
+impl ProseWatch {
+    pub fn new(protocol: Protocol, limit: usize) -> ProseWatch {
+        ProseWatch {
+            protocol,
+            limit,
+            line: Vec::new(),
+            data: None,
+            text: String::new(),
+            text_chars: 0,
+            tool_started: false,
+        }
+    }
+
+    /// Reads one piece of the body; `false` once the answer is prose past the limit.
+    pub fn feed(&mut self, piece: &[u8]) -> bool {
+        for &byte in piece {
+            if byte != b'\n' {
+                if self.line.len() < WATCH_MAX_LINE {
+                    self.line.push(byte);
+                }
+                continue;
+            }
+            let line = std::mem::take(&mut self.line);
+            let line = String::from_utf8_lossy(&line);
+            let line = line.strip_suffix('\r').unwrap_or(&line);
+            if line.is_empty() {
+                if let Some(data) = self.data.take() {
+                    self.event(&data);
+                }
+            } else if let Some(rest) = line.strip_prefix("data:") {
+                let rest = rest.strip_prefix(' ').unwrap_or(rest);
+                match self.data.as_mut() {
+                    Some(data) => {
+                        data.push('\n');
+                        data.push_str(rest);
+                    }
+                    None => self.data = Some(rest.to_owned()),
+                }
+            }
+        }
+        !self.is_runaway_prose()
+    }
+
+    /// The answer so far is text only, past the limit, and does not start like JSON.
+    pub fn is_runaway_prose(&self) -> bool {
+        !self.tool_started
+            && self.text_chars > self.limit
+            && !self
+                .text
+                .trim_start()
+                .starts_with(['{', '[', '`'])
+    }
+
+    /// The first `limit` characters of the answer's text.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The characters of text seen.
+    pub fn text_chars(&self) -> usize {
+        self.text_chars
+    }
+
+    fn event(&mut self, data: &str) {
+        let Ok(event) = serde_json::from_str::<Value>(data) else {
+            return;
+        };
+        let text = match self.protocol {
+            Protocol::ChatCompletions => {
+                let delta = &event["choices"][0]["delta"];
+                if delta["tool_calls"]
+                    .as_array()
+                    .is_some_and(|c| !c.is_empty())
+                {
+                    self.tool_started = true;
+                }
+                delta["content"].as_str()
+            }
+            Protocol::Responses => match event["type"].as_str() {
+                Some("response.output_item.added") if event["item"]["type"] != "message" => {
+                    if event["item"]["type"] != "reasoning" {
+                        self.tool_started = true;
+                    }
+                    None
+                }
+                Some("response.function_call_arguments.delta") => {
+                    self.tool_started = true;
+                    None
+                }
+                Some("response.output_text.delta") => event["delta"].as_str(),
+                _ => None,
+            },
+            Protocol::AnthropicMessages => match event["type"].as_str() {
+                Some("content_block_start") if event["content_block"]["type"] == "tool_use" => {
+                    self.tool_started = true;
+                    None
+                }
+                Some("content_block_delta") if event["delta"]["type"] == "text_delta" => {
+                    event["delta"]["text"].as_str()
+                }
+                _ => None,
+            },
+        };
+        if let Some(text) = text {
+            for c in text.chars() {
+                self.text_chars += 1;
+                if self.text_chars <= self.limit {
+                    self.text.push(c);
+                }
+            }
+        }
+    }
+}

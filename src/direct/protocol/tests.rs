@@ -272,3 +272,85 @@ fn a_body_without_events_is_not_a_stream() {
         Err(ProtocolError::NotJson(_))
     ));
 }
+
+mod prose_watch {
+    use super::super::Protocol;
+    use super::super::stream::ProseWatch;
+    use serde_json::json;
+
+    fn sse(events: &[serde_json::Value]) -> Vec<u8> {
+        events
+            .iter()
+            .map(|e| format!("data: {e}\n\n"))
+            .collect::<String>()
+            .into_bytes()
+    }
+
+    fn chat_text(text: &str) -> serde_json::Value {
+        json!({"choices": [{"index": 0, "delta": {"content": text}}]})
+    }
+
+    /// Fed a byte at a time (events split anywhere), the watch stops at the limit, holds only the
+    /// first `limit` characters, and names how many it saw.
+    #[test]
+    fn prose_past_the_limit_stops_the_read_wherever_the_pieces_split() {
+        let body = sse(&vec![chat_text("blah blah "); 20]);
+        let mut watch = ProseWatch::new(Protocol::ChatCompletions, 100);
+        let mut stopped_at = None;
+        for (i, byte) in body.iter().enumerate() {
+            if !watch.feed(std::slice::from_ref(byte)) {
+                stopped_at = Some(i);
+                break;
+            }
+        }
+        assert!(stopped_at.is_some());
+        assert_eq!(watch.text(), "blah blah ".repeat(10));
+        assert_eq!(watch.text_chars(), 110);
+    }
+
+    #[test]
+    fn a_tool_call_or_json_text_is_never_prose() {
+        // A tool call began: text around it is a preamble, however long.
+        let mut watch = ProseWatch::new(Protocol::ChatCompletions, 10);
+        let call = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0,
+            "id": "c", "function": {"name": "shell", "arguments": ""}}]}}]});
+        assert!(watch.feed(&sse(&[call, chat_text(&"x".repeat(50))])));
+        // Text that starts like JSON or a fence.
+        for start in ["{\"cmd\": \"", "  [", "```json\n{"] {
+            let mut watch = ProseWatch::new(Protocol::ChatCompletions, 10);
+            assert!(
+                watch.feed(&sse(&[chat_text(start), chat_text(&"y".repeat(50))])),
+                "{start}"
+            );
+        }
+        // Reasoning is not the answer's text.
+        let mut watch = ProseWatch::new(Protocol::ChatCompletions, 10);
+        let thinking =
+            json!({"choices": [{"index": 0, "delta": {"reasoning_content": "z".repeat(50)}}]});
+        assert!(watch.feed(&sse(&[thinking])));
+    }
+
+    #[test]
+    fn each_protocol_s_text_and_tool_events_are_told_apart() {
+        let responses_text = json!({"type": "response.output_text.delta", "delta": "w".repeat(20)});
+        let mut watch = ProseWatch::new(Protocol::Responses, 10);
+        assert!(!watch.feed(&sse(std::slice::from_ref(&responses_text))));
+        let mut watch = ProseWatch::new(Protocol::Responses, 10);
+        let call = json!({"type": "response.output_item.added",
+            "item": {"type": "function_call", "name": "shell"}});
+        assert!(watch.feed(&sse(&[call, responses_text.clone()])));
+        let mut watch = ProseWatch::new(Protocol::Responses, 10);
+        let reasoning =
+            json!({"type": "response.output_item.added", "item": {"type": "reasoning"}});
+        assert!(!watch.feed(&sse(&[reasoning, responses_text])));
+
+        let anthropic_text = json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "text_delta", "text": "w".repeat(20)}});
+        let mut watch = ProseWatch::new(Protocol::AnthropicMessages, 10);
+        assert!(!watch.feed(&sse(std::slice::from_ref(&anthropic_text))));
+        let mut watch = ProseWatch::new(Protocol::AnthropicMessages, 10);
+        let tool = json!({"type": "content_block_start", "index": 1,
+            "content_block": {"type": "tool_use", "id": "t", "name": "shell", "input": {}}});
+        assert!(watch.feed(&sse(&[tool, anthropic_text])));
+    }
+}

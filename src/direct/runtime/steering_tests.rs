@@ -250,3 +250,155 @@ fn the_model_is_told_how_many_responses_remain() {
     assert!(remaining_note(5).contains("5 model responses remain"));
     assert!(remaining_note(1).contains("must be the `report` call"));
 }
+
+fn prose(chars: usize) -> String {
+    "We will set aside the command. The objective will remain as is for now. "
+        .repeat(chars / 70 + 1)
+}
+
+/// A streamed text answer that runs on is cut after [`PROSE_CUT_CHARS`] and the next response
+/// can only be the report, on each protocol; what the model said is kept, cut, in the events.
+#[tokio::test]
+async fn a_text_answer_that_runs_on_is_cut_and_the_next_response_is_the_report() {
+    for protocol in [
+        Protocol::ChatCompletions,
+        Protocol::Responses,
+        Protocol::AnthropicMessages,
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let server = server(json!([{"kind": "text", "text": prose(20_000)},
+            {"kind": "report", "report": review()}]))
+        .await;
+        let mut input = input(&server, protocol, dir.path(), 8, REQUIRED);
+        input.stream = true;
+        let run = run_stage(input).await;
+        assert_eq!(run.end, StageEnd::Reported(review()), "{protocol:?}");
+        let requests = model_requests(&server);
+        assert_eq!(requests.len(), 2, "{protocol:?}");
+        assert_eq!(requests[1].tools, vec!["report".to_owned()], "{protocol:?}");
+        let said: Vec<&String> = run
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                NormalizedEvent::Text { text, .. } => Some(text),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(said.len(), 1, "{protocol:?}: {said:?}");
+        assert_eq!(said[0].chars().count(), PROSE_CUT_CHARS, "{protocol:?}");
+        assert!(
+            run.events.iter().any(|e| matches!(e,
+                NormalizedEvent::Notice { message } if message.contains("stopped reading"))),
+            "{protocol:?}"
+        );
+        server.shutdown().await;
+    }
+}
+
+/// A long answer that starts like JSON (a tool call a server streams as text before it parses
+/// it, a shell-command answer) and a short preamble are never cut.
+#[tokio::test]
+async fn a_long_json_answer_and_a_short_preamble_are_not_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let long_command = format!(r#"{{"cmd": "echo {}"}}"#, "a".repeat(3 * PROSE_CUT_CHARS));
+    let server = server(json!([{"kind": "text", "text": long_command},
+        {"kind": "text", "text": "Let me look at the plan first."},
+        {"kind": "report", "report": review()}]))
+    .await;
+    let mut input = input(
+        &server,
+        Protocol::ChatCompletions,
+        dir.path(),
+        8,
+        Steering::default(),
+    );
+    input.stream = true;
+    let run = run_stage(input).await;
+    assert!(
+        !run.events
+            .iter()
+            .any(|e| matches!(e, NormalizedEvent::Notice { .. })),
+        "{:?}",
+        run.events
+    );
+    let said: Vec<&String> = run
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            NormalizedEvent::Text { text, .. } => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(said.first().map(|t| t.len()), Some(long_command.len()));
+    server.shutdown().await;
+}
+
+/// A model that writes prose forever (a stream that never ends): the stage does not wait for
+/// the response cap or its time limit; it stops reading, closes the connection (which ends the
+/// server's generation) and asks for the report.
+#[tokio::test]
+async fn an_endless_text_answer_is_cut_and_its_connection_closed() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let server = std::thread::spawn(move || {
+        // First request: prose until the client hangs up.
+        let (mut socket, _) = listener.accept().unwrap();
+        let mut request = [0u8; 65536];
+        let _ = socket.read(&mut request);
+        socket
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n")
+            .unwrap();
+        let event = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"The objective will remain as is for now. \"}}]}\n\n";
+        let mut sent = 0usize;
+        while socket
+            .write_all(&[format!("{:x}\r\n", event.len()).as_bytes(), event, b"\r\n"].concat())
+            .and_then(|()| socket.flush())
+            .is_ok()
+        {
+            sent += 1;
+        }
+        // Second request: the report, as plain JSON.
+        let (mut socket, _) = listener.accept().unwrap();
+        let mut request = Vec::new();
+        let mut buf = [0u8; 65536];
+        while !String::from_utf8_lossy(&request).contains("\r\n\r\n") {
+            let n = socket.read(&mut buf).unwrap();
+            request.extend_from_slice(&buf[..n]);
+        }
+        let body = json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "report", "arguments": review().to_string()}}]}}]})
+        .to_string();
+        let _ = socket.write_all(
+            format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        );
+        sent
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let scripted = self::server(json!([{"kind": "report", "report": review()}])).await;
+    let mut input = input(
+        &scripted,
+        Protocol::ChatCompletions,
+        dir.path(),
+        8,
+        REQUIRED,
+    );
+    input.client = Client::new(&base, Auth::None).unwrap();
+    input.stream = true;
+    // Without the cut this stage would read until the response cap, which never comes.
+    let run = tokio::time::timeout(Duration::from_secs(120), run_stage(input))
+        .await
+        .expect("the endless answer was cut");
+    assert_eq!(run.end, StageEnd::Reported(review()));
+    assert_eq!(run.responses, 2);
+    let sent = server
+        .join()
+        .expect("the endless answer ended when the client hung up");
+    assert!(sent * 41 > PROSE_CUT_CHARS, "{sent}");
+    scripted.shutdown().await;
+}
