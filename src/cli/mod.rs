@@ -174,6 +174,8 @@ pub fn main() -> ExitCode {
         Command::Completions(args) => completions::completions(args),
         Command::Man(args) => completions::man(args),
     };
+    // A keeper forked above (or by `status`) is reaped before autocode leaves.
+    crate::supervise::release_keeper();
     match outcome {
         Ok(code) => code,
         Err(error) => {

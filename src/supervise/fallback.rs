@@ -95,6 +95,8 @@ pub fn init_before_threads() -> io::Result<bool> {
     Ok(false)
 }
 
+pub fn release_keeper() {}
+
 pub fn probe() -> Probe {
     Probe {
         platform: std::env::consts::OS,

@@ -209,6 +209,13 @@ pub fn init_before_threads() -> bool {
     platform::init_before_threads().unwrap_or(false)
 }
 
+/// At the end of `main`: lets the keeper go and reaps it, so it does not outlive autocode as a
+/// zombie of a subreaper parent (another autocode running this one). Bounded; does nothing while
+/// a launch still runs.
+pub fn release_keeper() {
+    platform::release_keeper()
+}
+
 /// The boundary's view of this host (for `autocode doctor`).
 pub fn probe() -> Probe {
     platform::probe()

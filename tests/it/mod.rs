@@ -40,6 +40,7 @@ mod run_integrity;
 mod scenario;
 mod scenario_direct;
 mod scripted_model;
+mod subreaper_parent;
 mod supervise;
 mod transport_launch;
 mod verify_tree_e2e;

@@ -289,10 +289,7 @@ impl ProseWatch {
     pub fn is_runaway_prose(&self) -> bool {
         !self.tool_started
             && self.text_chars > self.limit
-            && !self
-                .text
-                .trim_start()
-                .starts_with(['{', '[', '`'])
+            && !self.text.trim_start().starts_with(['{', '[', '`'])
     }
 
     /// The first `limit` characters of the answer's text.

@@ -560,6 +560,37 @@ fn take_over(keeper_pid: i32) {
     unsafe { libc::waitpid(keeper_pid, &mut status, 0) };
 }
 
+/// The longest autocode waits at its end for the keeper to leave (it leaves at once on its
+/// lifeline's end; one that does not is left to whoever adopts it).
+const KEEPER_LEAVE: Duration = Duration::from_secs(2);
+
+/// At autocode's normal end: ends the keeper's lifeline and reaps the keeper, so it never
+/// outlives autocode as a zombie of whoever adopts it (a subreaper parent such as `scenario run
+/// --jobs` or `mcp`, which cannot tell it from a child of its own). With launches still running
+/// the keeper is left alone (it ends their families itself when autocode is gone).
+pub fn release_keeper() {
+    let Some(Some((socket, pid))) = KEEPER_AT_START.get() else {
+        return;
+    };
+    if OWNER
+        .get()
+        .is_some_and(|owner| !lock(&owner.launches).is_empty())
+    {
+        return;
+    }
+    let Ok(pidfd) = sys::pidfd_open(*pid) else {
+        return;
+    };
+    // SAFETY: shutdown(2) on a socket this process owns for its whole life; every clone of the
+    // lifeline (the link thread's) sees its end, and so does the keeper.
+    unsafe { libc::shutdown(socket.as_raw_fd(), libc::SHUT_RDWR) };
+    let wait_ms = i32::try_from(KEEPER_LEAVE.as_millis()).unwrap_or(i32::MAX);
+    if sys::poll_one(pidfd.as_fd(), libc::POLLIN, wait_ms).is_ok_and(|ready| ready != 0) {
+        // The link thread may reap it first (its lifeline ended too): then this finds nothing.
+        sys::reap_nohang(*pid);
+    }
+}
+
 // ------------------------------------------------------------------ the keeper process
 
 /// Forks the keeper. Must run while the process has exactly one thread (first thing in

@@ -48,6 +48,11 @@ pub fn init_before_threads() -> io::Result<bool> {
     keeper::init_before_threads()
 }
 
+/// See [`super::release_keeper`].
+pub fn release_keeper() {
+    keeper::release_keeper()
+}
+
 pub fn probe() -> Probe {
     probe::probe()
 }
