@@ -86,9 +86,28 @@ impl Default for Bounds {
 /// The reminder after a response that neither called a tool nor reported.
 pub const REPORT_REMINDER: &str = "You ended your turn without calling the `report` tool. Text answers are not reports: call `report` with the stage's report (its arguments are the report), or keep working with the tools.";
 
-/// Characters of a text answer (with no tool call begun) after which autocode stops reading it:
-/// about 400 tokens, far more than any preamble to a tool call, far less than the response cap.
+/// Characters of a text answer (with no tool call begun) after which autocode stops reading it,
+/// or a quarter as many text pieces (`stream::ProseWatch`): about 400 tokens, far more than any
+/// preamble to a tool call, far less than the response cap.
 pub const PROSE_CUT_CHARS: usize = 1600;
+
+/// The opening of a cut text answer, as the history keeps it: its first sentence, at most 200
+/// characters, marked as cut.
+fn opening(text: &str) -> String {
+    let text = text.trim_start();
+    let mut end = text.len();
+    for (i, c) in text.char_indices() {
+        if i >= 200 {
+            end = i;
+            break;
+        }
+        if matches!(c, '.' | '!' | '?' | '\n') && i > 0 {
+            end = i + c.len_utf8();
+            break;
+        }
+    }
+    format!("{} […]", text[..end].trim_end())
+}
 
 /// The reminder after a text answer autocode cut.
 pub const CUT_REMINDER: &str = "Your answer was text without a tool call, so autocode stopped reading it. Text answers are not reports: call `report` with the stage's report (its arguments are the report).";
@@ -340,8 +359,11 @@ pub async fn run_stage(input: StageInput) -> StageRun {
             }
         };
         if reply.cut {
-            // Prose past the cut: what it said is kept (events, history), its usage is unknown
-            // (the stream's usage comes at its end), and the next response can only be the report.
+            // Prose past the cut: what it said is kept in the events, but the history holds only
+            // its opening (a small model copies its own rambling into the report it is asked for
+            // next: measured with the 1.5B model, a report `summary` of 2,400 characters of one
+            // repeated sentence); its usage is unknown (a stream's usage comes at its end); the
+            // next response can only be the report.
             let said = watch.as_ref().map(|w| w.text()).unwrap_or_default();
             let chars = watch.as_ref().map_or(0, |w| w.text_chars());
             log.push(NormalizedEvent::Text {
@@ -353,7 +375,6 @@ pub async fn run_stage(input: StageInput) -> StageRun {
                     "autocode stopped reading the model's text answer after {chars} characters without a tool call (a text answer is never a report)"
                 ),
             });
-            exchange.push_assistant_text(said);
             idle_turns += 1;
             after_prose = true;
             if idle_turns >= 2 {
@@ -361,6 +382,7 @@ pub async fn run_stage(input: StageInput) -> StageRun {
                     "the model answered in text twice without calling the `report` tool".into(),
                 );
             }
+            exchange.push_assistant_text(&opening(said));
             exchange.push_user_text(&format!(
                 "{CUT_REMINDER}\n\n{}",
                 remaining_note(input.bounds.max_responses - responses)
@@ -624,6 +646,22 @@ pub async fn run_stage(input: StageInput) -> StageRun {
     }
 }
 
+/// The usage recorded in a stage's events log (`usage` events summed): what a stage spent when
+/// its loop was stopped before it ended (the time limit) and gave no [`StageRun`]. Unreadable
+/// lines are skipped; a field no event carried stays unknown.
+pub fn usage_in_events_log(path: &std::path::Path) -> Usage {
+    let Ok(file) = std::fs::File::open(path) else {
+        return Usage::default();
+    };
+    let mut usage = Usage::default();
+    for line in std::io::BufRead::lines(std::io::BufReader::new(file)).map_while(Result::ok) {
+        if let Ok(NormalizedEvent::Usage { usage: spent }) = serde_json::from_str(&line) {
+            usage = usage.add(&spent);
+        }
+    }
+    usage
+}
+
 /// The report schema offered to the model: the role's schema, with a requirements report's
 /// `covers` quotes limited to `quotable` (when there are any). Every report it admits is one the
 /// role's own schema admits.
@@ -740,6 +778,41 @@ mod tests {
         assert_eq!(
             offered_schema(ReportKind::Requirements, &[]),
             ReportKind::Requirements.cli_schema()
+        );
+    }
+
+    /// A stage stopped by its time limit keeps what its events recorded as spent.
+    #[test]
+    fn the_usage_of_a_stopped_stage_is_read_back_from_its_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("events.jsonl");
+        let spent = |input, output| NormalizedEvent::Usage {
+            usage: Usage {
+                input_tokens: Some(input),
+                output_tokens: Some(output),
+                ..Usage::default()
+            },
+        };
+        let lines = [
+            serde_json::to_string(&spent(2159, 35)).unwrap(),
+            "{not json".to_owned(),
+            serde_json::to_string(&NormalizedEvent::Notice {
+                message: "n".into(),
+            })
+            .unwrap(),
+            serde_json::to_string(&spent(400, 12)).unwrap(),
+        ];
+        std::fs::write(&log, lines.join("\n")).unwrap();
+        let usage = usage_in_events_log(&log);
+        assert_eq!(usage.input_tokens, Some(2559));
+        assert_eq!(usage.output_tokens, Some(47));
+        assert_eq!(
+            usage.cache_read_tokens, None,
+            "never sent: unknown, not zero"
+        );
+        assert_eq!(
+            usage_in_events_log(&dir.path().join("absent.jsonl")),
+            Usage::default()
         );
     }
 

@@ -222,8 +222,9 @@ fn anthropic(events: &[Value]) -> Result<Value, ProtocolError> {
 }
 
 /// Watches a streamed answer as it arrives for a text answer that runs on: once its text passes
-/// `limit` characters while no tool call has begun, [`ProseWatch::feed`] answers `false` and the
-/// caller stops reading. A text answer is never a report, so cutting it loses nothing; a weak
+/// `limit` characters, or `limit / 4` text pieces (a server sends about one piece a token, and a
+/// run of newlines is hundreds of tokens of one character each), while no tool call has begun,
+/// [`ProseWatch::feed`] answers `false` and the caller stops reading. A text answer is never a report, so cutting it loses nothing; a weak
 /// model's prose can otherwise run to the response cap (thousands of tokens at a few a second).
 /// Text that starts like JSON or a fenced block (`{`, `[`, a backtick) is not cut: a server may
 /// stream a tool call the model wrote as text before it parses it, and a shell-command answer is
@@ -236,6 +237,7 @@ pub struct ProseWatch {
     data: Option<String>,
     text: String,
     text_chars: usize,
+    text_pieces: usize,
     tool_started: bool,
 }
 
@@ -251,6 +253,7 @@ impl ProseWatch {
             data: None,
             text: String::new(),
             text_chars: 0,
+            text_pieces: 0,
             tool_started: false,
         }
     }
@@ -288,7 +291,7 @@ impl ProseWatch {
     /// The answer so far is text only, past the limit, and does not start like JSON.
     pub fn is_runaway_prose(&self) -> bool {
         !self.tool_started
-            && self.text_chars > self.limit
+            && (self.text_chars > self.limit || self.text_pieces > self.limit / 4)
             && !self.text.trim_start().starts_with(['{', '[', '`'])
     }
 
@@ -343,6 +346,7 @@ impl ProseWatch {
             },
         };
         if let Some(text) = text {
+            self.text_pieces += 1;
             for c in text.chars() {
                 self.text_chars += 1;
                 if self.text_chars <= self.limit {

@@ -308,6 +308,17 @@ mod prose_watch {
         assert_eq!(watch.text_chars(), 110);
     }
 
+    /// A run of newlines (measured: the 1.5B model wrote `"Covered_elsewhere"` and then one
+    /// newline a token for a thousand tokens) is cut by its count of pieces, not its length.
+    #[test]
+    fn a_run_of_whitespace_is_cut_by_its_pieces() {
+        let mut pieces = vec![chat_text("\"Covered_elsewhere\"")];
+        pieces.extend(std::iter::repeat_n(chat_text("\n"), 30));
+        let mut watch = ProseWatch::new(Protocol::ChatCompletions, 100);
+        assert!(!watch.feed(&sse(&pieces)));
+        assert!(watch.text_chars() < 100);
+    }
+
     #[test]
     fn a_tool_call_or_json_text_is_never_prose() {
         // A tool call began: text around it is a preamble, however long.

@@ -362,8 +362,21 @@ async fn an_endless_text_answer_is_cut_and_its_connection_closed() {
         let (mut socket, _) = listener.accept().unwrap();
         let mut request = Vec::new();
         let mut buf = [0u8; 65536];
-        while !String::from_utf8_lossy(&request).contains("\r\n\r\n") {
+        let complete = |request: &[u8]| {
+            let text = String::from_utf8_lossy(request);
+            text.split_once("\r\n\r\n").is_some_and(|(head, body)| {
+                head.lines()
+                    .find_map(|l| {
+                        let l = l.to_ascii_lowercase();
+                        l.strip_prefix("content-length:")
+                            .map(|v| v.trim().parse::<usize>().unwrap())
+                    })
+                    .is_some_and(|length| body.len() >= length)
+            })
+        };
+        while !complete(&request) {
             let n = socket.read(&mut buf).unwrap();
+            assert!(n > 0, "the second request ended early");
             request.extend_from_slice(&buf[..n]);
         }
         let body = json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
@@ -377,7 +390,7 @@ async fn an_endless_text_answer_is_cut_and_its_connection_closed() {
             )
             .as_bytes(),
         );
-        sent
+        (sent, String::from_utf8_lossy(&request).into_owned())
     });
     let dir = tempfile::tempdir().unwrap();
     let scripted = self::server(json!([{"kind": "report", "report": review()}])).await;
@@ -396,9 +409,25 @@ async fn an_endless_text_answer_is_cut_and_its_connection_closed() {
         .expect("the endless answer was cut");
     assert_eq!(run.end, StageEnd::Reported(review()));
     assert_eq!(run.responses, 2);
-    let sent = server
+    let (sent, second) = server
         .join()
         .expect("the endless answer ended when the client hung up");
     assert!(sent * 41 > PROSE_CUT_CHARS, "{sent}");
+    // Only the cut answer's opening is replayed to the model (it would copy the rest into the
+    // report), then the reminder.
+    let second: serde_json::Value =
+        serde_json::from_str(second.split_once("\r\n\r\n").unwrap().1).unwrap();
+    let messages = second["messages"].as_array().unwrap();
+    let n = messages.len();
+    assert_eq!(
+        messages[n - 2],
+        json!({"role": "assistant", "content": "The objective will remain as is for now. […]"})
+    );
+    assert!(
+        messages[n - 1]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with(CUT_REMINDER)
+    );
     scripted.shutdown().await;
 }

@@ -299,11 +299,15 @@ impl CliRunner {
         drop(places);
         drop(layers);
         let Some(run) = run else {
+            // The loop was dropped mid-stage: what it spent is in the events it had written.
+            let spent = runtime::usage_in_events_log(&dir.join("events.jsonl"));
+            let usage = usage_totals(&spent, &resolved.model.id, &self.catalogue());
+            let _ = integrity::write_record(&dir.join("usage.json"), &usage);
             return self.finish_record(
                 dir,
                 AttemptOutcome {
                     session: None,
-                    usage: Usage::default(),
+                    usage,
                     duration: started.elapsed(),
                     result: AttemptResult::Stopped {
                         code: ctx.limits.timeout_code,
