@@ -83,63 +83,6 @@ impl Default for Bounds {
     }
 }
 
-/// The reminder after a response that neither called a tool nor reported.
-pub const REPORT_REMINDER: &str = "You ended your turn without calling the `report` tool. Text answers are not reports: call `report` with the stage's report (its arguments are the report), or keep working with the tools.";
-
-/// Characters of a text answer (with no tool call begun) after which autocode stops reading it,
-/// or a quarter as many text pieces (`stream::ProseWatch`): about 400 tokens, far more than any
-/// preamble to a tool call, far less than the response cap.
-pub const PROSE_CUT_CHARS: usize = 1600;
-
-/// The opening of a cut text answer, as the history keeps it: its first sentence, at most 200
-/// characters, marked as cut.
-fn opening(text: &str) -> String {
-    let text = text.trim_start();
-    let mut end = text.len();
-    for (i, c) in text.char_indices() {
-        if i >= 200 {
-            end = i;
-            break;
-        }
-        if matches!(c, '.' | '!' | '?' | '\n') && i > 0 {
-            end = i + c.len_utf8();
-            break;
-        }
-    }
-    format!("{} […]", text[..end].trim_end())
-}
-
-/// The reminder after a text answer autocode cut.
-pub const CUT_REMINDER: &str = "Your answer was text without a tool call, so autocode stopped reading it. Text answers are not reports: call `report` with the stage's report (its arguments are the report).";
-
-/// The reminder after a response without a tool call: when its text is only a shell command
-/// (the final-message rule of `crate::events::final_message`, as for a CLI's final message), it
-/// says so and that autocode did not run it; otherwise [`REPORT_REMINDER`].
-pub fn reminder_after_text(text: Option<&str>, kind: ReportKind) -> String {
-    match shell_command_answer(text, kind) {
-        Some(rejection) => {
-            let command = serde_json::json!({ rejection.key.clone(): rejection.command });
-            format!(
-                "Your final message was a shell command ({command}) instead of the report. autocode did not run it. {REPORT_REMINDER}"
-            )
-        }
-        None => REPORT_REMINDER.to_owned(),
-    }
-}
-
-/// The command, when a response's text is only a shell command (the final-message rule).
-fn shell_command_answer(
-    text: Option<&str>,
-    kind: ReportKind,
-) -> Option<crate::events::ShellCommandFinalMessage> {
-    let fields = kind.top_level_fields();
-    let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
-    match crate::events::classify_final_message(text?, &fields) {
-        crate::events::FinalMessage::ShellCommandFinalMessage { rejection } => Some(rejection),
-        _ => None,
-    }
-}
-
 /// Everything one stage's loop needs.
 #[derive(Debug, Clone)]
 pub struct StageInput {
@@ -282,13 +225,17 @@ pub async fn run_stage(input: StageInput) -> StageRun {
     let mut idle_turns = 0u32;
     // The last response without a tool call was prose (not a shell command).
     let mut after_prose = false;
+    // The model went round in circles: from then on every response must be the report.
+    let mut repeats = RepeatWatch::default();
+    let mut repeating = false;
     let mut receipts = Vec::new();
     let end = loop {
         if responses >= input.bounds.max_responses {
             break StageEnd::Failed(DirectFailure::ResponseLimit(input.bounds.max_responses));
         }
-        // The last response, or the one after a prose answer, can only be the report.
-        let must_report = input.bounds.max_responses - responses == 1 || after_prose;
+        // The last response, the one after a prose answer, and every one after the model
+        // repeated itself can only be the report.
+        let must_report = input.bounds.max_responses - responses == 1 || after_prose || repeating;
         let answer_schema = must_report
             && input.steering.answer_schema
             && input.protocol != Protocol::AnthropicMessages;
@@ -625,12 +572,22 @@ pub async fn run_stage(input: StageInput) -> StageRun {
         if let Some(end) = ended {
             break end;
         }
+        if repeats.repeated(&turn.calls, &results) && !repeating {
+            repeating = true;
+            log.push(NormalizedEvent::Notice {
+                message: format!(
+                    "the model repeated the same calls with the same results {} times; its next response can only be the report",
+                    steering::REPEATS_BEFORE_REPORT
+                ),
+            });
+        }
         if let Some(last) = results.last_mut() {
-            last.output = format!(
-                "{}\n\n{}",
-                last.output,
+            let note = if repeating {
+                steering::REPEAT_NOTE.to_owned()
+            } else {
                 remaining_note(input.bounds.max_responses - responses)
-            );
+            };
+            last.output = format!("{}\n\n{note}", last.output);
         }
         exchange.push_results(&results);
     };
@@ -660,41 +617,6 @@ pub fn usage_in_events_log(path: &std::path::Path) -> Usage {
         }
     }
     usage
-}
-
-/// The report schema offered to the model: the role's schema, with a requirements report's
-/// `covers` quotes limited to `quotable` (when there are any). Every report it admits is one the
-/// role's own schema admits.
-pub fn offered_schema(kind: ReportKind, quotable: &[String]) -> Value {
-    let mut schema = kind.cli_schema();
-    if kind == ReportKind::Requirements
-        && !quotable.is_empty()
-        && let Some(items) =
-            schema.pointer_mut("/properties/acceptance_criteria/items/properties/covers/items")
-    {
-        items["enum"] = Value::from(quotable.to_vec());
-    }
-    schema
-}
-
-/// The system prompt's line on the stage's response budget.
-pub fn budget_line(max_responses: u32) -> String {
-    format!(
-        "This stage allows at most {max_responses} model responses. Each tool result says how many remain; the last one can only be the `report` call."
-    )
-}
-
-/// What the model is told after each response: how many responses remain.
-pub fn remaining_note(remaining: u32) -> String {
-    match remaining {
-        0 | 1 => {
-            "[autocode: 1 model response remains for this stage: it must be the `report` call.]"
-                .to_owned()
-        }
-        n => format!(
-            "[autocode: {n} model responses remain for this stage; call `report` before they run out.]"
-        ),
-    }
 }
 
 fn record_turn(log: &mut EventLog, turn: &Turn) {
@@ -741,45 +663,19 @@ fn provider_error(failure: &HttpFailure) -> crate::events::ErrorSignal {
     signal
 }
 
+mod steering;
 #[cfg(test)]
 mod steering_tests;
+
+pub use steering::{
+    CUT_REMINDER, PROSE_CUT_CHARS, REPORT_REMINDER, RepeatWatch, budget_line, offered_schema,
+    remaining_note, reminder_after_text,
+};
+use steering::{opening, shell_command_answer};
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A requirements report's quotes are offered as the objective's units only: what the
-    /// offered schema admits the role's schema admits too, and a quote outside it is refused by
-    /// the offered schema (a constraining server cannot write it).
-    #[test]
-    fn a_requirements_report_is_offered_the_objective_units_as_its_only_quotes() {
-        let objective = "Create hello.txt containing exactly the line `hello, world`.";
-        let quotable = crate::verify::objective::units(objective);
-        assert!(!quotable.is_empty());
-        let offered = offered_schema(ReportKind::Requirements, &quotable);
-        let covers = &offered["properties"]["acceptance_criteria"]["items"]["properties"]["covers"];
-        assert_eq!(covers["items"]["enum"], Value::from(quotable.clone()));
-        let brief = |quote: &str| {
-            serde_json::json!({"summary": "s", "goals": ["g"], "constraints": [],
-                "acceptance_criteria": [{"id": "a1", "text": "t", "covers": [quote]}],
-                "open_questions": []})
-        };
-        let verbatim = brief(&quotable[0]);
-        assert!(jsonschema::is_valid(&offered, &verbatim));
-        assert!(report::validate(ReportKind::Requirements, &verbatim).is_ok());
-        assert!(crate::run::coverage::quote_problems(objective, &verbatim).is_empty());
-        let invented = brief("The command runs without any errors");
-        assert!(!jsonschema::is_valid(&offered, &invented));
-        // Other roles, and an objective without units, get the role's schema unchanged.
-        assert_eq!(
-            offered_schema(ReportKind::PlanReview, &quotable),
-            ReportKind::PlanReview.cli_schema()
-        );
-        assert_eq!(
-            offered_schema(ReportKind::Requirements, &[]),
-            ReportKind::Requirements.cli_schema()
-        );
-    }
 
     /// A stage stopped by its time limit keeps what its events recorded as spent.
     #[test]
@@ -814,31 +710,5 @@ mod tests {
             usage_in_events_log(&dir.path().join("absent.jsonl")),
             Usage::default()
         );
-    }
-
-    #[test]
-    fn a_text_answer_that_is_a_shell_command_is_named_as_one() {
-        let cmd = r#"{"cmd": "python3 -m unittest -q test_vowels"}"#;
-        let reminder = reminder_after_text(Some(cmd), ReportKind::Build);
-        assert!(
-            reminder.starts_with(
-                r#"Your final message was a shell command ({"cmd":"python3 -m unittest -q test_vowels"})"#
-            ),
-            "{reminder}"
-        );
-        assert!(reminder.contains("autocode did not run it"), "{reminder}");
-        assert!(reminder.ends_with(REPORT_REMINDER), "{reminder}");
-        // Prose, a report sent as text and no text at all get the plain reminder.
-        for text in [
-            Some("All done."),
-            Some(r#"{"status": "done", "cmd": "x"}"#),
-            None,
-        ] {
-            assert_eq!(
-                reminder_after_text(text, ReportKind::Build),
-                REPORT_REMINDER,
-                "{text:?}"
-            );
-        }
     }
 }

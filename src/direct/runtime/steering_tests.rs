@@ -251,6 +251,17 @@ fn the_model_is_told_how_many_responses_remain() {
     assert!(remaining_note(1).contains("must be the `report` call"));
 }
 
+/// The text events of a stage, in order.
+fn texts(events: &[NormalizedEvent]) -> Vec<&String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            NormalizedEvent::Text { text, .. } => Some(text),
+            _ => None,
+        })
+        .collect()
+}
+
 fn prose(chars: usize) -> String {
     "We will set aside the command. The objective will remain as is for now. "
         .repeat(chars / 70 + 1)
@@ -276,14 +287,7 @@ async fn a_text_answer_that_runs_on_is_cut_and_the_next_response_is_the_report()
         let requests = model_requests(&server);
         assert_eq!(requests.len(), 2, "{protocol:?}");
         assert_eq!(requests[1].tools, vec!["report".to_owned()], "{protocol:?}");
-        let said: Vec<&String> = run
-            .events
-            .iter()
-            .filter_map(|e| match e {
-                NormalizedEvent::Text { text, .. } => Some(text),
-                _ => None,
-            })
-            .collect();
+        let said = texts(&run.events);
         assert_eq!(said.len(), 1, "{protocol:?}: {said:?}");
         assert_eq!(said[0].chars().count(), PROSE_CUT_CHARS, "{protocol:?}");
         assert!(
@@ -321,14 +325,7 @@ async fn a_long_json_answer_and_a_short_preamble_are_not_cut() {
         "{:?}",
         run.events
     );
-    let said: Vec<&String> = run
-        .events
-        .iter()
-        .filter_map(|e| match e {
-            NormalizedEvent::Text { text, .. } => Some(text),
-            _ => None,
-        })
-        .collect();
+    let said = texts(&run.events);
     assert_eq!(said.first().map(|t| t.len()), Some(long_command.len()));
     server.shutdown().await;
 }
@@ -430,4 +427,30 @@ async fn an_endless_text_answer_is_cut_and_its_connection_closed() {
             .starts_with(CUT_REMINDER)
     );
     scripted.shutdown().await;
+}
+
+/// A model going round in circles (the same command, the same result, a third time) is asked
+/// for the report next instead of spending every response of the stage.
+#[tokio::test]
+async fn a_model_that_repeats_itself_is_asked_for_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(json!([{"kind": "shell", "command": "true", "repeat": 3},
+        {"kind": "report", "report": review()}]))
+    .await;
+    let run = run_stage(input(
+        &server,
+        Protocol::ChatCompletions,
+        dir.path(),
+        32,
+        REQUIRED,
+    ))
+    .await;
+    assert_eq!(run.end, StageEnd::Reported(review()));
+    let requests = model_requests(&server);
+    assert_eq!(requests.len(), 4);
+    assert!(requests[2].tools.len() > 1, "{:?}", requests[2].tools);
+    assert_eq!(requests[3].tools, vec!["report".to_owned()]);
+    assert!(run.events.iter().any(|e| matches!(e,
+        NormalizedEvent::Notice { message } if message.contains("repeated the same calls"))));
+    server.shutdown().await;
 }

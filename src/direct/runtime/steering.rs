@@ -1,0 +1,247 @@
+//! The runtime's steering words and bounds, so that a small model finishes its stage: the report
+//! schema it is offered, what it is told after each response (how many remain, that a text
+//! answer is not a report, that a shell command answered as text was not run), the opening a cut
+//! text answer leaves in the history, and [`RepeatWatch`], which notices a model going round in
+//! circles (the same calls with the same results, a third time) so the next response can only
+//! be the report.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+
+use serde_json::Value;
+
+use crate::direct::protocol::{ToolCall, ToolResult};
+use crate::report::ReportKind;
+
+/// The reminder after a response that neither called a tool nor reported.
+pub const REPORT_REMINDER: &str = "You ended your turn without calling the `report` tool. Text answers are not reports: call `report` with the stage's report (its arguments are the report), or keep working with the tools.";
+
+/// Characters of a text answer (with no tool call begun) after which autocode stops reading it,
+/// or a quarter as many text pieces (`stream::ProseWatch`): about 400 tokens, far more than any
+/// preamble to a tool call, far less than the response cap.
+pub const PROSE_CUT_CHARS: usize = 1600;
+
+/// The opening of a cut text answer, as the history keeps it: its first sentence, at most 200
+/// characters, marked as cut.
+pub(super) fn opening(text: &str) -> String {
+    let text = text.trim_start();
+    let mut end = text.len();
+    for (i, c) in text.char_indices() {
+        if i >= 200 {
+            end = i;
+            break;
+        }
+        if matches!(c, '.' | '!' | '?' | '\n') && i > 0 {
+            end = i + c.len_utf8();
+            break;
+        }
+    }
+    format!("{} […]", text[..end].trim_end())
+}
+
+/// The reminder after a text answer autocode cut.
+pub const CUT_REMINDER: &str = "Your answer was text without a tool call, so autocode stopped reading it. Text answers are not reports: call `report` with the stage's report (its arguments are the report).";
+
+/// The reminder after a response without a tool call: when its text is only a shell command
+/// (the final-message rule of `crate::events::final_message`, as for a CLI's final message), it
+/// says so and that autocode did not run it; otherwise [`REPORT_REMINDER`].
+pub fn reminder_after_text(text: Option<&str>, kind: ReportKind) -> String {
+    match shell_command_answer(text, kind) {
+        Some(rejection) => {
+            let command = serde_json::json!({ rejection.key.clone(): rejection.command });
+            format!(
+                "Your final message was a shell command ({command}) instead of the report. autocode did not run it. {REPORT_REMINDER}"
+            )
+        }
+        None => REPORT_REMINDER.to_owned(),
+    }
+}
+
+/// The command, when a response's text is only a shell command (the final-message rule).
+pub(super) fn shell_command_answer(
+    text: Option<&str>,
+    kind: ReportKind,
+) -> Option<crate::events::ShellCommandFinalMessage> {
+    let fields = kind.top_level_fields();
+    let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+    match crate::events::classify_final_message(text?, &fields) {
+        crate::events::FinalMessage::ShellCommandFinalMessage { rejection } => Some(rejection),
+        _ => None,
+    }
+}
+
+/// How many times one response (the same calls, the same results) may be seen in a stage
+/// before the model is taken to be going round in circles.
+pub const REPEATS_BEFORE_REPORT: u32 = 3;
+
+/// Notices a model that repeats itself: a response whose calls (names and arguments) and results
+/// (outputs, error flags) are exactly those of two earlier responses of the stage. Measured with
+/// the 1.5B model: a builder that had written its file ran `echo … > hello.txt`, `grep …`,
+/// `test -f …` in turn until its 32 responses were spent. A model making progress changes what it
+/// runs or what it gets back, so this never fires on honest work that moves. A command's event
+/// id (new every run) is not part of its result here.
+#[derive(Debug, Default)]
+pub struct RepeatWatch {
+    seen: HashMap<u64, u32>,
+}
+
+impl RepeatWatch {
+    /// Records one response's calls and their results; `true` once this exact response has been
+    /// seen [`REPEATS_BEFORE_REPORT`] times.
+    pub fn repeated(&mut self, calls: &[ToolCall], results: &[ToolResult]) -> bool {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        for call in calls {
+            call.name.hash(&mut hasher);
+            call.arguments.to_string().hash(&mut hasher);
+        }
+        for result in results {
+            result.is_error.hash(&mut hasher);
+            without_event_id(&result.output).hash(&mut hasher);
+        }
+        let count = self.seen.entry(hasher.finish()).or_default();
+        *count += 1;
+        *count >= REPEATS_BEFORE_REPORT
+    }
+}
+
+/// A shell result without its first line when that names the command's event id.
+fn without_event_id(output: &str) -> &str {
+    match output.split_once('\n') {
+        Some((first, rest)) if first.starts_with("event id: ") => rest,
+        _ => output,
+    }
+}
+
+/// What the model is told when it repeats itself.
+pub const REPEAT_NOTE: &str = "[autocode: this is the third time you made these same calls and got these same results. Your next response must be the `report` call.]";
+
+/// The report schema offered to the model: the role's schema, with a requirements report's
+/// `covers` quotes limited to `quotable` (when there are any). Every report it admits is one the
+/// role's own schema admits.
+pub fn offered_schema(kind: ReportKind, quotable: &[String]) -> Value {
+    let mut schema = kind.cli_schema();
+    if kind == ReportKind::Requirements
+        && !quotable.is_empty()
+        && let Some(items) =
+            schema.pointer_mut("/properties/acceptance_criteria/items/properties/covers/items")
+    {
+        items["enum"] = Value::from(quotable.to_vec());
+    }
+    schema
+}
+
+/// The system prompt's line on the stage's response budget.
+pub fn budget_line(max_responses: u32) -> String {
+    format!(
+        "This stage allows at most {max_responses} model responses. Each tool result says how many remain; the last one can only be the `report` call."
+    )
+}
+
+/// What the model is told after each response: how many responses remain.
+pub fn remaining_note(remaining: u32) -> String {
+    match remaining {
+        0 | 1 => {
+            "[autocode: 1 model response remains for this stage: it must be the `report` call.]"
+                .to_owned()
+        }
+        n => format!(
+            "[autocode: {n} model responses remain for this stage; call `report` before they run out.]"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report;
+
+    /// A requirements report's quotes are offered as the objective's units only: what the
+    /// offered schema admits the role's schema admits too, and a quote outside it is refused by
+    /// the offered schema (a constraining server cannot write it).
+    #[test]
+    fn a_requirements_report_is_offered_the_objective_units_as_its_only_quotes() {
+        let objective = "Create hello.txt containing exactly the line `hello, world`.";
+        let quotable = crate::verify::objective::units(objective);
+        assert!(!quotable.is_empty());
+        let offered = offered_schema(ReportKind::Requirements, &quotable);
+        let covers = &offered["properties"]["acceptance_criteria"]["items"]["properties"]["covers"];
+        assert_eq!(covers["items"]["enum"], Value::from(quotable.clone()));
+        let brief = |quote: &str| {
+            serde_json::json!({"summary": "s", "goals": ["g"], "constraints": [],
+                "acceptance_criteria": [{"id": "a1", "text": "t", "covers": [quote]}],
+                "open_questions": []})
+        };
+        let verbatim = brief(&quotable[0]);
+        assert!(jsonschema::is_valid(&offered, &verbatim));
+        assert!(report::validate(ReportKind::Requirements, &verbatim).is_ok());
+        assert!(crate::run::coverage::quote_problems(objective, &verbatim).is_empty());
+        let invented = brief("The command runs without any errors");
+        assert!(!jsonschema::is_valid(&offered, &invented));
+        // Other roles, and an objective without units, get the role's schema unchanged.
+        assert_eq!(
+            offered_schema(ReportKind::PlanReview, &quotable),
+            ReportKind::PlanReview.cli_schema()
+        );
+        assert_eq!(
+            offered_schema(ReportKind::Requirements, &[]),
+            ReportKind::Requirements.cli_schema()
+        );
+    }
+
+    #[test]
+    fn a_text_answer_that_is_a_shell_command_is_named_as_one() {
+        let cmd = r#"{"cmd": "python3 -m unittest -q test_vowels"}"#;
+        let reminder = reminder_after_text(Some(cmd), ReportKind::Build);
+        assert!(
+            reminder.starts_with(
+                r#"Your final message was a shell command ({"cmd":"python3 -m unittest -q test_vowels"})"#
+            ),
+            "{reminder}"
+        );
+        assert!(reminder.contains("autocode did not run it"), "{reminder}");
+        assert!(reminder.ends_with(REPORT_REMINDER), "{reminder}");
+        // Prose, a report sent as text and no text at all get the plain reminder.
+        for text in [
+            Some("All done."),
+            Some(r#"{"status": "done", "cmd": "x"}"#),
+            None,
+        ] {
+            assert_eq!(
+                reminder_after_text(text, ReportKind::Build),
+                REPORT_REMINDER,
+                "{text:?}"
+            );
+        }
+    }
+
+    fn call(name: &str, command: &str) -> ToolCall {
+        ToolCall {
+            id: "c".into(),
+            name: name.into(),
+            arguments: serde_json::json!({"command": command}),
+        }
+    }
+
+    fn result(id: u32, output: &str) -> ToolResult {
+        ToolResult {
+            call_id: "c".into(),
+            name: "shell".into(),
+            output: format!("event id: event:ac-{id}\nexit code 0\noutput:\n{output}"),
+            is_error: false,
+        }
+    }
+
+    /// The third identical response (calls and results; event ids aside) is a repeat; a
+    /// changed result or command is progress.
+    #[test]
+    fn the_third_identical_response_is_a_repeat_and_progress_is_not() {
+        let mut watch = RepeatWatch::default();
+        let grep = [call("shell", "grep -q hello hello.txt")];
+        assert!(!watch.repeated(&grep, &[result(1, "")]));
+        assert!(!watch.repeated(&[call("shell", "test -f hello.txt")], &[result(2, "")]));
+        assert!(!watch.repeated(&grep, &[result(3, "")]));
+        // The same command with another result (the tree changed): progress.
+        assert!(!watch.repeated(&grep, &[result(4, "hello")]));
+        assert!(watch.repeated(&grep, &[result(5, "")]));
+    }
+}
