@@ -505,13 +505,17 @@ pub async fn run_stage(input: StageInput) -> StageRun {
                         output_excerpt: excerpt,
                         output_bytes: run.output_bytes,
                     });
-                    results.push(result(
-                        format!(
-                            "event id: {evidence_id}\n{exit_text}\noutput:\n{}",
-                            run.output
-                        ),
-                        exit_code != Some(0),
-                    ));
+                    let mut answer = format!(
+                        "event id: {evidence_id}\n{exit_text}\noutput:\n{}",
+                        run.output
+                    );
+                    if !input.writable
+                        && exit_code != Some(0)
+                        && steering::refused_a_write(&run.output)
+                    {
+                        answer = format!("{answer}\n{}", steering::READ_ONLY_NOTE);
+                    }
+                    results.push(result(answer, exit_code != Some(0)));
                 }
                 tools::READ_FILE => {
                     let read = tools::str_arg(&call.arguments, "path")

@@ -112,6 +112,26 @@ fn without_event_id(output: &str) -> &str {
     }
 }
 
+/// What the model of a read-only stage is told when a command it ran was refused a write.
+/// Measured with the 1.5B model: its requirements stage tried to create the objective's file,
+/// got `Read-only file system`, and wrote "the objective cannot be completed because the
+/// workspace is read-only" into its brief, which every later stage (the builder's included)
+/// then repeated as a blocker.
+pub const READ_ONLY_NOTE: &str = "[autocode: this stage may not change the workspace, by design; a later builder stage makes the changes, in a workspace it may write. A write refused here is not a blocker and not a fact about the objective: say in your report what must change.]";
+
+/// Whether a failed command's output says it was refused a write (the room of a read-only stage
+/// refuses silently: the command's own words are what there is).
+pub fn refused_a_write(output: &str) -> bool {
+    let output = output.to_ascii_lowercase();
+    [
+        "read-only file system",
+        "permission denied",
+        "operation not permitted",
+    ]
+    .iter()
+    .any(|words| output.contains(words))
+}
+
 /// What the model is told when it repeats itself.
 pub const REPEAT_NOTE: &str = "[autocode: this is the third time you made these same calls and got these same results. Your next response must be the `report` call.]";
 
@@ -229,6 +249,19 @@ mod tests {
             output: format!("event id: event:ac-{id}\nexit code 0\noutput:\n{output}"),
             is_error: false,
         }
+    }
+
+    #[test]
+    fn a_refused_write_is_told_from_other_failures() {
+        assert!(refused_a_write(
+            "sh: 1: cannot create hello.txt: Read-only file system\n"
+        ));
+        assert!(refused_a_write(
+            "touch: cannot touch 'a': Permission denied"
+        ));
+        assert!(!refused_a_write(
+            "grep: hello.txt: No such file or directory"
+        ));
     }
 
     /// The third identical response (calls and results; event ids aside) is a repeat; a
