@@ -95,11 +95,13 @@ pub struct StageInput {
     pub system: String,
     pub prompt: String,
     pub kind: ReportKind,
-    /// The parts of the objective a requirements report may quote in `covers` (whole units of
-    /// the objective, `crate::verify::objective::units`). When not empty, the report schema the
-    /// model is offered (the `report` tool, the constrained answer) lists them as the quotes'
-    /// only values, so a server that holds tool arguments to their schema (llama.cpp's grammar)
-    /// makes every quote verbatim by construction; the coverage check still judges them.
+    /// The parts of the objective the report may quote: a requirements report's `covers` (whole
+    /// units of the objective, `crate::verify::objective::units`), a plan or completion review's
+    /// `uncovered` sentences (those autocode listed, `crate::run::coverage::uncovered`). The
+    /// report schema the model is offered (the `report` tool, the constrained answer) lists them
+    /// as the quotes' only values ([`offered_schema`]), so a server that holds tool arguments to
+    /// their schema (llama.cpp's grammar) makes every quote verbatim by construction; the checks
+    /// still judge them.
     pub quotable: Vec<String>,
     /// Whether the role may write its tree (`write_file`; the room decides for `shell`).
     pub writable: bool,

@@ -111,6 +111,8 @@ pub fn stage_prompt(
                     previous.revision,
                     pretty(&previous.plan)
                 ));
+                // What autocode measured, beside what the reviewer made of it.
+                base_tree_section(state, &previous.plan, &mut out);
             }
             out.push_str(
                 "\n# Blocking concerns from the plan review: revise the plan to address them\n\n",
@@ -245,7 +247,7 @@ fn base_tree_section(state: &RunState, plan: &Value, out: &mut String) {
                 (CheckKind::FailToPass, true) => "VACUOUS: this fail_to_pass check already PASSES on the base tree, so passing it cannot show the change; if the approved plan keeps it, the criterion goes to a person".to_owned(),
                 (CheckKind::FailToPass, false) => "fails on the base tree, as a fail_to_pass check must".to_owned(),
                 (CheckKind::PassToPass, true) => "passes on the base tree, as a pass_to_pass check must".to_owned(),
-                (CheckKind::PassToPass, false) => format!("this pass_to_pass check FAILS on the base tree ({}): it does not guard existing behaviour", result.detail),
+                (CheckKind::PassToPass, false) => format!("this pass_to_pass check FAILS on the base tree ({}): it does not guard existing behaviour (if the work is what will make it pass, its kind is fail_to_pass)", result.detail),
             };
             lines.push(format!("- {id} `{check}` ({}): {verdict}\n", kind.as_str()));
         }
@@ -371,5 +373,48 @@ mod tests {
         assert!(text.contains("autocode capture --output"));
         let repair = repair_prompt(ReportKind::Build, &["/status: bad".into()], true);
         assert!(repair.contains("/status: bad") && !repair.contains("$schema"));
+    }
+
+    /// A planner asked to revise sees what autocode measured on the base tree beside the
+    /// reviewer's words (measured with a 1.5B model: told only "the check fails on the base
+    /// tree, use a more robust method", it kept a failing check marked pass_to_pass).
+    #[test]
+    fn a_planner_revising_sees_the_base_tree_verdicts() {
+        let mut state = new_state();
+        crate::run::flow::apply_plan(
+            &mut state,
+            &serde_json::json!({"summary": "s", "milestones": [{"id": "M1", "title": "t",
+                "description": "", "acceptance_criteria": [{"id": "AC1", "text": "hello.txt holds it",
+                "check": "test -f hello.txt", "human_review": false, "kind": "pass_to_pass"}]}]}),
+        );
+        state.verification.base_checks.insert(
+            "test -f hello.txt".into(),
+            crate::verify::BaseCheck {
+                passed: false,
+                detail: "exit 1".into(),
+                tests: Default::default(),
+                test_ids: None,
+                reused_from: None,
+            },
+        );
+        state.plan_concerns = vec!["q1: the check fails on the base tree".into()];
+        let plan = StagePlan {
+            role: Role::Planner,
+            kind: ReportKind::Plan,
+            milestone: None,
+            purpose: AttemptPurpose::Fresh,
+        };
+        let text = stage_prompt(
+            &state,
+            &plan,
+            SandboxMode::ReadOnly,
+            EvidenceStyle::Events,
+            None,
+        );
+        assert!(
+            text.contains("this pass_to_pass check FAILS on the base tree (exit 1)"),
+            "{text}"
+        );
+        assert!(text.contains("its kind is fail_to_pass"), "{text}");
     }
 }

@@ -135,17 +135,31 @@ pub fn refused_a_write(output: &str) -> bool {
 /// What the model is told when it repeats itself.
 pub const REPEAT_NOTE: &str = "[autocode: this is the third time you made these same calls and got these same results. Your next response must be the `report` call.]";
 
-/// The report schema offered to the model: the role's schema, with a requirements report's
-/// `covers` quotes limited to `quotable` (when there are any). Every report it admits is one the
+/// The report schema offered to the model: the role's schema, with its quotes of the objective
+/// limited to `quotable`: a requirements report's `covers` (the objective's units; no limit when
+/// there are none), a plan or completion review's `uncovered` sentences (the sentences autocode
+/// listed as uncited; none listed: `uncovered` must be empty). Every report it admits is one the
 /// role's own schema admits.
 pub fn offered_schema(kind: ReportKind, quotable: &[String]) -> Value {
     let mut schema = kind.cli_schema();
-    if kind == ReportKind::Requirements
-        && !quotable.is_empty()
-        && let Some(items) =
-            schema.pointer_mut("/properties/acceptance_criteria/items/properties/covers/items")
-    {
-        items["enum"] = Value::from(quotable.to_vec());
+    match kind {
+        ReportKind::Requirements if !quotable.is_empty() => {
+            if let Some(items) =
+                schema.pointer_mut("/properties/acceptance_criteria/items/properties/covers/items")
+            {
+                items["enum"] = Value::from(quotable.to_vec());
+            }
+        }
+        ReportKind::PlanReview | ReportKind::Completion => {
+            if let Some(uncovered) = schema.pointer_mut("/properties/uncovered") {
+                if quotable.is_empty() {
+                    uncovered["maxItems"] = Value::from(0);
+                } else if let Some(sentence) = uncovered.pointer_mut("/items/properties/sentence") {
+                    sentence["enum"] = Value::from(quotable.to_vec());
+                }
+            }
+        }
+        _ => {}
     }
     schema
 }
@@ -199,13 +213,44 @@ mod tests {
         assert!(!jsonschema::is_valid(&offered, &invented));
         // Other roles, and an objective without units, get the role's schema unchanged.
         assert_eq!(
-            offered_schema(ReportKind::PlanReview, &quotable),
-            ReportKind::PlanReview.cli_schema()
+            offered_schema(ReportKind::Build, &quotable),
+            ReportKind::Build.cli_schema()
         );
         assert_eq!(
             offered_schema(ReportKind::Requirements, &[]),
             ReportKind::Requirements.cli_schema()
         );
+    }
+
+    /// A reviewer's `uncovered` sentences are offered as the sentences autocode listed only;
+    /// with none listed, `uncovered` must be empty (measured with a 1.5B model: a plan review
+    /// rejected for an `uncovered` sentence of its own making).
+    #[test]
+    fn a_reviewer_is_offered_the_listed_sentences_as_its_only_uncovered() {
+        let listed = vec!["Document it in the README.".to_owned()];
+        let review = |sentence: &str| {
+            serde_json::json!({"verdict": "approve", "summary": "s", "concerns": [],
+                "uncovered": [{"sentence": sentence, "verdict": "out_of_scope", "reason": "r"}]})
+        };
+        for kind in [ReportKind::PlanReview, ReportKind::Completion] {
+            let offered = offered_schema(kind, &listed);
+            let sentence = &offered["properties"]["uncovered"]["items"]["properties"]["sentence"];
+            assert_eq!(sentence["enum"], Value::from(listed.clone()), "{kind:?}");
+        }
+        let offered = offered_schema(ReportKind::PlanReview, &listed);
+        let listed_one = review(&listed[0]);
+        assert!(jsonschema::is_valid(&offered, &listed_one));
+        assert!(report::validate(ReportKind::PlanReview, &listed_one).is_ok());
+        assert!(!jsonschema::is_valid(
+            &offered,
+            &review("The review is done.")
+        ));
+        // None listed: only an empty list.
+        let none = offered_schema(ReportKind::PlanReview, &[]);
+        assert!(!jsonschema::is_valid(&none, &listed_one));
+        let mut empty = listed_one.clone();
+        empty["uncovered"] = serde_json::json!([]);
+        assert!(jsonschema::is_valid(&none, &empty));
     }
 
     #[test]

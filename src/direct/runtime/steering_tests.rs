@@ -159,9 +159,10 @@ async fn a_server_that_constrains_answers_is_asked_for_the_report_in_its_schema(
             .pointer("/json_schema/schema")
             .or_else(|| format.get("schema"))
             .cloned();
+        // The review's schema, offered with no uncited sentence listed.
         assert_eq!(
             schema,
-            Some(ReportKind::PlanReview.cli_schema()),
+            Some(offered_schema(ReportKind::PlanReview, &[])),
             "{protocol:?}"
         );
         server.shutdown().await;

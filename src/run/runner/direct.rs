@@ -270,10 +270,14 @@ impl CliRunner {
             system: SYSTEM_PROMPT.to_owned(),
             prompt: ctx.prompt.clone(),
             kind: ctx.plan.kind,
-            quotable: if ctx.plan.kind == crate::report::ReportKind::Requirements {
-                crate::verify::objective::units(&state.objective)
-            } else {
-                Vec::new()
+            quotable: match ctx.plan.kind {
+                crate::report::ReportKind::Requirements => {
+                    crate::verify::objective::units(&state.objective)
+                }
+                crate::report::ReportKind::PlanReview | crate::report::ReportKind::Completion => {
+                    crate::run::coverage::uncovered(state)
+                }
+                _ => Vec::new(),
             },
             writable: access != WorktreeAccess::ReadOnly,
             root: cwd.clone(),
