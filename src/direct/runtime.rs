@@ -95,14 +95,11 @@ pub struct StageInput {
     pub system: String,
     pub prompt: String,
     pub kind: ReportKind,
-    /// The parts of the objective the report may quote: a requirements report's `covers` (whole
-    /// units of the objective, `crate::verify::objective::units`), a plan or completion review's
-    /// `uncovered` sentences (those autocode listed, `crate::run::coverage::uncovered`). The
-    /// report schema the model is offered (the `report` tool, the constrained answer) lists them
-    /// as the quotes' only values ([`offered_schema`]), so a server that holds tool arguments to
-    /// their schema (llama.cpp's grammar) makes every quote verbatim by construction; the checks
-    /// still judge them.
-    pub quotable: Vec<String>,
+    /// What autocode listed that the report may quote ([`Quotable`]): the report schema the
+    /// model is offered (the `report` tool, the constrained answer) lists it as those fields'
+    /// only values ([`offered_schema`]), so a server that holds tool arguments to their schema
+    /// (llama.cpp's grammar) makes every quote verbatim by construction.
+    pub quotable: Quotable,
     /// Whether the role may write its tree (`write_file`; the room decides for `shell`).
     pub writable: bool,
     /// The tree file tools work in (the tester's copy, else the work tree).
@@ -674,8 +671,8 @@ mod steering;
 mod steering_tests;
 
 pub use steering::{
-    CUT_REMINDER, PROSE_CUT_CHARS, REPORT_REMINDER, RepeatWatch, budget_line, offered_schema,
-    remaining_note, reminder_after_text,
+    CUT_REMINDER, PROSE_CUT_CHARS, Quotable, REPORT_REMINDER, RepeatWatch, budget_line,
+    offered_schema, remaining_note, reminder_after_text,
 };
 use steering::{opening, shell_command_answer};
 

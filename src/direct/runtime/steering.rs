@@ -135,33 +135,59 @@ pub fn refused_a_write(output: &str) -> bool {
 /// What the model is told when it repeats itself.
 pub const REPEAT_NOTE: &str = "[autocode: this is the third time you made these same calls and got these same results. Your next response must be the `report` call.]";
 
-/// The report schema offered to the model: the role's schema, with its quotes of the objective
-/// limited to `quotable`: a requirements report's `covers` (the objective's units; no limit when
-/// there are none), a plan or completion review's `uncovered` sentences (the sentences autocode
-/// listed as uncited; none listed: `uncovered` must be empty). Every report it admits is one the
-/// role's own schema admits.
-pub fn offered_schema(kind: ReportKind, quotable: &[String]) -> Value {
+/// What autocode listed that a report may quote, each list for the fields that must quote it
+/// ([`offered_schema`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Quotable {
+    /// The objective's units (`crate::verify::objective::units`): a requirements report's
+    /// `covers`. None: no limit.
+    pub objective_units: Vec<String>,
+    /// The commands the objective shows as required checks or setup steps: a requirements
+    /// report's `set_aside_commands`. None: nothing may be set aside.
+    pub commands: Vec<String>,
+    /// The objective's sentences no criterion cites (`crate::run::coverage::uncovered`): a plan
+    /// or completion review's `uncovered`. None: `uncovered` must be empty.
+    pub uncovered: Vec<String>,
+}
+
+/// The report schema offered to the model: the role's schema, with every field that quotes
+/// something autocode listed limited to that list ([`Quotable`]). Every report it admits is one
+/// the role's own schema admits; the checks still judge the quotes.
+pub fn offered_schema(kind: ReportKind, quotable: &Quotable) -> Value {
     let mut schema = kind.cli_schema();
     match kind {
-        ReportKind::Requirements if !quotable.is_empty() => {
-            if let Some(items) =
-                schema.pointer_mut("/properties/acceptance_criteria/items/properties/covers/items")
+        ReportKind::Requirements => {
+            if !quotable.objective_units.is_empty()
+                && let Some(items) = schema
+                    .pointer_mut("/properties/acceptance_criteria/items/properties/covers/items")
             {
-                items["enum"] = Value::from(quotable.to_vec());
+                items["enum"] = Value::from(quotable.objective_units.clone());
             }
+            limit(
+                &mut schema,
+                "set_aside_commands",
+                "command",
+                &quotable.commands,
+            );
         }
         ReportKind::PlanReview | ReportKind::Completion => {
-            if let Some(uncovered) = schema.pointer_mut("/properties/uncovered") {
-                if quotable.is_empty() {
-                    uncovered["maxItems"] = Value::from(0);
-                } else if let Some(sentence) = uncovered.pointer_mut("/items/properties/sentence") {
-                    sentence["enum"] = Value::from(quotable.to_vec());
-                }
-            }
+            limit(&mut schema, "uncovered", "sentence", &quotable.uncovered);
         }
         _ => {}
     }
     schema
+}
+
+/// Limits the array `field`'s items' `key` to `listed`; nothing listed: no items.
+fn limit(schema: &mut Value, field: &str, key: &str, listed: &[String]) {
+    let Some(array) = schema.pointer_mut(&format!("/properties/{field}")) else {
+        return;
+    };
+    if listed.is_empty() {
+        array["maxItems"] = Value::from(0);
+    } else if let Some(value) = array.pointer_mut(&format!("/items/properties/{key}")) {
+        value["enum"] = Value::from(listed.to_vec());
+    }
 }
 
 /// The system prompt's line on the stage's response budget.
@@ -197,7 +223,13 @@ mod tests {
         let objective = "Create hello.txt containing exactly the line `hello, world`.";
         let quotable = crate::verify::objective::units(objective);
         assert!(!quotable.is_empty());
-        let offered = offered_schema(ReportKind::Requirements, &quotable);
+        let offered = offered_schema(
+            ReportKind::Requirements,
+            &Quotable {
+                objective_units: quotable.clone(),
+                ..Quotable::default()
+            },
+        );
         let covers = &offered["properties"]["acceptance_criteria"]["items"]["properties"]["covers"];
         assert_eq!(covers["items"]["enum"], Value::from(quotable.clone()));
         let brief = |quote: &str| {
@@ -212,13 +244,19 @@ mod tests {
         let invented = brief("The command runs without any errors");
         assert!(!jsonschema::is_valid(&offered, &invented));
         // Other roles, and an objective without units, get the role's schema unchanged.
+        let units = Quotable {
+            objective_units: quotable,
+            ..Quotable::default()
+        };
         assert_eq!(
-            offered_schema(ReportKind::Build, &quotable),
+            offered_schema(ReportKind::Build, &units),
             ReportKind::Build.cli_schema()
         );
+        // No units: `covers` as the role's schema has it (set-asides limited as below).
+        let plain = offered_schema(ReportKind::Requirements, &Quotable::default());
         assert_eq!(
-            offered_schema(ReportKind::Requirements, &[]),
-            ReportKind::Requirements.cli_schema()
+            plain["properties"]["acceptance_criteria"],
+            ReportKind::Requirements.cli_schema()["properties"]["acceptance_criteria"]
         );
     }
 
@@ -228,16 +266,20 @@ mod tests {
     #[test]
     fn a_reviewer_is_offered_the_listed_sentences_as_its_only_uncovered() {
         let listed = vec!["Document it in the README.".to_owned()];
+        let quotable = Quotable {
+            uncovered: listed.clone(),
+            ..Quotable::default()
+        };
         let review = |sentence: &str| {
             serde_json::json!({"verdict": "approve", "summary": "s", "concerns": [],
                 "uncovered": [{"sentence": sentence, "verdict": "out_of_scope", "reason": "r"}]})
         };
         for kind in [ReportKind::PlanReview, ReportKind::Completion] {
-            let offered = offered_schema(kind, &listed);
+            let offered = offered_schema(kind, &quotable);
             let sentence = &offered["properties"]["uncovered"]["items"]["properties"]["sentence"];
             assert_eq!(sentence["enum"], Value::from(listed.clone()), "{kind:?}");
         }
-        let offered = offered_schema(ReportKind::PlanReview, &listed);
+        let offered = offered_schema(ReportKind::PlanReview, &quotable);
         let listed_one = review(&listed[0]);
         assert!(jsonschema::is_valid(&offered, &listed_one));
         assert!(report::validate(ReportKind::PlanReview, &listed_one).is_ok());
@@ -246,11 +288,39 @@ mod tests {
             &review("The review is done.")
         ));
         // None listed: only an empty list.
-        let none = offered_schema(ReportKind::PlanReview, &[]);
+        let none = offered_schema(ReportKind::PlanReview, &Quotable::default());
         assert!(!jsonschema::is_valid(&none, &listed_one));
         let mut empty = listed_one.clone();
         empty["uncovered"] = serde_json::json!([]);
         assert!(jsonschema::is_valid(&none, &empty));
+    }
+
+    /// A requirements report may set aside only a command the objective shows as a check or
+    /// setup step (measured with a 1.5B model: it set aside `touch hello.txt`, its own refused
+    /// command); the objective showing none, `set_aside_commands` must be empty or null.
+    #[test]
+    fn a_brief_may_set_aside_only_a_command_the_objective_shows() {
+        let brief = |set_aside: Value| {
+            serde_json::json!({"summary": "s", "goals": ["g"], "constraints": [],
+                "acceptance_criteria": [{"id": "a1", "text": "t", "covers": ["x"]}],
+                "open_questions": [], "set_aside_commands": set_aside})
+        };
+        let own = brief(serde_json::json!([{"command": "touch hello.txt",
+            "reason": "the stage is read-only so it cannot run"}]));
+        let none = offered_schema(ReportKind::Requirements, &Quotable::default());
+        assert!(!jsonschema::is_valid(&none, &own));
+        assert!(jsonschema::is_valid(&none, &brief(Value::Null)));
+        assert!(jsonschema::is_valid(&none, &brief(serde_json::json!([]))));
+        let shown = Quotable {
+            commands: vec!["npm test".into()],
+            ..Quotable::default()
+        };
+        let offered = offered_schema(ReportKind::Requirements, &shown);
+        assert!(!jsonschema::is_valid(&offered, &own));
+        let npm = brief(serde_json::json!([{"command": "npm test",
+            "reason": "the objective names it only as an example"}]));
+        assert!(jsonschema::is_valid(&offered, &npm));
+        assert!(report::validate(ReportKind::Requirements, &npm).is_ok());
     }
 
     #[test]

@@ -47,7 +47,7 @@ fn input(
         system: "sys".into(),
         prompt: "review the plan".into(),
         kind: ReportKind::PlanReview,
-        quotable: Vec::new(),
+        quotable: Quotable::default(),
         writable: false,
         root: dir.to_owned(),
         shell: ShellContext {
@@ -162,7 +162,7 @@ async fn a_server_that_constrains_answers_is_asked_for_the_report_in_its_schema(
         // The review's schema, offered with no uncited sentence listed.
         assert_eq!(
             schema,
-            Some(offered_schema(ReportKind::PlanReview, &[])),
+            Some(offered_schema(ReportKind::PlanReview, &Quotable::default())),
             "{protocol:?}"
         );
         server.shutdown().await;

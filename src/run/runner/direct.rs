@@ -270,15 +270,7 @@ impl CliRunner {
             system: SYSTEM_PROMPT.to_owned(),
             prompt: ctx.prompt.clone(),
             kind: ctx.plan.kind,
-            quotable: match ctx.plan.kind {
-                crate::report::ReportKind::Requirements => {
-                    crate::verify::objective::units(&state.objective)
-                }
-                crate::report::ReportKind::PlanReview | crate::report::ReportKind::Completion => {
-                    crate::run::coverage::uncovered(state)
-                }
-                _ => Vec::new(),
-            },
+            quotable: quotable(ctx.plan.kind, state),
             writable: access != WorktreeAccess::ReadOnly,
             root: cwd.clone(),
             shell: ShellContext {
@@ -429,5 +421,33 @@ impl CliRunner {
             Err(rejection) => rejection,
         };
         self.finish_record(dir, out, room_refused, None)
+    }
+}
+
+/// What the stage's report may quote, for the fields that must quote it (the lists its prompt
+/// shows).
+fn quotable(
+    kind: crate::report::ReportKind,
+    state: &crate::run::state::RunState,
+) -> runtime::Quotable {
+    use crate::report::ReportKind;
+    use crate::verify::objective::{self, CommandRole};
+    match kind {
+        ReportKind::Requirements => runtime::Quotable {
+            objective_units: objective::units(&state.objective),
+            commands: state
+                .verification
+                .objective_commands
+                .iter()
+                .filter(|c| matches!(c.role, CommandRole::RequiredCheck | CommandRole::Setup))
+                .map(|c| c.command.clone())
+                .collect(),
+            ..runtime::Quotable::default()
+        },
+        ReportKind::PlanReview | ReportKind::Completion => runtime::Quotable {
+            uncovered: crate::run::coverage::uncovered(state),
+            ..runtime::Quotable::default()
+        },
+        _ => runtime::Quotable::default(),
     }
 }
