@@ -364,10 +364,12 @@ impl CliRunner {
             writable: confine::WorktreeAccess::for_role(ctx.plan.role)
                 != confine::WorktreeAccess::ReadOnly,
             prompt: ctx.prompt.clone(),
+            resume: ctx.resume_session.as_ref().map(|s| s.to_string()),
             model: route.model.clone(),
             label: format!("stage {}", ctx.record.dir),
             timeout: limits.timeout,
             client_log: dir.join(super::acp::CLIENT_LOG),
+            replay_log: dir.join(super::acp::REPLAY_LOG),
         });
         if acp {
             spec.stdin = supervise::StdinSource::Pipe;
@@ -419,6 +421,13 @@ impl CliRunner {
         let acp_end = match acp_launch {
             Some(launch) => {
                 let end = super::acp::session(&mut running, &mut intake, launch).await;
+                // What the agent offers to continue a session decides a repair (`keeps_sessions`).
+                if let Some(agent) = &end.agent {
+                    self.acp_continuations.insert(
+                        provider.name.clone(),
+                        crate::acp::Continuation::offered(agent),
+                    );
+                }
                 let ending = super::acp::end_agent(&end, canceller);
                 Some((end, ending))
             }
