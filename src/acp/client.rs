@@ -16,6 +16,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
@@ -94,6 +95,9 @@ pub struct AcpStage {
     /// The agent's idle timer, held while a terminal's command runs (the agent waits silently
     /// on it; the command's own time bound applies).
     pub idle: Option<IdleHolder>,
+    /// How long the agent may send nothing while none of its terminals runs before the session
+    /// is given up ([`AcpEnd::silent`]); `None`: no bound.
+    pub silence: Option<Duration>,
 }
 
 /// What the caller is handed, in order.
@@ -136,11 +140,17 @@ pub struct AcpEnd {
     pub unverified: Vec<String>,
     /// Why the session could not go on (a wrong protocol version, a lost stdin).
     pub failure: Option<String>,
+    /// The agent sent nothing for this long while none of its terminals ran, and the session
+    /// was given up ([`AcpStage::silence`]): it stopped making progress.
+    pub silent: Option<Duration>,
     /// The agent closed its stdout (it is exiting); otherwise autocode ended the session while
     /// the agent still listened (an ACP agent is a server: neither pinned agent exits when its
     /// stdin closes, measured).
     pub stream_closed: bool,
 }
+
+/// How often a session bounded by [`AcpStage::silence`] looks whether its terminals still run.
+const TERMINAL_POLL: Duration = Duration::from_millis(500);
 
 /// Where a terminal's ledger entries start, so they never collide with the agent's own.
 pub const TERMINAL_SEQ_BASE: u64 = 1 << 40;
@@ -189,6 +199,7 @@ pub async fn drive(
     let mut owners: std::collections::BTreeMap<String, String> = Default::default();
     let mut session: Option<String> = None;
     let mut replaying = false;
+    let mut heard = tokio::time::Instant::now();
     send(
         json!({"jsonrpc": "2.0", "id": INITIALIZE, "method": "initialize", "params": {
             "protocolVersion": PROTOCOL_VERSION,
@@ -199,10 +210,14 @@ pub async fn drive(
     loop {
         // A terminal's end first: it is sent before its `wait_for_exit` is answered, so
         // whatever the agent writes after that answer comes after autocode's command event.
+        // The silence bound counts from the last line or terminal end, never while a
+        // terminal's command runs (the agent waits on it without a word).
+        let quiet = stage.silence.filter(|_| !terminals.running());
         let incoming = tokio::select! {
             biased;
             Some(done) = ended.recv() => {
                 on(Feed::Served(terminal_event(&done, &owners, &mut end)));
+                heard = tokio::time::Instant::now();
                 continue;
             }
             line = lines.recv() => match line {
@@ -212,7 +227,17 @@ pub async fn drive(
                     break;
                 }
             },
+            () = tokio::time::sleep_until(heard + quiet.unwrap_or_default()), if quiet.is_some() => {
+                end.silent = quiet;
+                break;
+            }
+            // A terminal that ends is announced on `ended`; look again meanwhile, so the
+            // bound starts once none runs.
+            () = tokio::time::sleep(TERMINAL_POLL), if quiet.is_none() && stage.silence.is_some() => {
+                continue;
+            }
         };
+        heard = tokio::time::Instant::now();
         let line = match incoming {
             Incoming::Oversized(bytes) => {
                 on(Feed::Oversized(bytes));

@@ -102,6 +102,21 @@ pub fn runs_claude_code(command: &[String]) -> bool {
     })
 }
 
+/// The built-in CLI whose user configuration an ACP tool's agent loads, when autocode knows it:
+/// Claude Code inside Zed's adapter ([`runs_claude_code`]), OpenCode's own `opencode acp`.
+/// Its configuring places in the stage's HOME layer are dropped before each stage, as for the
+/// native CLI (`crate::run::loaded_config`).
+pub fn native_cli(command: &[String]) -> Option<BuiltinTransport> {
+    if runs_claude_code(command) {
+        return Some(BuiltinTransport::Claude);
+    }
+    let runs_opencode = command.iter().any(|word| {
+        let name = word.rsplit('/').next().unwrap_or(word);
+        name == "opencode" || name.starts_with("opencode-ai")
+    });
+    (runs_opencode && command.iter().any(|w| w == "acp")).then_some(BuiltinTransport::Opencode)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,6 +142,17 @@ mod tests {
             .collect();
         assert!(runs_claude_code(&pinned));
     }
+    #[test]
+    fn the_native_cli_of_each_pinned_agent_is_known() {
+        for agent in PinnedAcpAgent::ALL {
+            let command: Vec<String> = agent.command().iter().map(|w| (*w).to_owned()).collect();
+            assert_eq!(native_cli(&command), Some(agent.cli()), "{command:?}");
+        }
+        let words = |line: &str| line.split(' ').map(str::to_owned).collect::<Vec<_>>();
+        assert_eq!(native_cli(&words("qwen --acp")), None);
+        assert_eq!(native_cli(&words("opencode run")), None);
+    }
+
     use crate::provider::{ConfigPaths, Registry};
 
     #[test]

@@ -12,6 +12,9 @@
 //! showing a terminal of the earlier process) is handed over apart and is no event, no
 //! evidence and no owner of this attempt's terminals; an agent offering neither is a clear
 //! failure, never a fresh session answering a repair prompt without its context.
+//!
+//! An agent that goes silent (no line, no terminal running) is given up after the session's
+//! silence bound; a terminal command running longer than the bound is not silence.
 
 use std::path::Path;
 use std::time::Duration;
@@ -235,12 +238,17 @@ struct Session {
 }
 
 async fn session_with_liar(cwd: &Path) -> Session {
-    session_with(cwd, None, |peer, cwd| async move { peer.lie(&cwd).await }).await
+    session_with(cwd, None, None, |peer, cwd| async move { peer.lie(&cwd).await }).await
 }
 
 /// A session of autocode's client with the in-test agent `agent` (given the peer and the cwd),
-/// continuing `resume` when given.
-async fn session_with<F, Fut>(cwd: &Path, resume: Option<&str>, agent: F) -> Session
+/// continuing `resume` when given, given up after `silence`.
+async fn session_with<F, Fut>(
+    cwd: &Path,
+    resume: Option<&str>,
+    silence: Option<Duration>,
+    agent: F,
+) -> Session
 where
     F: FnOnce(Peer, std::path::PathBuf) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
@@ -268,6 +276,7 @@ where
         max_line: 1 << 20,
         client_log: None,
         idle: None,
+        silence,
     };
     let agent = tokio::spawn(agent(peer, cwd.to_owned()));
     let mut parser = AcpParser::new();
@@ -421,7 +430,7 @@ async fn a_repair_loads_the_session_and_its_replayed_history_is_no_evidence() {
         events,
         summary,
         replayed,
-    } = session_with(&cwd, Some(EARLIER), |peer, cwd| async move {
+    } = session_with(&cwd, Some(EARLIER), None, |peer, cwd| async move {
         peer.continued(
             &cwd,
             json!({"loadSession": true}),
@@ -478,7 +487,7 @@ async fn a_repair_resumes_the_session_where_the_agent_offers_it() {
         events,
         summary,
         replayed,
-    } = session_with(&cwd, Some(EARLIER), |peer, cwd| async move {
+    } = session_with(&cwd, Some(EARLIER), None, |peer, cwd| async move {
         peer.continued(&cwd, caps, Some("session/resume"), false)
             .await
     })
@@ -494,7 +503,7 @@ async fn a_repair_resumes_the_session_where_the_agent_offers_it() {
 async fn a_session_the_agent_cannot_continue_fails_clearly() {
     let dir = tempfile::tempdir().unwrap();
     let cwd = dir.path().canonicalize().unwrap();
-    let Session { end, events, .. } = session_with(&cwd, Some(EARLIER), |peer, cwd| async move {
+    let Session { end, events, .. } = session_with(&cwd, Some(EARLIER), None, |peer, cwd| async move {
         peer.continued(&cwd, json!({"loadSession": false}), None, false)
             .await
     })
@@ -507,4 +516,64 @@ async fn a_session_the_agent_cannot_continue_fails_clearly() {
         "{failure}"
     );
     assert!(finished(&events).is_empty());
+}
+
+impl Peer {
+    /// An agent that runs `sleep 2` in a terminal (longer than the bound), then says nothing
+    /// more until autocode gives the session up.
+    async fn fall_silent(mut self) {
+        let init = self.next().await;
+        self.send(json!({"jsonrpc": "2.0", "id": init["id"], "result": {
+            "protocolVersion": 1, "agentCapabilities": {}}}))
+            .await;
+        let new = self.next().await;
+        self.send(json!({"jsonrpc": "2.0", "id": new["id"], "result": {"sessionId": "s1"}}))
+            .await;
+        let prompt = self.next().await;
+        assert_eq!(prompt["method"], "session/prompt");
+        self.send(
+            json!({"jsonrpc": "2.0", "id": 100, "method": "terminal/create",
+            "params": {"sessionId": "s1", "command": "sleep 2"}}),
+        )
+        .await;
+        let terminal = self.answer(100).await["terminalId"].clone();
+        self.send(
+            json!({"jsonrpc": "2.0", "id": 101, "method": "terminal/wait_for_exit",
+            "params": {"sessionId": "s1", "terminalId": terminal}}),
+        )
+        .await;
+        assert_eq!(self.answer(101).await["exitCode"], 0, "the command ran whole");
+        let cancel = self.next().await;
+        assert_eq!(cancel["method"], "session/cancel", "{cancel}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_agent_is_given_up_but_a_long_terminal_command_is_not_silence() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path().canonicalize().unwrap();
+    let bound = Duration::from_secs(1);
+    let started = std::time::Instant::now();
+    let session = session_with(&cwd, None, Some(bound), |peer, _| async move {
+        peer.fall_silent().await
+    });
+    let Session { end, events, .. } = tokio::time::timeout(Duration::from_secs(60), session)
+        .await
+        .expect("the silent agent's session was never given up");
+    assert_eq!(end.silent, Some(bound), "{:?}", end.failure);
+    assert!(!end.prompt_answered);
+    assert!(
+        started.elapsed() >= Duration::from_secs(3),
+        "the bound counts only after the command"
+    );
+    let finished: Vec<(String, Option<i32>)> = events
+        .iter()
+        .filter_map(|e| match e {
+            NormalizedEvent::CommandFinished {
+                command, exit_code, ..
+            } => Some((command.clone(), *exit_code)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finished, [("sleep 2".to_owned(), Some(0))]);
 }

@@ -36,6 +36,14 @@ pub(super) const REPLAY_LOG: &str = "acp-replay.jsonl";
 /// How long an agent that closed its stdout may take to exit before its family is ended.
 pub const AGENT_EXIT_GRACE: Duration = Duration::from_secs(10);
 
+/// How long an ACP agent may send nothing while none of its terminals runs, when the run sets
+/// no `--max-idle-minutes` (which is the bound when it does). Both pinned agents stream the
+/// model's output as it comes (message and thought chunks), so a silence this long is an
+/// agent that stopped making progress (measured: the Claude Code 2.1.44 inside
+/// `claude-code-acp` 0.16.2 spinning after a builder's command rewrote `~/.claude.json`),
+/// never a stage left to hang until someone notices.
+pub const DEFAULT_SILENCE: Duration = Duration::from_secs(5 * 60);
+
 /// The longest one terminal command may run (the stage's own limit applies when shorter).
 pub const TERMINAL_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
@@ -51,6 +59,8 @@ pub(super) struct AcpLaunch {
     pub(super) model: String,
     pub(super) label: String,
     pub(super) timeout: Option<Duration>,
+    /// The run's `--max-idle-minutes`, if set ([`DEFAULT_SILENCE`] otherwise).
+    pub(super) idle: Option<Duration>,
     pub(super) client_log: PathBuf,
     /// Where the history replayed during `session/load` is kept, apart from the stage's
     /// events (never parsed into them).
@@ -87,6 +97,7 @@ pub(super) async fn session(
         max_line: MAX_LINE,
         client_log: Some(launch.client_log),
         idle: Some(running.idle_holder()),
+        silence: Some(launch.idle.unwrap_or(DEFAULT_SILENCE)),
     };
     let mut replay_log: Option<std::io::BufWriter<std::fs::File>> = None;
     let end = acp::drive(stage, stdin, stdout, |feed| match feed {
@@ -171,6 +182,15 @@ pub(super) fn stop_reason(end: &AcpEnd, stage: &str) -> Option<(PauseCode, Strin
             PauseCode::PausedProcessCleanup,
             format!(
                 "{stage}: the boundary could not verify that every process of the terminal command `{command}` is gone (see commands.json)"
+            ),
+        ));
+    }
+    if let Some(silence) = end.silent {
+        return Some((
+            PauseCode::PausedStageTimeout,
+            format!(
+                "{stage}: the ACP agent sent nothing for {} s while none of its commands ran, and its family was stopped (it stopped making progress; see stdout.log and stderr.log; --max-idle-minutes sets this bound)",
+                silence.as_secs()
             ),
         ));
     }
