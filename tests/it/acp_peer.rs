@@ -238,7 +238,13 @@ struct Session {
 }
 
 async fn session_with_liar(cwd: &Path) -> Session {
-    session_with(cwd, None, None, |peer, cwd| async move { peer.lie(&cwd).await }).await
+    session_with(
+        cwd,
+        None,
+        None,
+        |peer, cwd| async move { peer.lie(&cwd).await },
+    )
+    .await
 }
 
 /// A session of autocode's client with the in-test agent `agent` (given the peer and the cwd),
@@ -503,11 +509,12 @@ async fn a_repair_resumes_the_session_where_the_agent_offers_it() {
 async fn a_session_the_agent_cannot_continue_fails_clearly() {
     let dir = tempfile::tempdir().unwrap();
     let cwd = dir.path().canonicalize().unwrap();
-    let Session { end, events, .. } = session_with(&cwd, Some(EARLIER), None, |peer, cwd| async move {
-        peer.continued(&cwd, json!({"loadSession": false}), None, false)
-            .await
-    })
-    .await;
+    let Session { end, events, .. } =
+        session_with(&cwd, Some(EARLIER), None, |peer, cwd| async move {
+            peer.continued(&cwd, json!({"loadSession": false}), None, false)
+                .await
+        })
+        .await;
     assert!(!end.prompt_answered);
     assert_eq!(end.continued, None);
     let failure = end.failure.expect("a failure");
@@ -542,7 +549,11 @@ impl Peer {
             "params": {"sessionId": "s1", "terminalId": terminal}}),
         )
         .await;
-        assert_eq!(self.answer(101).await["exitCode"], 0, "the command ran whole");
+        assert_eq!(
+            self.answer(101).await["exitCode"],
+            0,
+            "the command ran whole"
+        );
         let cancel = self.next().await;
         assert_eq!(cancel["method"], "session/cancel", "{cancel}");
     }
