@@ -410,3 +410,41 @@ fn read_report_file(path: &Path) -> std::io::Result<Vec<u8>> {
 pub fn foreign_edit_watch_missing(work_tree: &Path) -> Option<String> {
     foreign::probe(work_tree).err()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::acp::{Continuation, PinnedAcpAgent};
+    use crate::ids::RunId;
+
+    #[test]
+    fn an_acp_tool_keeps_sessions_once_its_agent_offered_to_continue_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = crate::provider::ConfigPaths::under(dir.path());
+        PinnedAcpAgent::Claude
+            .register(&paths.user_dir, None, |_| "default".into())
+            .unwrap();
+        let provider = crate::provider::Registry::new(paths)
+            .resolve_name(PinnedAcpAgent::Claude.tool_name())
+            .unwrap();
+        let name = provider.name.clone();
+        let mut runner = CliRunner::new(BTreeMap::new(), vec![provider]);
+        let state = RunState::new(
+            RunId::new("r1").unwrap(),
+            "o".into(),
+            "/ws".into(),
+            name.clone(),
+            BTreeMap::new(),
+        );
+        assert!(
+            !runner.keeps_sessions(&state, Role::Builder),
+            "no session has told yet"
+        );
+        runner.acp_continuations.insert(name.clone(), None);
+        assert!(!runner.keeps_sessions(&state, Role::Builder));
+        for how in [Continuation::Resume, Continuation::Load] {
+            runner.acp_continuations.insert(name.clone(), Some(how));
+            assert!(runner.keeps_sessions(&state, Role::Builder), "{how:?}");
+        }
+    }
+}
