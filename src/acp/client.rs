@@ -1,7 +1,12 @@
 //! One stage as an ACP client: `initialize` (protocol version 1, advertising `fs` and
-//! `terminal`), `session/new` in the stage's directory, one `session/prompt` with the stage's
-//! prompt, the agent's requests served meanwhile ([`super::serve`]), `session/cancel` at the
-//! end, then stdin is closed.
+//! `terminal`), `session/new` in the stage's directory — or, for a same-stage repair, the
+//! earlier attempt's session continued with `session/resume` or `session/load`
+//! ([`Continuation`]) — one `session/prompt` with the stage's prompt, the agent's requests
+//! served meanwhile ([`super::serve`]), `session/cancel` at the end, then stdin is closed.
+//!
+//! The history an agent replays while it answers `session/load` (its `session/update`
+//! notifications before the load's answer) is handed over as [`Feed::Replayed`], never as a
+//! line of this attempt's stream: what an earlier attempt did is no event of this one.
 //!
 //! Every line the agent writes is handed to the caller first (its parser makes the events and
 //! the summary: `crate::events::AcpParser`); what autocode itself did — each terminal's
@@ -11,6 +16,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
@@ -28,6 +34,41 @@ const INITIALIZE: u64 = 0;
 const SESSION_NEW: u64 = 1;
 const PROMPT: u64 = 2;
 const SET_MODEL: u64 = 3;
+const SESSION_CONTINUE: u64 = 4;
+
+/// How an earlier session is continued, by what the agent's `initialize` answer advertises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Continuation {
+    /// `session/resume` (`agentCapabilities.sessionCapabilities.resume`): the session goes on
+    /// without its history being sent again. Preferred.
+    Resume,
+    /// `session/load` (`agentCapabilities.loadSession`): the agent replays the whole history
+    /// as `session/update` notifications before it answers.
+    Load,
+}
+
+impl Continuation {
+    /// What the agent's `initialize` answer (`result`) offers, `session/resume` first.
+    pub fn offered(initialize: &Value) -> Option<Self> {
+        let caps = initialize.get("agentCapabilities")?;
+        if caps
+            .pointer("/sessionCapabilities/resume")
+            .is_some_and(|v| !v.is_null())
+        {
+            return Some(Continuation::Resume);
+        }
+        (caps.get("loadSession").and_then(Value::as_bool) == Some(true))
+            .then_some(Continuation::Load)
+    }
+
+    /// The JSON-RPC method (also the name recorded in `acp.json`).
+    pub fn method(self) -> &'static str {
+        match self {
+            Continuation::Resume => "session/resume",
+            Continuation::Load => "session/load",
+        }
+    }
+}
 
 /// One stage's ACP session.
 #[derive(Debug, Clone)]
@@ -36,6 +77,8 @@ pub struct AcpStage {
     /// file requests and terminals.
     pub cwd: PathBuf,
     pub prompt: String,
+    /// The session to continue (a same-stage repair of an earlier attempt), else a new one.
+    pub resume: Option<String>,
     /// The route's model, selected through the session's `model` option (or `session/set_model`)
     /// when the agent offers one.
     pub model: Option<String>,
@@ -52,6 +95,9 @@ pub struct AcpStage {
     /// The agent's idle timer, held while a terminal's command runs (the agent waits silently
     /// on it; the command's own time bound applies).
     pub idle: Option<IdleHolder>,
+    /// How long the agent may send nothing while none of its terminals runs before the session
+    /// is given up ([`AcpEnd::silent`]); `None`: no bound.
+    pub silence: Option<Duration>,
 }
 
 /// What the caller is handed, in order.
@@ -63,6 +109,10 @@ pub enum Feed<'a> {
     Oversized(u64),
     /// Something autocode did for the agent.
     Served(NormalizedEvent),
+    /// A `session/update` the agent sent while answering `session/load`: the earlier
+    /// attempts' history replayed, no part of this attempt's stream (record it apart or drop
+    /// it; never parse it into this attempt's events).
+    Replayed(&'a [u8]),
 }
 
 /// What the session left behind.
@@ -72,6 +122,11 @@ pub struct AcpEnd {
     pub prompt_answered: bool,
     /// The agent's `initialize` answer (its name, version and capabilities).
     pub agent: Option<Value>,
+    /// How an earlier session was continued (`None`: a new session).
+    pub continued: Option<Continuation>,
+    /// The `session/update` notifications replayed during `session/load` (handed over as
+    /// [`Feed::Replayed`]).
+    pub replayed_updates: u32,
     /// How the route's model was selected (`config_option`, `set_model`, `current`, or
     /// `not_selectable`: the agent offers no choice and runs its own configuration).
     pub model_selection: Option<&'static str>,
@@ -85,11 +140,17 @@ pub struct AcpEnd {
     pub unverified: Vec<String>,
     /// Why the session could not go on (a wrong protocol version, a lost stdin).
     pub failure: Option<String>,
+    /// The agent sent nothing for this long while none of its terminals ran, and the session
+    /// was given up ([`AcpStage::silence`]): it stopped making progress.
+    pub silent: Option<Duration>,
     /// The agent closed its stdout (it is exiting); otherwise autocode ended the session while
     /// the agent still listened (an ACP agent is a server: neither pinned agent exits when its
     /// stdin closes, measured).
     pub stream_closed: bool,
 }
+
+/// How often a session bounded by [`AcpStage::silence`] looks whether its terminals still run.
+const TERMINAL_POLL: Duration = Duration::from_millis(500);
 
 /// Where a terminal's ledger entries start, so they never collide with the agent's own.
 pub const TERMINAL_SEQ_BASE: u64 = 1 << 40;
@@ -137,6 +198,8 @@ pub async fn drive(
     // Which tool call shows which terminal (the agent's id is the evidence id the model sees).
     let mut owners: std::collections::BTreeMap<String, String> = Default::default();
     let mut session: Option<String> = None;
+    let mut replaying = false;
+    let mut heard = tokio::time::Instant::now();
     send(
         json!({"jsonrpc": "2.0", "id": INITIALIZE, "method": "initialize", "params": {
             "protocolVersion": PROTOCOL_VERSION,
@@ -145,7 +208,18 @@ pub async fn drive(
         }}),
     );
     loop {
+        // A terminal's end first: it is sent before its `wait_for_exit` is answered, so
+        // whatever the agent writes after that answer comes after autocode's command event.
+        // The silence bound counts from the last line or terminal end, never while a
+        // terminal's command runs (the agent waits on it without a word).
+        let quiet = stage.silence.filter(|_| !terminals.running());
         let incoming = tokio::select! {
+            biased;
+            Some(done) = ended.recv() => {
+                on(Feed::Served(terminal_event(&done, &owners, &mut end)));
+                heard = tokio::time::Instant::now();
+                continue;
+            }
             line = lines.recv() => match line {
                 Some(line) => line,
                 None => {
@@ -153,11 +227,17 @@ pub async fn drive(
                     break;
                 }
             },
-            Some(done) = ended.recv() => {
-                on(Feed::Served(terminal_event(&done, &owners, &mut end)));
+            () = tokio::time::sleep_until(heard + quiet.unwrap_or_default()), if quiet.is_some() => {
+                end.silent = quiet;
+                break;
+            }
+            // A terminal that ends is announced on `ended`; look again meanwhile, so the
+            // bound starts once none runs.
+            () = tokio::time::sleep(TERMINAL_POLL), if quiet.is_none() && stage.silence.is_some() => {
                 continue;
             }
         };
+        heard = tokio::time::Instant::now();
         let line = match incoming {
             Incoming::Oversized(bytes) => {
                 on(Feed::Oversized(bytes));
@@ -165,8 +245,20 @@ pub async fn drive(
             }
             Incoming::Line(line) => line,
         };
+        let message = serde_json::from_slice::<Value>(&line).ok();
+        // While `session/load` is answered, the agent's updates are the earlier history.
+        if replaying
+            && message.as_ref().is_some_and(|m| {
+                m.get("id").is_none()
+                    && m.get("method").and_then(Value::as_str) == Some("session/update")
+            })
+        {
+            end.replayed_updates += 1;
+            on(Feed::Replayed(&line));
+            continue;
+        }
         on(Feed::Line(&line));
-        let Ok(message) = serde_json::from_slice::<Value>(&line) else {
+        let Some(message) = message else {
             continue;
         };
         note_terminal_owners(&message, &mut owners);
@@ -227,17 +319,40 @@ pub async fn drive(
                             ));
                             break;
                         }
-                        send(
-                            json!({"jsonrpc": "2.0", "id": SESSION_NEW, "method": "session/new",
-                            "params": {"cwd": stage.cwd, "mcpServers": []}}),
-                        );
+                        match &stage.resume {
+                            None => send(
+                                json!({"jsonrpc": "2.0", "id": SESSION_NEW, "method": "session/new",
+                                "params": {"cwd": stage.cwd, "mcpServers": []}}),
+                            ),
+                            Some(earlier) => {
+                                let agent = end.agent.as_ref().unwrap_or(&Value::Null);
+                                let Some(how) = Continuation::offered(agent) else {
+                                    end.failure = Some(format!(
+                                        "the agent offers neither session/resume nor session/load, so session {earlier} cannot be continued"
+                                    ));
+                                    break;
+                                };
+                                end.continued = Some(how);
+                                replaying = how == Continuation::Load;
+                                send(json!({"jsonrpc": "2.0", "id": SESSION_CONTINUE,
+                                    "method": how.method(),
+                                    "params": {"sessionId": earlier, "cwd": stage.cwd, "mcpServers": []}}));
+                            }
+                        }
                     }
-                    Some(SESSION_NEW) if !failed => {
-                        let Some(id) = message.pointer("/result/sessionId").and_then(Value::as_str)
-                        else {
-                            end.failure = Some("session/new answered without a sessionId".into());
-                            break;
+                    Some(SESSION_NEW | SESSION_CONTINUE) if !failed => {
+                        replaying = false;
+                        // A continued session keeps its id (`session/load` answers without one).
+                        let id = match (&stage.resume, message.pointer("/result/sessionId")) {
+                            (_, Some(Value::String(id))) => id.clone(),
+                            (Some(earlier), None) => earlier.clone(),
+                            _ => {
+                                end.failure =
+                                    Some("session/new answered without a sessionId".into());
+                                break;
+                            }
                         };
+                        let id = id.as_str();
                         session = Some(id.to_owned());
                         let result = message.get("result").unwrap_or(&Value::Null);
                         match select_model(id, stage.model.as_deref(), result) {
@@ -269,6 +384,18 @@ pub async fn drive(
                     }
                     Some(PROMPT) => {
                         end.prompt_answered = !failed;
+                        break;
+                    }
+                    Some(SESSION_CONTINUE) => {
+                        let how = end.continued.map_or("session/load", Continuation::method);
+                        end.failure = Some(format!(
+                            "the agent could not continue session {} ({how}): {}",
+                            stage.resume.as_deref().unwrap_or("?"),
+                            message
+                                .pointer("/error/message")
+                                .and_then(Value::as_str)
+                                .unwrap_or("?")
+                        ));
                         break;
                     }
                     // A failed initialize or session/new: the parser recorded the error.
@@ -495,6 +622,23 @@ fn terminal_event(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_session_is_continued_as_the_agent_offers() {
+        // Both pinned agents (fixtures `acp/*/004-builder-1`) offer both: resume, no replay.
+        let both = json!({"agentCapabilities": {"loadSession": true,
+            "sessionCapabilities": {"fork": {}, "list": {}, "resume": {}}}});
+        assert_eq!(Continuation::offered(&both), Some(Continuation::Resume));
+        let load = json!({"agentCapabilities": {"loadSession": true}});
+        assert_eq!(Continuation::offered(&load), Some(Continuation::Load));
+        for none in [
+            json!({"agentCapabilities": {"loadSession": false, "sessionCapabilities": {}}}),
+            json!({"agentCapabilities": {"sessionCapabilities": {"resume": null}}}),
+            json!({}),
+        ] {
+            assert_eq!(Continuation::offered(&none), None, "{none}");
+        }
+    }
 
     #[test]
     fn the_routes_model_is_selected_or_the_session_fails() {

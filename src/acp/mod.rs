@@ -17,7 +17,7 @@ pub mod client;
 pub mod pinned;
 pub mod serve;
 
-pub use client::{AcpEnd, AcpStage, Feed, PROTOCOL_VERSION, drive};
+pub use client::{AcpEnd, AcpStage, Continuation, Feed, PROTOCOL_VERSION, drive};
 pub use pinned::PinnedAcpAgent;
 
 /// What `providers show` and `doctor` say about an ACP tool's evidence.

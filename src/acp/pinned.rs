@@ -9,6 +9,10 @@ use std::path::Path;
 use crate::role::RoleKey;
 use crate::transport::BuiltinTransport;
 
+/// The variable naming the Claude Code executable Zed's adapter runs (its agent SDK's
+/// `pathToClaudeCodeExecutable`; unset: the SDK's bundled Claude Code).
+pub const CLAUDE_CODE_EXECUTABLE: &str = "CLAUDE_CODE_EXECUTABLE";
+
 /// A pinned ACP agent (the versions are pinned in `tests/clis/package.json`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PinnedAcpAgent {
@@ -70,9 +74,16 @@ impl PinnedAcpAgent {
     /// `ConfigPaths::user_dir`), every role on `model(key)`; returns the variables the agent
     /// needs beyond its CLI's isolated configuration (Claude Code refuses to skip its permission
     /// prompts as root outside a sandbox, and autocode's room is that sandbox).
+    ///
+    /// `cli_bin`: the folder of the pinned CLIs (`tests/clis/node_modules/.bin`). Claude Code's
+    /// adapter then runs the pinned Claude Code (`CLAUDE_CODE_EXECUTABLE`) instead of the one
+    /// bundled in its agent SDK (2.1.44 under 0.16.2, which spins without a word once a
+    /// command rewrites `~/.claude.json` mid-session; the pinned 2.1.328 does not, measured on
+    /// `builder-plants-home-instructions`).
     pub fn register(
         self,
         providers_dir: &Path,
+        cli_bin: Option<&Path>,
         model: impl Fn(RoleKey) -> String,
     ) -> std::io::Result<BTreeMap<String, String>> {
         std::fs::create_dir_all(providers_dir)?;
@@ -80,10 +91,40 @@ impl PinnedAcpAgent {
             providers_dir.join(format!("{}.toml", self.tool_name())),
             self.tool_toml(model),
         )?;
-        Ok(match self {
-            PinnedAcpAgent::Claude => [("IS_SANDBOX".to_owned(), "1".to_owned())].into(),
+        Ok(self.agent_env(cli_bin.map(|bin| bin.join("claude")).as_deref()))
+    }
+
+    /// The variables the agent needs beyond its CLI's isolated configuration; `cli`: the
+    /// native CLI's executable, which Claude Code's adapter then runs (when it exists).
+    pub fn agent_env(self, cli: Option<&Path>) -> BTreeMap<String, String> {
+        match self {
+            PinnedAcpAgent::Claude => {
+                let mut env: BTreeMap<String, String> =
+                    [("IS_SANDBOX".to_owned(), "1".to_owned())].into();
+                if let Some(claude) = cli.and_then(|c| std::fs::canonicalize(c).ok()) {
+                    env.insert(
+                        CLAUDE_CODE_EXECUTABLE.to_owned(),
+                        claude.to_string_lossy().into_owned(),
+                    );
+                }
+                env
+            }
             PinnedAcpAgent::Opencode => BTreeMap::new(),
-        })
+        }
+    }
+
+    /// The pinned agent driving `cli`.
+    pub fn for_cli(cli: BuiltinTransport) -> Option<Self> {
+        Self::ALL.into_iter().find(|agent| agent.cli() == cli)
+    }
+
+    /// The model a scripted run routes every role of this agent's tool to: Claude Code's
+    /// adapter lists only its aliases (the scripted model answers whichever it sends).
+    pub fn scripted_model(self, model: &str) -> String {
+        match self {
+            PinnedAcpAgent::Opencode => format!("mock/{model}"),
+            PinnedAcpAgent::Claude => "default".to_owned(),
+        }
     }
 }
 
@@ -100,6 +141,21 @@ pub fn runs_claude_code(command: &[String]) -> bool {
             .unwrap_or(name);
         matches!(name, "claude-code-acp" | "claude-agent-acp")
     })
+}
+
+/// The built-in CLI whose user configuration an ACP tool's agent loads, when autocode knows it:
+/// Claude Code inside Zed's adapter ([`runs_claude_code`]), OpenCode's own `opencode acp`.
+/// Its configuring places in the stage's HOME layer are dropped before each stage, as for the
+/// native CLI (`crate::run::loaded_config`).
+pub fn native_cli(command: &[String]) -> Option<BuiltinTransport> {
+    if runs_claude_code(command) {
+        return Some(BuiltinTransport::Claude);
+    }
+    let runs_opencode = command.iter().any(|word| {
+        let name = word.rsplit('/').next().unwrap_or(word);
+        name == "opencode" || name.starts_with("opencode-ai")
+    });
+    (runs_opencode && command.iter().any(|w| w == "acp")).then_some(BuiltinTransport::Opencode)
 }
 
 #[cfg(test)]
@@ -127,6 +183,17 @@ mod tests {
             .collect();
         assert!(runs_claude_code(&pinned));
     }
+    #[test]
+    fn the_native_cli_of_each_pinned_agent_is_known() {
+        for agent in PinnedAcpAgent::ALL {
+            let command: Vec<String> = agent.command().iter().map(|w| (*w).to_owned()).collect();
+            assert_eq!(native_cli(&command), Some(agent.cli()), "{command:?}");
+        }
+        let words = |line: &str| line.split(' ').map(str::to_owned).collect::<Vec<_>>();
+        assert_eq!(native_cli(&words("qwen --acp")), None);
+        assert_eq!(native_cli(&words("opencode run")), None);
+    }
+
     use crate::provider::{ConfigPaths, Registry};
 
     #[test]
@@ -135,13 +202,27 @@ mod tests {
         let paths = ConfigPaths::under(dir.path());
         for agent in PinnedAcpAgent::ALL {
             let env = agent
-                .register(&paths.user_dir, |key| format!("m/{}", key.as_str()))
+                .register(&paths.user_dir, Some(dir.path()), |key| {
+                    format!("m/{}", key.as_str())
+                })
                 .unwrap();
             assert_eq!(
                 env.contains_key("IS_SANDBOX"),
                 agent == PinnedAcpAgent::Claude
             );
+            // No pinned `claude` in the folder: the adapter's own.
+            assert!(!env.contains_key(CLAUDE_CODE_EXECUTABLE));
         }
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(bin.join("claude"), "").unwrap();
+        let env = PinnedAcpAgent::Claude
+            .register(&paths.user_dir, Some(&bin), |_| "m".into())
+            .unwrap();
+        assert_eq!(
+            env.get(CLAUDE_CODE_EXECUTABLE).map(String::as_str),
+            bin.join("claude").canonicalize().unwrap().to_str()
+        );
         let registry = Registry::new(paths);
         for agent in PinnedAcpAgent::ALL {
             let resolved = registry.resolve_name(agent.tool_name()).unwrap();

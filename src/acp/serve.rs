@@ -302,6 +302,11 @@ impl Terminals {
         self.next
     }
 
+    /// Whether a terminal's command (or the cleanup of one) is still under way.
+    pub fn running(&self) -> bool {
+        self.tasks.iter().any(|task| !task.is_finished())
+    }
+
     /// `terminal/create`: starts the command, returns its id at once.
     pub async fn create(&mut self, params: &Value) -> Result<Value, RpcError> {
         let program = str_param(params, "command")?.to_owned();

@@ -115,7 +115,9 @@ fn env_strings(env: &crate::provider::registry::Env) -> BTreeMap<String, String>
 }
 
 /// The CLI the probe sets up against the scripted model: a built-in's own, OpenCode for an
-/// `opencode_events` tool, none for a report-file tool.
+/// `opencode_events` tool, the driven CLI for an ACP tool whose agent autocode knows
+/// (`acp::pinned::native_cli`: Claude Code's adapter, `opencode acp`), none for a report-file
+/// tool.
 fn scripted_cli(
     provider: &ResolvedProvider,
     ctx: &Context,
@@ -127,7 +129,9 @@ fn scripted_cli(
             OutputMode::OpencodeEvents => Some(BuiltinTransport::Opencode),
             OutputMode::CodexEvents => Some(BuiltinTransport::Codex),
             OutputMode::ClaudeEvents => Some(BuiltinTransport::Claude),
-            OutputMode::ReportFile | OutputMode::Acp => None,
+            // An ACP agent driving a built-in CLI reads that CLI's configuration.
+            OutputMode::Acp => crate::acp::pinned::native_cli(&provider.config.command),
+            OutputMode::ReportFile => None,
             OutputMode::DirectRuntime => None,
         },
     };
@@ -197,9 +201,13 @@ impl Scripted<'_> {
     async fn variant(&self, index: usize, fault: Option<Fault>) -> Result<VariantResult, String> {
         let identity = ProbeIdentity::random();
         let transport = self.cli.as_ref().map(|c| c.transport);
-        let model = |m: &str| match transport {
-            Some(t) => demo::model_id(t, m),
-            None => m.to_owned(),
+        let acp_agent = (self.provider.config.output == OutputMode::Acp)
+            .then(|| transport.and_then(crate::acp::PinnedAcpAgent::for_cli))
+            .flatten();
+        let model = |m: &str| match (acp_agent, transport) {
+            (Some(agent), _) => agent.scripted_model(m),
+            (None, Some(t)) => demo::model_id(t, m),
+            (None, None) => m.to_owned(),
         };
         let script_value = script::probe_script(&identity, fault, &[DOER_MODEL, CHECKER_MODEL]);
         let script = Script::parse(
@@ -218,9 +226,12 @@ impl Scripted<'_> {
         let home = variant_root.join("home");
         let env = match &self.cli {
             Some(cli) => {
-                let overrides =
+                let mut overrides =
                     demo::isolated_cli_env(cli.transport, &server, &home, demo::DEMO_CLI)
                         .map_err(|e| e.to_string())?;
+                if let Some(agent) = acp_agent {
+                    overrides.extend(agent.agent_env(Some(&cli.executable)));
+                }
                 env_strings(&demo::run_env(&self.ctx.env, &overrides, cli))
             }
             None => {

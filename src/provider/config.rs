@@ -316,6 +316,10 @@ pub enum ConfigProblem {
     AdapterRefused { reason: String },
     #[error("resume must hold a {{session}} argument")]
     ResumeWithoutSession,
+    #[error(
+        "resume is not for output = \"acp\": an ACP agent's session is continued in the protocol (session/resume or session/load, as the agent advertises)"
+    )]
+    ResumeWithAcp,
     #[error("output = \"{mode}\" is only for the built-in providers")]
     BuiltinOutputMode { mode: &'static str },
     #[error("{what} must not be empty")]

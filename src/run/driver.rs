@@ -324,7 +324,6 @@ async fn run_stage<R: StageRunner, I: Interaction>(
     if let Some(report) = run.state.pending_adoption.take() {
         return Ok(Ok(report));
     }
-    let keeps_sessions = runner.keeps_sessions(&run.state, plan.role);
     let mut purpose = plan.purpose.clone();
     let mut resume_session: Option<SessionId> = None;
     let mut repairs = 0u32;
@@ -433,6 +432,9 @@ async fn run_stage<R: StageRunner, I: Interaction>(
             &format!("rejected: {reason}"),
             outcome.duration,
         ));
+        // Asked after the attempt: an ACP agent says whether it can continue a session only
+        // when a session starts.
+        let keeps_sessions = runner.keeps_sessions(&run.state, plan.role);
         if let (Some(command), false, true, Some(_)) =
             (&shell_command, correction_used, keeps_sessions, &session)
         {

@@ -96,7 +96,8 @@ pub trait StageRunner {
         ctx: AttemptContext,
     ) -> impl Future<Output = AttemptOutcome>;
 
-    /// Whether repairs of this role can continue the same session.
+    /// Whether repairs of this role can continue the same session (asked after each attempt:
+    /// an ACP agent says whether it can only when a session starts).
     fn keeps_sessions(&self, state: &RunState, role: Role) -> bool;
 
     /// The model family of `route` (the cross-model rules use it): a direct route's declared

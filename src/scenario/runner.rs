@@ -22,7 +22,6 @@ use super::setup::{
     write_cli_config, write_login_profile,
 };
 use super::verdict::{self, OracleSummary, RunEnding};
-use crate::acp::PinnedAcpAgent;
 use crate::provider::{ConfigPaths, Registry};
 use crate::run::api::{self, ResumeOptions, RunSummary, StartOptions};
 use crate::run::driver::{DriveOutcome, Interaction};
@@ -37,10 +36,8 @@ pub const SCRIPTED_MODEL: &str = "mock-model";
 /// is the one the scripted model's base URL serves).
 pub fn scripted_model_name(profile: &Profile) -> String {
     match profile {
-        Profile::ScriptedOpencode | Profile::ScriptedAcp(PinnedAcpAgent::Opencode) => {
-            format!("mock/{SCRIPTED_MODEL}")
-        }
-        Profile::ScriptedAcp(PinnedAcpAgent::Claude) => "default".to_owned(),
+        Profile::ScriptedOpencode => format!("mock/{SCRIPTED_MODEL}"),
+        Profile::ScriptedAcp(agent) => agent.scripted_model(SCRIPTED_MODEL),
         Profile::ScriptedDirect(_) => super::direct_setup::model_route(),
         _ => SCRIPTED_MODEL.to_owned(),
     }
@@ -315,7 +312,8 @@ async fn run_job_inner(
             .map_err(HarnessError::Setup)?;
         } else {
             env.extend(
-                write_cli_config(&job.profile, &home, &running).map_err(HarnessError::Setup)?,
+                write_cli_config(&job.profile, &home, &running, &config.cli_bin_dir)
+                    .map_err(HarnessError::Setup)?,
             );
         }
         server = Some(running);

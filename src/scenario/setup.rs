@@ -125,11 +125,13 @@ pub async fn seed_repository(
 /// the variables the CLI needs (`crate::demo::isolated_cli_env`, with the scripts' one model and
 /// no CLI retries, so a script's fault counts are exact). A `scripted-acp-*` profile's agent reads
 /// its native CLI's configuration, and its tool is registered in the run's own provider registry
-/// (the one `HOME`/`XDG_CONFIG_HOME` of the returned variables name).
+/// (the one `HOME`/`XDG_CONFIG_HOME` of the returned variables name), with the pinned CLIs of
+/// `cli_bin_dir` (`PinnedAcpAgent::register`).
 pub fn write_cli_config(
     profile: &Profile,
     home: &Path,
     server: &RunningServer,
+    cli_bin_dir: &Path,
 ) -> Result<BTreeMap<String, String>, String> {
     let transport = match profile {
         Profile::ScriptedCodex => BuiltinTransport::Codex,
@@ -152,7 +154,7 @@ pub fn write_cli_config(
         let paths = ConfigPaths::from_env(&to_os(&env)).map_err(|e| e.to_string())?;
         let model = scripted_model_name(profile);
         let extra = agent
-            .register(&paths.user_dir, |_| model.clone())
+            .register(&paths.user_dir, Some(cli_bin_dir), |_| model.clone())
             .map_err(|e| format!("{}: {e}", paths.user_dir.display()))?;
         env.extend(extra);
     }
@@ -304,24 +306,34 @@ mod tests {
             .await
             .unwrap();
         let home = tempfile::tempdir().unwrap();
-        let codex = write_cli_config(&Profile::ScriptedCodex, home.path(), &server).unwrap();
+        let codex =
+            write_cli_config(&Profile::ScriptedCodex, home.path(), &server, home.path()).unwrap();
         let config = std::fs::read_to_string(home.path().join(".codex/config.toml")).unwrap();
         assert!(config.contains(&server.openai_base_url()));
         assert!(config.contains("stream_max_retries = 0"));
         assert_eq!(codex.get("AUTOCODE_PASS_ENV").unwrap(), "MOCK_API_KEY");
-        write_cli_config(&Profile::ScriptedOpencode, home.path(), &server).unwrap();
+        write_cli_config(
+            &Profile::ScriptedOpencode,
+            home.path(),
+            &server,
+            home.path(),
+        )
+        .unwrap();
         let opencode =
             std::fs::read_to_string(home.path().join(".config/opencode/opencode.json")).unwrap();
         assert!(opencode.contains(&server.openai_base_url()));
-        let claude = write_cli_config(&Profile::ScriptedClaude, home.path(), &server).unwrap();
+        let claude =
+            write_cli_config(&Profile::ScriptedClaude, home.path(), &server, home.path()).unwrap();
         assert_eq!(
             claude.get("ANTHROPIC_BASE_URL").unwrap(),
             &server.base_url()
         );
-        assert!(write_cli_config(&Profile::ScriptedFake, home.path(), &server).is_err());
+        assert!(
+            write_cli_config(&Profile::ScriptedFake, home.path(), &server, home.path()).is_err()
+        );
         // An ACP profile: its agent's CLI configuration, and its tool in the run's registry.
         let acp = Profile::ScriptedAcp(crate::acp::PinnedAcpAgent::Claude);
-        let env = write_cli_config(&acp, home.path(), &server).unwrap();
+        let env = write_cli_config(&acp, home.path(), &server, home.path()).unwrap();
         assert_eq!(env.get("ANTHROPIC_BASE_URL").unwrap(), &server.base_url());
         assert_eq!(env.get("IS_SANDBOX").map(String::as_str), Some("1"));
         let registry = crate::provider::Registry::new(ConfigPaths::from_env(&to_os(&env)).unwrap());

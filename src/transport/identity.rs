@@ -32,8 +32,9 @@ use std::path::{Path, PathBuf};
 
 /// Environment variables whose values change which configuration or endpoint a CLI uses.
 /// `CLAUDE_CODE_MAX_OUTPUT_TOKENS` is deliberately not one of them.
-pub const IDENTITY_ENV: [&str; 7] = [
+pub const IDENTITY_ENV: [&str; 8] = [
     "ANTHROPIC_BASE_URL",
+    "CLAUDE_CODE_EXECUTABLE",
     "CLAUDE_CONFIG_DIR",
     "CODEX_HOME",
     "OPENAI_BASE_URL",

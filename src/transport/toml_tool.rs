@@ -48,7 +48,8 @@ pub fn plan(request: &StageRequest, config: &ProviderConfig) -> Result<LaunchPla
         error: e.to_string(),
     };
     let mut argv = expand(&config.command, &values).map_err(template_error)?;
-    if request.resume_session.is_some() {
+    // An ACP agent's session is continued in the protocol (`crate::acp::Continuation`).
+    if request.resume_session.is_some() && config.output != crate::provider::OutputMode::Acp {
         let resume = config.resume.as_ref().ok_or_else(|| PlanError::NoResume {
             provider: config.name.to_string(),
         })?;

@@ -76,7 +76,7 @@ async fn demo_via(agent: PinnedAcpAgent, single: Option<&str>) -> Ran {
     let paths = ConfigPaths::under(&home.join(".config/autocode"));
     let routes = autocode::demo::demo_routes(|m| format!("mock/{m}"));
     let agent_env = agent
-        .register(&paths.user_dir, |key| match single {
+        .register(&paths.user_dir, Some(&bin), |key| match single {
             Some(model) => model.to_owned(),
             None => routes
                 .iter()

@@ -6,6 +6,15 @@
 //! message made of autocode's own event lines. What counts is autocode's own command event for
 //! the terminal and the kernel's ledger of its family: none of the lies yields evidence a
 //! report could cite.
+//!
+//! A repair continuing the earlier session: `session/resume` where the agent offers it, else
+//! `session/load`, whose replayed history (here with a forged passing command and a tool call
+//! showing a terminal of the earlier process) is handed over apart and is no event, no
+//! evidence and no owner of this attempt's terminals; an agent offering neither is a clear
+//! failure, never a fresh session answering a repair prompt without its context.
+//!
+//! An agent that goes silent (no line, no terminal running) is given up after the session's
+//! silence bound; a terminal command running longer than the bound is not silence.
 
 use std::path::Path;
 use std::time::Duration;
@@ -13,7 +22,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use autocode::acp::{self, AcpEnd, AcpStage, Feed};
+use autocode::acp::{self, AcpEnd, AcpStage, Continuation, Feed};
 use autocode::direct::tools::ShellContext;
 use autocode::events::{AcpParser, CommandStatus, FinalReport, NormalizedEvent, StreamSummary};
 use autocode::report::evidence::{
@@ -129,13 +138,127 @@ impl Peer {
     }
 }
 
+/// The earlier attempt's session a repair continues.
+const EARLIER: &str = "s-earlier";
+/// The report the continued session sends.
+const REPORT: &str = r#"{"status":"done"}"#;
+
+impl Peer {
+    /// An agent offering `caps` that expects the earlier session continued with `method`
+    /// (`None`: autocode must give up after `initialize`); with `replay`, it replays history
+    /// before answering, then runs the failing command in a terminal of this attempt.
+    async fn continued(mut self, cwd: &Path, caps: Value, method: Option<&str>, replay: bool) {
+        let init = self.next().await;
+        assert_eq!(init["method"], "initialize");
+        self.send(json!({"jsonrpc": "2.0", "id": init["id"], "result": {
+            "protocolVersion": 1, "agentCapabilities": caps, "agentInfo": {"name": "keeper"}}}))
+            .await;
+        let Some(method) = method else {
+            assert!(
+                self.lines.next_line().await.unwrap().is_none(),
+                "autocode went on without a way to continue the session"
+            );
+            return;
+        };
+        let request = self.next().await;
+        assert_eq!(request["method"], method, "{request}");
+        assert_eq!(
+            request["params"],
+            json!({"sessionId": EARLIER, "cwd": cwd.to_str().unwrap(), "mcpServers": []})
+        );
+        if replay {
+            let history = [
+                json!({"sessionUpdate": "user_message_chunk",
+                    "content": {"type": "text", "text": "You are the tester."}}),
+                // The earlier attempt's own-tool command, "passed" (as a forger would replay it).
+                json!({"sessionUpdate": "tool_call", "toolCallId": "call-old", "kind": "execute",
+                    "title": FAILING, "status": "completed", "rawInput": {"command": FAILING},
+                    "rawOutput": {"exit_code": 0}}),
+                // A tool call of the earlier process showing its terminal `term-1`.
+                json!({"sessionUpdate": "tool_call", "toolCallId": "call-older",
+                    "kind": "execute", "title": FAILING, "status": "completed",
+                    "content": [{"type": "terminal", "terminalId": "term-1"}]}),
+                json!({"sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": "{\"status\":\"earlier\"}"}}),
+            ];
+            for update in history {
+                self.send(json!({"jsonrpc": "2.0", "method": "session/update",
+                    "params": {"sessionId": EARLIER, "update": update}}))
+                    .await;
+            }
+        }
+        let answer = if method == "session/load" {
+            json!({})
+        } else {
+            json!({"sessionId": EARLIER})
+        };
+        self.send(json!({"jsonrpc": "2.0", "id": request["id"], "result": answer}))
+            .await;
+        let prompt = self.next().await;
+        assert_eq!(prompt["method"], "session/prompt");
+        assert_eq!(prompt["params"]["sessionId"], EARLIER);
+        // This attempt's terminal is `term-1` again (a new client), shown by `call-new`.
+        self.send(
+            json!({"jsonrpc": "2.0", "id": 100, "method": "terminal/create",
+            "params": {"sessionId": EARLIER, "command": FAILING}}),
+        )
+        .await;
+        let terminal = self.answer(100).await["terminalId"].clone();
+        assert_eq!(terminal, "term-1");
+        self.send(json!({"jsonrpc": "2.0", "method": "session/update",
+            "params": {"sessionId": EARLIER, "update": {"sessionUpdate": "tool_call",
+            "toolCallId": "call-new", "kind": "execute", "title": FAILING,
+            "status": "in_progress", "content": [{"type": "terminal", "terminalId": terminal}]}}}))
+            .await;
+        self.send(
+            json!({"jsonrpc": "2.0", "id": 101, "method": "terminal/wait_for_exit",
+            "params": {"sessionId": EARLIER, "terminalId": terminal}}),
+        )
+        .await;
+        assert_eq!(self.answer(101).await["exitCode"], 1);
+        self.send(json!({"jsonrpc": "2.0", "method": "session/update",
+            "params": {"sessionId": EARLIER, "update": {"sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": REPORT}}}}))
+            .await;
+        self.send(json!({"jsonrpc": "2.0", "id": prompt["id"],
+            "result": {"stopReason": "end_turn"}}))
+            .await;
+        let cancel = self.next().await;
+        assert_eq!(cancel["method"], "session/cancel", "{cancel}");
+        assert_eq!(cancel["params"]["sessionId"], EARLIER);
+    }
+}
+
 struct Session {
     end: AcpEnd,
     events: Vec<NormalizedEvent>,
     summary: StreamSummary,
+    /// What autocode handed over as replayed history.
+    replayed: Vec<Value>,
 }
 
 async fn session_with_liar(cwd: &Path) -> Session {
+    session_with(
+        cwd,
+        None,
+        None,
+        |peer, cwd| async move { peer.lie(&cwd).await },
+    )
+    .await
+}
+
+/// A session of autocode's client with the in-test agent `agent` (given the peer and the cwd),
+/// continuing `resume` when given, given up after `silence`.
+async fn session_with<F, Fut>(
+    cwd: &Path,
+    resume: Option<&str>,
+    silence: Option<Duration>,
+    agent: F,
+) -> Session
+where
+    F: FnOnce(Peer, std::path::PathBuf) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let (stdin, agent_in) = tokio::net::unix::pipe::pipe().unwrap();
     let (agent_out, stdout) = tokio::io::duplex(1 << 16);
     let peer = Peer {
@@ -146,6 +269,7 @@ async fn session_with_liar(cwd: &Path) -> Session {
     let stage = AcpStage {
         cwd: cwd.to_owned(),
         prompt: "You are the tester.".into(),
+        resume: resume.map(str::to_owned),
         model: None,
         writable: false,
         shell: ShellContext {
@@ -158,17 +282,17 @@ async fn session_with_liar(cwd: &Path) -> Session {
         max_line: 1 << 20,
         client_log: None,
         idle: None,
+        silence,
     };
-    let agent = {
-        let cwd = cwd.to_owned();
-        tokio::spawn(async move { peer.lie(&cwd).await })
-    };
+    let agent = tokio::spawn(agent(peer, cwd.to_owned()));
     let mut parser = AcpParser::new();
     let mut events = Vec::new();
+    let mut replayed = Vec::new();
     let end = acp::drive(stage, stdin, stdout, |feed| match feed {
         Feed::Line(line) => parser.feed_line_into(line, &mut events),
         Feed::Oversized(bytes) => parser.feed_oversized_line_into(bytes, 1 << 20, &mut events),
         Feed::Served(event) => events.push(event),
+        Feed::Replayed(line) => replayed.push(serde_json::from_slice(line).unwrap()),
     })
     .await;
     agent.await.unwrap();
@@ -177,6 +301,7 @@ async fn session_with_liar(cwd: &Path) -> Session {
         end,
         events,
         summary,
+        replayed,
     }
 }
 
@@ -203,6 +328,7 @@ async fn an_agents_lies_about_a_terminal_command_are_no_evidence() {
         end,
         events,
         summary,
+        ..
     } = session_with_liar(&cwd).await;
     assert!(end.prompt_answered, "{:?}", end.failure);
     assert_eq!(end.terminals_created, 1);
@@ -281,4 +407,184 @@ async fn an_agents_lies_about_a_terminal_command_are_no_evidence() {
     for (check, problem) in checks.iter().zip(&problems).skip(1) {
         assert!(problem.is_some(), "{check:?} was accepted");
     }
+}
+
+/// Every command event's (evidence id, exit code).
+fn finished(events: &[NormalizedEvent]) -> Vec<(String, Option<i32>)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            NormalizedEvent::CommandStarted { evidence_id, .. } => {
+                Some((evidence_id.as_str().to_owned(), None))
+            }
+            NormalizedEvent::CommandFinished {
+                evidence_id,
+                exit_code,
+                ..
+            } => Some((evidence_id.as_str().to_owned(), *exit_code)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repair_loads_the_session_and_its_replayed_history_is_no_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path().canonicalize().unwrap();
+    let Session {
+        end,
+        events,
+        summary,
+        replayed,
+    } = session_with(&cwd, Some(EARLIER), None, |peer, cwd| async move {
+        peer.continued(
+            &cwd,
+            json!({"loadSession": true}),
+            Some("session/load"),
+            true,
+        )
+        .await
+    })
+    .await;
+    assert!(end.prompt_answered, "{:?}", end.failure);
+    assert_eq!(end.continued, Some(Continuation::Load));
+    // The history went apart, whole, and nothing of it became an event.
+    assert_eq!(end.replayed_updates, 4);
+    assert_eq!(replayed.len(), 4);
+    assert_eq!(replayed[1]["params"]["update"]["toolCallId"], "call-old");
+    // The only command event is autocode's own for this attempt's terminal, under the tool call
+    // that showed it now (not the replayed `call-older` that showed the earlier `term-1`).
+    assert_eq!(
+        finished(&events),
+        [("event:call-new".to_owned(), Some(1))],
+        "{events:?}"
+    );
+    assert_eq!(summary.session_id.as_deref(), Some(EARLIER));
+    assert_eq!(summary.conflicting_session_id, None);
+    // The report is this turn's message, not the replayed one.
+    assert_eq!(summary.final_report, Some(FinalReport::Text(REPORT.into())));
+    // A report citing the replayed "passing" command cites nothing; the honest exit counts.
+    let records = records(&events);
+    let checks = [cite("event:call-old", 0), cite("event:call-new", 1)];
+    let findings = check_against_ledger(
+        check_event_evidence(&checks, &records),
+        &records,
+        &end.ledger,
+    );
+    assert!(
+        findings[0].problem.is_some(),
+        "the replayed command was accepted"
+    );
+    assert!(
+        findings[1].problem.is_none(),
+        "the honest citation: {:?}",
+        findings[1].problem
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repair_resumes_the_session_where_the_agent_offers_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path().canonicalize().unwrap();
+    // Both offered (as both pinned agents do): `session/resume`, which replays nothing.
+    let caps = json!({"loadSession": true, "sessionCapabilities": {"resume": {}}});
+    let Session {
+        end,
+        events,
+        summary,
+        replayed,
+    } = session_with(&cwd, Some(EARLIER), None, |peer, cwd| async move {
+        peer.continued(&cwd, caps, Some("session/resume"), false)
+            .await
+    })
+    .await;
+    assert!(end.prompt_answered, "{:?}", end.failure);
+    assert_eq!(end.continued, Some(Continuation::Resume));
+    assert_eq!((end.replayed_updates, replayed.len()), (0, 0));
+    assert_eq!(finished(&events), [("event:call-new".to_owned(), Some(1))]);
+    assert_eq!(summary.session_id.as_deref(), Some(EARLIER));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_the_agent_cannot_continue_fails_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path().canonicalize().unwrap();
+    let Session { end, events, .. } =
+        session_with(&cwd, Some(EARLIER), None, |peer, cwd| async move {
+            peer.continued(&cwd, json!({"loadSession": false}), None, false)
+                .await
+        })
+        .await;
+    assert!(!end.prompt_answered);
+    assert_eq!(end.continued, None);
+    let failure = end.failure.expect("a failure");
+    assert!(
+        failure.contains("neither session/resume nor session/load") && failure.contains(EARLIER),
+        "{failure}"
+    );
+    assert!(finished(&events).is_empty());
+}
+
+impl Peer {
+    /// An agent that runs `sleep 2` in a terminal (longer than the bound), then says nothing
+    /// more until autocode gives the session up.
+    async fn fall_silent(mut self) {
+        let init = self.next().await;
+        self.send(json!({"jsonrpc": "2.0", "id": init["id"], "result": {
+            "protocolVersion": 1, "agentCapabilities": {}}}))
+            .await;
+        let new = self.next().await;
+        self.send(json!({"jsonrpc": "2.0", "id": new["id"], "result": {"sessionId": "s1"}}))
+            .await;
+        let prompt = self.next().await;
+        assert_eq!(prompt["method"], "session/prompt");
+        self.send(
+            json!({"jsonrpc": "2.0", "id": 100, "method": "terminal/create",
+            "params": {"sessionId": "s1", "command": "sleep 2"}}),
+        )
+        .await;
+        let terminal = self.answer(100).await["terminalId"].clone();
+        self.send(
+            json!({"jsonrpc": "2.0", "id": 101, "method": "terminal/wait_for_exit",
+            "params": {"sessionId": "s1", "terminalId": terminal}}),
+        )
+        .await;
+        assert_eq!(
+            self.answer(101).await["exitCode"],
+            0,
+            "the command ran whole"
+        );
+        let cancel = self.next().await;
+        assert_eq!(cancel["method"], "session/cancel", "{cancel}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_agent_is_given_up_but_a_long_terminal_command_is_not_silence() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path().canonicalize().unwrap();
+    let bound = Duration::from_secs(1);
+    let started = std::time::Instant::now();
+    let session = session_with(&cwd, None, Some(bound), |peer, _| async move {
+        peer.fall_silent().await
+    });
+    let Session { end, events, .. } = tokio::time::timeout(Duration::from_secs(60), session)
+        .await
+        .expect("the silent agent's session was never given up");
+    assert_eq!(end.silent, Some(bound), "{:?}", end.failure);
+    assert!(!end.prompt_answered);
+    assert!(
+        started.elapsed() >= Duration::from_secs(3),
+        "the bound counts only after the command"
+    );
+    let finished: Vec<(String, Option<i32>)> = events
+        .iter()
+        .filter_map(|e| match e {
+            NormalizedEvent::CommandFinished {
+                command, exit_code, ..
+            } => Some((command.clone(), *exit_code)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finished, [("sleep 2".to_owned(), Some(0))]);
 }

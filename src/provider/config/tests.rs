@@ -101,6 +101,13 @@ fn errors_name_line_column_and_key() {
             "{session}",
         ),
         (
+            with("output = \"opencode_events\"", "output = \"acp\""),
+            5,
+            1,
+            "resume",
+            "session/resume or session/load",
+        ),
+        (
             with("\"{effort}\"]", "\"{effort}\", \"{session}\"]"),
             2,
             67,

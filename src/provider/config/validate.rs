@@ -86,6 +86,9 @@ pub fn validate_config(config: &ProviderConfig, origin: Origin) -> Result<(), In
     }
     if let Some(resume) = &config.resume {
         let key = KeyPath::key("resume");
+        if config.output == OutputMode::Acp {
+            return Err(invalid(key, ConfigProblem::ResumeWithAcp));
+        }
         check_argv(key.clone(), resume, "resume")?;
         let uses = template_placeholders(&key, resume)?;
         if let Some((i, _)) = uses

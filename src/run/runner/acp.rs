@@ -6,11 +6,14 @@
 //! and gets [`AGENT_EXIT_GRACE`]).
 //!
 //! What it records beside the CLI's artifacts: `acp-client.jsonl` (every message autocode sent),
-//! `acp.json` (the agent's `initialize` answer, how many terminals and file requests it used,
-//! and so whether its commands ran in autocode's terminal) and `commands.json` (the boundary's
-//! receipt of every terminal command).
+//! `acp.json` (the agent's `initialize` answer, whether an earlier session was continued and
+//! how, how many terminals and file requests it used, and so whether its commands ran in
+//! autocode's terminal), `acp-replay.jsonl` (the history replayed during `session/load`, apart
+//! from the stage's events) and `commands.json` (the boundary's receipt of every terminal
+//! command).
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -26,9 +29,20 @@ use crate::supervise::{Canceller, Room, Running};
 
 /// autocode's own side of the session, one JSON-RPC message a line.
 pub(super) const CLIENT_LOG: &str = "acp-client.jsonl";
+/// The history an agent replayed while answering `session/load`, one message a line: kept for
+/// a person to read, never parsed into the stage's events or evidence.
+pub(super) const REPLAY_LOG: &str = "acp-replay.jsonl";
 
 /// How long an agent that closed its stdout may take to exit before its family is ended.
 pub const AGENT_EXIT_GRACE: Duration = Duration::from_secs(10);
+
+/// How long an ACP agent may send nothing while none of its terminals runs, when the run sets
+/// no `--max-idle-minutes` (which is the bound when it does). Both pinned agents stream the
+/// model's output as it comes (message and thought chunks), so a silence this long is an
+/// agent that stopped making progress (measured: the Claude Code 2.1.44 inside
+/// `claude-code-acp` 0.16.2 spinning after a builder's command rewrote `~/.claude.json`),
+/// never a stage left to hang until someone notices.
+pub const DEFAULT_SILENCE: Duration = Duration::from_secs(5 * 60);
 
 /// The longest one terminal command may run (the stage's own limit applies when shorter).
 pub const TERMINAL_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -40,10 +54,17 @@ pub(super) struct AcpLaunch {
     pub(super) room: Option<Room>,
     pub(super) writable: bool,
     pub(super) prompt: String,
+    /// The earlier attempt's session a same-stage repair continues.
+    pub(super) resume: Option<String>,
     pub(super) model: String,
     pub(super) label: String,
     pub(super) timeout: Option<Duration>,
+    /// The run's `--max-idle-minutes`, if set ([`DEFAULT_SILENCE`] otherwise).
+    pub(super) idle: Option<Duration>,
     pub(super) client_log: PathBuf,
+    /// Where the history replayed during `session/load` is kept, apart from the stage's
+    /// events (never parsed into them).
+    pub(super) replay_log: PathBuf,
 }
 
 /// Speaks the session to its end.
@@ -61,6 +82,7 @@ pub(super) async fn session(
     let stage = AcpStage {
         cwd: launch.cwd.clone(),
         prompt: launch.prompt,
+        resume: launch.resume,
         model: Some(launch.model),
         writable: launch.writable,
         shell: ShellContext {
@@ -75,13 +97,29 @@ pub(super) async fn session(
         max_line: MAX_LINE,
         client_log: Some(launch.client_log),
         idle: Some(running.idle_holder()),
+        silence: Some(launch.idle.unwrap_or(DEFAULT_SILENCE)),
     };
-    acp::drive(stage, stdin, stdout, |feed| match feed {
+    let mut replay_log: Option<std::io::BufWriter<std::fs::File>> = None;
+    let end = acp::drive(stage, stdin, stdout, |feed| match feed {
         Feed::Line(line) => intake.line(line, None, MAX_LINE),
         Feed::Oversized(bytes) => intake.line(&[], Some(bytes), MAX_LINE),
         Feed::Served(event) => intake.event(event),
+        Feed::Replayed(line) => {
+            if replay_log.is_none() {
+                replay_log = std::fs::File::create(&launch.replay_log)
+                    .ok()
+                    .map(std::io::BufWriter::new);
+            }
+            if let Some(log) = replay_log.as_mut() {
+                let _ = log.write_all(line).and_then(|()| log.write_all(b"\n"));
+            }
+        }
     })
-    .await
+    .await;
+    if let Some(mut log) = replay_log {
+        let _ = log.flush();
+    }
+    end
 }
 
 /// Ends the agent's family once the session is over (abort the task once it has exited): at
@@ -119,6 +157,8 @@ pub(super) fn record(dir: &Path, end: &AcpEnd) {
             "protocol_version": acp::PROTOCOL_VERSION,
             "agent": end.agent,
             "prompt_answered": end.prompt_answered,
+            "continued": end.continued.map(acp::Continuation::method),
+            "replayed_updates": end.replayed_updates,
             "model_selection": end.model_selection,
             "terminals_created": end.terminals_created,
             "file_requests": end.file_requests,
@@ -142,6 +182,15 @@ pub(super) fn stop_reason(end: &AcpEnd, stage: &str) -> Option<(PauseCode, Strin
             PauseCode::PausedProcessCleanup,
             format!(
                 "{stage}: the boundary could not verify that every process of the terminal command `{command}` is gone (see commands.json)"
+            ),
+        ));
+    }
+    if let Some(silence) = end.silent {
+        return Some((
+            PauseCode::PausedStageTimeout,
+            format!(
+                "{stage}: the ACP agent sent nothing for {} s while none of its commands ran, and its family was stopped (it stopped making progress; see stdout.log and stderr.log; --max-idle-minutes sets this bound)",
+                silence.as_secs()
             ),
         ));
     }

@@ -263,13 +263,28 @@ impl CliRunner {
         // What the CLI loads: never configuration a stage planted in its layer, and for a
         // judge never the builder's changes to the project's agent configuration.
         let builtin = transport::BuiltinTransport::for_provider(&route.provider);
-        let dropped = match (&home_layer, builtin) {
-            (Some(home), Some(builtin)) => loaded_config::reset_judge_layer(
+        // An ACP agent driving a built-in CLI loads that CLI's user configuration (Zed's
+        // Claude Code adapter loads the user's settings and MCP servers too).
+        let acp_cli = acp
+            .then(|| crate::acp::pinned::native_cli(&provider.config.command))
+            .flatten();
+        let dropped = match (&home_layer, builtin, acp_cli) {
+            (Some(home), Some(builtin), _) => loaded_config::reset_judge_layer(
                 home,
                 &loaded_config::configuring_places(builtin, &env.kept),
             ),
+            (Some(home), None, Some(cli)) => loaded_config::reset_judge_layer(
+                home,
+                &loaded_config::acp_configuring_places(cli, &env.kept),
+            ),
             _ => Vec::new(),
         };
+        if builtin.is_none() && !dropped.is_empty() {
+            let _ = integrity::write_stage_record(
+                &dir.join("loaded_config.json"),
+                &json!({ "dropped_from_layer": dropped }),
+            );
+        }
         if let Some(builtin) = builtin {
             let loaded = transport::identity::TransportIdentity::collect(
                 &transport::identity::IdentityInput {
@@ -364,10 +379,13 @@ impl CliRunner {
             writable: confine::WorktreeAccess::for_role(ctx.plan.role)
                 != confine::WorktreeAccess::ReadOnly,
             prompt: ctx.prompt.clone(),
+            resume: ctx.resume_session.as_ref().map(|s| s.to_string()),
             model: route.model.clone(),
             label: format!("stage {}", ctx.record.dir),
             timeout: limits.timeout,
+            idle: limits.idle,
             client_log: dir.join(super::acp::CLIENT_LOG),
+            replay_log: dir.join(super::acp::REPLAY_LOG),
         });
         if acp {
             spec.stdin = supervise::StdinSource::Pipe;
@@ -419,6 +437,13 @@ impl CliRunner {
         let acp_end = match acp_launch {
             Some(launch) => {
                 let end = super::acp::session(&mut running, &mut intake, launch).await;
+                // What the agent offers to continue a session decides a repair (`keeps_sessions`).
+                if let Some(agent) = &end.agent {
+                    self.acp_continuations.insert(
+                        provider.name.clone(),
+                        crate::acp::Continuation::offered(agent),
+                    );
+                }
                 let ending = super::acp::end_agent(&end, canceller);
                 Some((end, ending))
             }

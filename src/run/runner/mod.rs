@@ -85,6 +85,9 @@ pub struct CliRunner {
     progress: Option<Arc<dyn ProgressSink>>,
     /// The run's replay verdicts (`super::replay_cache`), read on first use, by run directory.
     replay_results: Option<(PathBuf, super::replay_cache::ReplayResults)>,
+    /// How each ACP tool's agent continues a session, from its last `initialize` answer
+    /// (`None`: it offers neither `session/resume` nor `session/load`; a repair starts fresh).
+    acp_continuations: BTreeMap<ProviderName, Option<crate::acp::Continuation>>,
 }
 
 impl CliRunner {
@@ -102,6 +105,7 @@ impl CliRunner {
             lower_view: None,
             progress: None,
             replay_results: None,
+            acp_continuations: BTreeMap::new(),
         }
     }
 
@@ -282,6 +286,12 @@ impl StageRunner for CliRunner {
         let route = state.route_for(role, None);
         match self.provider(&route.provider) {
             Some(p) if BuiltinTransport::for_provider(&p.name).is_some() => true,
+            // An ACP agent says in its `initialize` answer whether it can continue a session;
+            // a stage's first attempt has asked it before any repair.
+            Some(p) if p.config.output == OutputMode::Acp => self
+                .acp_continuations
+                .get(&p.name)
+                .is_some_and(Option::is_some),
             Some(p) => p.config.resume.is_some(),
             None => false,
         }
@@ -350,6 +360,11 @@ impl StageRunner for CliRunner {
             return None;
         }
         let provider = self.provider(&attempt.route.provider)?.clone();
+        // An ACP stage's evidence is not all in its stdout.log (autocode's terminal commands
+        // and their ledgers are its own; a `session/load` replay is there): never adopted.
+        if provider.config.output == OutputMode::Acp {
+            return None;
+        }
         let kind = self.transport_kind(&provider)?;
         let stdout = crate::bounded_read::open_regular(&dir.join("stdout.log")).ok()?;
         // An interrupted stage's report file is still in its outbox.
@@ -394,4 +409,42 @@ fn read_report_file(path: &Path) -> std::io::Result<Vec<u8>> {
 /// from the builder's (`None`: they can; every builder stage then watches, `docs/supervision.md`).
 pub fn foreign_edit_watch_missing(work_tree: &Path) -> Option<String> {
     foreign::probe(work_tree).err()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::acp::{Continuation, PinnedAcpAgent};
+    use crate::ids::RunId;
+
+    #[test]
+    fn an_acp_tool_keeps_sessions_once_its_agent_offered_to_continue_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = crate::provider::ConfigPaths::under(dir.path());
+        PinnedAcpAgent::Claude
+            .register(&paths.user_dir, None, |_| "default".into())
+            .unwrap();
+        let provider = crate::provider::Registry::new(paths)
+            .resolve_name(PinnedAcpAgent::Claude.tool_name())
+            .unwrap();
+        let name = provider.name.clone();
+        let mut runner = CliRunner::new(BTreeMap::new(), vec![provider]);
+        let state = RunState::new(
+            RunId::new("r1").unwrap(),
+            "o".into(),
+            "/ws".into(),
+            name.clone(),
+            BTreeMap::new(),
+        );
+        assert!(
+            !runner.keeps_sessions(&state, Role::Builder),
+            "no session has told yet"
+        );
+        runner.acp_continuations.insert(name.clone(), None);
+        assert!(!runner.keeps_sessions(&state, Role::Builder));
+        for how in [Continuation::Resume, Continuation::Load] {
+            runner.acp_continuations.insert(name.clone(), Some(how));
+            assert!(runner.keeps_sessions(&state, Role::Builder), "{how:?}");
+        }
+    }
 }
