@@ -495,10 +495,9 @@ mod tests {
             let ours = store.commit_for(&now, parent).await.unwrap();
             let mut env = store.env.clone();
             env.insert("GIT_DIR".into(), store.git_dir.display().to_string());
-            let when = if parent.is_some() {
-                store.memo.commit(parent.unwrap().as_str()).unwrap().1
-            } else {
-                "@0 +0000".to_owned()
+            let when = match parent {
+                Some(p) => store.memo.commit(p.as_str()).unwrap().1,
+                None => "@0 +0000".to_owned(),
             };
             for (name, value) in [
                 ("GIT_AUTHOR_NAME", "autocode"),

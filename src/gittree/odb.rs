@@ -494,7 +494,7 @@ mod tests {
         assert_eq!(canon_mode(0o100775), 0o100755);
         assert_eq!(canon_mode(0o40000), MODE_TREE);
         assert_eq!(canon_mode(0o160000), 0o160000);
-        let mut names = vec![
+        let mut names = [
             (b"a".to_vec(), MODE_TREE),
             (b"a.b".to_vec(), 0o100644),
             (b"a-".to_vec(), 0o100644),
