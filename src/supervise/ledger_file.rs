@@ -11,11 +11,12 @@
 //! - text: `{"text": <sha256>, "value": …}`, or `{"text", "base", "keep", "tail"}` (the first
 //!   `keep` bytes of the text `base`, then `tail`): a long argv string, stored once per file,
 //!   in the same write as the first entry naming it. The reader checks the digest. A text
-//!   over [`TEXT_CAP`] bytes (1 MiB: never an honest command) is `{"text", "value":
-//!   <head>, "tail", "elided": <bytes left out>}`: the digest names the whole string, and the
-//!   entries naming it read as `argv_truncated` (with a note where the bytes were left out),
-//!   which no evidence match accepts; the command that payload runs is the next exec's own
-//!   entry.
+//!   over [`TEXT_CAP`] bytes is `{"text", "value": <head>, "tail", "elided": <bytes left
+//!   out>, "words": <sha256>}`: the digest names the whole string, `words` the whole with each
+//!   run of whitespace one space (trimmed), and the entries naming it read with that string's
+//!   slot holding its ends (with a note where the bytes were left out) and both digests in
+//!   `argv_cut`: evidence matching compares a cited command's digest with them
+//!   (`report::ledger`), never the cut text.
 //! - attestation: `{"seq", "attestation", "exe"}`, when the keeper settled it. A failed exec
 //!   (`exec_failed`, nearly always a `PATH` probe) is instead named in the `failed` list of
 //!   the next line written, whatever its kind (or of a line of its own when the writer ends):
@@ -45,18 +46,15 @@ use std::io::Write;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{Attestation, LedgerEntry, LedgerExit};
+use super::{Attestation, CutArg, LedgerEntry, LedgerExit};
 
 /// An argv string this long or longer is stored once per file, by digest.
 pub const LONG_TEXT: usize = 512;
 /// A text longer than this is stored as its first [`TEXT_HEAD`] and last [`TEXT_TAIL`] bytes
-/// (the digest names the whole), and an entry naming it reads as `argv_truncated`, which no
-/// evidence match and no stream-event check accepts. So the cap is far above any honest
-/// command: a builder writing a 60 KB source file through a heredoc in `bash -c` (Codex's
-/// usual way) must still find its exec in the ledger, or its own command event reads as
-/// forged (measured: `real-c-make` stopped so with a 4 KiB cap). A long text is stored once
-/// per file by digest (Codex's 38 KB shell-snapshot prelude: once per stage).
-pub const TEXT_CAP: usize = 1 << 20;
+/// with the digests of the whole ([`super::CutArg`]): a builder writing a 60 KB source file
+/// through a heredoc in `bash -c` (Codex's usual way) still finds its exec in the ledger by
+/// digest, and Codex's 38 KB shell-snapshot prelude takes 3 KB.
+pub const TEXT_CAP: usize = 4 << 10;
 const TEXT_HEAD: usize = 1024;
 const TEXT_TAIL: usize = 2048;
 /// How many recent argvs (with their cwd) a new entry of another process may name, and how
@@ -83,6 +81,9 @@ struct Line {
     /// left out.
     #[serde(skip_serializing_if = "Option::is_none")]
     elided: Option<usize>,
+    /// A text over [`TEXT_CAP`]: the digest of the whole with its whitespace collapsed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    words: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     seq: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -126,6 +127,22 @@ struct Line {
 
 fn sha256_hex(text: &str) -> String {
     Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// The digest of `text` with each run of whitespace one space, trimmed (how a shell payload is
+/// compared with a cited command), computed without building that string.
+pub fn words_sha256(text: &str) -> String {
+    let mut sha = Sha256::new();
+    for (i, word) in text.split_whitespace().enumerate() {
+        if i > 0 {
+            sha.update(b" ");
+        }
+        sha.update(word.as_bytes());
+    }
+    sha.finalize()
         .iter()
         .map(|byte| format!("{byte:02x}"))
         .collect()
@@ -279,6 +296,7 @@ impl LedgerWriter {
                 value: Some(value.get(..head).unwrap_or_default().to_owned()),
                 tail: Some(value.get(tail..).unwrap_or_default().to_owned()),
                 elided: Some(tail - head),
+                words: Some(words_sha256(value)),
                 ..Line::default()
             };
         }
@@ -456,7 +474,8 @@ pub fn read(text: &str) -> Vec<LedgerEntry> {
     let mut entries: BTreeMap<u64, LedgerEntry> = BTreeMap::new();
     let mut texts: HashMap<String, String> = HashMap::new();
     let mut damaged: BTreeSet<u64> = BTreeSet::new();
-    let mut elided_texts: HashSet<String> = HashSet::new();
+    // The texts kept only by their ends: the digest of their words, by their digest.
+    let mut elided_texts: HashMap<String, String> = HashMap::new();
     // The directory lists of runs of absent execs, by their first seq.
     let mut runs: HashMap<u64, Vec<String>> = HashMap::new();
     for raw in text.lines() {
@@ -473,7 +492,8 @@ pub fn read(text: &str) -> Vec<LedgerEntry> {
         }
         if let Some(digest) = line.text {
             if let (Some(head), Some(tail), Some(elided)) = (&line.value, &line.tail, line.elided) {
-                // Never evidence: its entries read as cut (`argv_truncated`).
+                // Its entries name it by digest (`argv_cut`); its ends are no command. A file
+                // from before `words` has no such digest: its entries read as cut.
                 texts.insert(
                     digest.clone(),
                     format!(
@@ -481,7 +501,7 @@ pub fn read(text: &str) -> Vec<LedgerEntry> {
                          sha256 is {digest} …]\n{tail}"
                     ),
                 );
-                elided_texts.insert(digest);
+                elided_texts.insert(digest, line.words.unwrap_or_default());
                 continue;
             }
             let value = match (line.value, line.base, line.keep, line.tail) {
@@ -520,21 +540,22 @@ pub fn read(text: &str) -> Vec<LedgerEntry> {
             continue;
         }
         let mut resolved = true;
-        let (pid, argv, argv_truncated, cwd) = match line.same_as.or(line.argv_as) {
+        let (pid, argv, argv_truncated, argv_cut, cwd) = match line.same_as.or(line.argv_as) {
             Some(earlier) => match entries.get(&earlier) {
                 Some(earlier) if !damaged.contains(&earlier.seq) => (
                     earlier.pid,
                     earlier.argv.clone(),
                     earlier.argv_truncated,
+                    earlier.argv_cut.clone(),
                     earlier.cwd.clone(),
                 ),
                 Some(earlier) => {
                     resolved = false;
-                    (earlier.pid, Vec::new(), false, String::new())
+                    (earlier.pid, Vec::new(), false, Vec::new(), String::new())
                 }
                 None => {
                     resolved = false;
-                    (0, Vec::new(), false, String::new())
+                    (0, Vec::new(), false, Vec::new(), String::new())
                 }
             },
             None => {
@@ -545,14 +566,24 @@ pub fn read(text: &str) -> Vec<LedgerEntry> {
                         _ => resolved = false,
                     }
                 }
-                let elided = line
-                    .argv_texts
-                    .iter()
-                    .any(|(_, digest)| elided_texts.contains(digest));
+                let mut old_cut = false;
+                let mut argv_cut = Vec::new();
+                for (index, digest) in &line.argv_texts {
+                    match elided_texts.get(digest) {
+                        Some(words) if words.is_empty() => old_cut = true,
+                        Some(words) => argv_cut.push(CutArg {
+                            index: *index,
+                            sha256: digest.clone(),
+                            words_sha256: words.clone(),
+                        }),
+                        None => {}
+                    }
+                }
                 (
                     line.pid.unwrap_or_default(),
                     argv,
-                    line.argv_truncated || elided,
+                    line.argv_truncated || old_cut,
+                    argv_cut,
                     line.cwd.unwrap_or_default(),
                 )
             }
@@ -568,6 +599,7 @@ pub fn read(text: &str) -> Vec<LedgerEntry> {
             filename: line.filename.unwrap_or_default(),
             argv,
             argv_truncated,
+            argv_cut,
             cwd,
             at_ms: line.at_ms.unwrap_or_default(),
             exec_plausible: line.exec_plausible.unwrap_or(true),
@@ -580,6 +612,7 @@ pub fn read(text: &str) -> Vec<LedgerEntry> {
         } else {
             damaged.insert(seq);
             entry.argv.clear();
+            entry.argv_cut.clear();
         }
         if let Some(earlier) = entries.get(&seq) {
             entry.merge_earlier(earlier);

@@ -10,6 +10,7 @@ fn entry(seq: u64, pid: i32, filename: &str, argv: &[&str]) -> LedgerEntry {
         filename: filename.into(),
         argv: argv.iter().map(|arg| (*arg).to_owned()).collect(),
         argv_truncated: false,
+        argv_cut: Vec::new(),
         cwd: "/work".into(),
         at_ms: seq * 10,
         exec_plausible: true,
@@ -247,7 +248,7 @@ fn absent_execs_are_held_and_one_execvp_s_probes_fold_into_one_line() {
 }
 
 #[test]
-fn a_text_over_the_cap_keeps_its_ends_and_its_entry_reads_as_cut() {
+fn a_text_over_the_cap_keeps_its_ends_and_its_digests() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.jsonl");
     let file = std::fs::File::create(&path).unwrap();
@@ -262,7 +263,23 @@ fn a_text_over_the_cap_keeps_its_ends_and_its_entry_reads_as_cut() {
     assert!(text.len() < TEXT_CAP + 1024, "{} bytes", text.len());
     let read_back = read(&text);
     let payload = &read_back[0].argv[2];
-    assert!(read_back[0].argv_truncated);
+    assert!(
+        !read_back[0].argv_truncated,
+        "cut by the file, not the keeper"
+    );
+    assert_eq!(
+        read_back[0].argv_cut,
+        [CutArg {
+            index: 2,
+            sha256: sha256_hex(&long),
+            words_sha256: words_sha256(&long),
+        }]
+    );
+    assert_eq!(
+        words_sha256(" a \n b\tc "),
+        sha256_hex("a b c"),
+        "the words' digest is of the collapsed text"
+    );
     assert!(payload.starts_with("unset V_0\n"), "{payload}");
     assert!(
         payload.ends_with("exec '/bin/bash' -c 'cargo test'"),
@@ -276,16 +293,20 @@ fn a_text_over_the_cap_keeps_its_ends_and_its_entry_reads_as_cut() {
 }
 
 #[test]
-fn an_honest_inline_script_reads_back_whole() {
-    // A tester's `python3 -c '…'` of a few KiB is a command a report may cite: kept whole.
+fn an_inline_script_under_the_cap_reads_back_whole() {
+    // A tester's `python3 -c '…'` under the cap is kept whole; over it, by digest (above).
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.jsonl");
     let file = std::fs::File::create(&path).unwrap();
     let mut writer = LedgerWriter::new(file);
-    let script: String = (0..300)
+    let script: String = (0..150)
         .map(|at| format!("assert {at} + 1 == {}\n", at + 1))
         .collect();
-    assert!(script.len() > 4096, "{}", script.len());
+    assert!(
+        script.len() > LONG_TEXT && script.len() <= TEXT_CAP,
+        "{}",
+        script.len()
+    );
     let python = entry(0, 8, "/usr/bin/python3", &["python3", "-c", &script]);
     writer.entry(&python, None);
     drop(writer);
