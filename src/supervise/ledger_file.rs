@@ -31,7 +31,8 @@
 //! before the answer: it is held and written with the next line, whatever its kind (or when
 //! the writer flushes or ends), and the later probes of one `execvp` (same process, argv and
 //! cwd, consecutive seqs, the same name) only add their directory to its `absent` list (or
-//! `absent_as: <seq>`, the list of that earlier run) and, when it differs from the first's,
+//! `absent_as: <seq>`, the list of that earlier run, with `absent_keep: <n>` its first `n`
+//! directories only and `absent` the directories after them) and, when it differs from the first's,
 //! their time to `absent_ms`: seq `n + i` is the name in the `i`-th directory, `exec_failed`. A crash can
 //! lose held lines, never the line of an exec that ran.
 //!
@@ -121,6 +122,10 @@ struct Line {
     absent_ms: Vec<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     absent_as: Option<u64>,
+    /// With `absent_as`: how many of that run's directories this run keeps (all when absent),
+    /// `absent` then being the directories after them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    absent_keep: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     argv_as: Option<u64>,
 }
@@ -235,20 +240,33 @@ impl LedgerWriter {
             if held.line.absent_ms.iter().all(|&after| after == 0) {
                 held.line.absent_ms = Vec::new();
             }
-            // The directories of a run are nearly always those of an earlier one (one `PATH`).
+            // The directories of a run are nearly always those of an earlier one, or its start
+            // (one `PATH`, searched until the name is found): named by that run's seq, with how
+            // many of its directories to keep and the directories after them.
             if !held.line.absent.is_empty() {
-                match self.dirs.iter().find(|(_, dirs)| *dirs == held.line.absent) {
-                    Some((seq, _)) => {
-                        held.line.absent_as = Some(*seq);
-                        held.line.absent = Vec::new();
+                let dirs = std::mem::take(&mut held.line.absent);
+                let best = self
+                    .dirs
+                    .iter()
+                    .map(|(seq, earlier)| {
+                        let shared = earlier.iter().zip(&dirs).take_while(|(a, b)| a == b);
+                        (shared.count(), *seq, earlier.len())
+                    })
+                    .max_by_key(|(shared, _, _)| *shared)
+                    .filter(|(shared, _, _)| *shared > 0);
+                match best {
+                    Some((shared, seq, len)) => {
+                        held.line.absent_as = Some(seq);
+                        held.line.absent_keep = (shared < len).then_some(shared);
+                        held.line.absent = dirs[shared..].to_vec();
                     }
-                    None => {
-                        if self.dirs.len() == RECENT_CALLS {
-                            self.dirs.pop_front();
-                        }
-                        self.dirs
-                            .push_back((held.first.seq, held.line.absent.clone()));
+                    None => held.line.absent.clone_from(&dirs),
+                }
+                if !self.dirs.iter().any(|(_, earlier)| *earlier == dirs) {
+                    if self.dirs.len() == RECENT_CALLS {
+                        self.dirs.pop_front();
                     }
+                    self.dirs.push_back((held.first.seq, dirs));
                 }
             }
             let line = self.finish_line(held.line);
@@ -620,7 +638,16 @@ pub fn read(text: &str) -> Vec<LedgerEntry> {
         // The later probes of a run of absent execs: the same name in other directories.
         let name = split_name(&entry.filename).1.to_owned();
         let dirs = match line.absent_as {
-            Some(run) => runs.get(&run).cloned().unwrap_or_default(),
+            // A lost earlier run: no probe is read (the seqs of the rest would be misplaced).
+            Some(run) => match runs.get(&run) {
+                Some(earlier) => {
+                    let keep = line.absent_keep.unwrap_or(earlier.len()).min(earlier.len());
+                    let mut dirs = earlier[..keep].to_vec();
+                    dirs.extend(line.absent);
+                    dirs
+                }
+                None => Vec::new(),
+            },
             None => line.absent,
         };
         if !dirs.is_empty() {

@@ -314,3 +314,47 @@ fn an_inline_script_under_the_cap_reads_back_whole() {
     assert!(!read_back[0].argv_truncated);
     assert_eq!(read_back[0].argv[2], script);
 }
+
+#[test]
+fn a_run_of_probes_names_the_start_of_an_earlier_run_and_adds_what_differs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.jsonl");
+    let mut writer = LedgerWriter::new(std::fs::File::create(&path).unwrap());
+    let absent = |seq: u64, pid: i32, dir: &str| {
+        let mut probe = entry(seq, pid, &format!("{dir}/git"), &["git"]);
+        probe.exec_plausible = false;
+        probe.attestation = Attestation::ExecFailed;
+        probe
+    };
+    let path_dirs = ["/a", "/b", "/c", "/d"];
+    // pid 7 searches three directories, pid 8 two (found in the third), pid 9 all four.
+    let mut expected = Vec::new();
+    for (pid, count) in [(7, 3), (8, 2), (9, 4)] {
+        for dir in &path_dirs[..count] {
+            expected.push(absent(expected.len() as u64, pid, dir));
+        }
+    }
+    for (at, probe) in expected.iter().enumerate() {
+        let previous = (at > 0 && expected[at - 1].pid == probe.pid).then(|| &expected[at - 1]);
+        writer.absent(probe, previous);
+    }
+    drop(writer);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(read(&text), expected, "{text}");
+    assert_eq!(
+        text.matches("\"/b\"").count(),
+        1,
+        "one list in full: {text}"
+    );
+    assert!(text.contains("\"absent_as\":0,\"absent_keep\":1"), "{text}");
+    assert!(text.contains("\"absent\":[\"/d\"]"), "{text}");
+    // A lost earlier run: the later one reads no probe rather than misplaced ones.
+    let lost: Vec<&str> = text.lines().skip(1).collect();
+    let read_lost = read(&lost.join("\n"));
+    assert!(
+        read_lost
+            .iter()
+            .all(|entry| entry.seq == 3 || entry.seq == 5),
+        "{read_lost:#?}"
+    );
+}
