@@ -24,7 +24,8 @@
 //! - exit: `{"seqs": […], "exit": …}`, the end of every entry of one process.
 //!
 //! An entry of another process whose argv and cwd are those of a recent entry written in full
-//! names it (`argv_as: <seq>`, its own `pid`): the same `git status` run again.
+//! names it (`argv_as: <seq>`, its own `pid`): the same `git status` run again. An entry
+//! written with its argv whose cwd is that of a recent one names it (`cwd_as: <seq>`).
 //!
 //! An exec the keeper answered ENOENT itself (its file does not exist: nearly always a failed
 //! `PATH` probe; `linux::absent`) never ran, so its entry line need not be on disk
@@ -128,6 +129,9 @@ struct Line {
     absent_keep: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     argv_as: Option<u64>,
+    /// An entry written with its argv: its cwd is that of this earlier entry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cwd_as: Option<u64>,
 }
 
 fn sha256_hex(text: &str) -> String {
@@ -408,6 +412,13 @@ impl LedgerWriter {
             line.pid = Some(entry.pid);
             line.argv_as = Some(seq);
         } else {
+            // The cwd of a recent entry written in full (one worktree, nearly every exec).
+            let cwd_as = self
+                .calls
+                .iter()
+                .rev()
+                .find(|(.., cwd)| *cwd == entry.cwd)
+                .map(|(seq, ..)| *seq);
             if self.calls.len() == RECENT_CALLS {
                 self.calls.pop_front();
             }
@@ -443,7 +454,10 @@ impl LedgerWriter {
             line.pid = Some(entry.pid);
             line.argv = Some(argv);
             line.argv_truncated = entry.argv_truncated;
-            line.cwd = Some(entry.cwd.clone());
+            match cwd_as {
+                Some(seq) => line.cwd_as = Some(seq),
+                None => line.cwd = Some(entry.cwd.clone()),
+            }
         }
         self.last.insert(entry.pid, entry.seq);
         (bytes, line)
@@ -597,12 +611,23 @@ pub fn read(text: &str) -> Vec<LedgerEntry> {
                         None => {}
                     }
                 }
+                let cwd = match (line.cwd, line.cwd_as) {
+                    (Some(cwd), _) => cwd,
+                    (None, Some(earlier)) => match entries.get(&earlier) {
+                        Some(earlier) if !damaged.contains(&earlier.seq) => earlier.cwd.clone(),
+                        _ => {
+                            resolved = false;
+                            String::new()
+                        }
+                    },
+                    (None, None) => String::new(),
+                };
                 (
                     line.pid.unwrap_or_default(),
                     argv,
                     line.argv_truncated || old_cut,
                     argv_cut,
-                    line.cwd.unwrap_or_default(),
+                    cwd,
                 )
             }
         };

@@ -228,6 +228,9 @@ fn absent_execs_are_held_and_one_execvp_s_probes_fold_into_one_line() {
         text.contains("\"absent\":[\"/usr/local/bin\",\"/sbin\"],\"absent_ms\":[10,20]"),
         "{text}"
     );
+    // Another argv in the same cwd names the cwd of the first entry written in full.
+    assert!(text.contains("\"cwd_as\":0"), "{text}");
+    assert_eq!(text.matches("\"/work\"").count(), 1, "{text}");
     // The second run names the first's argv and directories.
     assert!(
         text.contains("\"seq\":8,\"pid\":11,") && text.contains("\"absent_as\":0,\"argv_as\":0"),
