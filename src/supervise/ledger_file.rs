@@ -34,7 +34,8 @@
 //! cwd, consecutive seqs, the same name) only add their directory to its `absent` list (or
 //! `absent_as: <seq>`, the list of that earlier run, with `absent_keep: <n>` its first `n`
 //! directories only and `absent` the directories after them) and, when it differs from the first's,
-//! their time to `absent_ms`: seq `n + i` is the name in the `i`-th directory, `exec_failed`. A crash can
+//! their time to `absent_ms`: seq `n + i` is the name in the `i`-th directory, `exec_failed`
+//! (the line says `enoent` for both: implausible, and failed). A crash can
 //! lose held lines, never the line of an exec that ran.
 //!
 //! Ledgers written before this format (every line a whole entry, a later line of the same
@@ -129,6 +130,9 @@ struct Line {
     absent_keep: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     argv_as: Option<u64>,
+    /// An absent exec the keeper answered ENOENT: `exec_plausible: false`, `exec_failed`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    enoent: bool,
     /// An entry written with its argv: its cwd is that of this earlier entry.
     #[serde(skip_serializing_if = "Option::is_none")]
     cwd_as: Option<u64>,
@@ -369,7 +373,13 @@ impl LedgerWriter {
             held.next += 1;
             return;
         }
-        let (texts, line) = self.entry_line(entry, previous);
+        let (texts, mut line) = self.entry_line(entry, previous);
+        // The keeper's own ENOENT: implausible and failed, said in one short field.
+        if !entry.exec_plausible && entry.attestation == Attestation::ExecFailed {
+            line.exec_plausible = None;
+            line.attestation = None;
+            line.enoent = true;
+        }
         self.held.push(Held {
             texts,
             line,
@@ -645,9 +655,13 @@ pub fn read(text: &str) -> Vec<LedgerEntry> {
             argv_cut,
             cwd,
             at_ms: line.at_ms.unwrap_or_default(),
-            exec_plausible: line.exec_plausible.unwrap_or(true),
+            exec_plausible: line.exec_plausible.unwrap_or(!line.enoent),
             exit: line.exit,
-            attestation: line.attestation.unwrap_or_default(),
+            attestation: match (line.attestation, line.enoent) {
+                (Some(attestation), _) => attestation,
+                (None, true) => Attestation::ExecFailed,
+                (None, false) => Attestation::Unconfirmed,
+            },
             exe: line.exe,
         };
         if resolved {
