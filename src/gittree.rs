@@ -4,8 +4,9 @@
 //! borrows the work tree's repository objects read-only (`objects/info/alternates`), so the
 //! repository itself is never written: not its index, not its objects, not its refs. The tree
 //! under test is written with a private index file as the stat cache (`git add -A` then
-//! `git write-tree`: about the cost of a warm `git status`), two trees are compared with
-//! `git diff-tree`, and a directory is brought to a tree with its own index
+//! `git write-tree`: about the cost of a warm `git status`), two trees are compared, listed
+//! and composed in process where their objects are loose (`odb.rs`; else `git diff-tree`,
+//! `ls-tree`, `update-index`), and a directory is brought to a tree with its own index
 //! (`git read-tree --reset -u` then `git clean -ffdx`), so the writes are what changed.
 //!
 //! Every git command runs through the boundary with the repository's hooks, fsmonitor and
