@@ -4,8 +4,9 @@
 //! borrows the work tree's repository objects read-only (`objects/info/alternates`), so the
 //! repository itself is never written: not its index, not its objects, not its refs. The tree
 //! under test is written with a private index file as the stat cache (`git add -A` then
-//! `git write-tree`: about the cost of a warm `git status`), two trees are compared with
-//! `git diff-tree`, and a directory is brought to a tree with its own index
+//! `git write-tree`: about the cost of a warm `git status`), two trees are compared, listed
+//! and composed in process where their objects are loose (`odb.rs`; else `git diff-tree`,
+//! `ls-tree`, `update-index`), and a directory is brought to a tree with its own index
 //! (`git read-tree --reset -u` then `git clean -ffdx`), so the writes are what changed.
 //!
 //! Every git command runs through the boundary with the repository's hooks, fsmonitor and
@@ -31,6 +32,7 @@ use crate::supervise::{self, Exit, LaunchSpec, StdinSource, StdioMode};
 mod commit;
 mod memo;
 mod objects;
+mod odb;
 pub use commit::CommitId;
 pub use objects::{BLOBS_BUDGET, ChangedEntry, Side};
 pub mod watch;
@@ -168,6 +170,8 @@ pub struct GitStore {
     env: BTreeMap<String, String>,
     /// What git said about objects, shared by the store's clones (`memo.rs`).
     memo: memo::Memo,
+    /// The loose objects read and written in process (`odb.rs`).
+    odb: odb::Odb,
 }
 
 impl GitStore {
@@ -192,9 +196,9 @@ impl GitStore {
                 repo_index: layout.index(),
                 env,
                 memo: memo::Memo::default(),
+                odb: odb::Odb::open(git_dir),
             };
-            store.init()?;
-            return Ok(Some(store));
+            return store.init().map(Some);
         }
         let out = run_git(
             work_tree,
@@ -223,14 +227,14 @@ impl GitStore {
             repo_index: PathBuf::from(index),
             env,
             memo: memo::Memo::default(),
+            odb: odb::Odb::open(git_dir),
         };
-        store.init()?;
-        Ok(Some(store))
+        store.init().map(Some)
     }
 
-    /// Creates the bare directory by hand (no templates, no hooks), and refreshes what it copies
-    /// from the repository.
-    fn init(&self) -> Result<(), GitTreeError> {
+    /// Creates the bare directory by hand (no templates, no hooks), refreshes what it copies
+    /// from the repository, and reads the object directories it then names.
+    fn init(mut self) -> Result<GitStore, GitTreeError> {
         let dir = &self.git_dir;
         for sub in ["objects/info", "refs", "info"] {
             let path = dir.join(sub);
@@ -259,7 +263,8 @@ impl GitStore {
         let mut exclude = fs::read(self.repo_common_dir.join("info/exclude")).unwrap_or_default();
         exclude.extend_from_slice(format!("\n/{EXCLUDED}/\n").as_bytes());
         write_if_changed(&dir.join("info/exclude"), &exclude)?;
-        Ok(())
+        self.odb = odb::Odb::open(dir);
+        Ok(self)
     }
 
     pub fn git_dir(&self) -> &Path {
@@ -474,7 +479,7 @@ impl GitStore {
     }
 
     /// The entries that differ from `old` to `new`, in path order (recursive, no rename
-    /// detection: a rename is a removal and an addition).
+    /// detection: a rename is a removal and an addition; [`Self::diff_entries`] without sides).
     pub async fn diff(
         &self,
         old: &TreeId,
@@ -483,34 +488,18 @@ impl GitStore {
         if old == new {
             return Ok(Vec::new());
         }
-        let out = self
-            .git(
-                None,
-                None,
-                &[
-                    "diff-tree",
-                    "-r",
-                    "-z",
-                    "--no-renames",
-                    "--name-status",
-                    old.as_str(),
-                    new.as_str(),
-                ],
-                None,
-            )
-            .await?;
-        let mut parts = out.split(|b| *b == 0).filter(|p| !p.is_empty());
-        let mut changes = Vec::new();
-        while let (Some(status), Some(path)) = (parts.next(), parts.next()) {
-            let kind = match status.first() {
-                Some(b'A') => EntryChange::Added,
-                Some(b'D') => EntryChange::Removed,
-                _ => EntryChange::Modified,
-            };
-            changes.push((String::from_utf8_lossy(path).into_owned(), kind));
-        }
-        changes.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(changes)
+        let entries = self.diff_entries(old, new).await?;
+        Ok(entries
+            .into_iter()
+            .map(|c| {
+                let kind = match (&c.old, &c.new) {
+                    (None, _) => EntryChange::Added,
+                    (_, None) => EntryChange::Removed,
+                    _ => EntryChange::Modified,
+                };
+                (c.path, kind)
+            })
+            .collect())
     }
 
     /// Every entry of `tree`, recursively (submodules as gitlinks).
@@ -518,6 +507,19 @@ impl GitStore {
         if let Some(known) = self.memo.entries(tree) {
             return Ok(known.as_ref().clone());
         }
+        if let Some(entries) = self.odb.entries(tree) {
+            self.memo
+                .put_entries(tree, std::sync::Arc::new(entries.clone()));
+            return Ok(entries);
+        }
+        let entries = self.entries_by_git(tree).await?;
+        self.memo
+            .put_entries(tree, std::sync::Arc::new(entries.clone()));
+        Ok(entries)
+    }
+
+    /// [`Self::entries`] by `git ls-tree`.
+    async fn entries_by_git(&self, tree: &TreeId) -> Result<Vec<Entry>, GitTreeError> {
         let out = self
             .git(None, None, &["ls-tree", "-r", "-z", tree.as_str()], None)
             .await?;
@@ -533,8 +535,6 @@ impl GitStore {
                 })
             })
             .collect();
-        self.memo
-            .put_entries(tree, std::sync::Arc::new(entries.clone()));
         Ok(entries)
     }
 

@@ -325,9 +325,11 @@ fn defer(path: &Path) {
 }
 
 /// Makes every deferred write below `root` durable: each file fsynced once, then each directory
-/// between them and `root` (inclusive) once. A file that is gone since (replaced or removed) is
-/// skipped: its replacement registered itself.
-pub fn sync_deferred(root: &Path) -> Result<(), StoreError> {
+/// between them and `root` once, `root` itself only when `root_too` (a caller about to replace
+/// a file of `root` atomically, whose directory fsync follows, leaves it: that one fsync makes
+/// both the entries written before and the new file durable). A file that is gone since
+/// (replaced or removed) is skipped: its replacement registered itself.
+pub fn sync_deferred(root: &Path, root_too: bool) -> Result<(), StoreError> {
     let mut pending = DEFERRED.lock().unwrap_or_else(|e| e.into_inner());
     let (mine, others): (Vec<PathBuf>, Vec<PathBuf>) =
         pending.drain(..).partition(|p| p.starts_with(root));
@@ -341,7 +343,7 @@ pub fn sync_deferred(root: &Path) -> Result<(), StoreError> {
         }
         let mut dir = path.parent();
         while let Some(d) = dir {
-            if !d.starts_with(root) {
+            if !d.starts_with(root) || (!root_too && d == root) {
                 break;
             }
             if !dirs.iter().any(|known| known == d) {

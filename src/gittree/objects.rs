@@ -58,6 +58,23 @@ impl GitStore {
         if let Some(known) = self.memo.diff(old, new) {
             return Ok(known.as_ref().clone());
         }
+        if let Some(changes) = self.odb.diff(old, new) {
+            self.memo
+                .put_diff(old, new, std::sync::Arc::new(changes.clone()));
+            return Ok(changes);
+        }
+        let changes = self.diff_entries_by_git(old, new).await?;
+        self.memo
+            .put_diff(old, new, std::sync::Arc::new(changes.clone()));
+        Ok(changes)
+    }
+
+    /// [`Self::diff_entries`] by `git diff-tree`.
+    async fn diff_entries_by_git(
+        &self,
+        old: &TreeId,
+        new: &TreeId,
+    ) -> Result<Vec<ChangedEntry>, GitTreeError> {
         let args = [
             "diff-tree",
             "-r",
@@ -89,8 +106,6 @@ impl GitStore {
             });
         }
         changes.sort_by(|a, b| a.path.cmp(&b.path));
-        self.memo
-            .put_diff(old, new, std::sync::Arc::new(changes.clone()));
         Ok(changes)
     }
 
@@ -103,13 +118,27 @@ impl GitStore {
         objects: &[String],
         cap: u64,
     ) -> Result<BTreeMap<String, Vec<u8>>, GitTreeError> {
-        let mut out = BTreeMap::new();
         if objects.is_empty() {
-            return Ok(out);
+            return Ok(BTreeMap::new());
         }
         if let Some(known) = self.memo.blobs(objects, cap) {
             return Ok(known.as_ref().clone());
         }
+        if let Some(read) = self.read_blobs_loose(objects, cap) {
+            self.memo
+                .put_blobs(objects, cap, std::sync::Arc::new(read.clone()));
+            return Ok(read);
+        }
+        self.read_blobs_by_git(objects, cap).await
+    }
+
+    /// [`Self::read_blobs`] by `git cat-file`.
+    async fn read_blobs_by_git(
+        &self,
+        objects: &[String],
+        cap: u64,
+    ) -> Result<BTreeMap<String, Vec<u8>>, GitTreeError> {
+        let mut out = BTreeMap::new();
         let mut ask = String::new();
         for id in objects {
             ask.push_str(id);
@@ -183,8 +212,28 @@ impl GitStore {
         Ok(out)
     }
 
+    /// [`Self::read_blobs`] in process: `None` unless every object is loose (then git is
+    /// asked for all of them).
+    fn read_blobs_loose(&self, objects: &[String], cap: u64) -> Option<BTreeMap<String, Vec<u8>>> {
+        let mut out = BTreeMap::new();
+        let mut total = 0u64;
+        for id in objects {
+            if out.contains_key(id) {
+                continue;
+            }
+            let left = BLOBS_BUDGET - total;
+            let object = self.odb.read_capped(id, cap.min(left))?;
+            if let (super::odb::Kind::Blob, Some(data)) = (object.kind, object.data) {
+                total += object.size;
+                out.insert(id.clone(), data);
+            }
+        }
+        Some(out)
+    }
+
     /// The tree `onto` with each of `paths` as it is in `from`: its entry there, or removed
-    /// when `from` lacks it. `index` is a scratch index file (removed afterwards).
+    /// when `from` lacks it. `index` is a scratch index file (removed afterwards) when git
+    /// composes it; in process (`odb.rs`) when every tree read is loose.
     pub async fn with_paths_from(
         &self,
         onto: &TreeId,
@@ -194,6 +243,9 @@ impl GitStore {
     ) -> Result<TreeId, GitTreeError> {
         if paths.is_empty() || onto == from {
             return Ok(onto.clone());
+        }
+        if let Some(tree) = self.odb.with_paths_from(onto, from, paths) {
+            return Ok(tree);
         }
         if let Some(parent) = index.parent() {
             fs_create(parent)?;
@@ -350,5 +402,127 @@ mod tests {
                 .unwrap(),
             now
         );
+    }
+
+    /// Every answer read or written in process is the one git gives (the git paths are the
+    /// fallback for objects that are not loose).
+    #[tokio::test]
+    async fn in_process_answers_are_gits() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        fs::create_dir_all(ws.join("d/e")).unwrap();
+        crate::run::workspace::git_init_for_tests(&ws).await;
+        fs::write(ws.join("a"), "a\n").unwrap();
+        fs::write(ws.join("a.b"), "ab\n").unwrap();
+        fs::write(ws.join("d/e/deep.txt"), "deep\n").unwrap();
+        fs::write(ws.join("d/x"), "x\n").unwrap();
+        fs::write(ws.join("run.sh"), "#!/bin/sh\n").unwrap();
+        fs::set_permissions(ws.join("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::symlink("a", ws.join("ln")).unwrap();
+        let mut committing = env();
+        for (k, v) in [("GIT_AUTHOR_NAME", "t"), ("GIT_AUTHOR_EMAIL", "t@x")] {
+            committing.insert(k.into(), v.into());
+            committing.insert(k.replace("AUTHOR", "COMMITTER"), v.into());
+        }
+        let git = crate::run::workspace::git;
+        git(&ws, &["add", "-A"], &committing).await.unwrap();
+        git(&ws, &["commit", "-qm", "seed"], &committing)
+            .await
+            .unwrap();
+        let store = GitStore::open(&dir.path().join("git"), &ws, &env())
+            .await
+            .unwrap()
+            .unwrap();
+        let index = dir.path().join("wt.index");
+        let base = store.write_tree(&ws, &index).await.unwrap();
+        fs::remove_dir_all(ws.join("d/e")).unwrap();
+        fs::write(ws.join("d/e"), "now a file\n").unwrap();
+        fs::write(ws.join("d/x"), "changed\n").unwrap();
+        fs::set_permissions(ws.join("run.sh"), fs::Permissions::from_mode(0o644)).unwrap();
+        fs::create_dir_all(ws.join("a.d")).unwrap();
+        fs::write(ws.join("a.d/n"), "n\n").unwrap();
+        let now = store.write_tree(&ws, &index).await.unwrap();
+        for tree in [&base, &now] {
+            assert_eq!(
+                store.odb.entries(tree).unwrap(),
+                store.entries_by_git(tree).await.unwrap()
+            );
+        }
+        for (old, new) in [(&base, &now), (&now, &base)] {
+            assert_eq!(
+                store.odb.diff(old, new).unwrap(),
+                store.diff_entries_by_git(old, new).await.unwrap()
+            );
+        }
+        let ids: Vec<String> = store
+            .odb
+            .diff(&base, &now)
+            .unwrap()
+            .into_iter()
+            .flat_map(|c| [c.old, c.new])
+            .flatten()
+            .map(|side| side.object)
+            .collect();
+        for cap in [4, 1 << 20] {
+            assert_eq!(
+                store.read_blobs_loose(&ids, cap).unwrap(),
+                store.read_blobs_by_git(&ids, cap).await.unwrap()
+            );
+        }
+        let scratch = dir.path().join("compose.index");
+        for paths in [
+            vec!["d/e/deep.txt", "d/e", "run.sh"],
+            vec!["d/x", "a.d/n", "missing/too"],
+            vec!["d/e"],
+            vec!["a.d/n", "d/e/deep.txt"],
+        ] {
+            let paths: Vec<String> = paths.into_iter().map(String::from).collect();
+            for (onto, from) in [(&now, &base), (&base, &now)] {
+                let by_git = store.compose(onto, from, &paths, &scratch).await.unwrap();
+                let _ = fs::remove_file(&scratch);
+                assert_eq!(
+                    store.odb.with_paths_from(onto, from, &paths).unwrap(),
+                    by_git,
+                    "{paths:?}"
+                );
+            }
+        }
+        // The verification commit: the same bytes as `git commit-tree` writes.
+        let head = store.head_of(&ws).await.unwrap();
+        assert!(head.is_some());
+        for parent in [None, head.as_ref()] {
+            let ours = store.commit_for(&now, parent).await.unwrap();
+            let mut env = store.env.clone();
+            env.insert("GIT_DIR".into(), store.git_dir.display().to_string());
+            let when = match parent {
+                Some(p) => store.memo.commit(p.as_str()).unwrap().1,
+                None => "@0 +0000".to_owned(),
+            };
+            for (name, value) in [
+                ("GIT_AUTHOR_NAME", "autocode"),
+                ("GIT_AUTHOR_EMAIL", "autocode@localhost"),
+                ("GIT_COMMITTER_NAME", "autocode"),
+                ("GIT_COMMITTER_EMAIL", "autocode@localhost"),
+                ("GIT_AUTHOR_DATE", &when),
+                ("GIT_COMMITTER_DATE", &when),
+            ] {
+                env.insert(name.into(), value.into());
+            }
+            let mut args = vec!["commit-tree", "--no-gpg-sign", now.as_str()];
+            if let Some(p) = parent {
+                args.extend(["-p", p.as_str()]);
+            }
+            let out = super::super::run_git_accepting(
+                &store.git_dir,
+                &args,
+                &env,
+                Some(b"autocode: the tree under test\n".to_vec()),
+                &[0],
+            )
+            .await
+            .unwrap();
+            assert_eq!(ours.as_str(), String::from_utf8_lossy(&out).trim());
+        }
     }
 }

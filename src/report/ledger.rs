@@ -39,6 +39,12 @@ pub enum LedgerMismatch {
     /// the process was never seen again after its exec.
     #[error("no exec of this command is attested by the keeper")]
     Unattested,
+    /// No exec matches this command, but one whose shell payload the ledger keeps only the ends
+    /// of (a text over its cap) shares text with it and has a form no digest compares (Claude
+    /// Code's `eval` wrapper): it may have run the command, which is not evidence, and not a
+    /// proven forgery either.
+    #[error("the only exec that may have run this command is kept cut in the ledger")]
+    CutText,
 }
 
 /// The outcome of matching one cited command against the ledger.
@@ -126,18 +132,107 @@ fn simple_words(command: &str) -> Option<Vec<String>> {
 
 /// The payload of a shell `-c` invocation: `[shell, flags…, "-c"/"-lc"/…, payload, …]`.
 fn shell_payload(argv: &[String]) -> Option<&str> {
+    argv.get(shell_payload_index(argv)?).map(String::as_str)
+}
+
+/// The index in `argv` of [`shell_payload`].
+fn shell_payload_index(argv: &[String]) -> Option<usize> {
     let shell = argv.first()?;
     if !SHELLS.contains(&basename(shell)) {
         return None;
     }
-    let mut rest = argv.iter().skip(1);
-    for arg in rest.by_ref() {
+    for (index, arg) in argv.iter().enumerate().skip(1) {
         let flags = arg.strip_prefix('-')?;
         if flags.contains('c') {
-            return rest.next().map(String::as_str);
+            return (index + 1 < argv.len()).then_some(index + 1);
         }
     }
     None
+}
+
+/// How an entry whose argv the ledger file kept cut (`argv_cut`) bears on a cited command.
+#[derive(Debug, PartialEq, Eq)]
+enum CutBearing {
+    /// Nothing cut, or nothing in common with the command.
+    Unrelated,
+    /// The digests of the whole strings show it ran the command.
+    Ran,
+    /// Its shell payload is cut, shares text with the command, and has a form no digest
+    /// compares: it may have run it ([`LedgerMismatch::CutText`]).
+    Maybe,
+}
+
+/// How a run of this many bytes of a command, found in a cut payload's kept ends, makes the
+/// entry one that may have run it.
+const SHARED_RUN: usize = 32;
+
+/// [`CutBearing`] of `entry` for `cited` (normalized) and its simple words, if any. The cut
+/// payload's digest of words is that of its whitespace-collapsed text, the form
+/// [`commands_of`] compares as well; a simple command compares each word's digest.
+fn cut_bearing(
+    entry: &LedgerEntry,
+    raw: &str,
+    cited: &str,
+    words: Option<&[String]>,
+) -> CutBearing {
+    if entry.argv_cut.is_empty() || entry.argv_truncated {
+        return CutBearing::Unrelated;
+    }
+    let cut = |index: usize| entry.argv_cut.iter().find(|cut| cut.index == index);
+    let payload = shell_payload_index(&entry.argv);
+    if let Some(cut) = payload.and_then(cut)
+        && cut.words_sha256 == crate::supervise::words_sha256(cited)
+    {
+        return CutBearing::Ran;
+    }
+    if let Some(words) = words
+        && words.len() == entry.argv.len()
+        && entry
+            .argv
+            .iter()
+            .zip(words)
+            .enumerate()
+            .all(|(index, (arg, word))| match cut(index) {
+                Some(cut) => cut.sha256 == super::evidence::sha256_hex(word.as_bytes()),
+                None => arg == word || (index == 0 && !word.contains('/') && basename(arg) == word),
+            })
+    {
+        return CutBearing::Ran;
+    }
+    // Only Claude Code's wrapper (visible in the kept head) has a form no digest compares.
+    let Some(index) = payload.filter(|index| {
+        cut(*index).is_some()
+            && entry.argv[*index]
+                .split_once("\n[… ")
+                .is_some_and(|(head, _)| head.contains(" && eval "))
+    }) else {
+        return CutBearing::Unrelated;
+    };
+    if claude_cut_ran(
+        &entry.argv[index],
+        cut(index).map(|c| c.sha256.as_str()),
+        raw,
+    ) {
+        return CutBearing::Ran;
+    }
+    // A run of the kept ends (from the start of a word, outside the note on what was left
+    // out) in the command as the wrapper quotes it: it may be this command, quoted otherwise.
+    let quoted = format!("'{}'", raw.replace('\'', r#"'"'"'"#));
+    let kept = &entry.argv[index];
+    let shares = kept
+        .split("\n[… ")
+        .flat_map(|part| {
+            let part = part.rsplit_once("…]\n").map_or(part, |(_, tail)| tail);
+            part.char_indices()
+                .filter(|(at, _)| *at == 0 || part[..*at].ends_with(char::is_whitespace))
+                .filter_map(move |(at, _)| part.get(at..at + SHARED_RUN))
+        })
+        .any(|run| quoted.contains(run));
+    if shares {
+        CutBearing::Maybe
+    } else {
+        CutBearing::Unrelated
+    }
 }
 
 /// Claude Code's wrapper: `… && eval '<cmd>' < /dev/null && pwd -P >| <file>`, where the
@@ -175,8 +270,8 @@ fn claude_eval(payload: &str) -> Vec<String> {
 fn commands_of(entry: &LedgerEntry) -> Vec<String> {
     let mut commands = Vec::new();
     // A cut argv (the keeper's bounds, or a long string the file keeps only the ends of) is
-    // not what ran: no command can be read from it.
-    if entry.argv_truncated {
+    // not what ran: no command can be read from it (a cut string is compared by digest).
+    if entry.argv_truncated || !entry.argv_cut.is_empty() {
         return commands;
     }
     if let Some(payload) = shell_payload(&entry.argv) {
@@ -196,6 +291,7 @@ fn commands_of(entry: &LedgerEntry) -> Vec<String> {
 /// Whether the entry's argv is the cited simple command itself (no shell in between).
 fn runs_directly(entry: &LedgerEntry, words: &[String]) -> bool {
     !entry.argv_truncated
+        && entry.argv_cut.is_empty()
         && entry.argv.len() == words.len()
         && entry
             .argv
@@ -223,12 +319,7 @@ pub fn ledger_match(command: &str, exit_code: i32, ledger: &[LedgerEntry]) -> Le
     let words = simple_words(&cited);
     let ran: Vec<&LedgerEntry> = ledger
         .iter()
-        .filter(|entry| {
-            commands_of(entry).contains(&cited)
-                || words
-                    .as_deref()
-                    .is_some_and(|words| runs_directly(entry, words))
-        })
+        .filter(|entry| ran_command(entry, command, &cited, words.as_deref()))
         .collect();
     let attested: Vec<&&LedgerEntry> = ran
         .iter()
@@ -251,10 +342,47 @@ pub fn ledger_match(command: &str, exit_code: i32, ledger: &[LedgerEntry]) -> Le
     if let Some(entry) = ran.iter().find(|entry| entry.exec_plausible) {
         return not_matched(LedgerMismatch::Unattested, Some(entry));
     }
-    match ran.first() {
-        Some(entry) => not_matched(LedgerMismatch::ExecImplausible, Some(entry)),
+    if let Some(entry) = ran.first() {
+        return not_matched(LedgerMismatch::ExecImplausible, Some(entry));
+    }
+    match ledger
+        .iter()
+        .find(|entry| cut_bearing(entry, command, &cited, words.as_deref()) == CutBearing::Maybe)
+    {
+        Some(entry) => not_matched(LedgerMismatch::CutText, Some(entry)),
         None => not_matched(LedgerMismatch::NoExec, None),
     }
+}
+
+/// Whether `entry` ran the command `raw` (`cited` normalized), read from its argv or, for a
+/// string the ledger kept cut, by digest.
+fn ran_command(entry: &LedgerEntry, raw: &str, cited: &str, words: Option<&[String]>) -> bool {
+    commands_of(entry).iter().any(|command| command == cited)
+        || words.is_some_and(|words| runs_directly(entry, words))
+        || cut_bearing(entry, raw, cited, words) == CutBearing::Ran
+}
+
+/// Whether the cut Claude Code payload `kept` (its ends, as the ledger reads them back) whose
+/// whole has digest `sha256` is the wrapper around `raw`: its prefix up to `eval ` and its
+/// suffix from ` && pwd -P` taken from the kept ends, the command quoted as the CLI quotes a
+/// multi-line or heredoc command (single quotes, each `'` as `'"'"'`), with or without
+/// ` < /dev/null`.
+fn claude_cut_ran(kept: &str, sha256: Option<&str>, raw: &str) -> bool {
+    let (Some(sha256), Some((head, tail))) = (sha256, kept.split_once("\n[… ")) else {
+        return false;
+    };
+    let Some((prefix, _)) = head.split_once(" && eval ") else {
+        return false;
+    };
+    let Some(at) = tail.rfind(" && pwd -P") else {
+        return false;
+    };
+    let suffix = &tail[at..];
+    let quoted = format!("'{}'", raw.replace('\'', r#"'"'"'"#));
+    ["", " < /dev/null"].iter().any(|stdin| {
+        let whole = format!("{prefix} && eval {quoted}{stdin}{suffix}");
+        super::evidence::sha256_hex(whole.as_bytes()) == sha256
+    })
 }
 
 /// The exit of the attested entry that ran `command`, when exactly one did (or all that did
@@ -265,12 +393,7 @@ pub fn attested_exit(command: &str, ledger: &[LedgerEntry]) -> Option<LedgerExit
     let mut exits = ledger
         .iter()
         .filter(|entry| entry.attestation == Attestation::Attested)
-        .filter(|entry| {
-            commands_of(entry).contains(&cited)
-                || words
-                    .as_deref()
-                    .is_some_and(|words| runs_directly(entry, words))
-        })
+        .filter(|entry| ran_command(entry, command, &cited, words.as_deref()))
         .map(|entry| entry.exit);
     let first = exits.next()??;
     exits.all(|exit| exit == Some(first)).then_some(first)
@@ -423,6 +546,7 @@ mod tests {
             filename: argv.first().copied().unwrap_or_default().to_owned(),
             argv: argv.iter().map(|arg| (*arg).to_owned()).collect(),
             argv_truncated: false,
+            argv_cut: Vec::new(),
             cwd: "/w".into(),
             at_ms: seq,
             exec_plausible: plausible,

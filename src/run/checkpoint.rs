@@ -155,7 +155,8 @@ pub fn commit_with(
     log: &mut AttemptLog,
     key: &TagKey,
 ) -> Result<(), StoreError> {
-    store::sync_deferred(dir)?;
+    // The run directory itself is fsynced once, after the head's rename below.
+    store::sync_deferred(dir, false)?;
     let changed: Vec<usize> = state
         .attempts
         .iter()
@@ -194,7 +195,8 @@ pub fn commit_with(
             .map_err(write_err(&path))?;
         state.attempts_log = next.commit();
     }
-    // The head; its directory fsync also makes a newly created log's entry durable.
+    // The head; its directory fsync also makes a newly created log's entry durable, and the
+    // entries of the deferred files written directly in the run directory.
     let attempts = std::mem::take(&mut state.attempts);
     let head = dir.join(STATE_FILE);
     let written = store::write_tagged_json(&head, state, key, &integrity::context_for(&head));

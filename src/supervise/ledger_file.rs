@@ -11,11 +11,12 @@
 //! - text: `{"text": <sha256>, "value": …}`, or `{"text", "base", "keep", "tail"}` (the first
 //!   `keep` bytes of the text `base`, then `tail`): a long argv string, stored once per file,
 //!   in the same write as the first entry naming it. The reader checks the digest. A text
-//!   over [`TEXT_CAP`] bytes (1 MiB: never an honest command) is `{"text", "value":
-//!   <head>, "tail", "elided": <bytes left out>}`: the digest names the whole string, and the
-//!   entries naming it read as `argv_truncated` (with a note where the bytes were left out),
-//!   which no evidence match accepts; the command that payload runs is the next exec's own
-//!   entry.
+//!   over [`TEXT_CAP`] bytes is `{"text", "value": <head>, "tail", "elided": <bytes left
+//!   out>, "words": <sha256>}`: the digest names the whole string, `words` the whole with each
+//!   run of whitespace one space (trimmed), and the entries naming it read with that string's
+//!   slot holding its ends (with a note where the bytes were left out) and both digests in
+//!   `argv_cut`: evidence matching compares a cited command's digest with them
+//!   (`report::ledger`), never the cut text.
 //! - attestation: `{"seq", "attestation", "exe"}`, when the keeper settled it. A failed exec
 //!   (`exec_failed`, nearly always a `PATH` probe) is instead named in the `failed` list of
 //!   the next line written, whatever its kind (or of a line of its own when the writer ends):
@@ -23,15 +24,18 @@
 //! - exit: `{"seqs": […], "exit": …}`, the end of every entry of one process.
 //!
 //! An entry of another process whose argv and cwd are those of a recent entry written in full
-//! names it (`argv_as: <seq>`, its own `pid`): the same `git status` run again.
+//! names it (`argv_as: <seq>`, its own `pid`): the same `git status` run again. An entry
+//! written with its argv whose cwd is that of a recent one names it (`cwd_as: <seq>`).
 //!
 //! An exec the keeper answered ENOENT itself (its file does not exist: nearly always a failed
 //! `PATH` probe; `linux::absent`) never ran, so its entry line need not be on disk
 //! before the answer: it is held and written with the next line, whatever its kind (or when
 //! the writer flushes or ends), and the later probes of one `execvp` (same process, argv and
 //! cwd, consecutive seqs, the same name) only add their directory to its `absent` list (or
-//! `absent_as: <seq>`, the list of that earlier run) and, when it differs from the first's,
-//! their time to `absent_ms`: seq `n + i` is the name in the `i`-th directory, `exec_failed`. A crash can
+//! `absent_as: <seq>`, the list of that earlier run, with `absent_keep: <n>` its first `n`
+//! directories only and `absent` the directories after them) and, when it differs from the first's,
+//! their time to `absent_ms`: seq `n + i` is the name in the `i`-th directory, `exec_failed`
+//! (the line says `enoent` for both: implausible, and failed). A crash can
 //! lose held lines, never the line of an exec that ran.
 //!
 //! Ledgers written before this format (every line a whole entry, a later line of the same
@@ -45,18 +49,15 @@ use std::io::Write;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{Attestation, LedgerEntry, LedgerExit};
+use super::{Attestation, CutArg, LedgerEntry, LedgerExit};
 
 /// An argv string this long or longer is stored once per file, by digest.
 pub const LONG_TEXT: usize = 512;
 /// A text longer than this is stored as its first [`TEXT_HEAD`] and last [`TEXT_TAIL`] bytes
-/// (the digest names the whole), and an entry naming it reads as `argv_truncated`, which no
-/// evidence match and no stream-event check accepts. So the cap is far above any honest
-/// command: a builder writing a 60 KB source file through a heredoc in `bash -c` (Codex's
-/// usual way) must still find its exec in the ledger, or its own command event reads as
-/// forged (measured: `real-c-make` stopped so with a 4 KiB cap). A long text is stored once
-/// per file by digest (Codex's 38 KB shell-snapshot prelude: once per stage).
-pub const TEXT_CAP: usize = 1 << 20;
+/// with the digests of the whole ([`super::CutArg`]): a builder writing a 60 KB source file
+/// through a heredoc in `bash -c` (Codex's usual way) still finds its exec in the ledger by
+/// digest, and Codex's 38 KB shell-snapshot prelude takes 3 KB.
+pub const TEXT_CAP: usize = 4 << 10;
 const TEXT_HEAD: usize = 1024;
 const TEXT_TAIL: usize = 2048;
 /// How many recent argvs (with their cwd) a new entry of another process may name, and how
@@ -83,6 +84,9 @@ struct Line {
     /// left out.
     #[serde(skip_serializing_if = "Option::is_none")]
     elided: Option<usize>,
+    /// A text over [`TEXT_CAP`]: the digest of the whole with its whitespace collapsed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    words: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     seq: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -120,12 +124,38 @@ struct Line {
     absent_ms: Vec<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     absent_as: Option<u64>,
+    /// With `absent_as`: how many of that run's directories this run keeps (all when absent),
+    /// `absent` then being the directories after them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    absent_keep: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     argv_as: Option<u64>,
+    /// An absent exec the keeper answered ENOENT: `exec_plausible: false`, `exec_failed`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    enoent: bool,
+    /// An entry written with its argv: its cwd is that of this earlier entry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cwd_as: Option<u64>,
 }
 
 fn sha256_hex(text: &str) -> String {
     Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// The digest of `text` with each run of whitespace one space, trimmed (how a shell payload is
+/// compared with a cited command), computed without building that string.
+pub fn words_sha256(text: &str) -> String {
+    let mut sha = Sha256::new();
+    for (i, word) in text.split_whitespace().enumerate() {
+        if i > 0 {
+            sha.update(b" ");
+        }
+        sha.update(word.as_bytes());
+    }
+    sha.finalize()
         .iter()
         .map(|byte| format!("{byte:02x}"))
         .collect()
@@ -218,20 +248,33 @@ impl LedgerWriter {
             if held.line.absent_ms.iter().all(|&after| after == 0) {
                 held.line.absent_ms = Vec::new();
             }
-            // The directories of a run are nearly always those of an earlier one (one `PATH`).
+            // The directories of a run are nearly always those of an earlier one, or its start
+            // (one `PATH`, searched until the name is found): named by that run's seq, with how
+            // many of its directories to keep and the directories after them.
             if !held.line.absent.is_empty() {
-                match self.dirs.iter().find(|(_, dirs)| *dirs == held.line.absent) {
-                    Some((seq, _)) => {
-                        held.line.absent_as = Some(*seq);
-                        held.line.absent = Vec::new();
+                let dirs = std::mem::take(&mut held.line.absent);
+                let best = self
+                    .dirs
+                    .iter()
+                    .map(|(seq, earlier)| {
+                        let shared = earlier.iter().zip(&dirs).take_while(|(a, b)| a == b);
+                        (shared.count(), *seq, earlier.len())
+                    })
+                    .max_by_key(|(shared, _, _)| *shared)
+                    .filter(|(shared, _, _)| *shared > 0);
+                match best {
+                    Some((shared, seq, len)) => {
+                        held.line.absent_as = Some(seq);
+                        held.line.absent_keep = (shared < len).then_some(shared);
+                        held.line.absent = dirs[shared..].to_vec();
                     }
-                    None => {
-                        if self.dirs.len() == RECENT_CALLS {
-                            self.dirs.pop_front();
-                        }
-                        self.dirs
-                            .push_back((held.first.seq, held.line.absent.clone()));
+                    None => held.line.absent.clone_from(&dirs),
+                }
+                if !self.dirs.iter().any(|(_, earlier)| *earlier == dirs) {
+                    if self.dirs.len() == RECENT_CALLS {
+                        self.dirs.pop_front();
                     }
+                    self.dirs.push_back((held.first.seq, dirs));
                 }
             }
             let line = self.finish_line(held.line);
@@ -279,6 +322,7 @@ impl LedgerWriter {
                 value: Some(value.get(..head).unwrap_or_default().to_owned()),
                 tail: Some(value.get(tail..).unwrap_or_default().to_owned()),
                 elided: Some(tail - head),
+                words: Some(words_sha256(value)),
                 ..Line::default()
             };
         }
@@ -329,7 +373,13 @@ impl LedgerWriter {
             held.next += 1;
             return;
         }
-        let (texts, line) = self.entry_line(entry, previous);
+        let (texts, mut line) = self.entry_line(entry, previous);
+        // The keeper's own ENOENT: implausible and failed, said in one short field.
+        if !entry.exec_plausible && entry.attestation == Attestation::ExecFailed {
+            line.exec_plausible = None;
+            line.attestation = None;
+            line.enoent = true;
+        }
         self.held.push(Held {
             texts,
             line,
@@ -372,6 +422,13 @@ impl LedgerWriter {
             line.pid = Some(entry.pid);
             line.argv_as = Some(seq);
         } else {
+            // The cwd of a recent entry written in full (one worktree, nearly every exec).
+            let cwd_as = self
+                .calls
+                .iter()
+                .rev()
+                .find(|(.., cwd)| *cwd == entry.cwd)
+                .map(|(seq, ..)| *seq);
             if self.calls.len() == RECENT_CALLS {
                 self.calls.pop_front();
             }
@@ -407,7 +464,10 @@ impl LedgerWriter {
             line.pid = Some(entry.pid);
             line.argv = Some(argv);
             line.argv_truncated = entry.argv_truncated;
-            line.cwd = Some(entry.cwd.clone());
+            match cwd_as {
+                Some(seq) => line.cwd_as = Some(seq),
+                None => line.cwd = Some(entry.cwd.clone()),
+            }
         }
         self.last.insert(entry.pid, entry.seq);
         (bytes, line)
@@ -456,7 +516,8 @@ pub fn read(text: &str) -> Vec<LedgerEntry> {
     let mut entries: BTreeMap<u64, LedgerEntry> = BTreeMap::new();
     let mut texts: HashMap<String, String> = HashMap::new();
     let mut damaged: BTreeSet<u64> = BTreeSet::new();
-    let mut elided_texts: HashSet<String> = HashSet::new();
+    // The texts kept only by their ends: the digest of their words, by their digest.
+    let mut elided_texts: HashMap<String, String> = HashMap::new();
     // The directory lists of runs of absent execs, by their first seq.
     let mut runs: HashMap<u64, Vec<String>> = HashMap::new();
     for raw in text.lines() {
@@ -473,7 +534,8 @@ pub fn read(text: &str) -> Vec<LedgerEntry> {
         }
         if let Some(digest) = line.text {
             if let (Some(head), Some(tail), Some(elided)) = (&line.value, &line.tail, line.elided) {
-                // Never evidence: its entries read as cut (`argv_truncated`).
+                // Its entries name it by digest (`argv_cut`); its ends are no command. A file
+                // from before `words` has no such digest: its entries read as cut.
                 texts.insert(
                     digest.clone(),
                     format!(
@@ -481,7 +543,7 @@ pub fn read(text: &str) -> Vec<LedgerEntry> {
                          sha256 is {digest} …]\n{tail}"
                     ),
                 );
-                elided_texts.insert(digest);
+                elided_texts.insert(digest, line.words.unwrap_or_default());
                 continue;
             }
             let value = match (line.value, line.base, line.keep, line.tail) {
@@ -520,21 +582,22 @@ pub fn read(text: &str) -> Vec<LedgerEntry> {
             continue;
         }
         let mut resolved = true;
-        let (pid, argv, argv_truncated, cwd) = match line.same_as.or(line.argv_as) {
+        let (pid, argv, argv_truncated, argv_cut, cwd) = match line.same_as.or(line.argv_as) {
             Some(earlier) => match entries.get(&earlier) {
                 Some(earlier) if !damaged.contains(&earlier.seq) => (
                     earlier.pid,
                     earlier.argv.clone(),
                     earlier.argv_truncated,
+                    earlier.argv_cut.clone(),
                     earlier.cwd.clone(),
                 ),
                 Some(earlier) => {
                     resolved = false;
-                    (earlier.pid, Vec::new(), false, String::new())
+                    (earlier.pid, Vec::new(), false, Vec::new(), String::new())
                 }
                 None => {
                     resolved = false;
-                    (0, Vec::new(), false, String::new())
+                    (0, Vec::new(), false, Vec::new(), String::new())
                 }
             },
             None => {
@@ -545,15 +608,36 @@ pub fn read(text: &str) -> Vec<LedgerEntry> {
                         _ => resolved = false,
                     }
                 }
-                let elided = line
-                    .argv_texts
-                    .iter()
-                    .any(|(_, digest)| elided_texts.contains(digest));
+                let mut old_cut = false;
+                let mut argv_cut = Vec::new();
+                for (index, digest) in &line.argv_texts {
+                    match elided_texts.get(digest) {
+                        Some(words) if words.is_empty() => old_cut = true,
+                        Some(words) => argv_cut.push(CutArg {
+                            index: *index,
+                            sha256: digest.clone(),
+                            words_sha256: words.clone(),
+                        }),
+                        None => {}
+                    }
+                }
+                let cwd = match (line.cwd, line.cwd_as) {
+                    (Some(cwd), _) => cwd,
+                    (None, Some(earlier)) => match entries.get(&earlier) {
+                        Some(earlier) if !damaged.contains(&earlier.seq) => earlier.cwd.clone(),
+                        _ => {
+                            resolved = false;
+                            String::new()
+                        }
+                    },
+                    (None, None) => String::new(),
+                };
                 (
                     line.pid.unwrap_or_default(),
                     argv,
-                    line.argv_truncated || elided,
-                    line.cwd.unwrap_or_default(),
+                    line.argv_truncated || old_cut,
+                    argv_cut,
+                    cwd,
                 )
             }
         };
@@ -568,11 +652,16 @@ pub fn read(text: &str) -> Vec<LedgerEntry> {
             filename: line.filename.unwrap_or_default(),
             argv,
             argv_truncated,
+            argv_cut,
             cwd,
             at_ms: line.at_ms.unwrap_or_default(),
-            exec_plausible: line.exec_plausible.unwrap_or(true),
+            exec_plausible: line.exec_plausible.unwrap_or(!line.enoent),
             exit: line.exit,
-            attestation: line.attestation.unwrap_or_default(),
+            attestation: match (line.attestation, line.enoent) {
+                (Some(attestation), _) => attestation,
+                (None, true) => Attestation::ExecFailed,
+                (None, false) => Attestation::Unconfirmed,
+            },
             exe: line.exe,
         };
         if resolved {
@@ -580,6 +669,7 @@ pub fn read(text: &str) -> Vec<LedgerEntry> {
         } else {
             damaged.insert(seq);
             entry.argv.clear();
+            entry.argv_cut.clear();
         }
         if let Some(earlier) = entries.get(&seq) {
             entry.merge_earlier(earlier);
@@ -587,7 +677,16 @@ pub fn read(text: &str) -> Vec<LedgerEntry> {
         // The later probes of a run of absent execs: the same name in other directories.
         let name = split_name(&entry.filename).1.to_owned();
         let dirs = match line.absent_as {
-            Some(run) => runs.get(&run).cloned().unwrap_or_default(),
+            // A lost earlier run: no probe is read (the seqs of the rest would be misplaced).
+            Some(run) => match runs.get(&run) {
+                Some(earlier) => {
+                    let keep = line.absent_keep.unwrap_or(earlier.len()).min(earlier.len());
+                    let mut dirs = earlier[..keep].to_vec();
+                    dirs.extend(line.absent);
+                    dirs
+                }
+                None => Vec::new(),
+            },
             None => line.absent,
         };
         if !dirs.is_empty() {

@@ -37,8 +37,11 @@ pub mod net;
 mod room;
 
 pub use command::supervise_command;
+pub use ledger_file::words_sha256;
 pub use platform::{Probe, has_overlay_xattr, whiteout};
-pub use room::{LedgerEntry, LedgerExit, Overlay, PrivateViews, RealPath, Room, RoomReceipt};
+pub use room::{
+    CutArg, LedgerEntry, LedgerExit, Overlay, PrivateViews, RealPath, Room, RoomReceipt,
+};
 
 /// Everything needed to start one process. The environment is complete: nothing is inherited.
 #[derive(Debug, Clone)]

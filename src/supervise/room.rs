@@ -194,6 +194,10 @@ pub struct LedgerEntry {
     /// argv was cut at the keeper's bounds (1,024 strings or 256 KiB).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub argv_truncated: bool,
+    /// The argv strings the ledger file kept only the ends of (over its cap): their slot in
+    /// `argv` holds those ends, and the digests here name the whole string.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub argv_cut: Vec<CutArg>,
     /// The caller's working directory at the exec.
     pub cwd: String,
     /// Milliseconds since the launch started.
@@ -211,6 +215,18 @@ pub struct LedgerEntry {
     /// interpreter for a script), once the exec is known to have succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exe: Option<String>,
+}
+
+/// An argv string the ledger file kept only the ends of, named by digests of the whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CutArg {
+    /// Its index in `argv`.
+    pub index: usize,
+    /// sha256 (hex) of the whole string.
+    pub sha256: String,
+    /// sha256 (hex) of the whole string with each run of whitespace one space, trimmed (a
+    /// shell payload as a cited command is compared: `report::ledger`).
+    pub words_sha256: String,
 }
 
 /// What the keeper could establish about one exec after it was let through (see
@@ -257,6 +273,7 @@ impl LedgerEntry {
     pub(crate) fn same_call(&self, later: &LedgerEntry) -> bool {
         self.pid == later.pid
             && self.argv_truncated == later.argv_truncated
+            && self.argv_cut == later.argv_cut
             && self.cwd == later.cwd
             && self.argv == later.argv
     }

@@ -78,7 +78,7 @@ pub fn plan(request: &StageRequest) -> Result<LaunchPlan, PlanError> {
     args.push("-".into());
 
     // Codex sends it as OpenAI's strict JSON schema: every property required.
-    let schema = serde_json::to_string_pretty(&crate::report::strict_schema(&request.schema_json))
+    let schema = serde_json::to_string(&crate::report::strict_schema(&request.schema_json))
         .map_err(|e| PlanError::Schema {
             error: e.to_string(),
         })?;

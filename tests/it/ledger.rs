@@ -248,6 +248,86 @@ fn in_process_mode_delivers_the_ledger_and_writes_the_same_file() {
     );
 }
 
+/// A command over the ledger file's cap (a builder writing a source file through a heredoc) in
+/// the shell wrapper of each pinned CLI: the file keeps the payload's ends and digests, and the
+/// command event still matches its exec; the same command with one byte changed does not
+/// (Codex and OpenCode: no exec, a forgery; Claude Code: `cut_text`, neither evidence nor a
+/// proven forgery).
+#[test]
+fn a_command_over_the_cap_matches_by_digest_and_a_changed_byte_does_not() {
+    let body: String = (0..300)
+        .map(|at| format!("    printf 'line {at}: it\'s text\\n'   # {at}\n"))
+        .collect();
+    let command = format!("cat > out.sh <<'EOF'\n{body}EOF\nwc -l out.sh");
+    assert!(command.len() > 8192, "{}", command.len());
+    let changed = command.replacen("line 150", "line 15O", 1);
+    let single = |text: &str| format!("'{}'", text.replace('\'', r#"'"'"'"#));
+    let claude = |text: &str| {
+        format!(
+            "source /tmp/snapshot-bash-1.sh 2>/dev/null || true && eval {} && pwd -P >| /tmp/claude-9f3e-cwd",
+            single(text)
+        )
+    };
+    // (CLI, the payload its shell runs, the command event, the event with one byte changed)
+    let shapes = [
+        (
+            "opencode",
+            command.clone(),
+            command.clone(),
+            changed.clone(),
+        ),
+        (
+            "codex",
+            command.clone(),
+            format!("/bin/bash -lc {}", single(&command)),
+            format!("/bin/bash -lc {}", single(&changed)),
+        ),
+        ("claude", claude(&command), command.clone(), changed.clone()),
+    ];
+    for (cli, payload, event, forged) in shapes {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger_path = dir.path().join("ledger.jsonl");
+        let options = LaunchOptions {
+            ledger_path: Some(ledger_path.clone()),
+            ..LaunchOptions::default()
+        };
+        let finished = runtime()
+            .block_on(supervise::run_with(
+                spec("/bin/bash", &["-c", &payload], dir.path(), None),
+                options,
+            ))
+            .unwrap();
+        assert_eq!(finished.exit, Exit::Code(0), "{cli}");
+        let ledger = supervise::read_ledger(&ledger_path).unwrap();
+        let file_size = std::fs::metadata(&ledger_path).unwrap().len();
+        assert!(
+            file_size < 8192,
+            "{cli}: the payload is kept by its ends ({file_size} bytes)"
+        );
+        let shell = &ledger[0];
+        assert_eq!(shell.argv_cut.len(), 1, "{cli}: {shell:?}");
+        assert!(!shell.argv_truncated, "{cli}");
+        assert!(
+            matches!(
+                ledger_match(&event, 0, &ledger),
+                LedgerMatch::Matched { seq: 0 }
+            ),
+            "{cli}: {:?}",
+            ledger_match(&event, 0, &ledger)
+        );
+        let reason = match ledger_match(&forged, 0, &ledger) {
+            LedgerMatch::NotMatched { reason, .. } => reason,
+            matched => panic!("{cli}: a changed byte matched: {matched:?}"),
+        };
+        let expected = if cli == "claude" {
+            LedgerMismatch::CutText
+        } else {
+            LedgerMismatch::NoExec
+        };
+        assert_eq!(reason, expected, "{cli}");
+    }
+}
+
 #[test]
 fn long_argv_is_cut_and_marked() {
     let dir = tempfile::tempdir().unwrap();

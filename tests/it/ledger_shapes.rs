@@ -115,6 +115,7 @@ fn attested(argv: Vec<String>) -> LedgerEntry {
         filename: argv[0].clone(),
         argv,
         argv_truncated: false,
+        argv_cut: Vec::new(),
         cwd: "/work/tree".into(),
         at_ms: 5,
         exec_plausible: true,

@@ -45,7 +45,7 @@ pub(super) fn forged_events(records: &[CommandRecord], ledger: &[LedgerEntry]) -
                 // Ran, but no attested entry says how: not evidence, and not a proven forgery.
                 LedgerMatch::Matched { .. }
                 | LedgerMatch::NotMatched {
-                    reason: LedgerMismatch::Unattested,
+                    reason: LedgerMismatch::Unattested | LedgerMismatch::CutText,
                     ..
                 } => None,
                 LedgerMatch::NotMatched { reason, .. } => Some(format!(

@@ -10,6 +10,7 @@ fn entry(seq: u64, pid: i32, filename: &str, argv: &[&str]) -> LedgerEntry {
         filename: filename.into(),
         argv: argv.iter().map(|arg| (*arg).to_owned()).collect(),
         argv_truncated: false,
+        argv_cut: Vec::new(),
         cwd: "/work".into(),
         at_ms: seq * 10,
         exec_plausible: true,
@@ -227,6 +228,9 @@ fn absent_execs_are_held_and_one_execvp_s_probes_fold_into_one_line() {
         text.contains("\"absent\":[\"/usr/local/bin\",\"/sbin\"],\"absent_ms\":[10,20]"),
         "{text}"
     );
+    // Another argv in the same cwd names the cwd of the first entry written in full.
+    assert!(text.contains("\"cwd_as\":0"), "{text}");
+    assert_eq!(text.matches("\"/work\"").count(), 1, "{text}");
     // The second run names the first's argv and directories.
     assert!(
         text.contains("\"seq\":8,\"pid\":11,") && text.contains("\"absent_as\":0,\"argv_as\":0"),
@@ -247,7 +251,7 @@ fn absent_execs_are_held_and_one_execvp_s_probes_fold_into_one_line() {
 }
 
 #[test]
-fn a_text_over_the_cap_keeps_its_ends_and_its_entry_reads_as_cut() {
+fn a_text_over_the_cap_keeps_its_ends_and_its_digests() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.jsonl");
     let file = std::fs::File::create(&path).unwrap();
@@ -262,7 +266,23 @@ fn a_text_over_the_cap_keeps_its_ends_and_its_entry_reads_as_cut() {
     assert!(text.len() < TEXT_CAP + 1024, "{} bytes", text.len());
     let read_back = read(&text);
     let payload = &read_back[0].argv[2];
-    assert!(read_back[0].argv_truncated);
+    assert!(
+        !read_back[0].argv_truncated,
+        "cut by the file, not the keeper"
+    );
+    assert_eq!(
+        read_back[0].argv_cut,
+        [CutArg {
+            index: 2,
+            sha256: sha256_hex(&long),
+            words_sha256: words_sha256(&long),
+        }]
+    );
+    assert_eq!(
+        words_sha256(" a \n b\tc "),
+        sha256_hex("a b c"),
+        "the words' digest is of the collapsed text"
+    );
     assert!(payload.starts_with("unset V_0\n"), "{payload}");
     assert!(
         payload.ends_with("exec '/bin/bash' -c 'cargo test'"),
@@ -276,20 +296,68 @@ fn a_text_over_the_cap_keeps_its_ends_and_its_entry_reads_as_cut() {
 }
 
 #[test]
-fn an_honest_inline_script_reads_back_whole() {
-    // A tester's `python3 -c '…'` of a few KiB is a command a report may cite: kept whole.
+fn an_inline_script_under_the_cap_reads_back_whole() {
+    // A tester's `python3 -c '…'` under the cap is kept whole; over it, by digest (above).
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.jsonl");
     let file = std::fs::File::create(&path).unwrap();
     let mut writer = LedgerWriter::new(file);
-    let script: String = (0..300)
+    let script: String = (0..150)
         .map(|at| format!("assert {at} + 1 == {}\n", at + 1))
         .collect();
-    assert!(script.len() > 4096, "{}", script.len());
+    assert!(
+        script.len() > LONG_TEXT && script.len() <= TEXT_CAP,
+        "{}",
+        script.len()
+    );
     let python = entry(0, 8, "/usr/bin/python3", &["python3", "-c", &script]);
     writer.entry(&python, None);
     drop(writer);
     let read_back = read(&std::fs::read_to_string(&path).unwrap());
     assert!(!read_back[0].argv_truncated);
     assert_eq!(read_back[0].argv[2], script);
+}
+
+#[test]
+fn a_run_of_probes_names_the_start_of_an_earlier_run_and_adds_what_differs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.jsonl");
+    let mut writer = LedgerWriter::new(std::fs::File::create(&path).unwrap());
+    let absent = |seq: u64, pid: i32, dir: &str| {
+        let mut probe = entry(seq, pid, &format!("{dir}/git"), &["git"]);
+        probe.exec_plausible = false;
+        probe.attestation = Attestation::ExecFailed;
+        probe
+    };
+    let path_dirs = ["/a", "/b", "/c", "/d"];
+    // pid 7 searches three directories, pid 8 two (found in the third), pid 9 all four.
+    let mut expected = Vec::new();
+    for (pid, count) in [(7, 3), (8, 2), (9, 4)] {
+        for dir in &path_dirs[..count] {
+            expected.push(absent(expected.len() as u64, pid, dir));
+        }
+    }
+    for (at, probe) in expected.iter().enumerate() {
+        let previous = (at > 0 && expected[at - 1].pid == probe.pid).then(|| &expected[at - 1]);
+        writer.absent(probe, previous);
+    }
+    drop(writer);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(read(&text), expected, "{text}");
+    assert_eq!(
+        text.matches("\"/b\"").count(),
+        1,
+        "one list in full: {text}"
+    );
+    assert!(text.contains("\"absent_as\":0,\"absent_keep\":1"), "{text}");
+    assert!(text.contains("\"absent\":[\"/d\"]"), "{text}");
+    // A lost earlier run: the later one reads no probe rather than misplaced ones.
+    let lost: Vec<&str> = text.lines().skip(1).collect();
+    let read_lost = read(&lost.join("\n"));
+    assert!(
+        read_lost
+            .iter()
+            .all(|entry| entry.seq == 3 || entry.seq == 5),
+        "{read_lost:#?}"
+    );
 }

@@ -488,6 +488,7 @@ impl Book {
             filename: call.filename,
             argv: call.argv,
             argv_truncated: call.argv_truncated,
+            argv_cut: Vec::new(),
             cwd: call.cwd,
             at_ms: unix_ms().saturating_sub(self.origin_unix_ms),
             exec_plausible: call.plausible,
