@@ -17,9 +17,10 @@
 //! remain, and the last response — or the one after a prose answer — can only be the report: the
 //! `report` tool alone, or, where the server constrains an answer to a JSON schema, the report
 //! schema as the answer's format. A streamed prose answer is not read to its end: past
-//! [`PROSE_CUT_CHARS`] without a tool call autocode stops reading (closing the connection, so the
-//! server stops generating) and asks for the report. Each request's response cap is cut to what the server's
-//! context still holds, measured on the request itself. An answer that is only a shell command
+//! [`PROSE_CUT_CHARS`] without a tool call autocode stops reading (closing the connection, so
+//! the server stops generating) and asks for the report; so it does once the model repeats the
+//! same calls with the same results ([`RepeatWatch`]). Each request's response cap is cut to
+//! what the server's context still holds, measured on the request itself. An answer that is only a shell command
 //! is not prose: the model is told autocode did not run it and keeps every tool, so it can run
 //! it through the shell tool.
 
