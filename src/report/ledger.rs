@@ -217,7 +217,7 @@ fn cut_bearing(
     }
     // A run of the kept ends (from the start of a word, outside the note on what was left
     // out) in the command as the wrapper quotes it: it may be this command, quoted otherwise.
-    let quoted = format!("'{}'", raw.replace('\'', r#"'"'"'"#));
+    let quoted = claude_quoted(raw);
     let kept = &entry.argv[index];
     let shares = kept
         .split("\n[… ")
@@ -362,6 +362,12 @@ fn ran_command(entry: &LedgerEntry, raw: &str, cited: &str, words: Option<&[Stri
         || cut_bearing(entry, raw, cited, words) == CutBearing::Ran
 }
 
+/// `raw` as Claude Code quotes a multi-line or heredoc command for its `eval`: single quotes,
+/// each `'` as `'"'"'`.
+fn claude_quoted(raw: &str) -> String {
+    format!("'{}'", raw.replace('\'', r#"'"'"'"#))
+}
+
 /// Whether the cut Claude Code payload `kept` (its ends, as the ledger reads them back) whose
 /// whole has digest `sha256` is the wrapper around `raw`: its prefix up to `eval ` and its
 /// suffix from ` && pwd -P` taken from the kept ends, the command quoted as the CLI quotes a
@@ -378,7 +384,7 @@ fn claude_cut_ran(kept: &str, sha256: Option<&str>, raw: &str) -> bool {
         return false;
     };
     let suffix = &tail[at..];
-    let quoted = format!("'{}'", raw.replace('\'', r#"'"'"'"#));
+    let quoted = claude_quoted(raw);
     ["", " < /dev/null"].iter().any(|stdin| {
         let whole = format!("{prefix} && eval {quoted}{stdin}{suffix}");
         super::evidence::sha256_hex(whole.as_bytes()) == sha256
