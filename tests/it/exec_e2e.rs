@@ -300,10 +300,9 @@ fn exec_that_fails_after_the_run_exists_exits_1_with_the_run_id() {
 
 #[test]
 fn events_follow_started_mid_run_prints_the_same_lines_as_exec() {
-    let gate = tempfile::tempdir().expect("tempdir");
-    let go = gate.path().join("go");
-    let wait = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
-    let harness = Harness::new(script_with(&[(
+    let harness = Harness::new(Value::Null);
+    let wait = harness.wait_for_gate();
+    harness.set_script(script_with(&[(
         "builder",
         json!([[{"run": wait}, {"run": BUILD}, {"run": CHECK}, build_report()]]),
     )]));
@@ -331,7 +330,7 @@ fn events_follow_started_mid_run_prints_the_same_lines_as_exec() {
         .read_line(&mut follow_first)
         .expect("follow's meta line");
     // The follower is reading while the builder still waits: now let it finish.
-    fs::write(&go, "").expect("go");
+    harness.open_gate();
 
     let mut rest = String::new();
     exec_out.read_to_string(&mut rest).expect("exec stdout");

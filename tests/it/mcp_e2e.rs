@@ -447,10 +447,9 @@ fn mcp_install_registers_the_server_with_each_client() {
 /// PAUSED_INTERRUPTED (the run's own Ctrl-C path), and resume_run continues it to completion.
 #[test]
 fn stop_run_pauses_a_working_run_and_resume_run_continues_it() {
-    let gate = tempfile::tempdir().expect("tempdir");
-    let go = gate.path().join("go");
-    let wait = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
-    let harness = Harness::new(script_with(&[(
+    let harness = Harness::new(Value::Null);
+    let wait = harness.wait_for_gate();
+    harness.set_script(script_with(&[(
         "builder",
         json!([
             [{"run": wait}, {"run": BUILD}, {"run": CHECK}, build_report()],
@@ -507,7 +506,7 @@ fn stop_run_pauses_a_working_run_and_resume_run_continues_it() {
         assert!(error, "nothing works on it now: {again}");
 
         // The stage runs again from the top (the fake agent replays its waiting step): let it pass.
-        fs::write(&go, "").expect("go");
+        harness.open_gate();
         // The cut-off attempt is kept; the pause names how to run its stage again.
         let next = paused["pause"]["next"].as_str().unwrap_or_default();
         let attempt = next

@@ -208,10 +208,9 @@ fn a_tasks_client_follows_start_run_as_a_task_and_reads_the_run_as_resources() {
 fn a_run_started_over_mcp_finishes_after_its_server_is_killed() {
     use std::os::unix::process::CommandExt;
 
-    let gate = tempfile::tempdir().expect("tempdir");
-    let go = gate.path().join("go");
-    let wait = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
-    let harness = Harness::new(script_with(&[(
+    let harness = Harness::new(Value::Null);
+    let wait = harness.wait_for_gate();
+    harness.set_script(script_with(&[(
         "builder",
         json!([[{"run": wait}, {"run": BUILD}, {"run": CHECK}, build_report()]]),
     )]));
@@ -219,7 +218,8 @@ fn a_run_started_over_mcp_finishes_after_its_server_is_killed() {
         .expect("workspace")
         .display()
         .to_string();
-    let run = runtime().block_on(async {
+    let runtime = runtime();
+    let run = runtime.block_on(async {
         let mut command: Command = harness.command(&["mcp"]);
         command.process_group(0);
         let (transport, _) = TokioChildProcess::builder(tokio::process::Command::from(command))
@@ -275,32 +275,106 @@ fn a_run_started_over_mcp_finishes_after_its_server_is_killed() {
         drop(client);
         run
     });
-    fs::write(&go, "").expect("open the gate");
+    // Nothing the client left behind may hold the test up.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    harness.open_gate();
     // `events --follow` returns once no autocode works on the run: its last line says how the
-    // run ended.
-    let out = harness
+    // run ended. Bounded, so a run that never ends fails here with what it left instead of
+    // holding the suite.
+    let follow = harness
         .command(&["events", "--follow", &run, "--workspace", &ws, "--jsonl"])
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .expect("events --follow");
+    let (out, finished) = output_within(follow, FOLLOW_LIMIT);
     let stdout = String::from_utf8_lossy(&out.stdout);
+    let context = format!(
+        "events --follow {}: {}\nstdout:\n{stdout}\nstderr:\n{}\nthe run left:\n{}",
+        if finished { "ended" } else { "was stopped" },
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+        run_dir_summary(&harness.workspace(), &run),
+    );
+    assert!(finished, "{context}");
     let last: Value = stdout
         .lines()
         .rev()
         .find_map(|l| serde_json::from_str(l).ok())
-        .expect("a result line");
-    assert_eq!(last["type"], "result", "{stdout}");
-    assert_eq!(last["status"], "complete", "{stdout}");
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
+        .unwrap_or_else(|| panic!("a result line: {context}"));
+    assert_eq!(last["type"], "result", "{context}");
+    assert_eq!(last["status"], "complete", "{context}");
+    assert_eq!(out.status.code(), Some(0), "{context}");
+}
+
+/// How long the killed server's run may take to finish once its builder's gate opens (it takes
+/// about a second).
+const FOLLOW_LIMIT: std::time::Duration = std::time::Duration::from_secs(180);
+
+/// The child's output once it ends, or once `limit` passed (then it is killed first): `true`
+/// when it ended by itself.
+fn output_within(
+    child: std::process::Child,
+    limit: std::time::Duration,
+) -> (std::process::Output, bool) {
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+    let (done, ended) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        let timed_out = ended.recv_timeout(limit).is_err();
+        if timed_out {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        }
+        timed_out
+    });
+    let out = child.wait_with_output().expect("wait for the child");
+    let _ = done.send(());
+    let timed_out = watchdog.join().expect("watchdog");
+    (out, !timed_out)
+}
+
+/// The run directory's record of what happened, for a failure message: its attempts, its
+/// activity, and the last lines of each stage's stderr.
+fn run_dir_summary(workspace: &std::path::Path, run: &str) -> String {
+    let dir = workspace.join(".autocode/runs").join(run);
+    let mut text = String::new();
+    for name in ["attempts.jsonl", "activity.jsonl"] {
+        let body = fs::read_to_string(dir.join(name)).unwrap_or_else(|e| format!("({e})"));
+        text.push_str(&format!("--- {name}\n{body}\n"));
+    }
+    if let Ok(stages) = fs::read_dir(dir.join("stages")) {
+        for stage in stages.flatten() {
+            for log in ["stderr.log", "events.jsonl"] {
+                let body = fs::read_to_string(stage.path().join(log)).unwrap_or_default();
+                let tail: Vec<&str> = body.lines().rev().take(12).collect();
+                text.push_str(&format!(
+                    "--- {}/{log} (last lines, newest first)\n",
+                    stage.file_name().to_string_lossy()
+                ));
+                for line in tail {
+                    text.push_str(&line.chars().take(400).collect::<String>());
+                    text.push('\n');
+                }
+            }
+        }
+    }
+    // The processes still alive, to tell a run that waits from one that is gone.
+    if let Ok(ps) = Command::new("ps")
+        .args(["-eo", "pid,ppid,pgid,sid,stat,etime,args"])
+        .output()
+    {
+        text.push_str("--- ps\n");
+        text.push_str(&String::from_utf8_lossy(&ps.stdout));
+    }
+    text
 }
 
 /// `tasks/cancel` stops the run the task follows as `stop_run` does: the run pauses
 /// `PAUSED_INTERRUPTED` (resumable) and the task ends `cancelled`.
 #[test]
 fn cancelling_the_task_pauses_the_run_resumably() {
-    let gate = tempfile::tempdir().expect("tempdir");
-    let go = gate.path().join("go");
-    let wait = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
-    let harness = Harness::new(script_with(&[(
+    let harness = Harness::new(Value::Null);
+    let wait = harness.wait_for_gate();
+    harness.set_script(script_with(&[(
         "builder",
         json!([[{"run": wait}, {"run": BUILD}, {"run": CHECK}, build_report()]]),
     )]));

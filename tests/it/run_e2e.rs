@@ -586,7 +586,31 @@ impl Harness {
         self.root.path().join("script.json.state")
     }
 
-    fn set_script(&self, script: Value) {
+    /// A file the test makes to let a waiting agent go on ([`Harness::wait_for_gate`]). It lies
+    /// in the fake agent's state directory, which the room shows real: the room's `/tmp` is a
+    /// private layer over the real one, where a file made from outside after the agent looked
+    /// for it may never appear (overlayfs keeps the lookup that found nothing; a change to a lower
+    /// layer while mounted is undefined). A gate in a plain temporary directory held a run in
+    /// its builder stage forever.
+    pub(super) fn gate(&self) -> PathBuf {
+        self.state().join("gate")
+    }
+
+    /// A shell command that waits until the test opens the gate.
+    pub(super) fn wait_for_gate(&self) -> String {
+        format!(
+            "while [ ! -e '{}' ]; do sleep 0.05; done",
+            self.gate().display()
+        )
+    }
+
+    /// Lets the agent waiting at the gate go on.
+    pub(super) fn open_gate(&self) {
+        fs::create_dir_all(self.state()).expect("the fake agent's state directory");
+        fs::write(self.gate(), "").expect("open the gate");
+    }
+
+    pub(super) fn set_script(&self, script: Value) {
         fs::write(
             self.script(),
             serde_json::to_vec_pretty(&script).expect("script"),
