@@ -208,15 +208,21 @@ pub async fn drive(
         }}),
     );
     loop {
-        // A terminal's end first: it is sent before its `wait_for_exit` is answered, so
-        // whatever the agent writes after that answer comes after autocode's command event.
+        // A terminal's end becomes autocode's command event when the agent is about to learn
+        // of it (its `wait_for_exit` is answered, or `output` shows the exit), never before:
+        // the agent's updates up to its asking (the tool call that shows the terminal) are
+        // read first, and whatever it writes after the answer comes after the event. An end
+        // the agent already waits for is made an event at once.
         // The silence bound counts from the last line or terminal end, never while a
         // terminal's command runs (the agent waits on it without a word).
         let quiet = stage.silence.filter(|_| !terminals.running());
         let incoming = tokio::select! {
             biased;
             Some(done) = ended.recv() => {
-                on(Feed::Served(terminal_event(&done, &owners, &mut end)));
+                if let Some(done) = terminals.arrived(done) {
+                    on(Feed::Served(terminal_event(&done, &owners, &mut end)));
+                    terminals.publish(done);
+                }
                 heard = tokio::time::Instant::now();
                 continue;
             }
@@ -267,6 +273,12 @@ pub async fn drive(
         match (method, id) {
             (Some(method), Some(id)) => {
                 let params = message.get("params").cloned().unwrap_or(Value::Null);
+                if method.starts_with("terminal/")
+                    && let Some(done) = terminals.take_held(&params)
+                {
+                    on(Feed::Served(terminal_event(&done, &owners, &mut end)));
+                    terminals.publish(done);
+                }
                 let (reply, served) = match method {
                     "fs/read_text_file" => {
                         end.file_requests += 1;
@@ -412,6 +424,11 @@ pub async fn drive(
     }
     terminals.shut_down().await;
     while let Ok(done) = ended.try_recv() {
+        if let Some(done) = terminals.arrived(done) {
+            on(Feed::Served(terminal_event(&done, &owners, &mut end)));
+        }
+    }
+    for done in terminals.take_all_held() {
         on(Feed::Served(terminal_event(&done, &owners, &mut end)));
     }
     end.terminals_created = terminals.created();
@@ -588,11 +605,7 @@ fn terminal_event(
             };
         }
     };
-    let index = done
-        .terminal_id
-        .strip_prefix("term-")
-        .and_then(|n| n.parse::<u64>().ok())
-        .unwrap_or(0);
+    let index = done.number();
     let base = TERMINAL_SEQ_BASE + index * TERMINAL_SEQ_SPAN;
     end.ledger
         .extend(run.ledger.iter().cloned().map(|mut entry| {

@@ -235,6 +235,14 @@ pub struct TerminalEnd {
 }
 
 impl TerminalEnd {
+    /// The terminal's number (`term-N`; 0 for an id autocode did not make).
+    pub fn number(&self) -> u64 {
+        self.terminal_id
+            .strip_prefix("term-")
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0)
+    }
+
     /// ACP's `exitStatus`.
     pub fn exit_status(&self) -> Value {
         match &self.run {
@@ -257,9 +265,18 @@ fn signal_name(signal: i32) -> String {
     }
 }
 
+/// One terminal. Its end reaches the agent (through `wait_for_exit`, or an exit status in
+/// `output`) only once autocode made its command event: `held` keeps an end that arrived before
+/// the agent asked, so the event carries the tool call the agent showed the terminal under
+/// before asking, whichever of the command and the agent's update came first.
 struct Terminal {
     canceller: Canceller,
-    done: watch::Receiver<Option<Arc<TerminalEnd>>>,
+    /// What the agent may see: `None` until published.
+    done: watch::Sender<Option<Arc<TerminalEnd>>>,
+    /// The end, arrived and not yet published.
+    held: Option<Arc<TerminalEnd>>,
+    /// The agent waits for it (`wait_for_exit` came before the end).
+    awaited: bool,
 }
 
 /// The agent's terminals: each `terminal/create` one supervised family.
@@ -380,7 +397,7 @@ impl Terminals {
             .await
             .map_err(|e| RpcError::internal(format!("the boundary could not run it: {e}")))?;
         let canceller = running.canceller();
-        let (tx, rx) = watch::channel(None);
+        let (done, _) = watch::channel(None);
         let ended = self.ended.clone();
         let id = terminal_id.clone();
         let hold = self.idle.as_ref().map(IdleHolder::hold);
@@ -394,17 +411,56 @@ impl Terminals {
                 command,
                 run,
             });
-            let _ = ended.send(end.clone());
-            tx.send_replace(Some(end));
+            let _ = ended.send(end);
         }));
         self.open.insert(
             terminal_id.clone(),
             Terminal {
                 canceller,
-                done: rx,
+                done,
+                held: None,
+                awaited: false,
             },
         );
         Ok(json!({ "terminalId": terminal_id }))
+    }
+
+    /// A terminal's command ended: its end is given back when the agent already waits for it
+    /// (or released the terminal), to be made an event and [published](Terminals::publish) at
+    /// once; otherwise it is held until the agent asks ([`Terminals::take_held`]).
+    pub fn arrived(&mut self, end: Arc<TerminalEnd>) -> Option<Arc<TerminalEnd>> {
+        match self.open.get_mut(&end.terminal_id) {
+            Some(terminal) if !terminal.awaited => {
+                terminal.held = Some(end);
+                None
+            }
+            _ => Some(end),
+        }
+    }
+
+    /// The held end of the terminal a request names (`terminalId`), if any: the agent is about
+    /// to learn of it, so its event is made first.
+    pub fn take_held(&mut self, params: &Value) -> Option<Arc<TerminalEnd>> {
+        let id = params.get("terminalId").and_then(Value::as_str)?;
+        self.open.get_mut(id)?.held.take()
+    }
+
+    /// Every end still held, in the order the terminals were made (the session is over).
+    pub fn take_all_held(&mut self) -> Vec<Arc<TerminalEnd>> {
+        let mut ends: Vec<_> = self
+            .open
+            .values_mut()
+            .filter_map(|terminal| terminal.held.take())
+            .collect();
+        ends.sort_by_key(|end| end.number());
+        ends
+    }
+
+    /// Lets the agent see the end (its event was made).
+    pub fn publish(&self, end: Arc<TerminalEnd>) {
+        if let Some(terminal) = self.open.get(&end.terminal_id) {
+            terminal.done.send_replace(Some(end));
+        }
     }
 
     fn terminal(&self, params: &Value) -> Result<&Terminal, RpcError> {
@@ -434,10 +490,16 @@ impl Terminals {
 
     /// `terminal/wait_for_exit`: a future answering once the command ended.
     pub fn wait_for_exit(
-        &self,
+        &mut self,
         params: &Value,
     ) -> Result<impl std::future::Future<Output = Result<Value, RpcError>> + use<>, RpcError> {
-        let mut done = self.terminal(params)?.done.clone();
+        let id = str_param(params, "terminalId")?;
+        let terminal = self
+            .open
+            .get_mut(id)
+            .ok_or_else(|| RpcError::not_found(format!("no terminal `{id}`")))?;
+        terminal.awaited = true;
+        let mut done = terminal.done.subscribe();
         Ok(async move {
             match done.wait_for(Option::is_some).await {
                 Ok(end) => Ok(end.as_ref().map(|e| e.exit_status()).unwrap_or(Value::Null)),
