@@ -122,6 +122,8 @@ pub struct AcpEnd {
     pub prompt_answered: bool,
     /// The agent's `initialize` answer (its name, version and capabilities).
     pub agent: Option<Value>,
+    /// The session's id, once `session/new` (or the continuation) answered.
+    pub session: Option<String>,
     /// How an earlier session was continued (`None`: a new session).
     pub continued: Option<Continuation>,
     /// The `session/update` notifications replayed during `session/load` (handed over as
@@ -366,6 +368,7 @@ pub async fn drive(
                         };
                         let id = id.as_str();
                         session = Some(id.to_owned());
+                        end.session = Some(id.to_owned());
                         let result = message.get("result").unwrap_or(&Value::Null);
                         match select_model(id, stage.model.as_deref(), result) {
                             Ok((how, Some(request))) => {

@@ -379,6 +379,14 @@ impl Probe<'_> {
             AttemptResult::Stopped { code, reason, .. } => Judged::Stopped { code, reason },
         };
         let mut stream = self.kind.and_then(|k| stream_facts(k, &stage_dir));
+        // What the run counts when the stream carries none: the usage autocode recorded for
+        // the attempt (Claude Code's adapter sends none over ACP; its transcript has it).
+        if let Some(s) = stream.as_mut()
+            && s.usage.input_tokens.is_none()
+            && s.usage.output_tokens.is_none()
+        {
+            s.usage = outcome.usage;
+        }
         if self.fault == Some(Fault::MissingUsage) && step == ProbeStep::Build {
             // Perturbation: the harness withholds the usage it observed (a CLI without usage).
             if let Some(s) = stream.as_mut() {

@@ -16,6 +16,7 @@
 mod acp;
 mod async_lines;
 mod claude;
+pub mod claude_transcript;
 mod codex;
 mod codex_wire;
 mod common;

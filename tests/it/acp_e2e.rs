@@ -237,4 +237,31 @@ async fn the_demo_completes_through_claude_code_acp_in_autocodes_terminal() {
     }
     let evidence = read_json(&run_dir.join("stages/005-tester-1/evidence.json"));
     assert!(evidence["checks"][0]["problem"].is_null(), "{evidence}");
+    // The adapter reports no usage over ACP; each stage's comes from Claude Code's transcript
+    // in the stage's HOME layer (the scripted model's responses each count 1,000+ input tokens),
+    // with the cost Claude Code counted (its `cost-state` line, written at the turn's end).
+    let mut costed = 0;
+    for (stage, _) in &stages {
+        let events =
+            std::fs::read_to_string(run_dir.join("stages").join(stage).join("events.jsonl"))
+                .unwrap();
+        let usage: Vec<Value> = events
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| e["type"] == "usage")
+            .collect();
+        assert_eq!(usage.len(), 1, "{stage}: {events}");
+        assert!(
+            usage[0]["usage"]["input_tokens"].as_u64() >= Some(1000),
+            "{stage}: {usage:?}"
+        );
+        assert!(
+            usage[0]["usage"]["output_tokens"].as_u64() > Some(0),
+            "{stage}: {usage:?}"
+        );
+        if usage[0]["usage"]["cost_usd"].as_f64() > Some(0.0) {
+            costed += 1;
+        }
+    }
+    assert!(costed > 0, "no stage's transcript gave its cost");
 }

@@ -122,6 +122,59 @@ pub(super) async fn session(
     end
 }
 
+/// The usage of a stage's turn from Claude Code's session transcript, for an agent that drives
+/// Claude Code (Zed's adapter reports none over ACP; `events::claude_transcript`): the file
+/// `<config dir>/projects/*/<session>.jsonl`, where the config dir is `CLAUDE_CONFIG_DIR` or
+/// `~/.claude` as the agent saw it, looked for first in the upper directory of the stage's
+/// private layer that covers it (HOME's, or `/tmp`'s for a HOME beneath `/tmp`: where the
+/// agent's writes land), then in place. Counts what was written from `since` (the launch) on.
+/// Like a native stream's usage, it is the agent's own account, used for budgets and cost,
+/// never as evidence.
+pub(super) fn claude_transcript_usage(
+    session: &str,
+    layers: &[crate::supervise::Overlay],
+    env: &BTreeMap<String, String>,
+    since: chrono::DateTime<chrono::Utc>,
+) -> Option<crate::events::Usage> {
+    if session.is_empty() || session.contains(['/', '\\']) || session.starts_with('.') {
+        return None;
+    }
+    let config = match env.get("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(env.get("HOME")?).join(".claude"),
+    };
+    let mut places = Vec::new();
+    // The deepest layer over the config dir is the one its writes land in.
+    if let Some((layer, beneath)) = layers
+        .iter()
+        .filter_map(|layer| Some((layer, config.strip_prefix(&layer.dir).ok()?)))
+        .min_by_key(|(_, beneath)| beneath.components().count())
+    {
+        places.push(layer.upper.join(beneath));
+    }
+    places.push(config);
+    let file = format!("{session}.jsonl");
+    for config in places {
+        let Ok(projects) = std::fs::read_dir(config.join("projects")) else {
+            continue;
+        };
+        for project in projects.flatten() {
+            let path = project.path().join(&file);
+            if let Ok(opened) = std::fs::File::open(&path) {
+                return crate::events::claude_transcript::usage_since(
+                    std::io::BufReader::with_capacity(1 << 16, opened),
+                    since,
+                );
+            }
+        }
+    }
+    tracing::info!(
+        session,
+        "no Claude Code transcript of the session was found"
+    );
+    None
+}
+
 /// Ends the agent's family once the session is over (abort the task once it has exited): at
 /// once when the agent still listens (the session is spoken to its end, nothing it could still
 /// write is read; both pinned agents wait for more requests after stdin closes, which cost

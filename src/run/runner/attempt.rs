@@ -400,6 +400,8 @@ impl CliRunner {
             ledger_path: Some(dir.join("ledger.jsonl")),
             ..LaunchOptions::default()
         };
+        // What the agent writes from here on is this attempt's (Claude Code's transcript).
+        let launched_at = chrono::Utc::now();
         let mut running = match supervise::spawn(spec, options).await {
             Ok(running) => running,
             Err(e @ supervise::LaunchError::Refused { .. }) => {
@@ -459,6 +461,26 @@ impl CliRunner {
             grace.abort();
             end
         });
+        // Claude Code's adapter reports no usage over ACP: Claude Code's transcript has it,
+        // whole once its family is gone (its cost is written after the prompt's answer).
+        let transcript_usage = acp_end
+            .as_ref()
+            .filter(|_| !intake.usage_seen && acp_cli == Some(transport::BuiltinTransport::Claude))
+            .and_then(|end| end.session.as_deref())
+            .and_then(|session| {
+                super::acp::claude_transcript_usage(
+                    session,
+                    &layers
+                        .as_ref()
+                        .map(confine::StageLayers::overlays)
+                        .unwrap_or_default(),
+                    &env.kept,
+                    launched_at,
+                )
+            });
+        if let Some(usage) = &transcript_usage {
+            intake.event(crate::events::NormalizedEvent::Usage { usage: *usage });
+        }
         let finished = match finished {
             Ok(finished) => finished,
             Err(e) => {
@@ -518,7 +540,17 @@ impl CliRunner {
             record_room_refusals(dir, &ctx.record.dir, &failed_commands, &room_record);
         let usage = summary
             .as_ref()
-            .map(|s| usage_totals(&s.usage, &route.model, &self.catalogue()))
+            .map(|s| {
+                let reported = match &transcript_usage {
+                    Some(transcript)
+                        if s.usage.input_tokens.is_none() && s.usage.output_tokens.is_none() =>
+                    {
+                        transcript
+                    }
+                    _ => &s.usage,
+                };
+                usage_totals(reported, &route.model, &self.catalogue())
+            })
             .unwrap_or_default();
         let _ = integrity::write_stage_record(&dir.join("usage.json"), &usage);
         let session = summary

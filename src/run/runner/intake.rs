@@ -18,6 +18,8 @@ pub(super) struct Intake<'a> {
     pub(super) failed_commands: Vec<NormalizedEvent>,
     pub(super) events_log: Option<std::io::BufWriter<std::fs::File>>,
     pub(super) over_budget: bool,
+    /// Some usage event came (from the agent's stream or autocode).
+    pub(super) usage_seen: bool,
     tokens_seen: u64,
     tokens_left: Option<u64>,
     canceller: Canceller,
@@ -39,6 +41,7 @@ impl<'a> Intake<'a> {
             failed_commands: Vec::new(),
             events_log,
             over_budget: false,
+            usage_seen: false,
             tokens_seen: 0,
             tokens_left,
             canceller,
@@ -71,6 +74,7 @@ impl<'a> Intake<'a> {
         }
         keep_failed_command(&mut self.failed_commands, &event);
         if let NormalizedEvent::Usage { usage } = &event {
+            self.usage_seen = true;
             self.tokens_seen += usage.total_tokens();
             if self.tokens_left.is_some_and(|left| self.tokens_seen > left) && !self.over_budget {
                 self.over_budget = true;
