@@ -154,21 +154,23 @@ struct WireDenial<'a> {
     tool_use_id: LenientStr<'a>,
 }
 
-#[derive(Deserialize)]
-struct WireUsage {
+/// Anthropic's usage object as Claude Code writes it (its stream and its session transcript,
+/// `claude_transcript.rs`).
+#[derive(Deserialize, Clone, Copy, Default)]
+pub(super) struct WireUsage {
     #[serde(default)]
-    input_tokens: Option<u64>,
+    pub(super) input_tokens: Option<u64>,
     #[serde(default)]
-    cache_creation_input_tokens: Option<u64>,
+    pub(super) cache_creation_input_tokens: Option<u64>,
     #[serde(default)]
-    cache_read_input_tokens: Option<u64>,
+    pub(super) cache_read_input_tokens: Option<u64>,
     #[serde(default)]
-    output_tokens: Option<u64>,
+    pub(super) output_tokens: Option<u64>,
     #[serde(default)]
     output_tokens_details: Option<WireOutputDetails>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone, Copy, Default)]
 struct WireOutputDetails {
     #[serde(default)]
     thinking_tokens: Option<u64>,

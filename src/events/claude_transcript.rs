@@ -21,6 +21,7 @@ use std::io::BufRead;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
+use super::claude::WireUsage;
 use super::types::{CostSource, Usage};
 
 /// The longest transcript line read; longer ones are skipped.
@@ -46,18 +47,6 @@ struct Message {
     id: Option<String>,
     #[serde(default)]
     usage: Option<WireUsage>,
-}
-
-#[derive(Deserialize, Clone, Copy, Default)]
-struct WireUsage {
-    #[serde(default)]
-    input_tokens: Option<u64>,
-    #[serde(default)]
-    cache_creation_input_tokens: Option<u64>,
-    #[serde(default)]
-    cache_read_input_tokens: Option<u64>,
-    #[serde(default)]
-    output_tokens: Option<u64>,
 }
 
 /// The usage of the responses a transcript records from `since` on, with the cost Claude Code
