@@ -285,7 +285,9 @@ impl CliRunner {
                 &json!({ "dropped_from_layer": dropped }),
             );
         }
-        if let Some(builtin) = builtin {
+        // What a judge's CLI would load of the project: a built-in CLI's, or that of the CLI
+        // an ACP agent drives (Zed's Claude Code adapter, `opencode acp`).
+        if let Some(builtin) = builtin.or(acp_cli) {
             let loaded = transport::identity::TransportIdentity::collect(
                 &transport::identity::IdentityInput {
                     transport: route.provider.as_str(),

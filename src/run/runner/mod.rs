@@ -237,7 +237,12 @@ impl CliRunner {
             let transport_identity = identity::TransportIdentity::collect(
                 &identity::IdentityInput {
                     transport: name.as_str(),
-                    builtin: BuiltinTransport::for_provider(&name),
+                    // An ACP agent driving a built-in CLI loads that CLI's configuration.
+                    builtin: BuiltinTransport::for_provider(&name).or_else(|| {
+                        (provider.config.output == crate::provider::OutputMode::Acp)
+                            .then(|| crate::acp::pinned::native_cli(&provider.config.command))
+                            .flatten()
+                    }),
                     executable,
                     version,
                     provider_toml: None,
