@@ -143,6 +143,13 @@ pub fn runs_claude_code(command: &[String]) -> bool {
     })
 }
 
+/// [`native_cli`] of a registered tool that speaks ACP (`None` for any other output).
+pub fn driven_cli(config: &crate::provider::ProviderConfig) -> Option<BuiltinTransport> {
+    (config.output == crate::provider::OutputMode::Acp)
+        .then(|| native_cli(&config.command))
+        .flatten()
+}
+
 /// The built-in CLI whose user configuration an ACP tool's agent loads, when autocode knows it:
 /// Claude Code inside Zed's adapter ([`runs_claude_code`]), OpenCode's own `opencode acp`.
 /// Its configuring places in the stage's HOME layer are dropped before each stage, as for the

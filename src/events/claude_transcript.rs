@@ -12,8 +12,8 @@
 //! resumed session's file holds the earlier attempt's too), the last `cost-state` of a process
 //! started then.
 //!
-//! Lines are read one at a time, each at most [`LINE_CAP`] bytes (a longer one, such as a
-//! request blob, is skipped): memory stays bounded whatever the file's size.
+//! Lines are read one at a time (`super::read_lines`), each at most [`LINE_CAP`] bytes (a longer
+//! one, such as a request blob, is skipped): memory stays bounded whatever the file's size.
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
@@ -28,7 +28,7 @@ use super::types::{CostSource, Usage};
 pub const LINE_CAP: usize = 4 << 20;
 
 #[derive(Deserialize)]
-struct Line {
+struct TranscriptLine {
     #[serde(rename = "type", default)]
     kind: String,
     #[serde(default)]
@@ -55,12 +55,16 @@ pub fn usage_since(reader: impl BufRead, since: DateTime<Utc>) -> Option<Usage> 
     let mut responses: BTreeMap<String, WireUsage> = BTreeMap::new();
     let mut unnamed: Vec<WireUsage> = Vec::new();
     let mut cost = None;
-    for_each_line(reader, LINE_CAP, |bytes| {
+    // A read error ends the reading: what was read so far counts.
+    let _ = super::read_lines(reader, LINE_CAP, |line| {
+        let super::Line::Complete(bytes) = line else {
+            return;
+        };
         // Only two kinds of line matter; the rest (requests, attachments) are not parsed.
         if !contains(bytes, b"\"assistant\"") && !contains(bytes, b"\"cost-state\"") {
             return;
         }
-        let Ok(line) = serde_json::from_slice::<Line>(bytes) else {
+        let Ok(line) = serde_json::from_slice::<TranscriptLine>(bytes) else {
             return;
         };
         match line.kind.as_str() {
@@ -111,51 +115,6 @@ pub fn usage_since(reader: impl BufRead, since: DateTime<Utc>) -> Option<Usage> 
         cost_usd: cost,
         cost_source: cost.map(|_| CostSource::Provider),
     })
-}
-
-/// Calls `each` with every line of `reader` (without its newline) no longer than `cap` bytes.
-fn for_each_line(mut reader: impl BufRead, cap: usize, mut each: impl FnMut(&[u8])) {
-    let mut line: Vec<u8> = Vec::new();
-    let mut oversized = false;
-    loop {
-        let (consumed, ended) = match reader.fill_buf() {
-            Ok([]) => {
-                if !oversized && !line.is_empty() {
-                    each(&line);
-                }
-                return;
-            }
-            Ok(chunk) => match chunk.iter().position(|b| *b == b'\n') {
-                Some(at) => {
-                    if !oversized && line.len() + at <= cap {
-                        line.extend_from_slice(&chunk[..at]);
-                    } else {
-                        oversized = true;
-                    }
-                    (at + 1, true)
-                }
-                None => {
-                    if !oversized && line.len() + chunk.len() <= cap {
-                        line.extend_from_slice(chunk);
-                    } else {
-                        oversized = true;
-                        line.clear();
-                    }
-                    (chunk.len(), false)
-                }
-            },
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => return,
-        };
-        reader.consume(consumed);
-        if ended {
-            if !oversized {
-                each(&line);
-            }
-            line.clear();
-            oversized = false;
-        }
-    }
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
@@ -209,19 +168,19 @@ mod tests {
 
     #[test]
     fn a_line_over_the_cap_is_skipped_and_the_next_is_read() {
-        let mut lines = Vec::new();
-        let mut seen = Vec::new();
-        let long = "x".repeat(100);
-        for text in [long.as_str(), "short", "", "last"] {
-            lines.extend_from_slice(text.as_bytes());
-            lines.push(b'\n');
-        }
-        lines.truncate(lines.len() - 1);
-        // A reader that hands out 7 bytes at a time crosses every line boundary.
-        let reader = std::io::BufReader::with_capacity(7, lines.as_slice());
-        for_each_line(reader, 10, |line| {
-            seen.push(String::from_utf8(line.to_vec()).unwrap())
-        });
-        assert_eq!(seen, ["short", "", "last"]);
+        let blob = format!(
+            r#"{{"type":"api-request-blob","data":"{}"}}"#,
+            "x".repeat(LINE_CAP)
+        );
+        let text = [
+            assistant("msg_1", "2026-12-03T08:10:51.174Z", 1000, 40),
+            blob,
+            assistant("msg_2", "2026-12-03T08:10:51.423Z", 1100, 41),
+        ]
+        .join("\n");
+        let reader = std::io::BufReader::with_capacity(7, text.as_bytes());
+        let usage = usage_since(reader, at("2026-12-03T08:10:49.000Z")).unwrap();
+        assert_eq!(usage.input_tokens, Some(2100));
+        assert_eq!(usage.output_tokens, Some(81));
     }
 }

@@ -265,9 +265,7 @@ impl CliRunner {
         let builtin = transport::BuiltinTransport::for_provider(&route.provider);
         // An ACP agent driving a built-in CLI loads that CLI's user configuration (Zed's
         // Claude Code adapter loads the user's settings and MCP servers too).
-        let acp_cli = acp
-            .then(|| crate::acp::pinned::native_cli(&provider.config.command))
-            .flatten();
+        let acp_cli = crate::acp::pinned::driven_cli(&provider.config);
         let dropped = match (&home_layer, builtin, acp_cli) {
             (Some(home), Some(builtin), _) => loaded_config::reset_judge_layer(
                 home,
@@ -543,14 +541,8 @@ impl CliRunner {
         let usage = summary
             .as_ref()
             .map(|s| {
-                let reported = match &transcript_usage {
-                    Some(transcript)
-                        if s.usage.input_tokens.is_none() && s.usage.output_tokens.is_none() =>
-                    {
-                        transcript
-                    }
-                    _ => &s.usage,
-                };
+                // Only read when the stream reported no usage.
+                let reported = transcript_usage.as_ref().unwrap_or(&s.usage);
                 usage_totals(reported, &route.model, &self.catalogue())
             })
             .unwrap_or_default();

@@ -238,11 +238,8 @@ impl CliRunner {
                 &identity::IdentityInput {
                     transport: name.as_str(),
                     // An ACP agent driving a built-in CLI loads that CLI's configuration.
-                    builtin: BuiltinTransport::for_provider(&name).or_else(|| {
-                        (provider.config.output == crate::provider::OutputMode::Acp)
-                            .then(|| crate::acp::pinned::native_cli(&provider.config.command))
-                            .flatten()
-                    }),
+                    builtin: BuiltinTransport::for_provider(&name)
+                        .or_else(|| crate::acp::pinned::driven_cli(&provider.config)),
                     executable,
                     version,
                     provider_toml: None,
