@@ -123,11 +123,18 @@ pub fn run(args: SuperviseArgs) -> Result<ExitCode, EdgeError> {
         || args.home_layer.is_some()
         || !args.allow_connect.is_empty()
         || overlay.is_some();
-    // The private views of HOME and /tmp: their layers live as long as the command.
+    // The private views of HOME, the toolchain homes and /tmp: their layers live as long as the
+    // command; none covers the current directory or a writable path.
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let cwd = std::env::current_dir().ok();
+    let keep_clear: Vec<&std::path::Path> = writable
+        .iter()
+        .map(|p| p.as_path())
+        .chain(cwd.as_deref())
+        .collect();
     let throwaway = if confined && !args.no_private_views {
         Some(
-            crate::run::confine::ThrowawayViews::new(&env)
+            crate::run::confine::ThrowawayViews::new(&env, &keep_clear)
                 .map_err(|e| EdgeError::usage(format!("cannot make the private layers: {e}")))?,
         )
     } else {
@@ -135,10 +142,11 @@ pub fn run(args: SuperviseArgs) -> Result<ExitCode, EdgeError> {
     };
     let views = throwaway.as_ref().map(|throwaway| {
         let mut layers = throwaway.overlays();
+        let home_dir = crate::run::layers::home_of(&env);
         if let Some(dir) = &args.home_layer
             && let Some(home) = layers
                 .iter_mut()
-                .find(|l| l.dir != std::path::Path::new("/tmp"))
+                .find(|l| Some(&l.dir) == home_dir.as_ref())
         {
             let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
             home.upper = dir.join("upper");

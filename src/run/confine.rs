@@ -512,25 +512,34 @@ pub fn replay_room(
     }
 }
 
-/// A stage's private views: the role's layer of HOME (kept for the run) and a fresh layer of
-/// `/tmp` (removed when dropped, after the stage).
+/// A stage's private views: the role's layers of HOME and of the toolchain homes outside it
+/// (kept for the run) and a fresh layer of `/tmp` (removed when dropped, after the stage).
 #[derive(Debug)]
 pub struct StageLayers {
     pub home: Option<Overlay>,
+    toolchains: Vec<Overlay>,
     tmp: super::layers::ThrowawayLayer,
 }
 
 impl StageLayers {
+    /// `keep_clear`: the places shown as they are (the workspace, the work tree, the run
+    /// directory), which no toolchain layer may cover.
     pub fn new(
         run_dir: &Path,
         role: Role,
         env: &BTreeMap<String, String>,
+        keep_clear: &[&Path],
     ) -> std::io::Result<Self> {
         let home = super::layers::home_of(env)
             .map(|home| super::layers::role_layer(run_dir, role, &home))
             .transpose()?;
+        let toolchains = super::layers::toolchain_dirs(env, keep_clear)
+            .iter()
+            .map(|dir| super::layers::role_toolchain_layer(run_dir, role, dir))
+            .collect::<std::io::Result<_>>()?;
         Ok(Self {
             home,
+            toolchains,
             tmp: super::layers::ThrowawayLayer::new(Path::new("/tmp"))?,
         })
     }
@@ -538,6 +547,7 @@ impl StageLayers {
     pub fn overlays(&self) -> Vec<Overlay> {
         self.home
             .iter()
+            .chain(&self.toolchains)
             .cloned()
             .chain(std::iter::once(self.tmp.overlay().clone()))
             .collect()
@@ -545,17 +555,22 @@ impl StageLayers {
 }
 
 /// The layers of a private view for one launch that keeps nothing (a replay, `autocode
-/// supervise`): HOME's (when the environment has one) and `/tmp`'s, removed when dropped.
+/// supervise`): HOME's (when the environment has one), each toolchain home's outside it and
+/// `/tmp`'s, removed when dropped.
 #[derive(Debug, Default)]
 pub struct ThrowawayViews {
     layers: Vec<super::layers::ThrowawayLayer>,
 }
 
 impl ThrowawayViews {
-    pub fn new(env: &BTreeMap<String, String>) -> std::io::Result<Self> {
+    /// `keep_clear` as for [`StageLayers::new`].
+    pub fn new(env: &BTreeMap<String, String>, keep_clear: &[&Path]) -> std::io::Result<Self> {
         let mut layers = Vec::new();
         if let Some(home) = super::layers::home_of(env) {
             layers.push(super::layers::ThrowawayLayer::new(&home)?);
+        }
+        for dir in super::layers::toolchain_dirs(env, keep_clear) {
+            layers.push(super::layers::ThrowawayLayer::new(&dir)?);
         }
         layers.push(super::layers::ThrowawayLayer::new(Path::new("/tmp"))?);
         Ok(Self { layers })

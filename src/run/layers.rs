@@ -1,5 +1,12 @@
-//! The run's private copy-on-write layers of HOME (the room's `PrivateViews::home`): where each
-//! role's writes to HOME land, and the throwaway layers of replays.
+//! The run's private copy-on-write layers of HOME and of the toolchain homes the agents'
+//! environment names outside it (the room's `PrivateViews::layers`): where each role's writes to
+//! them land, and the throwaway layers of replays.
+//!
+//! A toolchain home is a directory a variable such as `CARGO_HOME`, `GOMODCACHE` or
+//! `UV_CACHE_DIR` names ([`TOOLCHAIN_DIR_VARIABLES`]): a build writes there as it fetches its
+//! dependencies. Beneath HOME (the default of every toolchain) HOME's layer covers it; elsewhere
+//! (a container image's `/usr/local/cargo` or `/go`, a shared cache) it gets a layer of its own
+//! ([`toolchain_dirs`]), kept and thrown away exactly like HOME's.
 //!
 //! One layer per role per run (the builder's stages share one: a dependency fetched once stays
 //! fetched, a CLI's sessions persist for that role's repairs and resumes); a judging role never
@@ -81,6 +88,113 @@ pub fn role_layer(run_dir: &Path, role: Role, home: &Path) -> io::Result<Overlay
     let root = run_layers(run_dir)?;
     claim(&root, run_dir)?;
     layer_in(&root.join(role.as_str()), home)
+}
+
+/// `role`'s layer of the toolchain home `dir` (one of [`toolchain_dirs`]) in the run whose
+/// directory is `run_dir`, made when missing: beside the role's HOME layer, named by a digest of
+/// the directory it covers.
+pub fn role_toolchain_layer(run_dir: &Path, role: Role, dir: &Path) -> io::Result<Overlay> {
+    let root = run_layers(run_dir)?;
+    claim(&root, run_dir)?;
+    let digest = Sha256::digest(dir.as_os_str().as_bytes());
+    let name: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    layer_in(&root.join(role.as_str()).join("toolchains").join(name), dir)
+}
+
+/// The variables that name a toolchain's home, package store or cache: where an honest build
+/// writes as it fetches dependencies, installs a pinned toolchain or caches its work. Each may
+/// hold one directory (`GOPATH` a list).
+pub const TOOLCHAIN_DIR_VARIABLES: [&str; 35] = [
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "GOPATH",
+    "GOMODCACHE",
+    "GOCACHE",
+    "npm_config_cache",
+    "NPM_CONFIG_CACHE",
+    "YARN_CACHE_FOLDER",
+    "PNPM_HOME",
+    "PNPM_STORE_DIR",
+    "BUN_INSTALL",
+    "DENO_DIR",
+    "UV_CACHE_DIR",
+    "UV_PYTHON_INSTALL_DIR",
+    "UV_TOOL_DIR",
+    "PIP_CACHE_DIR",
+    "POETRY_CACHE_DIR",
+    "PIPX_HOME",
+    "PYTHONUSERBASE",
+    "XDG_CACHE_HOME",
+    "GRADLE_USER_HOME",
+    "COURSIER_CACHE",
+    "GEM_HOME",
+    "BUNDLE_USER_HOME",
+    "COMPOSER_HOME",
+    "COMPOSER_CACHE_DIR",
+    "NUGET_PACKAGES",
+    "DOTNET_CLI_HOME",
+    "CCACHE_DIR",
+    "SCCACHE_DIR",
+    "STACK_ROOT",
+    "CABAL_DIR",
+    "ZIG_GLOBAL_CACHE_DIR",
+    "MIX_HOME",
+    "HEX_HOME",
+];
+
+/// The top directories of the system, never layered as a whole.
+const SYSTEM_DIRS: [&str; 14] = [
+    "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/opt", "/proc", "/run", "/sbin",
+    "/sys", "/usr", "/var",
+];
+
+/// The toolchain homes `env` names ([`TOOLCHAIN_DIR_VARIABLES`]) that need a layer of their
+/// own: existing directories (canonical) outside HOME and `/tmp` (their layers cover what lies
+/// beneath), that neither lie in nor contain one of `keep_clear` (the workspace, the work tree,
+/// the run directory: shown as they are), HOME, `/tmp` or the layers' own directory, and are not
+/// `/` or a top directory of the system. Outermost only: `GOMODCACHE=/go/pkg/mod` lies in
+/// `GOPATH=/go`'s layer. Sorted, so a stage's layers are the same at every launch.
+pub fn toolchain_dirs(
+    env: &std::collections::BTreeMap<String, String>,
+    keep_clear: &[&Path],
+) -> Vec<PathBuf> {
+    let home = home_of(env);
+    let mut clear: Vec<PathBuf> = keep_clear
+        .iter()
+        .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()))
+        .collect();
+    clear.extend(home.clone());
+    clear.push(std::fs::canonicalize("/tmp").unwrap_or_else(|_| PathBuf::from("/tmp")));
+    clear.extend(base().ok().and_then(|b| std::fs::canonicalize(b).ok()));
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for name in TOOLCHAIN_DIR_VARIABLES {
+        let Some(value) = env.get(name) else { continue };
+        for entry in value.split(':').filter(|v| v.starts_with('/')) {
+            let Ok(dir) = std::fs::canonicalize(entry) else {
+                continue;
+            };
+            let system =
+                dir == Path::new("/") || SYSTEM_DIRS.iter().any(|top| dir == Path::new(top));
+            let overlaps = clear
+                .iter()
+                .any(|other| dir.starts_with(other) || other.starts_with(&dir));
+            if dir.is_dir() && !system && !overlaps {
+                dirs.push(dir);
+            }
+        }
+    }
+    dirs.sort();
+    dirs.dedup();
+    let outermost: Vec<PathBuf> = dirs
+        .iter()
+        .filter(|dir| {
+            !dirs
+                .iter()
+                .any(|other| other != *dir && dir.starts_with(other))
+        })
+        .cloned()
+        .collect();
+    outermost
 }
 
 fn layer_in(dir: &Path, home: &Path) -> io::Result<Overlay> {
@@ -255,6 +369,48 @@ mod tests {
         assert_ne!(builder.upper, tester.upper);
         assert!(!builder.upper.starts_with(&home));
         assert_eq!(builder.lower, home);
+    }
+
+    #[test]
+    fn toolchain_homes_outside_home_and_tmp_get_layers_outermost_first() {
+        // Outside /tmp, which the /tmp layer covers.
+        let scratch = tempfile::tempdir_in("/var/tmp").unwrap();
+        let root = std::fs::canonicalize(scratch.path()).unwrap();
+        let dir = |name: &str| {
+            let path = root.join(name);
+            std::fs::create_dir_all(&path).unwrap();
+            path
+        };
+        let home = dir("home");
+        let in_home = dir("home/.cargo");
+        let cargo = dir("usr-local-cargo");
+        let go = dir("go");
+        let mod_cache = dir("go/pkg/mod");
+        let workspace = dir("ws");
+        let in_workspace = dir("ws/.cache");
+        let temporary = tempfile::tempdir_in("/tmp").unwrap();
+        let text = |p: &Path| p.to_str().unwrap().to_owned();
+        let env: std::collections::BTreeMap<String, String> = [
+            ("HOME", text(&home)),
+            ("CARGO_HOME", text(&cargo)),
+            ("RUSTUP_HOME", text(&in_home)),
+            ("GOPATH", format!("{}:relative/path:{}", text(&go), text(&root.join("absent")))),
+            ("GOMODCACHE", text(&mod_cache)),
+            ("UV_CACHE_DIR", text(temporary.path())),
+            ("PIP_CACHE_DIR", text(&in_workspace)),
+            ("XDG_CACHE_HOME", "/usr".to_owned()),
+            ("GEM_HOME", "/".to_owned()),
+            ("NOT_A_TOOLCHAIN", text(&dir("other"))),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        assert_eq!(toolchain_dirs(&env, &[&workspace]), vec![go, cargo.clone()]);
+        // A toolchain home holding the work tree is shown as it is.
+        assert_eq!(
+            toolchain_dirs(&env, &[&cargo.join("project")]),
+            vec![root.join("go"), root.join("ws/.cache")]
+        );
     }
 
     #[test]

@@ -389,7 +389,7 @@ pub async fn run_batch_in(
     // fetched, and can never run what a stage left outside the tree.
     let views = match confinement {
         ReplayConfinement::Room { .. } => {
-            Some(confine::ThrowawayViews::new(env).map_err(ReplayError::Copy)?)
+            Some(confine::ThrowawayViews::new(env, &[tree]).map_err(ReplayError::Copy)?)
         }
         _ => None,
     };

@@ -117,6 +117,58 @@ fn a_builder_writing_into_home_writes_its_own_layer_which_no_judge_sees() {
 }
 
 #[test]
+fn a_toolchain_home_outside_home_gets_each_roles_own_layer() {
+    // A container image's CARGO_HOME (`/usr/local/cargo`): outside HOME and /tmp, read-only in
+    // the room but for its layer. The builder fetches into it as cargo does; the user's
+    // directory stays as it was and the tester, a judge, sees none of the builder's writes.
+    let toolchain = tempfile::tempdir_in("/var/tmp").expect("toolchain home");
+    let cargo_home = fs::canonicalize(toolchain.path()).expect("canonical");
+    fs::create_dir_all(cargo_home.join("registry")).expect("registry");
+    fs::write(cargo_home.join("registry/index"), "the-users-index\n").expect("index");
+    let builder = json!([[
+        {"run": "cat \"$CARGO_HOME/registry/index\" && mkdir -p \"$CARGO_HOME/registry/cache\" && echo fetched-by-the-builder > \"$CARGO_HOME/registry/cache/dep-1.0.0.crate\" && cat \"$CARGO_HOME/registry/cache/dep-1.0.0.crate\""},
+        {"run": BUILD}, {"run": CHECK}, build_report()
+    ]]);
+    let tester = tester_after(json!(
+        {"run": "cat \"$CARGO_HOME/registry/cache/dep-1.0.0.crate\" 2>/dev/null || echo the-tester-sees-no-fetched-crate"}
+    ));
+    let harness = Harness::new(script_with(&[("builder", builder), ("tester", tester)]));
+    let mut command = harness.run_command(&["--yes"]);
+    command.env("CARGO_HOME", &cargo_home);
+    let finished = super::run_e2e::finish(command);
+    finished.assert_complete();
+    assert!(
+        !cargo_home.join("registry/cache").exists(),
+        "the builder's fetch reached the user's CARGO_HOME: {finished:?}"
+    );
+    let builder_log =
+        fs::read_to_string(stage_dir(&finished, "builder").join("stdout.log")).expect("log");
+    assert!(
+        builder_log.contains("the-users-index") && builder_log.contains("fetched-by-the-builder"),
+        "the builder reads the user's files and its own writes: {builder_log}"
+    );
+    let tester_log =
+        fs::read_to_string(stage_dir(&finished, "tester").join("stdout.log")).expect("log");
+    assert!(
+        tester_log.contains("the-tester-sees-no-fetched-crate")
+            && !tester_log.contains("fetched-by-the-builder"),
+        "{tester_log}"
+    );
+    let room = room_of(&finished, "builder");
+    let layers = room["views"]["layers"].as_array().expect("layers");
+    let layer = layers
+        .iter()
+        .find(|l| l["dir"] == json!(cargo_home.to_str().unwrap()))
+        .unwrap_or_else(|| panic!("a layer over CARGO_HOME: {room}"));
+    assert!(
+        std::path::Path::new(layer["upper"].as_str().unwrap())
+            .join("registry/cache/dep-1.0.0.crate")
+            .is_file(),
+        "kept in the builder's layer for its repairs: {room}"
+    );
+}
+
+#[test]
 fn a_change_a_judges_room_could_not_make_is_not_blamed_on_the_judge() {
     // The tester waits on a FIFO; the test, standing in for the person, edits the run's work
     // tree once the tester has opened it, then lets the tester go on. The FIFO is outside HOME

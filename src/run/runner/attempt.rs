@@ -244,7 +244,12 @@ impl CliRunner {
         let layers = if state.unconfined {
             None
         } else {
-            match confine::StageLayers::new(&state.run_dir(), ctx.plan.role, &plan.env) {
+            match confine::StageLayers::new(
+                &state.run_dir(),
+                ctx.plan.role,
+                &plan.env,
+                &[&state.workspace, &state.work_tree, &state.run_dir()],
+            ) {
                 Ok(layers) => Some(layers),
                 Err(e) => {
                     return stopped(

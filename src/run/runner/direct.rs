@@ -187,7 +187,12 @@ impl CliRunner {
         let layers = if state.unconfined {
             None
         } else {
-            match confine::StageLayers::new(&state.run_dir(), ctx.plan.role, &env.kept) {
+            match confine::StageLayers::new(
+                &state.run_dir(),
+                ctx.plan.role,
+                &env.kept,
+                &[&state.workspace, &state.work_tree, &state.run_dir()],
+            ) {
                 Ok(layers) => Some(layers),
                 Err(e) => {
                     return stopped(
