@@ -150,6 +150,34 @@ pub fn driven_cli(config: &crate::provider::ProviderConfig) -> Option<BuiltinTra
         .flatten()
 }
 
+/// A tool's `[confine]` templates, `writable` and `write_through`: its own, and for an ACP tool
+/// driving a built-in CLI ([`driven_cli`]) that CLI's too, since the CLI inside writes its
+/// sessions and refreshes its sign-in exactly as it does natively (Zed's Claude Code adapter
+/// keeps its sessions in `~/.claude/projects/`, which a repair resumes from, and rotates the
+/// OAuth token in `~/.claude/.credentials.json`, which must reach the user's file).
+pub fn confine_templates(config: &crate::provider::ProviderConfig) -> (Vec<String>, Vec<String>) {
+    use crate::provider::builtin as b;
+    let (writable, write_through): (&[&str], &[&str]) = match driven_cli(config) {
+        Some(BuiltinTransport::Claude) => (&b::CLAUDE_WRITABLE, &b::CLAUDE_WRITE_THROUGH),
+        Some(BuiltinTransport::Opencode) => (&b::OPENCODE_WRITABLE, &b::OPENCODE_WRITE_THROUGH),
+        Some(BuiltinTransport::Codex) => (&b::CODEX_WRITABLE, &b::CODEX_WRITE_THROUGH),
+        None => (&[], &[]),
+    };
+    let merged = |own: &[String], driven: &[&str]| {
+        let mut all = own.to_vec();
+        for template in driven {
+            if !all.iter().any(|t| t == template) {
+                all.push((*template).to_owned());
+            }
+        }
+        all
+    };
+    (
+        merged(config.writable_templates(), writable),
+        merged(config.write_through_templates(), write_through),
+    )
+}
+
 /// The built-in CLI whose user configuration an ACP tool's agent loads, when autocode knows it:
 /// Claude Code inside Zed's adapter ([`runs_claude_code`]), OpenCode's own `opencode acp`.
 /// Its configuring places in the stage's HOME layer are dropped before each stage, as for the
@@ -168,6 +196,46 @@ pub fn native_cli(command: &[String]) -> Option<BuiltinTransport> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_acp_tool_driving_a_builtin_cli_has_that_clis_places_too() {
+        let roles = "[roles]\n".to_owned()
+            + &[
+                "astra",
+                "terra",
+                "sol",
+                "completion",
+                "glm",
+                "plan_reviewer",
+            ]
+            .map(|key| format!("{key} = {{ model = \"m\" }}\n"))
+            .concat();
+        let load = |name: &str, text: &str| {
+            let text = format!("{text}{roles}");
+            crate::provider::config::load_config(Path::new(&format!("{name}.toml")), &text)
+                .unwrap()
+                .config
+        };
+        let adapter = load(
+            "claude-acp",
+            "name = \"claude-acp\"\ncommand = [\"claude-code-acp\"]\noutput = \"acp\"\n\
+             [confine]\nwritable = [\"~/.adapter/\"]\n\n",
+        );
+        let (writable, write_through) = confine_templates(&adapter);
+        assert_eq!(writable[0], "~/.adapter/", "the tool's own come first");
+        for template in crate::provider::builtin::CLAUDE_WRITABLE {
+            assert!(writable.iter().any(|t| t == template), "{writable:?}");
+        }
+        assert_eq!(
+            write_through,
+            crate::provider::builtin::CLAUDE_WRITE_THROUGH
+        );
+        let other = load(
+            "qwen",
+            "name = \"qwen\"\ncommand = [\"qwen\", \"--acp\"]\noutput = \"acp\"\n",
+        );
+        assert_eq!(confine_templates(&other), (Vec::new(), Vec::new()));
+    }
 
     #[test]
     fn the_claude_adapter_is_recognised_however_it_is_launched() {

@@ -168,7 +168,8 @@ struct ShowOutput<'a> {
 /// stage would see it.
 pub fn effective_writable(ctx: &Context, provider: &ResolvedProvider) -> Vec<WritableEntry> {
     let env = ctx.agent_env(Some(provider)).kept;
-    crate::run::confine::provider_writable(provider.config.writable_templates(), &env)
+    let (writable, _) = crate::acp::pinned::confine_templates(&provider.config);
+    crate::run::confine::provider_writable(&writable, &env)
 }
 
 /// The effective writable set, one entry a line (`providers show`, `doctor`).

@@ -144,12 +144,26 @@ fn contains_any(haystack: &str, needles: &[&str]) -> bool {
     needles.iter().any(|n| haystack.contains(n))
 }
 
+/// The status of a `API Error: NNN` in `message` (lower case).
+fn status_in_words(message: &str) -> Option<u16> {
+    let (_, after) = message.split_once("api error: ")?;
+    let digits = after.get(..3)?;
+    let status: u16 = digits.parse().ok()?;
+    let ends = after[3..]
+        .chars()
+        .next()
+        .is_none_or(|c| !c.is_ascii_digit());
+    ((400..600).contains(&status) && ends).then_some(status)
+}
+
 /// Classify one provider error. Order matters: quota before rate limit (a used-up quota comes
 /// as a 429 too), context window before output cap, explicit texts before bare statuses.
 pub fn classify_error(signal: &ErrorSignal) -> StopClass {
     let message = signal.message.to_lowercase();
     let kind = signal.kind.as_deref().unwrap_or("").to_lowercase();
-    let status = signal.http_status;
+    // Claude Code names the status in its words when nothing else carries it (through an ACP
+    // adapter: `Internal error: Failed to authenticate. API Error: 401 …`).
+    let status = signal.http_status.or_else(|| status_in_words(&message));
     let text = format!("{kind} {message}");
 
     if matches!(status, Some(401 | 403))
@@ -158,7 +172,9 @@ pub fn classify_error(signal: &ErrorSignal) -> StopClass {
             &[
                 "authentication_error",
                 "invalid api key",
+                "incorrect api key",
                 "invalid x-api-key",
+                "failed to authenticate",
                 "invalid_api_key",
                 "unauthorized",
                 "oauth token has expired",
@@ -456,6 +472,31 @@ mod tests {
     #[test]
     fn classifier_table() {
         let table: &[(&str, Option<u16>, Option<&str>, StopClass)] = &[
+            // Through the ACP adapters a JSON-RPC error carries no status: the words decide.
+            (
+                "Internal error: Failed to authenticate. API Error: 401 invalid x-api-key",
+                None,
+                Some("-32603"),
+                StopClass::Authentication,
+            ),
+            (
+                "Internal error: API Error: 429 mock 429 error",
+                None,
+                Some("-32603"),
+                StopClass::RateLimit,
+            ),
+            (
+                "Internal error: Incorrect API key provided: sk-mock. You can find your API key at https://platform.openai.com/account/api-keys.: {\"service\":\"session\",\"errorName\":\"APIError\"}",
+                None,
+                Some("-32603"),
+                StopClass::Authentication,
+            ),
+            (
+                "Internal error: API Error: 5000 tokens",
+                None,
+                Some("-32603"),
+                StopClass::ServerError,
+            ),
             // Claude Code 2.1.328 with CLAUDE_CODE_MAX_RETRIES=0 (found by the scenario scorecard)
             (
                 "API Error: Request rejected (429) · rate limit reached",

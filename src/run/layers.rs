@@ -15,7 +15,9 @@
 //! layers are kept in `/var/tmp/autocode-<uid>/layers/` (or `$AUTOCODE_LAYERS_DIR`), one
 //! directory per run named by a digest of its run directory and holding a `run-dir` file that
 //! names it: `autocode clean` removes the run's layers, and every run sweeps the layers of runs
-//! whose directory is gone.
+//! whose directory is gone and the throwaway layers no living autocode holds (each holds a lock
+//! on its `held` file while it lives: one left by an autocode killed mid-replay is removed by
+//! the next run, not a day later).
 //!
 //! The few files a CLI must persist for the user (a refreshed sign-in token: the provider's
 //! `[confine] write_through`) are written through: before a stage the layer's copy is dropped
@@ -220,21 +222,44 @@ fn claim(root: &Path, run_dir: &Path) -> io::Result<()> {
     std::fs::write(owner, named)
 }
 
-/// A replay's layer: fresh, removed when dropped.
+/// A replay's layer: fresh, removed when dropped. Held by an exclusive `flock` on its `held`
+/// file while it lives, so a sweep knows a layer whose autocode died (`kill -9`) at once.
 #[derive(Debug)]
 pub struct ThrowawayLayer {
     dir: PathBuf,
     overlay: Overlay,
+    _held: crate::store::RunLock,
 }
 
+/// The file a throwaway layer holds locked while it lives.
+const HELD: &str = "held";
+
 impl ThrowawayLayer {
-    pub fn new(home: &Path) -> io::Result<Self> {
+    pub fn new(covered: &Path) -> io::Result<Self> {
+        Self::new_in(&base()?, covered)
+    }
+
+    fn new_in(base: &Path, covered: &Path) -> io::Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix("layer-")
-            .tempdir_in(base()?)?
+            .tempdir_in(base)?
             .keep();
-        let overlay = layer_in(&dir, home)?;
-        Ok(Self { dir, overlay })
+        let made = (|| {
+            let held = crate::store::RunLock::acquire(&dir.join(HELD)).map_err(io::Error::other)?;
+            let overlay = layer_in(&dir, covered)?;
+            Ok((held, overlay))
+        })();
+        match made {
+            Ok((held, overlay)) => Ok(Self {
+                dir,
+                overlay,
+                _held: held,
+            }),
+            Err(e) => {
+                let _ = crate::store::remove_tree(&dir);
+                Err(e)
+            }
+        }
     }
 
     pub fn overlay(&self) -> &Overlay {
@@ -260,12 +285,17 @@ pub fn remove_run_layers(run_dir: &Path) -> io::Result<()> {
 }
 
 /// Removes the layers of runs whose run directory is gone, and replay layers a killed autocode
-/// left. Returns how many were removed.
+/// left: unheld (their `held` file's lock is free) once a minute old, or without a `held` file a
+/// day old. Returns how many were removed.
 pub fn sweep_orphans() -> usize {
-    let Ok(base) = base() else {
-        return 0;
-    };
-    let Ok(entries) = std::fs::read_dir(&base) else {
+    match base() {
+        Ok(base) => sweep_in(&base),
+        Err(_) => 0,
+    }
+}
+
+fn sweep_in(base: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(base) else {
         return 0;
     };
     let mut removed = 0;
@@ -274,10 +304,21 @@ pub fn sweep_orphans() -> usize {
         let orphan = match std::fs::read(path.join(OWNER)) {
             Ok(run_dir) => !Path::new(std::ffi::OsStr::from_bytes(&run_dir)).exists(),
             // A replay layer: in use only while its replay runs.
-            Err(_) => entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age.as_secs() > 24 * 3600)),
+            Err(_) => {
+                let age = entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .map_or(0, |age| age.as_secs());
+                let held = path.join(HELD);
+                if std::fs::symlink_metadata(&held).is_ok_and(|m| m.is_file()) {
+                    // A minute's grace: a layer being made has its file before its lock.
+                    age > 60 && crate::store::RunLock::acquire(&held).is_ok()
+                } else {
+                    age > 24 * 3600
+                }
+            }
         };
         if orphan && crate::store::remove_tree(&path).is_ok() {
             removed += 1;
@@ -394,7 +435,10 @@ mod tests {
             ("HOME", text(&home)),
             ("CARGO_HOME", text(&cargo)),
             ("RUSTUP_HOME", text(&in_home)),
-            ("GOPATH", format!("{}:relative/path:{}", text(&go), text(&root.join("absent")))),
+            (
+                "GOPATH",
+                format!("{}:relative/path:{}", text(&go), text(&root.join("absent"))),
+            ),
             ("GOMODCACHE", text(&mod_cache)),
             ("UV_CACHE_DIR", text(temporary.path())),
             ("PIP_CACHE_DIR", text(&in_workspace)),
@@ -411,6 +455,40 @@ mod tests {
             toolchain_dirs(&env, &[&cargo.join("project")]),
             vec![root.join("go"), root.join("ws/.cache")]
         );
+    }
+
+    #[test]
+    fn a_sweep_removes_the_throwaway_layers_no_live_autocode_holds() {
+        let scratch = tempfile::tempdir().unwrap();
+        let base = scratch.path();
+        let covered = scratch.path().join("covered");
+        std::fs::create_dir_all(&covered).unwrap();
+        let age = |dir: &Path| {
+            let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+            std::fs::File::open(dir).unwrap().set_modified(old).unwrap();
+        };
+        // A live layer, an hour old: held, kept.
+        let live = ThrowawayLayer::new_in(base, &covered).unwrap();
+        age(&live.dir);
+        // The layer of an autocode killed an hour ago: its file is there, its lock is not.
+        let dead = base.join("layer-dead");
+        std::fs::create_dir_all(dead.join("upper")).unwrap();
+        std::fs::write(dead.join(HELD), "").unwrap();
+        age(&dead);
+        // One just made (its lock not taken yet), and an hour-old one of an older autocode
+        // that had no lock file: both within their grace.
+        let fresh = base.join("layer-fresh");
+        std::fs::create_dir_all(&fresh).unwrap();
+        std::fs::write(fresh.join(HELD), "").unwrap();
+        let older = base.join("layer-older");
+        std::fs::create_dir_all(older.join("upper")).unwrap();
+        age(&older);
+        assert_eq!(sweep_in(base), 1);
+        assert!(!dead.exists());
+        assert!(live.dir.exists() && fresh.exists() && older.exists());
+        let dir = live.dir.clone();
+        drop(live);
+        assert!(!dir.exists(), "a layer is removed when dropped");
     }
 
     #[test]

@@ -272,7 +272,7 @@ fn plan_unshielded(step: &Step, request: &ModelRequest, turn: usize) -> Result<P
             retry_after: *retry_after,
             message: message
                 .clone()
-                .unwrap_or_else(|| format!("mock {status} error")),
+                .unwrap_or_else(|| super::wire::error_message(request.api, *status)),
         }),
         Step::Hang { seconds, .. } => Plan::Hang(seconds.map(Duration::from_secs)),
         Step::Garbage { .. } => Plan::Garbage,

@@ -71,6 +71,19 @@ pub fn render_answer(
     }
 }
 
+/// What `api`'s provider says with `status` when the script names no message: the real
+/// wording for a bad key (an agent that hides the status, as the ACP adapters do, leaves the
+/// words as the only sign of it), else `mock <status> error`.
+pub fn error_message(api: Api, status: u16) -> String {
+    match (api, status) {
+        (Api::ChatCompletions | Api::Responses, 401) => {
+            "Incorrect API key provided: sk-mock. You can find your API key at https://platform.openai.com/account/api-keys.".to_owned()
+        }
+        (Api::AnthropicMessages, 401) => "invalid x-api-key".to_owned(),
+        _ => format!("mock {status} error"),
+    }
+}
+
 /// The error body of `api` for `fault` (OpenAI `{error:{…}}`, Anthropic `{type:"error",…}`).
 pub fn error_body(api: Api, fault: &HttpFault) -> Value {
     match api {

@@ -259,8 +259,10 @@ impl CliRunner {
                 }
             }
         };
-        let write_through =
-            confine::write_through(provider.config.write_through_templates(), &plan.env);
+        // An ACP tool driving a built-in CLI has that CLI's places too.
+        let (writable_templates, write_through_templates) =
+            crate::acp::pinned::confine_templates(&provider.config);
+        let write_through = confine::write_through(&write_through_templates, &plan.env);
         let home_layer = layers.as_ref().and_then(|l| l.home.clone());
         if let Some(home) = &home_layer {
             super::super::layers::before_stage(home, &write_through);
@@ -340,7 +342,7 @@ impl CliRunner {
             tmpdir: places.tmpdir.path(),
             outbox: &places.outbox,
             overlay: places.overlay.as_ref(),
-            provider_templates: provider.config.writable_templates(),
+            provider_templates: &writable_templates,
             allow_connect: &provider.config.allow_connect(),
             env: &plan.env,
             workspace: &state.workspace,
