@@ -519,6 +519,8 @@ pub struct StageLayers {
     pub home: Option<Overlay>,
     toolchains: Vec<Overlay>,
     tmp: super::layers::ThrowawayLayer,
+    /// Throwaway layers over project directories a CLI writes at start ([`Self::add_cli_scratch`]).
+    scratch: Vec<super::layers::ThrowawayLayer>,
 }
 
 impl StageLayers {
@@ -541,7 +543,38 @@ impl StageLayers {
             home,
             toolchains,
             tmp: super::layers::ThrowawayLayer::new(Path::new("/tmp"))?,
+            scratch: Vec::new(),
         })
+    }
+
+    /// A judge that may not write the work tree still sees its CLI write there at start
+    /// (OpenCode installs its plugin package into a project's `.opencode/` and cannot start when
+    /// it may not): for a read-only `role` whose route runs `cli`, a throwaway layer over each
+    /// such directory of `cwd`. The stage reads the project's files there as they are; its
+    /// writes go with the stage.
+    pub fn add_cli_scratch(
+        &mut self,
+        role: Role,
+        cli: Option<crate::transport::BuiltinTransport>,
+        cwd: &Path,
+    ) -> std::io::Result<()> {
+        if WorktreeAccess::for_role(role) != WorktreeAccess::ReadOnly {
+            return Ok(());
+        }
+        let written: &[&str] = match cli {
+            Some(crate::transport::BuiltinTransport::Opencode) => {
+                &crate::transport::opencode::PROJECT_DIRS_WRITTEN_AT_START
+            }
+            _ => &[],
+        };
+        for name in written {
+            let dir = cwd.join(name);
+            if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+                let dir = std::fs::canonicalize(&dir)?;
+                self.scratch.push(super::layers::ThrowawayLayer::new(&dir)?);
+            }
+        }
+        Ok(())
     }
 
     pub fn overlays(&self) -> Vec<Overlay> {
@@ -550,6 +583,7 @@ impl StageLayers {
             .chain(&self.toolchains)
             .cloned()
             .chain(std::iter::once(self.tmp.overlay().clone()))
+            .chain(self.scratch.iter().map(|l| l.overlay().clone()))
             .collect()
     }
 }

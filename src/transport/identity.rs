@@ -14,11 +14,13 @@
 //! Config files per transport:
 //! - every transport: the provider TOML bytes the caller loaded (label `provider_toml`);
 //! - opencode: `$XDG_CONFIG_HOME/opencode/opencode.json` and `.jsonc` (XDG default
-//!   `$HOME/.config`), the `OPENCODE_CONFIG` file, the workspace `opencode.json` and `.jsonc`;
+//!   `$HOME/.config`), the `OPENCODE_CONFIG` file, the workspace `opencode.json` and `.jsonc`
+//!   and its `.opencode/` as a whole ([`tree_digest`]);
 //! - claude: `settings.json` and `settings.local.json` in `$CLAUDE_CONFIG_DIR` (default
-//!   `$HOME/.claude`) and in `<workspace>/.claude/`, and `<workspace>/.mcp.json` (hooks,
-//!   permissions, MCP servers);
-//! - codex: `$CODEX_HOME/config.toml` (default `$HOME/.codex`) and `<workspace>/.codex/config.toml`.
+//!   `$HOME/.claude`) and in `<workspace>/.claude/` (and that directory as a whole), and
+//!   `<workspace>/.mcp.json` (hooks, permissions, MCP servers);
+//! - codex: `$CODEX_HOME/config.toml` (default `$HOME/.codex`) and `<workspace>/.codex/config.toml`
+//!   (and that directory as a whole).
 //!
 //! Labels starting with `workspace_` name the project's own agent configuration
 //! ([`is_project_config`]).
@@ -107,12 +109,26 @@ pub enum ConfigDigest {
     },
 }
 
-/// One config file the CLI reads.
+/// One config file (or directory) the CLI reads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConfigSource {
     /// A stable label (`global_opencode_json`, `workspace_claude_settings`, ...).
     pub label: String,
     pub path: PathBuf,
+    /// A file, or a directory digested whole ([`tree_digest`]).
+    #[serde(default)]
+    pub kind: SourceKind,
+}
+
+/// What a [`ConfigSource`] names.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceKind {
+    #[default]
+    File,
+    /// A directory whose every file counts (plugins, hooks, agents, commands, skills and the
+    /// scripts they run, wherever in it they are).
+    Tree,
 }
 
 /// What a saved run pins about its transport.
@@ -173,6 +189,12 @@ pub fn config_sources(
     let source = |label: &str, path: PathBuf| ConfigSource {
         label: label.into(),
         path,
+        kind: SourceKind::File,
+    };
+    let tree = |label: &str, path: PathBuf| ConfigSource {
+        label: label.into(),
+        path,
+        kind: SourceKind::Tree,
     };
     let mut sources = Vec::new();
     match transport {
@@ -198,6 +220,9 @@ pub fn config_sources(
                 "workspace_opencode_jsonc",
                 workspace.join("opencode.jsonc"),
             ));
+            // Its project directory: `opencode.json(c)`, plugins it loads unasked, agents,
+            // commands, modes, themes and tools.
+            sources.push(tree("workspace_opencode_dir", workspace.join(".opencode")));
         }
         BuiltinTransport::Claude => {
             let config_dir = env
@@ -221,6 +246,8 @@ pub fn config_sources(
                 workspace.join(".claude").join("settings.local.json"),
             ));
             sources.push(source("workspace_mcp_json", workspace.join(".mcp.json")));
+            // The whole project directory: the scripts its hooks run, agents, commands, skills.
+            sources.push(tree("workspace_claude_dir", workspace.join(".claude")));
         }
         BuiltinTransport::Codex => {
             let codex_home = env
@@ -235,6 +262,7 @@ pub fn config_sources(
                 "workspace_codex_config_toml",
                 workspace.join(".codex").join("config.toml"),
             ));
+            sources.push(tree("workspace_codex_dir", workspace.join(".codex")));
         }
     }
     sources
@@ -243,6 +271,115 @@ pub fn config_sources(
 /// Whether a config label names a file of the project (the work tree) rather than the user's.
 pub fn is_project_config(label: &str) -> bool {
     label.starts_with("workspace_")
+}
+
+/// What a CLI writes into its own project directory at every start, which a tree digest passes
+/// over (measured: OpenCode 1.18.33 starting in a project with `.opencode/` writes there
+/// `package.json` naming only `@opencode-ai/plugin`, installs it with npm into `node_modules/`
+/// beside `package-lock.json`, and a `.gitignore` listing these and `bun.lock`). A
+/// `package.json` with anything else (a script, another dependency) counts.
+fn generated_by_the_cli(name: &std::ffi::OsStr, path: &Path) -> bool {
+    match name.to_str() {
+        Some("node_modules" | "package-lock.json" | "bun.lock" | ".gitignore") => true,
+        Some("package.json") => {
+            let Ok(text) = crate::bounded_read::read_to_string(path, 64 * 1024) else {
+                return false;
+            };
+            let Ok(serde_json::Value::Object(top)) = serde_json::from_str(&text) else {
+                return false;
+            };
+            let only_the_plugin_package = |deps: &serde_json::Value| {
+                deps.as_object().is_some_and(|deps| {
+                    deps.keys().all(|name| name == "@opencode-ai/plugin")
+                        && deps.values().all(serde_json::Value::is_string)
+                })
+            };
+            top.iter()
+                .all(|(key, value)| key == "dependencies" && only_the_plugin_package(value))
+        }
+        _ => false,
+    }
+}
+/// Entries of a tree whose content is read; past it only names, sizes and times count.
+const TREE_CONTENT_CAP: usize = 10_000;
+
+/// The digest of the directory `root` as a whole (followed if a symlink): every entry's relative
+/// path and kind, a file's executable bit and content, a symlink's target, in name order, but
+/// what the CLI itself writes there ([`generated_by_the_cli`]). `Absent` when it does not exist;
+/// a file there is digested as a file.
+pub fn tree_digest(root: &Path) -> ConfigDigest {
+    let meta = match std::fs::metadata(root) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return ConfigDigest::Absent,
+        Err(e) => {
+            return ConfigDigest::Unreadable {
+                error: e.kind().to_string(),
+            };
+        }
+    };
+    if !meta.is_dir() {
+        return digest_of(std::fs::read(root));
+    }
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let mut hasher = Sha256::new();
+    let mut entries = 0usize;
+    let mut stack = vec![PathBuf::new()];
+    while let Some(relative) = stack.pop() {
+        let dir = root.join(&relative);
+        let mut names: Vec<std::ffi::OsString> = match std::fs::read_dir(&dir) {
+            Ok(read) => read.flatten().map(|e| e.file_name()).collect(),
+            Err(e) => {
+                hasher.update(format!("e\0{}\0{}\0", relative.display(), e.kind()));
+                continue;
+            }
+        };
+        names.sort();
+        let mut subdirs = Vec::new();
+        for name in names {
+            let rel = relative.join(&name);
+            let path = root.join(&rel);
+            if generated_by_the_cli(&name, &path) {
+                continue;
+            }
+            let shown = rel.to_string_lossy();
+            entries += 1;
+            match std::fs::symlink_metadata(&path) {
+                Ok(m) if m.is_dir() => {
+                    hasher.update(format!("d\0{shown}\0"));
+                    subdirs.push(rel);
+                }
+                Ok(m) if m.file_type().is_symlink() => {
+                    let target = std::fs::read_link(&path).unwrap_or_default();
+                    hasher.update(format!("l\0{shown}\0{}\0", target.display()));
+                }
+                Ok(m) if m.is_file() => {
+                    let exec = m.permissions().mode() & 0o111 != 0;
+                    hasher.update(format!("f\0{shown}\0{exec}\0{}\0", m.len()));
+                    if entries > TREE_CONTENT_CAP {
+                        hasher.update(format!("{}.{}\0", m.mtime(), m.mtime_nsec()));
+                    } else {
+                        match std::fs::File::open(&path)
+                            .and_then(|mut file| io::copy(&mut file, &mut hasher))
+                        {
+                            Ok(_) => hasher.update(b"\0"),
+                            Err(e) => hasher.update(format!("e\0{}\0", e.kind())),
+                        }
+                    }
+                }
+                Ok(_) => hasher.update(format!("o\0{shown}\0")),
+                Err(e) => hasher.update(format!("e\0{shown}\0{}\0", e.kind())),
+            }
+        }
+        // Depth first, in name order.
+        stack.extend(subdirs.into_iter().rev());
+    }
+    ConfigDigest::Sha256 {
+        hex: hasher
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+    }
 }
 
 /// The digest of a file read result (`NotFound` is [`ConfigDigest::Absent`]).
@@ -292,7 +429,11 @@ impl TransportIdentity {
         }
         if let Some(builtin) = input.builtin {
             for source in config_sources(builtin, input.workspace, input.env) {
-                configs.insert(source.label, digest_of(read(&source.path)));
+                let digest = match source.kind {
+                    SourceKind::File => digest_of(read(&source.path)),
+                    SourceKind::Tree => tree_digest(&source.path),
+                };
+                configs.insert(source.label, digest);
             }
         }
         let env = IDENTITY_ENV
@@ -363,7 +504,13 @@ pub fn compare(old: &TransportIdentity, new: &TransportIdentity) -> Vec<Identity
         old.configs.keys().chain(new.configs.keys()).collect();
     for label in labels {
         let (a, b) = (old.configs.get(label), new.configs.get(label));
-        if a != b {
+        // A source one side does not know (recorded by an older or newer autocode) that the
+        // other finds absent is no change.
+        let unknown_and_absent = matches!(
+            (a, b),
+            (None, Some(ConfigDigest::Absent)) | (Some(ConfigDigest::Absent), None)
+        );
+        if a != b && !unknown_and_absent {
             changes.push(IdentityChange::Config {
                 label: label.clone(),
                 old: a.cloned(),
@@ -421,7 +568,8 @@ mod tests {
                 "/home/u/.config/opencode/opencode.json",
                 "/home/u/.config/opencode/opencode.jsonc",
                 "/ws/opencode.json",
-                "/ws/opencode.jsonc"
+                "/ws/opencode.jsonc",
+                "/ws/.opencode"
             ]
         );
         let e = env(&[
@@ -446,7 +594,8 @@ mod tests {
                 "/home/u/.claude/settings.local.json",
                 "/ws/.claude/settings.json",
                 "/ws/.claude/settings.local.json",
-                "/ws/.mcp.json"
+                "/ws/.mcp.json",
+                "/ws/.claude"
             ]
         );
         let project: Vec<_> = cl
@@ -455,7 +604,60 @@ mod tests {
             .map(|s| s.path.display().to_string())
             .collect();
         assert!(project.iter().all(|p| p.starts_with("/ws/")), "{project:?}");
-        assert_eq!(project.len(), 3);
+        assert_eq!(project.len(), 4);
+    }
+
+    #[test]
+    fn a_tree_digest_changes_with_anything_a_cli_would_load_from_it() {
+        let scratch = tempfile::tempdir().unwrap();
+        let root = scratch.path().join(".opencode");
+        assert_eq!(tree_digest(&root), ConfigDigest::Absent);
+        std::fs::create_dir_all(root.join("agent")).unwrap();
+        std::fs::write(root.join("agent/reviewer.md"), "review").unwrap();
+        let base = tree_digest(&root);
+        assert!(matches!(base, ConfigDigest::Sha256 { .. }));
+        assert_eq!(tree_digest(&root), base, "the same tree, the same digest");
+        // A plugin dropped in a new subdirectory, an edited file, a mode bit, a symlink.
+        let mut seen = vec![base.clone()];
+        let mut changed = |what: &str| {
+            let now = tree_digest(&root);
+            assert!(!seen.contains(&now), "{what} changed nothing");
+            seen.push(now);
+        };
+        std::fs::create_dir_all(root.join("plugin")).unwrap();
+        changed("an empty plugin directory");
+        std::fs::write(root.join("plugin/helper.js"), "export default {}").unwrap();
+        changed("a plugin");
+        std::fs::write(root.join("plugin/helper.js"), "export default {x}").unwrap();
+        changed("an edit");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            root.join("plugin/helper.js"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        changed("an executable bit");
+        std::os::unix::fs::symlink("/bin/sh", root.join("tool")).unwrap();
+        changed("a symlink");
+        // What OpenCode writes there at every start does not count; a package.json that
+        // runs a script at install does.
+        let before = tree_digest(&root);
+        std::fs::create_dir_all(root.join("node_modules/dep")).unwrap();
+        std::fs::write(root.join("node_modules/dep/index.js"), "x").unwrap();
+        std::fs::write(root.join("package-lock.json"), "{}").unwrap();
+        std::fs::write(root.join(".gitignore"), "node_modules\n").unwrap();
+        std::fs::write(
+            root.join("package.json"),
+            r#"{"dependencies": {"@opencode-ai/plugin": "1.18.33"}}"#,
+        )
+        .unwrap();
+        assert_eq!(tree_digest(&root), before);
+        std::fs::write(
+            root.join("package.json"),
+            r#"{"dependencies": {"@opencode-ai/plugin": "1.18.33"}, "scripts": {"postinstall": "sh x"}}"#,
+        )
+        .unwrap();
+        assert_ne!(tree_digest(&root), before, "an install script counts");
     }
 
     #[test]

@@ -232,6 +232,11 @@ pub fn plan(request: &StageRequest) -> Result<LaunchPlan, PlanError> {
     })
 }
 
+/// Directories of the project OpenCode 1.18.33 writes at every start when they exist (measured:
+/// in `.opencode/` it writes `package.json`, `package-lock.json`, `.gitignore` and installs
+/// `node_modules/`, and stops with `Unexpected error … FileSystem.writeFile` when it may not).
+pub const PROJECT_DIRS_WRITTEN_AT_START: [&str; 1] = [".opencode"];
+
 /// Adds `.autocode/` to the workspace repository's `info/exclude`, creating the file if
 /// missing and keeping every other rule. Returns whether the file changed (`false` when the
 /// rule was already there or the workspace is not inside a Git repository).

@@ -241,7 +241,7 @@ impl CliRunner {
         if kind == Some(TransportKind::Opencode) && places.copy.is_none() {
             let _ = transport::opencode::ensure_git_exclusions(&state.work_tree);
         }
-        let layers = if state.unconfined {
+        let mut layers = if state.unconfined {
             None
         } else {
             match confine::StageLayers::new(
@@ -284,6 +284,14 @@ impl CliRunner {
             ),
             _ => Vec::new(),
         };
+        if let Some(layers) = layers.as_mut()
+            && let Err(e) = layers.add_cli_scratch(ctx.plan.role, builtin.or(acp_cli), &cwd)
+        {
+            return stopped(
+                PauseCode::PausedProviderUncertain,
+                format!("cannot prepare a scratch layer in the project: {e}"),
+            );
+        }
         if builtin.is_none() && !dropped.is_empty() {
             let _ = integrity::write_stage_record(
                 &dir.join("loaded_config.json"),

@@ -8,8 +8,9 @@
 //! real HOME and whose upper layer is the role's own; one over `/tmp` whose upper layer is the
 //! stage's or the replay's own), then every real path is bound back from the real file system (read-only unless
 //! writable: Landlock grants writes beneath the overlay's root, so only a read-only mount keeps
-//! a path read-only there), then the hidden paths are covered with an empty read-only file
-//! system (a directory) or `/dev/null` (a file).
+//! a path read-only there), then the layers inside a bound-back path (a scratch layer over a
+//! project directory a CLI writes at start), then the hidden paths are covered with an empty
+//! read-only file system (a directory) or `/dev/null` (a file).
 //!
 //! Every source is named by a descriptor (`/proc/self/fd/N`: the real path is covered by the
 //! time of the mount) that the child opens in its namespace before the first view, and every target is opened with `RESOLVE_NO_SYMLINKS` and
@@ -177,6 +178,19 @@ impl ViewsPlan {
             });
         }
         covers.sort_by_key(|(dir, _)| dir.components().count());
+        // A layer inside a path shown real (a project's own directory in the work tree) is
+        // mounted after that path is bound back, on the directory as it exists there.
+        let bound: Vec<&Path> = views
+            .real
+            .iter()
+            .filter(|real| covering(&covered, &real.path).is_some() && real.path.exists())
+            .map(|real| real.path.as_path())
+            .collect();
+        let (covers, inner): (Vec<_>, Vec<_>) = covers.into_iter().partition(|(dir, _)| {
+            !bound
+                .iter()
+                .any(|real| *dir != *real && dir.starts_with(real))
+        });
         let mut mounts = Vec::new();
         for (index, (dir, kind)) in covers.into_iter().enumerate() {
             // A cover inside an earlier one needs its directory made in that one's view.
@@ -220,6 +234,13 @@ impl ViewsPlan {
                     source,
                     read_only: !real.writable,
                 },
+            });
+        }
+        for (dir, kind) in inner {
+            mounts.push(Mount {
+                make: Vec::new(),
+                target: path_cstring(dir)?,
+                kind,
             });
         }
         for hidden in &views.hidden {
@@ -423,4 +444,66 @@ pub fn clear_the_way(home: &Path, upper: &Path, real: &[PathBuf]) -> io::Result<
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::supervise::{Overlay, RealPath};
+
+    fn layer(dir: &Path, scratch: &Path, name: &str) -> Overlay {
+        Overlay {
+            dir: dir.to_owned(),
+            lower: dir.to_owned(),
+            upper: scratch.join(name).join("upper"),
+            work: scratch.join(name).join("work"),
+        }
+    }
+
+    #[test]
+    fn a_layer_inside_a_path_shown_real_is_mounted_after_it() {
+        let scratch = tempfile::tempdir().unwrap();
+        let home = scratch.path().join("home");
+        let workspace = home.join("src/project");
+        let opencode = workspace.join(".opencode");
+        std::fs::create_dir_all(&opencode).unwrap();
+        let views = PrivateViews {
+            // Listed deepest first: the plan orders them.
+            layers: vec![
+                layer(&opencode, scratch.path(), "scratch"),
+                layer(&home, scratch.path(), "home"),
+            ],
+            real: vec![RealPath {
+                path: workspace.clone(),
+                writable: false,
+            }],
+            hidden: Vec::new(),
+        };
+        let plan = ViewsPlan::new(&views, false, &mut Sources::default()).unwrap();
+        let order: Vec<(String, &str)> = plan
+            .mounts
+            .iter()
+            .map(|m| {
+                let kind = match m.kind {
+                    MountKind::Overlay { .. } => "overlay",
+                    MountKind::Bind { .. } => "bind",
+                    _ => "other",
+                };
+                (m.target.to_string_lossy().into_owned(), kind)
+            })
+            .collect();
+        let text = |p: &Path| p.to_string_lossy().into_owned();
+        assert_eq!(
+            order,
+            vec![
+                (text(&home), "overlay"),
+                (text(&workspace), "bind"),
+                (text(&opencode), "overlay"),
+            ]
+        );
+        assert!(
+            plan.mounts[2].make.is_empty(),
+            "mounted on the real directory"
+        );
+    }
 }
