@@ -182,6 +182,67 @@ pub fn project_changes(
         .collect()
 }
 
+/// Records what a stage's CLI loads in `stage_dir/loaded_config.json` (`loaded_by`: the built-in
+/// CLI the route runs, natively or through an ACP adapter; without one only what was `dropped`
+/// from the role's layer) and, for a judge, checks the project's agent configuration against
+/// what the run recorded at its start: the pause reason (`PAUSED_TRANSPORT_CHANGED`) when a
+/// stage changed what the judge's CLI would load.
+pub fn record_and_check(
+    stage_dir: &Path,
+    role: crate::role::Role,
+    provider: &str,
+    loaded_by: Option<BuiltinTransport>,
+    dropped: &[PathBuf],
+    state: &crate::run::state::RunState,
+    env: &BTreeMap<String, String>,
+) -> Option<String> {
+    let record = stage_dir.join("loaded_config.json");
+    let Some(builtin) = loaded_by else {
+        if !dropped.is_empty() {
+            let _ = super::integrity::write_stage_record(
+                &record,
+                &serde_json::json!({ "dropped_from_layer": dropped }),
+            );
+        }
+        return None;
+    };
+    let loaded = TransportIdentity::collect(
+        &identity::IdentityInput {
+            transport: provider,
+            builtin: Some(builtin),
+            executable: None,
+            version: None,
+            provider_toml: None,
+            workspace: &state.work_tree,
+            env,
+        },
+        &|p| crate::bounded_read::read(p, crate::bounded_read::CONFIG_CAP),
+    );
+    let _ = super::integrity::write_stage_record(
+        &record,
+        &LoadedConfig {
+            identity: &loaded,
+            dropped_from_layer: dropped,
+        },
+    );
+    if role == crate::role::Role::Builder {
+        return None;
+    }
+    let changed = project_changes(
+        state.transport_identities.get(provider),
+        &loaded,
+        builtin,
+        &state.work_tree,
+        env,
+    );
+    (!changed.is_empty()).then(|| {
+        format!(
+            "the project's agent configuration changed since the run began ({}): the {role}'s CLI would load what a stage wrote there (hooks, plugins, MCP servers, settings); review the change in the work tree, then `autocode resume --accept-transport-change`",
+            changed.join(", "),
+        )
+    })
+}
+
 /// What a stage's CLI loaded, as `loaded_config.json` records it.
 #[derive(Debug, Serialize)]
 pub struct LoadedConfig<'a> {

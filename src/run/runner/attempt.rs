@@ -292,55 +292,16 @@ impl CliRunner {
                 format!("cannot prepare a scratch layer in the project: {e}"),
             );
         }
-        if builtin.is_none() && !dropped.is_empty() {
-            let _ = integrity::write_stage_record(
-                &dir.join("loaded_config.json"),
-                &json!({ "dropped_from_layer": dropped }),
-            );
-        }
-        // What a judge's CLI would load of the project: a built-in CLI's, or that of the CLI
-        // an ACP agent drives (Zed's Claude Code adapter, `opencode acp`).
-        if let Some(builtin) = builtin.or(acp_cli) {
-            let loaded = transport::identity::TransportIdentity::collect(
-                &transport::identity::IdentityInput {
-                    transport: route.provider.as_str(),
-                    builtin: Some(builtin),
-                    executable: None,
-                    version: None,
-                    provider_toml: None,
-                    workspace: &state.work_tree,
-                    env: &env.kept,
-                },
-                &|p| crate::bounded_read::read(p, crate::bounded_read::CONFIG_CAP),
-            );
-            let _ = integrity::write_stage_record(
-                &dir.join("loaded_config.json"),
-                &loaded_config::LoadedConfig {
-                    identity: &loaded,
-                    dropped_from_layer: &dropped,
-                },
-            );
-            let changed = if ctx.plan.role == crate::role::Role::Builder {
-                Vec::new()
-            } else {
-                loaded_config::project_changes(
-                    state.transport_identities.get(route.provider.as_str()),
-                    &loaded,
-                    builtin,
-                    &state.work_tree,
-                    &env.kept,
-                )
-            };
-            if !changed.is_empty() {
-                return stopped(
-                    PauseCode::PausedTransportChanged,
-                    format!(
-                        "the project's agent configuration changed since the run began ({}): the {}'s CLI would load what a stage wrote there (hooks, MCP servers, settings); review the change in the work tree, then `autocode resume --accept-transport-change`",
-                        changed.join(", "),
-                        ctx.plan.role
-                    ),
-                );
-            }
+        if let Some(reason) = loaded_config::record_and_check(
+            dir,
+            ctx.plan.role,
+            route.provider.as_str(),
+            builtin.or(acp_cli),
+            &dropped,
+            state,
+            &env.kept,
+        ) {
+            return stopped(PauseCode::PausedTransportChanged, reason);
         }
         let room_input = confine::StageRoomInput {
             role: ctx.plan.role,
