@@ -80,9 +80,13 @@ pub fn base() -> io::Result<PathBuf> {
 
 /// The directory of one run's layers.
 pub fn run_layers(run_dir: &Path) -> io::Result<PathBuf> {
-    let digest = Sha256::digest(run_dir.as_os_str().as_bytes());
-    let name: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    Ok(base()?.join(name))
+    Ok(base()?.join(path_name(run_dir)))
+}
+
+/// A directory name for `path`: the first 8 bytes of its sha256, in hex.
+fn path_name(path: &Path) -> String {
+    let digest = Sha256::digest(path.as_os_str().as_bytes());
+    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `role`'s layer of `home` in the run whose directory is `run_dir` (made when missing).
@@ -98,8 +102,7 @@ pub fn role_layer(run_dir: &Path, role: Role, home: &Path) -> io::Result<Overlay
 pub fn role_toolchain_layer(run_dir: &Path, role: Role, dir: &Path) -> io::Result<Overlay> {
     let root = run_layers(run_dir)?;
     claim(&root, run_dir)?;
-    let digest = Sha256::digest(dir.as_os_str().as_bytes());
-    let name: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let name = path_name(dir);
     layer_in(&root.join(role.as_str()).join("toolchains").join(name), dir)
 }
 
@@ -187,16 +190,14 @@ pub fn toolchain_dirs(
     }
     dirs.sort();
     dirs.dedup();
-    let outermost: Vec<PathBuf> = dirs
-        .iter()
+    dirs.iter()
         .filter(|dir| {
             !dirs
                 .iter()
                 .any(|other| other != *dir && dir.starts_with(other))
         })
         .cloned()
-        .collect();
-    outermost
+        .collect()
 }
 
 fn layer_in(dir: &Path, home: &Path) -> io::Result<Overlay> {

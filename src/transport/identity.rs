@@ -175,7 +175,10 @@ pub enum IdentityChange {
 
 /// The hex sha256 of some bytes.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(digest: &[u8]) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -374,11 +377,7 @@ pub fn tree_digest(root: &Path) -> ConfigDigest {
         stack.extend(subdirs.into_iter().rev());
     }
     ConfigDigest::Sha256 {
-        hex: hasher
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect(),
+        hex: hex(&hasher.finalize()),
     }
 }
 
