@@ -17,7 +17,6 @@ use crate::scenario::catalog::{self, Profile, Shard};
 use crate::scenario::runner::{self, HarnessConfig};
 use crate::scenario::selfcheck;
 use crate::scenario::stats;
-use crate::scenario::verdict::Verdict;
 
 #[derive(Debug, Subcommand)]
 pub enum ScenarioCommand {
@@ -309,11 +308,12 @@ fn finish(
     } else if !results.is_empty() {
         output::print_stdout(stats::render_text(&merged).trim_end())?;
     }
-    Ok(gate(&results.iter().map(|r| r.verdict).collect::<Vec<_>>()))
+    Ok(gate(results))
 }
 
-fn gate(verdicts: &[Verdict]) -> ExitCode {
-    if verdicts.contains(&Verdict::FalseComplete) {
+/// The exit code of a scorecard ([`stats::fails_the_gate`]).
+fn gate(results: &[crate::scenario::result::ScenarioResult]) -> ExitCode {
+    if stats::fails_the_gate(results) {
         ExitCode::from(crate::error::exit::FAILED)
     } else {
         ExitCode::SUCCESS
@@ -335,7 +335,7 @@ fn stats_command(args: StatsArgs) -> Result<ExitCode, EdgeError> {
     } else {
         output::print_stdout(stats::render_text(&merged).trim_end())?;
     }
-    Ok(gate(&results.iter().map(|r| r.verdict).collect::<Vec<_>>()))
+    Ok(gate(&results))
 }
 
 fn check(args: CheckArgs) -> Result<ExitCode, EdgeError> {

@@ -154,6 +154,21 @@ fn row(case: &str, profile: &str, results: &[&ScenarioResult]) -> Row {
 }
 
 /// Merges results into rows per (case, profile) and a total.
+/// Whether a scorecard fails its command: any FALSE_COMPLETE, or, on a scripted profile (whose
+/// model plays a fixed script, so the outcome is autocode's alone), a WRONG_STOP or an ERROR. A
+/// live model's wrong stop is a measurement, not a failure; a profile that does not parse counts
+/// as scripted (its result cannot say otherwise).
+pub fn fails_the_gate(results: &[ScenarioResult]) -> bool {
+    results.iter().any(|result| match result.verdict {
+        Verdict::FalseComplete => true,
+        Verdict::WrongStop | Verdict::Error => result
+            .profile
+            .parse::<super::profile::Profile>()
+            .map_or(true, |profile| profile.is_scripted()),
+        Verdict::Pass | Verdict::HonestStop => false,
+    })
+}
+
 pub fn merge(results: &[ScenarioResult]) -> Stats {
     let mut groups: BTreeMap<(&str, &str), Vec<&ScenarioResult>> = BTreeMap::new();
     for r in results {
@@ -725,6 +740,29 @@ pub(crate) mod tests {
         assert!(junit.contains("classname=\"a&amp;b\""));
         assert!(junit.contains("bad &lt;report&gt; &amp; more"));
         assert!(!junit.contains("a&b"));
+    }
+
+    #[test]
+    fn a_false_completion_anywhere_and_a_wrong_stop_on_a_scripted_profile_fail_the_gate() {
+        let row = |profile: &str, verdict| sample("a", profile, 0, verdict, 1, 1, 1, None);
+        let honest = [
+            row("scripted-codex", Verdict::Pass),
+            row("scripted-opencode", Verdict::HonestStop),
+            row("claude", Verdict::WrongStop),
+            row("claude", Verdict::Error),
+        ];
+        assert!(!fails_the_gate(&honest));
+        for failing in [
+            row("claude", Verdict::FalseComplete),
+            row("scripted-codex", Verdict::FalseComplete),
+            row("scripted-direct", Verdict::WrongStop),
+            row("scripted-claude", Verdict::Error),
+            row("no such profile!", Verdict::WrongStop),
+        ] {
+            let mut results = honest.to_vec();
+            results.push(failing.clone());
+            assert!(fails_the_gate(&results), "{failing:?}");
+        }
     }
 
     #[test]
