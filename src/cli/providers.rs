@@ -141,9 +141,14 @@ pub fn run(command: ProvidersCommand) -> Result<ExitCode, EdgeError> {
             let resolved = ctx.resolve(Some(&args.name))?;
             let writable = effective_writable(&ctx, &resolved);
             if args.json {
+                let (places, origin) = crate::run::loaded_config::judged_project_places(
+                    &resolved.name,
+                    &resolved.config,
+                );
                 output::print_json(&ShowOutput {
                     provider: &resolved,
                     effective_writable: &writable,
+                    judged_project_config: JudgedProjectConfig { places, origin },
                 })?;
             } else {
                 let mut text = render_show(&resolved);
@@ -162,6 +167,14 @@ struct ShowOutput<'a> {
     #[serde(flatten)]
     provider: &'a ResolvedProvider,
     effective_writable: &'a [WritableEntry],
+    judged_project_config: JudgedProjectConfig,
+}
+
+/// The project places a judge is checked against, and where the list comes from.
+#[derive(Serialize)]
+struct JudgedProjectConfig {
+    places: Vec<String>,
+    origin: String,
 }
 
 /// The provider's `[confine] writable` set, expanded against the agents' environment as a
@@ -260,6 +273,15 @@ fn render_show(p: &ResolvedProvider) -> String {
     if c.output == crate::provider::OutputMode::Acp {
         out.push_str(&format!("evidence: {}\n", crate::acp::EVIDENCE_NOTE));
     }
+    let (places, origin) = crate::run::loaded_config::judged_project_places(&p.name, c);
+    out.push_str(&format!(
+        "project configuration a judge will not start on once a stage changed it ({origin}): {}\n",
+        if places.is_empty() {
+            "none".to_owned()
+        } else {
+            places.join(", ")
+        }
+    ));
     if let Some(resume) = &c.resume {
         out.push_str(&format!("resume: {}\n", resume.join(" ")));
     }

@@ -131,6 +131,7 @@ fn opencode() -> Option<ProviderConfig> {
             status_command: None,
         }),
         confine: Some(confine(&OPENCODE_WRITABLE, &OPENCODE_WRITE_THROUGH)),
+        loads: None,
     })
 }
 
@@ -183,6 +184,7 @@ fn codex() -> Option<ProviderConfig> {
             status_command: Some(argv(&["codex", "login", "status"])),
         }),
         confine: Some(confine(&CODEX_WRITABLE, &CODEX_WRITE_THROUGH)),
+        loads: None,
     })
 }
 
@@ -225,6 +227,7 @@ fn claude() -> Option<ProviderConfig> {
             status_command: Some(argv(&["claude", "auth", "status"])),
         }),
         confine: Some(confine(&CLAUDE_WRITABLE, &CLAUDE_WRITE_THROUGH)),
+        loads: None,
     })
 }
 
@@ -247,6 +250,7 @@ fn autocode_direct() -> Option<ProviderConfig> {
         builder_retry: None,
         connection: None,
         confine: None,
+        loads: None,
     })
 }
 

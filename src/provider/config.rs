@@ -20,11 +20,13 @@ use crate::ids::ProviderName;
 use crate::role::{Role, RoleKey};
 
 mod confine;
+mod loads;
 #[cfg(test)]
 mod tests;
 mod validate;
 
 pub use confine::{ConfineConfig, Expanded, WritableSyntax, check_writable, expand_writable};
+pub use loads::{FIELD_PROJECT_CONFIG, LoadsConfig, ProjectEntrySyntax, check_project_entry};
 pub use validate::validate_config;
 
 /// How the stage prompt reaches the tool.
@@ -205,6 +207,9 @@ pub struct ProviderConfig {
     /// `[confine]`: the state paths the CLI writes outside the workspace (the agent's room).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confine: Option<ConfineConfig>,
+    /// `[loads]`: the configuration a registered tool loads from the project and from HOME.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loads: Option<LoadsConfig>,
 }
 
 /// Where a provider's model list comes from.
@@ -336,6 +341,8 @@ pub enum ConfigProblem {
     BuilderRetry { reason: String },
     #[error("[confine]: {message}")]
     Confine { message: String },
+    #[error("[loads]: {message}")]
+    Loads { message: String },
     #[error("name {name:?} differs from the file name {file_stem:?}")]
     NameMismatch { name: String, file_stem: String },
 }

@@ -21,9 +21,9 @@ pub mod template;
 
 pub use config::{
     AuthConfig, AuthRoute, Billing, BuilderRetry, ConfigError, ConfigErrorDetail, ConfigProblem,
-    ConfigWarning, ConfineConfig, ConnectionConfig, Expanded, LoadedConfig, ModelListing,
-    OutputMode, PromptMode, ProviderConfig, RouteSpec, SandboxAdapter, WritableSyntax,
-    check_writable, expand_writable, load_config,
+    ConfigWarning, ConfineConfig, ConnectionConfig, Expanded, LoadedConfig, LoadsConfig,
+    ModelListing, OutputMode, PromptMode, ProviderConfig, RouteSpec, SandboxAdapter,
+    WritableSyntax, check_writable, expand_writable, load_config,
 };
 pub use cross_model::{SameFamilyPair, same_family_pairs, same_family_pairs_with};
 pub use family::{Family, declared_family, family_of};

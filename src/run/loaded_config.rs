@@ -6,10 +6,11 @@
 //! - **its HOME layer**: before each of its stages, the CLI's configuring files and directories
 //!   in the role's own layer are dropped, so the CLI loads the user's real ones (a judge's
 //!   earlier attempt cannot configure its next one; no other role can reach its layer at all);
-//! - **the project's agent configuration** (`.claude/settings*.json`, `.mcp.json`,
-//!   `opencode.json`, `.codex/config.toml`): when it differs from what the run recorded at its
-//!   start (the builder changed it), the stage does not start: a judge would run the builder's
-//!   hooks or servers. The run pauses (`PAUSED_TRANSPORT_CHANGED`) naming the files; a person who
+//! - **the project's agent configuration** (`.claude/`, `.mcp.json`, `opencode.json`,
+//!   `.opencode/`, `.codex/`; for a registered tool what its `[loads] project` names, else the
+//!   places the field's agents load, `crate::provider::FIELD_PROJECT_CONFIG`): when it differs
+//!   from what the run recorded at its start (the builder changed it), the stage does not start:
+//!   a judge would run the builder's hooks or servers. The run pauses (`PAUSED_TRANSPORT_CHANGED`) naming the files; a person who
 //!   reviewed the change continues with `autocode resume --accept-transport-change`, which
 //!   records the new configuration.
 //!
@@ -122,6 +123,56 @@ pub fn acp_configuring_places(
     places
 }
 
+/// The project places a judge of `provider` is checked against (relative to the work tree, a
+/// directory ending in `/`), and where the list comes from: the built-in CLI it runs or drives,
+/// the tool's `[loads] project`, or the field's places (`providers show`, `doctor`).
+pub fn judged_project_places(
+    name: &crate::ids::ProviderName,
+    config: &crate::provider::ProviderConfig,
+) -> (Vec<String>, String) {
+    let builtin =
+        BuiltinTransport::for_provider(name).or_else(|| crate::acp::pinned::driven_cli(config));
+    if let Some(builtin) = builtin {
+        let places = identity::config_sources(builtin, Path::new(""), &BTreeMap::new())
+            .into_iter()
+            .filter(|source| identity::is_project_config(&source.label))
+            .map(|source| match source.kind {
+                identity::SourceKind::Tree => format!("{}/", source.path.display()),
+                identity::SourceKind::File => source.path.display().to_string(),
+            })
+            .collect();
+        return (places, format!("what {} loads", builtin.as_str()));
+    }
+    let declared = config.loads.as_ref().and_then(|l| l.project.as_ref());
+    let origin = match declared {
+        Some(_) => "its [loads] project".to_owned(),
+        None => {
+            "the places the field's agents load; [loads] project names the tool's own".to_owned()
+        }
+    };
+    (
+        crate::provider::LoadsConfig::project_places(config.loads.as_ref()),
+        origin,
+    )
+}
+
+/// A registered tool's user configuration beneath HOME (`[loads] home`), expanded against the
+/// agents' environment (entries whose variable is unset name nothing).
+pub fn registered_home_places(
+    loads: Option<&crate::provider::LoadsConfig>,
+    env: &BTreeMap<String, String>,
+) -> Vec<PathBuf> {
+    loads
+        .map(|l| l.home.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|entry| match crate::provider::expand_writable(entry, env) {
+            Ok(crate::provider::Expanded::Path { path, .. }) => Some(path),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Drops from `layer` (a judge's HOME layer) its copies of `places`, so the judge's CLI loads
 /// the user's real ones. Returns what was dropped.
 pub fn reset_judge_layer(layer: &Overlay, places: &[PathBuf]) -> Vec<PathBuf> {
@@ -149,12 +200,11 @@ pub fn reset_judge_layer(layer: &Overlay, places: &[PathBuf]) -> Vec<PathBuf> {
 
 /// The project's agent configuration files that differ from what the run recorded for
 /// `provider` (`recorded`: its entry in the run's transport identities), by label and path.
+/// (`sources`: the config sources the CLI reads, which name each label's path).
 pub fn project_changes(
     recorded: Option<&serde_json::Value>,
     current: &TransportIdentity,
-    builtin: BuiltinTransport,
-    work_tree: &Path,
-    env: &BTreeMap<String, String>,
+    sources: Vec<identity::ConfigSource>,
 ) -> Vec<String> {
     let Some(recorded) = recorded
         .and_then(|r| r.get("transport"))
@@ -162,10 +212,7 @@ pub fn project_changes(
     else {
         return Vec::new();
     };
-    let paths: BTreeMap<String, PathBuf> = identity::config_sources(builtin, work_tree, env)
-        .into_iter()
-        .map(|s| (s.label, s.path))
-        .collect();
+    let paths: BTreeMap<String, PathBuf> = sources.into_iter().map(|s| (s.label, s.path)).collect();
     identity::compare(&recorded, current)
         .into_iter()
         .filter_map(|change| match change {
@@ -183,21 +230,24 @@ pub fn project_changes(
 }
 
 /// Records what a stage's CLI loads in `stage_dir/loaded_config.json` (`loaded_by`: the built-in
-/// CLI the route runs, natively or through an ACP adapter; without one only what was `dropped`
-/// from the role's layer) and, for a judge, checks the project's agent configuration against
-/// what the run recorded at its start: the pause reason (`PAUSED_TRANSPORT_CHANGED`) when a
-/// stage changed what the judge's CLI would load.
+/// CLI the route runs, natively or through an ACP adapter; without one, `registered_project`:
+/// the project places the registered tool loads; with neither only what was `dropped` from the
+/// role's layer) and, for a judge, checks the project's agent configuration against what the
+/// run recorded at its start: the pause reason (`PAUSED_TRANSPORT_CHANGED`) when a stage changed
+/// what the judge's CLI would load.
+#[allow(clippy::too_many_arguments)]
 pub fn record_and_check(
     stage_dir: &Path,
     role: crate::role::Role,
     provider: &str,
     loaded_by: Option<BuiltinTransport>,
+    registered_project: &[String],
     dropped: &[PathBuf],
     state: &crate::run::state::RunState,
     env: &BTreeMap<String, String>,
 ) -> Option<String> {
     let record = stage_dir.join("loaded_config.json");
-    let Some(builtin) = loaded_by else {
+    if loaded_by.is_none() && registered_project.is_empty() {
         if !dropped.is_empty() {
             let _ = super::integrity::write_stage_record(
                 &record,
@@ -209,10 +259,11 @@ pub fn record_and_check(
     let loaded = TransportIdentity::collect(
         &identity::IdentityInput {
             transport: provider,
-            builtin: Some(builtin),
+            builtin: loaded_by,
             executable: None,
             version: None,
             provider_toml: None,
+            registered_project,
             workspace: &state.work_tree,
             env,
         },
@@ -228,13 +279,11 @@ pub fn record_and_check(
     if role == crate::role::Role::Builder {
         return None;
     }
-    let changed = project_changes(
-        state.transport_identities.get(provider),
-        &loaded,
-        builtin,
-        &state.work_tree,
-        env,
-    );
+    let sources = match loaded_by {
+        Some(builtin) => identity::config_sources(builtin, &state.work_tree, env),
+        None => identity::registered_project_sources(registered_project, &state.work_tree),
+    };
+    let changed = project_changes(state.transport_identities.get(provider), &loaded, sources);
     (!changed.is_empty()).then(|| {
         format!(
             "the project's agent configuration changed since the run began ({}): the {role}'s CLI would load what a stage wrote there (hooks, plugins, MCP servers, settings); review the change in the work tree, then `autocode resume --accept-transport-change`",
@@ -285,6 +334,46 @@ mod tests {
             upper.join(".cache/pip").is_dir(),
             "a cache is no configuration"
         );
+    }
+
+    #[test]
+    fn a_registered_tools_layer_loses_what_its_loads_home_names() {
+        let scratch = tempfile::tempdir().unwrap();
+        let home = scratch.path().join("home");
+        let upper = scratch.path().join("upper");
+        std::fs::create_dir_all(upper.join(".fake/extensions/planted")).unwrap();
+        std::fs::write(upper.join(".fake/settings.json"), "{}").unwrap();
+        std::fs::write(upper.join(".fake/history"), "kept").unwrap();
+        let layer = Overlay {
+            dir: home.clone(),
+            lower: home.clone(),
+            upper: upper.clone(),
+            work: scratch.path().join("work"),
+        };
+        let env: BTreeMap<String, String> =
+            [("HOME".to_owned(), home.to_string_lossy().into_owned())].into();
+        let loads = crate::provider::LoadsConfig {
+            project: None,
+            home: vec![
+                "~/.fake/settings.json".into(),
+                "~/.fake/extensions/".into(),
+                "$FAKE_UNSET/x".into(),
+            ],
+        };
+        let places = registered_home_places(Some(&loads), &env);
+        assert_eq!(
+            places,
+            vec![
+                home.join(".fake/settings.json"),
+                home.join(".fake/extensions/")
+            ]
+        );
+        let dropped = reset_judge_layer(&layer, &places);
+        assert_eq!(dropped.len(), 2, "{dropped:?}");
+        assert!(!upper.join(".fake/settings.json").exists());
+        assert!(!upper.join(".fake/extensions").exists());
+        assert!(upper.join(".fake/history").exists());
+        assert!(registered_home_places(None, &env).is_empty());
     }
 
     #[test]

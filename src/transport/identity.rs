@@ -271,6 +271,20 @@ pub fn config_sources(
     sources
 }
 
+/// The project places a registered tool loads (`[loads] project`, `crate::provider::LoadsConfig`)
+/// as config sources: a place ending in `/` is a directory digested whole, any other a file (a
+/// directory there is digested whole too). Labelled `workspace_loads:<place>`.
+pub fn registered_project_sources(places: &[String], workspace: &Path) -> Vec<ConfigSource> {
+    places
+        .iter()
+        .map(|place| ConfigSource {
+            label: format!("workspace_loads:{place}"),
+            path: workspace.join(place.trim_end_matches('/')),
+            kind: SourceKind::Tree,
+        })
+        .collect()
+}
+
 /// Whether a config label names a file of the project (the work tree) rather than the user's.
 pub fn is_project_config(label: &str) -> bool {
     label.starts_with("workspace_")
@@ -405,6 +419,9 @@ pub struct IdentityInput<'a> {
     pub version: Option<String>,
     /// The provider TOML bytes, for a registered (or user-overridden) provider.
     pub provider_toml: Option<&'a [u8]>,
+    /// For a tool that is no built-in CLI and drives none: the project places it loads
+    /// ([`registered_project_sources`]).
+    pub registered_project: &'a [String],
     pub workspace: &'a Path,
     /// The agents' environment.
     pub env: &'a BTreeMap<String, String>,
@@ -433,6 +450,10 @@ impl TransportIdentity {
                     SourceKind::Tree => tree_digest(&source.path),
                 };
                 configs.insert(source.label, digest);
+            }
+        } else {
+            for source in registered_project_sources(input.registered_project, input.workspace) {
+                configs.insert(source.label, tree_digest(&source.path));
             }
         }
         let env = IDENTITY_ENV
@@ -671,6 +692,7 @@ mod tests {
             executable: Some("/usr/bin/claude".into()),
             version: Some("2.1.328".into()),
             provider_toml: None,
+            registered_project: &[],
             workspace: ws,
             env: &e1,
         };
@@ -731,6 +753,7 @@ mod tests {
                 transport: "kilocode",
                 builtin: None,
                 provider_toml: Some(b"name = \"kilocode\""),
+                registered_project: &[],
                 ..input.clone()
             },
             &files(BTreeMap::new()),

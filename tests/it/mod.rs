@@ -23,6 +23,7 @@ mod layers;
 mod ledger;
 mod ledger_race;
 mod ledger_shapes;
+mod loaded_config_e2e;
 mod local_cli;
 mod local_setup;
 mod mcp_e2e;

@@ -454,11 +454,11 @@ impl Finished {
     }
 
     /// The stage directory the pause names (e.g. `004-builder-1`).
-    fn pause_attempt(&self) -> &str {
+    pub(super) fn pause_attempt(&self) -> &str {
         self.json["pause"]["attempt"].as_str().unwrap_or_default()
     }
 
-    fn pause_reason(&self) -> &str {
+    pub(super) fn pause_reason(&self) -> &str {
         self.json["pause"]["reason"].as_str().unwrap_or_default()
     }
 
@@ -522,7 +522,7 @@ pub(super) fn git(dir: &Path, args: &[&str]) {
 
 impl Harness {
     /// `roles`: TOML lines for the `[roles]` table; `extra`: more TOML appended.
-    fn with_roles(script: Value, roles: &str, extra: &str) -> Harness {
+    pub(super) fn with_roles(script: Value, roles: &str, extra: &str) -> Harness {
         let root = tempfile::tempdir().expect("tempdir");
         let harness = Harness { root };
         for dir in [harness.home(), harness.workspace(), harness.temp()] {
@@ -709,7 +709,7 @@ impl Harness {
     }
 }
 
-const INDEPENDENT_ROLES: &str = r#"glm = { model = "alpha-large" }
+pub(super) const INDEPENDENT_ROLES: &str = r#"glm = { model = "alpha-large" }
 requirements = { model = "alpha-large" }
 plan_reviewer = { model = "beta-large" }
 terra = { model = "alpha-large" }

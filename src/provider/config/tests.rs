@@ -399,6 +399,30 @@ fn serialization_is_stable() {
 }
 
 #[test]
+fn loads_entries_load_and_bad_ones_are_located() {
+    let text = format!(
+        "{BASE}\n[loads]\nproject = [\".tool/\", \"tool.json\"]\nhome = [\"~/.tool/settings.json\"]\n"
+    );
+    let loaded = load(&text).unwrap();
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    let loads = loaded.config.loads.expect("[loads]");
+    assert_eq!(
+        loads.project.as_deref(),
+        Some(&[".tool/".to_owned(), "tool.json".to_owned()][..])
+    );
+    let e = err(&format!(
+        "{BASE}\n[loads]\nproject = [\n  \".tool/\",\n  \"../up\",\n]\n"
+    ));
+    assert_eq!(e.key.as_deref(), Some("loads.project[1]"), "{e}");
+    assert_eq!(e.position.map(|p| p.line), Some(18), "{e}");
+    assert!(e.to_string().contains("[loads]"), "{e}");
+    let e = err(&format!("{BASE}\n[loads]\nproject = [\".git/hooks/\"]\n"));
+    assert!(e.to_string().contains("git's or autocode's"), "{e}");
+    let e = err(&format!("{BASE}\n[loads]\nhome = [\"relative\"]\n"));
+    assert_eq!(e.key.as_deref(), Some("loads.home[0]"), "{e}");
+}
+
+#[test]
 fn confine_entries_load_and_bad_ones_are_located() {
     let text = format!("{BASE}\n[confine]\nwritable = [\"~/.tool/\", \"$TOOL_HOME\"]\n");
     let config = load(&text).unwrap().config;

@@ -162,6 +162,28 @@ pub fn validate_config(config: &ProviderConfig, origin: Origin) -> Result<(), In
             }
         }
     }
+    if let Some(loads) = &config.loads {
+        for (i, entry) in loads.project.iter().flatten().enumerate() {
+            if let Err(e) = super::loads::check_project_entry(entry) {
+                return Err(invalid(
+                    KeyPath::key("loads").push_key("project").push_index(i),
+                    ConfigProblem::Loads {
+                        message: e.to_string(),
+                    },
+                ));
+            }
+        }
+        for (i, entry) in loads.home.iter().enumerate() {
+            if let Err(e) = super::confine::check_writable(entry) {
+                return Err(invalid(
+                    KeyPath::key("loads").push_key("home").push_index(i),
+                    ConfigProblem::Loads {
+                        message: e.to_string(),
+                    },
+                ));
+            }
+        }
+    }
     if let Some(auth) = &config.auth {
         check_auth(auth)?;
     }

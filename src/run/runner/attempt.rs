@@ -273,6 +273,13 @@ impl CliRunner {
         // An ACP agent driving a built-in CLI loads that CLI's user configuration (Zed's
         // Claude Code adapter loads the user's settings and MCP servers too).
         let acp_cli = crate::acp::pinned::driven_cli(&provider.config);
+        // Any other registered tool: what its `[loads]` names (the field's project places when
+        // it names none).
+        let loads = provider.config.loads.as_ref();
+        let registered_project = match builtin.or(acp_cli) {
+            Some(_) => Vec::new(),
+            None => crate::provider::LoadsConfig::project_places(loads),
+        };
         let dropped = match (&home_layer, builtin, acp_cli) {
             (Some(home), Some(builtin), _) => loaded_config::reset_judge_layer(
                 home,
@@ -282,7 +289,11 @@ impl CliRunner {
                 home,
                 &loaded_config::acp_configuring_places(cli, &env.kept),
             ),
-            _ => Vec::new(),
+            (Some(home), None, None) => loaded_config::reset_judge_layer(
+                home,
+                &loaded_config::registered_home_places(loads, &env.kept),
+            ),
+            (None, ..) => Vec::new(),
         };
         if let Some(layers) = layers.as_mut()
             && let Err(e) = layers.add_cli_scratch(ctx.plan.role, builtin.or(acp_cli), &cwd)
@@ -297,6 +308,7 @@ impl CliRunner {
             ctx.plan.role,
             route.provider.as_str(),
             builtin.or(acp_cli),
+            &registered_project,
             &dropped,
             state,
             &env.kept,

@@ -234,15 +234,24 @@ impl CliRunner {
                     ),
                 )
             });
+            // An ACP agent driving a built-in CLI loads that CLI's configuration; any other
+            // registered tool what its `[loads]` names.
+            let builtin = BuiltinTransport::for_provider(&name)
+                .or_else(|| crate::acp::pinned::driven_cli(&provider.config));
+            let registered_project = match builtin {
+                Some(_) => Vec::new(),
+                None => {
+                    crate::provider::LoadsConfig::project_places(provider.config.loads.as_ref())
+                }
+            };
             let transport_identity = identity::TransportIdentity::collect(
                 &identity::IdentityInput {
                     transport: name.as_str(),
-                    // An ACP agent driving a built-in CLI loads that CLI's configuration.
-                    builtin: BuiltinTransport::for_provider(&name)
-                        .or_else(|| crate::acp::pinned::driven_cli(&provider.config)),
+                    builtin,
                     executable,
                     version,
                     provider_toml: None,
+                    registered_project: &registered_project,
                     workspace: work_tree,
                     env: &env.kept,
                 },
