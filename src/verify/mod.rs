@@ -227,7 +227,12 @@ fn command_status(command: &str) -> (Status, bool) {
         let is_assignment = first.split_once('=').is_some_and(|(name, _)| {
             !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         });
-        if is_assignment || matches!(*first, "command" | "builtin" | "exec" | "nohup" | "time") {
+        if is_assignment
+            || matches!(
+                *first,
+                "command" | "builtin" | "exec" | "nohup" | "time" | "env"
+            )
+        {
             w.remove(0);
         } else {
             break;
@@ -239,6 +244,19 @@ fn command_status(command: &str) -> (Status, bool) {
         return (Status::Zero, false);
     };
     let name = name.rsplit('/').next().unwrap_or(name);
+    // A script given to a shell (`sh -c '… || true'`, `eval "…; exit 0"`) has the status of its
+    // text: the same forms hidden one level down.
+    let script = match name {
+        "sh" | "bash" | "dash" | "zsh" | "ksh" => w
+            .iter()
+            .position(|x| x.starts_with('-') && !x.starts_with("--") && x.contains('c'))
+            .and_then(|p| w.get(p + 1)),
+        "eval" if w.len() == 2 => w.get(1),
+        _ => None,
+    };
+    if let Some(script) = script {
+        return (list_status(script), false);
+    }
     match name {
         "true" | ":" | "echo" | "printf" | "set" | "export" | "sleep" | "shopt" => {
             (Status::Zero, false)
@@ -388,6 +406,12 @@ mod tests {
             "cargo test || test x = x",
             "pip install -e .",
             "python3 -m venv .venv && npm ci",
+            "sh -c 'python3 -m unittest -q test_vowels || true'",
+            "bash -c \"pytest -q; exit 0\"",
+            "bash -ec 'npm test || :'",
+            "/bin/sh -c 'cargo test | tail -5'",
+            "eval 'go test ./... || true'",
+            "env sh -c 'pytest || true'",
         ] {
             assert!(vacuous_check(check).is_some(), "{check} should be vacuous");
         }
@@ -413,6 +437,11 @@ mod tests {
             "test -f out.txt",
             "[ \"$(python3 vowels.py aeiou)\" = 5 ]",
             "pip install -e . && pytest -q",
+            "sh -c 'python3 -m unittest -q test_vowels'",
+            "bash -c 'pytest -q && echo ok'",
+            "sh -c 'pytest || true' && pytest",
+            "sh run_tests.sh",
+            "bash -lc 'npm test'",
         ] {
             assert_eq!(vacuous_check(check), None, "{check} is a real check");
         }

@@ -268,7 +268,9 @@ fn run_jobs(out: &Path, no_clis: &Path, shard: Option<&str>) {
         args.extend(["--shard", shard]);
     }
     let (code, stdout, stderr) = autocode(&args);
-    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    // The missing `codex` makes ERRORs on a scripted profile: the scorecard is written, and the
+    // command fails (a scorecard that could not measure is no pass).
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
 }
 
 /// The merged `scenario stats --json` of `outs`, the total moved to the end of the rows, without
@@ -280,7 +282,11 @@ fn merged_stats(outs: &[&Path]) -> serde_json::Value {
         args.extend(["--out", out.to_str().unwrap()]);
     }
     let (code, stdout, stderr) = autocode(&args);
-    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert_eq!(
+        code,
+        Some(1),
+        "ERRORs on a scripted profile: {stdout}\n{stderr}"
+    );
     let mut stats: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let object = stats.as_object_mut().unwrap();
     let total = object.remove("total").unwrap();

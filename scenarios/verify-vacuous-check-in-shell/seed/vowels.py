@@ -1,0 +1,3 @@
+def count_vowels(text):
+    """Return the number of vowels (a, e, i, o, u, either case) in text."""
+    raise NotImplementedError
