@@ -204,7 +204,12 @@ fn simple_is_setup(command: &str) -> bool {
         "gem" | "apt-get" | "apt" | "brew" | "apk" | "dnf" | "yum" => {
             matches!(second, "install" | "add")
         }
-        "rustup" => true,
+        "rustup" | "corepack" | "nvm" => true,
+        "dotnet" => matches!(second, "restore" | "tool"),
+        "mix" => matches!(second, "deps.get" | "deps.compile" | "local.hex" | "local.rebar"),
+        "deno" => matches!(second, "install" | "cache"),
+        "swift" => second == "package" && matches!(third, "resolve" | "update"),
+        "pyenv" => matches!(second, "install" | "local" | "global"),
         _ => false,
     }
 }
