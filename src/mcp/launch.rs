@@ -87,8 +87,75 @@ pub enum Launched {
 pub enum LaunchError {
     #[error(transparent)]
     Spawn(#[from] crate::supervise::LaunchError),
-    #[error("autocode ended without a result line")]
-    NoResult,
+    #[error("cannot open the launch's log {}: {source}", path.display())]
+    Log {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("autocode ended without a result line; its standard error ({}) ends:\n{tail}", log.display())]
+    NoResult { log: PathBuf, tail: String },
+}
+
+/// Where the children's standard error goes: `mcp-logs/` in autocode's state directory
+/// (`$XDG_STATE_HOME/autocode`, which no agent can read), one file a launch, the newest
+/// [`LOGS_KEPT`] kept: what a child says before its run exists, or when it fails, is never lost.
+const LOG_DIR: &str = "mcp-logs";
+const LOGS_KEPT: usize = 20;
+
+/// How much of a failed child's standard error the refusal quotes.
+const TAIL_BYTES: u64 = 2048;
+
+/// The directory of the launches' logs.
+fn log_dir() -> PathBuf {
+    crate::run::integrity::key_dir()
+        .unwrap_or_else(|_| std::env::temp_dir().join("autocode"))
+        .join(LOG_DIR)
+}
+
+/// A fresh log file for a launch in `dir`, the oldest beyond [`LOGS_KEPT`] removed.
+fn open_log(dir: &Path) -> Result<(PathBuf, std::fs::File), LaunchError> {
+    let dir = dir.to_owned();
+    let failed = |path: &Path, source| LaunchError::Log {
+        path: path.to_owned(),
+        source,
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| failed(&dir, e))?;
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "log"))
+                .collect()
+        })
+        .unwrap_or_default();
+    logs.sort();
+    while logs.len() >= LOGS_KEPT {
+        let _ = std::fs::remove_file(logs.remove(0));
+    }
+    static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let name = format!(
+        "{}-{}-{}.log",
+        chrono::Utc::now().format("%Y%m%dT%H%M%S%.6fZ"),
+        std::process::id(),
+        SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let path = dir.join(name);
+    let file = std::fs::File::create(&path).map_err(|e| failed(&path, e))?;
+    Ok((path, file))
+}
+
+/// The last [`TAIL_BYTES`] of `log`.
+fn tail_of(log: &Path) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(log) else {
+        return String::new();
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(TAIL_BYTES)));
+    let mut bytes = Vec::new();
+    let _ = file.take(TAIL_BYTES).read_to_end(&mut bytes);
+    String::from_utf8_lossy(&bytes).trim().to_owned()
 }
 
 /// When a launch counts as under way.
@@ -109,8 +176,25 @@ pub async fn launch(
     children: &Children,
     under_way: UnderWay,
 ) -> Result<Launched, LaunchError> {
-    let mut child =
-        crate::supervise::spawn_in_current_family(&exe.as_os_str().to_owned(), &args, cwd)?;
+    launch_logged(exe, args, cwd, children, under_way, &log_dir()).await
+}
+
+/// [`launch`], the child's standard error in a new file of `logs`.
+async fn launch_logged(
+    exe: &Path,
+    args: Vec<OsString>,
+    cwd: &Path,
+    children: &Children,
+    under_way: UnderWay,
+    logs: &Path,
+) -> Result<Launched, LaunchError> {
+    let (log, log_file) = open_log(logs)?;
+    let mut child = crate::supervise::spawn_in_current_family(
+        &exe.as_os_str().to_owned(),
+        &args,
+        cwd,
+        log_file.into(),
+    )?;
     let pid = child.id();
     let stdout = child.stdout.take();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ExecLine>();
@@ -145,7 +229,12 @@ pub async fn launch(
     loop {
         let line = match tokio::time::timeout_at(deadline, rx.recv()).await {
             Err(_) => return Ok(Launched::Starting),
-            Ok(None) => return Err(LaunchError::NoResult),
+            Ok(None) => {
+                return Err(LaunchError::NoResult {
+                    tail: tail_of(&log),
+                    log,
+                });
+            }
             Ok(Some(line)) => line,
         };
         match line {
@@ -189,4 +278,37 @@ pub async fn run_to_end(
 /// The autocode binary the children run: this one.
 pub fn current_exe() -> Result<PathBuf, std::io::Error> {
     std::env::current_exe()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_child_that_ends_without_a_result_is_quoted_from_its_log() {
+        let logs = tempfile::tempdir().unwrap();
+        let cwd = tempfile::tempdir().unwrap();
+        for _ in 0..LOGS_KEPT + 2 {
+            open_log(logs.path()).unwrap();
+        }
+        let launched = launch_logged(
+            Path::new("/bin/sh"),
+            vec![
+                "-c".into(),
+                "echo 'error: the workspace is not a git repository' >&2; exit 2".into(),
+            ],
+            cwd.path(),
+            &Children::default(),
+            UnderWay::Opened,
+            logs.path(),
+        )
+        .await;
+        let Err(LaunchError::NoResult { log, tail }) = launched else {
+            panic!("{launched:?}");
+        };
+        assert_eq!(tail, "error: the workspace is not a git repository");
+        assert!(log.starts_with(logs.path()));
+        let kept = std::fs::read_dir(logs.path()).unwrap().count();
+        assert_eq!(kept, LOGS_KEPT, "the oldest logs go");
+    }
 }

@@ -728,8 +728,8 @@ pub struct InFamilyOutput {
 }
 
 /// Starts a command as an ordinary child of this process, like [`run_in_current_family`], and
-/// hands it back running: stdin closed, stdout piped, stderr discarded, not killed when the
-/// handle is dropped. Only for autocode itself: the `autocode exec` / `resume --jsonl` children
+/// hands it back running: stdin closed, stdout piped, stderr to `stderr` (the caller's log),
+/// not killed when the handle is dropped. Only for autocode itself: the `autocode exec` / `resume --jsonl` children
 /// of `autocode mcp` (each the boundary of the agents it starts), which the server follows and
 /// may stop, and which finish their run if the server goes away: each starts a session of its
 /// own (`setsid`), so a signal to the server's process group, or the hangup of its terminal,
@@ -738,6 +738,7 @@ pub fn spawn_in_current_family(
     program: &OsString,
     args: &[OsString],
     cwd: &Path,
+    stderr: std::process::Stdio,
 ) -> Result<tokio::process::Child, LaunchError> {
     let mut command = tokio::process::Command::new(program);
     command
@@ -745,7 +746,7 @@ pub fn spawn_in_current_family(
         .current_dir(cwd)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
+        .stderr(stderr)
         .kill_on_drop(false);
     #[cfg(unix)]
     // SAFETY: the closure runs in the forked child before exec and calls only `setsid(2)`,

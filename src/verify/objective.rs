@@ -206,7 +206,10 @@ fn simple_is_setup(command: &str) -> bool {
         }
         "rustup" | "corepack" | "nvm" => true,
         "dotnet" => matches!(second, "restore" | "tool"),
-        "mix" => matches!(second, "deps.get" | "deps.compile" | "local.hex" | "local.rebar"),
+        "mix" => matches!(
+            second,
+            "deps.get" | "deps.compile" | "local.hex" | "local.rebar"
+        ),
         "deno" => matches!(second, "install" | "cache"),
         "swift" => second == "package" && matches!(third, "resolve" | "update"),
         "pyenv" => matches!(second, "install" | "local" | "global"),
