@@ -123,6 +123,71 @@ pub fn acp_configuring_places(
     places
 }
 
+/// What a route's CLI loads besides its prompt: a built-in CLI's configuration (run natively, or
+/// driven by an ACP agent such as Zed's Claude Code adapter, which loads the user's settings and
+/// MCP servers too), or what a registered tool's `[loads]` names.
+#[derive(Debug, Clone, Copy)]
+pub enum Loader<'a> {
+    Builtin {
+        cli: BuiltinTransport,
+        through_acp: bool,
+    },
+    Registered(Option<&'a crate::provider::LoadsConfig>),
+}
+
+impl<'a> Loader<'a> {
+    pub fn of(
+        name: &crate::ids::ProviderName,
+        config: &'a crate::provider::ProviderConfig,
+    ) -> Loader<'a> {
+        match BuiltinTransport::for_provider(name) {
+            Some(cli) => Loader::Builtin {
+                cli,
+                through_acp: false,
+            },
+            None => match crate::acp::pinned::driven_cli(config) {
+                Some(cli) => Loader::Builtin {
+                    cli,
+                    through_acp: true,
+                },
+                None => Loader::Registered(config.loads.as_ref()),
+            },
+        }
+    }
+
+    /// The built-in CLI it is or drives.
+    pub fn builtin(&self) -> Option<BuiltinTransport> {
+        match self {
+            Loader::Builtin { cli, .. } => Some(*cli),
+            Loader::Registered(_) => None,
+        }
+    }
+
+    /// A registered tool's project places (`[loads] project`, else the field's); none for a
+    /// built-in CLI, whose places its identity knows.
+    pub fn registered_project(&self) -> Vec<String> {
+        match self {
+            Loader::Builtin { .. } => Vec::new(),
+            Loader::Registered(loads) => crate::provider::LoadsConfig::project_places(*loads),
+        }
+    }
+
+    /// Its configuring places beneath HOME, dropped from a role's layer before each stage.
+    pub fn home_places(&self, env: &BTreeMap<String, String>) -> Vec<PathBuf> {
+        match *self {
+            Loader::Builtin {
+                cli,
+                through_acp: false,
+            } => configuring_places(cli, env),
+            Loader::Builtin {
+                cli,
+                through_acp: true,
+            } => acp_configuring_places(cli, env),
+            Loader::Registered(loads) => registered_home_places(loads, env),
+        }
+    }
+}
+
 /// The project places a judge of `provider` is checked against (relative to the work tree, a
 /// directory ending in `/`), and where the list comes from: the built-in CLI it runs or drives,
 /// the tool's `[loads] project`, or the field's places (`providers show`, `doctor`).
@@ -130,9 +195,8 @@ pub fn judged_project_places(
     name: &crate::ids::ProviderName,
     config: &crate::provider::ProviderConfig,
 ) -> (Vec<String>, String) {
-    let builtin =
-        BuiltinTransport::for_provider(name).or_else(|| crate::acp::pinned::driven_cli(config));
-    if let Some(builtin) = builtin {
+    let loader = Loader::of(name, config);
+    if let Some(builtin) = loader.builtin() {
         let places = identity::config_sources(builtin, Path::new(""), &BTreeMap::new())
             .into_iter()
             .filter(|source| identity::is_project_config(&source.label))
@@ -150,10 +214,7 @@ pub fn judged_project_places(
             "the places the field's agents load; [loads] project names the tool's own".to_owned()
         }
     };
-    (
-        crate::provider::LoadsConfig::project_places(config.loads.as_ref()),
-        origin,
-    )
+    (loader.registered_project(), origin)
 }
 
 /// A registered tool's user configuration beneath HOME (`[loads] home`), expanded against the
@@ -229,24 +290,23 @@ pub fn project_changes(
         .collect()
 }
 
-/// Records what a stage's CLI loads in `stage_dir/loaded_config.json` (`loaded_by`: the built-in
-/// CLI the route runs, natively or through an ACP adapter; without one, `registered_project`:
-/// the project places the registered tool loads; with neither only what was `dropped` from the
-/// role's layer) and, for a judge, checks the project's agent configuration against what the
-/// run recorded at its start: the pause reason (`PAUSED_TRANSPORT_CHANGED`) when a stage changed
-/// what the judge's CLI would load.
-#[allow(clippy::too_many_arguments)]
+/// Records what a stage's CLI loads (`loader`) in `stage_dir/loaded_config.json` (with nothing
+/// it loads from the project, only what was `dropped` from the role's layer) and, for a judge,
+/// checks the project's agent configuration against what the run recorded at its start: the
+/// pause reason (`PAUSED_TRANSPORT_CHANGED`) when a stage changed what the judge's CLI would
+/// load.
 pub fn record_and_check(
     stage_dir: &Path,
     role: crate::role::Role,
     provider: &str,
-    loaded_by: Option<BuiltinTransport>,
-    registered_project: &[String],
+    loader: &Loader<'_>,
     dropped: &[PathBuf],
     state: &crate::run::state::RunState,
     env: &BTreeMap<String, String>,
 ) -> Option<String> {
     let record = stage_dir.join("loaded_config.json");
+    let loaded_by = loader.builtin();
+    let registered_project = loader.registered_project();
     if loaded_by.is_none() && registered_project.is_empty() {
         if !dropped.is_empty() {
             let _ = super::integrity::write_stage_record(
@@ -263,7 +323,7 @@ pub fn record_and_check(
             executable: None,
             version: None,
             provider_toml: None,
-            registered_project,
+            registered_project: &registered_project,
             workspace: &state.work_tree,
             env,
         },
@@ -281,7 +341,7 @@ pub fn record_and_check(
     }
     let sources = match loaded_by {
         Some(builtin) => identity::config_sources(builtin, &state.work_tree, env),
-        None => identity::registered_project_sources(registered_project, &state.work_tree),
+        None => identity::registered_project_sources(&registered_project, &state.work_tree),
     };
     let changed = project_changes(state.transport_identities.get(provider), &loaded, sources);
     (!changed.is_empty()).then(|| {

@@ -269,34 +269,20 @@ impl CliRunner {
         }
         // What the CLI loads: never configuration a stage planted in its layer, and for a
         // judge never the builder's changes to the project's agent configuration.
-        let builtin = transport::BuiltinTransport::for_provider(&route.provider);
-        // An ACP agent driving a built-in CLI loads that CLI's user configuration (Zed's
-        // Claude Code adapter loads the user's settings and MCP servers too).
-        let acp_cli = crate::acp::pinned::driven_cli(&provider.config);
-        // Any other registered tool: what its `[loads]` names (the field's project places when
-        // it names none).
-        let loads = provider.config.loads.as_ref();
-        let registered_project = match builtin.or(acp_cli) {
-            Some(_) => Vec::new(),
-            None => crate::provider::LoadsConfig::project_places(loads),
+        let loader = loaded_config::Loader::of(&route.provider, &provider.config);
+        let acp_cli = match loader {
+            loaded_config::Loader::Builtin {
+                cli,
+                through_acp: true,
+            } => Some(cli),
+            _ => None,
         };
-        let dropped = match (&home_layer, builtin, acp_cli) {
-            (Some(home), Some(builtin), _) => loaded_config::reset_judge_layer(
-                home,
-                &loaded_config::configuring_places(builtin, &env.kept),
-            ),
-            (Some(home), None, Some(cli)) => loaded_config::reset_judge_layer(
-                home,
-                &loaded_config::acp_configuring_places(cli, &env.kept),
-            ),
-            (Some(home), None, None) => loaded_config::reset_judge_layer(
-                home,
-                &loaded_config::registered_home_places(loads, &env.kept),
-            ),
-            (None, ..) => Vec::new(),
-        };
+        let dropped = home_layer
+            .as_ref()
+            .map(|home| loaded_config::reset_judge_layer(home, &loader.home_places(&env.kept)))
+            .unwrap_or_default();
         if let Some(layers) = layers.as_mut()
-            && let Err(e) = layers.add_cli_scratch(ctx.plan.role, builtin.or(acp_cli), &cwd)
+            && let Err(e) = layers.add_cli_scratch(ctx.plan.role, loader.builtin(), &cwd)
         {
             return stopped(
                 PauseCode::PausedProviderUncertain,
@@ -307,8 +293,7 @@ impl CliRunner {
             dir,
             ctx.plan.role,
             route.provider.as_str(),
-            builtin.or(acp_cli),
-            &registered_project,
+            &loader,
             &dropped,
             state,
             &env.kept,

@@ -236,18 +236,12 @@ impl CliRunner {
             });
             // An ACP agent driving a built-in CLI loads that CLI's configuration; any other
             // registered tool what its `[loads]` names.
-            let builtin = BuiltinTransport::for_provider(&name)
-                .or_else(|| crate::acp::pinned::driven_cli(&provider.config));
-            let registered_project = match builtin {
-                Some(_) => Vec::new(),
-                None => {
-                    crate::provider::LoadsConfig::project_places(provider.config.loads.as_ref())
-                }
-            };
+            let loader = crate::run::loaded_config::Loader::of(&name, &provider.config);
+            let registered_project = loader.registered_project();
             let transport_identity = identity::TransportIdentity::collect(
                 &identity::IdentityInput {
                     transport: name.as_str(),
-                    builtin,
+                    builtin: loader.builtin(),
                     executable,
                     version,
                     provider_toml: None,
