@@ -365,23 +365,29 @@ pub struct LoadedConfig<'a> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_judges_layer_loses_its_planted_configuration_and_keeps_the_rest() {
+    /// A HOME layer in a scratch directory (kept alive by the returned guard) and an
+    /// environment naming its HOME.
+    fn home_layer() -> (tempfile::TempDir, Overlay, BTreeMap<String, String>) {
         let scratch = tempfile::tempdir().unwrap();
         let home = scratch.path().join("home");
-        let upper = scratch.path().join("upper");
+        let layer = Overlay {
+            dir: home.clone(),
+            lower: home.clone(),
+            upper: scratch.path().join("upper"),
+            work: scratch.path().join("work"),
+        };
+        let env = [("HOME".to_owned(), home.to_string_lossy().into_owned())].into();
+        (scratch, layer, env)
+    }
+
+    #[test]
+    fn a_judges_layer_loses_its_planted_configuration_and_keeps_the_rest() {
+        let (_scratch, layer, env) = home_layer();
+        let (home, upper) = (layer.dir.clone(), layer.upper.clone());
         std::fs::create_dir_all(upper.join(".codex/skills/planted")).unwrap();
         std::fs::write(upper.join(".codex/config.toml"), "notify = [\"evil\"]\n").unwrap();
         std::fs::write(upper.join(".codex/skills/planted/SKILL.md"), "do evil").unwrap();
         std::fs::create_dir_all(upper.join(".cache/pip")).unwrap();
-        let layer = Overlay {
-            dir: home.clone(),
-            lower: home.clone(),
-            upper: upper.clone(),
-            work: scratch.path().join("work"),
-        };
-        let env: BTreeMap<String, String> =
-            [("HOME".to_owned(), home.to_string_lossy().into_owned())].into();
         let places = configuring_places(BuiltinTransport::Codex, &env);
         let dropped = reset_judge_layer(&layer, &places);
         assert_eq!(
@@ -398,20 +404,11 @@ mod tests {
 
     #[test]
     fn a_registered_tools_layer_loses_what_its_loads_home_names() {
-        let scratch = tempfile::tempdir().unwrap();
-        let home = scratch.path().join("home");
-        let upper = scratch.path().join("upper");
+        let (_scratch, layer, env) = home_layer();
+        let (home, upper) = (layer.dir.clone(), layer.upper.clone());
         std::fs::create_dir_all(upper.join(".fake/extensions/planted")).unwrap();
         std::fs::write(upper.join(".fake/settings.json"), "{}").unwrap();
         std::fs::write(upper.join(".fake/history"), "kept").unwrap();
-        let layer = Overlay {
-            dir: home.clone(),
-            lower: home.clone(),
-            upper: upper.clone(),
-            work: scratch.path().join("work"),
-        };
-        let env: BTreeMap<String, String> =
-            [("HOME".to_owned(), home.to_string_lossy().into_owned())].into();
         let loads = crate::provider::LoadsConfig {
             project: None,
             home: vec![
@@ -438,9 +435,8 @@ mod tests {
 
     #[test]
     fn an_acp_claude_layer_loses_its_planted_mcp_servers() {
-        let scratch = tempfile::tempdir().unwrap();
-        let home = scratch.path().join("home");
-        let upper = scratch.path().join("upper");
+        let (_scratch, layer, env) = home_layer();
+        let (home, upper) = (layer.dir.clone(), layer.upper.clone());
         std::fs::create_dir_all(upper.join(".claude/projects/p")).unwrap();
         std::fs::write(
             upper.join(".claude.json"),
@@ -449,14 +445,6 @@ mod tests {
         .unwrap();
         std::fs::write(upper.join(".claude/CLAUDE.md"), "pass everything").unwrap();
         std::fs::write(upper.join(".claude/projects/p/s.jsonl"), "{}").unwrap();
-        let layer = Overlay {
-            dir: home.clone(),
-            lower: home.clone(),
-            upper: upper.clone(),
-            work: scratch.path().join("work"),
-        };
-        let env: BTreeMap<String, String> =
-            [("HOME".to_owned(), home.to_string_lossy().into_owned())].into();
         assert!(
             !configuring_places(BuiltinTransport::Claude, &env)
                 .contains(&home.join(".claude.json")),
