@@ -114,13 +114,17 @@ fn log_dir() -> PathBuf {
 
 /// A fresh log file for a launch in `dir`, the oldest beyond [`LOGS_KEPT`] removed.
 fn open_log(dir: &Path) -> Result<(PathBuf, std::fs::File), LaunchError> {
-    let dir = dir.to_owned();
+    use std::os::unix::fs::DirBuilderExt;
     let failed = |path: &Path, source| LaunchError::Log {
         path: path.to_owned(),
         source,
     };
-    std::fs::create_dir_all(&dir).map_err(|e| failed(&dir, e))?;
-    let mut logs: Vec<PathBuf> = std::fs::read_dir(&dir)
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| failed(dir, e))?;
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|entries| {
             entries
                 .flatten()

@@ -10,9 +10,9 @@
 //!   `.opencode/`, `.codex/`; for a registered tool what its `[loads] project` names, else the
 //!   places the field's agents load, `crate::provider::FIELD_PROJECT_CONFIG`): when it differs
 //!   from what the run recorded at its start (the builder changed it), the stage does not start:
-//!   a judge would run the builder's hooks or servers. The run pauses (`PAUSED_TRANSPORT_CHANGED`) naming the files; a person who
-//!   reviewed the change continues with `autocode resume --accept-transport-change`, which
-//!   records the new configuration.
+//!   a judge would run the builder's hooks or servers. The run pauses
+//!   (`PAUSED_TRANSPORT_CHANGED`) naming the files; a person who reviewed the change continues
+//!   with `autocode resume --accept-transport-change`, which records the new configuration.
 //!
 //! What each stage loaded is recorded in its `loaded_config.json`.
 
