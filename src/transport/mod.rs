@@ -181,7 +181,7 @@ pub enum PlanError {
     ClaudeEffort { effort: String },
     #[error(
         "OPENCODE_CONFIG_CONTENT in the agents' environment is not a JSON object, so the \
-         read-only permission layer cannot be merged over it: {error}"
+         stage's config layer cannot be merged over it: {error}"
     )]
     OpencodeInlineConfig { error: String },
     #[error("the report schema cannot be serialized: {error}")]

@@ -319,7 +319,7 @@ fn opencode_output_cap_respects_the_operator() {
 }
 
 #[test]
-fn read_only_opencode_layer_keeps_the_operators_inline_config() {
+fn opencode_stage_layer_keeps_the_operators_inline_config() {
     let mut env = runner_env();
     env.push((
         "OPENCODE_CONFIG_CONTENT".into(),
@@ -335,22 +335,34 @@ fn read_only_opencode_layer_keeps_the_operators_inline_config() {
     assert_eq!(record, inline);
     assert!(plan.files[0].path.starts_with(STAGE));
 
-    // A builder gets no permission layer and the operator's inline config is untouched.
+    // A builder gets no permission layer: the operator's inline config with OpenCode's own
+    // snapshots off.
     let mut req = request("opencode", Role::Builder, "a/b", None);
     let mut env = runner_env();
-    env.push(("OPENCODE_CONFIG_CONTENT".into(), "not json".into()));
-    req.env = agent_environment(env.clone(), &[], None);
-    assert_eq!(
-        plan_launch(&req).unwrap().env["OPENCODE_CONFIG_CONTENT"],
-        "not json"
-    );
-    // ...but a read-only stage cannot merge over it and refuses.
-    req.role = Role::Planner;
-    req.sandbox = Role::Planner.sandbox();
-    assert!(matches!(
-        plan_launch(&req),
-        Err(PlanError::OpencodeInlineConfig { .. })
+    env.push((
+        "OPENCODE_CONFIG_CONTENT".into(),
+        r#"{"permission":{"edit":"allow"}}"#.into(),
     ));
+    req.env = agent_environment(env, &[], None);
+    let plan = plan_launch(&req).unwrap();
+    let inline: Value = serde_json::from_str(&plan.env["OPENCODE_CONFIG_CONTENT"]).unwrap();
+    assert_eq!(
+        inline,
+        serde_json::json!({"permission": {"edit": "allow"}, "snapshot": false})
+    );
+    // An inline config that is not a JSON object cannot be merged over, so no stage plans
+    // (OpenCode would stop on it too).
+    let mut env = runner_env();
+    env.push(("OPENCODE_CONFIG_CONTENT".into(), "not json".into()));
+    req.env = agent_environment(env, &[], None);
+    for role in [Role::Builder, Role::Planner] {
+        req.role = role;
+        req.sandbox = role.sandbox();
+        assert!(matches!(
+            plan_launch(&req),
+            Err(PlanError::OpencodeInlineConfig { .. })
+        ));
+    }
 }
 
 #[test]
