@@ -242,15 +242,21 @@ pub fn plan_launch(request: &StageRequest) -> Result<LaunchPlan, PlanError> {
 }
 
 /// Plans a stage on `config`'s provider: a built-in transport, or the TOML tool's template.
+/// `drives`: the built-in CLI a registered ACP tool runs (`crate::acp::pinned::driven_cli`);
+/// `opencode acp` gets the native stages' snapshot-off layer ([`opencode::add_acp_layer`]).
 pub fn plan_for_provider(
     request: &StageRequest,
     config: &crate::provider::ProviderConfig,
+    drives: Option<BuiltinTransport>,
 ) -> Result<LaunchPlan, PlanError> {
     if BuiltinTransport::for_provider(&request.route.provider).is_some() {
-        plan_launch(request)
-    } else {
-        toml_tool::plan(request, config)
+        return plan_launch(request);
     }
+    let mut plan = toml_tool::plan(request, config)?;
+    if drives == Some(BuiltinTransport::Opencode) {
+        opencode::add_acp_layer(&mut plan, request)?;
+    }
+    Ok(plan)
 }
 
 /// Checks a value that lands inside a CLI's option syntax: letters, digits, `.`, `_`, `-`.

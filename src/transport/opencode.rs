@@ -226,13 +226,7 @@ pub fn plan(request: &StageRequest) -> Result<LaunchPlan, PlanError> {
         request.sandbox,
     )?;
     env.insert(CONFIG_CONTENT_VAR.into(), config.to_string());
-    let pretty = serde_json::to_string_pretty(&config).map_err(|e| PlanError::Schema {
-        error: e.to_string(),
-    })?;
-    let files = vec![PlannedFile {
-        path: stage_file(request, CONFIG_RECORD_FILE),
-        contents: pretty + "\n",
-    }];
+    let files = vec![config_record(request, &config)?];
 
     Ok(LaunchPlan {
         program: "opencode".into(),
@@ -243,6 +237,32 @@ pub fn plan(request: &StageRequest) -> Result<LaunchPlan, PlanError> {
         files,
         output_token_cap: Some(cap),
         removed_env: Vec::new(),
+    })
+}
+
+/// Adds the stage's inline config layer to the plan of a registered ACP tool that runs OpenCode
+/// (`opencode acp`): its own snapshots off, as in a native stage. Edit tools are not denied here:
+/// an ACP agent's read-only roles are held by the room (the work tree is read-only to them) and
+/// by autocode's `fs` methods, which is how the ACP scorecards were measured.
+pub fn add_acp_layer(plan: &mut LaunchPlan, request: &StageRequest) -> Result<(), PlanError> {
+    let config = stage_config(
+        plan.env.get(CONFIG_CONTENT_VAR).map(String::as_str),
+        SandboxMode::WorkspaceWrite,
+    )?;
+    plan.env
+        .insert(CONFIG_CONTENT_VAR.into(), config.to_string());
+    plan.files.push(config_record(request, &config)?);
+    Ok(())
+}
+
+/// The record of the stage's inline config layer (the exact JSON OpenCode is given).
+fn config_record(request: &StageRequest, config: &Value) -> Result<PlannedFile, PlanError> {
+    let pretty = serde_json::to_string_pretty(config).map_err(|e| PlanError::Schema {
+        error: e.to_string(),
+    })?;
+    Ok(PlannedFile {
+        path: stage_file(request, CONFIG_RECORD_FILE),
+        contents: pretty + "\n",
     })
 }
 

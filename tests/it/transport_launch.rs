@@ -666,7 +666,7 @@ fn toml_tool_kilocode_plans_with_and_without_effort_and_resumes() {
         "openai/gpt-5.6-terra",
         Some("medium"),
     );
-    let plan = plan_for_provider(&req, &config).unwrap();
+    let plan = plan_for_provider(&req, &config, None).unwrap();
     assert_eq!(plan.program, "kilo");
     assert_eq!(
         plan.args,
@@ -785,5 +785,58 @@ fn placeholders_inside_sh_c_scripts_are_quoted_for_the_shell() {
         std::fs::read_dir(dir.path()).unwrap().count(),
         0,
         "a value ran a command"
+    );
+}
+
+/// `opencode acp` registered as an ACP tool gets the native stages' snapshot-off layer, merged
+/// over the operator's inline config; another ACP tool gets nothing of OpenCode's.
+#[test]
+fn an_acp_tool_running_opencode_gets_the_snapshot_off_layer() {
+    use autocode::provider::load_config;
+    use autocode::transport::{BuiltinTransport, plan_for_provider};
+
+    let text = r#"
+name = "opencode-acp"
+command = ["opencode", "acp"]
+output = "acp"
+
+[roles]
+astra = { model = "mock/a" }
+terra = { model = "mock/a" }
+sol = { model = "mock/b" }
+completion = { model = "mock/b" }
+glm = { model = "mock/a" }
+plan_reviewer = { model = "mock/b" }
+"#;
+    let config = load_config(Path::new("opencode-acp.toml"), text)
+        .unwrap()
+        .config;
+    let drives = autocode::acp::pinned::driven_cli(&config);
+    assert_eq!(drives, Some(BuiltinTransport::Opencode));
+    let mut req = request("opencode-acp", Role::Planner, "mock/a", None);
+    let mut env = runner_env();
+    env.push((
+        "OPENCODE_CONFIG_CONTENT".into(),
+        r#"{"share":"disabled"}"#.into(),
+    ));
+    req.env = agent_environment(env, &[], None);
+    let plan = plan_for_provider(&req, &config, drives).unwrap();
+    let inline: Value = serde_json::from_str(&plan.env["OPENCODE_CONFIG_CONTENT"]).unwrap();
+    assert_eq!(inline, json!({"share": "disabled", "snapshot": false}));
+    let record = plan
+        .files
+        .iter()
+        .find(|f| f.path == Path::new(STAGE).join("opencode-config.json"))
+        .expect("the layer's record");
+    assert_eq!(
+        serde_json::from_str::<Value>(&record.contents).unwrap(),
+        inline
+    );
+
+    // Not OpenCode: the operator's inline config reaches the agent untouched.
+    let plan = plan_for_provider(&req, &config, None).unwrap();
+    assert_eq!(
+        plan.env["OPENCODE_CONFIG_CONTENT"],
+        r#"{"share":"disabled"}"#
     );
 }

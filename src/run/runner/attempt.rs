@@ -223,7 +223,8 @@ impl CliRunner {
                 format!("{refusal}; {}", refusal.next_step()),
             );
         }
-        let plan = match transport::plan_for_provider(&request, &provider.config) {
+        let drives = crate::acp::pinned::driven_cli(&provider.config);
+        let plan = match transport::plan_for_provider(&request, &provider.config, drives) {
             Ok(plan) => plan,
             Err(e) => {
                 return stopped(
