@@ -46,7 +46,7 @@ pub const OUTPUT_TOKEN_MAX_VAR: &str = "OPENCODE_EXPERIMENTAL_OUTPUT_TOKEN_MAX";
 pub const DEFAULT_OUTPUT_TOKENS: u64 = 64_000;
 /// OpenCode's own default when the variable does not reach it.
 pub const OPENCODE_DEFAULT_OUTPUT_TOKENS: u64 = 32_000;
-/// The inline config variable the read-only layer goes through.
+/// The inline config variable the stage's layer goes through.
 pub const CONFIG_CONTENT_VAR: &str = "OPENCODE_CONFIG_CONTENT";
 /// The record of the stage's inline config layer, in the stage directory.
 pub const CONFIG_RECORD_FILE: &str = "opencode-config.json";
