@@ -211,6 +211,45 @@ pub fn head(layout: &Layout) -> Option<Option<String>> {
     resolve(layout, "HEAD")
 }
 
+/// The commit the short branch name `name` names as git reads it in a revision
+/// (`refs/heads/<name>`), when nothing git would read first shadows it (`$GIT_DIR/<name>`,
+/// `refs/<name>`, `refs/tags/<name>`). `None`: no such branch, or git must be asked.
+pub fn branch(layout: &Layout, name: &str) -> Option<String> {
+    let full = format!("refs/heads/{name}");
+    if !name_is_plain(&full) || layout.git_dir.join(name).exists() {
+        return None;
+    }
+    for shadow in [format!("refs/{name}"), format!("refs/tags/{name}")] {
+        if resolve(layout, &shadow)?.is_some() {
+            return None;
+        }
+    }
+    resolve(layout, &full)?
+}
+
+/// Whether the repository changes what commits say (replace refs, grafts, a shallow boundary):
+/// `None` when this reader cannot tell. A history walk in process is git's only without them.
+pub fn history_is_rewritten(layout: &Layout) -> Option<bool> {
+    let common = &layout.common_dir;
+    if common.join("shallow").exists() || common.join("info/grafts").exists() {
+        return Some(true);
+    }
+    match std::fs::read_dir(common.join("refs/replace")) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                return Some(true);
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(_) => return None,
+    }
+    Some(
+        packed_refs(common)?
+            .keys()
+            .any(|name| name.starts_with("refs/replace/")),
+    )
+}
+
 /// The repository's tags as `git for-each-ref --format='%(objectname) %(refname)' refs/tags/`
 /// prints them: `<object> refs/tags/<name>` lines in ref name order, loose refs over packed
 /// ones. `None`: git must be asked (a symbolic tag, a name or file this reader does not take).

@@ -30,6 +30,8 @@ use serde::{Deserialize, Serialize};
 use crate::supervise::{self, Exit, LaunchSpec, StdinSource, StdioMode};
 
 mod commit;
+pub mod history;
+mod index_file;
 mod memo;
 mod objects;
 mod odb;

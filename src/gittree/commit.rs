@@ -200,8 +200,27 @@ impl GitStore {
     }
 
     /// Writes `index` to hold exactly `tree` (no stat data: git compares each file's content
-    /// the first time it looks).
+    /// the first time it looks): in process when the tree's objects are loose
+    /// (`index_file.rs`), else by `git read-tree`.
     pub async fn read_tree_into(&self, tree: &TreeId, index: &Path) -> Result<(), GitTreeError> {
+        if let Some(bytes) = self
+            .odb
+            .index_entries(tree)
+            .and_then(super::index_file::index_bytes)
+        {
+            let dir = index.parent().unwrap_or(Path::new("."));
+            let written = (|| -> std::io::Result<()> {
+                let mut file = tempfile::Builder::new().prefix("index.").tempfile_in(dir)?;
+                std::io::Write::write_all(&mut file, &bytes)?;
+                let file = file.into_temp_path();
+                std::fs::set_permissions(
+                    &file,
+                    std::os::unix::fs::PermissionsExt::from_mode(0o644),
+                )?;
+                file.persist(index).map_err(|e| e.error)
+            })();
+            return written.map_err(super::io_error(index));
+        }
         self.git(None, Some(index), &["read-tree", tree.as_str()], None)
             .await
             .map(drop)

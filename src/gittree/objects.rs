@@ -488,6 +488,28 @@ mod tests {
                 );
             }
         }
+        // An index for a tree: the entries `git read-tree` writes, and one git reads as the tree.
+        for tree in [&base, &now] {
+            let ours = dir.path().join("ours.index");
+            let theirs = dir.path().join("theirs.index");
+            store.read_tree_into(tree, &ours).await.unwrap();
+            store
+                .git(None, Some(&theirs), &["read-tree", tree.as_str()], None)
+                .await
+                .unwrap();
+            let read = |path: &Path| crate::gitindex::entries(&fs::read(path).unwrap()).unwrap();
+            assert_eq!(read(&ours), read(&theirs));
+            let listed = store
+                .git(
+                    None,
+                    Some(&ours),
+                    &["diff-index", "--cached", "--raw", tree.as_str()],
+                    None,
+                )
+                .await
+                .unwrap();
+            assert!(listed.is_empty(), "{}", String::from_utf8_lossy(&listed));
+        }
         // The verification commit: the same bytes as `git commit-tree` writes.
         let head = store.head_of(&ws).await.unwrap();
         assert!(head.is_some());

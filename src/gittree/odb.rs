@@ -247,6 +247,33 @@ impl Odb {
         Some(())
     }
 
+    /// Every entry of `tree` but trees, recursively, as an index holds them: canonical mode,
+    /// object id (hex) and the path's bytes, in the tree's order (which is the index's).
+    pub(super) fn index_entries(&self, tree: &TreeId) -> Option<Vec<(u32, String, Vec<u8>)>> {
+        let mut out = Vec::new();
+        self.walk_raw(tree.as_str(), &[], &mut out)?;
+        Some(out)
+    }
+
+    fn walk_raw(
+        &self,
+        id: &str,
+        prefix: &[u8],
+        out: &mut Vec<(u32, String, Vec<u8>)>,
+    ) -> Option<()> {
+        for entry in self.tree(id)? {
+            let mut path = prefix.to_vec();
+            path.extend_from_slice(&entry.name);
+            if entry.is_tree() {
+                path.push(b'/');
+                self.walk_raw(&entry.id, &path, out)?;
+            } else {
+                out.push((entry.mode, entry.id, path));
+            }
+        }
+        Some(())
+    }
+
     /// The entries that differ from `old` to `new` with both sides, in path order (`git
     /// diff-tree -r --no-renames --raw`): subtrees with one id are not read.
     pub(super) fn diff(&self, old: &TreeId, new: &TreeId) -> Option<Vec<ChangedEntry>> {

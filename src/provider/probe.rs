@@ -179,6 +179,15 @@ async fn run_ok(label: &str, argv: &[String], ctx: &ProbeContext) -> Result<Stri
 }
 
 /// The tool's version: the first line of `version_command`'s output.
+///
+/// A probe is a process start (for Codex and Claude Code a node start, about a tenth of a second
+/// of CPU) and one run asks for the same version twice (its preflight and its identities), so a
+/// version is answered once per process for one command, environment and working directory,
+/// and reused only while the executable the command resolves to is the same file, unchanged
+/// ([`ExecutableStamp`]: its canonical path, device, inode, size, mtime and ctime). The
+/// directory of autocode's own binary, which the stages' `PATH` gains and the preflight's does
+/// not, does not make another question unless the command resolves there. A failed probe is
+/// not kept.
 pub async fn probe_version(
     config: &ProviderConfig,
     ctx: &ProbeContext,
@@ -189,12 +198,101 @@ pub async fn probe_version(
         .ok_or(ProbeError::NotConfigured {
             what: "version_command",
         })?;
+    let key = VersionKey::of(argv, ctx);
+    if let Some(key) = &key
+        && let Some(version) = known_versions().get(key)
+    {
+        return Ok(version.clone());
+    }
     let out = run_ok("version probe", argv, ctx).await?;
-    first_line(&out).ok_or_else(|| ProbeError::Failed {
+    let version = first_line(&out).ok_or_else(|| ProbeError::Failed {
         command: argv.join(" "),
         exit: Exit::Code(0),
         stderr_tail: "it printed no version".to_owned(),
-    })
+    })?;
+    // Kept only when the executable is still the file the key names (not replaced meanwhile).
+    if let Some(key) = key
+        && VersionKey::of(argv, ctx).as_ref() == Some(&key)
+    {
+        known_versions().insert(key, version.clone());
+    }
+    Ok(version)
+}
+
+/// The file an executable is, as far as a cached answer about it goes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ExecutableStamp {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl ExecutableStamp {
+    fn of(path: &Path) -> Option<ExecutableStamp> {
+        use std::os::unix::fs::MetadataExt;
+        let path = std::fs::canonicalize(path).ok()?;
+        let meta = std::fs::metadata(&path).ok()?;
+        Some(ExecutableStamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+            path,
+        })
+    }
+}
+
+/// What a version answer depends on.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct VersionKey {
+    argv: Vec<String>,
+    env: Vec<(OsString, OsString)>,
+    cwd: PathBuf,
+    executable: ExecutableStamp,
+}
+
+impl VersionKey {
+    /// `None` when the program does not resolve (the probe then reports why).
+    fn of(argv: &[String], ctx: &ProbeContext) -> Option<VersionKey> {
+        let path_var = ctx.env.get(&OsString::from("PATH"))?;
+        let resolved = resolve_on_path(argv.first()?, path_var)?;
+        let own_dir = std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(Path::to_path_buf));
+        let path_key: OsString = std::env::join_paths(
+            std::env::split_paths(path_var).filter(|dir| Some(dir) != own_dir.as_ref()),
+        )
+        .ok()?;
+        Some(VersionKey {
+            argv: argv.to_vec(),
+            env: ctx
+                .env
+                .iter()
+                .map(|(k, v)| {
+                    let v = if k == "PATH" { &path_key } else { v };
+                    (k.clone(), v.clone())
+                })
+                .collect(),
+            cwd: ctx.cwd.clone(),
+            executable: ExecutableStamp::of(&resolved)?,
+        })
+    }
+}
+
+/// The versions this process has probed.
+fn known_versions() -> std::sync::MutexGuard<'static, std::collections::HashMap<VersionKey, String>>
+{
+    static KNOWN: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<VersionKey, String>>,
+    > = std::sync::OnceLock::new();
+    KNOWN
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Where a model list came from.

@@ -109,22 +109,32 @@ pub async fn commit_stage(
     env: &BTreeMap<String, String>,
 ) -> Result<Option<String>, WorkspaceError> {
     git(root, &["add", "--all", "--", ".", NOT_AUTOCODE], env).await?;
-    // Anything under .autocode/ that an earlier index held stays out too.
-    let staged = git(
-        root,
-        &[
-            "diff",
-            "--cached",
-            "--name-only",
-            "-z",
-            "--",
-            ".",
-            NOT_AUTOCODE,
-        ],
-        env,
-    )
-    .await?;
-    if staged.trim_matches('\0').is_empty() {
+    // Anything under .autocode/ that an earlier index held stays out too. Compared in process
+    // where the repository is git's plain case at the work tree's top, else by git.
+    let in_process = crate::gitrefs::layout(root, env)
+        .filter(|layout| std::fs::canonicalize(root).is_ok_and(|top| top == layout.top))
+        .and_then(|layout| crate::gittree::history::index_differs_from_head(&layout));
+    let staged = match in_process {
+        Some(differs) => differs,
+        None => {
+            let listed = git(
+                root,
+                &[
+                    "diff",
+                    "--cached",
+                    "--name-only",
+                    "-z",
+                    "--",
+                    ".",
+                    NOT_AUTOCODE,
+                ],
+                env,
+            )
+            .await?;
+            !listed.trim_matches('\0').is_empty()
+        }
+    };
+    if !staged {
         return Ok(None);
     }
     git_committing(
@@ -205,14 +215,24 @@ pub async fn run_result(
     let Isolation::Worktree { branch, .. } = &state.isolation else {
         return Ok(None);
     };
-    let base = git(workspace, &["merge-base", "HEAD", branch], env).await?;
-    let base = base.trim().to_owned();
+    // The commit walk in process where the repository is git's plain case, else git.
+    let known = crate::gitrefs::layout(workspace, env)
+        .and_then(|layout| crate::gittree::history::branch_against_head(&layout, branch, env));
+    let (base, commits) = match known {
+        Some(history) => (history.base, history.commits),
+        None => {
+            let base = git(workspace, &["merge-base", "HEAD", branch], env).await?;
+            let base = base.trim().to_owned();
+            let range = format!("{base}..{branch}");
+            let commits = git(workspace, &["rev-list", "--count", &range], env).await?;
+            (base, commits.trim().parse().unwrap_or(0))
+        }
+    };
     let range = format!("{base}..{branch}");
-    let commits = git(workspace, &["rev-list", "--count", &range], env).await?;
     let diff_stat = git(workspace, &["diff", "--stat", &range], env).await?;
     Ok(Some(RunResult {
         branch: branch.clone(),
-        commits: commits.trim().parse().unwrap_or(0),
+        commits,
         diff_stat: diff_stat.trim_end().to_owned(),
         take: vec![
             format!("autocode apply {}", state.run_id),

@@ -33,12 +33,19 @@ pub enum WorkspaceError {
 }
 
 /// Options given to every git command autocode runs itself: the repository is the user's (or a
-/// cloned stranger's), so its hooks and its fsmonitor command must never run in autocode's name.
-pub const SAFE_GIT_ARGS: [&str; 4] = [
+/// cloned stranger's), so its hooks and its fsmonitor command must never run in autocode's name;
+/// nor does a commit or merge of autocode's start git's automatic maintenance (`git maintenance
+/// run --auto --detach`, or `gc --auto` before git 2.29), a detached process that would outlive
+/// the command: the repository's upkeep stays with the person's own git commands.
+pub const SAFE_GIT_ARGS: [&str; 8] = [
     "-c",
     "core.hooksPath=/dev/null",
     "-c",
     "core.fsmonitor=false",
+    "-c",
+    "maintenance.auto=false",
+    "-c",
+    "gc.auto=0",
 ];
 
 /// The environment unit tests run git with: `PATH` and `HOME` only.

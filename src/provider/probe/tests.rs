@@ -383,3 +383,43 @@ async fn probes_time_out() {
     let e = probe_version(&config, &ctx).await.unwrap_err();
     assert!(matches!(e, ProbeError::TimedOut { .. }), "{e}");
 }
+
+#[tokio::test]
+async fn a_version_is_probed_once_while_its_executable_stays_the_same_file() {
+    let bin = Bin::new();
+    let runs = bin.dir.path().join("runs");
+    let body = |version: &str| {
+        format!(
+            "echo run >> '{}'\necho '{version}'",
+            runs.display().to_string().replace('\'', "'\\''")
+        )
+    };
+    bin.script("vt", &body("vt 1.0"));
+    let mut config = builtin("opencode").unwrap();
+    config.version_command = Some(ms(&["vt", "--version"]));
+    let ctx = bin.ctx(&[]);
+    let probed = || {
+        std::fs::read_to_string(&runs)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    assert_eq!(probe_version(&config, &ctx).await.unwrap(), "vt 1.0");
+    assert_eq!(probe_version(&config, &ctx).await.unwrap(), "vt 1.0");
+    assert_eq!(probed(), 1, "the second probe reuses the first answer");
+    // Another environment is another question.
+    let other = bin.ctx(&[("VT_MODE", "x")]);
+    assert_eq!(probe_version(&config, &other).await.unwrap(), "vt 1.0");
+    assert_eq!(probed(), 2);
+    // The tool replaced (an upgrade): probed again, and its new answer is the one given.
+    let replacement = bin.dir.path().join("vt.new");
+    std::fs::write(&replacement, format!("#!/bin/sh\n{}\n", body("vt 2.0"))).unwrap();
+    std::fs::set_permissions(&replacement, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::rename(&replacement, bin.dir.path().join("vt")).unwrap();
+    assert_eq!(probe_version(&config, &ctx).await.unwrap(), "vt 2.0");
+    assert_eq!(probed(), 3);
+    // Rewritten in place, same size: its ctime moves, so it is probed again too.
+    bin.script("vt", &body("vt 3.0"));
+    assert_eq!(probe_version(&config, &ctx).await.unwrap(), "vt 3.0");
+    assert_eq!(probed(), 4);
+}
