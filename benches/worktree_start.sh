@@ -4,9 +4,10 @@
 # One command:
 #   benches/worktree_start.sh [FILES] [CLI] [RUNS]     (default 100000 files, codex, 3 runs)
 # Runs the one-line task (benches/task_on_workspace.rs) RUNS times, one after the other, on one
-# clone of benches/large_workspace.sh's generated repository, and once on a tiny repository; each
-# under strace (execve only) to time the start of the first stage: from the bench's own start to
-# the first launch of the CLI that is not `--version`. Beside it, `git worktree add` of the clone
+# clone of benches/large_workspace.sh's generated repository, and once on a tiny repository, and
+# times the start of the first stage: from the bench's own start to the first stage's "attempt
+# started" in the run's `activity.jsonl` (strace would stop every system call of the 100,000-file
+# git work, and its seccomp-bpf mode cannot see the execs the boundary's notifications take). Beside it, `git worktree add` of the clone
 # by hand (what every run paid before the spare). WS_START_PROFILE picks the cargo profile
 # (default dev: the debug build).
 set -euo pipefail
@@ -25,26 +26,30 @@ g -C "$work/tiny" init -q -b main && g -C "$work/tiny" add -A && g -C "$work/tin
 g clone -q "$base/repo-$files" "$work/large"
 bin=$(cargo build --profile "${WS_START_PROFILE:-dev}" --locked -q --bench task_on_workspace --message-format=json |
   sed -n 's/.*"executable":"\([^"]*task_on_workspace[^"]*\)".*/\1/p' | tail -1)
-# Seconds from the first execve of the trace to the first stage's launch.
-first_stage() {
-  python3 - "$1" "$cli" <<'PY'
-import re, sys
-start = stage = None
-for line in open(sys.argv[1], errors="replace"):
-    m = re.match(r'\d+ +([\d.]+) execve\("([^"]*)", \[(.*?)\]', line)
-    if not m or "= -1" in line:
-        continue
-    t = float(m.group(1))
-    start = start if start is not None else t
-    if m.group(2).rsplit("/", 1)[-1] == sys.argv[2] and '"--version"' not in m.group(3):
-        stage = t
-        break
-print(f"{stage - start:.2f}" if stage is not None else "n/a")
+# Seconds from START (epoch seconds) to the first "attempt started" of the newest run of WS.
+first_stage() { # WS START
+  python3 - "$1" "$2" <<'PY'
+import datetime, json, os, sys
+runs = os.path.join(sys.argv[1], ".autocode", "runs")
+try:
+    newest = max((os.path.join(runs, d) for d in os.listdir(runs)), key=os.path.getmtime)
+    for line in open(os.path.join(newest, "activity.jsonl")):
+        entry = json.loads(line)
+        if entry.get("event") == "attempt started":
+            at = datetime.datetime.fromisoformat(entry["at"].replace("Z", "+00:00")[:26] + "+00:00")
+            print(f"{at.timestamp() - float(sys.argv[2]):.2f}")
+            break
+    else:
+        print("n/a")
+except (OSError, ValueError):
+    print("n/a")
 PY
 }
 task() {
-  strace -f -qq -ttt -e trace=execve -o "$work/trace" "$bin" "$1" "$cli" worktree >"$work/out" 2>"$work/err" || true
-  echo "$(first_stage "$work/trace") | $(cut -d'|' -f1-3 "$work/out")"
+  local start
+  start=$(date +%s.%N)
+  "$bin" "$1" "$cli" worktree >"$work/out" 2>"$work/err" || true
+  echo "$(first_stage "$1" "$start") | $(cut -d'|' -f1-3 "$work/out")"
 }
 echo "| workspace | run | first stage starts after (s) | whole task |"
 echo "|---|---|---|---|"
