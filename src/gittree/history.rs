@@ -206,6 +206,23 @@ mod tests {
         })
     }
 
+    /// A new repository under `dir` and the environment that commits in it.
+    async fn repository(
+        dir: &std::path::Path,
+    ) -> (
+        std::path::PathBuf,
+        std::collections::BTreeMap<String, String>,
+    ) {
+        let ws = dir.join("ws");
+        git_init_for_tests(&ws).await;
+        let mut env = git_test_env();
+        for (k, v) in [("GIT_AUTHOR_NAME", "t"), ("GIT_AUTHOR_EMAIL", "t@x")] {
+            env.insert(k.into(), v.into());
+            env.insert(k.replace("AUTHOR", "COMMITTER"), v.into());
+        }
+        (ws, env)
+    }
+
     fn in_process(ws: &std::path::Path, branch: &str) -> Option<BranchHistory> {
         let env = git_test_env();
         branch_against_head(&crate::gitrefs::layout(ws, &env)?, branch, &env)
@@ -214,13 +231,7 @@ mod tests {
     #[tokio::test]
     async fn the_index_against_head_is_what_git_diff_cached_says() {
         let dir = tempfile::tempdir().unwrap();
-        let ws = dir.path().join("ws");
-        git_init_for_tests(&ws).await;
-        let mut env = git_test_env();
-        for (k, v) in [("GIT_AUTHOR_NAME", "t"), ("GIT_AUTHOR_EMAIL", "t@x")] {
-            env.insert(k.into(), v.into());
-            env.insert(k.replace("AUTHOR", "COMMITTER"), v.into());
-        }
+        let (ws, env) = repository(dir.path()).await;
         const NOT_AUTOCODE: &str = ":(glob,exclude)**/.autocode/**";
         let check = |label: &'static str| {
             let (ws, env) = (ws.clone(), env.clone());
@@ -287,13 +298,7 @@ mod tests {
     #[tokio::test]
     async fn the_walk_answers_as_git_does_or_not_at_all() {
         let dir = tempfile::tempdir().unwrap();
-        let ws = dir.path().join("ws");
-        git_init_for_tests(&ws).await;
-        let mut env = git_test_env();
-        for (k, v) in [("GIT_AUTHOR_NAME", "t"), ("GIT_AUTHOR_EMAIL", "t@x")] {
-            env.insert(k.into(), v.into());
-            env.insert(k.replace("AUTHOR", "COMMITTER"), v.into());
-        }
+        let (ws, env) = repository(dir.path()).await;
         let run = |args: Vec<&'static str>| {
             let (ws, env) = (ws.clone(), env.clone());
             async move { git(&ws, &args, &env).await.unwrap() }
