@@ -40,7 +40,7 @@ const MESSAGE: &str = "autocode: the tree under test\n";
 
 /// What a commit object says of itself: its tree and its committer time (`@<seconds> <zone>`,
 /// as git reads a date).
-fn parse_commit(text: &str) -> Option<(TreeId, String)> {
+pub(super) fn parse_commit(text: &str) -> Option<(TreeId, String)> {
     let mut tree = None;
     let mut when = None;
     for line in text.lines() {
@@ -208,18 +208,12 @@ impl GitStore {
             .index_entries(tree)
             .and_then(super::index_file::index_bytes)
         {
-            let dir = index.parent().unwrap_or(Path::new("."));
-            let written = (|| -> std::io::Result<()> {
-                let mut file = tempfile::Builder::new().prefix("index.").tempfile_in(dir)?;
-                std::io::Write::write_all(&mut file, &bytes)?;
-                let file = file.into_temp_path();
-                std::fs::set_permissions(
-                    &file,
-                    std::os::unix::fs::PermissionsExt::from_mode(0o644),
-                )?;
-                file.persist(index).map_err(|e| e.error)
-            })();
-            return written.map_err(super::io_error(index));
+            // Derived from the tree and written before anything reads it: atomic, not synced.
+            return crate::store::write_atomic_as(index, &bytes, crate::store::Durability::Derived)
+                .map_err(|e| GitTreeError::Io {
+                    path: index.to_owned(),
+                    source: std::io::Error::other(e.to_string()),
+                });
         }
         self.git(None, Some(index), &["read-tree", tree.as_str()], None)
             .await

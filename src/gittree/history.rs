@@ -43,10 +43,8 @@ pub fn branch_against_head(
     }
     let head = crate::gitrefs::head(layout)??;
     let tip = crate::gitrefs::branch(layout, branch)?;
-    let walk = Walk {
-        odb: Odb::open(&layout.common_dir),
-    };
-    let ours = walk.ancestors(&head)?;
+    let odb = Odb::open(&layout.common_dir);
+    let ours = ancestors(&odb, &head)?;
     // The branch's own commits, and where its walk meets HEAD's history.
     let mut only_branch = HashSet::new();
     let mut met = Vec::new();
@@ -64,12 +62,12 @@ pub fn branch_against_head(
         if only_branch.len() > WALK_LIMIT {
             return None;
         }
-        queue.extend(walk.parents(&id)?);
+        queue.extend(parents(&odb, &id)?);
     }
     // The best common ancestors are the meeting points no other meeting point descends from.
     let below: Vec<HashSet<String>> = if met.len() > 1 {
         met.iter()
-            .map(|id| walk.ancestors(id))
+            .map(|id| ancestors(&odb, id))
             .collect::<Option<_>>()?
     } else {
         Vec::new()
@@ -124,11 +122,7 @@ pub fn index_differs_from_head(layout: &Layout) -> Option<bool> {
         Some(head) => {
             let odb = Odb::open(&layout.common_dir);
             let commit = odb.read(&head, Kind::Commit)?;
-            let tree = commit
-                .split(|b| *b == b'\n')
-                .next()?
-                .strip_prefix(b"tree ")?;
-            let tree = super::TreeId::parse(std::str::from_utf8(tree).ok()?).ok()?;
+            let (tree, _) = super::commit::parse_commit(&String::from_utf8_lossy(&commit))?;
             let mut entries = odb.index_entries(&tree)?;
             entries.retain(|(_, _, path)| outside(path));
             entries.sort_by(|a, b| a.2.cmp(&b.2));
@@ -142,45 +136,39 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-struct Walk {
-    odb: Odb,
-}
-
-impl Walk {
-    /// The parents of the loose commit `id`.
-    fn parents(&self, id: &str) -> Option<Vec<String>> {
-        let data = self.odb.read(id, Kind::Commit)?;
-        let mut parents = Vec::new();
-        for line in data.split(|b| *b == b'\n') {
-            if line.is_empty() {
-                break;
-            }
-            if let Some(parent) = line.strip_prefix(b"parent ") {
-                let parent = std::str::from_utf8(parent).ok()?;
-                if parent.len() != 40 || !parent.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    return None;
-                }
-                parents.push(parent.to_owned());
-            }
+/// The parents of the loose commit `id`.
+fn parents(odb: &Odb, id: &str) -> Option<Vec<String>> {
+    let data = odb.read(id, Kind::Commit)?;
+    let mut parents = Vec::new();
+    for line in data.split(|b| *b == b'\n') {
+        if line.is_empty() {
+            break;
         }
-        Some(parents)
-    }
-
-    /// `id` and every commit it descends from.
-    fn ancestors(&self, id: &str) -> Option<HashSet<String>> {
-        let mut seen = HashSet::new();
-        let mut queue = VecDeque::from([id.to_owned()]);
-        while let Some(id) = queue.pop_front() {
-            if !seen.insert(id.clone()) {
-                continue;
-            }
-            if seen.len() > WALK_LIMIT {
+        if let Some(parent) = line.strip_prefix(b"parent ") {
+            let parent = std::str::from_utf8(parent).ok()?;
+            if parent.len() != 40 || !parent.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return None;
             }
-            queue.extend(self.parents(&id)?);
+            parents.push(parent.to_owned());
         }
-        Some(seen)
     }
+    Some(parents)
+}
+
+/// `id` and every commit it descends from.
+fn ancestors(odb: &Odb, id: &str) -> Option<HashSet<String>> {
+    let mut seen = HashSet::new();
+    let mut queue = VecDeque::from([id.to_owned()]);
+    while let Some(id) = queue.pop_front() {
+        if !seen.insert(id.clone()) {
+            continue;
+        }
+        if seen.len() > WALK_LIMIT {
+            return None;
+        }
+        queue.extend(parents(odb, &id)?);
+    }
+    Some(seen)
 }
 
 #[cfg(test)]
@@ -232,7 +220,7 @@ mod tests {
     async fn the_index_against_head_is_what_git_diff_cached_says() {
         let dir = tempfile::tempdir().unwrap();
         let (ws, env) = repository(dir.path()).await;
-        const NOT_AUTOCODE: &str = ":(glob,exclude)**/.autocode/**";
+        use crate::run::commit::NOT_AUTOCODE;
         let check = |label: &'static str| {
             let (ws, env) = (ws.clone(), env.clone());
             async move {

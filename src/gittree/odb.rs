@@ -227,24 +227,15 @@ impl Odb {
 
     /// Every entry of `tree` but trees, recursively, in git's order (`git ls-tree -r`).
     pub(super) fn entries(&self, tree: &TreeId) -> Option<Vec<Entry>> {
-        let mut out = Vec::new();
-        self.walk(tree.as_str(), "", &mut out)?;
-        Some(out)
-    }
-
-    fn walk(&self, id: &str, prefix: &str, out: &mut Vec<Entry>) -> Option<()> {
-        for entry in self.tree(id)? {
-            let path = format!("{prefix}{}", String::from_utf8_lossy(&entry.name));
-            if entry.is_tree() {
-                self.walk(&entry.id, &format!("{path}/"), out)?;
-            } else {
-                out.push(Entry {
-                    mode: entry.mode_text(),
-                    path,
-                });
-            }
-        }
-        Some(())
+        Some(
+            self.index_entries(tree)?
+                .into_iter()
+                .map(|(mode, _, path)| Entry {
+                    mode: format!("{mode:06o}"),
+                    path: String::from_utf8_lossy(&path).into_owned(),
+                })
+                .collect(),
+        )
     }
 
     /// Every entry of `tree` but trees, recursively, as an index holds them: canonical mode,

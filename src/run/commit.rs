@@ -26,7 +26,7 @@ pub const FALLBACK_NAME: &str = "autocode";
 pub const FALLBACK_EMAIL: &str = "autocode@localhost";
 
 /// The pathspec that keeps autocode's own directory out of every commit, at any depth.
-const NOT_AUTOCODE: &str = ":(glob,exclude)**/.autocode/**";
+pub(crate) const NOT_AUTOCODE: &str = ":(glob,exclude)**/.autocode/**";
 
 /// `-c user.name=… -c user.email=…` when the repository (or the user's config) lacks either.
 async fn identity_args(dir: &Path, env: &BTreeMap<String, String>) -> Vec<String> {
