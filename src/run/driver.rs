@@ -349,7 +349,17 @@ async fn run_stage<R: StageRunner, I: Interaction>(
         let session = run.state.attempts[index].session.clone();
         let (problems, shell_command) = match outcome.result {
             AttemptResult::Report(report) => {
-                let problems = flow::semantic_problems(&run.state, plan, &report);
+                let mut problems = flow::semantic_problems(&run.state, plan, &report);
+                if problems.is_empty() && plan.kind == ReportKind::Plan {
+                    match gate::plan_base_problems(run, runner, &report).await? {
+                        Ok(found) => problems = found,
+                        Err(pause) => {
+                            run.state.attempts[index].status =
+                                AttemptStatus::Paused { code: pause.code };
+                            return Ok(Err(run.pause(pause, Some(dir))?));
+                        }
+                    }
+                }
                 if problems.is_empty() {
                     run.state.attempts[index].status = AttemptStatus::Accepted;
                     run.checkpoint()?;
@@ -587,13 +597,18 @@ async fn launch_attempt<R: StageRunner>(
         text
     };
     let prompt_text = match purpose {
-        AttemptPurpose::ReportRepair { problems, .. } => {
-            let repair = prompt::repair_prompt(plan.kind, problems, resume_session.is_some());
+        AttemptPurpose::ReportRepair { of_seq, problems } => {
             if resume_session.is_some() {
-                repair
+                prompt::repair_prompt(problems, None)
             } else {
-                // A repair on a fresh session needs the whole context again.
-                format!("{}\n\n{repair}", stage_prompt())
+                // A repair on a fresh session needs the whole context again, its rejected report
+                // included: the session that wrote it is not there to show it.
+                let rejected = rejected_report(run, *of_seq);
+                format!(
+                    "{}\n\n{}",
+                    stage_prompt(),
+                    prompt::repair_prompt(problems, rejected.as_ref())
+                )
             }
         }
         AttemptPurpose::ShellCommandCorrection { .. } => {
@@ -778,4 +793,16 @@ async fn apply_report<R: StageRunner>(
         ReportKind::Resolution => Ok(()),
     };
     Ok(result)
+}
+
+/// The report of attempt `seq` that the run's checks rejected after its schema and evidence held
+/// (its stage directory keeps it); `None` when the report itself was unusable.
+fn rejected_report(run: &RunHandle, seq: u32) -> Option<Value> {
+    let attempt = run.state.attempts.iter().find(|a| a.seq == seq)?;
+    let path = run
+        .dir
+        .join("stages")
+        .join(&attempt.dir)
+        .join("report.json");
+    super::integrity::read_record(&path).ok()
 }

@@ -44,6 +44,16 @@ pub(super) async fn prepare_base<R: StageRunner>(
     let Some(plan_value) = plan_value else {
         return Ok(Ok(()));
     };
+    run_plan_checks_on_base(run, runner, &plan_value).await
+}
+
+/// Runs on the base tree the plan's checks and the objective's required checks that have not
+/// run there yet (each check once a run), after the plan's prepare steps.
+async fn run_plan_checks_on_base<R: StageRunner>(
+    run: &mut RunHandle,
+    runner: &mut R,
+    plan_value: &serde_json::Value,
+) -> Result<Result<(), PauseDecision>, DriverError> {
     // The objective's required checks run on the base tree too: one of them failing there and
     // passing on the result shows the change as well as a planned check does.
     let mut missing: Vec<String> = run
@@ -74,7 +84,7 @@ pub(super) async fn prepare_base<R: StageRunner>(
     if missing.is_empty() {
         return Ok(Ok(()));
     }
-    let prepare = super::prepare::through(&plan_value, None);
+    let prepare = super::prepare::through(plan_value, None);
     let replayed = match runner
         .replay(&run.state, &ReplayTree::Base, &prepare, &missing)
         .await
@@ -97,6 +107,54 @@ pub(super) async fn prepare_base<R: StageRunner>(
     run.activity("checks run on the base tree", Some(&missing.join("; ")))?;
     run.checkpoint()?;
     Ok(Ok(()))
+}
+
+/// What a plan claims about the base tree that autocode measured false, as report problems for
+/// the planner's repair: a `pass_to_pass` check that fails on the base tree guards nothing that
+/// works now (its kind is `fail_to_pass` if the work will make it pass; otherwise the check is
+/// wrong). Checks whose prepare steps failed there did not run and are not judged. The checks run
+/// here are the ones the plan review then sees, so no check runs on the base tree twice.
+/// Measured with a 1.5B planner: shown the verdict only in the plan review and in its revision
+/// prompt, it kept the kind through two review rounds (`PAUSED_PLANNING_BUDGET`).
+pub(super) async fn plan_base_problems<R: StageRunner>(
+    run: &mut RunHandle,
+    runner: &mut R,
+    plan_value: &serde_json::Value,
+) -> Result<Result<Vec<String>, PauseDecision>, DriverError> {
+    if !run.state.verification.base_saved {
+        return Ok(Ok(Vec::new()));
+    }
+    if let Err(pause) = run_plan_checks_on_base(run, runner, plan_value).await? {
+        return Ok(Err(pause));
+    }
+    let mut problems = Vec::new();
+    for milestone in plan_value["milestones"].as_array().into_iter().flatten() {
+        for c in milestone["acceptance_criteria"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            if c["human_review"].as_bool().unwrap_or(false)
+                || verify::CheckKind::of_criterion(c) != verify::CheckKind::PassToPass
+            {
+                continue;
+            }
+            let (Some(id), Some(check)) = (c["id"].as_str(), c["check"].as_str()) else {
+                continue;
+            };
+            let Some(base) = run.state.verification.base_checks.get(check) else {
+                continue;
+            };
+            if base.passed || base.detail.starts_with(super::prepare::COULD_NOT_PREPARE) {
+                continue;
+            }
+            problems.push(format!(
+                "criterion {id:?}: its pass_to_pass check `{check}` FAILS on the base tree, run by autocode before any change ({}), so it guards nothing that works now: if the work is what will make it pass, its kind is fail_to_pass; otherwise write a check that passes now",
+                base.detail.trim()
+            ));
+        }
+    }
+    Ok(Ok(problems))
 }
 
 /// Tests the checks no longer run, whatever file held them: a check whose runner reports fewer

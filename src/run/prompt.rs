@@ -51,6 +51,22 @@ fn role_brief(role: Role) -> &'static str {
     }
 }
 
+/// Why a read-only stage does not write, in words that keep the sandbox apart from the task.
+/// Measured with a 1.5B model told only "this stage is read-only": its plan said the objective
+/// "should be completed without making any changes", and its reviews asked that the objective's
+/// file not be made writable.
+fn read_only_reason(role: Role) -> &'static str {
+    match role {
+        Role::Requirements | Role::Planner | Role::PlanReviewer => {
+            " That is this stage's rule, not the objective's: the builder, a later stage, makes the changes the objective asks for, in a workspace it may write."
+        }
+        Role::CompletionReviewer => {
+            " The builder already made its changes; you judge them as they are."
+        }
+        Role::Builder | Role::Tester | Role::Resolver => "",
+    }
+}
+
 fn pretty(value: &Value) -> String {
     serde_json::to_string_pretty(value).unwrap_or_default()
 }
@@ -194,7 +210,11 @@ pub fn stage_prompt(
     }
     out.push_str("\n# Rules\n\n");
     match sandbox {
-        SandboxMode::ReadOnly => out.push_str("- This stage is read-only: do not create, change or delete any file. autocode compares the workspace before and after.\n"),
+        SandboxMode::ReadOnly => {
+            out.push_str("- You only read in this stage: do not create, change or delete any file (autocode compares the workspace before and after).");
+            out.push_str(read_only_reason(plan.role));
+            out.push('\n');
+        }
         SandboxMode::WorkspaceWrite if plan.role == Role::Builder => {
             out.push_str("- Work only inside the workspace. Leave no background process running: autocode stops the whole process family when the stage ends.\n")
         }
@@ -308,19 +328,21 @@ fn changes_section(state: &RunState, comparison: &Comparison, out: &mut String) 
     }
 }
 
-/// The follow-up asking for a report-only repair.
-pub fn repair_prompt(kind: ReportKind, problems: &[String], same_session: bool) -> String {
-    let mut out = String::from("autocode rejected your report:\n\n");
+/// The follow-up asking for a report-only repair. `rejected`: the report itself, for a repair on a
+/// fresh session (the stage prompt before this holds the schema; a kept session holds both).
+pub fn repair_prompt(problems: &[String], rejected: Option<&Value>) -> String {
+    let mut out = String::new();
+    if let Some(report) = rejected {
+        out.push_str(&format!(
+            "# Your rejected report\n\n```json\n{}\n```\n\n",
+            pretty(report)
+        ));
+    }
+    out.push_str("autocode rejected your report:\n\n");
     for p in problems {
         out.push_str(&format!("- {p}\n"));
     }
-    out.push_str("\nReply with the corrected JSON report only. Do not change the workspace.");
-    if !same_session {
-        out.push_str(&format!(
-            " The report must validate against this schema:\n\n```json\n{}\n```\n",
-            kind.schema_text().trim()
-        ));
-    }
+    out.push_str("\nReply with the corrected JSON report only, against the schema above. Do not change the workspace.");
     out
 }
 
@@ -354,7 +376,8 @@ mod tests {
             None,
         );
         assert!(text.contains("do it"));
-        assert!(text.contains("read-only"));
+        assert!(text.contains("You only read in this stage"));
+        assert!(text.contains("the builder, a later stage, makes the changes"));
         assert!(text.contains("\"open_questions\""));
         assert!(!text.contains("evidence_ref\": \".autocode"));
         let build = StagePlan {
@@ -371,8 +394,13 @@ mod tests {
             None,
         );
         assert!(text.contains("autocode capture --output"));
-        let repair = repair_prompt(ReportKind::Build, &["/status: bad".into()], true);
+        let repair = repair_prompt(&["/status: bad".into()], None);
         assert!(repair.contains("/status: bad") && !repair.contains("$schema"));
+        let shown = repair_prompt(
+            &["/status: bad".into()],
+            Some(&serde_json::json!({"status": "x"})),
+        );
+        assert!(shown.contains("# Your rejected report") && shown.contains("\"status\": \"x\""));
     }
 
     /// A planner asked to revise sees what autocode measured on the base tree beside the

@@ -1724,6 +1724,49 @@ fn run_pauses_planning_budget_after_two_blocking_reviews() {
     assert!(harness.prompt_of("planner", 2).contains("No rollback"));
 }
 
+/// A plan that labels `pass_to_pass` a check failing on the base tree is sent back to the
+/// planner as a repair (autocode ran it there), not to the plan review: the reviewer sees only
+/// the repaired plan, and each check ran on the base tree once.
+#[test]
+fn a_pass_to_pass_check_failing_on_the_base_tree_is_repaired_before_the_review() {
+    let mut mislabelled = plan_ok();
+    mislabelled[0]["report"]["milestones"][0]["acceptance_criteria"][0]["kind"] =
+        json!("pass_to_pass");
+    let harness = Harness::new(script_with(&[("planner", json!([mislabelled, plan_ok()]))]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_complete();
+    assert_eq!(
+        harness.roles_called(),
+        [
+            "requirements",
+            "planner",
+            "planner",
+            "plan_reviewer",
+            "builder",
+            "tester",
+            "completion_reviewer"
+        ]
+    );
+    let repair = harness.prompt_of("planner", 2);
+    assert!(
+        repair.contains("its pass_to_pass check") && repair.contains("FAILS on the base tree"),
+        "{repair}"
+    );
+    assert!(
+        !harness
+            .prompt_of("plan_reviewer", 1)
+            .contains("FAILS on the base tree")
+    );
+    let run_dir = finished.json["run_dir"].as_str().expect("run_dir");
+    let activity =
+        std::fs::read_to_string(std::path::Path::new(run_dir).join("activity.jsonl")).unwrap();
+    assert_eq!(
+        activity.matches("checks run on the base tree").count(),
+        1,
+        "{activity}"
+    );
+}
+
 #[test]
 fn run_pauses_when_the_completion_reviewer_is_blocked() {
     let blocked = json!([{"report": {

@@ -126,7 +126,22 @@ pub fn semantic_problems(state: &RunState, plan: &StagePlan, report: &Value) -> 
             ));
         }
         ReportKind::PlanReview => {
-            problems.extend(crate::run::coverage::verdict_problems(state, report))
+            problems.extend(crate::run::coverage::verdict_problems(state, report));
+            // As REWORK above: a request the planner cannot act on would only spend a planning
+            // round (measured with a 1.5B reviewer: two rounds of `changes_requested` with no
+            // concern ended the run in PAUSED_PLANNING_BUDGET).
+            if report["verdict"] == "changes_requested"
+                && !report["concerns"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["blocking"] == true)
+                && crate::run::coverage::not_done(report).is_empty()
+            {
+                problems.push(
+                    "changes_requested needs at least one blocking concern or a not_done verdict; with none, the verdict is approve".into(),
+                );
+            }
         }
         ReportKind::Build | ReportKind::Resolution => {}
     }

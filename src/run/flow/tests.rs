@@ -208,6 +208,27 @@ fn completion_decisions_are_checked_against_the_milestone_position() {
 }
 
 #[test]
+fn a_review_requesting_changes_must_name_a_blocking_concern() {
+    let state = new_state();
+    let plan = StagePlan {
+        role: Role::PlanReviewer,
+        kind: ReportKind::PlanReview,
+        milestone: None,
+        purpose: AttemptPurpose::Fresh,
+    };
+    let review = |concerns: serde_json::Value| json!({"verdict": "changes_requested", "summary": "s", "concerns": concerns, "uncovered": []});
+    let none = semantic_problems(&state, &plan, &review(json!([])));
+    assert_eq!(none.len(), 1, "{none:?}");
+    assert!(none[0].contains("blocking concern"), "{none:?}");
+    let advisory = json!([{"id": "k1", "blocking": false, "text": "t", "requested_change": "c"}]);
+    assert_eq!(semantic_problems(&state, &plan, &review(advisory)).len(), 1);
+    let blocking = json!([{"id": "k1", "blocking": true, "text": "t", "requested_change": "c"}]);
+    assert!(semantic_problems(&state, &plan, &review(blocking)).is_empty());
+    let approve = json!({"verdict": "approve", "summary": "s", "concerns": [], "uncovered": []});
+    assert!(semantic_problems(&state, &plan, &approve).is_empty());
+}
+
+#[test]
 fn test_reports_must_cover_exactly_the_milestone_criteria() {
     let state = approved(1);
     let plan = StagePlan {
