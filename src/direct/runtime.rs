@@ -152,6 +152,13 @@ pub enum StageEnd {
     Reported(Value),
     /// The model stopped answering with tools and never reported (repairable).
     NoReport(String),
+    /// The model's last answer was a shell command written as its report (`{"cmd": …}`), which
+    /// autocode did not run: the CLIs' shell-command final message (`problem`; `command`: the
+    /// command as its JSON object), repairable once and a repeated failure after.
+    ShellCommand {
+        problem: String,
+        command: String,
+    },
     Failed(DirectFailure),
 }
 
@@ -423,11 +430,22 @@ pub async fn run_stage(input: StageInput) -> StageRun {
         }
         if turn.calls.is_empty() {
             idle_turns += 1;
-            after_prose = shell_command_answer(turn.text.as_deref(), input.kind).is_none();
+            let shell_command = shell_command_answer(turn.text.as_deref(), input.kind);
+            after_prose = shell_command.is_none();
             if idle_turns >= 2 {
-                break StageEnd::NoReport(
-                    "the model ended its turn twice without calling the `report` tool".into(),
-                );
+                break match shell_command {
+                    Some(rejection) => StageEnd::ShellCommand {
+                        problem: format!(
+                            "the model ended its turn twice without calling the `report` tool, the last time with {rejection}; it was not run"
+                        ),
+                        command:
+                            serde_json::json!({ rejection.key.clone(): rejection.command.clone() })
+                                .to_string(),
+                    },
+                    None => StageEnd::NoReport(
+                        "the model ended its turn twice without calling the `report` tool".into(),
+                    ),
+                };
             }
             exchange.push_user_text(&format!(
                 "{}\n\n{}",

@@ -33,7 +33,13 @@ pub fn tool_specs(kind: ReportKind, writable: bool) -> Vec<ToolSpec> {
     let mut tools = vec![
         ToolSpec {
             name: SHELL,
-            description: "Run a shell command (`sh -c`) in the stage's directory. Returns its event id, exit code and output (cut at 64 KiB). Cite a check in your report by this event id.",
+            description: if writable {
+                "Run a shell command (`sh -c`) in the stage's directory. Returns its event id, exit code and output (cut at 64 KiB). Cite a check in your report by this event id."
+            } else {
+                // Measured with a 1.5B model: its planner and plan reviewer used `shell` to do
+                // the objective (`echo … > hello.txt`, `git checkout -f`) before reporting.
+                "Run a shell command (`sh -c`) in the stage's directory to inspect it: this stage reads and does not change files (a later builder stage does the work), so a command that writes fails. Returns its event id, exit code and output (cut at 64 KiB)."
+            },
             parameters: json!({"type": "object", "properties": {
                 "command": {"type": "string", "description": "The command line"}},
                 "required": ["command"], "additionalProperties": false}),

@@ -455,3 +455,82 @@ async fn a_model_that_repeats_itself_is_asked_for_the_report() {
         NormalizedEvent::Notice { message } if message.contains("repeated the same calls"))));
     server.shutdown().await;
 }
+
+/// A review's verdict comes after its reasons in the offered schema (a server constraining the
+/// answer generates keys in that order); the schema still admits exactly the role's reports.
+#[test]
+fn a_reviews_verdict_is_offered_after_its_reasons() {
+    for (kind, key) in [
+        (ReportKind::PlanReview, "verdict"),
+        (ReportKind::Completion, "decision"),
+    ] {
+        let offered = offered_schema(kind, &Quotable::default());
+        let keys: Vec<&String> = offered["properties"].as_object().unwrap().keys().collect();
+        assert_eq!(keys.last().map(|k| k.as_str()), Some(key), "{keys:?}");
+        assert_eq!(
+            offered["required"].as_array().unwrap().last(),
+            Some(&json!(key))
+        );
+        let mut own = kind.cli_schema();
+        let mut sorted = offered.clone();
+        for schema in [&mut own, &mut sorted] {
+            schema["required"]
+                .as_array_mut()
+                .unwrap()
+                .sort_by_key(|k| k.to_string());
+            schema["properties"].as_object_mut().unwrap().sort_keys();
+        }
+        // Besides the order, only the uncited sentences' limit differs (none listed: none).
+        sorted["properties"]["uncovered"] = own["properties"]["uncovered"].clone();
+        assert_eq!(sorted, own, "{kind:?}");
+    }
+    let plan = offered_schema(ReportKind::Plan, &Quotable::default());
+    assert_eq!(plan, ReportKind::Plan.cli_schema());
+}
+
+/// A stage whose model ends on a shell command written as its report (`{"cmd": …}`) ends as the
+/// CLIs' shell-command final message does (the driver repairs it, then pauses
+/// `PAUSED_REPEATED_FAILURE`), not as a plain missing report; prose twice stays a missing report.
+#[tokio::test]
+async fn a_stage_that_ends_on_a_shell_command_answer_says_which_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(json!([{"kind": "text", "text": "{\"cmd\": \"ls -la\"}"},
+        {"kind": "text", "text": "{\"cmd\": \"cat hello.txt\"}"}]))
+    .await;
+    let run = run_stage(input(
+        &server,
+        Protocol::ChatCompletions,
+        dir.path(),
+        8,
+        Steering::default(),
+    ))
+    .await;
+    match &run.end {
+        StageEnd::ShellCommand { problem, command } => {
+            assert!(problem.contains("cat hello.txt"), "{problem}");
+            assert_eq!(
+                serde_json::from_str::<Value>(command).unwrap(),
+                json!({"cmd": "cat hello.txt"})
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    server.shutdown().await;
+    let server = server_prose().await;
+    let run = run_stage(input(
+        &server,
+        Protocol::ChatCompletions,
+        dir.path(),
+        8,
+        Steering::default(),
+    ))
+    .await;
+    assert!(matches!(&run.end, StageEnd::NoReport(_)), "{:?}", run.end);
+    server.shutdown().await;
+}
+
+async fn server_prose() -> RunningServer {
+    server(json!([{"kind": "text", "text": "I will look at it."},
+        {"kind": "text", "text": "Done."}]))
+    .await
+}

@@ -388,7 +388,8 @@ impl CliRunner {
                 };
                 return self.finish_record(dir, out, room_refused, None);
             }
-            StageEnd::NoReport(reason) => Err(reason),
+            StageEnd::NoReport(reason) => Err((reason, None)),
+            StageEnd::ShellCommand { problem, command } => Err((problem, Some(command))),
             StageEnd::Reported(report) => Ok(report),
         };
         if let Some(before) = &before
@@ -401,10 +402,10 @@ impl CliRunner {
         }
         let report = match report {
             Ok(report) => report,
-            Err(reason) => {
+            Err((reason, shell_command)) => {
                 out.result = AttemptResult::Rejected {
                     problems: vec![reason],
-                    shell_command: None,
+                    shell_command,
                 };
                 return self.finish_record(dir, out, room_refused, None);
             }
