@@ -493,19 +493,10 @@ fn a_reviews_verdict_is_offered_after_its_reasons() {
 /// `PAUSED_REPEATED_FAILURE`), not as a plain missing report; prose twice stays a missing report.
 #[tokio::test]
 async fn a_stage_that_ends_on_a_shell_command_answer_says_which_command() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = server(json!([{"kind": "text", "text": "{\"cmd\": \"ls -la\"}"},
+    let end = end_of(json!([{"kind": "text", "text": "{\"cmd\": \"ls -la\"}"},
         {"kind": "text", "text": "{\"cmd\": \"cat hello.txt\"}"}]))
     .await;
-    let run = run_stage(input(
-        &server,
-        Protocol::ChatCompletions,
-        dir.path(),
-        8,
-        Steering::default(),
-    ))
-    .await;
-    match &run.end {
+    match &end {
         StageEnd::ShellCommand { problem, command } => {
             assert!(problem.contains("cat hello.txt"), "{problem}");
             assert_eq!(
@@ -515,8 +506,16 @@ async fn a_stage_that_ends_on_a_shell_command_answer_says_which_command() {
         }
         other => panic!("{other:?}"),
     }
-    server.shutdown().await;
-    let server = server_prose().await;
+    let end = end_of(json!([{"kind": "text", "text": "I will look at it."},
+        {"kind": "text", "text": "Done."}]))
+    .await;
+    assert!(matches!(&end, StageEnd::NoReport(_)), "{end:?}");
+}
+
+/// How a stage ends whose model answers with `steps`.
+async fn end_of(steps: Value) -> StageEnd {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(steps).await;
     let run = run_stage(input(
         &server,
         Protocol::ChatCompletions,
@@ -525,12 +524,6 @@ async fn a_stage_that_ends_on_a_shell_command_answer_says_which_command() {
         Steering::default(),
     ))
     .await;
-    assert!(matches!(&run.end, StageEnd::NoReport(_)), "{:?}", run.end);
     server.shutdown().await;
-}
-
-async fn server_prose() -> RunningServer {
-    server(json!([{"kind": "text", "text": "I will look at it."},
-        {"kind": "text", "text": "Done."}]))
-    .await
+    run.end
 }
