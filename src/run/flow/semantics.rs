@@ -139,7 +139,7 @@ pub fn semantic_problems(state: &RunState, plan: &StagePlan, report: &Value) -> 
                 && crate::run::coverage::not_done(report).is_empty()
             {
                 problems.push(
-                    "changes_requested needs at least one blocking concern or a not_done verdict; with none, the verdict is approve".into(),
+                    "changes_requested needs at least one blocking concern or a not_done verdict: name what must change, or approve".into(),
                 );
             }
         }
