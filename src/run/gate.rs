@@ -17,7 +17,8 @@ use crate::verify;
 use crate::verify::treediff::Comparison;
 
 /// Saves the base tree before the first stage, and runs the plan's checks on it before the plan
-/// review and before a build (each check once). `Ok(Err(pause))` pauses.
+/// review and before a build (each check once, unless its prepare failed). `Ok(Err(pause))`
+/// pauses.
 pub(super) async fn prepare_base<R: StageRunner>(
     run: &mut RunHandle,
     runner: &mut R,
@@ -48,12 +49,22 @@ pub(super) async fn prepare_base<R: StageRunner>(
 }
 
 /// Runs on the base tree the plan's checks and the objective's required checks that have not
-/// run there yet (each check once a run), after the plan's prepare steps.
+/// run there yet (each check once a run, unless its prepare steps failed), after the plan's
+/// prepare steps.
 async fn run_plan_checks_on_base<R: StageRunner>(
     run: &mut RunHandle,
     runner: &mut R,
     plan_value: &serde_json::Value,
 ) -> Result<Result<(), PauseDecision>, DriverError> {
+    // A check whose prepare steps failed did not run: it runs again, as a failed batch is never
+    // reused (`replay_cache`), so a revised plan's mended step (or a network back) is seen.
+    let settled = |check: &str| {
+        run.state
+            .verification
+            .base_checks
+            .get(check)
+            .is_some_and(|b| !b.detail.starts_with(super::prepare::COULD_NOT_PREPARE))
+    };
     // The objective's required checks run on the base tree too: one of them failing there and
     // passing on the result shows the change as well as a planned check does.
     let mut missing: Vec<String> = run
@@ -61,7 +72,7 @@ async fn run_plan_checks_on_base<R: StageRunner>(
         .verification
         .required_checks
         .iter()
-        .filter(|c| !run.state.verification.base_checks.contains_key(*c))
+        .filter(|c| !settled(c))
         .cloned()
         .collect();
     for milestone in plan_value["milestones"].as_array().into_iter().flatten() {
@@ -74,7 +85,7 @@ async fn run_plan_checks_on_base<R: StageRunner>(
                 continue;
             }
             if let Some(check) = c["check"].as_str()
-                && !run.state.verification.base_checks.contains_key(check)
+                && !settled(check)
                 && !missing.iter().any(|m| m == check)
             {
                 missing.push(check.to_owned());

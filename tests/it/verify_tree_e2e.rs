@@ -257,6 +257,44 @@ fn a_failing_prepare_step_is_could_not_prepare_not_a_failing_check() {
     );
 }
 
+/// A check whose prepare step failed on the base tree runs there again for a revised plan that
+/// mends the step: the plan review sees what the check does on the base, not the stale "did NOT
+/// RUN" of the first plan.
+#[test]
+fn a_mended_prepare_step_runs_the_check_on_the_base_tree_again() {
+    const BROKEN: &str = "exit 9";
+    const MENDED: &str = "true";
+    const CHECK: &str = "grep -qx hello hello.txt";
+    let concern = json!([{"report": {
+        "verdict": "changes_requested", "summary": "The prepare step fails.",
+        "concerns": [{"id": "C1", "blocking": true, "text": "`exit 9` fails.",
+                      "requested_change": "Mend the prepare step."}],
+        "uncovered": []}}]);
+    let approve = json!([{"report": {"verdict": "approve", "summary": "Sound.",
+        "concerns": [], "uncovered": []}}]);
+    let harness = Harness::new(script_with(&[
+        (
+            "planner",
+            json!([plan(CHECK, json!([BROKEN])), plan(CHECK, json!([MENDED]))]),
+        ),
+        ("plan_reviewer", json!([concern, approve])),
+        ("builder", json!([build_ok()])),
+        ("tester", tester(&[CHECK], 1)),
+    ]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_complete();
+    assert!(
+        harness
+            .prompt_of("plan_reviewer", 1)
+            .contains("did NOT RUN on the base tree")
+    );
+    let second = harness.prompt_of("plan_reviewer", 2);
+    assert!(
+        second.contains("fails on the base tree, as a fail_to_pass check must"),
+        "{second}"
+    );
+}
+
 /// A resume reuses the replays the run already made of the same trees: a person rejects the
 /// human-review criterion, the builder changes nothing, and the tester's replay, the final gate
 /// and the witness replay of the same trees, in the resumed process, read their verdicts back
