@@ -385,6 +385,22 @@ pub fn remove_tree(dir: &Path) -> io::Result<()> {
     absent_is_done(fs::remove_dir_all(dir))
 }
 
+/// autocode's per-user state directory: `$XDG_STATE_HOME/autocode` when XDG_STATE_HOME is
+/// absolute, else `$HOME/.local/state/autocode`; `None` without an absolute home. It holds the
+/// run-state key (`crate::run::integrity`) and caches of per-user answers; every room makes it
+/// unreadable.
+pub fn user_state_dir_from(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<PathBuf> {
+    if let Some(state) = var("XDG_STATE_HOME").map(PathBuf::from)
+        && state.is_absolute()
+    {
+        return Some(state.join("autocode"));
+    }
+    var("HOME")
+        .map(PathBuf::from)
+        .filter(|home| home.is_absolute())
+        .map(|home| home.join(".local/state/autocode"))
+}
+
 /// Writes `bytes` to `path` atomically and durably.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     write_atomic_as(path, bytes, Durability::Now)

@@ -408,6 +408,8 @@ fn probe(args: &ConformanceArgs, name: &str) -> Result<bool, EdgeError> {
             env: super::context::to_os_env(&probe_env),
             cwd: std::env::temp_dir(),
             timeout: PROBE_TIMEOUT,
+            // Conformance asks the tool itself which version it is.
+            version_cache: None,
         };
         let version = crate::provider::probe_version(&provider.config, &probe_ctx)
             .await

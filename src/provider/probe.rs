@@ -16,7 +16,10 @@ use serde::Serialize;
 
 use super::config::{AuthRoute, Billing, ModelListing, ProviderConfig};
 use super::registry::Env;
-use crate::supervise::{self, Exit, LaunchSpec, StdinSource, StdioMode};
+use crate::supervise::{self, Exit, LaunchOptions, LaunchSpec, StdinSource, StdioMode};
+use version_cache::ExecutableStamp;
+
+mod version_cache;
 
 /// Output kept per stream: listings are small; a runaway tool is cut here.
 const CAPTURE_LIMIT: usize = 1 << 20;
@@ -30,6 +33,16 @@ pub struct ProbeContext {
     /// Prefer a neutral directory: tools such as OpenCode read project config from their cwd.
     pub cwd: PathBuf,
     pub timeout: Duration,
+    /// Where versions probed by earlier processes are kept ([`version_cache`]); `None` asks the
+    /// tool every time in a new process (conformance measures the version it reports).
+    pub version_cache: Option<PathBuf>,
+}
+
+impl ProbeContext {
+    /// The user's version cache (`version-probes.json` in autocode's state directory).
+    pub fn user_version_cache() -> Option<PathBuf> {
+        version_cache::default_file()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
@@ -122,6 +135,17 @@ async fn run_argv(
     stdin: StdinSource,
     stdio: StdioMode,
 ) -> Result<supervise::Finished, ProbeError> {
+    run_argv_with(label, argv, ctx, stdin, stdio, LaunchOptions::default()).await
+}
+
+async fn run_argv_with(
+    label: &str,
+    argv: &[String],
+    ctx: &ProbeContext,
+    stdin: StdinSource,
+    stdio: StdioMode,
+    options: LaunchOptions,
+) -> Result<supervise::Finished, ProbeError> {
     let (program, args) = argv.split_first().ok_or(ProbeError::NotConfigured {
         what: "command (it is empty)",
     })?;
@@ -144,10 +168,12 @@ async fn run_argv(
         timeout: Some(ctx.timeout),
         room: None,
     };
-    let finished = supervise::run(spec).await.map_err(|e| ProbeError::Launch {
-        program: program.clone(),
-        message: e.to_string(),
-    })?;
+    let finished = supervise::run_with(spec, options)
+        .await
+        .map_err(|e| ProbeError::Launch {
+            program: program.clone(),
+            message: e.to_string(),
+        })?;
     if finished.exit == Exit::TimedOut {
         return Err(ProbeError::TimedOut {
             command: argv.join(" "),
@@ -158,7 +184,19 @@ async fn run_argv(
 }
 
 async fn run_ok(label: &str, argv: &[String], ctx: &ProbeContext) -> Result<String, ProbeError> {
-    let finished = run_argv(
+    run_ok_with(label, argv, ctx, LaunchOptions::default())
+        .await
+        .map(|(out, _)| out)
+}
+
+/// [`run_ok`] with launch options; also the family's exec ledger when one is kept.
+async fn run_ok_with(
+    label: &str,
+    argv: &[String],
+    ctx: &ProbeContext,
+    options: LaunchOptions,
+) -> Result<(String, Vec<supervise::LedgerEntry>), ProbeError> {
+    let finished = run_argv_with(
         label,
         argv,
         ctx,
@@ -166,6 +204,7 @@ async fn run_ok(label: &str, argv: &[String], ctx: &ProbeContext) -> Result<Stri
         StdioMode::Captured {
             limit: CAPTURE_LIMIT,
         },
+        options,
     )
     .await?;
     if finished.exit != Exit::Code(0) {
@@ -175,7 +214,7 @@ async fn run_ok(label: &str, argv: &[String], ctx: &ProbeContext) -> Result<Stri
             stderr_tail: stderr_tail(&finished.stderr),
         });
     }
-    Ok(clean_text(&finished.stdout))
+    Ok((clean_text(&finished.stdout), finished.ledger))
 }
 
 /// The tool's version: the first line of `version_command`'s output.
@@ -186,8 +225,9 @@ async fn run_ok(label: &str, argv: &[String], ctx: &ProbeContext) -> Result<Stri
 /// and reused only while the executable the command resolves to is the same file, unchanged
 /// ([`ExecutableStamp`]: its canonical path, device, inode, size, mtime and ctime). The
 /// directory of autocode's own binary, which the stages' `PATH` gains and the preflight's does
-/// not, does not make another question unless the command resolves there. A failed probe is
-/// not kept.
+/// not, does not make another question unless the command resolves there. With
+/// [`ProbeContext::version_cache`], an answer is also kept for later processes while every file
+/// the probe executed is unchanged ([`version_cache`]). A failed probe is not kept.
 pub async fn probe_version(
     config: &ProviderConfig,
     ctx: &ProbeContext,
@@ -204,12 +244,7 @@ pub async fn probe_version(
     {
         return Ok(version.clone());
     }
-    let out = run_ok("version probe", argv, ctx).await?;
-    let version = first_line(&out).ok_or_else(|| ProbeError::Failed {
-        command: argv.join(" "),
-        exit: Exit::Code(0),
-        stderr_tail: "it printed no version".to_owned(),
-    })?;
+    let version = probe_version_across_processes(argv, ctx, key.as_ref()).await?;
     // Kept only when the executable is still the file the key names (not replaced meanwhile).
     if let Some(key) = key
         && VersionKey::of(argv, ctx).as_ref() == Some(&key)
@@ -219,31 +254,43 @@ pub async fn probe_version(
     Ok(version)
 }
 
-/// The file an executable is, as far as a cached answer about it goes.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct ExecutableStamp {
-    path: PathBuf,
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
-}
-
-impl ExecutableStamp {
-    fn of(path: &Path) -> Option<ExecutableStamp> {
-        use std::os::unix::fs::MetadataExt;
-        let path = std::fs::canonicalize(path).ok()?;
-        let meta = std::fs::metadata(&path).ok()?;
-        Some(ExecutableStamp {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            size: meta.size(),
-            mtime: (meta.mtime(), meta.mtime_nsec()),
-            ctime: (meta.ctime(), meta.ctime_nsec()),
-            path,
-        })
+/// The version from the user's cache when it still holds, else from the tool (kept in the cache
+/// when its ledger names every file it ran).
+async fn probe_version_across_processes(
+    argv: &[String],
+    ctx: &ProbeContext,
+    key: Option<&VersionKey>,
+) -> Result<String, ProbeError> {
+    let cache = ctx.version_cache.as_deref().zip(key).map(|(file, key)| {
+        let env = key.env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str()));
+        (file, version_cache::question_digest(argv, env, &key.cwd))
+    });
+    if let (Some((file, question)), Some(key)) = (&cache, key)
+        && let Some(version) = version_cache::lookup(file, question, &key.executable)
+    {
+        return Ok(version);
     }
+    let ledger = match &cache {
+        Some(_) => tempfile::NamedTempFile::new().ok(),
+        None => None,
+    };
+    let options = LaunchOptions {
+        ledger_path: ledger.as_ref().map(|file| file.path().to_owned()),
+        ..LaunchOptions::default()
+    };
+    let (out, execs) = run_ok_with("version probe", argv, ctx, options).await?;
+    let version = first_line(&out).ok_or_else(|| ProbeError::Failed {
+        command: argv.join(" "),
+        exit: Exit::Code(0),
+        stderr_tail: "it printed no version".to_owned(),
+    })?;
+    if let (Some((file, question)), Some(key), Some(_)) = (cache, key, ledger)
+        && let Some(executed) = version_cache::executed(&execs)
+        && VersionKey::of(argv, ctx).as_ref() == Some(key)
+    {
+        version_cache::remember(file, question, &version, key.executable.clone(), executed);
+    }
+    Ok(version)
 }
 
 /// What a version answer depends on.

@@ -62,15 +62,7 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> KeyError + '_ {
 
 /// `$XDG_STATE_HOME/autocode` when XDG_STATE_HOME is absolute, else `$HOME/.local/state/autocode`.
 pub fn key_dir_from(var: impl Fn(&str) -> Option<OsString>) -> Result<PathBuf, KeyError> {
-    if let Some(state) = var("XDG_STATE_HOME").map(PathBuf::from)
-        && state.is_absolute()
-    {
-        return Ok(state.join("autocode"));
-    }
-    match var("HOME").map(PathBuf::from) {
-        Some(home) if home.is_absolute() => Ok(home.join(".local/state/autocode")),
-        _ => Err(KeyError::NoHome),
-    }
+    crate::store::user_state_dir_from(var).ok_or(KeyError::NoHome)
 }
 
 /// The key directory of this process's environment.

@@ -208,6 +208,7 @@ impl Bin {
             env,
             cwd: self.dir.path().to_owned(),
             timeout: Duration::from_secs(20),
+            version_cache: None,
         }
     }
 }
@@ -421,5 +422,77 @@ async fn a_version_is_probed_once_while_its_executable_stays_the_same_file() {
     // Rewritten in place, same size: its ctime moves, so it is probed again too.
     bin.script("vt", &body("vt 3.0"));
     assert_eq!(probe_version(&config, &ctx).await.unwrap(), "vt 3.0");
+    assert_eq!(probed(), 4);
+}
+
+/// A later process (here: the cache without this process's memo) is answered from the user's
+/// version cache while every file the probe ran is unchanged: the command's own file and the
+/// file it execs, as Codex's `codex.js` execs its native binary.
+#[tokio::test]
+async fn a_version_is_kept_for_later_processes_while_every_file_it_ran_is_unchanged() {
+    let bin = Bin::new();
+    let runs = bin.dir.path().join("runs");
+    let inner = bin.dir.path().join("vw-inner");
+    let write_inner = |version: &str| {
+        let text = format!(
+            "#!/bin/sh\necho run >> '{}'\necho '{version}'\n",
+            runs.display()
+        );
+        let next = bin.dir.path().join("vw-inner.new");
+        std::fs::write(&next, text).unwrap();
+        std::fs::set_permissions(&next, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::rename(&next, &inner).unwrap();
+    };
+    write_inner("vw 1.0");
+    bin.script("vw", &format!("exec '{}' \"$@\"", inner.display()));
+    let argv = ms(&["vw", "--version"]);
+    let cache = bin.dir.path().join("state/version-probes.json");
+    let mut ctx = bin.ctx(&[("VW_TOKEN", "secret-value-7731")]);
+    ctx.version_cache = Some(cache.clone());
+    let probed = || {
+        std::fs::read_to_string(&runs)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    // What a new process asks: this process's memo left out.
+    let ask = |ctx: ProbeContext| {
+        let argv = argv.clone();
+        async move {
+            let key = VersionKey::of(&argv, &ctx);
+            probe_version_across_processes(&argv, &ctx, key.as_ref()).await
+        }
+    };
+    assert_eq!(ask(ctx.clone()).await.unwrap(), "vw 1.0");
+    assert_eq!(probed(), 1);
+    assert_eq!(ask(ctx.clone()).await.unwrap(), "vw 1.0");
+    assert_eq!(
+        probed(),
+        1,
+        "the second process reads the first one's answer"
+    );
+    let text = std::fs::read_to_string(&cache).unwrap();
+    assert!(!text.contains("secret-value-7731"), "{text}");
+    assert!(
+        text.contains("vw-inner"),
+        "the exec'd file is named: {text}"
+    );
+    let mode = std::fs::metadata(&cache).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "{mode:o}");
+    // Another environment is another question.
+    let mut other = bin.ctx(&[("VW_TOKEN", "another")]);
+    other.version_cache = Some(cache.clone());
+    assert_eq!(ask(other).await.unwrap(), "vw 1.0");
+    assert_eq!(probed(), 2);
+    // Only the file the command execs is replaced (the command's own file is unchanged).
+    write_inner("vw 2.0");
+    assert_eq!(ask(ctx.clone()).await.unwrap(), "vw 2.0");
+    assert_eq!(probed(), 3);
+    assert_eq!(ask(ctx.clone()).await.unwrap(), "vw 2.0");
+    assert_eq!(probed(), 3);
+    // Without a cache file every process asks the tool.
+    let mut uncached = ctx.clone();
+    uncached.version_cache = None;
+    assert_eq!(ask(uncached).await.unwrap(), "vw 2.0");
     assert_eq!(probed(), 4);
 }

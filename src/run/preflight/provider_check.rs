@@ -52,6 +52,7 @@ pub fn probe_context(env: &Env, provider: Option<&ResolvedProvider>) -> ProbeCon
             .collect(),
         cwd: std::env::temp_dir(),
         timeout: PROBE_TIMEOUT,
+        version_cache: ProbeContext::user_version_cache(),
     }
 }
 

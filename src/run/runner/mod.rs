@@ -220,6 +220,7 @@ impl CliRunner {
                 env: env.kept.iter().map(|(k, v)| (k.into(), v.into())).collect(),
                 cwd: std::env::temp_dir(),
                 timeout: Duration::from_secs(30),
+                version_cache: crate::provider::ProbeContext::user_version_cache(),
             };
             let version = crate::provider::probe_version(&provider.config, &probe)
                 .await
