@@ -10,6 +10,9 @@
 //! worktrees lock (a run starting meanwhile waits for it) and the run awaits it before it
 //! returns ([`settle`]); a half-made spare (the process was killed) is removed by the next one.
 //!
+//! The spare's index is written again a second after its checkout ([`settle_racy_entries`]), so
+//! that neither the move nor the run's first snapshot hashes the files git counts as racily clean.
+//!
 //! Repositories under [`SPARE_MIN_FILES`] tracked files get no spare: their checkout is cheaper
 //! than the processes a spare costs.
 
@@ -163,6 +166,7 @@ pub(super) async fn make(
         env,
     )
     .await?;
+    settle_racy_entries(&new, env).await;
     git(
         workspace,
         &["worktree", "move", &new_text, &spare_text],
@@ -170,6 +174,56 @@ pub(super) async fn make(
     )
     .await?;
     Ok(())
+}
+
+/// Rewrites a new checkout's index once the clock has left the second it was written in.
+///
+/// git (built without `USE_NSEC`, as Debian's is) counts an entry whose mtime falls in the same
+/// second as the index file's as racily clean, and hashes its file at every later read of that
+/// index, since reading proves nothing and writes nothing back: after `worktree add` of 100,000
+/// files, most of the last second's files (60,000 measured here), at the spare's move and again
+/// in the run's first snapshot, whose private index is a copy of this one. Refreshed and written
+/// again a second later, every entry's mtime is older than the index: the hashing is paid once,
+/// here, in the background. A git without `--force-write-index` keeps the index as it was.
+async fn settle_racy_entries(checkout: &Path, env: &BTreeMap<String, String>) {
+    let Some(index) = crate::gitrefs::layout(checkout, env).map(|layout| layout.index()) else {
+        return;
+    };
+    if racy_entries(&index) == 0 {
+        return;
+    }
+    let written = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    // Into the next second (and a little past it: the file system's clock is the kernel's
+    // coarse one, a tick behind).
+    let wait = std::time::Duration::from_secs(1).saturating_sub(std::time::Duration::from_nanos(
+        u64::from(written.subsec_nanos()),
+    )) + std::time::Duration::from_millis(20);
+    tokio::time::sleep(wait).await;
+    let refresh = ["update-index", "-q", "--refresh", "--force-write-index"];
+    if let Err(e) = git(checkout, &refresh, env).await {
+        tracing::debug!("the spare's index is kept as checked out: {e}");
+    }
+}
+
+/// How many entries of `index` git counts as racily clean: an mtime in the index file's own
+/// second or later (whole seconds, as git built without `USE_NSEC` compares them).
+fn racy_entries(index: &Path) -> usize {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(index) else {
+        return 0;
+    };
+    let Some(entries) = std::fs::read(index)
+        .ok()
+        .and_then(|bytes| crate::gitindex::entries(&bytes))
+    else {
+        return 0;
+    };
+    entries
+        .iter()
+        .filter(|entry| i64::from(entry.mtime.sec) >= meta.mtime())
+        .count()
 }
 
 /// Waits for the spares this process is making (a run awaits them before it returns, so the
@@ -215,6 +269,10 @@ mod tests {
         make(&ws, &env).await.unwrap();
         let spare = spare_dir(&ws, SPARE);
         assert!(spare.join("a.txt").is_file());
+        // Its files were written in the second its index was: the index was written again a
+        // second later, so no read of it hashes them.
+        let index = crate::gitrefs::layout(&spare, &env).unwrap().index();
+        assert_eq!(racy_entries(&index), 0);
         // The workspace moves on: the run starts from the new HEAD, by the change.
         std::fs::write(ws.join("b.txt"), "changed").unwrap();
         std::fs::remove_file(ws.join("gone.txt")).unwrap();
