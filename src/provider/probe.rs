@@ -268,6 +268,7 @@ async fn probe_version_across_processes(
     if let (Some((file, question)), Some(key)) = (&cache, key)
         && let Some(version) = version_cache::lookup(file, question, &key.executable)
     {
+        tracing::debug!(%version, cache = %file.display(), "version answered from the version cache");
         return Ok(version);
     }
     let ledger = match &cache {
