@@ -68,10 +68,11 @@ struct CachedVersion {
     ran: Vec<ExecutableStamp>,
 }
 
-/// The digest of a question: each part length-prefixed, so no two questions share one.
+/// The digest of a question: each list counted and each part length-prefixed, so no two
+/// questions share one.
 pub(super) fn question_digest<'a>(
     argv: &[String],
-    env: impl Iterator<Item = (&'a OsStr, &'a OsStr)>,
+    env: impl ExactSizeIterator<Item = (&'a OsStr, &'a OsStr)>,
     cwd: &Path,
 ) -> String {
     let mut hash = Sha256::new();
@@ -79,16 +80,15 @@ pub(super) fn question_digest<'a>(
         hash.update((bytes.len() as u64).to_le_bytes());
         hash.update(bytes);
     };
-    part(b"argv");
+    part(&(argv.len() as u64).to_le_bytes());
     for arg in argv {
         part(arg.as_bytes());
     }
-    part(b"env");
+    part(&(env.len() as u64).to_le_bytes());
     for (name, value) in env {
         part(name.as_bytes());
         part(value.as_bytes());
     }
-    part(b"cwd");
     part(cwd.as_os_str().as_bytes());
     format!("{:x}", hash.finalize())
 }
