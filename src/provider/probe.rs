@@ -261,20 +261,25 @@ async fn probe_version_across_processes(
     ctx: &ProbeContext,
     key: Option<&VersionKey>,
 ) -> Result<String, ProbeError> {
+    // The cache file, the question's digest and its key, when this probe may use the cache.
     let cache = ctx.version_cache.as_deref().zip(key).map(|(file, key)| {
         let env = key.env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str()));
-        (file, version_cache::question_digest(argv, env, &key.cwd))
+        (
+            file,
+            version_cache::question_digest(argv, env, &key.cwd),
+            key,
+        )
     });
-    if let (Some((file, question)), Some(key)) = (&cache, key)
+    if let Some((file, question, key)) = &cache
         && let Some(version) = version_cache::lookup(file, question, &key.executable)
     {
         tracing::debug!(%version, cache = %file.display(), "version answered from the version cache");
         return Ok(version);
     }
-    let ledger = match &cache {
-        Some(_) => tempfile::NamedTempFile::new().ok(),
-        None => None,
-    };
+    // The exec ledger names the files the probe runs (no ledger: nothing is kept).
+    let ledger = cache
+        .as_ref()
+        .and_then(|_| tempfile::NamedTempFile::new().ok());
     let options = LaunchOptions {
         ledger_path: ledger.as_ref().map(|file| file.path().to_owned()),
         ..LaunchOptions::default()
@@ -285,7 +290,7 @@ async fn probe_version_across_processes(
         exit: Exit::Code(0),
         stderr_tail: "it printed no version".to_owned(),
     })?;
-    if let (Some((file, question)), Some(key), Some(_)) = (cache, key, ledger)
+    if let Some((file, question, key)) = cache
         && let Some(executed) = version_cache::executed(&execs)
         && VersionKey::of(argv, ctx).as_ref() == Some(key)
     {
