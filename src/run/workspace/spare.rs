@@ -179,12 +179,14 @@ pub(super) async fn make(
 /// Rewrites a new checkout's index once the clock has left the second it was written in.
 ///
 /// git (built without `USE_NSEC`, as Debian's is) counts an entry whose mtime falls in the same
-/// second as the index file's as racily clean, and hashes its file at every later read of that
-/// index, since reading proves nothing and writes nothing back: after `worktree add` of 100,000
-/// files, most of the last second's files (60,000 measured here), at the spare's move and again
-/// in the run's first snapshot, whose private index is a copy of this one. Refreshed and written
-/// again a second later, every entry's mtime is older than the index: the hashing is paid once,
-/// here, in the background. A git without `--force-write-index` keeps the index as it was.
+/// second as the index file's as racily clean, and hashes its file at every read of that index
+/// until the index is written again in a later second. Nothing writes the spare's index before
+/// the next run takes it, so after `worktree add` of 100,000 files that run hashed most of the
+/// last second's files (61,499 measured here) on its way to its first stage: in the spare's move
+/// and in its first snapshot, whose private index is a copy of the worktree's. Refreshed and
+/// written (forced, whatever the refresh finds) a second later, every entry's mtime is older
+/// than the index: the hashing is paid once, here, in the background. A git without
+/// `--force-write-index` keeps the index as it was.
 async fn settle_racy_entries(checkout: &Path, env: &BTreeMap<String, String>) {
     let Some(index) = crate::gitrefs::layout(checkout, env).map(|layout| layout.index()) else {
         return;
