@@ -129,28 +129,6 @@ pub fn find_cli(
     ))
 }
 
-/// The first line of `<executable> --version` (20 s at most, under the boundary like every
-/// process autocode starts), for saying which CLI runs.
-pub async fn cli_version(executable: &Path) -> Option<String> {
-    let spec = crate::supervise::LaunchSpec {
-        label: format!("version of {}", executable.display()),
-        program: executable.as_os_str().to_owned(),
-        args: vec!["--version".into()],
-        env: std::env::vars_os().collect(),
-        cwd: std::env::temp_dir(),
-        stdin: crate::supervise::StdinSource::Null,
-        stdio: crate::supervise::StdioMode::Captured { limit: 1 << 16 },
-        timeout: Some(std::time::Duration::from_secs(20)),
-        room: None,
-    };
-    let out = crate::supervise::run(spec).await.ok()?;
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .map(|l| crate::term_text::terminal_safe(l).into_owned())
-}
-
 /// The model id a route names on `transport` (OpenCode spells `provider/model`).
 pub fn model_id(transport: BuiltinTransport, model: &str) -> String {
     match transport {

@@ -101,19 +101,29 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
         workspace.display()
     );
     let runtime = super::runtime()?;
-    say!(
-        "autocode demo: {} {}",
-        cli.executable.display(),
-        runtime
-            .block_on(demo::cli_version(&cli.executable))
-            .unwrap_or_else(|| "(version unknown)".into())
-    );
     let outcome = runtime.block_on(async {
-        seed_workspace(&workspace, &ctx).await?;
         let server = demo::start_server().await.map_err(EdgeError::internal)?;
         let overrides = demo::isolated_cli_env(cli.transport, &server, &home, demo::DEMO_CLI)
             .map_err(EdgeError::internal)?;
         let env = demo::run_env(&ctx.env, &overrides, &cli);
+        // Asked as the run's preflight asks it (the provider's version command, the agents'
+        // environment), so the run is answered in process instead of starting the CLI again.
+        let version = match ctx.registry.resolve_name(cli.transport.as_str()) {
+            Ok(provider) => {
+                let probe =
+                    crate::run::preflight::provider_check::probe_context(&env, Some(&provider));
+                crate::provider::probe_version(&provider.config, &probe)
+                    .await
+                    .ok()
+            }
+            Err(_) => None,
+        };
+        say!(
+            "autocode demo: {} {}",
+            cli.executable.display(),
+            version.unwrap_or_else(|| "(version unknown)".into())
+        );
+        seed_workspace(&workspace, &ctx).await?;
         let models = demo::demo_routes(|model| demo::model_id(cli.transport, model));
         let opts = StartOptions {
             objective: DEMO_OBJECTIVE.into(),
