@@ -30,6 +30,7 @@ pub mod direct;
 pub mod error;
 pub mod events;
 pub mod exec;
+pub mod gitconfig;
 pub mod gitindex;
 pub mod gitrefs;
 pub mod gittree;

@@ -30,15 +30,22 @@ pub(crate) const NOT_AUTOCODE: &str = ":(glob,exclude)**/.autocode/**";
 
 /// `-c user.name=… -c user.email=…` when the repository (or the user's config) lacks either.
 async fn identity_args(dir: &Path, env: &BTreeMap<String, String>) -> Vec<String> {
-    // One launch for both keys; git lists every value in precedence order, the last one wins.
-    let listed = git(
-        dir,
-        &["config", "--get-regexp", r"^user\.(name|email)$"],
-        env,
-    )
-    .await
-    .unwrap_or_default();
-    if identity_configured(&listed) {
+    let configured = match identity_in_place(dir, env) {
+        Some(configured) => configured,
+        None => {
+            // One launch for both keys; git lists every value in precedence order, the last
+            // one wins.
+            let listed = git(
+                dir,
+                &["config", "--get-regexp", r"^user\.(name|email)$"],
+                env,
+            )
+            .await
+            .unwrap_or_default();
+            identity_configured(&listed)
+        }
+    };
+    if configured {
         return Vec::new();
     }
     vec![
@@ -47,6 +54,20 @@ async fn identity_args(dir: &Path, env: &BTreeMap<String, String>) -> Vec<String
         "-c".into(),
         format!("user.email={FALLBACK_EMAIL}"),
     ]
+}
+
+/// Whether git's config sets both `user.name` and `user.email` to something, read in place
+/// (`crate::gitconfig`) where the repository and its config files are git's plain case.
+fn identity_in_place(dir: &Path, env: &BTreeMap<String, String>) -> Option<bool> {
+    let layout = crate::gitrefs::layout(dir, env)?;
+    let files = crate::gitconfig::files(env, Some(&layout.common_dir.join("config")))?;
+    let entries = crate::gitconfig::read(&files)?;
+    let set = |key| {
+        crate::gitconfig::last(&entries, key)
+            .and_then(|entry| entry.value.as_deref())
+            .is_some_and(|value| !value.trim().is_empty())
+    };
+    Some(set("user.name") && set("user.email"))
 }
 
 /// Whether `git config --get-regexp` output sets both `user.name` and `user.email` to something
@@ -574,6 +595,63 @@ mod tests {
             .await
             .unwrap();
         assert!(identity_args(dir.path(), &env).await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_identity_read_in_place_is_the_one_git_lists() {
+        let home = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let env = env(home.path());
+        git(dir.path(), &["init", "-q"], &env).await.unwrap();
+        let gits = || async {
+            let listed = git(
+                dir.path(),
+                &["config", "--get-regexp", r"^user\.(name|email)$"],
+                &env,
+            )
+            .await
+            .unwrap_or_default();
+            identity_configured(&listed)
+        };
+        let in_place = || identity_in_place(dir.path(), &env);
+        if crate::gitconfig::files(&env, None).is_none() {
+            return; // this machine's git keeps its system file elsewhere: git is asked
+        }
+        let steps: [(&str, &str); 5] = [
+            ("none", ""),
+            ("global name", "[user]\n\tname = Ada\n"),
+            (
+                "global both",
+                "[user]\n\tname = Ada\n\temail = ada@x # work\n",
+            ),
+            ("local empty email", "email"),
+            ("local email again", "email again"),
+        ];
+        for (step, text) in steps {
+            match text {
+                "" => {}
+                "email" => {
+                    git(dir.path(), &["config", "user.email", ""], &env)
+                        .await
+                        .unwrap();
+                }
+                "email again" => {
+                    git(dir.path(), &["config", "user.email", "a@y"], &env)
+                        .await
+                        .unwrap();
+                }
+                text => std::fs::write(home.path().join(".gitconfig"), text).unwrap(),
+            }
+            assert_eq!(in_place(), Some(gits().await), "{step}");
+        }
+        assert_eq!(in_place(), Some(true));
+        // What the reader does not take is git's.
+        std::fs::write(
+            home.path().join(".gitconfig"),
+            "[include]\n\tpath = other\n",
+        )
+        .unwrap();
+        assert_eq!(in_place(), None);
     }
 
     #[tokio::test]

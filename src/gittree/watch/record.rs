@@ -353,37 +353,51 @@ impl Watcher {
     }
 }
 
-/// The config files git reads with the store's environment (the system, global and XDG files,
-/// the store's own, every file one of them includes) and the excludes file they name.
-async fn config_inputs(store: &GitStore, work_tree: &Path) -> Result<ConfigInputs, GitTreeError> {
-    let home = store
-        .env
-        .get("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from);
-    let xdg = store
-        .env
-        .get("XDG_CONFIG_HOME")
-        .filter(|x| !x.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| home.as_ref().map(|h| h.join(".config")));
-    let mut files: Vec<PathBuf> = vec![
-        PathBuf::from("/etc/gitconfig"),
-        store.git_dir.join("config"),
-    ];
-    if let Some(home) = &home {
-        files.push(home.join(".gitconfig"));
-    }
-    if let Some(xdg) = &xdg {
-        files.push(xdg.join("git/config"));
-    }
+/// [`config_inputs`]' files and the excludes file they name (`None`: not named), read in
+/// place. `None`: git's to say (not the plain case, or a value git expands by its own rules).
+pub(super) fn config_in_place(
+    store: &GitStore,
+    home: Option<&Path>,
+    work_tree: &Path,
+) -> Option<(Vec<PathBuf>, Option<PathBuf>)> {
+    let files = crate::gitconfig::files(&store.env, Some(&store.git_dir.join("config")))?;
+    let entries = crate::gitconfig::read(&files)?;
+    let excludes_file = match crate::gitconfig::last(&entries, "core.excludesfile") {
+        None => None,
+        Some(entry) => {
+            let value = entry.value.as_deref().filter(|v| !v.is_empty())?;
+            Some(match value.strip_prefix("~/") {
+                Some(rest) => home?.join(rest),
+                None if value.starts_with(['~', '%']) => return None,
+                None => work_tree.join(value),
+            })
+        }
+    };
+    Some((files, excludes_file))
+}
+
+/// [`config_inputs`]' files and excludes file as `git config --show-origin --list` names them.
+pub(super) async fn config_from_git(
+    store: &GitStore,
+    home: Option<&Path>,
+    work_tree: &Path,
+) -> Result<(Vec<PathBuf>, Option<PathBuf>), GitTreeError> {
     let expand = |value: &[u8], base: &Path| -> PathBuf {
         let value = Path::new(OsStr::from_bytes(value));
-        match (value.strip_prefix("~"), &home) {
+        match (value.strip_prefix("~"), home) {
             (Ok(rest), Some(home)) => home.join(rest),
             _ => base.join(value),
         }
     };
+    let path_var = store
+        .env
+        .get("PATH")
+        .map(String::as_str)
+        .unwrap_or_default();
+    let system = crate::gitconfig::system_file(OsStr::new(path_var))
+        .unwrap_or_else(|| PathBuf::from("/etc/gitconfig"));
+    let mut files = vec![system, store.git_dir.join("config")];
+    files.extend(crate::gitconfig::user_files(&store.env));
     let out = store
         .git(
             None,
@@ -417,6 +431,28 @@ async fn config_inputs(store: &GitStore, work_tree: &Path) -> Result<ConfigInput
             files.push(expand(value, &base));
         }
     }
+    Ok((files, excludes_file))
+}
+
+/// The config files git reads with the store's environment (the system, global and XDG files,
+/// the store's own, every file one of them includes) and the excludes file they name: read in
+/// place where they are git's plain case (`crate::gitconfig`), else from `git config`.
+async fn config_inputs(store: &GitStore, work_tree: &Path) -> Result<ConfigInputs, GitTreeError> {
+    let home = store
+        .env
+        .get("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let xdg = store
+        .env
+        .get("XDG_CONFIG_HOME")
+        .filter(|x| !x.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".config")));
+    let (mut files, excludes_file) = match config_in_place(store, home.as_deref(), work_tree) {
+        Some(found) => found,
+        None => config_from_git(store, home.as_deref(), work_tree).await?,
+    };
     files.sort();
     files.dedup();
     let excludes_file = excludes_file.or_else(|| xdg.map(|xdg| xdg.join("git/ignore")));

@@ -692,3 +692,58 @@ fn a_hashed_entry_is_read_in_pieces_and_matches_git() {
         assert_eq!(super::blob_id(path, &short), None);
     }
 }
+
+#[test]
+fn the_config_read_in_place_names_what_git_config_names() {
+    rt().block_on(async {
+        let fx = Fixture::new().await;
+        let home = fx.home.clone();
+        let path_var = env(&home)["PATH"].clone();
+        if crate::gitconfig::system_file(std::ffi::OsStr::new(&path_var)).is_none() {
+            return; // this git keeps its system file elsewhere: `git config` is asked
+        }
+        let both = || async {
+            let mut from_git = super::record::config_from_git(&fx.store, Some(&home), &fx.ws)
+                .await
+                .unwrap();
+            from_git.0.sort();
+            from_git.0.dedup();
+            let in_place = super::record::config_in_place(&fx.store, Some(&home), &fx.ws).map(
+                |(mut files, excludes)| {
+                    files.sort();
+                    (files, excludes)
+                },
+            );
+            (in_place, from_git)
+        };
+        let steps = [
+            ("no user config", None),
+            (
+                "excludes in ~/.gitconfig",
+                Some((".gitconfig", "[core]\n\texcludesFile = ~/my-ignore\n")),
+            ),
+            (
+                "xdg and home both",
+                Some((
+                    ".config/git/config",
+                    "[core]\n\texcludesfile = /etc/other-ignore\n",
+                )),
+            ),
+            (
+                "a relative one",
+                Some((".gitconfig", "[Core]\n\tExcludesFile = rel/ignore # here\n")),
+            ),
+        ];
+        for (step, file) in steps {
+            if let Some((name, text)) = file {
+                write(&home.join(name), text);
+            }
+            let (in_place, from_git) = both().await;
+            assert_eq!(in_place, Some(from_git), "{step}");
+        }
+        // An include is git's to follow.
+        write(&home.join(".gitconfig"), "[include]\n\tpath = ~/more\n");
+        let (in_place, _) = both().await;
+        assert_eq!(in_place, None);
+    });
+}
