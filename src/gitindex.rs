@@ -190,6 +190,14 @@ impl IndexEntry {
 /// Every entry of an index file, in index order (`None`: the file is not one this reader
 /// takes: not versions 2–4, a split or sparse index, or anything that does not parse exactly).
 pub fn entries(index: &[u8]) -> Option<Vec<IndexEntry>> {
+    entries_and_extensions(index).map(|(entries, _)| entries)
+}
+
+/// An index extension: its signature (`TREE`, `REUC`, …) and its body.
+pub type Extension<'a> = ([u8; 4], &'a [u8]);
+
+/// [`entries`], and the extensions after them.
+pub fn entries_and_extensions(index: &[u8]) -> Option<(Vec<IndexEntry>, Vec<Extension<'_>>)> {
     let be32 = |at: usize| -> Option<u32> {
         Some(u32::from_be_bytes(index.get(at..at + 4)?.try_into().ok()?))
     };
@@ -272,15 +280,18 @@ pub fn entries(index: &[u8]) -> Option<Vec<IndexEntry>> {
         });
     }
     // Extensions: a split index keeps its entries elsewhere, a sparse index folds directories.
+    let mut extensions = Vec::new();
     while at < end {
-        let signature = index.get(at..at + 4)?;
-        if signature == b"link" || signature == b"sdir" {
+        let signature: [u8; 4] = index.get(at..at + 4)?.try_into().ok()?;
+        if &signature == b"link" || &signature == b"sdir" {
             return None;
         }
         let size = be32(at + 4)? as usize;
-        at = at.checked_add(8)?.checked_add(size)?;
+        let body = at.checked_add(8)?;
+        at = body.checked_add(size)?;
+        extensions.push((signature, index.get(body..at)?));
     }
-    (at == end).then_some(found)
+    (at == end).then_some((found, extensions))
 }
 
 /// git's offset varint (`varint.c`): seven bits a byte, big-endian, each continuation adding one.

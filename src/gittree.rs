@@ -3,8 +3,9 @@
 //! A [`GitStore`] is a bare git directory of autocode's own (`<run>/git/`) whose object store
 //! borrows the work tree's repository objects read-only (`objects/info/alternates`), so the
 //! repository itself is never written: not its index, not its objects, not its refs. The tree
-//! under test is written with a private index file as the stat cache (`git add -A` then
-//! `git write-tree`: about the cost of a warm `git status`), two trees are compared, listed
+//! under test is written with a private index file as the stat cache (`git add -A`, then the
+//! index's tree written in process, `index_tree.rs`, else by `git write-tree`: about the cost
+//! of a warm `git status`), two trees are compared, listed
 //! and composed in process where their objects are loose (`odb.rs`; else `git diff-tree`,
 //! `ls-tree`, `update-index`), and a directory is brought to a tree with its own index
 //! (`git read-tree --reset -u` then `git clean -ffdx`), so the writes are what changed.
@@ -32,9 +33,11 @@ use crate::supervise::{self, Exit, LaunchSpec, StdinSource, StdioMode};
 mod commit;
 pub mod history;
 mod index_file;
+mod index_tree;
 mod memo;
 mod objects;
 mod odb;
+mod packs;
 pub use commit::CommitId;
 pub use objects::{BLOBS_BUDGET, ChangedEntry, Side};
 pub mod watch;
@@ -332,6 +335,13 @@ impl GitStore {
             let _ = fs::remove_file(index);
             self.seed_from_head(work_tree, index).await;
             self.git(Some(work_tree), Some(index), &add, None).await?;
+        }
+        // The tree the index holds, written in process where it is git's plain case.
+        if let Some(tree) = fs::read(index)
+            .ok()
+            .and_then(|bytes| index_tree::write(&self.odb, &bytes))
+        {
+            return Ok(tree);
         }
         let out = self
             .git(Some(work_tree), Some(index), &["write-tree"], None)

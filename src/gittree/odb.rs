@@ -130,6 +130,20 @@ impl Odb {
         dir.join(&id[..2]).join(&id[2..])
     }
 
+    /// The object directories, the store's own first.
+    pub(super) fn dirs(&self) -> &[PathBuf] {
+        &self.dirs
+    }
+
+    /// Whether a directory holds the object `id` loose.
+    pub(super) fn has_loose(&self, id: &str) -> bool {
+        id.len() == SHA1_HEX
+            && self
+                .dirs
+                .iter()
+                .any(|dir| Self::loose_path(dir, id).exists())
+    }
+
     /// The loose object `id`: its header, and its content when it is at most `cap` bytes.
     /// `None` when no directory holds it loose, or it cannot be read as one.
     pub(super) fn read_capped(&self, id: &str, cap: u64) -> Option<Object> {
@@ -184,16 +198,8 @@ impl Odb {
     /// Writes `data` as an object of `kind` (a no-op when a directory holds it loose already)
     /// and gives its id.
     pub(super) fn write(&self, kind: Kind, data: &[u8]) -> io::Result<String> {
+        let id = object_id(kind, data);
         let header = format!("{} {}\0", kind.word(), data.len());
-        let mut sha = ring::digest::Context::new(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY);
-        sha.update(header.as_bytes());
-        sha.update(data);
-        let id: String = sha
-            .finish()
-            .as_ref()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
         if self
             .dirs
             .iter()
@@ -369,6 +375,19 @@ impl Odb {
         let id = root.write(self)?;
         TreeId::parse(&id).ok()
     }
+}
+
+/// The name git gives an object of `kind` with `data` (SHA-1 of its header and data, in hex).
+pub(super) fn object_id(kind: Kind, data: &[u8]) -> String {
+    let header = format!("{} {}\0", kind.word(), data.len());
+    let mut sha = ring::digest::Context::new(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY);
+    sha.update(header.as_bytes());
+    sha.update(data);
+    sha.finish()
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// A tree being composed: as stored, or read and changed.
