@@ -145,6 +145,14 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, EdgeError> {
     })?;
     // The stage table was printed as the stages finished; here come the proofs behind it.
     let state = crate::run::load(&outcome.run_dir).map_err(EdgeError::internal)?;
+    for criterion in &state.verification.verified {
+        say!(
+            "  criterion {} (milestone {}): {}",
+            criterion.criterion_id,
+            criterion.milestone + 1,
+            criterion.how
+        );
+    }
     for attempt in &state.attempts {
         let dir = outcome.run_dir.join("stages").join(&attempt.dir);
         if let Ok(text) = std::fs::read_to_string(dir.join("evidence.json"))

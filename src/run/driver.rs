@@ -156,7 +156,10 @@ pub async fn drive<R: StageRunner, I: Interaction>(
                     run.state.completed_at = Some(Utc::now());
                     run.checkpoint()?;
                     run.activity("complete", Some(&message))?;
-                    ui.note(&message);
+                    ui.note(&review::completion_headline(
+                        &run.state.verification.verified,
+                        run.state.run_id.as_str(),
+                    ));
                     return Ok(DriveOutcome::Complete);
                 }
                 run.activity("completion gate refused", Some(&refusals.join("; ")))?;

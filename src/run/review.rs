@@ -370,6 +370,21 @@ pub fn required_id(index: usize) -> String {
     format!("objective-check-{}", index + 1)
 }
 
+/// What a person's terminal shows at completion: the completion line's headline, how many
+/// criteria it covers and where each one's account is (`autocode status`; the activity log
+/// and `status --json` keep [`completion_message`] whole).
+pub fn completion_headline(verified: &[VerifiedCriterion], run_id: &str) -> String {
+    let message = completion_message(verified);
+    let headline = message.lines().next().unwrap_or_default();
+    match verified.len() {
+        0 => headline.to_owned(),
+        n => format!(
+            "{headline} ({n} criteri{}; `autocode status {run_id}` shows how each was verified)",
+            if n == 1 { "on" } else { "a" }
+        ),
+    }
+}
+
 /// The completion line: per criterion, how it was verified.
 pub fn completion_message(verified: &[VerifiedCriterion]) -> String {
     let all_replayed = verified
@@ -494,6 +509,17 @@ mod tests {
             !message.contains("every criterion verified and replayed"),
             "{message}"
         );
+        // The terminal's line: the headline, the count, and where the account is.
+        let headline = completion_headline(&summary, "R1");
+        assert_eq!(
+            headline,
+            format!(
+                "{} ({} criteria; `autocode status R1` shows how each was verified)",
+                message.lines().next().unwrap(),
+                summary.len()
+            )
+        );
+        assert_eq!(completion_headline(&[], "R1"), "complete");
     }
 
     #[test]
