@@ -288,6 +288,9 @@ pub fn agent_environment(
             }
         }
     }
+    if let Some(path) = kept.get_mut("PATH") {
+        *path = without_repeated_dirs(path);
+    }
     AgentEnvironment {
         kept,
         withheld: withheld
@@ -295,6 +298,18 @@ pub fn agent_environment(
             .map(|(name, reason)| WithheldVar { name, reason })
             .collect(),
     }
+}
+
+/// A search path with each directory kept at its first place only: a command resolves to the
+/// same file, and a name found nowhere costs one failed `execve` per directory instead of one
+/// per entry (each is a round trip through the process boundary). An empty entry (the current
+/// directory) is a directory like any other.
+pub fn without_repeated_dirs(path: &str) -> String {
+    let mut seen = std::collections::HashSet::new();
+    path.split(':')
+        .filter(|dir| seen.insert(*dir))
+        .collect::<Vec<_>>()
+        .join(":")
 }
 
 /// [`agent_environment`] over the raw environment: a name or value that is not UTF-8 is withheld

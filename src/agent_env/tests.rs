@@ -642,3 +642,18 @@ fn camel_case_and_separators_split_into_words() {
     );
     assert_eq!(name_words("PATH"), ["PATH"]);
 }
+
+#[test]
+fn a_directory_repeated_on_path_is_kept_at_its_first_place() {
+    let env = agent_environment(
+        [(
+            "PATH".to_owned(),
+            "/a/bin:/usr/bin:/a/bin::/bin:/usr/bin:".to_owned(),
+        )],
+        &[],
+        None,
+    );
+    assert_eq!(env.kept["PATH"], "/a/bin:/usr/bin::/bin");
+    assert_eq!(without_repeated_dirs("/usr/bin"), "/usr/bin");
+    assert_eq!(without_repeated_dirs(""), "");
+}

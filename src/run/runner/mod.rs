@@ -156,21 +156,12 @@ impl CliRunner {
             pass.as_deref(),
         );
         env.withhold_not_utf8(self.not_utf8_env.iter().cloned());
-        if let Some(dir) = std::env::current_exe()
-            .ok()
-            .and_then(|exe| exe.parent().map(Path::to_path_buf))
+        if let Ok(exe) = std::env::current_exe()
+            && let Some(dir) = exe.parent()
         {
             let path = env.kept.get("PATH").cloned().unwrap_or_default();
-            let dir = dir.to_string_lossy().into_owned();
-            if !path.split(':').any(|p| p == dir) {
-                env.kept.insert(
-                    "PATH".into(),
-                    if path.is_empty() {
-                        dir
-                    } else {
-                        format!("{dir}:{path}")
-                    },
-                );
+            if let Some(path) = with_own_dir(&path, dir, &exe) {
+                env.kept.insert("PATH".into(), path);
             }
         }
         env
@@ -408,6 +399,33 @@ impl StageRunner for CliRunner {
 /// An agent-written report file: regular, non-blocking, at most [`REPORT_CAP`] bytes.
 ///
 /// [`REPORT_CAP`]: crate::bounded_read::REPORT_CAP
+/// The agents' `PATH` with autocode's own directory `dir` (holding `exe`) on it, so that
+/// `autocode` there is this autocode; `None`: it already is. At the end when no other `autocode`
+/// comes first (every other command is looked up where it was, without a failed `execve` in
+/// this directory first), at the front when another one would.
+fn with_own_dir(path: &str, dir: &Path, exe: &Path) -> Option<String> {
+    let dir_text = dir.to_string_lossy();
+    if path.split(':').any(|p| p == dir_text) {
+        return None;
+    }
+    if path.is_empty() {
+        return Some(dir_text.into_owned());
+    }
+    let found = crate::provider::resolve_on_path("autocode", std::ffi::OsStr::new(path));
+    let same = |a: &Path, b: &Path| {
+        use std::os::unix::fs::MetadataExt;
+        match (std::fs::metadata(a), std::fs::metadata(b)) {
+            (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+            _ => false,
+        }
+    };
+    match found {
+        None => Some(format!("{path}:{dir_text}")),
+        Some(other) if same(&other, exe) => None,
+        Some(_) => Some(format!("{dir_text}:{path}")),
+    }
+}
+
 fn read_report_file(path: &Path) -> std::io::Result<Vec<u8>> {
     crate::bounded_read::read(path, crate::bounded_read::REPORT_CAP)
 }
@@ -421,6 +439,47 @@ pub fn foreign_edit_watch_missing(work_tree: &Path) -> Option<String> {
 mod tests {
     use super::*;
     use crate::acp::{Continuation, PinnedAcpAgent};
+
+    #[test]
+    fn autocode_s_own_directory_goes_last_unless_another_autocode_would_come_first() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let ours = dir.path().join("ours");
+        let other = dir.path().join("other");
+        let bin = dir.path().join("bin");
+        for d in [&ours, &other, &bin] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let exe = ours.join("autocode");
+        std::fs::write(&exe, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = bin.display().to_string();
+        let ours_text = ours.display().to_string();
+        // No other autocode: last, so every other lookup is as before.
+        assert_eq!(
+            with_own_dir(&path, &ours, &exe),
+            Some(format!("{path}:{ours_text}"))
+        );
+        // Already there, or an empty PATH.
+        assert_eq!(
+            with_own_dir(&format!("{path}:{ours_text}"), &ours, &exe),
+            None
+        );
+        assert_eq!(with_own_dir("", &ours, &exe), Some(ours_text.clone()));
+        // Another autocode would win: first.
+        let theirs = other.join("autocode");
+        std::fs::write(&theirs, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let with_other = format!("{}:{path}", other.display());
+        assert_eq!(
+            with_own_dir(&with_other, &ours, &exe),
+            Some(format!("{ours_text}:{with_other}"))
+        );
+        // The same file under another name on PATH: nothing to add.
+        std::fs::remove_file(&theirs).unwrap();
+        std::fs::hard_link(&exe, &theirs).unwrap();
+        assert_eq!(with_own_dir(&with_other, &ours, &exe), None);
+    }
     use crate::ids::RunId;
 
     #[test]
