@@ -11,7 +11,9 @@
 #   room    `autocode supervise --writable CWD --allow-connect MODEL --`: plus the room (Landlock,
 #           private copy-on-write layers of HOME and /tmp, gated sockets)
 #   stage   room and ledger together: what a stage launch is, without the orchestrator around it
-# Every column but `warm` starts from a fresh CODEX_HOME. Prints each round (wall/CPU seconds,
+#   warm-stage  the same over the warm CODEX_HOME of `warm` (its layer of HOME new at each
+#           launch, as a role's is at each run): a person's second run, launch by launch
+# Every column but `warm` and `warm-stage` starts from a fresh CODEX_HOME. Prints each round (wall/CPU seconds,
 # CPU = user + system of every process waited for) and the medians; the demo's whole-task
 # comparison is benches/hello_bare.sh.
 # Usage: benches/stage_layers.sh [ROUNDS] [STAGE]   (default 7 rounds, the first stage;
@@ -80,15 +82,17 @@ column() { # NAME
   room) launch "$(fresh)" "$bin" supervise --writable "$cwd" --allow-connect "$address" -- ;;
   stage) launch "$(fresh)" "$bin" supervise --ledger "$work/ledger.jsonl" --writable "$cwd" \
     --allow-connect "$address" -- ;;
+  warm-stage) launch "$work/warm" "$bin" supervise --ledger "$work/ledger.jsonl" --writable "$cwd" \
+    --allow-connect "$address" -- ;;
   esac
 }
-names=(warm fresh sup ledger room stage)
+names=(warm fresh sup ledger room stage warm-stage)
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 echo "stage $stage, wall/CPU seconds per launch, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 printf '| round |'; printf ' %s |' "${names[@]}"; echo
-echo "|---|---|---|---|---|---|---|"
+echo "|---|---|---|---|---|---|---|---|"
 : >"$work/rows"
 for round in $(seq 0 "$rounds"); do
   row=()
