@@ -1,16 +1,38 @@
 use super::*;
 
-use std::process::Command;
+use crate::supervise::{Exit, LaunchSpec, StdinSource, StdioMode};
 
-/// `git config <args>` with only `PATH` and `HOME` from `env`, in `dir`.
-fn git(dir: &Path, env: &BTreeMap<String, String>, args: &[&str]) -> std::process::Output {
-    Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env_clear()
-        .envs(env)
-        .output()
-        .expect("git runs")
+/// What a test's git run gave: whether it exited 0, and its output.
+struct Output {
+    success: bool,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+}
+
+/// `git args…` in `dir` with only `env`, through the boundary (as autocode runs every process).
+fn git(dir: &Path, env: &BTreeMap<String, String>, args: &[&str]) -> Output {
+    let spec = LaunchSpec {
+        label: "git (test)".into(),
+        program: "git".into(),
+        args: args.iter().map(Into::into).collect(),
+        env: env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
+        cwd: dir.to_owned(),
+        stdin: StdinSource::Null,
+        stdio: StdioMode::Captured { limit: 1 << 20 },
+        timeout: Some(std::time::Duration::from_secs(60)),
+        room: None,
+    };
+    let finished = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(crate::supervise::run(spec))
+        .expect("git runs");
+    Output {
+        success: finished.exit == Exit::Code(0),
+        stdout: finished.stdout,
+        stderr: finished.stderr,
+    }
 }
 
 fn plain_env(home: &Path) -> BTreeMap<String, String> {
@@ -27,11 +49,7 @@ fn gits_entries(file: &Path, env: &BTreeMap<String, String>) -> Vec<(String, Opt
         env,
         &["config", "--file", file.to_str().unwrap(), "-z", "--list"],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.success, "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
     text.split_terminator('\0')
         .map(|item| match item.split_once('\n') {
@@ -133,7 +151,7 @@ fn the_files_and_their_order_are_gits() {
     let home = tempfile::tempdir().unwrap();
     let repo = tempfile::tempdir().unwrap();
     let env = plain_env(home.path());
-    assert!(git(repo.path(), &env, &["init", "-q"]).status.success());
+    assert!(git(repo.path(), &env, &["init", "-q"]).success);
     std::fs::create_dir_all(home.path().join(".config/git")).unwrap();
     std::fs::write(
         home.path().join(".config/git/config"),
@@ -162,11 +180,7 @@ fn the_files_and_their_order_are_gits() {
         );
     }
     // The repository's own file wins over the user's.
-    assert!(
-        git(repo.path(), &env, &["config", "user.name", "From Repo"])
-            .status
-            .success()
-    );
+    assert!(git(repo.path(), &env, &["config", "user.name", "From Repo"]).success);
     let entries = read(&files).unwrap();
     assert_eq!(
         last(&entries, "user.name").and_then(|e| e.value.as_deref()),
@@ -209,7 +223,7 @@ fn the_system_file_is_the_one_git_reads() {
         &["config", "--system", "--show-origin", "--list"],
     );
     let shown = system.display().to_string();
-    if out.status.success() {
+    if out.success {
         let text = String::from_utf8(out.stdout).unwrap();
         for line in text.lines() {
             assert!(line.starts_with(&format!("file:{shown}\t")), "{line}");

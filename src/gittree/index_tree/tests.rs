@@ -3,14 +3,72 @@
 
 use super::*;
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+
+use crate::supervise::{Exit, LaunchSpec, StdinSource, StdioMode};
 
 struct Repo {
     _dir: tempfile::TempDir,
     ws: PathBuf,
     index: PathBuf,
+}
+
+/// `git args…` in `dir` with only `env`, through the boundary (as autocode runs every process):
+/// whether it exited 0, its stdout and its stderr.
+fn run_git(dir: &Path, env: &BTreeMap<&str, String>, args: &[&str]) -> (bool, String, String) {
+    let mut argv: Vec<&str> = vec![
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@x",
+        "-c",
+        "gc.auto=0",
+    ];
+    argv.extend([
+        "-c",
+        "advice.addEmbeddedRepo=false",
+        "-c",
+        "core.fsmonitor=false",
+    ]);
+    argv.extend(args);
+    let spec = LaunchSpec {
+        label: "git (test)".into(),
+        program: "git".into(),
+        args: argv.iter().map(Into::into).collect(),
+        env: env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
+        cwd: dir.to_owned(),
+        stdin: StdinSource::Null,
+        stdio: StdioMode::Captured { limit: 16 << 20 },
+        timeout: Some(std::time::Duration::from_secs(60)),
+        room: None,
+    };
+    let finished = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(crate::supervise::run(spec))
+        .expect("git runs");
+    (
+        finished.exit == Exit::Code(0),
+        String::from_utf8_lossy(&finished.stdout).into_owned(),
+        String::from_utf8_lossy(&finished.stderr).into_owned(),
+    )
+}
+
+/// The environment these tests run git with: `PATH`, a `HOME` of their own, no system config,
+/// and `index` as the index file when there is one.
+fn git_env(home: &Path, index: Option<&Path>) -> BTreeMap<&'static str, String> {
+    let mut env = BTreeMap::from([
+        ("PATH", std::env::var("PATH").unwrap_or_default()),
+        ("HOME", home.display().to_string()),
+        ("GIT_CONFIG_NOSYSTEM", "1".to_owned()),
+    ]);
+    if let Some(index) = index {
+        env.insert("GIT_INDEX_FILE", index.display().to_string());
+    }
+    env
 }
 
 impl Repo {
@@ -28,38 +86,12 @@ impl Repo {
         repo
     }
 
-    /// `git args…` in the work tree with the private index.
+    /// `git args…` in the work tree with the private index; it must succeed.
     fn git(&self, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .args([
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@x",
-                "-c",
-                "gc.auto=0",
-            ])
-            .args([
-                "-c",
-                "advice.addEmbeddedRepo=false",
-                "-c",
-                "core.fsmonitor=false",
-            ])
-            .args(args)
-            .current_dir(&self.ws)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.ws.parent().unwrap())
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_INDEX_FILE", &self.index)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        let env = git_env(self.ws.parent().unwrap(), Some(&self.index));
+        let (ok, stdout, stderr) = run_git(&self.ws, &env, args);
+        assert!(ok, "git {args:?}: {stderr}");
+        stdout
     }
 
     fn odb(&self) -> Odb {
@@ -83,14 +115,10 @@ impl Repo {
         } else {
             let copy = self.index.with_extension("copy");
             fs::copy(&self.index, &copy).unwrap();
-            let out = Command::new("git")
-                .args(["write-tree"])
-                .current_dir(&self.ws)
-                .env("GIT_INDEX_FILE", &copy)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .output()
-                .unwrap();
-            String::from_utf8(out.stdout).unwrap()
+            let env = git_env(self.ws.parent().unwrap(), Some(&copy));
+            let (ok, stdout, stderr) = run_git(&self.ws, &env, &["write-tree"]);
+            assert!(ok, "{stderr}");
+            stdout
         };
         assert_eq!(ours.as_str(), gits.trim(), "{step}");
         // Every tree it names can be read back by git.
@@ -180,21 +208,15 @@ fn an_embedded_repository_is_a_gitlink_as_git_writes_it() {
     let repo = Repo::new();
     repo.write("top.txt", "top\n");
     repo.write("sub/inner.txt", "inner\n");
-    let sub = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@x"])
-        .args(["init", "-q"])
-        .current_dir(repo.ws.join("sub"))
-        .status()
-        .unwrap();
-    assert!(sub.success());
-    for args in [&["add", "inner.txt"][..], &["commit", "-qm", "inner"]] {
-        let ok = Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@x"])
-            .args(args)
-            .current_dir(repo.ws.join("sub"))
-            .status()
-            .unwrap();
-        assert!(ok.success());
+    let sub = repo.ws.join("sub");
+    let env = git_env(repo.ws.parent().unwrap(), None);
+    for args in [
+        &["init", "-q"][..],
+        &["add", "inner.txt"],
+        &["commit", "-qm", "inner"],
+    ] {
+        let (ok, _, stderr) = run_git(&sub, &env, args);
+        assert!(ok, "{stderr}");
     }
     repo.check(false, "gitlink");
     let listed = repo.git(&["ls-files", "-s"]);
@@ -255,22 +277,9 @@ fn an_index_git_must_write_is_left_to_git() {
     repo.git(&["checkout", "-q", "-"]);
     repo.write("f.txt", "mine\n");
     repo.git(&["commit", "-qam", "mine"]);
-    let merged = Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@x",
-            "merge",
-            "-q",
-            "other",
-        ])
-        .current_dir(&repo.ws)
-        .env("GIT_INDEX_FILE", &repo.index)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .unwrap();
-    assert!(!merged.status.success());
+    let env = git_env(repo.ws.parent().unwrap(), Some(&repo.index));
+    let (merged, _, _) = run_git(&repo.ws, &env, &["merge", "-q", "other"]);
+    assert!(!merged);
     assert_eq!(repo.ours(), None);
     // Not an index at all.
     assert_eq!(write(&repo.odb(), b"not an index"), None);
