@@ -282,11 +282,16 @@ pub async fn start(
     if swept > 0 {
         tracing::debug!(swept, "verification roots of runs that are gone removed");
     }
-    // So are the private layers of runs that are gone.
-    let swept = super::layers::sweep_orphans();
-    if swept > 0 {
-        tracing::debug!(swept, "private layers of runs that are gone removed");
-    }
+    // So are the private layers of runs that are gone: on a thread of their own (a run's
+    // layers are megabytes of small files), never this run's (its run directory exists).
+    let _ = std::thread::Builder::new()
+        .name("sweep layers".into())
+        .spawn(|| {
+            let swept = super::layers::sweep_orphans();
+            if swept > 0 {
+                tracing::debug!(swept, "private layers of runs that are gone removed");
+            }
+        });
     let builder_retry = provider
         .config
         .builder_retry

@@ -295,6 +295,11 @@ pub fn sweep_orphans() -> usize {
     }
 }
 
+/// The name a layer directory takes while it is removed: renamed first, so a removal cut short
+/// (the process ended mid-way) is finished by the next sweep, whatever it had removed (its
+/// `owner` file included), and two sweeps never remove the same directory.
+const GONE_PREFIX: &str = ".gone-";
+
 fn sweep_in(base: &Path) -> usize {
     let Ok(entries) = std::fs::read_dir(base) else {
         return 0;
@@ -302,6 +307,11 @@ fn sweep_in(base: &Path) -> usize {
     let mut removed = 0;
     for entry in entries.flatten() {
         let path = entry.path();
+        let name = entry.file_name();
+        if name.as_bytes().starts_with(GONE_PREFIX.as_bytes()) {
+            let _ = crate::store::remove_tree(&path);
+            continue;
+        }
         let orphan = match std::fs::read(path.join(OWNER)) {
             Ok(run_dir) => !Path::new(std::ffi::OsStr::from_bytes(&run_dir)).exists(),
             // A replay layer: in use only while its replay runs.
@@ -321,7 +331,13 @@ fn sweep_in(base: &Path) -> usize {
                 }
             }
         };
-        if orphan && crate::store::remove_tree(&path).is_ok() {
+        if !orphan {
+            continue;
+        }
+        let mut gone_name = std::ffi::OsString::from(GONE_PREFIX);
+        gone_name.push(&name);
+        let gone = base.join(gone_name);
+        if std::fs::rename(&path, &gone).is_ok() && crate::store::remove_tree(&gone).is_ok() {
             removed += 1;
         }
     }
@@ -484,8 +500,19 @@ mod tests {
         let older = base.join("layer-older");
         std::fs::create_dir_all(older.join("upper")).unwrap();
         age(&older);
+        // A removal an earlier sweep did not finish (its process ended): finished now.
+        let cut_short = base.join(format!("{GONE_PREFIX}layer-cut"));
+        std::fs::create_dir_all(cut_short.join("upper/deep")).unwrap();
         assert_eq!(sweep_in(base), 1);
         assert!(!dead.exists());
+        assert!(!cut_short.exists());
+        assert!(
+            std::fs::read_dir(base)
+                .unwrap()
+                .flatten()
+                .all(|e| !e.file_name().to_string_lossy().starts_with(GONE_PREFIX)),
+            "nothing left half removed"
+        );
         assert!(live.dir.exists() && fresh.exists() && older.exists());
         let dir = live.dir.clone();
         drop(live);
