@@ -354,7 +354,14 @@ pub async fn start(
     // Isolation: the run gets its own worktree and branch (of the top level, for a
     // subdirectory).
     if let Placement::Worktree { subdir, .. } = &placement {
-        let dirty = workspace::uncommitted_changes(&workspace, &env_map).await?;
+        // The person's uncommitted changes are named while the worktree is made (both read the
+        // repository; on a large one each is a pass over its files).
+        let (dirty, created) = tokio::join!(
+            workspace::uncommitted_changes(&workspace, &env_map),
+            isolation::create(&workspace, &run_id, subdir, &env_map)
+        );
+        let (isolation, work_tree) = created?;
+        let dirty = dirty?;
         if !dirty.is_empty() {
             let names: Vec<&str> = dirty.iter().map(|l| l.get(3..).unwrap_or(l)).collect();
             let note = format!(
@@ -364,8 +371,6 @@ pub async fn start(
             ui.note(&note);
             handle.activity("uncommitted changes left out", Some(&note))?;
         }
-        let (isolation, work_tree) =
-            isolation::create(&workspace, &run_id, subdir, &env_map).await?;
         handle.state.work_tree = work_tree;
         handle.state.isolation = isolation;
     } else {
