@@ -5,12 +5,13 @@
 //! has (loose, or in a pack of the repository it borrows): that tree is used as it is, as git
 //! uses it.
 //!
-//! A tree the store already has is not written again. Only git's plain case is written: a SHA-1 index this reader takes
-//! ([`crate::gitindex::entries_and_extensions`]), every entry at stage 0, none added with
-//! `git add -N`, every mode one a tree can hold. Anything else answers `None` and the caller
-//! runs `git write-tree`. Unlike git, the index file is not rewritten with the new cache tree:
-//! the directories `git add` invalidated are hashed again at the next snapshot (in memory; a
-//! tree already written is not written again).
+//! A tree the store already has is not written again. Only git's plain case is written: a
+//! SHA-1 index this reader takes ([`crate::gitindex::entries_and_extensions`]), every entry at
+//! stage 0, none added with `git add -N`, every mode one a tree can hold, and pack indexes
+//! that `packs.rs` reads (version 2, at most 32 MiB of them). Anything else answers `None` and
+//! the caller runs `git write-tree`. Unlike git, the index file is not rewritten with the new
+//! cache tree: the directories `git add` invalidated are hashed again at the next snapshot (in
+//! memory; a tree already written is not written again).
 
 use std::collections::HashMap;
 
@@ -66,7 +67,7 @@ impl Writer<'_> {
     fn tree(&mut self, dir: &[u8], entries: &[IndexEntry], skip: usize) -> Option<Oid> {
         if let Some(&(count, Some(oid))) = self.cache.get(dir)
             && count == entries.len()
-            && self.has(&oid)
+            && self.has(&oid)?
         {
             return Some(oid);
         }
@@ -113,15 +114,20 @@ impl Writer<'_> {
         }
         // Written unless the store has it (a tree `git add` invalidated is often unchanged).
         let oid = unhex(&object_id(Kind::Tree, &data))?;
-        if !self.has(&oid) {
+        if !self.has(&oid)? {
             self.odb.write(Kind::Tree, &data).ok()?;
         }
         Some(oid)
     }
 
-    /// Whether the store has the object, loose or packed (an unreadable pack index: no).
-    fn has(&mut self, oid: &Oid) -> bool {
-        self.odb.has_loose(&hex(oid)) || self.packs.contains(self.odb.dirs(), oid) == Some(true)
+    /// Whether the store has the object, loose or packed. `None`: its packs cannot be read
+    /// here (then git writes the tree: writing every tree loose instead would cost a large
+    /// repository thousands of files at every snapshot).
+    fn has(&mut self, oid: &Oid) -> Option<bool> {
+        if self.odb.has_loose(&hex(oid)) {
+            return Some(true);
+        }
+        self.packs.contains(self.odb.dirs(), oid)
     }
 }
 

@@ -28,9 +28,14 @@ impl PackIndexes {
     }
 }
 
+/// At most this many bytes of pack indexes are read (about 1.2 million objects): a larger
+/// store's answers are git's, which maps its indexes instead of reading them.
+const INDEXES_CAP: u64 = 32 << 20;
+
 /// Every `pack/*.idx` with its `.pack` beside it, checked as version 2.
 fn load(dirs: &[PathBuf]) -> Option<Vec<Vec<u8>>> {
     let mut indexes = Vec::new();
+    let mut total = 0u64;
     for dir in dirs {
         let listing = match fs::read_dir(dir.join("pack")) {
             Ok(listing) => listing,
@@ -43,6 +48,10 @@ fn load(dirs: &[PathBuf]) -> Option<Vec<Vec<u8>>> {
                 || !path.with_extension("pack").exists()
             {
                 continue;
+            }
+            total += fs::metadata(&path).ok()?.len();
+            if total > INDEXES_CAP {
+                return None;
             }
             let bytes = fs::read(&path).ok()?;
             if bytes.get(..4)? != MAGIC || bytes.get(4..8)? != [0, 0, 0, 2] {

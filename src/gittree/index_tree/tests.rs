@@ -298,3 +298,32 @@ fn a_cache_tree_that_does_not_parse_is_not_used() {
     assert_eq!(cache.get(b"".as_slice()), Some(&(0, None)));
     assert_eq!(cache.get(b"d".as_slice()), Some(&(2, Some([7u8; 20]))));
 }
+
+#[test]
+fn packs_this_reader_cannot_read_leave_the_tree_to_git() {
+    let repo = Repo::new();
+    repo.write("d/f.txt", "f\n");
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-qm", "seed"]);
+    repo.git(&["repack", "-a", "-d", "-q"]);
+    repo.git(&["prune-packed"]);
+    fs::remove_file(&repo.index).unwrap();
+    repo.git(&["read-tree", "HEAD"]);
+    assert!(repo.ours().is_some());
+    // An index of a version this reader does not take: not a guess, and no tree written loose.
+    let pack_dir = repo.ws.join(".git/objects/pack");
+    for entry in fs::read_dir(&pack_dir).unwrap().flatten() {
+        if entry.path().extension().is_some_and(|e| e == "idx") {
+            let mut bytes = fs::read(entry.path()).unwrap();
+            bytes[7] = 3;
+            let path = entry.path();
+            let mut perms = fs::metadata(&path).unwrap().permissions();
+            std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o644);
+            fs::set_permissions(&path, perms).unwrap();
+            fs::write(&path, bytes).unwrap();
+        }
+    }
+    let loose_before = loose_objects(&repo.ws.join(".git/objects"));
+    assert_eq!(repo.ours(), None);
+    assert_eq!(loose_objects(&repo.ws.join(".git/objects")), loose_before);
+}
