@@ -1,38 +1,10 @@
 use super::*;
 
-use crate::supervise::{Exit, LaunchSpec, StdinSource, StdioMode};
-
-/// What a test's git run gave: whether it exited 0, and its output.
-struct Output {
-    success: bool,
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
-}
+use crate::run::workspace::{GitOutput, git_as_is};
 
 /// `git args…` in `dir` with only `env`, through the boundary (as autocode runs every process).
-fn git(dir: &Path, env: &BTreeMap<String, String>, args: &[&str]) -> Output {
-    let spec = LaunchSpec {
-        label: "git (test)".into(),
-        program: "git".into(),
-        args: args.iter().map(Into::into).collect(),
-        env: env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
-        cwd: dir.to_owned(),
-        stdin: StdinSource::Null,
-        stdio: StdioMode::Captured { limit: 1 << 20 },
-        timeout: Some(std::time::Duration::from_secs(60)),
-        room: None,
-    };
-    let finished = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(crate::supervise::run(spec))
-        .expect("git runs");
-    Output {
-        success: finished.exit == Exit::Code(0),
-        stdout: finished.stdout,
-        stderr: finished.stderr,
-    }
+fn git(dir: &Path, env: &BTreeMap<String, String>, args: &[&str]) -> GitOutput {
+    git_as_is(dir, args, env)
 }
 
 fn plain_env(home: &Path) -> BTreeMap<String, String> {
@@ -49,8 +21,8 @@ fn gits_entries(file: &Path, env: &BTreeMap<String, String>) -> Vec<(String, Opt
         env,
         &["config", "--file", file.to_str().unwrap(), "-z", "--list"],
     );
-    assert!(out.success, "{}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.success, "{}", &out.stderr);
+    let text = out.stdout;
     text.split_terminator('\0')
         .map(|item| match item.split_once('\n') {
             Some((key, value)) => (key.to_owned(), Some(value.to_owned())),
@@ -172,7 +144,7 @@ fn the_files_and_their_order_are_gits() {
     let entries = read(&files).expect("plain files");
     for key in ["user.name", "user.email", "core.excludesfile"] {
         let out = git(repo.path(), &env, &["config", "--get", key]);
-        let gits = String::from_utf8(out.stdout).unwrap();
+        let gits = out.stdout;
         assert_eq!(
             last(&entries, key).and_then(|e| e.value.clone()),
             Some(gits.trim_end_matches('\n').to_owned()),
@@ -193,7 +165,7 @@ fn the_files_and_their_order_are_gits() {
         &env,
         &["config", "--show-origin", "-z", "--list"],
     );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = out.stdout;
     for origin in text.split('\0').step_by(2).filter(|o| !o.is_empty()) {
         let origin = origin.strip_prefix("file:").expect("a file");
         let origin = repo.path().join(origin);
@@ -224,12 +196,12 @@ fn the_system_file_is_the_one_git_reads() {
     );
     let shown = system.display().to_string();
     if out.success {
-        let text = String::from_utf8(out.stdout).unwrap();
+        let text = out.stdout;
         for line in text.lines() {
             assert!(line.starts_with(&format!("file:{shown}\t")), "{line}");
         }
     } else {
         // git names the file it could not read.
-        assert!(String::from_utf8_lossy(&out.stderr).contains(&shown));
+        assert!(&out.stderr.contains(&shown));
     }
 }

@@ -57,6 +57,32 @@ pub(crate) fn git_test_env() -> BTreeMap<String, String> {
         .collect()
 }
 
+/// What a test's git run gave: whether it exited 0, its stdout and its stderr.
+#[cfg(test)]
+pub(crate) struct GitOutput {
+    pub success: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// `git args…` in `dir` with exactly `env` (no [`SAFE_GIT_ARGS`]), through the boundary, for
+/// unit tests that hold an in-process answer against git's own.
+#[cfg(test)]
+pub(crate) fn git_as_is(dir: &Path, args: &[&str], env: &BTreeMap<String, String>) -> GitOutput {
+    let spec = git_spec(dir, args.iter().copied(), env);
+    let finished = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(crate::supervise::run(spec))
+        .expect("git runs");
+    GitOutput {
+        success: finished.exit == crate::supervise::Exit::Code(0),
+        stdout: String::from_utf8_lossy(&finished.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&finished.stderr).into_owned(),
+    }
+}
+
 /// `git init` of `dir` (made first), for unit tests.
 #[cfg(test)]
 pub(crate) async fn git_init_for_tests(dir: &Path) {
@@ -72,24 +98,9 @@ pub async fn git(
     args: &[&str],
     env: &BTreeMap<String, String>,
 ) -> Result<String, WorkspaceError> {
-    let spec = LaunchSpec {
-        label: format!("git {}", args.first().copied().unwrap_or_default()),
-        program: OsString::from("git"),
-        args: SAFE_GIT_ARGS
-            .iter()
-            .chain(args.iter())
-            .map(OsString::from)
-            .collect(),
-        env: env
-            .iter()
-            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-            .collect(),
-        cwd: dir.to_owned(),
-        stdin: StdinSource::Null,
-        stdio: StdioMode::Captured { limit: 16 << 20 },
-        timeout: Some(Duration::from_secs(120)),
-        room: None,
-    };
+    let label = format!("git {}", args.first().copied().unwrap_or_default());
+    let mut spec = git_spec(dir, SAFE_GIT_ARGS.iter().chain(args).copied(), env);
+    spec.label = label;
     let failed = |detail: String| WorkspaceError::Git {
         args: args.join(" "),
         dir: dir.to_owned(),
@@ -104,6 +115,28 @@ pub async fn git(
             "{other:?}: {}",
             String::from_utf8_lossy(&finished.stderr).trim()
         ))),
+    }
+}
+
+/// `git args…` in `dir` with `env`, its output captured (16 MiB), two minutes at most.
+fn git_spec<'a>(
+    dir: &Path,
+    args: impl Iterator<Item = &'a str>,
+    env: &BTreeMap<String, String>,
+) -> LaunchSpec {
+    LaunchSpec {
+        label: "git".into(),
+        program: OsString::from("git"),
+        args: args.map(OsString::from).collect(),
+        env: env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect(),
+        cwd: dir.to_owned(),
+        stdin: StdinSource::Null,
+        stdio: StdioMode::Captured { limit: 16 << 20 },
+        timeout: Some(Duration::from_secs(120)),
+        room: None,
     }
 }
 

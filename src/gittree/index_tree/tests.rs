@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::supervise::{Exit, LaunchSpec, StdinSource, StdioMode};
+use crate::run::workspace::git_as_is;
 
 struct Repo {
     _dir: tempfile::TempDir,
@@ -15,9 +15,9 @@ struct Repo {
     index: PathBuf,
 }
 
-/// `git args…` in `dir` with only `env`, through the boundary (as autocode runs every process):
-/// whether it exited 0, its stdout and its stderr.
-fn run_git(dir: &Path, env: &BTreeMap<&str, String>, args: &[&str]) -> (bool, String, String) {
+/// `git args…` in `dir` with only `env` and the tests' identity, through the boundary (as
+/// autocode runs every process): whether it exited 0, its stdout and its stderr.
+fn run_git(dir: &Path, env: &BTreeMap<String, String>, args: &[&str]) -> (bool, String, String) {
     let mut argv: Vec<&str> = vec![
         "-c",
         "user.name=t",
@@ -33,40 +33,20 @@ fn run_git(dir: &Path, env: &BTreeMap<&str, String>, args: &[&str]) -> (bool, St
         "core.fsmonitor=false",
     ]);
     argv.extend(args);
-    let spec = LaunchSpec {
-        label: "git (test)".into(),
-        program: "git".into(),
-        args: argv.iter().map(Into::into).collect(),
-        env: env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
-        cwd: dir.to_owned(),
-        stdin: StdinSource::Null,
-        stdio: StdioMode::Captured { limit: 16 << 20 },
-        timeout: Some(std::time::Duration::from_secs(60)),
-        room: None,
-    };
-    let finished = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(crate::supervise::run(spec))
-        .expect("git runs");
-    (
-        finished.exit == Exit::Code(0),
-        String::from_utf8_lossy(&finished.stdout).into_owned(),
-        String::from_utf8_lossy(&finished.stderr).into_owned(),
-    )
+    let out = git_as_is(dir, &argv, env);
+    (out.success, out.stdout, out.stderr)
 }
 
 /// The environment these tests run git with: `PATH`, a `HOME` of their own, no system config,
 /// and `index` as the index file when there is one.
-fn git_env(home: &Path, index: Option<&Path>) -> BTreeMap<&'static str, String> {
+fn git_env(home: &Path, index: Option<&Path>) -> BTreeMap<String, String> {
     let mut env = BTreeMap::from([
-        ("PATH", std::env::var("PATH").unwrap_or_default()),
-        ("HOME", home.display().to_string()),
-        ("GIT_CONFIG_NOSYSTEM", "1".to_owned()),
+        ("PATH".to_owned(), std::env::var("PATH").unwrap_or_default()),
+        ("HOME".to_owned(), home.display().to_string()),
+        ("GIT_CONFIG_NOSYSTEM".to_owned(), "1".to_owned()),
     ]);
     if let Some(index) = index {
-        env.insert("GIT_INDEX_FILE", index.display().to_string());
+        env.insert("GIT_INDEX_FILE".to_owned(), index.display().to_string());
     }
     env
 }
@@ -123,6 +103,21 @@ impl Repo {
         assert_eq!(ours.as_str(), gits.trim(), "{step}");
         // Every tree it names can be read back by git.
         self.git(&["ls-tree", "-r", "-t", ours.as_str()]);
+    }
+
+    /// Commits everything, packs every object, and reads `HEAD` back into a new private index
+    /// (whose cache tree then names every directory's tree, each only in the pack).
+    fn commit_packed_and_read_back(&self) {
+        for args in [
+            &["add", "-A"][..],
+            &["commit", "-qm", "seed"],
+            &["repack", "-a", "-d", "-q"],
+            &["prune-packed"],
+        ] {
+            self.git(args);
+        }
+        fs::remove_file(&self.index).unwrap();
+        self.git(&["read-tree", "HEAD"]);
     }
 
     fn write(&self, path: &str, content: &str) {
@@ -232,13 +227,8 @@ fn a_whole_cache_tree_over_packed_trees_writes_nothing() {
             &format!("{n}\n"),
         );
     }
-    repo.git(&["add", "-A"]);
-    repo.git(&["commit", "-qm", "seed"]);
-    repo.git(&["repack", "-a", "-d", "-q"]);
-    repo.git(&["prune-packed"]);
     // The index as `read-tree` leaves it: every directory's tree is valid, and only packed.
-    fs::remove_file(&repo.index).unwrap();
-    repo.git(&["read-tree", "HEAD"]);
+    repo.commit_packed_and_read_back();
     let loose_before = loose_objects(&repo.ws.join(".git/objects"));
     let head_tree = repo.git(&["rev-parse", "HEAD^{tree}"]);
     assert_eq!(repo.ours().unwrap().as_str(), head_tree.trim());
@@ -303,12 +293,7 @@ fn a_cache_tree_that_does_not_parse_is_not_used() {
 fn packs_this_reader_cannot_read_leave_the_tree_to_git() {
     let repo = Repo::new();
     repo.write("d/f.txt", "f\n");
-    repo.git(&["add", "-A"]);
-    repo.git(&["commit", "-qm", "seed"]);
-    repo.git(&["repack", "-a", "-d", "-q"]);
-    repo.git(&["prune-packed"]);
-    fs::remove_file(&repo.index).unwrap();
-    repo.git(&["read-tree", "HEAD"]);
+    repo.commit_packed_and_read_back();
     assert!(repo.ours().is_some());
     // An index of a version this reader does not take: not a guess, and no tree written loose.
     let pack_dir = repo.ws.join(".git/objects/pack");
