@@ -361,7 +361,13 @@ pub async fn start(
             isolation::create(&workspace, &run_id, subdir, &env_map)
         );
         let (isolation, work_tree) = created?;
-        let dirty = dirty?;
+        // The worktree is made: a failure to list the changes is said, not an end (the run
+        // would leave the worktree behind).
+        let dirty = dirty.unwrap_or_else(|e| {
+            let note = format!("could not list the workspace's uncommitted changes: {e}");
+            ui.note(&note);
+            vec![]
+        });
         if !dirty.is_empty() {
             let names: Vec<&str> = dirty.iter().map(|l| l.get(3..).unwrap_or(l)).collect();
             let note = format!(
