@@ -16,13 +16,11 @@
 use std::collections::HashMap;
 
 use super::TreeId;
-use super::odb::{Kind, Odb, object_id};
+use super::odb::{Kind, MODE_TREE, Odb, object_id, sort_key};
 use super::packs::PackIndexes;
 use crate::gitindex::{self, EXTENDED_INTENT_TO_ADD, IndexEntry, OID_LEN};
 
 type Oid = [u8; OID_LEN];
-
-const MODE_TREE: u32 = 0o040000;
 
 /// A directory of the cache tree: how many index entries its tree covers, and the tree
 /// (`None`: invalidated).
@@ -91,15 +89,7 @@ impl Writer<'_> {
             items.push((&rest[..slash], MODE_TREE, oid));
             at = end;
         }
-        // Git's order: a tree's name sorts as if it ended with '/'.
-        let key = |name: &[u8], mode: u32| {
-            let mut key = name.to_vec();
-            if mode == MODE_TREE {
-                key.push(b'/');
-            }
-            key
-        };
-        items.sort_by_cached_key(|(name, mode, _)| key(name, *mode));
+        items.sort_by_cached_key(|(name, mode, _)| sort_key(name, *mode));
         if items.windows(2).any(|pair| pair[0].0 == pair[1].0)
             || items.iter().any(|i| i.0.is_empty())
         {
@@ -181,11 +171,7 @@ fn hex(oid: &[u8]) -> String {
 }
 
 fn unhex(id: &str) -> Option<Oid> {
-    let bytes: Vec<u8> = (0..id.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(id.get(i..i + 2)?, 16).ok())
-        .collect::<Option<_>>()?;
-    bytes.try_into().ok()
+    super::odb::unhex(id)?.try_into().ok()
 }
 
 #[cfg(test)]

@@ -66,7 +66,7 @@ struct TreeEntry {
     id: String,
 }
 
-const MODE_TREE: u32 = 0o040000;
+pub(super) const MODE_TREE: u32 = 0o040000;
 
 impl TreeEntry {
     fn is_tree(&self) -> bool {
@@ -486,7 +486,8 @@ impl Node {
     }
 }
 
-fn sort_key(name: &[u8], mode: u32) -> Vec<u8> {
+/// Git's order of a tree's entries: a tree's name sorts as if it ended with '/'.
+pub(super) fn sort_key(name: &[u8], mode: u32) -> Vec<u8> {
     let mut key = name.to_vec();
     if mode == MODE_TREE {
         key.push(b'/');
@@ -494,7 +495,7 @@ fn sort_key(name: &[u8], mode: u32) -> Vec<u8> {
     key
 }
 
-fn unhex(id: &str) -> Option<Vec<u8>> {
+pub(super) fn unhex(id: &str) -> Option<Vec<u8>> {
     (0..id.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(id.get(i..i + 2)?, 16).ok())
