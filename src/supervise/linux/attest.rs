@@ -9,12 +9,12 @@
 //! symlinked interpreters and multi-call binaries resolve to what they are; every read is of
 //! the caller's own view (`/proc/<pid>/root`, `/proc/<pid>/cwd`).
 
-use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 
 use crate::supervise::Attestation;
 
-use super::ledger::{exec_target, executable_file};
+use super::ledger::exec_target;
 
 /// How deep the kernel follows `#!` interpreters (`BINPRM_MAX_RECURSION`).
 const SHEBANG_DEPTH: usize = 4;
@@ -24,7 +24,7 @@ const CMDLINE_LIMIT: usize = 512 * 1024;
 const DEFAULT_PATH: &str = "/bin:/usr/bin";
 
 /// A file's identity.
-type FileId = (u64, u64);
+pub type FileId = (u64, u64);
 
 /// What the keeper knew of the caller when its exec was notified.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -52,7 +52,11 @@ pub fn thread_count(tid: i32) -> Option<u32> {
 }
 
 /// Reads at most `limit` bytes of a /proc file with plain reads (`std::fs::read` also asks
-/// for the size, which /proc does not know).
+/// for the size, which /proc does not know). A read that returns less than it was given room
+/// for ends it: the two files read here are filled as far as they go by one read (`auxv` is
+/// one `simple_read_from_buffer`; `cmdline` loops over the argument pages until the count or
+/// the area ends, and a `setproctitle` title is one page read up to its NUL), so the read
+/// that would return 0 is not made.
 pub fn read_proc(path: &str, limit: usize) -> Option<Vec<u8>> {
     use std::io::Read;
     let mut file = std::fs::File::open(path).ok()?;
@@ -65,11 +69,12 @@ pub fn read_proc(path: &str, limit: usize) -> Option<Vec<u8>> {
             }
             bytes.resize(limit.min(len * 2), 0);
         }
+        let room = bytes.len() - len;
         let got = file.read(bytes.get_mut(len..)?).ok()?;
-        if got == 0 {
+        len += got;
+        if got < room {
             break;
         }
-        len += got;
     }
     bytes.truncate(len);
     Some(bytes)
@@ -80,8 +85,9 @@ fn auxv(pid: i32) -> Option<Vec<u8>> {
 }
 
 /// The file `name` (an argv\[0\]) stands for in the caller's view: a path when it has a
-/// slash, else the first executable file of that name along `path_env`, as `execvp` finds it.
-fn resolve_name(tid: i32, name: &str, path_env: Option<&str>) -> Option<PathBuf> {
+/// slash, else the first executable file of that name along `path_env`, as `execvp` finds it
+/// (with its identity, which that look-up has read).
+fn resolve_name(tid: i32, name: &str, path_env: Option<&str>) -> Option<(PathBuf, Option<FileId>)> {
     if name.is_empty() {
         return None;
     }
@@ -89,19 +95,18 @@ fn resolve_name(tid: i32, name: &str, path_env: Option<&str>) -> Option<PathBuf>
         // `/proc/self` names the caller, not the keeper that resolves it.
         for own in ["/proc/self/", "/proc/thread-self/"] {
             if let Some(rest) = name.strip_prefix(own) {
-                return Some(PathBuf::from(format!("/proc/{tid}/{rest}")));
+                return Some((PathBuf::from(format!("/proc/{tid}/{rest}")), None));
             }
         }
-        return Some(exec_target(tid, name.as_bytes(), None, false));
+        return Some((exec_target(tid, name.as_bytes(), None, false), None));
     }
-    path_env
-        .unwrap_or(DEFAULT_PATH)
-        .split(':')
-        .map(|dir| {
-            let dir = if dir.is_empty() { "." } else { dir };
-            exec_target(tid, format!("{dir}/{name}").as_bytes(), None, false)
-        })
-        .find(|candidate| executable_file(candidate))
+    path_env.unwrap_or(DEFAULT_PATH).split(':').find_map(|dir| {
+        let dir = if dir.is_empty() { "." } else { dir };
+        let candidate = exec_target(tid, format!("{dir}/{name}").as_bytes(), None, false);
+        let meta = std::fs::metadata(&candidate).ok()?;
+        (meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+            .then(|| (candidate, Some((meta.dev(), meta.ino()))))
+    })
 }
 
 /// The interpreter a `#!` line names (the kernel takes it as a path, relative to the cwd).
@@ -116,31 +121,47 @@ fn shebang(path: &std::path::Path) -> Option<String> {
     text.split_ascii_whitespace().next().map(str::to_owned)
 }
 
-/// The identities argv\[0\] names: its file and the chain of interpreters behind it.
-pub fn named_files(tid: i32, argv0: &str, path_env: Option<&str>) -> Vec<FileId> {
+/// The identities argv\[0\] names: its file and the chain of interpreters behind it. `known`:
+/// a path whose identity the caller has just read (the exec's own file), not read again.
+pub fn named_files(
+    tid: i32,
+    argv0: &str,
+    path_env: Option<&str>,
+    known: Option<(&Path, FileId)>,
+) -> Vec<FileId> {
     let mut names = Vec::new();
     let mut next = resolve_name(tid, argv0, path_env);
-    while let Some(path) = next.take() {
-        let Some(id) = identity(&path) else {
+    while let Some((path, read)) = next.take() {
+        let id = read
+            .or_else(|| known.and_then(|(place, id)| (place == path).then_some(id)))
+            .or_else(|| identity(&path));
+        let Some(id) = id else {
             break;
         };
         names.push(id);
         if names.len() > SHEBANG_DEPTH {
             break;
         }
-        next = shebang(&path).map(|interp| exec_target(tid, interp.as_bytes(), None, false));
+        next =
+            shebang(&path).map(|interp| (exec_target(tid, interp.as_bytes(), None, false), None));
     }
     names
 }
 
-/// Takes the snapshot of a caller whose exec is waiting for its answer.
-pub fn snapshot(tid: i32, argv: &[String], path_env: Option<&str>) -> Snapshot {
+/// Takes the snapshot of a caller whose exec is waiting for its answer; `known` as in
+/// [`named_files`].
+pub fn snapshot(
+    tid: i32,
+    argv: &[String],
+    path_env: Option<&str>,
+    known: Option<(&Path, FileId)>,
+) -> Snapshot {
     Snapshot {
         threads: thread_count(tid),
         auxv: auxv(tid),
         names: argv
             .first()
-            .map(|argv0| named_files(tid, argv0, path_env))
+            .map(|argv0| named_files(tid, argv0, path_env, known))
             .unwrap_or_default(),
     }
 }
@@ -271,21 +292,55 @@ mod tests {
             .unwrap();
         let path = dir.path().to_string_lossy().into_owned();
         let real_id = identity(&real).unwrap();
-        assert_eq!(named_files(pid, "tool", Some(&path)), vec![real_id]);
+        assert_eq!(named_files(pid, "tool", Some(&path), None), vec![real_id]);
         assert_eq!(
-            named_files(pid, "script", Some(&path)),
+            named_files(pid, "script", Some(&path), None),
             vec![identity(&script).unwrap(), real_id]
         );
         assert_eq!(
-            named_files(pid, &real.to_string_lossy(), None),
+            named_files(pid, &real.to_string_lossy(), None, None),
             vec![real_id]
         );
-        assert!(named_files(pid, "no-such-tool", Some(&path)).is_empty());
+        assert!(named_files(pid, "no-such-tool", Some(&path), None).is_empty());
         assert_eq!(
-            named_files(pid, "/proc/self/exe", None),
+            named_files(pid, "/proc/self/exe", None, None),
             vec![identity(&PathBuf::from("/proc/self/exe")).unwrap()],
             "the caller's own executable"
         );
-        assert!(!named_files(pid, "true", Some(&path)).contains(&real_id));
+        assert!(!named_files(pid, "true", Some(&path), None).contains(&real_id));
+        // The exec's own file, already looked up, is taken as it was read (here a stand-in
+        // identity, so the test sees that it was not read again); other paths are read.
+        let stand_in = (u64::MAX, 7);
+        let seen = exec_target(pid, real.as_os_str().as_encoded_bytes(), None, false);
+        let other = exec_target(pid, script.as_os_str().as_encoded_bytes(), None, false);
+        assert_eq!(
+            named_files(pid, &real.to_string_lossy(), None, Some((&seen, stand_in))),
+            vec![stand_in]
+        );
+        assert_eq!(
+            named_files(pid, &real.to_string_lossy(), None, Some((&other, stand_in))),
+            vec![real_id]
+        );
+    }
+
+    #[test]
+    fn proc_reads_take_the_whole_file_up_to_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("data");
+        let bytes: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&file, &bytes).unwrap();
+        let path = file.to_string_lossy();
+        assert_eq!(read_proc(&path, 64 * 1024).unwrap(), bytes);
+        assert_eq!(read_proc(&path, 4096).unwrap(), bytes[..4096]);
+        assert_eq!(read_proc(&path, 5000).unwrap(), bytes[..5000]);
+        // This process's own /proc files, read as the keeper reads a caller's.
+        let me = std::process::id();
+        let auxv = read_proc(&format!("/proc/{me}/auxv"), 64 * 1024).unwrap();
+        assert!(!auxv.is_empty() && auxv.len().is_multiple_of(16));
+        let cmdline = read_proc(&format!("/proc/{me}/cmdline"), CMDLINE_LIMIT).unwrap();
+        assert_eq!(
+            cmdline,
+            std::fs::read(format!("/proc/{me}/cmdline")).unwrap()
+        );
     }
 }

@@ -354,8 +354,11 @@ impl Journal for SharedJournal<'_> {
     fn exec(&mut self, tgid: i32, call: ExecCall, pidfd: Option<OwnedFd>) {
         lock(&self.0.book).record(tgid, call, pidfd);
     }
-    fn confirm(&mut self, tgid: i32) {
-        lock(&self.0.book).confirm(tgid);
+    fn follows(&self, tid: i32) -> bool {
+        lock(&self.0.book).follows(tid)
+    }
+    fn confirm(&mut self, tgid: i32, followed: bool) {
+        lock(&self.0.book).confirm(tgid, followed);
     }
 }
 

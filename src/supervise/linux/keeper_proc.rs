@@ -163,8 +163,11 @@ impl Journal for KeeperJournal<'_> {
             },
         );
     }
-    fn confirm(&mut self, tgid: i32) {
-        if let Some(entry) = self.ledger.book.confirm(tgid) {
+    fn follows(&self, tid: i32) -> bool {
+        self.ledger.book.follows(tid)
+    }
+    fn confirm(&mut self, tgid: i32, followed: bool) {
+        if let Some(entry) = self.ledger.book.confirm(tgid, followed) {
             self.ledger.queue(
                 self.socket,
                 self.id,

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::supervise::ledger_file::LedgerWriter;
@@ -69,12 +69,6 @@ pub fn exec_target(tid: i32, filename: &[u8], dirfd: Option<i32>, empty_path: bo
     }
 }
 
-/// Whether `path` is an executable regular file (symlinks followed), as exec requires.
-pub fn executable_file(path: &Path) -> bool {
-    std::fs::metadata(path)
-        .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
-}
-
 /// Reads an exec's filename, argv and cwd from thread `tid`. `args` are the call's arguments;
 /// `at` selects the execveat layout. `None` when the memory cannot be read at all.
 pub fn read_exec(tid: i32, args: &[u64; 6], at: bool, width: Width) -> Option<ExecCall> {
@@ -112,15 +106,21 @@ pub fn read_exec(tid: i32, args: &[u64; 6], at: bool, width: Width) -> Option<Ex
     if absent {
         return Some(call);
     }
-    call.plausible =
-        found.is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0);
+    let found = found.ok();
+    call.plausible = found
+        .as_ref()
+        .is_some_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0);
+    // The exec's own file was just looked up: argv[0] naming it is not looked up again.
+    let known = found
+        .as_ref()
+        .map(|meta| (target.as_path(), (meta.dev(), meta.ino())));
     // `PATH` is read only when argv[0] is looked up along it.
     let path_env = call
         .argv
         .first()
         .filter(|argv0| !argv0.contains('/'))
         .and_then(|_| read_env_var(tid, envp_arg, width, "PATH"));
-    call.snapshot = attest::snapshot(tid, &call.argv, path_env.as_deref());
+    call.snapshot = attest::snapshot(tid, &call.argv, path_env.as_deref(), known);
     Some(call)
 }
 
@@ -525,6 +525,15 @@ impl Book {
 
     /// Whether the process this book follows as `pid` is still the one that made its entries
     /// (its pidfd reports no end). Without a pidfd nothing guards against a recycled pid.
+    /// Whether the ledger follows a live process whose pid is `tid`: its pidfd reports no end.
+    /// Such a pid is a thread-group leader visible in our pid namespace (its pidfd was opened
+    /// for it) and not recycled (a pid is not given again while the process it named has not
+    /// ended), so a notification from `tid` comes from that leader: what a new `pidfd_open`
+    /// would have shown, for one `poll`.
+    pub fn follows(&self, tid: i32) -> bool {
+        self.still_there(tid)
+    }
+
     fn still_there(&self, pid: i32) -> bool {
         self.open.get(&pid).is_some_and(|open| {
             sys::poll_one(open.pidfd.as_fd(), libc::POLLIN, 0)
@@ -533,10 +542,11 @@ impl Book {
     }
 
     /// `tgid` made a notified call (it is blocked in it): attests its newest waiting exec from
-    /// what its image is now. Returns the entry when its attestation was settled.
-    pub fn confirm(&mut self, tgid: i32) -> Option<LedgerEntry> {
+    /// what its image is now. Returns the entry when its attestation was settled. `followed`:
+    /// [`Book::follows`] has just said so for this notification (not asked again).
+    pub fn confirm(&mut self, tgid: i32, followed: bool) -> Option<LedgerEntry> {
         let (seq, snapshot) = self.waiting.remove(&tgid)?;
-        if !self.still_there(tgid) {
+        if !followed && !self.still_there(tgid) {
             return None;
         }
         let index = self.index_of(seq).ok()?;

@@ -80,8 +80,11 @@ pub trait Journal {
     /// Records an exec in the ledger (file first) before it is let through; `pidfd` follows
     /// the process to its end.
     fn exec(&mut self, tgid: i32, call: ExecCall, pidfd: Option<OwnedFd>);
-    /// `tgid` made a notified call: attest its newest exec that waits for it.
-    fn confirm(&mut self, tgid: i32);
+    /// `tgid` made a notified call: attest its newest exec that waits for it (`followed`: as
+    /// [`Journal::follows`] has just answered for it).
+    fn confirm(&mut self, tgid: i32, followed: bool);
+    /// Whether the ledger follows the live process whose pid is `tid` (`Book::follows`).
+    fn follows(&self, tid: i32) -> bool;
 }
 
 /// What a room's family may reach by address: pathname unix sockets only beneath `writable`
@@ -290,13 +293,19 @@ pub fn handle(
     // visible in our pid namespace, so the TID is the TGID. Anything else reads
     // /proc/<tid>/status. (Neither decision depends on the caller's pid namespace; setpgid's
     // does, and reads it.)
+    // A process the ledger already follows (an `exit_group` after its exec, a `PATH` probe
+    // after the first) is known the same way by the pidfd the ledger holds: no new one.
     let mut leader_pidfd = None;
+    let mut followed = false;
     if notif.pid != 0 && matches!(call, NotifiedCall::Exec { .. } | NotifiedCall::ExitGroup) {
-        leader_pidfd = sys::pidfd_open(tid).ok();
+        followed = journal.follows(tid);
+        if !followed {
+            leader_pidfd = sys::pidfd_open(tid).ok();
+        }
     }
     let caller = if notif.pid == 0 {
         None
-    } else if leader_pidfd.is_some() {
+    } else if followed || leader_pidfd.is_some() {
         Some(Caller {
             tgid: tid,
             nested_pid_namespace: false,
@@ -316,7 +325,7 @@ pub fn handle(
     if let Some(caller) = caller {
         // Whatever the call, the caller is blocked in it: its last exec can be attested now
         // (before a new exec replaces the image it is judged by).
-        journal.confirm(caller.tgid);
+        journal.confirm(caller.tgid, followed);
         match call {
             NotifiedCall::Exec { at, width } => {
                 let read =
@@ -324,9 +333,14 @@ pub fn handle(
                         // Unreadable memory: the exec is recorded, but as nothing evidence can cite.
                         ExecCall::default()
                     });
-                let pidfd = leader_pidfd
-                    .take()
-                    .or_else(|| sys::pidfd_open(caller.tgid).ok());
+                // A followed process keeps the pidfd the ledger holds.
+                let pidfd = if followed {
+                    None
+                } else {
+                    leader_pidfd
+                        .take()
+                        .or_else(|| sys::pidfd_open(caller.tgid).ok())
+                };
                 exec = Some((read, pidfd));
             }
             NotifiedCall::Connect | NotifiedCall::Socketcall => {
