@@ -26,6 +26,12 @@ pub const SECCOMP_IOCTL_NOTIF_RECV: u64 = 0xc050_2100;
 pub const SECCOMP_IOCTL_NOTIF_SEND: u64 = 0xc018_2101;
 /// `_IOW('!', 2, __u64)` (the number fixed in 5.9).
 pub const SECCOMP_IOCTL_NOTIF_ID_VALID: u64 = 0x4008_2102;
+/// `_IOW('!', 4, __u64)` (6.6): the listener's flags, passed by value.
+pub const SECCOMP_IOCTL_NOTIF_SET_FLAGS: u64 = 0x4008_2104;
+/// The one listener flag (6.6): a notification wakes the listener, and an answer the caller,
+/// on the CPU of the task that wakes it (`WF_CURRENT_CPU`), for a supervisor that answers one
+/// notification at a time while the caller waits.
+pub const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: u64 = 1;
 
 pub const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
 pub const AUDIT_ARCH_I386: u32 = 0x4000_0003;
@@ -314,6 +320,28 @@ pub fn notif_send(listener: BorrowedFd<'_>, response: &SeccompNotifResp) -> io::
     match error.raw_os_error() {
         Some(libc::ENOENT) => Ok(false),
         _ => Err(error),
+    }
+}
+
+/// Asks the kernel to hand a notification and its answer over on the waking task's CPU
+/// ([`SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`]): the caller is blocked while the keeper handles its
+/// call and the keeper waits while the caller runs, so each round trip becomes a switch on one
+/// CPU instead of a wake-up of another. The flag belongs to the filter, so every descriptor of
+/// the listener shares it. Before Linux 6.6 the call fails (`EINVAL`, `ENOTTY`) and nothing
+/// changes but the speed.
+pub fn notif_sync_wake_up(listener: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: an ioctl whose argument is a value, on a descriptor we hold.
+    let rc = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            SECCOMP_IOCTL_NOTIF_SET_FLAGS as _,
+            SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 

@@ -36,6 +36,10 @@ fn constants_match_libc() {
         SECCOMP_IOCTL_NOTIF_ID_VALID,
         libc::SECCOMP_IOCTL_NOTIF_ID_VALID as u64
     );
+    assert_eq!(
+        SECCOMP_IOCTL_NOTIF_SET_FLAGS,
+        libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS as u64
+    );
     assert_eq!(NR_SETSID_X86_64 as i64, libc::SYS_setsid);
     assert_eq!(NR_SETPGID_X86_64 as i64, libc::SYS_setpgid);
     assert_eq!(NR_SECCOMP_X86_64 as i64, libc::SYS_seccomp);
