@@ -523,8 +523,6 @@ impl Book {
         self.entries.get(self.index_of(seq).ok()?)
     }
 
-    /// Whether the process this book follows as `pid` is still the one that made its entries
-    /// (its pidfd reports no end). Without a pidfd nothing guards against a recycled pid.
     /// Whether the ledger follows a live process whose pid is `tid`: its pidfd reports no end.
     /// Such a pid is a thread-group leader visible in our pid namespace (its pidfd was opened
     /// for it) and not recycled (a pid is not given again while the process it named has not
@@ -534,6 +532,8 @@ impl Book {
         self.still_there(tid)
     }
 
+    /// Whether the process this book follows as `pid` is still the one that made its entries
+    /// (its pidfd reports no end). Without a pidfd nothing guards against a recycled pid.
     fn still_there(&self, pid: i32) -> bool {
         self.open.get(&pid).is_some_and(|open| {
             sys::poll_one(open.pidfd.as_fd(), libc::POLLIN, 0)
