@@ -15,19 +15,17 @@
 //! the list of changes, never every file's hash.
 
 use std::collections::{BTreeMap, HashMap};
-use std::ffi::OsString;
 use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::gittree::watch::{WatchClock, Watcher};
 use crate::gittree::{EntryChange, GitStore, SnapshotPath, TreeId};
-use crate::supervise::{self, Exit, LaunchSpec, StdinSource, StdioMode};
+use crate::supervise::{self, Exit, StdioMode};
 
 pub const SNAPSHOT_FORMAT: u32 = 1;
 /// The format of a stored [`SnapshotRecord`].
@@ -122,24 +120,20 @@ pub async fn list_files(
         out.sort();
         return Ok(out);
     }
-    let spec = LaunchSpec {
-        label: "snapshot listing".into(),
-        program: OsString::from("git"),
-        args: crate::run::workspace::SAFE_GIT_ARGS
-            .into_iter()
-            .chain(["ls-files", "-z", "-c", "-o", "--exclude-standard"])
-            .map(OsString::from)
-            .collect(),
-        env: env
-            .iter()
-            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-            .collect(),
-        cwd: root.to_owned(),
-        stdin: StdinSource::Null,
-        stdio: StdioMode::Captured { limit: 256 << 20 },
-        timeout: Some(Duration::from_secs(120)),
-        room: None,
-    };
+    let mut spec = crate::run::workspace::git_spec(
+        root,
+        crate::run::workspace::SAFE_GIT_ARGS.into_iter().chain([
+            "ls-files",
+            "-z",
+            "-c",
+            "-o",
+            "--exclude-standard",
+        ]),
+        env,
+    );
+    spec.label = "snapshot listing".into();
+    // A listing of a large tree is far more than a command's output.
+    spec.stdio = StdioMode::Captured { limit: 256 << 20 };
     let listing_error = |reason: String| SnapshotError::Listing {
         root: root.to_owned(),
         reason,

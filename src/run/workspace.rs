@@ -119,7 +119,7 @@ pub async fn git(
 }
 
 /// `git args…` in `dir` with `env`, its output captured (16 MiB), two minutes at most.
-fn git_spec<'a>(
+pub(crate) fn git_spec<'a>(
     dir: &Path,
     args: impl Iterator<Item = &'a str>,
     env: &BTreeMap<String, String>,

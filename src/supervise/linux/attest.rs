@@ -9,12 +9,12 @@
 //! symlinked interpreters and multi-call binaries resolve to what they are; every read is of
 //! the caller's own view (`/proc/<pid>/root`, `/proc/<pid>/cwd`).
 
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::supervise::Attestation;
 
-use super::ledger::exec_target;
+use super::ledger::{exec_target, executable};
 
 /// How deep the kernel follows `#!` interpreters (`BINPRM_MAX_RECURSION`).
 const SHEBANG_DEPTH: usize = 4;
@@ -104,8 +104,7 @@ fn resolve_name(tid: i32, name: &str, path_env: Option<&str>) -> Option<(PathBuf
         let dir = if dir.is_empty() { "." } else { dir };
         let candidate = exec_target(tid, format!("{dir}/{name}").as_bytes(), None, false);
         let meta = std::fs::metadata(&candidate).ok()?;
-        (meta.is_file() && meta.permissions().mode() & 0o111 != 0)
-            .then(|| (candidate, Some((meta.dev(), meta.ino()))))
+        executable(&meta).then(|| (candidate, Some((meta.dev(), meta.ino()))))
     })
 }
 

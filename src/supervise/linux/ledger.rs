@@ -69,6 +69,11 @@ pub fn exec_target(tid: i32, filename: &[u8], dirfd: Option<i32>, empty_path: bo
     }
 }
 
+/// Whether `meta` (symlinks followed) is an executable regular file, as exec requires.
+pub fn executable(meta: &std::fs::Metadata) -> bool {
+    meta.is_file() && meta.permissions().mode() & 0o111 != 0
+}
+
 /// Reads an exec's filename, argv and cwd from thread `tid`. `args` are the call's arguments;
 /// `at` selects the execveat layout. `None` when the memory cannot be read at all.
 pub fn read_exec(tid: i32, args: &[u64; 6], at: bool, width: Width) -> Option<ExecCall> {
@@ -107,9 +112,7 @@ pub fn read_exec(tid: i32, args: &[u64; 6], at: bool, width: Width) -> Option<Ex
         return Some(call);
     }
     let found = found.ok();
-    call.plausible = found
-        .as_ref()
-        .is_some_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0);
+    call.plausible = found.as_ref().is_some_and(executable);
     // The exec's own file was just looked up: argv[0] naming it is not looked up again.
     let known = found
         .as_ref()
