@@ -19,7 +19,7 @@ use super::gate;
 use super::interrupt::{interrupted, stop_requested, watch_stop_signals};
 use super::prompt;
 use super::replay_verdicts::{
-    all_checks, final_replay_results, prepare_through, verify_test_report,
+    final_gate_checks, final_replay_results, prepare_through, verify_test_report,
 };
 use super::review;
 use super::state::{AttemptPurpose, AttemptRecord, AttemptStatus, Phase, RunState, Usage};
@@ -117,9 +117,7 @@ pub async fn drive<R: StageRunner, I: Interaction>(
                 }
             }
             Next::FinalGate => {
-                let required = run.state.verification.required_checks.clone();
-                let mut commands = all_checks(&run.state);
-                commands.extend(required.iter().cloned());
+                let commands = final_gate_checks(&run.state);
                 let prepare = prepare_through(&run.state, None);
                 let replayed = match runner
                     .replay(&run.state, &ReplayTree::Final, &prepare, &commands)

@@ -30,8 +30,9 @@ pub async fn verify_test_report<R: StageRunner>(
         }
     }
     let prepare = prepare_through(state, Some(milestone));
+    let batch = tester_batch(state, milestone, &criteria, commands);
     let replayed = runner
-        .replay(state, &ReplayTree::Final, &prepare, &commands)
+        .replay(state, &ReplayTree::Final, &prepare, &batch)
         .await?;
     let mut results = Vec::new();
     for c in criteria {
@@ -83,6 +84,47 @@ pub async fn verify_test_report<R: StageRunner>(
         });
     }
     Ok(results)
+}
+
+/// What the tester's replay runs: the checks the tester reported passing (`cited`), and, when it
+/// failed no criterion of the last milestone, the final gate's whole batch first, in the
+/// final gate's order. The final gate replays the same tree next (after the completion review,
+/// which changes nothing), so its batch is then reused whole (`super::replay_cache`) instead of
+/// running the objective's required checks the plan does not name as a batch of their own,
+/// `prepare` steps included. Only the cited checks' verdicts judge the tester; the others are
+/// kept for the final gate. A tester that failed a criterion sends the milestone back, so no
+/// check of the final gate's runs for it. The last milestone's `prepare` steps are the final
+/// gate's (every milestone's).
+fn tester_batch(
+    state: &RunState,
+    milestone: usize,
+    criteria: &[Value],
+    cited: Vec<String>,
+) -> Vec<String> {
+    let last = flow::milestones(state).len().checked_sub(1);
+    // As `flow::apply_test` reads the report: a verdict other than these sends the milestone back.
+    let heads_to_the_gate = !criteria.is_empty()
+        && criteria
+            .iter()
+            .all(|c| c["verdict"] == "PASS" || c["verdict"] == "HUMAN_REVIEW");
+    if last != Some(milestone) || !heads_to_the_gate {
+        return cited;
+    }
+    let mut batch: Vec<String> = Vec::new();
+    for command in final_gate_checks(state).into_iter().chain(cited) {
+        if !batch.contains(&command) {
+            batch.push(command);
+        }
+    }
+    batch
+}
+
+/// The checks the final gate replays, in its order: every check of the approved plan, then the
+/// objective's required checks.
+pub fn final_gate_checks(state: &RunState) -> Vec<String> {
+    let mut commands = all_checks(state);
+    commands.extend(state.verification.required_checks.iter().cloned());
+    commands
 }
 
 /// The `prepare` steps of the approved plan's milestones `0..=last` (all when `None`).
@@ -146,4 +188,85 @@ pub fn final_replay_results(state: &RunState, replayed: &[ReplayResult]) -> Vec<
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::flow::tests::new_state;
+    use crate::run::flow::{apply_approval, apply_plan};
+    use serde_json::json;
+
+    fn cited(commands: &[&str]) -> Vec<String> {
+        commands.iter().map(|c| c.to_string()).collect()
+    }
+
+    #[test]
+    fn the_testers_replay_of_the_last_milestone_runs_the_final_gates_batch_first() {
+        let mut state = new_state();
+        apply_plan(
+            &mut state,
+            &json!({"summary": "s", "milestones": [
+                {"id": "M1", "title": "t", "description": "", "prepare": ["npm ci"],
+                 "acceptance_criteria": [{"id": "AC1", "text": "t", "check": "npm test", "human_review": false}]},
+                {"id": "M2", "title": "t", "description": "",
+                 "acceptance_criteria": [
+                    {"id": "AC2", "text": "t", "check": "npx mocha --grep IEC", "human_review": false},
+                    {"id": "AC3", "text": "t", "check": null, "human_review": true}]}]}),
+        );
+        let token = state.latest_plan().unwrap().token();
+        apply_approval(&mut state, &token).unwrap();
+        state.verification.required_checks = cited(&["npm run lint", "npm test"]);
+        assert_eq!(
+            final_gate_checks(&state),
+            [
+                "npm test",
+                "npx mocha --grep IEC",
+                "npm run lint",
+                "npm test"
+            ]
+        );
+        let pass = |id: &str, check: &str| json!({"criterion_id": id, "verdict": "PASS", "checks": [{"command": check}]});
+        // The last milestone, no criterion failed: the final gate's checks in its order
+        // (each once), then the tester's own.
+        let passed = [
+            pass("AC2", "npx mocha --grep IEC"),
+            pass("extra", "node t.js"),
+            json!({"criterion_id": "AC3", "verdict": "HUMAN_REVIEW", "checks": []}),
+        ];
+        assert_eq!(
+            tester_batch(
+                &state,
+                1,
+                &passed,
+                cited(&["npx mocha --grep IEC", "node t.js"])
+            ),
+            [
+                "npm test",
+                "npx mocha --grep IEC",
+                "npm run lint",
+                "node t.js"
+            ]
+        );
+        // An earlier milestone, a failed criterion, or no criterion: only what the tester cited.
+        let m1 = [pass("AC1", "npm test")];
+        assert_eq!(
+            tester_batch(&state, 0, &m1, cited(&["npm test"])),
+            ["npm test"]
+        );
+        let failed = [
+            pass("AC2", "npx mocha --grep IEC"),
+            json!({"criterion_id": "AC3", "verdict": "FAIL", "checks": []}),
+        ];
+        assert_eq!(
+            tester_batch(&state, 1, &failed, cited(&["npx mocha --grep IEC"])),
+            ["npx mocha --grep IEC"]
+        );
+        assert!(tester_batch(&state, 1, &[], Vec::new()).is_empty());
+        // The last milestone's steps are the final gate's.
+        assert_eq!(
+            prepare_through(&state, Some(1)),
+            prepare_through(&state, None)
+        );
+    }
 }

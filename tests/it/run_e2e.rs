@@ -726,7 +726,7 @@ checker_model = "beta-huge"
 
 // ---- the reports of a run that goes well -----------------------------------------------------
 
-fn requirements_ok() -> Value {
+pub(super) fn requirements_ok() -> Value {
     json!([{"report": {
         "summary": "A file hello.txt that says hello.",
         "goals": ["hello.txt exists and contains hello"],

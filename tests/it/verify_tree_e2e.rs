@@ -9,7 +9,9 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use super::run_e2e::{BUILD, Finished, Harness, build_ok, finish, git, script_with};
+use super::run_e2e::{
+    BUILD, Finished, Harness, build_ok, finish, git, requirements_ok, script_with,
+};
 
 fn plan(check: &str, prepare: Value) -> Value {
     json!([{"report": {
@@ -208,6 +210,77 @@ fn a_prepare_step_runs_before_every_replay_of_the_checks() {
             "prepare steps (run by autocode before the checks of every replay):\n  milestone 1: `{PREPARE}`"
         )),
         "{text}"
+    );
+}
+
+/// The objective requires a check the plan does not name: the tester's replay of the last
+/// milestone runs it after the plan's check (its `prepare` step once for both), so the final
+/// gate's batch is that replay's, reused whole, and the step runs three times in the run, not
+/// four (issue 29, point 5).
+#[test]
+fn the_final_gate_reuses_the_testers_replay_of_the_objectives_required_checks() {
+    const PREPARE: &str = "mkdir -p prepared && printf 'hello\\n' > prepared/expected.txt";
+    const CHECK: &str = "cmp hello.txt prepared/expected.txt";
+    const REQUIRED: &str = "grep -qx hello hello.txt";
+    let objective =
+        format!("Create hello.txt containing hello. Running `{REQUIRED}` is expected to succeed.");
+    let mut requirements = requirements_ok();
+    requirements[0]["report"]["acceptance_criteria"][0]["covers"] = json!([objective]);
+    let harness = Harness::new(script_with(&[
+        ("requirements", json!([requirements])),
+        ("planner", json!([plan(CHECK, json!([PREPARE]))])),
+        ("builder", json!([build_ok()])),
+        ("tester", tester(&[PREPARE, CHECK], 1)),
+    ]));
+    let ws = harness.workspace().display().to_string();
+    let finished = finish(harness.command(&[
+        "run",
+        &objective,
+        "--workspace",
+        &ws,
+        "--provider",
+        "fake",
+        "--json",
+        "--yes",
+    ]));
+    finished.assert_complete();
+    let status = harness.status();
+    assert_eq!(
+        status.json["verification"]["required_checks"],
+        json!([REQUIRED]),
+        "{status:?}"
+    );
+    let records = prepare_records(&finished);
+    let summary: Vec<(&str, &Value, &Value)> = records
+        .iter()
+        .map(|(_, r)| (r["tree"].as_str().expect("tree"), &r["checks"], &r["steps"]))
+        .collect();
+    assert_eq!(
+        summary
+            .iter()
+            .map(|(tree, checks, _)| (*tree, *checks))
+            .collect::<Vec<_>>(),
+        [
+            ("base", &json!([REQUIRED, CHECK])),
+            ("final", &json!([CHECK, REQUIRED])),
+            ("final", &json!([CHECK, REQUIRED])),
+            ("final_with_base_files", &json!([CHECK, REQUIRED])),
+        ],
+        "{records:?}"
+    );
+    let (name, gate) = &records[2];
+    assert_eq!(gate["reused_from"], 2, "{name}: {gate}");
+    assert_eq!(gate["steps"], json!([]), "{gate}");
+    let steps_run: usize = records
+        .iter()
+        .map(|(_, r)| r["steps"].as_array().map_or(0, Vec::len))
+        .sum();
+    assert_eq!(steps_run, 3, "{records:?}");
+    // Only the check the tester cited judged it; the required check's verdict is the gate's.
+    assert_eq!(status.json["criteria"][0]["verdict"], "PASS", "{status:?}");
+    assert_eq!(
+        status.json["verification"]["final_checks"][REQUIRED]["reused_from"], 2,
+        "{status:?}"
     );
 }
 
