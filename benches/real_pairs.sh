@@ -9,7 +9,9 @@
 # (benches/real_by_hand.sh) with an empty HOME, as the harness gives the run ("cold": the same
 # caches, so the ratio is autocode's), and with the machine's own HOME ("warm": a person's
 # caches, which the run does not get here). Prints every round and, per case, the medians and
-# the ratio of the medians run / cold. AUTOCODE names the binary (default: the release build).
+# the ratio of the medians run / cold. AUTOCODE names the binary (default: the release build);
+# AUTOCODE_BEFORE names another (an earlier build) whose run of the case comes right before
+# each run of AUTOCODE's, in a column of its own.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 rounds=${1:?usage: benches/real_pairs.sh ROUNDS CASE...}
@@ -37,30 +39,39 @@ by_hand() { # CASE [cold]
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "| round | case | run s | verdict | by hand, cold HOME s | by hand, warm HOME s |"
-echo "|---|---|---|---|---|---|"
+echo "| round | case | run s | verdict | by hand, cold HOME s | by hand, warm HOME s | before: run s, verdict |"
+echo "|---|---|---|---|---|---|---|"
+before=${AUTOCODE_BEFORE:-}
+# The whole run of CASE by BINARY into OUT: prints its span and verdict.
+run_case() { # BINARY CASE OUT
+  "$1" scenario run "$2" --catalog scenarios-real --profile scripted-codex --out "$3" \
+    >"$3.log" 2>&1 || true
+  verdict=$(python3 -c 'import glob, json, sys; print(json.load(open(glob.glob(sys.argv[1] + "/**/result.json", recursive=True)[0]))["verdict"])' "$3")
+  echo "$(run_span "$3") $verdict"
+  rm -rf "$3"
+}
 for round in $(seq 1 "$rounds"); do
   for case in "$@"; do
     out="$work/$case-$round"
-    "$bin" scenario run "$case" --catalog scenarios-real --profile scripted-codex --out "$out" \
-      >"$out.log" 2>&1 || true
-    verdict=$(python3 -c 'import glob, json, sys; print(json.load(open(glob.glob(sys.argv[1] + "/**/result.json", recursive=True)[0]))["verdict"])' "$out")
-    span=$(run_span "$out")
+    earlier="- -"
+    [[ -z "$before" ]] || earlier=$(run_case "$before" "$case" "$out-before")
+    read -r span verdict < <(run_case "$bin" "$case" "$out")
     cold=$(by_hand "$case" cold)
     warm=$(by_hand "$case")
-    echo "$case $span $cold $warm" >>"$work/rows"
-    echo "| $round | $case | $span | $verdict | $cold | $warm |"
-    rm -rf "$out"
+    echo "$case $span $cold $warm ${earlier%% *}" >>"$work/rows"
+    echo "| $round | $case | $span | $verdict | $cold | $warm | $earlier |"
   done
 done
 echo
-echo "| case | run s (median) | cold by hand s | warm by hand s | run / cold | run / warm |"
-echo "|---|---|---|---|---|---|"
+echo "| case | run s (median) | cold by hand s | warm by hand s | run / cold | run / warm | before: run s (median) |"
+echo "|---|---|---|---|---|---|---|"
 for case in "$@"; do
   r=$(awk -v c="$case" '$1 == c { print $2 }' "$work/rows" | median)
   c=$(awk -v c="$case" '$1 == c { print $3 }' "$work/rows" | median)
   w=$(awk -v c="$case" '$1 == c { print $4 }' "$work/rows" | median)
-  printf '| %s | %.1f | %.1f | %.1f | %.1f | %.1f |\n' "$case" "$r" "$c" "$w" \
-    "$(awk "BEGIN { print $r / $c }")" "$(awk "BEGIN { print $r / $w }")"
+  b=-
+  [[ -z "$before" ]] || b=$(awk -v c="$case" '$1 == c { print $5 }' "$work/rows" | median)
+  printf '| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %s |\n' "$case" "$r" "$c" "$w" \
+    "$(awk "BEGIN { print $r / $c }")" "$(awk "BEGIN { print $r / $w }")" "$b"
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

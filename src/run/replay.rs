@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -380,67 +380,119 @@ pub async fn run_batch_in(
     confinement: ReplayConfinement<'_>,
     overlay: Option<crate::supervise::Overlay>,
 ) -> Result<Replays, ReplayError> {
-    restore(tree, &restored)?;
-    let tmpdir = tempfile::Builder::new()
-        .prefix("autocode-replay-tmp-")
-        .tempdir()
-        .map_err(ReplayError::Copy)?;
-    // A replay writes HOME and /tmp in fresh layers of its own: it fetches what the builder
-    // fetched, and can never run what a stage left outside the tree.
-    let views = match confinement {
-        ReplayConfinement::Room { .. } => {
-            Some(confine::ThrowawayViews::new(env, &[tree]).map_err(ReplayError::Copy)?)
-        }
-        _ => None,
-    };
-    let allow_connect = match confinement {
-        ReplayConfinement::Room { allow_connect } => allow_connect.to_vec(),
-        ReplayConfinement::Unconfined => Vec::new(),
-    };
-    let room = views.as_ref().map(|views| crate::supervise::Room {
-        overlay,
-        allow_connect,
-        ..confine::replay_room(tree, tmpdir.path(), env, views.overlays())
-    });
-    let mut env = env.clone();
-    env.insert(
-        "TMPDIR".into(),
-        tmpdir.path().to_string_lossy().into_owned(),
-    );
-    let launch = |label: &'static str, command: &str| {
+    let room = BatchRoom::open(tree, restored, env, timeout, confinement, overlay)?;
+    let steps = room.prepare(prepare).await?;
+    if steps.iter().any(|step| !step.passed()) {
+        return Ok(Replays {
+            steps,
+            checks: Vec::new(),
+        });
+    }
+    let checks = room.checks(commands).await?;
+    Ok(Replays { steps, checks })
+}
+
+/// Where one batch runs, open from its `prepare` steps to its last check: the tree, its room
+/// (with the fresh `HOME` and `/tmp` layers every command of the batch shares) and the
+/// environment. Dropped, its layers and temporary directory go.
+pub struct BatchRoom {
+    tree: PathBuf,
+    env: BTreeMap<String, String>,
+    timeout: Duration,
+    room: Option<crate::supervise::Room>,
+    _views: Option<confine::ThrowawayViews>,
+    _tmpdir: tempfile::TempDir,
+}
+
+impl BatchRoom {
+    /// The room of a batch in `tree` (closed already), with `restored` files put back first;
+    /// `overlay` as in [`run_checks_in`].
+    pub fn open(
+        tree: &Path,
+        restored: Restore<'_>,
+        env: &BTreeMap<String, String>,
+        timeout: Duration,
+        confinement: ReplayConfinement<'_>,
+        overlay: Option<crate::supervise::Overlay>,
+    ) -> Result<BatchRoom, ReplayError> {
+        restore(tree, &restored)?;
+        let tmpdir = tempfile::Builder::new()
+            .prefix("autocode-replay-tmp-")
+            .tempdir()
+            .map_err(ReplayError::Copy)?;
+        // A replay writes HOME and /tmp in fresh layers of its own: it fetches what the builder
+        // fetched, and can never run what a stage left outside the tree.
+        let views = match confinement {
+            ReplayConfinement::Room { .. } => {
+                Some(confine::ThrowawayViews::new(env, &[tree]).map_err(ReplayError::Copy)?)
+            }
+            _ => None,
+        };
+        let allow_connect = match confinement {
+            ReplayConfinement::Room { allow_connect } => allow_connect.to_vec(),
+            ReplayConfinement::Unconfined => Vec::new(),
+        };
+        let room = views.as_ref().map(|views| crate::supervise::Room {
+            overlay,
+            allow_connect,
+            ..confine::replay_room(tree, tmpdir.path(), env, views.overlays())
+        });
+        let mut env = env.clone();
+        env.insert(
+            "TMPDIR".into(),
+            tmpdir.path().to_string_lossy().into_owned(),
+        );
+        Ok(BatchRoom {
+            tree: tree.to_owned(),
+            env,
+            timeout,
+            room,
+            _views: views,
+            _tmpdir: tmpdir,
+        })
+    }
+
+    async fn launch(&self, label: &'static str, command: &str) -> Result<Replayed, ReplayError> {
         let spec = LaunchSpec {
             label: format!("{label}: {command}"),
             program: OsString::from("sh"),
             args: vec![OsString::from("-c"), OsString::from(command)],
-            env: env
+            env: self
+                .env
                 .iter()
                 .map(|(k, v)| (OsString::from(k), OsString::from(v)))
                 .collect(),
-            cwd: tree.to_owned(),
+            cwd: self.tree.clone(),
             stdin: StdinSource::Null,
             stdio: StdioMode::Captured { limit: 1 << 20 },
-            timeout: Some(timeout),
-            room: room.clone(),
+            timeout: Some(self.timeout),
+            room: self.room.clone(),
         };
-        launch_one(spec, command.to_owned())
-    };
-    let mut steps = Vec::with_capacity(prepare.len());
-    for step in prepare {
-        let ran = launch("prepare", step.as_str()).await?;
-        let failed = !ran.passed();
-        steps.push(ran);
-        if failed {
-            return Ok(Replays {
-                steps,
-                checks: Vec::new(),
-            });
+        launch_one(spec, command.to_owned()).await
+    }
+
+    /// The `prepare` steps, once each, in order, up to the first that does not exit 0.
+    pub async fn prepare(&self, prepare: &[PrepareStep]) -> Result<Vec<Replayed>, ReplayError> {
+        let mut steps = Vec::with_capacity(prepare.len());
+        for step in prepare {
+            let ran = self.launch("prepare", step.as_str()).await?;
+            let failed = !ran.passed();
+            steps.push(ran);
+            if failed {
+                break;
+            }
         }
+        Ok(steps)
     }
-    let mut checks = Vec::with_capacity(commands.len());
-    for command in commands {
-        checks.push(launch("check replay", command).await?);
+
+    /// The checks, one by one, in order.
+    pub async fn checks(&self, commands: &[String]) -> Result<Vec<Replayed>, ReplayError> {
+        let mut checks = Vec::with_capacity(commands.len());
+        for command in commands {
+            checks.push(self.launch("check replay", command).await?);
+        }
+        Ok(checks)
     }
-    Ok(Replays { steps, checks })
 }
 
 /// Runs one command of a batch and keeps what the replay reports of it.

@@ -30,10 +30,14 @@ pub async fn verify_test_report<R: StageRunner>(
         }
     }
     let prepare = prepare_through(state, Some(milestone));
-    let batch = tester_batch(state, milestone, &criteria, commands);
-    let replayed = runner
-        .replay(state, &ReplayTree::Final, &prepare, &batch)
-        .await?;
+    let (batch, heads_to_the_gate) = tester_batch(state, milestone, &criteria, commands);
+    let replayed = if heads_to_the_gate {
+        replay_beside_the_witness(runner, state, &prepare, &batch).await?
+    } else {
+        runner
+            .replay(state, &ReplayTree::Final, &prepare, &batch)
+            .await?
+    };
     let mut results = Vec::new();
     for c in criteria {
         let id = c["criterion_id"].as_str().unwrap_or_default().to_owned();
@@ -94,13 +98,14 @@ pub async fn verify_test_report<R: StageRunner>(
 /// `prepare` steps included. Only the cited checks' verdicts judge the tester; the others are
 /// kept for the final gate. A tester that failed a criterion sends the milestone back, so no
 /// check of the final gate's runs for it. The last milestone's `prepare` steps are the final
-/// gate's (every milestone's).
+/// gate's (every milestone's). The second value says whether the tester heads to the final gate
+/// (the batch is then the gate's).
 fn tester_batch(
     state: &RunState,
     milestone: usize,
     criteria: &[Value],
     cited: Vec<String>,
-) -> Vec<String> {
+) -> (Vec<String>, bool) {
     let last = flow::milestones(state).len().checked_sub(1);
     // As `flow::apply_test` reads the report: a verdict other than these sends the milestone back.
     let heads_to_the_gate = !criteria.is_empty()
@@ -108,7 +113,7 @@ fn tester_batch(
             .iter()
             .all(|c| c["verdict"] == "PASS" || c["verdict"] == "HUMAN_REVIEW");
     if last != Some(milestone) || !heads_to_the_gate {
-        return cited;
+        return (cited, false);
     }
     let mut batch: Vec<String> = Vec::new();
     for command in final_gate_checks(state).into_iter().chain(cited) {
@@ -116,7 +121,42 @@ fn tester_batch(
             batch.push(command);
         }
     }
-    batch
+    (batch, true)
+}
+
+/// The tester's replay of the tree that heads to the final gate, and beside it (their `prepare`
+/// steps at once, each in its own tree: `StageRunner::replay_side_by_side`) the replay the
+/// gate's witness search asks for when the result passes (`witness::expected_replay`: the
+/// result's checks against the base code). Its verdicts are kept for the gate, which reuses
+/// them; they judge nothing here. A replay whose processes were not proven gone pauses,
+/// whichever it was.
+async fn replay_beside_the_witness<R: StageRunner>(
+    runner: &mut R,
+    state: &RunState,
+    prepare: &[PrepareStep],
+    batch: &[String],
+) -> Result<Vec<ReplayResult>, PauseDecision> {
+    let comparison = runner.compare_base(state).await?;
+    let Some((code, checks)) = comparison
+        .as_ref()
+        .and_then(|c| super::witness::expected_replay(state, c))
+    else {
+        return runner
+            .replay(state, &ReplayTree::Final, prepare, batch)
+            .await;
+    };
+    let witness_tree = ReplayTree::FinalWithBaseFiles(code);
+    let gate_prepare = prepare_through(state, None);
+    let [tested, witnessed] = runner
+        .replay_side_by_side(
+            state,
+            (&ReplayTree::Final, prepare, batch),
+            (&witness_tree, &gate_prepare, &checks),
+        )
+        .await;
+    let tested = tested?;
+    witnessed?;
+    Ok(tested)
 }
 
 /// The checks the final gate replays, in its order: every check of the approved plan, then the
@@ -241,18 +281,21 @@ mod tests {
                 &passed,
                 cited(&["npx mocha --grep IEC", "node t.js"])
             ),
-            [
-                "npm test",
-                "npx mocha --grep IEC",
-                "npm run lint",
-                "node t.js"
-            ]
+            (
+                cited(&[
+                    "npm test",
+                    "npx mocha --grep IEC",
+                    "npm run lint",
+                    "node t.js"
+                ]),
+                true
+            )
         );
         // An earlier milestone, a failed criterion, or no criterion: only what the tester cited.
         let m1 = [pass("AC1", "npm test")];
         assert_eq!(
             tester_batch(&state, 0, &m1, cited(&["npm test"])),
-            ["npm test"]
+            (cited(&["npm test"]), false)
         );
         let failed = [
             pass("AC2", "npx mocha --grep IEC"),
@@ -260,9 +303,12 @@ mod tests {
         ];
         assert_eq!(
             tester_batch(&state, 1, &failed, cited(&["npx mocha --grep IEC"])),
-            ["npx mocha --grep IEC"]
+            (cited(&["npx mocha --grep IEC"]), false)
         );
-        assert!(tester_batch(&state, 1, &[], Vec::new()).is_empty());
+        assert_eq!(
+            tester_batch(&state, 1, &[], Vec::new()),
+            (Vec::new(), false)
+        );
         // The last milestone's steps are the final gate's.
         assert_eq!(
             prepare_through(&state, Some(1)),

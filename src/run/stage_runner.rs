@@ -114,6 +114,16 @@ pub trait StageRunner {
         commands: &[String],
     ) -> impl Future<Output = Result<Vec<ReplayResult>, PauseDecision>>;
 
+    /// Two replays, their `prepare` steps at once where the runner can (each in its own clean
+    /// tree, as `replay` runs it; the checks never at once), else one after the other; each
+    /// comes to what `replay` would give it, `first` recorded first.
+    fn replay_side_by_side(
+        &mut self,
+        state: &RunState,
+        first: (&ReplayTree, &[PrepareStep], &[String]),
+        second: (&ReplayTree, &[PrepareStep], &[String]),
+    ) -> impl Future<Output = [Result<Vec<ReplayResult>, PauseDecision>; 2]>;
+
     /// The work tree compared with the run's base tree (`verify::base_source`): `Ok(None)`
     /// before the base is saved. `Err` is a pause.
     fn compare_base(

@@ -67,21 +67,44 @@ pub fn code_changes(comparison: &Comparison, checks: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// The final gate's checks that failed on the base tree, in the gate's order.
+fn base_failures(state: &RunState) -> Vec<String> {
+    let v = &state.verification;
+    all_checks(state)
+        .into_iter()
+        .filter(|c| v.base_checks.get(c).is_some_and(|b| !b.passed))
+        .collect()
+}
+
 /// Checks that failed on the base tree and passed on the final tree having run at least one test
 /// (when their runner says how many): the candidates to show the change.
 pub fn candidates(state: &RunState) -> Vec<String> {
     let v = &state.verification;
-    all_checks(state)
+    base_failures(state)
         .into_iter()
         .filter(|c| {
-            let base_failed = v.base_checks.get(c).is_some_and(|b| !b.passed);
-            let final_passed = v
-                .final_checks
+            v.final_checks
                 .get(c)
-                .is_some_and(|f| f.passed && !f.tests.none_ran());
-            base_failed && final_passed
+                .is_some_and(|f| f.passed && !f.tests.none_ran())
         })
         .collect()
+}
+
+/// The replay the final gate asks for when every check that failed on the base tree passes on
+/// the result (the honest case): the code changes to take back, and those checks. `None` when
+/// the gate would ask for none (documentation only, no check failed on the base, only tests
+/// changed). Run beside the tester's replay, it is the gate's, reused (`super::replay_cache`);
+/// when fewer checks pass, the gate's batch is another and runs.
+pub fn expected_replay(
+    state: &RunState,
+    comparison: &Comparison,
+) -> Option<(Vec<String>, Vec<String>)> {
+    if !changes_behaviour(comparison) {
+        return None;
+    }
+    let checks = base_failures(state);
+    let code = code_changes(comparison, &all_checks(state));
+    (!checks.is_empty() && !code.is_empty()).then_some((code, checks))
 }
 
 /// Why no check can show the change before the hybrid replay, if none can.
@@ -175,6 +198,15 @@ mod tests {
         let compared = Comparison::of_dirs(base.path(), work.path());
         assert!(changes_behaviour(&compared));
         assert_eq!(code_changes(&compared, &[]), ["conv.mjs"]);
+        // Ahead of the final verdicts: every check that failed on the base tree (the gate's
+        // candidates when they all pass on the result), with the code to take back.
+        assert_eq!(
+            expected_replay(&state, &compared),
+            Some((
+                vec!["conv.mjs".to_owned()],
+                vec!["empty".to_owned(), "real".to_owned()]
+            ))
+        );
         let why = no_candidate_reason(&state, &compared).unwrap();
         assert!(
             why.contains("conv.mjs") && why.contains("pass_to_pass"),
@@ -184,9 +216,10 @@ mod tests {
         fs::write(docs_only.path().join("conv.mjs"), "a\n").unwrap();
         fs::create_dir(docs_only.path().join("docs")).unwrap();
         fs::write(docs_only.path().join("docs/usage.txt"), "how\n").unwrap();
-        assert!(!changes_behaviour(&Comparison::of_dirs(
-            base.path(),
-            docs_only.path()
-        )));
+        let docs_changed = Comparison::of_dirs(base.path(), docs_only.path());
+        assert!(!changes_behaviour(&docs_changed));
+        assert_eq!(expected_replay(&state, &docs_changed), None);
+        state.verification.base_checks.clear();
+        assert_eq!(expected_replay(&state, &compared), None);
     }
 }

@@ -112,7 +112,8 @@ fn a_check_that_needs_git_passes_in_the_verification_tree() {
             "no hello.txt on the base: {status:?}"
         );
         // No plan step: nothing was prepared; each batch is recorded, and the final gate's
-        // is the tester's replay of the same tree, reused (not run again).
+        // is the tester's replay of the same tree, reused (not run again), as is its witness
+        // replay, which ran beside the tester's.
         let records = prepare_records(&finished);
         assert!(
             records
@@ -124,7 +125,7 @@ fn a_check_that_needs_git_passes_in_the_verification_tree() {
             .iter()
             .filter_map(|(_, r)| r.get("reused_from"))
             .collect();
-        assert_eq!(reused, [&json!(2)], "{records:?}");
+        assert_eq!(reused, [&json!(2), &json!(3)], "{records:?}");
     }
 }
 
@@ -156,16 +157,23 @@ fn a_prepare_step_runs_before_every_replay_of_the_checks() {
         .iter()
         .map(|(_, r)| r["tree"].as_str().expect("tree"))
         .collect();
-    // The base tree, the tester's replay, the final gate, and the witness replay of the result's
-    // checks against the base code (`docs/run-lifecycle.md`, "What verified means").
+    // The base tree, the tester's replay and beside it the witness replay of the result's checks
+    // against the base code (`docs/run-lifecycle.md`, "What verified means"), then the final
+    // gate's two, reused.
     assert_eq!(
         trees,
-        ["base", "final", "final", "final_with_base_files"],
+        [
+            "base",
+            "final",
+            "final_with_base_files",
+            "final",
+            "final_with_base_files"
+        ],
         "{records:?}"
     );
     // The final gate's batch is the tester's replay's (same tree, step, check, environment and
-    // room): its verdict is reused, nothing runs, and the record says so.
-    let (name, gate) = &records[2];
+    // room): its verdict is reused, nothing runs, and the record says so; so is its witness.
+    let (name, gate) = &records[3];
     assert_eq!(gate["reused_from"], 2, "{name}: {gate}");
     assert_eq!(gate["steps"], json!([]), "{gate}");
     assert_eq!(
@@ -175,7 +183,10 @@ fn a_prepare_step_runs_before_every_replay_of_the_checks() {
     );
     assert_eq!(records[1].1["tree_id"], gate["tree_id"]);
     assert_ne!(records[0].1["tree_id"], gate["tree_id"]);
-    for (name, record) in [&records[0], &records[1], &records[3]] {
+    let (name, witness) = &records[4];
+    assert_eq!(witness["reused_from"], 3, "{name}: {witness}");
+    assert_eq!(records[2].1["tree_id"], witness["tree_id"]);
+    for (name, record) in [&records[0], &records[1], &records[2]] {
         assert_eq!(record["outcome"], "prepared", "{name}: {record}");
         assert!(record.get("reused_from").is_none(), "{record}");
         assert_eq!(
@@ -215,8 +226,8 @@ fn a_prepare_step_runs_before_every_replay_of_the_checks() {
 
 /// The objective requires a check the plan does not name: the tester's replay of the last
 /// milestone runs it after the plan's check (its `prepare` step once for both), so the final
-/// gate's batch is that replay's, reused whole, and the step runs three times in the run, not
-/// four (issue 29, point 5).
+/// gate's batch is that replay's, reused whole, and the step runs three times in the run (the
+/// base tree, the tester's replay, the witness replay beside it), not four (issue 29, point 5).
 #[test]
 fn the_final_gate_reuses_the_testers_replay_of_the_objectives_required_checks() {
     const PREPARE: &str = "mkdir -p prepared && printf 'hello\\n' > prepared/expected.txt";
@@ -263,14 +274,17 @@ fn the_final_gate_reuses_the_testers_replay_of_the_objectives_required_checks() 
         [
             ("base", &json!([REQUIRED, CHECK])),
             ("final", &json!([CHECK, REQUIRED])),
+            ("final_with_base_files", &json!([CHECK, REQUIRED])),
             ("final", &json!([CHECK, REQUIRED])),
             ("final_with_base_files", &json!([CHECK, REQUIRED])),
         ],
         "{records:?}"
     );
-    let (name, gate) = &records[2];
-    assert_eq!(gate["reused_from"], 2, "{name}: {gate}");
-    assert_eq!(gate["steps"], json!([]), "{gate}");
+    for (at, of) in [(3, 2), (4, 3)] {
+        let (name, gate) = &records[at];
+        assert_eq!(gate["reused_from"], of, "{name}: {gate}");
+        assert_eq!(gate["steps"], json!([]), "{gate}");
+    }
     let steps_run: usize = records
         .iter()
         .map(|(_, r)| r["steps"].as_array().map_or(0, Vec::len))
@@ -282,6 +296,82 @@ fn the_final_gate_reuses_the_testers_replay_of_the_objectives_required_checks() 
         status.json["verification"]["final_checks"][REQUIRED]["reused_from"], 2,
         "{status:?}"
     );
+}
+
+/// The tester's replay and the witness replay beside it prepare at once (`tokio::join!`), each
+/// in its own verification tree: the witness replay's check runs in the side tree (`side/tree`
+/// in the run's verification root, which only a replay beside another uses), after the
+/// tester's, and the final gate reuses both. A step that fails beside the other batch's runs
+/// again alone, and only that run counts: here the step fails in the side tree only, so the
+/// witness replay runs again in the run's tree, where it passes.
+#[test]
+fn the_testers_replay_and_the_witness_replay_prepare_side_by_side() {
+    const CHECK: &str = "pwd -P; grep -qx hello hello.txt";
+    const CITED: &str = "grep -qx hello hello.txt";
+    const PREPARE: &str = "mkdir -p prepared";
+    const PREPARE_NOT_IN_SIDE: &str =
+        "case \"$(pwd -P)\" in */side/tree) exit 7;; esac; mkdir -p prepared";
+    for (prepare, witness_in) in [(PREPARE, "/side/tree"), (PREPARE_NOT_IN_SIDE, "/tree")] {
+        let harness = Harness::new(script_with(&[
+            ("planner", json!([plan(CHECK, json!([prepare]))])),
+            ("builder", json!([build_ok()])),
+            ("tester", tester(&[CITED], 1)),
+        ]));
+        let finished = harness.run(&["--yes"]);
+        finished.assert_complete();
+        let records = prepare_records(&finished);
+        let ran: Vec<(&str, bool)> = records
+            .iter()
+            .map(|(_, r)| {
+                (
+                    r["tree"].as_str().expect("tree"),
+                    r.get("reused_from").is_none(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            ran,
+            [
+                ("base", true),
+                ("final", true),
+                ("final_with_base_files", true),
+                ("final", false),
+                ("final_with_base_files", false)
+            ],
+            "{prepare}: {records:?}"
+        );
+        assert_eq!(records[1].1["checks"], json!([CHECK, CITED]), "{records:?}");
+        assert_eq!(
+            records[2].1["steps"][0]["exit"],
+            json!({"kind": "code", "value": 0}),
+            "only the witness replay's run that counts is recorded: {records:?}"
+        );
+        // What each batch's check printed (a failed check keeps its output in its detail).
+        let stored: Value = serde_json::from_slice(
+            &fs::read(run_dir(&finished).join("replay-results.json")).expect("replay-results.json"),
+        )
+        .expect("JSON");
+        let witness = stored["batches"]
+            .as_array()
+            .expect("batches")
+            .iter()
+            .find(|b| b["record"] == 3)
+            .expect("the witness batch is kept");
+        let detail = witness["checks"][0]["detail"].as_str().expect("detail");
+        let cwd = detail.lines().nth(0).unwrap_or_default();
+        assert!(
+            detail.starts_with("exit 2: ")
+                && cwd.ends_with(witness_in)
+                && !cwd.ends_with(&format!("/side{witness_in}")),
+            "{prepare}: the code taken back fails the check, in {witness_in}: {detail}"
+        );
+        let status = harness.status();
+        assert_eq!(
+            status.json["verification"]["witnesses"],
+            json!([CHECK]),
+            "{status:?}"
+        );
+    }
 }
 
 /// A prepare step that fails stops the batch: the tester's PASS becomes NOT_PREPARED (not
@@ -414,8 +504,8 @@ fn a_resume_reuses_the_runs_replays_and_refuses_a_changed_results_file() {
     let first = prepare_records(&paused);
     assert_eq!(
         first.len(),
-        ran(&first) + 1,
-        "the final gate reused the tester's replay: {first:?}"
+        ran(&first) + 2,
+        "the final gate reused the tester's replay and the witness replay beside it: {first:?}"
     );
     let reject = ["--reject", "AC2", "--because", "say it louder"];
     let resumed = harness.resume(&reject);
@@ -423,8 +513,8 @@ fn a_resume_reuses_the_runs_replays_and_refuses_a_changed_results_file() {
     let again = prepare_records(&resumed);
     assert_eq!(
         again.len(),
-        first.len() + 3,
-        "the tester's replay, the final gate and the witness replay: {again:?}"
+        first.len() + 4,
+        "the tester's replay and the witness replay beside it, then the final gate's two: {again:?}"
     );
     assert_eq!(
         ran(&again),

@@ -311,6 +311,15 @@ impl StageRunner for CliRunner {
         self.replay_batch(state, tree, prepare, commands).await
     }
 
+    async fn replay_side_by_side(
+        &mut self,
+        state: &RunState,
+        first: (&ReplayTree, &[PrepareStep], &[String]),
+        second: (&ReplayTree, &[PrepareStep], &[String]),
+    ) -> [Result<Vec<ReplayResult>, PauseDecision>; 2] {
+        self.replay_pair(state, first, second).await
+    }
+
     async fn save_base(&mut self, state: &RunState) -> Result<Vec<String>, PauseDecision> {
         let env = self.check_env();
         match self.save_base_tree(state, &env).await {

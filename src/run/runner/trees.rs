@@ -1,8 +1,8 @@
 //! The runner's snapshots and verification tree (issue 13): one [`Snapshotter`] per work tree
-//! (its private index is the stat cache), the run's one [`VerifyTree`] (the tester's copy and
-//! every replay), and the base tree saved as a tree id and compared from git. A workspace
-//! outside git keeps the copies of `super::super::replay` (the callers fall back when these
-//! return `None`).
+//! (its private index is the stat cache), the run's [`VerifyTree`] (the tester's copy and every
+//! replay; a second one for a replay that runs beside another), and the base tree saved as a
+//! tree id and compared from git. A workspace outside git keeps the copies of
+//! `super::super::replay` (the callers fall back when these return `None`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -302,7 +302,7 @@ impl CliRunner {
         timeout: Duration,
         confinement: ReplayConfinement<'_>,
     ) -> Option<Result<Replays, ReplayError>> {
-        let composed = match self.compose(state, tree, env).await? {
+        let composed = match self.compose(state, tree, env, false).await? {
             Ok(composed) => composed,
             Err(e) => return Some(Err(e)),
         };
@@ -314,14 +314,21 @@ impl CliRunner {
 
     /// The tree a replay in `tree` runs in: its id after composing (the base tree, the work
     /// tree's snapshot, or that snapshot with some paths as they are in the base tree). `None`:
-    /// outside git, or a base saved as a copy (the caller copies).
+    /// outside git, or a base saved as a copy (the caller copies). `side`: in the tree of a
+    /// replay running beside another ([`Self::side_tree`]).
     pub(super) async fn compose(
         &mut self,
         state: &RunState,
         tree: &ReplayTree,
         env: &BTreeMap<String, String>,
+        side: bool,
     ) -> Option<Result<Composed, ReplayError>> {
-        let vtree = match self.verify_tree(state, env).await {
+        let vtree = if side {
+            self.side_tree(state, env).await
+        } else {
+            self.verify_tree(state, env).await
+        };
+        let vtree = match vtree {
             Ok(Some(vtree)) => vtree,
             Ok(None) => return None,
             Err(e) => return Some(Err(other(e))),

@@ -2,7 +2,8 @@
 //! the tester its throwaway copy, replays the tester's checks and the final gate's, and runs the
 //! plan's checks on the base tree. The uses never overlap (the tester's family is dead, verified,
 //! before any replay), and the directory keeps one path for the runner's life (a CLI binds its
-//! session to its cwd). The base tree itself is a git tree id ([`BaseTree`]), read from the
+//! session to its cwd). A replay that runs beside another has a second tree, rooted in `side/`
+//! of the run's root (`run::runner::trees`), so the two never share a directory. The base tree itself is a git tree id ([`BaseTree`]), read from the
 //! object store (`super::treediff::Comparison`), never checked out to be read.
 //!
 //! The tree is brought to a git tree id (`crate::gittree`) with its own index as the stat cache —
