@@ -358,7 +358,7 @@ fn the_testers_replay_and_the_witness_replay_prepare_side_by_side() {
             .find(|b| b["record"] == 3)
             .expect("the witness batch is kept");
         let detail = witness["checks"][0]["detail"].as_str().expect("detail");
-        let cwd = detail.lines().nth(0).unwrap_or_default();
+        let cwd = detail.lines().next().unwrap_or_default();
         assert!(
             detail.starts_with("exit 2: ")
                 && cwd.ends_with(witness_in)
