@@ -295,15 +295,7 @@ fn an_agents_escape_sequences_reach_the_terminal_stripped() {
     let harness = Harness::new(script_with(&[("requirements", requirements)]));
     let ws = harness.workspace().display().to_string();
     let objective = format!("Create hello.txt containing hello {HOSTILE}");
-    let mut command = harness.command(&[
-        "run",
-        &objective,
-        "--workspace",
-        &ws,
-        "--provider",
-        "fake",
-        "--json",
-    ]);
+    let mut command = harness.run_objective_command(&objective, &[]);
     command.stdin(Stdio::null());
     let (code, stdout, stderr) = output_bounded(command, "hostile run");
     assert_eq!(code, Some(3), "{stderr}");

@@ -652,10 +652,15 @@ impl Harness {
 
     /// The `run` command line, to spawn or to give more environment.
     pub(super) fn run_command(&self, extra: &[&str]) -> Command {
+        self.run_objective_command("Create hello.txt containing hello", extra)
+    }
+
+    /// `autocode run OBJECTIVE --workspace WS --provider fake --json EXTRA...`, to spawn.
+    pub(super) fn run_objective_command(&self, objective: &str, extra: &[&str]) -> Command {
         let ws = self.ws_arg();
         let mut args = vec![
             "run",
-            "Create hello.txt containing hello",
+            objective,
             "--workspace",
             &ws,
             "--provider",

@@ -243,17 +243,7 @@ fn the_final_gate_reuses_the_testers_replay_of_the_objectives_required_checks() 
         ("builder", json!([build_ok()])),
         ("tester", tester(&[PREPARE, CHECK], 1)),
     ]));
-    let ws = harness.workspace().display().to_string();
-    let finished = finish(harness.command(&[
-        "run",
-        &objective,
-        "--workspace",
-        &ws,
-        "--provider",
-        "fake",
-        "--json",
-        "--yes",
-    ]));
+    let finished = finish(harness.run_objective_command(&objective, &["--yes"]));
     finished.assert_complete();
     let status = harness.status();
     assert_eq!(
