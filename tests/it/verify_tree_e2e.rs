@@ -355,6 +355,17 @@ fn the_testers_replay_and_the_witness_replay_prepare_side_by_side() {
                 && !cwd.ends_with(&format!("/side{witness_in}")),
             "{prepare}: the code taken back fails the check, in {witness_in}: {detail}"
         );
+        // What the witness batch wrote in the side tree goes with the pair.
+        let tree = cwd.trim_start_matches("exit 2: ");
+        let root = tree
+            .strip_suffix(witness_in)
+            .expect("the tree is in the run's verification root");
+        let side = std::path::Path::new(root).join("side");
+        assert!(
+            std::path::Path::new(root).join("tree").is_dir() && !side.exists(),
+            "{} is left",
+            side.display()
+        );
         let status = harness.status();
         assert_eq!(
             status.json["verification"]["witnesses"],

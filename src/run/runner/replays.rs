@@ -261,7 +261,11 @@ impl CliRunner {
                 .await
                 .ok()
                 .flatten()?;
-            layers.push((composed.vtree.dir(), layer));
+            layers.push((
+                composed.vtree.root().to_owned(),
+                composed.vtree.dir(),
+                layer,
+            ));
             planned.push(batch);
         }
         let base_unclosed = &state.verification.base_unclosed;
@@ -271,7 +275,7 @@ impl CliRunner {
         let rooms: Vec<Result<BatchRoom, replay::ReplayError>> = layers
             .iter()
             .zip(&planned)
-            .map(|((dir, layer), batch)| {
+            .map(|((_, dir, layer), batch)| {
                 replay::refuse_unclosed(layer.report.unclosed.clone(), base_unclosed)?;
                 BatchRoom::open(
                     dir,
@@ -313,6 +317,13 @@ impl CliRunner {
             outcomes.push(outcome);
         }
         drop(rooms);
+        // The side tree serves this pair only (a later pair lays its layer out again): what the
+        // witness batch installed there goes now, not with the run's root.
+        if let Some((side_root, _, _)) = layers.get(1)
+            && let Err(e) = crate::gittree::remove_all(side_root)
+        {
+            tracing::debug!(%e, "the side tree stays until the run's root goes");
+        }
         let mut planned = planned.into_iter();
         let mut results = Vec::with_capacity(2);
         for ((outcome, batch), alone) in outcomes
