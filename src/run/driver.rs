@@ -18,9 +18,7 @@ use super::flow::{self, Next, PauseDecision, StagePlan};
 use super::gate;
 use super::interrupt::{interrupted, stop_requested, watch_stop_signals};
 use super::prompt;
-use super::replay_verdicts::{
-    final_gate_checks, final_replay_results, prepare_through, verify_test_report,
-};
+use super::replay_verdicts::{final_replay_results, prepare_through, verify_test_report};
 use super::review;
 use super::state::{AttemptPurpose, AttemptRecord, AttemptStatus, Phase, RunState, Usage};
 use crate::ids::SessionId;
@@ -117,7 +115,7 @@ pub async fn drive<R: StageRunner, I: Interaction>(
                 }
             }
             Next::FinalGate => {
-                let commands = final_gate_checks(&run.state);
+                let commands = super::witness::all_checks(&run.state);
                 let prepare = prepare_through(&run.state, None);
                 let replayed = match runner
                     .replay(&run.state, &ReplayTree::Final, &prepare, &commands)

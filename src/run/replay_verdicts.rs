@@ -116,7 +116,7 @@ fn tester_batch(
         return (cited, false);
     }
     let mut batch: Vec<String> = Vec::new();
-    for command in final_gate_checks(state).into_iter().chain(cited) {
+    for command in super::witness::all_checks(state).into_iter().chain(cited) {
         if !batch.contains(&command) {
             batch.push(command);
         }
@@ -157,14 +157,6 @@ async fn replay_beside_the_witness<R: StageRunner>(
     let tested = tested?;
     witnessed?;
     Ok(tested)
-}
-
-/// The checks the final gate replays, in its order: every check of the approved plan, then the
-/// objective's required checks.
-pub fn final_gate_checks(state: &RunState) -> Vec<String> {
-    let mut commands = all_checks(state);
-    commands.extend(state.verification.required_checks.iter().cloned());
-    commands
 }
 
 /// The `prepare` steps of the approved plan's milestones `0..=last` (all when `None`).
@@ -258,13 +250,8 @@ mod tests {
         apply_approval(&mut state, &token).unwrap();
         state.verification.required_checks = cited(&["npm run lint", "npm test"]);
         assert_eq!(
-            final_gate_checks(&state),
-            [
-                "npm test",
-                "npx mocha --grep IEC",
-                "npm run lint",
-                "npm test"
-            ]
+            crate::run::witness::all_checks(&state),
+            ["npm test", "npx mocha --grep IEC", "npm run lint"]
         );
         let pass = |id: &str, check: &str| json!({"criterion_id": id, "verdict": "PASS", "checks": [{"command": check}]});
         // The last milestone, no criterion failed: the final gate's checks in its order

@@ -83,8 +83,8 @@ impl CliRunner {
     }
 
     /// The verification tree a replay running beside another uses ([`Self::replay_pair`]): its
-    /// own directory, index and layer, in the run's verification root (removed with it), over
-    /// the same private object store.
+    /// own directory, index and layer, in the run's verification root (removed once the pair
+    /// is done), over the same private object store.
     pub(super) async fn side_tree(
         &mut self,
         state: &RunState,
@@ -105,8 +105,8 @@ impl CliRunner {
         &mut self,
         state: &RunState,
         tree: &ReplayTree,
-        commands: &[String],
         prepare: &[PrepareStep],
+        commands: &[String],
         allow_connect: &[NetAllow],
         side: bool,
     ) -> Result<PlannedBatch, PauseDecision> {
@@ -170,7 +170,7 @@ impl CliRunner {
         let allow_connect = self.replay_allowances();
         let confinement = confinement(state, &allow_connect);
         let mut planned = self
-            .plan_batch(state, tree, commands, prepare, &allow_connect, false)
+            .plan_batch(state, tree, prepare, commands, &allow_connect, false)
             .await?;
         if planned.reuse.to_run.is_empty() {
             return planned.all_reused(state);
@@ -235,7 +235,7 @@ impl CliRunner {
         let mut layers = Vec::with_capacity(2);
         for (side, (tree, prepare, commands)) in [(false, first), (true, second)] {
             let batch = match self
-                .plan_batch(state, tree, commands, prepare, &allow_connect, side)
+                .plan_batch(state, tree, prepare, commands, &allow_connect, side)
                 .await
             {
                 Ok(batch) => batch,
