@@ -18,7 +18,7 @@ use super::flow::{self, Next, PauseDecision, StagePlan};
 use super::gate;
 use super::interrupt::{interrupted, stop_requested, watch_stop_signals};
 use super::prompt;
-use super::replay_verdicts::{final_replay_results, prepare_through, verify_test_report};
+use super::replay_verdicts::{self, final_replay_results, prepare_through, verify_test_report};
 use super::review;
 use super::state::{AttemptPurpose, AttemptRecord, AttemptStatus, Phase, RunState, Usage};
 use crate::ids::SessionId;
@@ -322,6 +322,9 @@ async fn run_stage<R: StageRunner, I: Interaction>(
 ) -> Result<Result<Value, DriveOutcome>, DriverError> {
     if let Some(report) = run.state.pending_adoption.take() {
         return Ok(Ok(report));
+    }
+    if plan.kind == ReportKind::Test {
+        replay_verdicts::replay_ahead(runner, &run.state, plan.milestone.unwrap_or_default()).await;
     }
     let mut purpose = plan.purpose.clone();
     let mut resume_session: Option<SessionId> = None;

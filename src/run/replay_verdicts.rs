@@ -159,6 +159,40 @@ async fn replay_beside_the_witness<R: StageRunner>(
     Ok(tested)
 }
 
+/// Before the tester of `milestone` starts: the replays its report will ask for when it holds
+/// (the tester's replay of the work tree with the milestone's `prepare` steps and, for the last
+/// milestone, the witness replay beside it: [`replay_beside_the_witness`]), handed to the runner,
+/// which may run their steps while the tester works (`StageRunner::replay_ahead`). The work tree
+/// cannot change meanwhile (the tester works in its copy), so these are the batches
+/// [`verify_test_report`] asks for unless the tester fails a criterion; a batch asked for that
+/// differs runs as it would have.
+pub async fn replay_ahead<R: StageRunner>(runner: &mut R, state: &RunState, milestone: usize) {
+    let prepare = prepare_through(state, Some(milestone));
+    if prepare.is_empty() {
+        return;
+    }
+    let last = flow::milestones(state).len().checked_sub(1) == Some(milestone);
+    // The last milestone's tester replays the final gate's batch first (`tester_batch`); which
+    // checks it cites is not known yet.
+    let known = if last {
+        super::witness::all_checks(state)
+    } else {
+        Vec::new()
+    };
+    let mut batches = vec![(ReplayTree::Final, prepare, known)];
+    if last
+        && let Ok(Some(comparison)) = runner.compare_base(state).await
+        && let Some((code, checks)) = super::witness::expected_replay(state, &comparison)
+    {
+        batches.push((
+            ReplayTree::FinalWithBaseFiles(code),
+            prepare_through(state, None),
+            checks,
+        ));
+    }
+    runner.replay_ahead(state, &batches).await;
+}
+
 /// The `prepare` steps of the approved plan's milestones `0..=last` (all when `None`).
 pub fn prepare_through(state: &RunState, last: Option<usize>) -> Vec<PrepareStep> {
     state

@@ -114,6 +114,18 @@ pub trait StageRunner {
         commands: &[String],
     ) -> impl Future<Output = Result<Vec<ReplayResult>, PauseDecision>>;
 
+    /// Before a tester's stage: the replays its report will most likely ask for (each batch's
+    /// tree, `prepare` steps and the checks known so far), whose steps the runner may run while
+    /// the stage does (never their checks). A replay asked for later uses what was prepared only
+    /// when it is the same batch, and comes to what `replay` would give it. Nothing by default.
+    fn replay_ahead(
+        &mut self,
+        _state: &RunState,
+        _batches: &[(ReplayTree, Vec<PrepareStep>, Vec<String>)],
+    ) -> impl Future<Output = ()> {
+        async {}
+    }
+
     /// Two replays, their `prepare` steps at once where the runner can (each in its own clean
     /// tree, as `replay` runs it; the checks never at once), else one after the other; each
     /// comes to what `replay` would give it, `first` recorded first.

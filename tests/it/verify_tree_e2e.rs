@@ -372,6 +372,173 @@ fn the_testers_replay_and_the_witness_replay_prepare_side_by_side() {
     }
 }
 
+/// The `prepare` steps of the replays the tester's report will ask for (its own batch in
+/// `ahead/`, the witness's in `side/`) start before the tester's stage ends, not after it: each
+/// step prints where it ran and when, and the run's activity says when the tester's attempt was
+/// accepted. A step that fails only in the tree prepared ahead makes its batch run again alone,
+/// in the run's own tree, and only that run is recorded. Both trees are gone after the run.
+#[test]
+fn the_replays_prepare_while_the_tester_works() {
+    const CHECK: &str = "grep -qx hello hello.txt";
+    const PREPARE: &str = "pwd -P; date +%s%N; mkdir -p prepared";
+    const PREPARE_NOT_AHEAD: &str =
+        "pwd -P; date +%s%N; case \"$(pwd -P)\" in */ahead/tree) exit 7;; esac; mkdir -p prepared";
+    for (prepare, tester_in) in [(PREPARE, "/ahead/tree"), (PREPARE_NOT_AHEAD, "/tree")] {
+        let harness = Harness::new(script_with(&[
+            ("planner", json!([plan(CHECK, json!([prepare]))])),
+            ("builder", json!([build_ok()])),
+            ("tester", tester(&[CHECK], 1)),
+        ]));
+        let finished = harness.run(&["--yes"]);
+        finished.assert_complete();
+        let records = prepare_records(&finished);
+        let trees: Vec<&str> = records
+            .iter()
+            .map(|(_, r)| r["tree"].as_str().expect("tree"))
+            .collect();
+        assert_eq!(
+            trees,
+            [
+                "base",
+                "final",
+                "final_with_base_files",
+                "final",
+                "final_with_base_files"
+            ],
+            "{prepare}: {records:?}"
+        );
+        // Where and when each recorded step ran.
+        let step = |at: usize| {
+            let out = records[at].1["steps"][0]["output_tail"]
+                .as_str()
+                .expect("the step's output");
+            let mut lines = out.lines();
+            let cwd = lines.next().unwrap_or_default().to_owned();
+            let nanos: i64 = lines
+                .next()
+                .and_then(|l| l.trim().parse().ok())
+                .expect("date");
+            (cwd, nanos)
+        };
+        let activity =
+            fs::read_to_string(run_dir(&finished).join("activity.jsonl")).expect("activity.jsonl");
+        let accepted = activity
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).expect("JSON line"))
+            .find(|row| {
+                row["event"] == "attempt accepted"
+                    && row["detail"].as_str().is_some_and(|d| d.contains("tester"))
+            })
+            .expect("the tester's attempt was accepted");
+        let accepted = chrono::DateTime::parse_from_rfc3339(accepted["at"].as_str().expect("at"))
+            .expect("a time")
+            .timestamp_nanos_opt()
+            .expect("in range");
+        let (tester_cwd, tester_at) = step(1);
+        let (witness_cwd, witness_at) = step(2);
+        assert!(
+            tester_cwd.ends_with(tester_in) && !tester_cwd.ends_with(&format!("/ahead{tester_in}")),
+            "{prepare}: the tester's batch ran in {tester_cwd}"
+        );
+        assert!(
+            witness_cwd.ends_with("/side/tree"),
+            "{prepare}: the witness batch ran in {witness_cwd}"
+        );
+        assert!(
+            witness_at < accepted,
+            "{prepare}: the witness's step ran {} ms after the tester's attempt was accepted",
+            (witness_at - accepted) / 1_000_000
+        );
+        if tester_in == "/ahead/tree" {
+            assert!(
+                tester_at < accepted,
+                "the tester's batch's step ran {} ms after the tester's attempt was accepted",
+                (tester_at - accepted) / 1_000_000
+            );
+        } else {
+            assert!(
+                tester_at > accepted,
+                "the step that failed ahead runs again alone, after the tester, and only that run is recorded: {records:?}"
+            );
+        }
+        let root = std::path::Path::new(
+            tester_cwd
+                .strip_suffix(tester_in)
+                .expect("the tree is in the run's verification root"),
+        );
+        for gone in ["ahead", "side"] {
+            assert!(
+                root.join("tree").is_dir() && !root.join(gone).exists(),
+                "{prepare}: {} is left",
+                root.join(gone).display()
+            );
+        }
+    }
+}
+
+/// A tester that fails a criterion of the last milestone asks for no witness replay: what was
+/// prepared for it beside the tester goes unused and is removed, the milestone goes back to the
+/// builder, and the next tester's round prepares and replays as the first would have. Nothing
+/// prepared is left after the run.
+#[test]
+fn what_a_failing_tester_does_not_ask_for_is_not_kept() {
+    const CHECK: &str = "grep -qx hello hello.txt";
+    const NOT_YET: &str = "grep -qx goodbye hello.txt";
+    const PREPARE: &str = "pwd -P; mkdir -p prepared";
+    let failing = json!([{"run": NOT_YET}, {"report": {
+        "milestone_id": "M1", "summary": "Not yet.",
+        "criteria": [{"criterion_id": "AC1", "verdict": "FAIL", "notes": "hello.txt is not done",
+                      "checks": [{"command": NOT_YET, "exit_code": 1,
+                                  "evidence_ref": "{{last_event}}"}]}]
+    }}]);
+    let passing = tester(&[CHECK], 1)[0].clone();
+    let harness = Harness::new(script_with(&[
+        ("planner", json!([plan(CHECK, json!([PREPARE]))])),
+        ("builder", json!([build_ok(), build_ok()])),
+        ("tester", json!([failing, passing])),
+    ]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_complete();
+    let records = prepare_records(&finished);
+    let trees: Vec<(&str, bool)> = records
+        .iter()
+        .map(|(_, r)| {
+            (
+                r["tree"].as_str().expect("tree"),
+                r["steps"].as_array().is_some_and(|s| !s.is_empty()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        trees,
+        [
+            ("base", true),
+            // The failing tester cited no passing check: nothing of its batch ran.
+            ("final", false),
+            ("final", true),
+            ("final_with_base_files", true),
+            ("final", false),
+            ("final_with_base_files", false)
+        ],
+        "{records:?}"
+    );
+    let out = records[2].1["steps"][0]["output_tail"]
+        .as_str()
+        .expect("the step's output");
+    let cwd = out.lines().next().unwrap_or_default();
+    let root = std::path::Path::new(
+        cwd.strip_suffix("/ahead/tree")
+            .unwrap_or_else(|| panic!("the second tester's batch was prepared ahead: {cwd}")),
+    );
+    for gone in ["ahead", "side"] {
+        assert!(
+            root.join("tree").is_dir() && !root.join(gone).exists(),
+            "{} is left",
+            root.join(gone).display()
+        );
+    }
+}
+
 /// A prepare step that fails stops the batch: the tester's PASS becomes NOT_PREPARED (not
 /// FAIL), saying which step failed with its output, and the record says could_not_prepare.
 #[test]

@@ -14,6 +14,7 @@
 //! evidence; usage; reset hints).
 
 mod acp;
+mod ahead;
 mod attempt;
 mod direct;
 mod foreign;
@@ -88,6 +89,8 @@ pub struct CliRunner {
     /// How each ACP tool's agent continues a session, from its last `initialize` answer
     /// (`None`: it offers neither `session/resume` nor `session/load`; a repair starts fresh).
     acp_continuations: BTreeMap<ProviderName, Option<crate::acp::Continuation>>,
+    /// Batches whose `prepare` steps run (or ran) while the tester worked (`ahead`).
+    ahead: Vec<ahead::AheadBatch>,
 }
 
 impl CliRunner {
@@ -106,6 +109,7 @@ impl CliRunner {
             progress: None,
             replay_results: None,
             acp_continuations: BTreeMap::new(),
+            ahead: Vec::new(),
         }
     }
 
@@ -309,6 +313,14 @@ impl StageRunner for CliRunner {
         commands: &[String],
     ) -> Result<Vec<ReplayResult>, PauseDecision> {
         self.replay_batch(state, tree, prepare, commands).await
+    }
+
+    async fn replay_ahead(
+        &mut self,
+        state: &RunState,
+        batches: &[(ReplayTree, Vec<PrepareStep>, Vec<String>)],
+    ) {
+        self.start_ahead(state, batches).await
     }
 
     async fn replay_side_by_side(

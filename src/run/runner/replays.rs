@@ -11,9 +11,8 @@ use super::CliRunner;
 use super::trees::Composed;
 use crate::pause::PauseCode;
 use crate::run::flow::PauseDecision;
-use crate::run::isolation::Isolation;
 use crate::run::prepare::{self, CheckRan, CheckVerdict, PrepareRecord, PrepareStep, Prepared};
-use crate::run::replay::{self, Batch, BatchRoom, ReplayConfinement, Replays, Restore};
+use crate::run::replay::{self, Batch, ReplayConfinement, Replays};
 use crate::run::replay_cache::{BatchKey, KeyConfinement, ReplayNo, ReplayResults, Reuse};
 use crate::run::stage_runner::{ReplayResult, ReplayTree};
 use crate::run::state::RunState;
@@ -21,8 +20,30 @@ use crate::run::vtree::VerifyTree;
 use crate::supervise::Exit;
 use crate::supervise::net::NetAllow;
 
-/// The root, in the verification root, of the tree of a replay running beside another.
-const SIDE_TREE: &str = "side";
+/// Which verification tree of the run a replay uses: each has its own directory, index and
+/// layer, over the same private object store, so two replays (or a replay and the tester's
+/// copy) never share one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TreeSlot {
+    /// The run's own tree (the tester's copy and every replay alone).
+    Main,
+    /// `side/` of the verification root: a replay running beside another.
+    Side,
+    /// `ahead/` of the verification root: a replay prepared while the tester works in the
+    /// run's own tree (`super::ahead`).
+    Ahead,
+}
+
+impl TreeSlot {
+    /// Its root's name in the verification root (`None`: the root itself).
+    fn dir_name(self) -> Option<&'static str> {
+        match self {
+            TreeSlot::Main => None,
+            TreeSlot::Side => Some("side"),
+            TreeSlot::Ahead => Some("ahead"),
+        }
+    }
+}
 
 fn cleanup_pause(what: String) -> PauseDecision {
     PauseDecision::new(PauseCode::PausedProcessCleanup, what)
@@ -70,7 +91,7 @@ impl CliRunner {
 
     /// The user's allowances of every provider this run routes (a test database the checks
     /// need is reachable in autocode's replays as in the stages).
-    fn replay_allowances(&self) -> Vec<NetAllow> {
+    pub(super) fn replay_allowances(&self) -> Vec<NetAllow> {
         let mut allow_connect: Vec<NetAllow> = Vec::new();
         for provider in self.providers.values() {
             for allow in provider.config.allow_connect() {
@@ -82,33 +103,37 @@ impl CliRunner {
         allow_connect
     }
 
-    /// The verification tree a replay running beside another uses ([`Self::replay_pair`]): its
-    /// own directory, index and layer, in the run's verification root (removed once the pair
-    /// is done), over the same private object store.
-    pub(super) async fn side_tree(
+    /// The verification tree of `slot`: the run's own, or one rooted in the run's verification
+    /// root (removed once its replay is done: [`Self::replay_pair`], `super::ahead`), over the
+    /// same private object store.
+    pub(super) async fn slot_tree(
         &mut self,
         state: &RunState,
         env: &BTreeMap<String, String>,
+        slot: TreeSlot,
     ) -> Result<Option<VerifyTree>, String> {
-        Ok(self.verify_tree(state, env).await?.map(|main| {
-            VerifyTree::new(
-                &main.root().join(SIDE_TREE),
-                main.store().clone(),
-                &state.work_tree,
-            )
-        }))
+        Ok(self
+            .verify_tree(state, env)
+            .await?
+            .map(|main| match slot.dir_name() {
+                None => main,
+                Some(name) => VerifyTree::new(
+                    &main.root().join(name),
+                    main.store().clone(),
+                    &state.work_tree,
+                ),
+            }))
     }
 
-    /// A batch composed, keyed and matched with the stored verdicts (`side`: in the tree of a
-    /// replay running beside another).
-    async fn plan_batch(
+    /// A batch composed in the tree of `slot`, keyed and matched with the stored verdicts.
+    pub(super) async fn plan_batch(
         &mut self,
         state: &RunState,
         tree: &ReplayTree,
         prepare: &[PrepareStep],
         commands: &[String],
         allow_connect: &[NetAllow],
-        side: bool,
+        slot: TreeSlot,
     ) -> Result<PlannedBatch, PauseDecision> {
         let mut unique: Vec<String> = Vec::new();
         for c in commands {
@@ -122,7 +147,7 @@ impl CliRunner {
             reused: Vec::new(),
             to_run: unique.clone(),
         };
-        let composed = self.compose(state, tree, &env, side).await;
+        let composed = self.compose(state, tree, &env, slot).await;
         if let Some(Ok(composed)) = &composed {
             match self
                 .batch_key(
@@ -159,8 +184,32 @@ impl CliRunner {
 
     /// Replays `commands` (each once, in order) in a clean tree of `tree` after the `prepare`
     /// steps, but for those whose verdicts an identical batch already gave (then reused; the
-    /// others run as one batch). `Err` is a pause.
+    /// others run as one batch), in the room prepared for the batch while the tester worked
+    /// when there is one (`super::ahead`). `Err` is a pause.
     pub(super) async fn replay_batch(
+        &mut self,
+        state: &RunState,
+        tree: &ReplayTree,
+        prepare: &[PrepareStep],
+        commands: &[String],
+    ) -> Result<Vec<ReplayResult>, PauseDecision> {
+        if !self.ahead.is_empty() {
+            self.settle_ahead().await;
+            let prepared = self.take_ahead(tree, prepare);
+            // What else was prepared goes: no check runs beside it, nor later in its tree.
+            self.ahead.clear();
+            if let Some(prepared) = prepared
+                && let Some(replayed) = self.replay_prepared(state, prepared, commands).await
+            {
+                return replayed;
+            }
+        }
+        self.replay_batch_alone(state, tree, prepare, commands)
+            .await
+    }
+
+    /// [`Self::replay_batch`] in the run's own tree, nothing prepared ahead.
+    async fn replay_batch_alone(
         &mut self,
         state: &RunState,
         tree: &ReplayTree,
@@ -170,7 +219,14 @@ impl CliRunner {
         let allow_connect = self.replay_allowances();
         let confinement = confinement(state, &allow_connect);
         let mut planned = self
-            .plan_batch(state, tree, prepare, commands, &allow_connect, false)
+            .plan_batch(
+                state,
+                tree,
+                prepare,
+                commands,
+                &allow_connect,
+                TreeSlot::Main,
+            )
             .await?;
         if planned.reuse.to_run.is_empty() {
             return planned.all_reused(state);
@@ -196,152 +252,58 @@ impl CliRunner {
 
     /// Two batches, their `prepare` steps at once (each batch in its own verification tree,
     /// both confined as overlays of the work tree: its own mount namespace, upper layer, `HOME`
-    /// and `/tmp` each), then their checks one batch after the other; else wholly one after the
-    /// other, as [`Self::replay_batch`] runs them (neither has a step, an `--in-place` work tree,
-    /// which is the person's and may move meanwhile, no overlay). Each comes to what it would
-    /// alone: the same trees, keys, records and stored verdicts, numbered in this order. No
-    /// check runs while anything of the other batch does, and a step that failed beside the
-    /// other batch's runs again alone (the batch whole), so neither can fail or pass because of
-    /// the other (a fixed port, the load).
+    /// and `/tmp` each: `super::ahead`, which may have started them while the tester worked),
+    /// then their checks one batch after the other; else wholly one after the other, as
+    /// [`Self::replay_batch`] runs them (neither has a step, an `--in-place` work tree, which is
+    /// the person's and may move meanwhile, no overlay). Each comes to what it would alone: the
+    /// same trees, keys, records and stored verdicts, numbered in this order. No check runs
+    /// while anything of the other batch does, and a step that failed beside the other batch's
+    /// runs again alone (the batch whole), so neither can fail or pass because of the other (a
+    /// fixed port, the load).
     pub(super) async fn replay_pair(
         &mut self,
         state: &RunState,
         first: (&ReplayTree, &[PrepareStep], &[String]),
         second: (&ReplayTree, &[PrepareStep], &[String]),
     ) -> [Result<Vec<ReplayResult>, PauseDecision>; 2] {
-        let apart = state.unconfined
-            || matches!(state.isolation, Isolation::InPlace)
-            || (first.1.is_empty() && second.1.is_empty());
-        if !apart && let Some(ready) = self.layered_pair(state, first, second).await {
-            return ready;
+        if self.ahead.is_empty() {
+            self.start_ahead(
+                state,
+                &[
+                    (first.0.clone(), first.1.to_vec(), first.2.to_vec()),
+                    (second.0.clone(), second.1.to_vec(), second.2.to_vec()),
+                ],
+            )
+            .await;
         }
-        [
-            self.replay_batch(state, first.0, first.1, first.2).await,
-            self.replay_batch(state, second.0, second.1, second.2).await,
-        ]
-    }
-
-    /// Both batches planned and laid out as overlays, prepared at once, checked one after the
-    /// other and finished; `None` when either cannot be (nothing to run, outside git, no
-    /// overlay): the caller runs them apart.
-    async fn layered_pair(
-        &mut self,
-        state: &RunState,
-        first: (&ReplayTree, &[PrepareStep], &[String]),
-        second: (&ReplayTree, &[PrepareStep], &[String]),
-    ) -> Option<[Result<Vec<ReplayResult>, PauseDecision>; 2]> {
-        let allow_connect = self.replay_allowances();
-        let mut planned = Vec::with_capacity(2);
-        let mut layers = Vec::with_capacity(2);
-        for (side, (tree, prepare, commands)) in [(false, first), (true, second)] {
-            let batch = match self
-                .plan_batch(state, tree, prepare, commands, &allow_connect, side)
-                .await
-            {
-                Ok(batch) => batch,
-                Err(pause) => {
-                    tracing::debug!(?pause, "replays side by side: planned apart");
-                    return None;
-                }
-            };
-            let Some(Ok(composed)) = &batch.composed else {
-                return None;
-            };
-            if batch.reuse.to_run.is_empty() {
-                return None;
-            }
-            let layer = self
-                .layer(
-                    state,
-                    &composed.vtree,
-                    &composed.target,
-                    composed.now.clone(),
-                    &batch.env,
-                )
-                .await
-                .ok()
-                .flatten()?;
-            layers.push((
-                composed.vtree.root().to_owned(),
-                composed.vtree.dir(),
-                layer,
-            ));
-            planned.push(batch);
-        }
-        let base_unclosed = &state.verification.base_unclosed;
-        let timeout = self.replay_timeout;
-        let confinement = confinement(state, &allow_connect);
-        let prepares = [first.1, second.1];
-        let rooms: Vec<Result<BatchRoom, replay::ReplayError>> = layers
-            .iter()
-            .zip(&planned)
-            .map(|((_, dir, layer), batch)| {
-                replay::refuse_unclosed(layer.report.unclosed.clone(), base_unclosed)?;
-                BatchRoom::open(
-                    dir,
-                    Restore::default(),
-                    &batch.env,
-                    timeout,
-                    confinement,
-                    Some(layer.overlay.clone()),
-                )
-            })
-            .collect();
-        let prepare = |at: usize| {
-            let room = rooms[at].as_ref().ok();
-            let steps = prepares[at];
-            async move {
-                match room {
-                    Some(room) => room.prepare(steps).await,
-                    None => Ok(Vec::new()),
-                }
-            }
-        };
-        // The installs at once; then the checks one batch after the other, so no check of one
-        // runs while anything of the other does.
-        let (steps_one, steps_two) = tokio::join!(prepare(0), prepare(1));
-        let mut outcomes = Vec::with_capacity(2);
-        for (at, steps) in [steps_one, steps_two].into_iter().enumerate() {
-            let outcome = match (&rooms[at], steps) {
-                (Err(_), _) => None,
-                (Ok(_), Err(e)) => Some(Err(e)),
-                // A step that failed beside the other batch's may have failed because of it:
-                // the batch runs again alone, below, and only that run counts.
-                (Ok(_), Ok(steps)) if steps.iter().any(|s| !s.passed()) => None,
-                (Ok(room), Ok(steps)) => Some(
-                    room.checks(&planned[at].reuse.to_run)
-                        .await
-                        .map(|checks| Replays { steps, checks }),
-                ),
-            };
-            outcomes.push(outcome);
-        }
-        drop(rooms);
-        // The side tree serves this pair only (a later pair lays its layer out again): what the
-        // witness batch installed there goes now, not with the run's root.
-        if let Some((side_root, _, _)) = layers.get(1)
-            && let Err(e) = crate::gittree::remove_all(side_root)
-        {
-            tracing::debug!(%e, "the side tree stays until the run's root goes");
-        }
-        let mut planned = planned.into_iter();
+        self.settle_ahead().await;
+        let prepared = [
+            self.take_ahead(first.0, first.1),
+            self.take_ahead(second.0, second.1),
+        ];
+        self.ahead.clear();
+        // Each in its prepared room, else alone; one after the other.
         let mut results = Vec::with_capacity(2);
-        for ((outcome, batch), alone) in outcomes
-            .into_iter()
-            .zip(planned.by_ref())
-            .zip([first, second])
-        {
-            results.push(match outcome {
-                Some(replayed) => self.finish_batch(state, batch, replayed),
-                None => self.replay_batch(state, alone.0, alone.1, alone.2).await,
+        for (prepared, (tree, prepare, commands)) in prepared.into_iter().zip([first, second]) {
+            let replayed = match prepared {
+                Some(prepared) => self.replay_prepared(state, prepared, commands).await,
+                None => None,
+            };
+            results.push(match replayed {
+                Some(replayed) => replayed,
+                None => {
+                    self.replay_batch_alone(state, tree, prepare, commands)
+                        .await
+                }
             });
         }
-        let mut results = results.into_iter();
-        Some([results.next()?, results.next()?])
+        let second = results.pop().unwrap_or_else(|| Ok(Vec::new()));
+        let first = results.pop().unwrap_or_else(|| Ok(Vec::new()));
+        [first, second]
     }
 
     /// Judges, records and keeps what a planned batch's run came to.
-    fn finish_batch(
+    pub(super) fn finish_batch(
         &mut self,
         state: &RunState,
         planned: PlannedBatch,
@@ -442,20 +404,20 @@ impl CliRunner {
 
 /// A batch ready to run: its checks (each once), what stored verdicts answer, its key and its
 /// composed tree (`None`: outside git, or a base saved as a copy).
-struct PlannedBatch {
+pub(super) struct PlannedBatch {
     tree: ReplayTree,
     /// The composed tree's id.
     tree_id: Option<crate::gittree::TreeId>,
     unique: Vec<String>,
-    reuse: Reuse,
-    keyed: Option<BatchKey>,
-    env: BTreeMap<String, String>,
-    composed: Option<Result<Composed, replay::ReplayError>>,
+    pub(super) reuse: Reuse,
+    pub(super) keyed: Option<BatchKey>,
+    pub(super) env: BTreeMap<String, String>,
+    pub(super) composed: Option<Result<Composed, replay::ReplayError>>,
 }
 
 impl PlannedBatch {
     /// Every verdict reused: nothing runs, and the record says where each came from.
-    fn all_reused(self, state: &RunState) -> Result<Vec<ReplayResult>, PauseDecision> {
+    pub(super) fn all_reused(self, state: &RunState) -> Result<Vec<ReplayResult>, PauseDecision> {
         record(
             state,
             &self.tree,
@@ -469,7 +431,10 @@ impl PlannedBatch {
 }
 
 /// Where a run's replays may write and reach.
-fn confinement<'a>(state: &RunState, allow_connect: &'a [NetAllow]) -> ReplayConfinement<'a> {
+pub(super) fn confinement<'a>(
+    state: &RunState,
+    allow_connect: &'a [NetAllow],
+) -> ReplayConfinement<'a> {
     if state.unconfined {
         ReplayConfinement::Unconfined
     } else {

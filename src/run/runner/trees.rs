@@ -302,7 +302,10 @@ impl CliRunner {
         timeout: Duration,
         confinement: ReplayConfinement<'_>,
     ) -> Option<Result<Replays, ReplayError>> {
-        let composed = match self.compose(state, tree, env, false).await? {
+        let composed = match self
+            .compose(state, tree, env, super::replays::TreeSlot::Main)
+            .await?
+        {
             Ok(composed) => composed,
             Err(e) => return Some(Err(e)),
         };
@@ -314,20 +317,16 @@ impl CliRunner {
 
     /// The tree a replay in `tree` runs in: its id after composing (the base tree, the work
     /// tree's snapshot, or that snapshot with some paths as they are in the base tree). `None`:
-    /// outside git, or a base saved as a copy (the caller copies). `side`: in the tree of a
-    /// replay running beside another ([`Self::side_tree`]).
+    /// outside git, or a base saved as a copy (the caller copies). `slot`: which of the run's
+    /// verification trees shows it ([`Self::slot_tree`]).
     pub(super) async fn compose(
         &mut self,
         state: &RunState,
         tree: &ReplayTree,
         env: &BTreeMap<String, String>,
-        side: bool,
+        slot: super::replays::TreeSlot,
     ) -> Option<Result<Composed, ReplayError>> {
-        let vtree = if side {
-            self.side_tree(state, env).await
-        } else {
-            self.verify_tree(state, env).await
-        };
+        let vtree = self.slot_tree(state, env, slot).await;
         let vtree = match vtree {
             Ok(Some(vtree)) => vtree,
             Ok(None) => return None,

@@ -2,9 +2,11 @@
 //! the tester its throwaway copy, replays the tester's checks and the final gate's, and runs the
 //! plan's checks on the base tree. The uses never overlap (the tester's family is dead, verified,
 //! before any replay), and the directory keeps one path for the runner's life (a CLI binds its
-//! session to its cwd). A replay that runs beside another has a second tree, rooted in `side/`
-//! of the run's root (`run::runner::trees`), so the two never share a directory. The base tree itself is a git tree id ([`BaseTree`]), read from the
-//! object store (`super::treediff::Comparison`), never checked out to be read.
+//! session to its cwd). A replay that runs beside another, or beside the tester, has a tree of
+//! its own, rooted in `side/` or `ahead/` of the run's root (`run::runner::replays::TreeSlot`),
+//! so two families never share a directory. The base tree itself is a git tree id
+//! ([`BaseTree`]), read from the object store (`super::treediff::Comparison`), never checked out
+//! to be read.
 //!
 //! The tree is brought to a git tree id (`crate::gittree`) with its own index as the stat cache —
 //! back to the same tree, `git diff-files` + `git checkout-index` of what differs; else
