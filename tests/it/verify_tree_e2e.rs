@@ -285,20 +285,27 @@ fn the_final_gate_reuses_the_testers_replay_of_the_objectives_required_checks() 
     );
 }
 
-/// The tester's replay and the witness replay beside it prepare at once (`tokio::join!`), each
-/// in its own verification tree: the witness replay's check runs in the side tree (`side/tree`
-/// in the run's verification root, which only a replay beside another uses), after the
-/// tester's, and the final gate reuses both. A step that fails beside the other batch's runs
-/// again alone, and only that run counts: here the step fails in the side tree only, so the
-/// witness replay runs again in the run's tree, where it passes.
+/// The replays the tester's report asks for (its own batch, the witness's beside it) prepare
+/// while the tester works, each in its own verification tree (`ahead/` and `side/` of the run's
+/// verification root; the tester's copy is the run's `tree/`): each step prints where it ran
+/// and when, and the run's activity says when the tester's attempt was accepted. Then the
+/// tester's checks run, then the witness's, and the final gate reuses both. A step that fails
+/// only in a tree prepared beside the tester makes its batch run again alone, in the run's own
+/// tree, after the tester, and only that run is recorded. Both trees are gone after the run.
 #[test]
-fn the_testers_replay_and_the_witness_replay_prepare_side_by_side() {
+fn the_replays_prepare_while_the_tester_works() {
     const CHECK: &str = "pwd -P; grep -qx hello hello.txt";
     const CITED: &str = "grep -qx hello hello.txt";
-    const PREPARE: &str = "mkdir -p prepared";
-    const PREPARE_NOT_IN_SIDE: &str =
-        "case \"$(pwd -P)\" in */side/tree) exit 7;; esac; mkdir -p prepared";
-    for (prepare, witness_in) in [(PREPARE, "/side/tree"), (PREPARE_NOT_IN_SIDE, "/tree")] {
+    const PREPARE: &str = "pwd -P; date +%s%N; mkdir -p prepared";
+    const NOT_AHEAD: &str =
+        "pwd -P; date +%s%N; case \"$(pwd -P)\" in */ahead/tree) exit 7;; esac; mkdir -p prepared";
+    const NOT_IN_SIDE: &str =
+        "pwd -P; date +%s%N; case \"$(pwd -P)\" in */side/tree) exit 7;; esac; mkdir -p prepared";
+    for (prepare, tester_in, witness_in) in [
+        (PREPARE, "/ahead/tree", "/side/tree"),
+        (NOT_AHEAD, "/tree", "/side/tree"),
+        (NOT_IN_SIDE, "/ahead/tree", "/tree"),
+    ] {
         let harness = Harness::new(script_with(&[
             ("planner", json!([plan(CHECK, json!([prepare]))])),
             ("builder", json!([build_ok()])),
@@ -328,85 +335,6 @@ fn the_testers_replay_and_the_witness_replay_prepare_side_by_side() {
             "{prepare}: {records:?}"
         );
         assert_eq!(records[1].1["checks"], json!([CHECK, CITED]), "{records:?}");
-        assert_eq!(
-            records[2].1["steps"][0]["exit"],
-            json!({"kind": "code", "value": 0}),
-            "only the witness replay's run that counts is recorded: {records:?}"
-        );
-        // What each batch's check printed (a failed check keeps its output in its detail).
-        let stored: Value = serde_json::from_slice(
-            &fs::read(run_dir(&finished).join("replay-results.json")).expect("replay-results.json"),
-        )
-        .expect("JSON");
-        let witness = stored["batches"]
-            .as_array()
-            .expect("batches")
-            .iter()
-            .find(|b| b["record"] == 3)
-            .expect("the witness batch is kept");
-        let detail = witness["checks"][0]["detail"].as_str().expect("detail");
-        let cwd = detail.lines().next().unwrap_or_default();
-        assert!(
-            detail.starts_with("exit 2: ")
-                && cwd.ends_with(witness_in)
-                && !cwd.ends_with(&format!("/side{witness_in}")),
-            "{prepare}: the code taken back fails the check, in {witness_in}: {detail}"
-        );
-        // What the witness batch wrote in the side tree goes with the pair.
-        let tree = cwd.trim_start_matches("exit 2: ");
-        let root = tree
-            .strip_suffix(witness_in)
-            .expect("the tree is in the run's verification root");
-        let side = std::path::Path::new(root).join("side");
-        assert!(
-            std::path::Path::new(root).join("tree").is_dir() && !side.exists(),
-            "{} is left",
-            side.display()
-        );
-        let status = harness.status();
-        assert_eq!(
-            status.json["verification"]["witnesses"],
-            json!([CHECK]),
-            "{status:?}"
-        );
-    }
-}
-
-/// The `prepare` steps of the replays the tester's report will ask for (its own batch in
-/// `ahead/`, the witness's in `side/`) start before the tester's stage ends, not after it: each
-/// step prints where it ran and when, and the run's activity says when the tester's attempt was
-/// accepted. A step that fails only in the tree prepared ahead makes its batch run again alone,
-/// in the run's own tree, and only that run is recorded. Both trees are gone after the run.
-#[test]
-fn the_replays_prepare_while_the_tester_works() {
-    const CHECK: &str = "grep -qx hello hello.txt";
-    const PREPARE: &str = "pwd -P; date +%s%N; mkdir -p prepared";
-    const PREPARE_NOT_AHEAD: &str =
-        "pwd -P; date +%s%N; case \"$(pwd -P)\" in */ahead/tree) exit 7;; esac; mkdir -p prepared";
-    for (prepare, tester_in) in [(PREPARE, "/ahead/tree"), (PREPARE_NOT_AHEAD, "/tree")] {
-        let harness = Harness::new(script_with(&[
-            ("planner", json!([plan(CHECK, json!([prepare]))])),
-            ("builder", json!([build_ok()])),
-            ("tester", tester(&[CHECK], 1)),
-        ]));
-        let finished = harness.run(&["--yes"]);
-        finished.assert_complete();
-        let records = prepare_records(&finished);
-        let trees: Vec<&str> = records
-            .iter()
-            .map(|(_, r)| r["tree"].as_str().expect("tree"))
-            .collect();
-        assert_eq!(
-            trees,
-            [
-                "base",
-                "final",
-                "final_with_base_files",
-                "final",
-                "final_with_base_files"
-            ],
-            "{prepare}: {records:?}"
-        );
         // Where and when each recorded step ran.
         let step = |at: usize| {
             let out = records[at].1["steps"][0]["output_tail"]
@@ -434,45 +362,67 @@ fn the_replays_prepare_while_the_tester_works() {
             .expect("a time")
             .timestamp_nanos_opt()
             .expect("in range");
-        let (tester_cwd, tester_at) = step(1);
-        let (witness_cwd, witness_at) = step(2);
-        assert!(
-            tester_cwd.ends_with(tester_in) && !tester_cwd.ends_with(&format!("/ahead{tester_in}")),
-            "{prepare}: the tester's batch ran in {tester_cwd}"
-        );
-        assert!(
-            witness_cwd.ends_with("/side/tree"),
-            "{prepare}: the witness batch ran in {witness_cwd}"
-        );
-        assert!(
-            witness_at < accepted,
-            "{prepare}: the witness's step ran {} ms after the tester's attempt was accepted",
-            (witness_at - accepted) / 1_000_000
-        );
-        if tester_in == "/ahead/tree" {
+        for (at, ran_in, batch) in [(1, tester_in, "tester's"), (2, witness_in, "witness")] {
+            let (cwd, started) = step(at);
             assert!(
-                tester_at < accepted,
-                "the tester's batch's step ran {} ms after the tester's attempt was accepted",
-                (tester_at - accepted) / 1_000_000
+                cwd.ends_with(ran_in) && !cwd.ends_with(&format!("/ahead{ran_in}")),
+                "{prepare}: the {batch} batch ran in {cwd}"
             );
-        } else {
-            assert!(
-                tester_at > accepted,
-                "the step that failed ahead runs again alone, after the tester, and only that run is recorded: {records:?}"
-            );
+            if ran_in == "/tree" {
+                assert!(
+                    started > accepted,
+                    "{prepare}: the {batch} step that failed beside the tester runs again alone, after it, and only that run is recorded: {records:?}"
+                );
+            } else {
+                assert!(
+                    started < accepted,
+                    "{prepare}: the {batch} step ran {} ms after the tester's attempt was accepted",
+                    (started - accepted) / 1_000_000
+                );
+            }
         }
-        let root = std::path::Path::new(
+        // What the witness's check printed (a failed check keeps its output in its detail).
+        let stored: Value = serde_json::from_slice(
+            &fs::read(run_dir(&finished).join("replay-results.json")).expect("replay-results.json"),
+        )
+        .expect("JSON");
+        let witness = stored["batches"]
+            .as_array()
+            .expect("batches")
+            .iter()
+            .find(|b| b["record"] == 3)
+            .expect("the witness batch is kept");
+        let detail = witness["checks"][0]["detail"].as_str().expect("detail");
+        let cwd = detail.lines().next().unwrap_or_default();
+        assert!(
+            detail.starts_with("exit 2: ") && cwd.ends_with(witness_in),
+            "{prepare}: the code taken back fails the check, in {witness_in}: {detail}"
+        );
+        let (tester_cwd, _) = step(1);
+        assert_only_the_runs_tree_is_left(
             tester_cwd
                 .strip_suffix(tester_in)
                 .expect("the tree is in the run's verification root"),
         );
-        for gone in ["ahead", "side"] {
-            assert!(
-                root.join("tree").is_dir() && !root.join(gone).exists(),
-                "{prepare}: {} is left",
-                root.join(gone).display()
-            );
-        }
+        let status = harness.status();
+        assert_eq!(
+            status.json["verification"]["witnesses"],
+            json!([CHECK]),
+            "{status:?}"
+        );
+    }
+}
+
+/// The run's verification root (`root`) keeps its own tree, and neither tree of a replay that
+/// ran beside another or beside the tester.
+fn assert_only_the_runs_tree_is_left(root: &str) {
+    let root = std::path::Path::new(root);
+    for gone in ["ahead", "side"] {
+        assert!(
+            root.join("tree").is_dir() && !root.join(gone).exists(),
+            "{} is left",
+            root.join(gone).display()
+        );
     }
 }
 
@@ -526,17 +476,10 @@ fn what_a_failing_tester_does_not_ask_for_is_not_kept() {
         .as_str()
         .expect("the step's output");
     let cwd = out.lines().next().unwrap_or_default();
-    let root = std::path::Path::new(
+    assert_only_the_runs_tree_is_left(
         cwd.strip_suffix("/ahead/tree")
             .unwrap_or_else(|| panic!("the second tester's batch was prepared ahead: {cwd}")),
     );
-    for gone in ["ahead", "side"] {
-        assert!(
-            root.join("tree").is_dir() && !root.join(gone).exists(),
-            "{} is left",
-            root.join(gone).display()
-        );
-    }
 }
 
 /// A prepare step that fails stops the batch: the tester's PASS becomes NOT_PREPARED (not
