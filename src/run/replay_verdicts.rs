@@ -8,8 +8,9 @@ use serde_json::Value;
 
 use super::flow::{self, PauseDecision};
 use super::prepare::{self, CheckRan, NOT_PREPARED, PrepareStep};
-use super::stage_runner::{ReplayResult, ReplayTree, StageRunner};
+use super::stage_runner::{OwnedReplayAsk, ReplayAsk, ReplayResult, ReplayTree, StageRunner};
 use super::state::{CriterionResult, RunState};
+use crate::verify::treediff::Comparison;
 
 /// The tester's verdicts after autocode replays every check it reported passing.
 pub async fn verify_test_report<R: StageRunner>(
@@ -32,7 +33,7 @@ pub async fn verify_test_report<R: StageRunner>(
     let prepare = prepare_through(state, Some(milestone));
     let (batch, heads_to_the_gate) = tester_batch(state, milestone, &criteria, commands);
     let replayed = if heads_to_the_gate {
-        replay_beside_the_witness(runner, state, &prepare, &batch).await?
+        replay_beside_the_gates(runner, state, &prepare, &batch).await?
     } else {
         runner
             .replay(state, &ReplayTree::Final, &prepare, &batch)
@@ -124,46 +125,79 @@ fn tester_batch(
     (batch, true)
 }
 
+/// The replays the final gate asks for besides its own batch when the result passes, as the
+/// work tree shows them before the gate (the tester and the completion reviewer change
+/// nothing): the witness search's (`witness::expected_replay`: the result's checks against the
+/// base code) and, when the builder changed tests of the base tree that can be put back, the
+/// test-change judgment's (`gate::judge_test_changes`: the gate's checks with those tests as
+/// they were).
+fn gate_replays(state: &RunState, comparison: &Comparison) -> Vec<OwnedReplayAsk> {
+    let prepare = prepare_through(state, None);
+    let mut asks = Vec::new();
+    if let Some((code, checks)) = super::witness::expected_replay(state, comparison) {
+        asks.push((
+            ReplayTree::FinalWithBaseFiles(code),
+            prepare.clone(),
+            checks,
+        ));
+    }
+    let commands = super::witness::all_checks(state);
+    let restorable = comparison.test_changes(&commands).restorable;
+    if !restorable.is_empty() {
+        asks.push((
+            ReplayTree::FinalWithBaseFiles(restorable),
+            prepare,
+            commands,
+        ));
+    }
+    asks
+}
+
 /// The tester's replay of the tree that heads to the final gate, and beside it (their `prepare`
-/// steps at once, each in its own tree: `StageRunner::replay_side_by_side`) the replay the
-/// gate's witness search asks for when the result passes (`witness::expected_replay`: the
-/// result's checks against the base code). Its verdicts are kept for the gate, which reuses
-/// them; they judge nothing here. A replay whose processes were not proven gone pauses,
-/// whichever it was.
-async fn replay_beside_the_witness<R: StageRunner>(
+/// steps at once, each in its own tree: `StageRunner::replay_side_by_side`) the replays the gate
+/// asks for when the result passes ([`gate_replays`]). Their verdicts are kept for the gate,
+/// which reuses them; they judge nothing here. A replay whose processes were not proven gone
+/// pauses, whichever it was.
+async fn replay_beside_the_gates<R: StageRunner>(
     runner: &mut R,
     state: &RunState,
     prepare: &[PrepareStep],
     batch: &[String],
 ) -> Result<Vec<ReplayResult>, PauseDecision> {
     let comparison = runner.compare_base(state).await?;
-    let Some((code, checks)) = comparison
+    let beside = comparison
         .as_ref()
-        .and_then(|c| super::witness::expected_replay(state, c))
-    else {
+        .map(|c| gate_replays(state, c))
+        .unwrap_or_default();
+    if beside.is_empty() {
         return runner
             .replay(state, &ReplayTree::Final, prepare, batch)
             .await;
-    };
-    let witness_tree = ReplayTree::FinalWithBaseFiles(code);
-    let gate_prepare = prepare_through(state, None);
-    let [tested, witnessed] = runner
-        .replay_side_by_side(
-            state,
-            (&ReplayTree::Final, prepare, batch),
-            (&witness_tree, &gate_prepare, &checks),
+    }
+    let mut asks: Vec<ReplayAsk<'_>> = vec![(&ReplayTree::Final, prepare, batch)];
+    asks.extend(
+        beside
+            .iter()
+            .map(|(tree, prepare, checks)| (tree, prepare.as_slice(), checks.as_slice())),
+    );
+    let mut results = runner.replay_side_by_side(state, &asks).await.into_iter();
+    let tested = results.next().ok_or_else(|| {
+        PauseDecision::new(
+            crate::pause::PauseCode::PausedProcessCleanup,
+            "autocode could not replay the tester's checks: the runner returned no verdicts",
         )
-        .await;
-    let tested = tested?;
-    witnessed?;
+    })??;
+    for beside in results {
+        beside?;
+    }
     Ok(tested)
 }
 
 /// Before the tester of `milestone` starts: the replays its report will ask for when it holds
 /// (the tester's replay of the work tree with the milestone's `prepare` steps and, for the last
-/// milestone, the witness replay beside it: [`replay_beside_the_witness`]), handed to the runner,
-/// which may run their steps while the tester works (`StageRunner::replay_ahead`). The work tree
-/// cannot change meanwhile (the tester works in its copy), so these are the batches
+/// milestone, the final gate's replays beside it: [`replay_beside_the_gates`]), handed to the
+/// runner, which may run their steps while the tester works (`StageRunner::replay_ahead`). The
+/// work tree cannot change meanwhile (the tester works in its copy), so these are the batches
 /// [`verify_test_report`] asks for unless the tester fails a criterion; a batch asked for that
 /// differs runs as it would have.
 pub async fn replay_ahead<R: StageRunner>(runner: &mut R, state: &RunState, milestone: usize) {
@@ -180,15 +214,8 @@ pub async fn replay_ahead<R: StageRunner>(runner: &mut R, state: &RunState, mile
         Vec::new()
     };
     let mut batches = vec![(ReplayTree::Final, prepare, known)];
-    if last
-        && let Ok(Some(comparison)) = runner.compare_base(state).await
-        && let Some((code, checks)) = super::witness::expected_replay(state, &comparison)
-    {
-        batches.push((
-            ReplayTree::FinalWithBaseFiles(code),
-            prepare_through(state, None),
-            checks,
-        ));
+    if last && let Ok(Some(comparison)) = runner.compare_base(state).await {
+        batches.extend(gate_replays(state, &comparison));
     }
     runner.replay_ahead(state, &batches).await;
 }

@@ -77,6 +77,12 @@ pub struct ReplayResult {
     pub test_ids: Option<crate::verify::testids::TestIds>,
 }
 
+/// A replay asked for: its tree, its `prepare` steps and its checks.
+pub type ReplayAsk<'a> = (&'a ReplayTree, &'a [PrepareStep], &'a [String]);
+
+/// A replay asked for, owned (its checks as far as they are known).
+pub type OwnedReplayAsk = (ReplayTree, Vec<PrepareStep>, Vec<String>);
+
 /// Which tree a replay runs in (always a clean, closed copy of it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReplayTree {
@@ -121,20 +127,19 @@ pub trait StageRunner {
     fn replay_ahead(
         &mut self,
         _state: &RunState,
-        _batches: &[(ReplayTree, Vec<PrepareStep>, Vec<String>)],
+        _batches: &[OwnedReplayAsk],
     ) -> impl Future<Output = ()> {
         async {}
     }
 
-    /// Two replays, their `prepare` steps at once where the runner can (each in its own clean
+    /// Replays whose `prepare` steps run at once where the runner can (each in its own clean
     /// tree, as `replay` runs it; the checks never at once), else one after the other; each
-    /// comes to what `replay` would give it, `first` recorded first.
+    /// comes to what `replay` would give it, recorded in this order. One result per batch.
     fn replay_side_by_side(
         &mut self,
         state: &RunState,
-        first: (&ReplayTree, &[PrepareStep], &[String]),
-        second: (&ReplayTree, &[PrepareStep], &[String]),
-    ) -> impl Future<Output = [Result<Vec<ReplayResult>, PauseDecision>; 2]>;
+        batches: &[ReplayAsk<'_>],
+    ) -> impl Future<Output = Vec<Result<Vec<ReplayResult>, PauseDecision>>>;
 
     /// The work tree compared with the run's base tree (`verify::base_source`): `Ok(None)`
     /// before the base is saved. `Err` is a pause.

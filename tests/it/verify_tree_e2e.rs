@@ -297,14 +297,12 @@ fn the_replays_prepare_while_the_tester_works() {
     const CHECK: &str = "pwd -P; grep -qx hello hello.txt";
     const CITED: &str = "grep -qx hello hello.txt";
     const PREPARE: &str = "pwd -P; date +%s%N; mkdir -p prepared";
-    const NOT_AHEAD: &str =
-        "pwd -P; date +%s%N; case \"$(pwd -P)\" in */ahead/tree) exit 7;; esac; mkdir -p prepared";
-    const NOT_IN_SIDE: &str =
-        "pwd -P; date +%s%N; case \"$(pwd -P)\" in */side/tree) exit 7;; esac; mkdir -p prepared";
+    const NOT_AHEAD: &str = "pwd -P; date +%s%N; case \"$(pwd -P)\" in */ahead-1/tree) exit 7;; esac; mkdir -p prepared";
+    const NOT_IN_SIDE: &str = "pwd -P; date +%s%N; case \"$(pwd -P)\" in */ahead-2/tree) exit 7;; esac; mkdir -p prepared";
     for (prepare, tester_in, witness_in) in [
-        (PREPARE, "/ahead/tree", "/side/tree"),
-        (NOT_AHEAD, "/tree", "/side/tree"),
-        (NOT_IN_SIDE, "/ahead/tree", "/tree"),
+        (PREPARE, "/ahead-1/tree", "/ahead-2/tree"),
+        (NOT_AHEAD, "/tree", "/ahead-2/tree"),
+        (NOT_IN_SIDE, "/ahead-1/tree", "/tree"),
     ] {
         let harness = Harness::new(script_with(&[
             ("planner", json!([plan(CHECK, json!([prepare]))])),
@@ -335,37 +333,12 @@ fn the_replays_prepare_while_the_tester_works() {
             "{prepare}: {records:?}"
         );
         assert_eq!(records[1].1["checks"], json!([CHECK, CITED]), "{records:?}");
-        // Where and when each recorded step ran.
-        let step = |at: usize| {
-            let out = records[at].1["steps"][0]["output_tail"]
-                .as_str()
-                .expect("the step's output");
-            let mut lines = out.lines();
-            let cwd = lines.next().unwrap_or_default().to_owned();
-            let nanos: i64 = lines
-                .next()
-                .and_then(|l| l.trim().parse().ok())
-                .expect("date");
-            (cwd, nanos)
-        };
-        let activity =
-            fs::read_to_string(run_dir(&finished).join("activity.jsonl")).expect("activity.jsonl");
-        let accepted = activity
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).expect("JSON line"))
-            .find(|row| {
-                row["event"] == "attempt accepted"
-                    && row["detail"].as_str().is_some_and(|d| d.contains("tester"))
-            })
-            .expect("the tester's attempt was accepted");
-        let accepted = chrono::DateTime::parse_from_rfc3339(accepted["at"].as_str().expect("at"))
-            .expect("a time")
-            .timestamp_nanos_opt()
-            .expect("in range");
+        let step = |at: usize| step_ran(&records[at].1);
+        let accepted = tester_accepted_at(&finished);
         for (at, ran_in, batch) in [(1, tester_in, "tester's"), (2, witness_in, "witness")] {
             let (cwd, started) = step(at);
             assert!(
-                cwd.ends_with(ran_in) && !cwd.ends_with(&format!("/ahead{ran_in}")),
+                cwd.ends_with(ran_in) && (ran_in != "/tree" || !cwd.contains("/ahead-")),
                 "{prepare}: the {batch} batch ran in {cwd}"
             );
             if ran_in == "/tree" {
@@ -413,17 +386,124 @@ fn the_replays_prepare_while_the_tester_works() {
     }
 }
 
-/// The run's verification root (`root`) keeps its own tree, and neither tree of a replay that
-/// ran beside another or beside the tester.
+/// Where and when (ns since the epoch) a record's first step ran, as it printed them (`pwd -P;
+/// date +%s%N`).
+fn step_ran(record: &Value) -> (String, i64) {
+    let out = record["steps"][0]["output_tail"]
+        .as_str()
+        .expect("the step's output");
+    let mut lines = out.lines();
+    let cwd = lines.next().unwrap_or_default().to_owned();
+    let nanos: i64 = lines
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .expect("date");
+    (cwd, nanos)
+}
+
+/// When (ns since the epoch) the run's activity says the tester's attempt was accepted.
+fn tester_accepted_at(finished: &Finished) -> i64 {
+    let activity =
+        fs::read_to_string(run_dir(finished).join("activity.jsonl")).expect("activity.jsonl");
+    let accepted = activity
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("JSON line"))
+        .find(|row| {
+            row["event"] == "attempt accepted"
+                && row["detail"].as_str().is_some_and(|d| d.contains("tester"))
+        })
+        .expect("the tester's attempt was accepted");
+    chrono::DateTime::parse_from_rfc3339(accepted["at"].as_str().expect("at"))
+        .expect("a time")
+        .timestamp_nanos_opt()
+        .expect("in range")
+}
+
+/// The builder adds to a test of the base tree (honestly: the original still passes on the new
+/// code), so the final gate replays its checks with that test as it was. That replay is prepared
+/// beside the tester too (`ahead-3/`, after the tester's batch and the witness's), its checks
+/// run after the witness's, and the gate reuses all three batches.
+#[test]
+fn the_gates_replay_with_the_base_tests_restored_prepares_while_the_tester_works() {
+    const CHECK: &str = "sh tests/check.sh";
+    const PREPARE: &str = "pwd -P; date +%s%N; mkdir -p prepared";
+    let build = json!([
+        {"run": "printf 'hello\\n' > hello.txt && printf 'test -s hello.txt\\n' >> tests/check.sh"},
+        {"run": CHECK},
+        {"report": {"status": "done", "summary": "Wrote hello.txt and a second assertion.",
+                    "files_changed": ["hello.txt", "tests/check.sh"],
+                    "checks": [{"command": CHECK, "exit_code": 0, "evidence_ref": "{{last_event}}"}],
+                    "blockers": []}}
+    ]);
+    let harness = Harness::new(script_with(&[
+        ("planner", json!([plan(CHECK, json!([PREPARE]))])),
+        ("builder", json!([build])),
+        ("tester", tester(&[CHECK], 1)),
+    ]));
+    let ws = harness.workspace();
+    fs::create_dir_all(ws.join("tests")).expect("tests dir");
+    fs::write(ws.join("tests/check.sh"), "grep -qx hello hello.txt\n").expect("seed test");
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-qm", "a test"]);
+    let finished = harness.run(&["--yes"]);
+    finished.assert_complete();
+    let records = prepare_records(&finished);
+    let ran: Vec<(&str, bool)> = records
+        .iter()
+        .map(|(_, r)| {
+            (
+                r["tree"].as_str().expect("tree"),
+                r.get("reused_from").is_none(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ran,
+        [
+            ("base", true),
+            ("final", true),
+            ("final_with_base_files", true),
+            ("final_with_base_files", true),
+            ("final", false),
+            ("final_with_base_files", false),
+            ("final_with_base_files", false)
+        ],
+        "{records:?}"
+    );
+    // The gate's test-change replay (the sixth record) reuses the fourth, run beside the tester.
+    assert_eq!(records[5].1["reused_from"], 4, "{records:?}");
+    let accepted = tester_accepted_at(&finished);
+    let (cwd, started) = step_ran(&records[3].1);
+    assert!(
+        cwd.ends_with("/ahead-3/tree") && started < accepted,
+        "the restored tests' batch was prepared beside the tester: {cwd}, {} ms after its acceptance",
+        (started - accepted) / 1_000_000
+    );
+    let activity =
+        fs::read_to_string(run_dir(&finished).join("activity.jsonl")).expect("activity.jsonl");
+    assert!(
+        activity.contains("checks replayed with the original tests")
+            && activity.contains("0 of 1 failed"),
+        "{activity}"
+    );
+    assert_only_the_runs_tree_is_left(
+        cwd.strip_suffix("/ahead-3/tree")
+            .expect("the tree is in the run's verification root"),
+    );
+}
+
+/// The run's verification root (`root`) keeps its own tree, and no tree of a replay that ran
+/// beside another or beside the tester (`ahead-N/`).
 fn assert_only_the_runs_tree_is_left(root: &str) {
     let root = std::path::Path::new(root);
-    for gone in ["ahead", "side"] {
-        assert!(
-            root.join("tree").is_dir() && !root.join(gone).exists(),
-            "{} is left",
-            root.join(gone).display()
-        );
-    }
+    assert!(root.join("tree").is_dir(), "{}", root.display());
+    let left: Vec<String> = fs::read_dir(root)
+        .expect("the verification root")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("ahead"))
+        .collect();
+    assert!(left.is_empty(), "left in {}: {left:?}", root.display());
 }
 
 /// A tester that fails a criterion of the last milestone asks for no witness replay: what was
@@ -477,7 +557,7 @@ fn what_a_failing_tester_does_not_ask_for_is_not_kept() {
         .expect("the step's output");
     let cwd = out.lines().next().unwrap_or_default();
     assert_only_the_runs_tree_is_left(
-        cwd.strip_suffix("/ahead/tree")
+        cwd.strip_suffix("/ahead-1/tree")
             .unwrap_or_else(|| panic!("the second tester's batch was prepared ahead: {cwd}")),
     );
 }

@@ -1,8 +1,8 @@
 //! Replays prepared while the tester works: before a tester's stage the driver names the batches
 //! its report will most likely have autocode replay (`crate::run::replay_verdicts::replay_ahead`:
-//! the tester's own, and for the last milestone the witness's beside it). Each gets a
-//! verification tree of its own (`TreeSlot::Ahead`, `TreeSlot::Side`; the tester's copy is the
-//! run's own tree) laid out as an overlay, and its room, where its `prepare` steps (the installs)
+//! the tester's own, and for the last milestone the final gate's witness replay and its replay
+//! with the base tests restored). Each gets a verification tree of its own
+//! (`TreeSlot::Ahead`: `ahead-N/`; the tester's copy is the run's own tree) laid out as an overlay, and its room, where its `prepare` steps (the installs)
 //! run in a task of their own while the stage does. Only the steps: a check never runs beside
 //! the tester or another batch.
 //!
@@ -24,13 +24,9 @@ use crate::run::isolation::Isolation;
 use crate::run::prepare::PrepareStep;
 use crate::run::replay::{self, BatchRoom, ReplayError, Replayed, Replays, Restore};
 use crate::run::replay_cache::BatchKey;
-use crate::run::stage_runner::{ReplayResult, ReplayTree};
+use crate::run::stage_runner::{OwnedReplayAsk, ReplayResult, ReplayTree};
 use crate::run::state::RunState;
 use crate::supervise::net::NetAllow;
-
-/// A batch to prepare: its tree, its `prepare` steps, and the checks it will run as far as they
-/// are known (`[]`: not known yet).
-pub(super) type AheadAsked = (ReplayTree, Vec<PrepareStep>, Vec<String>);
 
 /// What the steps of a prepared batch came to (the room stays open for its checks).
 type StepsRun = (BatchRoom, Result<Vec<Replayed>, ReplayError>);
@@ -82,19 +78,20 @@ impl Drop for AheadBatch {
 }
 
 impl CliRunner {
-    /// Starts the `prepare` steps of `batches`, each in its own verification tree and room (the
-    /// first in `ahead/`, the second in `side/`), and returns: the steps run in tasks of their
+    /// Starts the `prepare` steps of `batches`, each in its own verification tree and room
+    /// (`ahead-1/`, `ahead-2/`, … of the run's verification root), and returns: the steps run in tasks of their
     /// own. What an earlier call prepared goes first. Nothing starts for a batch without steps,
     /// one whose known checks all have stored verdicts, in a run that replays in place or
     /// unconfined, or where the tree cannot be an overlay.
-    pub(super) async fn start_ahead(&mut self, state: &RunState, batches: &[AheadAsked]) {
+    pub(super) async fn start_ahead(&mut self, state: &RunState, batches: &[OwnedReplayAsk]) {
         self.settle_ahead().await;
         self.ahead.clear();
         if state.unconfined || matches!(state.isolation, Isolation::InPlace) {
             return;
         }
         let allow_connect = self.replay_allowances();
-        for (asked, slot) in batches.iter().zip([TreeSlot::Ahead, TreeSlot::Side]) {
+        for (n, asked) in batches.iter().enumerate() {
+            let slot = TreeSlot::Ahead(n + 1);
             if asked.1.is_empty() {
                 continue;
             }
@@ -107,7 +104,7 @@ impl CliRunner {
     async fn open_ahead(
         &mut self,
         state: &RunState,
-        (tree, prepare, commands): &AheadAsked,
+        (tree, prepare, commands): &OwnedReplayAsk,
         slot: TreeSlot,
         allow_connect: &[NetAllow],
     ) -> Option<AheadBatch> {
@@ -172,7 +169,7 @@ impl CliRunner {
         }
     }
 
-    /// The batch prepared for `tree` with `prepare`, if any (settled first).
+    /// The batch prepared for `tree` with `prepare`, if any (the caller settles them first).
     pub(super) fn take_ahead(
         &mut self,
         tree: &ReplayTree,

@@ -318,7 +318,7 @@ impl StageRunner for CliRunner {
     async fn replay_ahead(
         &mut self,
         state: &RunState,
-        batches: &[(ReplayTree, Vec<PrepareStep>, Vec<String>)],
+        batches: &[crate::run::stage_runner::OwnedReplayAsk],
     ) {
         self.start_ahead(state, batches).await
     }
@@ -326,10 +326,9 @@ impl StageRunner for CliRunner {
     async fn replay_side_by_side(
         &mut self,
         state: &RunState,
-        first: (&ReplayTree, &[PrepareStep], &[String]),
-        second: (&ReplayTree, &[PrepareStep], &[String]),
-    ) -> [Result<Vec<ReplayResult>, PauseDecision>; 2] {
-        self.replay_pair(state, first, second).await
+        batches: &[crate::run::stage_runner::ReplayAsk<'_>],
+    ) -> Vec<Result<Vec<ReplayResult>, PauseDecision>> {
+        self.replay_together(state, batches).await
     }
 
     async fn save_base(&mut self, state: &RunState) -> Result<Vec<String>, PauseDecision> {

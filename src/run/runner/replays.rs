@@ -2,7 +2,7 @@
 //! verification tree composed for it, or in a copy outside git; each batch recorded in
 //! `<run>/replays/`; a batch identical to one already run (`crate::run::replay_cache`) not run
 //! again, its verdicts reused and recorded as such; the `prepare` steps of two batches at once,
-//! each in its own tree, where both run as overlays (`replay_pair`).
+//! each in its own tree, where they run as overlays (`replay_together`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -14,7 +14,7 @@ use crate::run::flow::PauseDecision;
 use crate::run::prepare::{self, CheckRan, CheckVerdict, PrepareRecord, PrepareStep, Prepared};
 use crate::run::replay::{self, Batch, ReplayConfinement, Replays};
 use crate::run::replay_cache::{BatchKey, KeyConfinement, ReplayNo, ReplayResults, Reuse};
-use crate::run::stage_runner::{ReplayResult, ReplayTree};
+use crate::run::stage_runner::{OwnedReplayAsk, ReplayAsk, ReplayResult, ReplayTree};
 use crate::run::state::RunState;
 use crate::run::vtree::VerifyTree;
 use crate::supervise::Exit;
@@ -27,20 +27,17 @@ use crate::supervise::net::NetAllow;
 pub(super) enum TreeSlot {
     /// The run's own tree (the tester's copy and every replay alone).
     Main,
-    /// `side/` of the verification root: a replay running beside another.
-    Side,
-    /// `ahead/` of the verification root: a replay prepared while the tester works in the
-    /// run's own tree (`super::ahead`).
-    Ahead,
+    /// `ahead-N/` of the verification root: the Nth of the batches prepared together, beside
+    /// each other and while the tester works in the run's own tree (`super::ahead`).
+    Ahead(usize),
 }
 
 impl TreeSlot {
     /// Its root's name in the verification root (`None`: the root itself).
-    fn dir_name(self) -> Option<&'static str> {
+    fn dir_name(self) -> Option<String> {
         match self {
             TreeSlot::Main => None,
-            TreeSlot::Side => Some("side"),
-            TreeSlot::Ahead => Some("ahead"),
+            TreeSlot::Ahead(n) => Some(format!("ahead-{n}")),
         }
     }
 }
@@ -104,8 +101,8 @@ impl CliRunner {
     }
 
     /// The verification tree of `slot`: the run's own, or one rooted in the run's verification
-    /// root (removed once its replay is done: [`Self::replay_pair`], `super::ahead`), over the
-    /// same private object store.
+    /// root (removed once its replay is done: `super::ahead`), over the same private object
+    /// store.
     pub(super) async fn slot_tree(
         &mut self,
         state: &RunState,
@@ -250,41 +247,39 @@ impl CliRunner {
         self.finish_batch(state, planned, replayed)
     }
 
-    /// Two batches, their `prepare` steps at once (each batch in its own verification tree,
-    /// both confined as overlays of the work tree: its own mount namespace, upper layer, `HOME`
-    /// and `/tmp` each: `super::ahead`, which may have started them while the tester worked),
-    /// then their checks one batch after the other; else wholly one after the other, as
-    /// [`Self::replay_batch`] runs them (neither has a step, an `--in-place` work tree, which is
-    /// the person's and may move meanwhile, no overlay). Each comes to what it would alone: the
-    /// same trees, keys, records and stored verdicts, numbered in this order. No check runs
-    /// while anything of the other batch does, and a step that failed beside the other batch's
-    /// runs again alone (the batch whole), so neither can fail or pass because of the other (a
-    /// fixed port, the load).
-    pub(super) async fn replay_pair(
+    /// Batches whose `prepare` steps run at once (each batch in its own verification tree,
+    /// confined as an overlay of the work tree: its own mount namespace, upper layer, `HOME` and
+    /// `/tmp`: `super::ahead`, which may have started them while the tester worked), then their
+    /// checks one batch after the other; else wholly one after the other, as
+    /// [`Self::replay_batch`] runs them (a batch without steps, an `--in-place` work tree, which
+    /// is the person's and may move meanwhile, no overlay). Each comes to what it would alone:
+    /// the same trees, keys, records and stored verdicts, numbered in this order. No check runs
+    /// while anything of another batch does, and a step that failed beside the others' runs
+    /// again alone (the batch whole), so none can fail or pass because of another (a fixed port,
+    /// the load). One result per batch, in order.
+    pub(super) async fn replay_together(
         &mut self,
         state: &RunState,
-        first: (&ReplayTree, &[PrepareStep], &[String]),
-        second: (&ReplayTree, &[PrepareStep], &[String]),
-    ) -> [Result<Vec<ReplayResult>, PauseDecision>; 2] {
+        batches: &[ReplayAsk<'_>],
+    ) -> Vec<Result<Vec<ReplayResult>, PauseDecision>> {
         if self.ahead.is_empty() {
-            self.start_ahead(
-                state,
-                &[
-                    (first.0.clone(), first.1.to_vec(), first.2.to_vec()),
-                    (second.0.clone(), second.1.to_vec(), second.2.to_vec()),
-                ],
-            )
-            .await;
+            let asked: Vec<OwnedReplayAsk> = batches
+                .iter()
+                .map(|(tree, prepare, commands)| {
+                    ((*tree).clone(), prepare.to_vec(), commands.to_vec())
+                })
+                .collect();
+            self.start_ahead(state, &asked).await;
         }
         self.settle_ahead().await;
-        let prepared = [
-            self.take_ahead(first.0, first.1),
-            self.take_ahead(second.0, second.1),
-        ];
+        let prepared: Vec<_> = batches
+            .iter()
+            .map(|(tree, prepare, _)| self.take_ahead(tree, prepare))
+            .collect();
         self.ahead.clear();
         // Each in its prepared room, else alone; one after the other.
-        let mut results = Vec::with_capacity(2);
-        for (prepared, (tree, prepare, commands)) in prepared.into_iter().zip([first, second]) {
+        let mut results = Vec::with_capacity(batches.len());
+        for (prepared, (tree, prepare, commands)) in prepared.into_iter().zip(batches) {
             let replayed = match prepared {
                 Some(prepared) => self.replay_prepared(state, prepared, commands).await,
                 None => None,
@@ -297,9 +292,7 @@ impl CliRunner {
                 }
             });
         }
-        let second = results.pop().unwrap_or_else(|| Ok(Vec::new()));
-        let first = results.pop().unwrap_or_else(|| Ok(Vec::new()));
-        [first, second]
+        results
     }
 
     /// Judges, records and keeps what a planned batch's run came to.

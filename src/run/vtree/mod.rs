@@ -3,7 +3,7 @@
 //! plan's checks on the base tree. The uses never overlap (the tester's family is dead, verified,
 //! before any replay), and the directory keeps one path for the runner's life (a CLI binds its
 //! session to its cwd). A replay that runs beside another, or beside the tester, has a tree of
-//! its own, rooted in `side/` or `ahead/` of the run's root (`run::runner::replays::TreeSlot`),
+//! its own, rooted in `ahead-N/` of the run's root (`run::runner::replays::TreeSlot`),
 //! so two families never share a directory. The base tree itself is a git tree id
 //! ([`BaseTree`]), read from the object store (`super::treediff::Comparison`), never checked out
 //! to be read.
