@@ -363,4 +363,68 @@ mod tests {
             prepare_through(&state, None)
         );
     }
+
+    /// The replays the gate will ask for beside its own batch, known before the tester: the
+    /// witness's (the code taken back, the checks that failed on the base) and, when a base test
+    /// was changed, the restored tests' (the gate's checks); each with every milestone's steps.
+    #[test]
+    fn the_gates_replays_are_known_from_the_work_tree() {
+        let mut state = new_state();
+        apply_plan(
+            &mut state,
+            &json!({"summary": "s", "milestones": [
+                {"id": "M1", "title": "t", "description": "", "prepare": ["npm ci"],
+                 "acceptance_criteria": [
+                    {"id": "AC1", "text": "t", "check": "node --test", "human_review": false, "kind": "fail_to_pass"},
+                    {"id": "AC2", "text": "t", "check": "npm run lint", "human_review": false, "kind": "pass_to_pass"}]}]}),
+        );
+        let token = state.latest_plan().unwrap().token();
+        apply_approval(&mut state, &token).unwrap();
+        for (check, passed) in [("node --test", false), ("npm run lint", true)] {
+            state.verification.base_checks.insert(
+                check.into(),
+                crate::verify::BaseCheck {
+                    passed,
+                    detail: String::new(),
+                    tests: crate::verify::testcount::TestTally::Unknown,
+                    test_ids: None,
+                    reused_from: None,
+                },
+            );
+        }
+        let base = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        for (dir, code, test) in [(&base, "a\n", "t\n"), (&work, "b\n", "t2\n")] {
+            std::fs::write(dir.path().join("conv.mjs"), code).unwrap();
+            std::fs::write(dir.path().join("conv.test.mjs"), test).unwrap();
+        }
+        let steps = prepare_through(&state, None);
+        let compared = Comparison::of_dirs(base.path(), work.path());
+        assert_eq!(
+            gate_replays(&state, &compared),
+            [
+                (
+                    ReplayTree::FinalWithBaseFiles(cited(&["conv.mjs"])),
+                    steps.clone(),
+                    cited(&["node --test"])
+                ),
+                (
+                    ReplayTree::FinalWithBaseFiles(cited(&["conv.test.mjs"])),
+                    steps.clone(),
+                    cited(&["node --test", "npm run lint"])
+                )
+            ]
+        );
+        // Only the test added to: no witness replay is known (nothing to take back).
+        std::fs::write(work.path().join("conv.mjs"), "a\n").unwrap();
+        let compared = Comparison::of_dirs(base.path(), work.path());
+        assert_eq!(
+            gate_replays(&state, &compared),
+            [(
+                ReplayTree::FinalWithBaseFiles(cited(&["conv.test.mjs"])),
+                steps,
+                cited(&["node --test", "npm run lint"])
+            )]
+        );
+    }
 }
