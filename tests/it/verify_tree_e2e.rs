@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 
 use super::run_e2e::{
-    BUILD, Finished, Harness, build_ok, finish, git, requirements_ok, script_with,
+    BUILD, Finished, Harness, alive, build_ok, finish, git, requirements_ok, script_with,
+    wait_until,
 };
 
 fn plan(check: &str, prepare: Value) -> Value {
@@ -730,4 +731,75 @@ fn a_resume_reuses_the_runs_replays_and_refuses_a_changed_results_file() {
         again.len(),
         "nothing replayed"
     );
+}
+
+/// Ctrl-C while the tester works and a replay's `prepare` step runs beside it: the run pauses
+/// `PAUSED_INTERRUPTED` as it would without the step, and the step's process does not outlive
+/// autocode.
+#[test]
+fn an_interrupted_tester_leaves_no_step_prepared_beside_it_running() {
+    const CHECK: &str = "grep -qx hello hello.txt";
+    // Only in the tree prepared beside the tester: it leaves its pid there and waits.
+    const PREPARE: &str = "case \"$(pwd -P)\" in */ahead-1/tree) echo $$ > prepare.pid; exec sleep 600;; esac; mkdir -p prepared";
+    let harness = Harness::new(script_with(&[
+        ("planner", json!([plan(CHECK, json!([PREPARE]))])),
+        ("builder", json!([build_ok()])),
+        (
+            "tester",
+            json!([[{"hang": true}], tester(&[CHECK], 1)[0].clone()]),
+        ),
+    ]));
+    let autocode = harness
+        .run_command(&["--yes"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn autocode");
+    let verify = harness.home().join(".cache/autocode/verify");
+    let find_pid = || {
+        walk_files(&verify)
+            .into_iter()
+            .find(|p| p.file_name().is_some_and(|n| n == "prepare.pid"))
+            .and_then(|p| fs::read_to_string(p).ok())
+            .and_then(|text| text.trim().parse::<i32>().ok())
+    };
+    let tester_hangs = harness.state().join("tester-1.hanging");
+    wait_until(
+        "the tester to hang and the step beside it to start",
+        std::time::Duration::from_secs(60),
+        || tester_hangs.exists() && find_pid().is_some(),
+    );
+    let step = find_pid().expect("the step's pid");
+    assert!(alive(step), "the step runs beside the tester");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(autocode.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("signal autocode");
+    let out = autocode.wait_with_output().expect("autocode ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("PAUSED_INTERRUPTED"), "{stderr}");
+    wait_until(
+        "the step prepared beside the tester to end",
+        std::time::Duration::from_secs(30),
+        || !alive(step),
+    );
+    harness.status().assert_paused("PAUSED_INTERRUPTED");
+}
+
+/// Every file under `dir` (none when it does not exist).
+fn walk_files(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_owned()];
+    while let Some(next) = pending.pop() {
+        for entry in fs::read_dir(&next).into_iter().flatten().flatten() {
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => pending.push(entry.path()),
+                Ok(kind) if kind.is_file() => found.push(entry.path()),
+                _ => {}
+            }
+        }
+    }
+    found
 }
