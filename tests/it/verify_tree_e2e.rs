@@ -313,15 +313,7 @@ fn the_replays_prepare_while_the_tester_works() {
         let finished = harness.run(&["--yes"]);
         finished.assert_complete();
         let records = prepare_records(&finished);
-        let ran: Vec<(&str, bool)> = records
-            .iter()
-            .map(|(_, r)| {
-                (
-                    r["tree"].as_str().expect("tree"),
-                    r.get("reused_from").is_none(),
-                )
-            })
-            .collect();
+        let ran = trees_run(&records);
         assert_eq!(
             ran,
             [
@@ -387,6 +379,19 @@ fn the_replays_prepare_while_the_tester_works() {
     }
 }
 
+/// Each record's tree, and whether its checks ran (`false`: reused from an identical batch).
+fn trees_run(records: &[(String, Value)]) -> Vec<(&str, bool)> {
+    records
+        .iter()
+        .map(|(_, r)| {
+            (
+                r["tree"].as_str().expect("tree"),
+                r.get("reused_from").is_none(),
+            )
+        })
+        .collect()
+}
+
 /// Where and when (ns since the epoch) a record's first step ran, as it printed them (`pwd -P;
 /// date +%s%N`).
 fn step_ran(record: &Value) -> (String, i64) {
@@ -449,15 +454,7 @@ fn the_gates_replay_with_the_base_tests_restored_prepares_while_the_tester_works
     let finished = harness.run(&["--yes"]);
     finished.assert_complete();
     let records = prepare_records(&finished);
-    let ran: Vec<(&str, bool)> = records
-        .iter()
-        .map(|(_, r)| {
-            (
-                r["tree"].as_str().expect("tree"),
-                r.get("reused_from").is_none(),
-            )
-        })
-        .collect();
+    let ran = trees_run(&records);
     assert_eq!(
         ran,
         [
