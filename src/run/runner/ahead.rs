@@ -1,10 +1,10 @@
 //! Replays prepared while the tester works: before a tester's stage the driver names the batches
 //! its report will most likely have autocode replay (`crate::run::replay_verdicts::replay_ahead`:
 //! the tester's own, and for the last milestone the final gate's witness replay and its replay
-//! with the base tests restored). Each gets a verification tree of its own
-//! (`TreeSlot::Ahead`: `ahead-N/`; the tester's copy is the run's own tree) laid out as an overlay, and its room, where its `prepare` steps (the installs)
-//! run in a task of their own while the stage does. Only the steps: a check never runs beside
-//! the tester or another batch.
+//! with the base tests restored). Each gets a verification tree of its own (`TreeSlot::Ahead`:
+//! `ahead-N/`; the tester's copy is the run's own tree) laid out as an overlay, and its room,
+//! where its `prepare` steps (the installs) run in a task of their own while the stage does.
+//! Only the steps: a check never runs beside the tester or another batch.
 //!
 //! A replay asked for later takes a prepared room only when it is the same batch: the same tree
 //! and steps, and the same key (`crate::run::replay_cache::BatchKey`: the composed tree, `HEAD`
@@ -79,10 +79,10 @@ impl Drop for AheadBatch {
 
 impl CliRunner {
     /// Starts the `prepare` steps of `batches`, each in its own verification tree and room
-    /// (`ahead-1/`, `ahead-2/`, … of the run's verification root), and returns: the steps run in tasks of their
-    /// own. What an earlier call prepared goes first. Nothing starts for a batch without steps,
-    /// one whose known checks all have stored verdicts, in a run that replays in place or
-    /// unconfined, or where the tree cannot be an overlay.
+    /// (`ahead-1/`, `ahead-2/`, … of the run's verification root), and returns: the steps run
+    /// in tasks of their own. What an earlier call prepared goes first. Nothing starts for a
+    /// batch without steps, one whose known checks all have stored verdicts, in a run that
+    /// replays in place or unconfined, or where the tree cannot be an overlay.
     pub(super) async fn start_ahead(&mut self, state: &RunState, batches: &[OwnedReplayAsk]) {
         self.settle_ahead().await;
         self.ahead.clear();
