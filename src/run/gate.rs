@@ -156,12 +156,12 @@ pub(super) async fn plan_base_problems<R: StageRunner>(
             let Some(base) = run.state.verification.base_checks.get(check) else {
                 continue;
             };
-            if base.passed || base.detail.starts_with(super::prepare::COULD_NOT_PREPARE) {
+            if base.held() || base.detail.starts_with(super::prepare::COULD_NOT_PREPARE) {
                 continue;
             }
             problems.push(format!(
                 "criterion {id:?}: its pass_to_pass check `{check}` FAILS on the base tree, run by autocode before any change ({}), so it guards nothing that works now: if the work is what will make it pass, its kind is fail_to_pass; otherwise write a check that passes now",
-                base.detail.trim()
+                base.why_not().trim()
             ));
         }
     }

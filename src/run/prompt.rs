@@ -259,15 +259,16 @@ fn base_tree_section(state: &RunState, plan: &Value, out: &mut String) {
             let Some(result) = base.get(check) else {
                 continue;
             };
-            let verdict = match (kind, result.passed) {
+            let verdict = match (kind, result.held()) {
                 (_, false) if result.detail.starts_with(COULD_NOT_PREPARE) => format!(
                     "did NOT RUN on the base tree (its prepare steps failed there), so nothing shows how it does there: {}",
                     result.detail
                 ),
                 (CheckKind::FailToPass, true) => "VACUOUS: this fail_to_pass check already PASSES on the base tree, so passing it cannot show the change; if the approved plan keeps it, the criterion goes to a person".to_owned(),
-                (CheckKind::FailToPass, false) => "fails on the base tree, as a fail_to_pass check must".to_owned(),
+                (CheckKind::FailToPass, false) if !result.passed => "fails on the base tree, as a fail_to_pass check must".to_owned(),
+                (CheckKind::FailToPass, false) => "runs no test on the base tree (its runner says none ran: the tests it selects do not exist yet), so it fails there, as a fail_to_pass check must".to_owned(),
                 (CheckKind::PassToPass, true) => "passes on the base tree, as a pass_to_pass check must".to_owned(),
-                (CheckKind::PassToPass, false) => format!("this pass_to_pass check FAILS on the base tree ({}): it does not guard existing behaviour (if the work is what will make it pass, its kind is fail_to_pass)", result.detail),
+                (CheckKind::PassToPass, false) => format!("this pass_to_pass check FAILS on the base tree ({}): it does not guard existing behaviour (if the work is what will make it pass, its kind is fail_to_pass)", result.why_not()),
             };
             lines.push(format!("- {id} `{check}` ({}): {verdict}\n", kind.as_str()));
         }

@@ -236,7 +236,7 @@ pub fn passed(r: &ReplayResult) -> bool {
 /// Why a replay did not pass.
 pub fn failure(r: &ReplayResult) -> String {
     if r.passed && r.tests.none_ran() {
-        "it exited 0 but its test runner says no test ran (the selection matched nothing): a check that runs no test cannot show that anything holds".to_owned()
+        crate::verify::NO_TEST_RAN.to_owned()
     } else {
         r.detail.clone()
     }

@@ -75,7 +75,7 @@ pub fn why_person(state: &RunState, criterion: &Criterion) -> Option<String> {
             .verification
             .base_checks
             .get(check)
-            .filter(|b| b.passed)
+            .filter(|b| b.held())
             .map(|_| {
                 format!(
                     "its fail_to_pass check `{check}` already passes on the base tree, so passing it cannot show the change"
@@ -294,7 +294,10 @@ pub fn verified_summary(state: &RunState) -> Vec<VerifiedCriterion> {
                 let base = state.verification.base_checks.get(check);
                 let before = match (criterion.kind, base) {
                     (CheckKind::FailToPass, Some(b)) if !b.passed => "; it failed on the base tree",
-                    (CheckKind::PassToPass, Some(b)) if b.passed => {
+                    (CheckKind::FailToPass, Some(b)) if !b.held() => {
+                        "; it ran no test on the base tree"
+                    }
+                    (CheckKind::PassToPass, Some(b)) if b.held() => {
                         "; it also passed on the base tree"
                     }
                     (CheckKind::PassToPass, Some(_)) => "; it failed on the base tree",
@@ -446,6 +449,25 @@ mod tests {
             );
         }
         state
+    }
+
+    #[test]
+    fn a_fail_to_pass_check_that_ran_no_test_on_the_base_failed_there() {
+        // `python3 -m unittest discover -p test_new.py` before the work adds test_new.py: Python
+        // 3.11 prints "Ran 0 tests" and exits 0. Its tests do not exist yet: it did not pass.
+        let mut state = approved();
+        let base = state.verification.base_checks.get_mut("pytest").unwrap();
+        base.passed = true;
+        base.tests = crate::verify::testcount::TestTally::Counted(0);
+        let pending = pending_reviews(&state, None);
+        let ids: Vec<&str> = pending.iter().map(|p| p.criterion_id.as_str()).collect();
+        assert_eq!(ids, ["AC2", "AC4"]);
+        // One test run on the base tree and a pass: that check is vacuous.
+        let base = state.verification.base_checks.get_mut("pytest").unwrap();
+        base.tests = crate::verify::testcount::TestTally::Counted(1);
+        let pending = pending_reviews(&state, None);
+        let ids: Vec<&str> = pending.iter().map(|p| p.criterion_id.as_str()).collect();
+        assert_eq!(ids, ["AC1", "AC2", "AC4"]);
     }
 
     #[test]

@@ -72,7 +72,7 @@ fn base_failures(state: &RunState) -> Vec<String> {
     let v = &state.verification;
     all_checks(state)
         .into_iter()
-        .filter(|c| v.base_checks.get(c).is_some_and(|b| !b.passed))
+        .filter(|c| v.base_checks.get(c).is_some_and(|b| !b.held()))
         .collect()
 }
 
@@ -181,13 +181,26 @@ mod tests {
                 run(true, TestTally::Counted(4)),
                 run(true, TestTally::Counted(6)),
             ),
+            // Exit 0 on the base tree with no test run (the tests it selects are the work's):
+            // it failed there.
+            (
+                "new",
+                run(true, TestTally::Counted(0)),
+                run(true, TestTally::Counted(2)),
+            ),
         ] {
             v.base_checks.insert(c.into(), base);
             v.final_checks.insert(c.into(), now);
         }
-        assert_eq!(all_checks(&state), ["guard", "empty", "real", "suite"]);
-        assert_eq!(candidates(&state), ["real"]);
+        state.verification.required_checks.push("new".into());
+        assert_eq!(
+            all_checks(&state),
+            ["guard", "empty", "real", "suite", "new"]
+        );
+        assert_eq!(candidates(&state), ["real", "new"]);
         state.verification.final_checks.remove("real");
+        state.verification.final_checks.remove("new");
+        state.verification.required_checks.pop();
         assert!(candidates(&state).is_empty());
         let base = tempfile::tempdir().unwrap();
         let work = tempfile::tempdir().unwrap();

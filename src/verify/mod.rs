@@ -8,10 +8,12 @@
 //!   (a required check the final gate replays whatever the plan says, a setup step, a mention).
 //! - [`CheckKind`]: a criterion asks for a change (`fail_to_pass`: its check must fail on the base
 //!   tree) or guards behaviour (`pass_to_pass`); [`BaseCheck`] records the base-tree run.
-//! - Which files of the base tree the builder changed and which are tests: `verify::treediff`.
+//! - Which files of the base tree the builder changed and which are tests: `verify::treediff`;
+//!   whether a manifest's change is a test change or only a dependency: `verify::manifest`.
 //! - [`PendingReview`], [`HumanDecision`], [`TestChangeReview`]: what a person was asked, what
 //!   they answered, when, and the exact text they were shown (bound by its sha256).
 
+pub mod manifest;
 pub mod objective;
 pub mod shellwords;
 pub mod testcount;
@@ -72,6 +74,27 @@ pub struct BaseCheck {
     /// (`run::replay_cache`): the check was not run again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reused_from: Option<crate::ids::ReplayNo>,
+}
+
+/// Why a check that exited 0 did not pass: its runner says no test ran.
+pub const NO_TEST_RAN: &str = "it exited 0 but its test runner says no test ran (the selection matched nothing): a check that runs no test cannot show that anything holds";
+
+impl BaseCheck {
+    /// Whether the check passed: it exited 0 and its runner did not say that no test ran (a
+    /// check selecting tests the work adds runs none before it: it fails there, as a
+    /// `fail_to_pass` check must).
+    pub fn held(&self) -> bool {
+        self.passed && !self.tests.none_ran()
+    }
+
+    /// Why it did not pass (its output's tail, or that no test ran).
+    pub fn why_not(&self) -> &str {
+        if self.passed && self.tests.none_ran() {
+            NO_TEST_RAN
+        } else {
+            &self.detail
+        }
+    }
 }
 
 /// A criterion that needs a person before the run may complete.

@@ -133,8 +133,9 @@ impl TestMatcher {
 }
 
 /// Files that change what the test runners collect or how they run, whatever their layout.
-const COLLECTION_FILES: [&str; 8] = [
+const COLLECTION_FILES: [&str; 9] = [
     "conftest.py",
+    "pyproject.toml",
     "sitecustomize.py",
     "usercustomize.py",
     "pytest.ini",

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use crate::gittree::{ChangedEntry, GitStore, GitTreeError, Side, TreeId};
 
-use super::testfiles;
 pub use super::testfiles::{TestMatcher, looks_like_test};
+use super::{manifest, testfiles};
 
 /// How a file differs between the base and the final tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -300,7 +300,8 @@ impl Comparison {
         let matcher = TestMatcher::new(checks);
         let mut out = TestChanges::default();
         for (rel, change) in &self.changes {
-            let restorable = testfiles::configures_tests(rel, checks)
+            let restorable = (testfiles::configures_tests(rel, checks)
+                && self.manifest_changes_tests(rel, checks))
                 || match change {
                     Change::Added => testfiles::shadows_tests(rel, &self.base_paths, &matcher),
                     Change::Modified | Change::Deleted => matcher.is_test(rel),
@@ -315,6 +316,17 @@ impl Comparison {
             }
         }
         out
+    }
+
+    /// Whether a file that configures test collection, changed, added or deleted, changes how
+    /// the tests run: a manifest whose change is only the project's dependencies or description
+    /// does not (`verify::manifest`, an absent side read as empty); any other such file does.
+    fn manifest_changes_tests(&self, rel: &str, checks: &[String]) -> bool {
+        if !manifest::MANIFESTS.contains(&rel.rsplit('/').next().unwrap_or(rel)) {
+            return true;
+        }
+        let (old, new) = self.texts(rel);
+        manifest::changes_tests(rel, &old, &new, checks)
     }
 
     /// The text of `rel` in the base and in the work tree (empty when absent).
@@ -599,6 +611,27 @@ mod tests {
         );
         assert_eq!(changes.inline, ["src/lib.rs"]);
         assert_eq!(changes.all().len(), 4);
+
+        // A manifest's change is a test change by what changed in it: a dependency from the
+        // registry is not (`npm install --save`), the script `npm test` runs is; an added
+        // manifest always is.
+        let npm = ["npm test".to_owned()];
+        let before = r#"{"name": "a", "scripts": {"test": "node --test"}}"#;
+        both(
+            "app/package.json",
+            before,
+            r#"{"name": "a", "scripts": {"test": "node --test"}, "dependencies": {"is-number": "^7.0.0"}}"#,
+        );
+        both(
+            "lib/package.json",
+            before,
+            r#"{"name": "a", "scripts": {"test": "node --test test/one.test.js"}}"#,
+        );
+        added("new/package.json", before);
+        let changes = Comparison::of_dirs(base.path(), work.path()).test_changes(&npm);
+        assert!(!changes.restorable.contains(&"app/package.json".to_owned()));
+        assert!(changes.restorable.contains(&"lib/package.json".to_owned()));
+        assert!(changes.restorable.contains(&"new/package.json".to_owned()));
     }
 
     /// The base read from git: a changed test is found, its diff shown, a symlink shown by its

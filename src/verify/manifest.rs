@@ -1,0 +1,702 @@
+//! Manifests that hold a project's dependencies beside its test configuration (`package.json`,
+//! `setup.cfg`): whether a change to one changes how the tests run, or only what the project
+//! depends on and says about itself.
+//!
+//! Such a file configures test collection by its name (`testfiles::configures_tests`), so a
+//! change to it is put back to the base for the replay of the base tests against the result's
+//! code. Adding a dependency the new code imports (`npm install --save is-number`, a line in
+//! `install_requires`) changes the file too, and putting it back breaks that code: an honest
+//! change would stop for a person. [`changes_tests`] tells the two apart by the file's content,
+//! and answers yes whenever it cannot: a file that does not parse, a part it does not know, a
+//! dependency that is not fetched from the registry by name and version (an alias, a path, a git
+//! or tarball URL could put another package, a fake test runner say, in a real one's place).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Map, Value};
+
+use super::shellwords::{split_list, words};
+
+/// The manifests [`changes_tests`] reads, by file name.
+pub const MANIFESTS: [&str; 3] = ["package.json", "setup.cfg", "pyproject.toml"];
+
+/// Whether changing the manifest `path` from `old` to `new` changes how `checks` run their
+/// tests. Unknown files, and text that does not parse, do.
+pub fn changes_tests(path: &str, old: &str, new: &str, checks: &[String]) -> bool {
+    match path.rsplit('/').next().unwrap_or(path) {
+        "package.json" => package_json_changes_tests(old, new, checks),
+        "setup.cfg" => setup_cfg_changes_tests(old, new),
+        "pyproject.toml" => pyproject_changes_tests(old, new),
+        _ => true,
+    }
+}
+
+/// `package.json` fields that describe the package and change nothing about how its code or its
+/// tests run.
+const DESCRIPTIVE_FIELDS: [&str; 19] = [
+    "name",
+    "version",
+    "description",
+    "keywords",
+    "author",
+    "contributors",
+    "maintainers",
+    "license",
+    "licenses",
+    "homepage",
+    "repository",
+    "bugs",
+    "funding",
+    "private",
+    "engines",
+    "os",
+    "cpu",
+    "publishConfig",
+    "files",
+];
+
+/// `package.json` dependency maps: a change of one of their entries to another version from the
+/// registry is the project's choice of what it depends on, not a test change.
+const DEPENDENCY_MAPS: [&str; 5] = [
+    "dependencies",
+    "devDependencies",
+    "optionalDependencies",
+    "peerDependencies",
+    "peerDependenciesMeta",
+];
+
+/// Scripts the package manager runs on its own when installing (a milestone's `npm ci` or `npm
+/// install` runs them in every replay) or around `npm test`.
+const LIFECYCLE_SCRIPTS: [&str; 11] = [
+    "preinstall",
+    "install",
+    "postinstall",
+    "prepublish",
+    "preprepare",
+    "prepare",
+    "postprepare",
+    "dependencies",
+    "pretest",
+    "test",
+    "posttest",
+];
+
+/// Commands that run other scripts by pattern or list: a script that calls one may reach any.
+const SCRIPT_RUNNERS: [&str; 7] = [
+    "npm-run-all",
+    "run-s",
+    "run-p",
+    "concurrently",
+    "turbo",
+    "nx",
+    "lerna",
+];
+
+fn package_json_changes_tests(old: &str, new: &str, checks: &[String]) -> bool {
+    let (Ok(Value::Object(old)), Ok(Value::Object(new))) = (
+        serde_json::from_str::<Value>(old),
+        serde_json::from_str::<Value>(new),
+    ) else {
+        return true;
+    };
+    let keys: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+    for key in keys {
+        let (a, b) = (old.get(key.as_str()), new.get(key.as_str()));
+        if a == b || DESCRIPTIVE_FIELDS.contains(&key.as_str()) {
+            continue;
+        }
+        let touches = match key.as_str() {
+            "scripts" => scripts_change_tests(a, b, checks),
+            map if DEPENDENCY_MAPS.contains(&map) => dependencies_change_tests(a, b),
+            // Anything else (a runner's configuration, `type`, `main`, `exports`, `overrides`,
+            // `workspaces`, `packageManager`...) may change what the tests run.
+            _ => true,
+        };
+        if touches {
+            return true;
+        }
+    }
+    false
+}
+
+/// Whether two `scripts` maps differ in a script the checks can reach (named by a check, run by
+/// the package manager around it or on install, or named by a reachable script).
+fn scripts_change_tests(old: Option<&Value>, new: Option<&Value>, checks: &[String]) -> bool {
+    let empty = Map::new();
+    let (old, new) = match (old, new) {
+        (None | Some(Value::Object(_)), None | Some(Value::Object(_))) => (
+            old.and_then(Value::as_object).unwrap_or(&empty),
+            new.and_then(Value::as_object).unwrap_or(&empty),
+        ),
+        _ => return true,
+    };
+    let Some(named) = scripts_named_by(checks) else {
+        return true;
+    };
+    let (Some(reach_old), Some(reach_new)) = (reachable(old, &named), reachable(new, &named))
+    else {
+        return true;
+    };
+    reach_old
+        .union(&reach_new)
+        .any(|name| old.get(name) != new.get(name))
+}
+
+/// The scripts reachable in `scripts` from `named` and the lifecycle scripts, each with its `pre`
+/// and `post` scripts; `None` when a script runs others by pattern (any may be reached).
+fn reachable(scripts: &Map<String, Value>, named: &BTreeSet<String>) -> Option<BTreeSet<String>> {
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    let mut todo: Vec<String> = named
+        .iter()
+        .cloned()
+        .chain(LIFECYCLE_SCRIPTS.iter().map(|s| (*s).to_owned()))
+        .collect();
+    while let Some(name) = todo.pop() {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        for around in [format!("pre{name}"), format!("post{name}")] {
+            if scripts.contains_key(&around) {
+                todo.push(around);
+            }
+        }
+        let Some(text) = scripts.get(&name) else {
+            continue;
+        };
+        let text = text.as_str()?;
+        if text.contains('*') || text.contains('$') {
+            return None;
+        }
+        let tokens: Vec<&str> = text
+            .split(|c: char| {
+                !(c.is_alphanumeric() || matches!(c, ':' | '_' | '-' | '.' | '@' | '/'))
+            })
+            .filter(|t| !t.is_empty())
+            .collect();
+        if tokens.iter().any(|t| SCRIPT_RUNNERS.contains(t)) {
+            return None;
+        }
+        todo.extend(
+            tokens
+                .iter()
+                .filter(|t| scripts.contains_key(**t))
+                .map(|t| (*t).to_owned()),
+        );
+    }
+    Some(seen)
+}
+
+/// Package managers whose commands run `package.json` scripts.
+const PACKAGE_MANAGERS: [&str; 4] = ["npm", "yarn", "pnpm", "bun"];
+
+/// npm's commands that run a script of the same name.
+const NPM_SCRIPT_COMMANDS: [&str; 4] = ["start", "stop", "restart", "test"];
+
+/// npm's commands that run no script of the package (installs run the lifecycle scripts, which
+/// are always reachable).
+const NPM_OTHER_COMMANDS: [&str; 12] = [
+    "ci", "install", "i", "add", "exec", "x", "ls", "list", "pack", "rebuild", "version", "view",
+];
+
+/// Options of the package managers that take the next word as their value.
+const VALUE_OPTIONS: [&str; 6] = ["--prefix", "-C", "--dir", "--cwd", "--filter", "-w"];
+
+/// The script names `checks` run through a package manager (`npm test`, `npm run build`, `yarn
+/// lint`, `pnpm run e2e`, `bun run x`); `None` when one cannot be read (`npm run "$s"`, `npm run`
+/// alone).
+fn scripts_named_by(checks: &[String]) -> Option<BTreeSet<String>> {
+    let mut named = BTreeSet::new();
+    for check in checks {
+        for (_, command, _) in split_list(check) {
+            let words = words(&command);
+            for (at, word) in words.iter().enumerate() {
+                let tool = word.rsplit('/').next().unwrap_or(word);
+                if !PACKAGE_MANAGERS.contains(&tool) {
+                    continue;
+                }
+                let mut rest = words[at + 1..].iter();
+                let mut args: Vec<&str> = Vec::new();
+                while let Some(w) = rest.next() {
+                    if VALUE_OPTIONS.contains(&w.as_str()) {
+                        rest.next();
+                    } else if !w.starts_with('-') {
+                        args.push(w);
+                    }
+                }
+                let script = match (tool, args.first().copied()) {
+                    (_, None) => continue,
+                    (_, Some("run" | "run-script" | "rum" | "urn")) => match args.get(1) {
+                        Some(name) => *name,
+                        None => return None,
+                    },
+                    ("npm", Some("t" | "tst")) => "test",
+                    ("npm", Some(c)) if NPM_SCRIPT_COMMANDS.contains(&c) => c,
+                    ("npm", Some(c)) if NPM_OTHER_COMMANDS.contains(&c) => continue,
+                    // Any other npm command runs no script; yarn, pnpm and bun run a script
+                    // named by an unknown command, so the word counts as a script name.
+                    ("npm", Some(_)) => continue,
+                    (_, Some(c)) => c,
+                };
+                if script.contains('$') || script.contains('*') {
+                    return None;
+                }
+                named.insert(script.to_owned());
+            }
+        }
+    }
+    Some(named)
+}
+
+/// Whether two values of a dependency map differ in an entry that now names something other
+/// than a version of the package from the registry.
+fn dependencies_change_tests(old: Option<&Value>, new: Option<&Value>) -> bool {
+    let empty = Map::new();
+    let (old, new) = match (old, new) {
+        (None | Some(Value::Object(_)), None | Some(Value::Object(_))) => (
+            old.and_then(Value::as_object).unwrap_or(&empty),
+            new.and_then(Value::as_object).unwrap_or(&empty),
+        ),
+        _ => return true,
+    };
+    let from_the_registry = |spec: &Value| match spec {
+        Value::String(s) => from_registry(s),
+        // `peerDependenciesMeta` holds objects: only their `optional` flag.
+        Value::Object(m) => m.iter().all(|(k, v)| k == "optional" && v.is_boolean()),
+        _ => false,
+    };
+    new.iter()
+        .any(|(name, spec)| old.get(name) != Some(spec) && !from_the_registry(spec))
+}
+
+/// Whether a dependency spec names versions of the package itself from the registry (`^7.0.0`,
+/// `1.x`, `>=1 <2 || 3`, `latest`), not an alias (`npm:other@1`), a path, or a git, GitHub or
+/// tarball address.
+fn from_registry(spec: &str) -> bool {
+    let spec = spec.trim();
+    !spec.contains(':')
+        && !spec.contains('/')
+        && !spec.contains('\\')
+        && !spec.starts_with('.')
+        && spec
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || " ^~<>=|.-+*_".contains(c))
+}
+
+/// The `[tool.*]` tables of `pyproject.toml` whose settings run no test (linters, formatters,
+/// build tools). What else a change may leave without being a test change: `[build-system]`,
+/// `[project]` but its `entry-points` (a `pytest11` entry point loads a pytest plugin into every
+/// run) and its dependencies from the index (read one by one), Poetry's dependencies from the
+/// index and its description.
+const PYPROJECT_CODE_TOOLS: [&str; 14] = [
+    "black",
+    "isort",
+    "ruff",
+    "mypy",
+    "pyright",
+    "pylint",
+    "codespell",
+    "pydocstyle",
+    "bumpversion",
+    "towncrier",
+    "setuptools",
+    "setuptools_scm",
+    "cibuildwheel",
+    "maturin",
+];
+
+/// Poetry's keys that name dependencies (read one by one) or describe the package.
+const POETRY_DEPENDENCY_KEYS: [&str; 3] = ["dependencies", "dev-dependencies", "group"];
+const POETRY_DESCRIPTIVE_KEYS: [&str; 14] = [
+    "name",
+    "version",
+    "description",
+    "authors",
+    "maintainers",
+    "license",
+    "readme",
+    "homepage",
+    "repository",
+    "documentation",
+    "keywords",
+    "classifiers",
+    "packages",
+    "include",
+];
+
+fn pyproject_changes_tests(old: &str, new: &str) -> bool {
+    let (Ok(old), Ok(new)) = (old.parse::<toml::Table>(), new.parse::<toml::Table>()) else {
+        return true;
+    };
+    let empty = toml::Table::new();
+    let table = |t: &toml::Table, key: &str| -> Option<toml::Table> {
+        match t.get(key) {
+            None => Some(empty.clone()),
+            Some(toml::Value::Table(t)) => Some(t.clone()),
+            Some(_) => None,
+        }
+    };
+    for key in keys_of(&old, &new) {
+        if old.get(&key) == new.get(&key) {
+            continue;
+        }
+        let touches = match key.as_str() {
+            "build-system" => false,
+            "dependency-groups" => pep508_lists_change_tests(old.get(&key), new.get(&key)),
+            "project" => {
+                let (Some(a), Some(b)) = (table(&old, "project"), table(&new, "project")) else {
+                    return true;
+                };
+                keys_of(&a, &b).into_iter().any(|k| {
+                    a.get(&k) != b.get(&k)
+                        && match k.as_str() {
+                            "dependencies" | "optional-dependencies" => {
+                                pep508_lists_change_tests(a.get(&k), b.get(&k))
+                            }
+                            "entry-points" => true,
+                            _ => false,
+                        }
+                })
+            }
+            "tool" => {
+                let (Some(a), Some(b)) = (table(&old, "tool"), table(&new, "tool")) else {
+                    return true;
+                };
+                keys_of(&a, &b).into_iter().any(|tool| {
+                    a.get(&tool) != b.get(&tool)
+                        && match tool.as_str() {
+                            t if PYPROJECT_CODE_TOOLS.contains(&t) => false,
+                            "poetry" => poetry_changes_tests(a.get(&tool), b.get(&tool)),
+                            // pytest, coverage, tox, hatch's environments and scripts, uv's
+                            // sources, pdm's scripts, and every tool not named above.
+                            _ => true,
+                        }
+                })
+            }
+            _ => true,
+        };
+        if touches {
+            return true;
+        }
+    }
+    false
+}
+
+/// The keys of two tables, each once, in order.
+fn keys_of(a: &toml::Table, b: &toml::Table) -> BTreeSet<String> {
+    a.keys().chain(b.keys()).cloned().collect()
+}
+
+/// Whether two values that hold PEP 508 requirements (a list, or a table of lists) differ in a
+/// requirement that is not fetched from the index by name and version: a direct reference
+/// (`pytest @ file:///...`, `@ git+https://...`) could put another package in a runner's place.
+/// A table entry that is not a string (`{include-group = "test"}`) must be unchanged.
+fn pep508_lists_change_tests(old: Option<&toml::Value>, new: Option<&toml::Value>) -> bool {
+    fn requirements(v: Option<&toml::Value>, out: &mut BTreeSet<String>) -> bool {
+        match v {
+            None => true,
+            Some(toml::Value::String(s)) => {
+                out.insert(s.clone());
+                true
+            }
+            Some(toml::Value::Array(items)) => items.iter().all(|i| requirements(Some(i), out)),
+            Some(toml::Value::Table(t)) => t.iter().all(|(key, v)| {
+                if key == "include-group" {
+                    out.insert(format!("include-group={v}"));
+                    true
+                } else {
+                    requirements(Some(v), out)
+                }
+            }),
+            Some(_) => false,
+        }
+    }
+    let (mut before, mut after) = (BTreeSet::new(), BTreeSet::new());
+    if !requirements(old, &mut before) || !requirements(new, &mut after) {
+        return true;
+    }
+    after
+        .difference(&before)
+        .any(|r| r.contains('@') || r.starts_with("include-group="))
+}
+
+/// Whether two `[tool.poetry]` tables differ in more than their dependencies from the index and
+/// their description: plugins (entry points), sources and any other key count.
+fn poetry_changes_tests(old: Option<&toml::Value>, new: Option<&toml::Value>) -> bool {
+    let empty = toml::Table::new();
+    let (Some(a), Some(b)) = (
+        old.map_or(Some(&empty), toml::Value::as_table),
+        new.map_or(Some(&empty), toml::Value::as_table),
+    ) else {
+        return true;
+    };
+    keys_of(a, b).into_iter().any(|k| {
+        a.get(&k) != b.get(&k)
+            && !POETRY_DESCRIPTIVE_KEYS.contains(&k.as_str())
+            && (!POETRY_DEPENDENCY_KEYS.contains(&k.as_str())
+                || poetry_dependencies_change_tests(a.get(&k), b.get(&k)))
+    })
+}
+
+/// Poetry dependencies (`name = "^1.2"`, `name = {version = "^1.2", extras = [...]}`, groups of
+/// them): a changed entry that names a path, a git repository or a URL counts.
+fn poetry_dependencies_change_tests(old: Option<&toml::Value>, new: Option<&toml::Value>) -> bool {
+    const FROM_ELSEWHERE: [&str; 4] = ["path", "git", "url", "source"];
+    fn changed_from_elsewhere(old: Option<&toml::Value>, new: &toml::Value) -> bool {
+        if old == Some(new) {
+            return false;
+        }
+        match new {
+            toml::Value::String(_) => false,
+            toml::Value::Table(t) => t.iter().any(|(k, v)| {
+                FROM_ELSEWHERE.contains(&k.as_str())
+                    || match v {
+                        toml::Value::Table(_) | toml::Value::Array(_) => changed_from_elsewhere(
+                            old.and_then(|o| o.as_table()).and_then(|o| o.get(k)),
+                            v,
+                        ),
+                        _ => false,
+                    }
+            }),
+            toml::Value::Array(items) => items.iter().any(|i| changed_from_elsewhere(None, i)),
+            _ => true,
+        }
+    }
+    match new {
+        None => false,
+        Some(new) => changed_from_elsewhere(old, new),
+    }
+}
+
+/// `setup.cfg` sections that say what the project is and what it installs (its metadata, its
+/// dependencies, which packages and data it ships) and the settings of tools that do not run
+/// tests.
+const DESCRIPTIVE_SECTIONS: [&str; 13] = [
+    "metadata",
+    "options.extras_require",
+    "options.packages.find",
+    "options.package_data",
+    "options.exclude_package_data",
+    "options.data_files",
+    "bdist_wheel",
+    "sdist",
+    "egg_info",
+    "flake8",
+    "pycodestyle",
+    "pydocstyle",
+    "isort",
+];
+
+/// Keys of `setup.cfg`'s `[options]` that belong to the tests (setuptools' own `test` command).
+const TEST_OPTIONS: [&str; 2] = ["tests_require", "test_suite"];
+
+fn setup_cfg_changes_tests(old: &str, new: &str) -> bool {
+    let (Some(old), Some(new)) = (ini_sections(old), ini_sections(new)) else {
+        return true;
+    };
+    let empty = BTreeMap::new();
+    let names: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+    names.into_iter().any(|section| {
+        let (a, b) = (
+            old.get(section).unwrap_or(&empty),
+            new.get(section).unwrap_or(&empty),
+        );
+        if a == b
+            || DESCRIPTIVE_SECTIONS.contains(&section.as_str())
+            || section.starts_with("mypy")
+            || section.starts_with("pylint")
+        {
+            return false;
+        }
+        if section == "options" {
+            return TEST_OPTIONS.iter().any(|k| a.get(*k) != b.get(*k));
+        }
+        true
+    })
+}
+
+/// The sections of an INI file as Python's `configparser` reads them (keys lower-cased, values
+/// with their continuation lines); `None` when a line is neither a section, a key, a comment nor
+/// a continuation.
+fn ini_sections(text: &str) -> Option<BTreeMap<String, BTreeMap<String, String>>> {
+    let mut sections: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    let mut section: Option<String> = None;
+    let mut key: Option<String> = None;
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with(';') {
+            continue;
+        }
+        if line.starts_with([' ', '\t']) {
+            let (Some(s), Some(k)) = (&section, &key) else {
+                return None;
+            };
+            let value = sections.get_mut(s)?.get_mut(k)?;
+            value.push('\n');
+            value.push_str(trimmed);
+            continue;
+        }
+        if let Some(name) = trimmed.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+            section = Some(name.trim().to_owned());
+            sections.entry(name.trim().to_owned()).or_default();
+            key = None;
+            continue;
+        }
+        let split = trimmed.find(['=', ':'])?;
+        let name = trimmed[..split].trim().to_lowercase();
+        let value = trimmed[split + 1..].trim().to_owned();
+        sections
+            .get_mut(section.as_ref()?)?
+            .insert(name.clone(), value);
+        key = Some(name);
+    }
+    Some(sections)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str =
+        r#"{"name": "numfmt", "version": "1.0.0", "scripts": {"test": "node --test"}}"#;
+
+    fn npm_test() -> Vec<String> {
+        vec!["npm test".to_owned()]
+    }
+
+    #[test]
+    fn a_dependency_from_the_registry_is_not_a_test_change() {
+        // What `npm install --save is-number@7.0.0` writes: reformatted, a new map, a version.
+        let added = "{\n  \"name\": \"numfmt\",\n  \"version\": \"1.0.1\",\n  \"scripts\": {\n    \"test\": \"node --test\"\n  },\n  \"dependencies\": {\n    \"is-number\": \"^7.0.0\"\n  }\n}\n";
+        assert!(!changes_tests("package.json", BASE, added, &npm_test()));
+        let dev = r#"{"name": "numfmt", "scripts": {"test": "node --test", "build": "tsc"}, "devDependencies": {"@types/node": "20.x", "mocha": ">=9 <11"}, "description": "now described"}"#;
+        assert!(!changes_tests("package.json", BASE, dev, &npm_test()));
+        // Removing a dependency makes nothing pass.
+        assert!(!changes_tests("package.json", added, BASE, &npm_test()));
+    }
+
+    #[test]
+    fn a_dependency_that_is_not_the_registrys_package_is_a_test_change() {
+        for spec in [
+            "npm:always-pass@1.0.0",
+            "file:../fake-mocha",
+            "./vendor/mocha",
+            "github:someone/mocha",
+            "someone/mocha",
+            "git+https://example.com/mocha.git",
+            "https://example.com/mocha.tgz",
+            "link:../mocha",
+            "~/mocha",
+        ] {
+            let new = format!(
+                r#"{{"name": "numfmt", "scripts": {{"test": "node --test"}}, "devDependencies": {{"mocha": "{spec}"}}}}"#
+            );
+            assert!(
+                changes_tests("package.json", BASE, &new, &npm_test()),
+                "{spec}"
+            );
+        }
+        let not_a_map =
+            r#"{"name": "numfmt", "scripts": {"test": "node --test"}, "dependencies": "x"}"#;
+        assert!(changes_tests("package.json", BASE, not_a_map, &npm_test()));
+    }
+
+    #[test]
+    fn a_script_the_checks_reach_is_a_test_change_and_another_is_not() {
+        let checks = vec!["cd app && npm run -s test:unit -- --grep x".to_owned()];
+        let base = r#"{"scripts": {"test:unit": "npm run build && mocha", "build": "tsc", "lint": "eslint ."}}"#;
+        // `lint` is not reached from `test:unit`.
+        let lint = r#"{"scripts": {"test:unit": "npm run build && mocha", "build": "tsc", "lint": "eslint src"}}"#;
+        assert!(!changes_tests("package.json", base, lint, &checks));
+        // `build` is, through `test:unit`; so are its `pre` script and the install hooks.
+        for new in [
+            r#"{"scripts": {"test:unit": "npm run build && mocha", "build": "true", "lint": "eslint ."}}"#,
+            r#"{"scripts": {"test:unit": "mocha || true", "build": "tsc", "lint": "eslint ."}}"#,
+            r#"{"scripts": {"test:unit": "npm run build && mocha", "prebuild": "cp x y", "build": "tsc", "lint": "eslint ."}}"#,
+            r#"{"scripts": {"test:unit": "npm run build && mocha", "build": "tsc", "lint": "eslint .", "postinstall": "node fix.js"}}"#,
+        ] {
+            assert!(changes_tests("package.json", base, new, &checks), "{new}");
+        }
+        // Runners by pattern, and a script name a check does not spell out, reach everything.
+        let all = r#"{"scripts": {"test:unit": "run-s build test:*", "build": "tsc", "lint": "eslint ."}}"#;
+        let all_lint = r#"{"scripts": {"test:unit": "run-s build test:*", "build": "tsc", "lint": "eslint src"}}"#;
+        assert!(changes_tests("package.json", all, all_lint, &checks));
+        let unknown = vec!["npm run \"$SCRIPT\"".to_owned()];
+        assert!(changes_tests("package.json", base, lint, &unknown));
+        // yarn and pnpm run a script named by an unknown command.
+        let yarn = vec!["yarn lint".to_owned()];
+        assert!(changes_tests("package.json", base, lint, &yarn));
+    }
+
+    #[test]
+    fn runner_configuration_and_unknown_fields_are_test_changes() {
+        for new in [
+            r#"{"name": "numfmt", "version": "1.0.0", "scripts": {"test": "node --test"}, "jest": {"testMatch": ["x"]}}"#,
+            r#"{"name": "numfmt", "version": "1.0.0", "scripts": {"test": "node --test"}, "type": "module"}"#,
+            r#"{"name": "numfmt", "version": "1.0.0", "scripts": {"test": "node --test"}, "overrides": {"mocha": "9.0.0"}}"#,
+            r#"["not", "an", "object"]"#,
+            "{ not json",
+        ] {
+            assert!(
+                changes_tests("package.json", BASE, new, &npm_test()),
+                "{new}"
+            );
+        }
+        assert!(changes_tests("other.json", BASE, BASE, &npm_test()));
+    }
+
+    #[test]
+    fn pyproject_dependencies_and_tool_settings_are_not_test_changes() {
+        let base = "[build-system]\nrequires = [\"setuptools>=61\"]\nbuild-backend = \"setuptools.build_meta\"\n\n[project]\nname = \"slug\"\nversion = \"1.0\"\ndependencies = [\"six==1.16.0\"]\n\n[tool.pytest.ini_options]\naddopts = \"-q\"\n";
+        // `uv add text-unidecode`, `uv add --dev pytest`, a version, a linter's settings.
+        let honest = "[build-system]\nrequires = [\"setuptools>=68\"]\nbuild-backend = \"setuptools.build_meta\"\n\n[project]\nname = \"slug\"\nversion = \"1.1\"\ndescription = \"Slugs\"\ndependencies = [\"six==1.16.0\", \"text-unidecode>=1.3; python_version >= '3.8'\"]\n\n[dependency-groups]\ndev = [\"pytest>=8\"]\n\n[tool.ruff]\nline-length = 100\n\n[tool.pytest.ini_options]\naddopts = \"-q\"\n";
+        assert!(!changes_tests("pyproject.toml", base, honest, &[]));
+        // A new project's manifest without test settings.
+        assert!(!changes_tests(
+            "pyproject.toml",
+            "",
+            base.split("[tool").next().unwrap(),
+            &[]
+        ));
+        let poetry = "[tool.poetry]\nname = \"slug\"\nversion = \"1.0\"\n\n[tool.poetry.dependencies]\npython = \"^3.9\"\n";
+        let poetry_add = "[tool.poetry]\nname = \"slug\"\nversion = \"1.0\"\n\n[tool.poetry.dependencies]\npython = \"^3.9\"\nrequests = {version = \"^2.31\", extras = [\"socks\"]}\n\n[tool.poetry.group.test.dependencies]\npytest = \"^8\"\n";
+        assert!(!changes_tests("pyproject.toml", poetry, poetry_add, &[]));
+        for new in [
+            // The runner's settings, a plugin loaded through them or an entry point.
+            base.replace("addopts = \"-q\"", "addopts = \"-q -p fakeplugin\""),
+            format!("{base}\n[project.entry-points.pytest11]\nfake = \"fakeplugin\"\n"),
+            format!("{base}\n[tool.coverage.report]\nfail_under = 0\n"),
+            format!("{base}\n[tool.hatch.envs.default.scripts]\ntest = \"true\"\n"),
+            // A runner from somewhere other than the index.
+            base.replace(
+                "[\"six==1.16.0\"]",
+                "[\"six==1.16.0\", \"pytest @ file:///tmp/fake-pytest\"]",
+            ),
+            format!("{base}\n[tool.uv.sources]\npytest = {{ path = \"vendor/pytest\" }}\n"),
+            "not = [toml".to_owned(),
+        ] {
+            assert!(changes_tests("pyproject.toml", base, &new, &[]), "{new}");
+        }
+        let poetry_path =
+            poetry_add.replace("pytest = \"^8\"", "pytest = {path = \"vendor/pytest\"}");
+        assert!(changes_tests("pyproject.toml", poetry, &poetry_path, &[]));
+        let poetry_plugin =
+            format!("{poetry}\n[tool.poetry.plugins.pytest11]\nfake = \"fakeplugin\"\n");
+        assert!(changes_tests("pyproject.toml", poetry, &poetry_plugin, &[]));
+    }
+
+    #[test]
+    fn setup_cfg_dependencies_and_metadata_are_not_test_changes() {
+        let base = "[metadata]\nname = slug\nversion = 1.0\n\n[options]\npy_modules = slug\ninstall_requires =\n    six\n\n[tool:pytest]\naddopts = -q\n";
+        let deps = "[metadata]\nname = slug\nversion = 1.1\ndescription = Slugs\n\n[options]\npy_modules = slug\ninstall_requires =\n    six\n    text-unidecode==1.3\n\n[options.extras_require]\ndev = pytest\n\n[flake8]\nmax-line-length = 100\n\n[tool:pytest]\naddopts = -q\n";
+        assert!(!changes_tests("setup.cfg", base, deps, &[]));
+        for new in [
+            "[metadata]\nname = slug\n\n[options]\npy_modules = slug\ninstall_requires =\n    six\n\n[tool:pytest]\naddopts = -q -p fakeplugin\n",
+            "[metadata]\nname = slug\n\n[options]\npy_modules = slug\ninstall_requires =\n    six\n\n[tool:pytest]\naddopts = -q\n\n[options.entry_points]\npytest11 =\n    fake = fakeplugin\n",
+            "[metadata]\nname = slug\n\n[options]\npy_modules = slug\ntest_suite = other\ninstall_requires =\n    six\n\n[tool:pytest]\naddopts = -q\n",
+            "no section = here\n",
+            "[metadata]\nthis line has no value\n",
+        ] {
+            assert!(changes_tests("setup.cfg", base, new, &[]), "{new}");
+        }
+    }
+}
