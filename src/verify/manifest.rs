@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 use super::shellwords::{split_list, words};
 
 /// The manifests [`changes_tests`] reads, by file name.
-pub const MANIFESTS: [&str; 3] = ["package.json", "setup.cfg", "pyproject.toml"];
+pub const MANIFESTS: [&str; 4] = ["package.json", "setup.cfg", "pyproject.toml", "setup.py"];
 
 /// Whether changing the manifest `path` from `old` to `new` changes how `checks` run their
 /// tests. Unknown files, and text that does not parse, do.
@@ -27,6 +27,7 @@ pub fn changes_tests(path: &str, old: &str, new: &str, checks: &[String]) -> boo
         "package.json" => package_json_changes_tests(old, new, checks),
         "setup.cfg" => setup_cfg_changes_tests(old, new),
         "pyproject.toml" => pyproject_changes_tests(old, new),
+        "setup.py" => plugin_lines(old) != plugin_lines(new),
         _ => true,
     }
 }
@@ -119,16 +120,29 @@ fn package_json_changes_tests(old: &str, new: &str, checks: &[String]) -> bool {
     false
 }
 
+/// A JSON object.
+type Object = Map<String, Value>;
+
+/// Two values of one field as objects, an absent one as `empty`; `None` when one is something
+/// else.
+fn objects<'a>(
+    old: Option<&'a Value>,
+    new: Option<&'a Value>,
+    empty: &'a Object,
+) -> Option<(&'a Object, &'a Object)> {
+    let object = |v: Option<&'a Value>| match v {
+        None => Some(empty),
+        Some(v) => v.as_object(),
+    };
+    Some((object(old)?, object(new)?))
+}
+
 /// Whether two `scripts` maps differ in a script the checks can reach (named by a check, run by
 /// the package manager around it or on install, or named by a reachable script).
 fn scripts_change_tests(old: Option<&Value>, new: Option<&Value>, checks: &[String]) -> bool {
     let empty = Map::new();
-    let (old, new) = match (old, new) {
-        (None | Some(Value::Object(_)), None | Some(Value::Object(_))) => (
-            old.and_then(Value::as_object).unwrap_or(&empty),
-            new.and_then(Value::as_object).unwrap_or(&empty),
-        ),
-        _ => return true,
+    let Some((old, new)) = objects(old, new, &empty) else {
+        return true;
     };
     let Some(named) = scripts_named_by(checks) else {
         return true;
@@ -251,12 +265,8 @@ fn scripts_named_by(checks: &[String]) -> Option<BTreeSet<String>> {
 /// than a version of the package from the registry.
 fn dependencies_change_tests(old: Option<&Value>, new: Option<&Value>) -> bool {
     let empty = Map::new();
-    let (old, new) = match (old, new) {
-        (None | Some(Value::Object(_)), None | Some(Value::Object(_))) => (
-            old.and_then(Value::as_object).unwrap_or(&empty),
-            new.and_then(Value::as_object).unwrap_or(&empty),
-        ),
-        _ => return true,
+    let Some((old, new)) = objects(old, new, &empty) else {
+        return true;
     };
     let from_the_registry = |spec: &Value| match spec {
         Value::String(s) => from_registry(s),
@@ -304,9 +314,12 @@ const PYPROJECT_CODE_TOOLS: [&str; 14] = [
     "maturin",
 ];
 
-/// Poetry's keys that name dependencies (read one by one) or describe the package.
+/// Poetry's keys that name dependencies (read one by one).
 const POETRY_DEPENDENCY_KEYS: [&str; 3] = ["dependencies", "dev-dependencies", "group"];
-const POETRY_DESCRIPTIVE_KEYS: [&str; 14] = [
+/// Poetry's keys that say what the package is and installs: its description, its files, its
+/// console scripts (a command the project gains is code, not a test runner's plugin).
+const POETRY_PACKAGE_KEYS: [&str; 15] = [
+    "scripts",
     "name",
     "version",
     "description",
@@ -431,7 +444,7 @@ fn poetry_changes_tests(old: Option<&toml::Value>, new: Option<&toml::Value>) ->
     };
     keys_of(a, b).into_iter().any(|k| {
         a.get(&k) != b.get(&k)
-            && !POETRY_DESCRIPTIVE_KEYS.contains(&k.as_str())
+            && !POETRY_PACKAGE_KEYS.contains(&k.as_str())
             && (!POETRY_DEPENDENCY_KEYS.contains(&k.as_str())
                 || poetry_dependencies_change_tests(a.get(&k), b.get(&k)))
     })
@@ -467,6 +480,18 @@ fn poetry_dependencies_change_tests(old: Option<&toml::Value>, new: Option<&toml
     }
 }
 
+/// The lines of a `setup.py` that name pytest's plugin entry point group (`pytest11`): a plugin
+/// registered there is loaded into every pytest run once the project is installed. `setup.py` is
+/// code, so the rest of a change to it (dependencies, commands, metadata) is not a test change; a
+/// registration that hides the group's name is not seen here (the witness replay, which takes the
+/// code back, and the reviewers are what remain).
+fn plugin_lines(text: &str) -> Vec<&str> {
+    text.lines()
+        .map(str::trim)
+        .filter(|line| line.contains("pytest11"))
+        .collect()
+}
+
 /// `setup.cfg` sections that say what the project is and what it installs (its metadata, its
 /// dependencies, which packages and data it ships) and the settings of tools that do not run
 /// tests.
@@ -485,6 +510,17 @@ const DESCRIPTIVE_SECTIONS: [&str; 13] = [
     "pydocstyle",
     "isort",
 ];
+
+/// Entry point groups that install commands.
+const CONSOLE_GROUPS: [&str; 2] = ["console_scripts", "gui_scripts"];
+
+/// The keys of two maps, each once, in order.
+fn keys_of_maps<'a>(
+    a: &'a BTreeMap<String, String>,
+    b: &'a BTreeMap<String, String>,
+) -> BTreeSet<&'a String> {
+    a.keys().chain(b.keys()).collect()
+}
 
 /// Keys of `setup.cfg`'s `[options]` that belong to the tests (setuptools' own `test` command).
 const TEST_OPTIONS: [&str; 2] = ["tests_require", "test_suite"];
@@ -507,10 +543,15 @@ fn setup_cfg_changes_tests(old: &str, new: &str) -> bool {
         {
             return false;
         }
-        if section == "options" {
-            return TEST_OPTIONS.iter().any(|k| a.get(*k) != b.get(*k));
+        match section.as_str() {
+            "options" => TEST_OPTIONS.iter().any(|k| a.get(*k) != b.get(*k)),
+            // The commands the project installs are code; any other group (`pytest11` loads a
+            // pytest plugin into every run) counts.
+            "options.entry_points" => keys_of_maps(a, b)
+                .into_iter()
+                .any(|k| !CONSOLE_GROUPS.contains(&k.as_str()) && a.get(k) != b.get(k)),
+            _ => true,
         }
-        true
     })
 }
 
@@ -660,6 +701,10 @@ mod tests {
         let poetry = "[tool.poetry]\nname = \"slug\"\nversion = \"1.0\"\n\n[tool.poetry.dependencies]\npython = \"^3.9\"\n";
         let poetry_add = "[tool.poetry]\nname = \"slug\"\nversion = \"1.0\"\n\n[tool.poetry.dependencies]\npython = \"^3.9\"\nrequests = {version = \"^2.31\", extras = [\"socks\"]}\n\n[tool.poetry.group.test.dependencies]\npytest = \"^8\"\n";
         assert!(!changes_tests("pyproject.toml", poetry, poetry_add, &[]));
+        let poetry_cli = format!("{poetry}\n[tool.poetry.scripts]\nslug = \"slug:main\"\n");
+        assert!(!changes_tests("pyproject.toml", poetry, &poetry_cli, &[]));
+        let project_cli = format!("{base}\n[project.scripts]\nslug = \"slug:main\"\n");
+        assert!(!changes_tests("pyproject.toml", base, &project_cli, &[]));
         for new in [
             // The runner's settings, a plugin loaded through them or an entry point.
             base.replace("addopts = \"-q\"", "addopts = \"-q -p fakeplugin\""),
@@ -685,10 +730,28 @@ mod tests {
     }
 
     #[test]
+    fn a_setup_py_change_counts_only_where_it_registers_a_pytest_plugin() {
+        let base = "from setuptools import setup\n\nsetup(name='slug', py_modules=['slug'])\n";
+        let deps = "from setuptools import setup\n\nsetup(\n    name='slug',\n    py_modules=['slug'],\n    install_requires=['text-unidecode==1.3'],\n    entry_points={'console_scripts': ['slug=slug:main']},\n)\n";
+        assert!(!changes_tests("setup.py", base, deps, &[]));
+        assert!(!changes_tests("setup.py", "", base, &[]));
+        let plugin = deps.replace(
+            "'console_scripts'",
+            "'pytest11': ['fake = fakeplugin'], 'console_scripts'",
+        );
+        assert!(changes_tests("setup.py", base, &plugin, &[]));
+        assert!(changes_tests("setup.py", &plugin, deps, &[]));
+    }
+
+    #[test]
     fn setup_cfg_dependencies_and_metadata_are_not_test_changes() {
         let base = "[metadata]\nname = slug\nversion = 1.0\n\n[options]\npy_modules = slug\ninstall_requires =\n    six\n\n[tool:pytest]\naddopts = -q\n";
         let deps = "[metadata]\nname = slug\nversion = 1.1\ndescription = Slugs\n\n[options]\npy_modules = slug\ninstall_requires =\n    six\n    text-unidecode==1.3\n\n[options.extras_require]\ndev = pytest\n\n[flake8]\nmax-line-length = 100\n\n[tool:pytest]\naddopts = -q\n";
         assert!(!changes_tests("setup.cfg", base, deps, &[]));
+        // A command the project gains.
+        let cli =
+            format!("{base}\n[options.entry_points]\nconsole_scripts =\n    slug = slug:main\n");
+        assert!(!changes_tests("setup.cfg", base, &cli, &[]));
         for new in [
             "[metadata]\nname = slug\n\n[options]\npy_modules = slug\ninstall_requires =\n    six\n\n[tool:pytest]\naddopts = -q -p fakeplugin\n",
             "[metadata]\nname = slug\n\n[options]\npy_modules = slug\ninstall_requires =\n    six\n\n[tool:pytest]\naddopts = -q\n\n[options.entry_points]\npytest11 =\n    fake = fakeplugin\n",

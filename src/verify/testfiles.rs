@@ -133,9 +133,10 @@ impl TestMatcher {
 }
 
 /// Files that change what the test runners collect or how they run, whatever their layout.
-const COLLECTION_FILES: [&str; 9] = [
+const COLLECTION_FILES: [&str; 10] = [
     "conftest.py",
     "pyproject.toml",
+    "setup.py",
     "sitecustomize.py",
     "usercustomize.py",
     "pytest.ini",
