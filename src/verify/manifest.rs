@@ -32,6 +32,57 @@ pub fn changes_tests(path: &str, old: &str, new: &str, checks: &[String]) -> boo
     }
 }
 
+/// Whether a `package.json` the work added where the base tree had none changes how `checks` run
+/// the base's tests. No base test ran through it (`npm test` could not run on the base), so
+/// putting the base back (removing it) restores no test: it only takes the project's manifest
+/// away, and an honest new node project would always stop. It counts when a script the checks
+/// reach cannot fail (`exit 0`, `node --test || true`: `verify::vacuous_check`) or a dependency
+/// is not the registry's package (a fake runner), or when it does not parse.
+pub fn added_package_json_changes_tests(new: &str, checks: &[String]) -> bool {
+    let Ok(Value::Object(new)) = serde_json::from_str::<Value>(new) else {
+        return true;
+    };
+    let empty = Map::new();
+    if DEPENDENCY_MAPS
+        .iter()
+        .any(|map| dependencies_change_tests(None, new.get(*map)))
+    {
+        return true;
+    }
+    let Some(scripts) = new.get("scripts").map_or(Some(&empty), Value::as_object) else {
+        return true;
+    };
+    let Some(reached) = scripts_named_by(checks).and_then(|named| reachable(scripts, &named))
+    else {
+        return true;
+    };
+    reached.iter().any(|name| {
+        scripts.get(name).is_some_and(|text| {
+            text.as_str().is_none_or(|text| {
+                super::vacuous_check(text).is_some() || runs_a_file_not_a_test(text, checks)
+            })
+        })
+    })
+}
+
+/// Extensions of the files a script runs directly (`node tools/run.js`, `sh ci/check.sh`).
+const SCRIPT_EXTENSIONS: [&str; 8] = [".js", ".mjs", ".cjs", ".ts", ".mts", ".cts", ".sh", ".py"];
+
+/// Whether a script runs a file of the tree that is not a test by its layout or by a check's
+/// naming (`node tools/run.js`: the work's own runner, which could print a pass whatever the
+/// code does; `node test.js`, `node test/all.mjs` are tests).
+fn runs_a_file_not_a_test(script: &str, checks: &[String]) -> bool {
+    split_list(script).iter().any(|(_, command, _)| {
+        words(command).iter().any(|word| {
+            let path = word.trim_start_matches("./");
+            !path.starts_with('-')
+                && !path.contains('=')
+                && SCRIPT_EXTENSIONS.iter().any(|ext| path.ends_with(ext))
+                && !super::testfiles::looks_like_test(path, checks)
+        })
+    })
+}
+
 /// `package.json` fields that describe the package and change nothing about how its code or its
 /// tests run.
 const DESCRIPTIVE_FIELDS: [&str; 19] = [
@@ -178,7 +229,9 @@ fn reachable(scripts: &Map<String, Value>, named: &BTreeSet<String>) -> Option<B
             continue;
         };
         let text = text.as_str()?;
-        if text.contains('*') || text.contains('$') {
+        // A name built at run time may be any script; a glob (`run-s test:*`) is a pattern
+        // runner's, below.
+        if text.contains('$') {
             return None;
         }
         let tokens: Vec<&str> = text
@@ -666,6 +719,34 @@ mod tests {
         // yarn and pnpm run a script named by an unknown command.
         let yarn = vec!["yarn lint".to_owned()];
         assert!(changes_tests("package.json", base, lint, &yarn));
+    }
+
+    #[test]
+    fn an_added_package_json_counts_only_when_its_test_script_cannot_fail() {
+        let npm = vec!["npm test".to_owned()];
+        let honest = r#"{"name": "wc", "bin": {"wc": "cli.js"}, "scripts": {"test": "node --test", "lint": "exit 0"}, "devDependencies": {"mocha": "^10"}}"#;
+        assert!(!added_package_json_changes_tests(honest, &npm));
+        for runs in [
+            "node test.js",
+            "node test/all.mjs",
+            "mocha 'test/**/*.spec.js'",
+            "node --test",
+        ] {
+            let new = format!(r#"{{"scripts": {{"test": "{runs}"}}}}"#);
+            assert!(!added_package_json_changes_tests(&new, &npm), "{runs}");
+        }
+        for new in [
+            r#"{"name": "wc", "scripts": {"test": "exit 0"}}"#,
+            r#"{"name": "wc", "scripts": {"test": "node --test || true"}}"#,
+            r#"{"name": "wc", "scripts": {"pretest": "node build.js", "test": "npm run unit", "unit": "echo ok"}}"#,
+            r#"{"name": "wc", "scripts": {"test": "mocha"}, "devDependencies": {"mocha": "file:./fake"}}"#,
+            r#"{"name": "wc", "scripts": {"test": 1}}"#,
+            r#"{"name": "wc", "scripts": {"test": "node tools/run.js"}}"#,
+            r#"{"name": "wc", "scripts": {"test": "sh ./ci.sh && node --test"}}"#,
+            "not json",
+        ] {
+            assert!(added_package_json_changes_tests(new, &npm), "{new}");
+        }
     }
 
     #[test]

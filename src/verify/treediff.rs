@@ -301,7 +301,7 @@ impl Comparison {
         let mut out = TestChanges::default();
         for (rel, change) in &self.changes {
             let restorable = (testfiles::configures_tests(rel, checks)
-                && self.manifest_changes_tests(rel, checks))
+                && self.manifest_changes_tests(rel, *change, checks))
                 || match change {
                     Change::Added => testfiles::shadows_tests(rel, &self.base_paths, &matcher),
                     Change::Modified | Change::Deleted => matcher.is_test(rel),
@@ -321,11 +321,15 @@ impl Comparison {
     /// Whether a file that configures test collection, changed, added or deleted, changes how
     /// the tests run: a manifest whose change is only the project's dependencies or description
     /// does not (`verify::manifest`, an absent side read as empty); any other such file does.
-    fn manifest_changes_tests(&self, rel: &str, checks: &[String]) -> bool {
-        if !manifest::MANIFESTS.contains(&rel.rsplit('/').next().unwrap_or(rel)) {
+    fn manifest_changes_tests(&self, rel: &str, change: Change, checks: &[String]) -> bool {
+        let name = rel.rsplit('/').next().unwrap_or(rel);
+        if !manifest::MANIFESTS.contains(&name) {
             return true;
         }
         let (old, new) = self.texts(rel);
+        if change == Change::Added && name == "package.json" {
+            return manifest::added_package_json_changes_tests(&new, checks);
+        }
         manifest::changes_tests(rel, &old, &new, checks)
     }
 
@@ -613,8 +617,8 @@ mod tests {
         assert_eq!(changes.all().len(), 4);
 
         // A manifest's change is a test change by what changed in it: a dependency from the
-        // registry is not (`npm install --save`), the script `npm test` runs is; an added
-        // manifest always is.
+        // registry is not (`npm install --save`), the script `npm test` runs is; a package.json
+        // added where the base had none is when its test script cannot fail.
         let npm = ["npm test".to_owned()];
         let before = r#"{"name": "a", "scripts": {"test": "node --test"}}"#;
         both(
@@ -628,10 +632,16 @@ mod tests {
             r#"{"name": "a", "scripts": {"test": "node --test test/one.test.js"}}"#,
         );
         added("new/package.json", before);
+        added("vacuous/package.json", r#"{"scripts": {"test": "exit 0"}}"#);
         let changes = Comparison::of_dirs(base.path(), work.path()).test_changes(&npm);
         assert!(!changes.restorable.contains(&"app/package.json".to_owned()));
         assert!(changes.restorable.contains(&"lib/package.json".to_owned()));
-        assert!(changes.restorable.contains(&"new/package.json".to_owned()));
+        assert!(!changes.restorable.contains(&"new/package.json".to_owned()));
+        assert!(
+            changes
+                .restorable
+                .contains(&"vacuous/package.json".to_owned())
+        );
     }
 
     /// The base read from git: a changed test is found, its diff shown, a symlink shown by its
