@@ -68,16 +68,32 @@ pub fn added_package_json_changes_tests(new: &str, checks: &[String]) -> bool {
 /// Extensions of the files a script runs directly (`node tools/run.js`, `sh ci/check.sh`).
 const SCRIPT_EXTENSIONS: [&str; 8] = [".js", ".mjs", ".cjs", ".ts", ".mts", ".cts", ".sh", ".py"];
 
+/// Interpreters whose first argument (options skipped) is the program they run.
+const INTERPRETERS: [&str; 9] = [
+    "node", "sh", "bash", "python", "python3", "tsx", "ts-node", "bun", "deno",
+];
+
 /// Whether a script runs a file of the tree that is not a test by its layout or by a check's
-/// naming (`node tools/run.js`: the work's own runner, which could print a pass whatever the
-/// code does; `node test.js`, `node test/all.mjs` are tests).
+/// naming, as its program (`node tools/run.js`, `./ci/check.sh`: the work's own runner, which
+/// could print a pass whatever the code does; `node test.js`, `node test/all.mjs` are tests, and
+/// a file given to a runner as an option's value, `jest --config jest.config.js`, is not run).
 fn runs_a_file_not_a_test(script: &str, checks: &[String]) -> bool {
     split_list(script).iter().any(|(_, command, _)| {
-        words(command).iter().any(|word| {
+        let words = words(command);
+        let Some(first) = words.first() else {
+            return false;
+        };
+        let tool = first.rsplit('/').next().unwrap_or(first);
+        let program = if INTERPRETERS.contains(&tool) {
+            words[1..]
+                .iter()
+                .find(|w| !w.starts_with('-') && w.as_str() != "run")
+        } else {
+            Some(first)
+        };
+        program.is_some_and(|word| {
             let path = word.trim_start_matches("./");
-            !path.starts_with('-')
-                && !path.contains('=')
-                && SCRIPT_EXTENSIONS.iter().any(|ext| path.ends_with(ext))
+            (path.contains('/') || SCRIPT_EXTENSIONS.iter().any(|ext| path.ends_with(ext)))
                 && !super::testfiles::looks_like_test(path, checks)
         })
     })

@@ -86,6 +86,9 @@ fn an_added_package_json_counts_only_when_its_test_script_cannot_fail() {
         "node test/all.mjs",
         "mocha 'test/**/*.spec.js'",
         "node --test",
+        "jest --config jest.config.js",
+        "mocha --require ./setup.js",
+        "node --test --experimental-test-coverage",
     ] {
         let new = format!(r#"{{"scripts": {{"test": "{runs}"}}}}"#);
         assert!(!added_package_json_changes_tests(&new, &npm), "{runs}");
@@ -98,6 +101,8 @@ fn an_added_package_json_counts_only_when_its_test_script_cannot_fail() {
         r#"{"name": "wc", "scripts": {"test": 1}}"#,
         r#"{"name": "wc", "scripts": {"test": "node tools/run.js"}}"#,
         r#"{"name": "wc", "scripts": {"test": "sh ./ci.sh && node --test"}}"#,
+        r#"{"name": "wc", "scripts": {"test": "./tools/run"}}"#,
+        r#"{"name": "wc", "scripts": {"test": "node --no-warnings tools/run.mjs"}}"#,
         "not json",
     ] {
         assert!(added_package_json_changes_tests(new, &npm), "{new}");
