@@ -1,6 +1,6 @@
 //! Manifests that hold a project's dependencies beside its test configuration (`package.json`,
-//! `setup.cfg`): whether a change to one changes how the tests run, or only what the project
-//! depends on and says about itself.
+//! `setup.cfg`, `pyproject.toml`, `setup.py`): whether a change to one changes how the tests
+//! run, or only what the project depends on and says about itself.
 //!
 //! Such a file configures test collection by its name (`testfiles::configures_tests`), so a
 //! change to it is put back to the base for the replay of the base tests against the result's
@@ -9,7 +9,9 @@
 //! change would stop for a person. [`changes_tests`] tells the two apart by the file's content,
 //! and answers yes whenever it cannot: a file that does not parse, a part it does not know, a
 //! dependency that is not fetched from the registry by name and version (an alias, a path, a git
-//! or tarball URL could put another package, a fake test runner say, in a real one's place).
+//! or tarball URL could put another package, a fake test runner say, in a real one's place). A
+//! `package.json` added where the base had none is read on its own
+//! ([`added_package_json_changes_tests`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -36,8 +38,10 @@ pub fn changes_tests(path: &str, old: &str, new: &str, checks: &[String]) -> boo
 /// the base's tests. No base test ran through it (`npm test` could not run on the base), so
 /// putting the base back (removing it) restores no test: it only takes the project's manifest
 /// away, and an honest new node project would always stop. It counts when a script the checks
-/// reach cannot fail (`exit 0`, `node --test || true`: `verify::vacuous_check`) or a dependency
-/// is not the registry's package (a fake runner), or when it does not parse.
+/// reach cannot fail (`exit 0`, `node --test || true`: `verify::vacuous_check`) or runs as its
+/// program a file that is not a test (the witness takes such a file away with the code, so only
+/// here can a runner that prints a pass be seen), when a dependency is not the registry's
+/// package (a fake runner), or when it does not parse.
 pub fn added_package_json_changes_tests(new: &str, checks: &[String]) -> bool {
     let Ok(Value::Object(new)) = serde_json::from_str::<Value>(new) else {
         return true;
@@ -79,7 +83,11 @@ const INTERPRETERS: [&str; 9] = [
 /// a file given to a runner as an option's value, `jest --config jest.config.js`, is not run).
 fn runs_a_file_not_a_test(script: &str, checks: &[String]) -> bool {
     split_list(script).iter().any(|(_, command, _)| {
-        let words = words(command);
+        // Assignments and `env` before the program (`NODE_ENV=test node run.js`) run nothing.
+        let words: Vec<String> = words(command)
+            .into_iter()
+            .skip_while(|w| w == "env" || (w.contains('=') && !w.starts_with('-')))
+            .collect();
         let Some(first) = words.first() else {
             return false;
         };

@@ -89,6 +89,7 @@ fn an_added_package_json_counts_only_when_its_test_script_cannot_fail() {
         "jest --config jest.config.js",
         "mocha --require ./setup.js",
         "node --test --experimental-test-coverage",
+        "NODE_ENV=test node --test",
     ] {
         let new = format!(r#"{{"scripts": {{"test": "{runs}"}}}}"#);
         assert!(!added_package_json_changes_tests(&new, &npm), "{runs}");
@@ -102,6 +103,7 @@ fn an_added_package_json_counts_only_when_its_test_script_cannot_fail() {
         r#"{"name": "wc", "scripts": {"test": "node tools/run.js"}}"#,
         r#"{"name": "wc", "scripts": {"test": "sh ./ci.sh && node --test"}}"#,
         r#"{"name": "wc", "scripts": {"test": "./tools/run"}}"#,
+        r#"{"name": "wc", "scripts": {"test": "NODE_ENV=test env CI=1 node tools/run.js"}}"#,
         r#"{"name": "wc", "scripts": {"test": "node --no-warnings tools/run.mjs"}}"#,
         "not json",
     ] {
