@@ -11,7 +11,7 @@
 //! dependency that is not fetched from the registry by name and version (an alias, a path, a git
 //! or tarball URL could put another package, a fake test runner say, in a real one's place). A
 //! `package.json` added where the base had none is read on its own
-//! ([`added_package_json_changes_tests`]).
+//! (`added_package_json_changes_tests`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -19,17 +19,19 @@ use serde_json::{Map, Value};
 
 use super::shellwords::{split_list, words};
 
-/// The manifests [`changes_tests`] reads, by file name.
-pub const MANIFESTS: [&str; 4] = ["package.json", "setup.cfg", "pyproject.toml", "setup.py"];
-
-/// Whether changing the manifest `path` from `old` to `new` changes how `checks` run their
-/// tests. Unknown files, and text that does not parse, do.
-pub fn changes_tests(path: &str, old: &str, new: &str, checks: &[String]) -> bool {
+/// Whether changing the file `path` from `old` (`None`: the base tree has no such file) to `new`
+/// (empty when deleted) changes how `checks` run their tests. Files other than the manifests
+/// read here, and text that does not parse, do.
+pub fn changes_tests(path: &str, old: Option<&str>, new: &str, checks: &[String]) -> bool {
+    let base = old.unwrap_or_default();
     match path.rsplit('/').next().unwrap_or(path) {
-        "package.json" => package_json_changes_tests(old, new, checks),
-        "setup.cfg" => setup_cfg_changes_tests(old, new),
-        "pyproject.toml" => pyproject_changes_tests(old, new),
-        "setup.py" => plugin_lines(old) != plugin_lines(new),
+        "package.json" => match old {
+            None => added_package_json_changes_tests(new, checks),
+            Some(old) => package_json_changes_tests(old, new, checks),
+        },
+        "setup.cfg" => setup_cfg_changes_tests(base, new),
+        "pyproject.toml" => pyproject_changes_tests(base, new),
+        "setup.py" => plugin_lines(base) != plugin_lines(new),
         _ => true,
     }
 }
@@ -42,7 +44,7 @@ pub fn changes_tests(path: &str, old: &str, new: &str, checks: &[String]) -> boo
 /// program a file that is not a test (the witness takes such a file away with the code, so only
 /// here can a runner that prints a pass be seen), when a dependency is not the registry's
 /// package (a fake runner), or when it does not parse.
-pub fn added_package_json_changes_tests(new: &str, checks: &[String]) -> bool {
+fn added_package_json_changes_tests(new: &str, checks: &[String]) -> bool {
     let Ok(Value::Object(new)) = serde_json::from_str::<Value>(new) else {
         return true;
     };
@@ -283,12 +285,6 @@ const PACKAGE_MANAGERS: [&str; 4] = ["npm", "yarn", "pnpm", "bun"];
 /// npm's commands that run a script of the same name.
 const NPM_SCRIPT_COMMANDS: [&str; 4] = ["start", "stop", "restart", "test"];
 
-/// npm's commands that run no script of the package (installs run the lifecycle scripts, which
-/// are always reachable).
-const NPM_OTHER_COMMANDS: [&str; 12] = [
-    "ci", "install", "i", "add", "exec", "x", "ls", "list", "pack", "rebuild", "version", "view",
-];
-
 /// Options of the package managers that take the next word as their value.
 const VALUE_OPTIONS: [&str; 6] = ["--prefix", "-C", "--dir", "--cwd", "--filter", "-w"];
 
@@ -322,9 +318,9 @@ fn scripts_named_by(checks: &[String]) -> Option<BTreeSet<String>> {
                     },
                     ("npm", Some("t" | "tst")) => "test",
                     ("npm", Some(c)) if NPM_SCRIPT_COMMANDS.contains(&c) => c,
-                    ("npm", Some(c)) if NPM_OTHER_COMMANDS.contains(&c) => continue,
-                    // Any other npm command runs no script; yarn, pnpm and bun run a script
-                    // named by an unknown command, so the word counts as a script name.
+                    // Any other npm command runs no script of the package (`npm ci`, `npm
+                    // install` run the lifecycle scripts, always reachable); yarn, pnpm and bun
+                    // run a script named by an unknown command, so the word counts as one.
                     ("npm", Some(_)) => continue,
                     (_, Some(c)) => c,
                 };

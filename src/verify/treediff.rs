@@ -320,17 +320,12 @@ impl Comparison {
 
     /// Whether a file that configures test collection, changed, added or deleted, changes how
     /// the tests run: a manifest whose change is only the project's dependencies or description
-    /// does not (`verify::manifest`, an absent side read as empty); any other such file does.
+    /// does not (`verify::manifest`, told when the base has no such file); any other such file
+    /// does.
     fn manifest_changes_tests(&self, rel: &str, change: Change, checks: &[String]) -> bool {
-        let name = rel.rsplit('/').next().unwrap_or(rel);
-        if !manifest::MANIFESTS.contains(&name) {
-            return true;
-        }
         let (old, new) = self.texts(rel);
-        if change == Change::Added && name == "package.json" {
-            return manifest::added_package_json_changes_tests(&new, checks);
-        }
-        manifest::changes_tests(rel, &old, &new, checks)
+        let old = (change != Change::Added).then_some(old.as_str());
+        manifest::changes_tests(rel, old, &new, checks)
     }
 
     /// The text of `rel` in the base and in the work tree (empty when absent).

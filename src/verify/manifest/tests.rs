@@ -14,11 +14,21 @@ fn npm_test() -> Vec<String> {
 fn a_dependency_from_the_registry_is_not_a_test_change() {
     // What `npm install --save is-number@7.0.0` writes: reformatted, a new map, a version.
     let added = "{\n  \"name\": \"numfmt\",\n  \"version\": \"1.0.1\",\n  \"scripts\": {\n    \"test\": \"node --test\"\n  },\n  \"dependencies\": {\n    \"is-number\": \"^7.0.0\"\n  }\n}\n";
-    assert!(!changes_tests("package.json", BASE, added, &npm_test()));
+    assert!(!changes_tests(
+        "package.json",
+        Some(BASE),
+        added,
+        &npm_test()
+    ));
     let dev = r#"{"name": "numfmt", "scripts": {"test": "node --test", "build": "tsc"}, "devDependencies": {"@types/node": "20.x", "mocha": ">=9 <11"}, "description": "now described"}"#;
-    assert!(!changes_tests("package.json", BASE, dev, &npm_test()));
+    assert!(!changes_tests("package.json", Some(BASE), dev, &npm_test()));
     // Removing a dependency makes nothing pass.
-    assert!(!changes_tests("package.json", added, BASE, &npm_test()));
+    assert!(!changes_tests(
+        "package.json",
+        Some(added),
+        BASE,
+        &npm_test()
+    ));
 }
 
 #[test]
@@ -38,13 +48,18 @@ fn a_dependency_that_is_not_the_registrys_package_is_a_test_change() {
             r#"{{"name": "numfmt", "scripts": {{"test": "node --test"}}, "devDependencies": {{"mocha": "{spec}"}}}}"#
         );
         assert!(
-            changes_tests("package.json", BASE, &new, &npm_test()),
+            changes_tests("package.json", Some(BASE), &new, &npm_test()),
             "{spec}"
         );
     }
     let not_a_map =
         r#"{"name": "numfmt", "scripts": {"test": "node --test"}, "dependencies": "x"}"#;
-    assert!(changes_tests("package.json", BASE, not_a_map, &npm_test()));
+    assert!(changes_tests(
+        "package.json",
+        Some(BASE),
+        not_a_map,
+        &npm_test()
+    ));
 }
 
 #[test]
@@ -53,7 +68,7 @@ fn a_script_the_checks_reach_is_a_test_change_and_another_is_not() {
     let base = r#"{"scripts": {"test:unit": "npm run build && mocha", "build": "tsc", "lint": "eslint ."}}"#;
     // `lint` is not reached from `test:unit`.
     let lint = r#"{"scripts": {"test:unit": "npm run build && mocha", "build": "tsc", "lint": "eslint src"}}"#;
-    assert!(!changes_tests("package.json", base, lint, &checks));
+    assert!(!changes_tests("package.json", Some(base), lint, &checks));
     // `build` is, through `test:unit`; so are its `pre` script and the install hooks.
     for new in [
         r#"{"scripts": {"test:unit": "npm run build && mocha", "build": "true", "lint": "eslint ."}}"#,
@@ -61,19 +76,22 @@ fn a_script_the_checks_reach_is_a_test_change_and_another_is_not() {
         r#"{"scripts": {"test:unit": "npm run build && mocha", "prebuild": "cp x y", "build": "tsc", "lint": "eslint ."}}"#,
         r#"{"scripts": {"test:unit": "npm run build && mocha", "build": "tsc", "lint": "eslint .", "postinstall": "node fix.js"}}"#,
     ] {
-        assert!(changes_tests("package.json", base, new, &checks), "{new}");
+        assert!(
+            changes_tests("package.json", Some(base), new, &checks),
+            "{new}"
+        );
     }
     // Runners by pattern, and a script name a check does not spell out, reach everything.
     let all =
         r#"{"scripts": {"test:unit": "run-s build test:*", "build": "tsc", "lint": "eslint ."}}"#;
     let all_lint =
         r#"{"scripts": {"test:unit": "run-s build test:*", "build": "tsc", "lint": "eslint src"}}"#;
-    assert!(changes_tests("package.json", all, all_lint, &checks));
+    assert!(changes_tests("package.json", Some(all), all_lint, &checks));
     let unknown = vec!["npm run \"$SCRIPT\"".to_owned()];
-    assert!(changes_tests("package.json", base, lint, &unknown));
+    assert!(changes_tests("package.json", Some(base), lint, &unknown));
     // yarn and pnpm run a script named by an unknown command.
     let yarn = vec!["yarn lint".to_owned()];
-    assert!(changes_tests("package.json", base, lint, &yarn));
+    assert!(changes_tests("package.json", Some(base), lint, &yarn));
 }
 
 #[test]
@@ -121,11 +139,11 @@ fn runner_configuration_and_unknown_fields_are_test_changes() {
         "{ not json",
     ] {
         assert!(
-            changes_tests("package.json", BASE, new, &npm_test()),
+            changes_tests("package.json", Some(BASE), new, &npm_test()),
             "{new}"
         );
     }
-    assert!(changes_tests("other.json", BASE, BASE, &npm_test()));
+    assert!(changes_tests("other.json", Some(BASE), BASE, &npm_test()));
 }
 
 #[test]
@@ -133,21 +151,36 @@ fn pyproject_dependencies_and_tool_settings_are_not_test_changes() {
     let base = "[build-system]\nrequires = [\"setuptools>=61\"]\nbuild-backend = \"setuptools.build_meta\"\n\n[project]\nname = \"slug\"\nversion = \"1.0\"\ndependencies = [\"six==1.16.0\"]\n\n[tool.pytest.ini_options]\naddopts = \"-q\"\n";
     // `uv add text-unidecode`, `uv add --dev pytest`, a version, a linter's settings.
     let honest = "[build-system]\nrequires = [\"setuptools>=68\"]\nbuild-backend = \"setuptools.build_meta\"\n\n[project]\nname = \"slug\"\nversion = \"1.1\"\ndescription = \"Slugs\"\ndependencies = [\"six==1.16.0\", \"text-unidecode>=1.3; python_version >= '3.8'\"]\n\n[dependency-groups]\ndev = [\"pytest>=8\"]\n\n[tool.ruff]\nline-length = 100\n\n[tool.pytest.ini_options]\naddopts = \"-q\"\n";
-    assert!(!changes_tests("pyproject.toml", base, honest, &[]));
+    assert!(!changes_tests("pyproject.toml", Some(base), honest, &[]));
     // A new project's manifest without test settings.
     assert!(!changes_tests(
         "pyproject.toml",
-        "",
+        None,
         base.split("[tool").next().unwrap(),
         &[]
     ));
     let poetry = "[tool.poetry]\nname = \"slug\"\nversion = \"1.0\"\n\n[tool.poetry.dependencies]\npython = \"^3.9\"\n";
     let poetry_add = "[tool.poetry]\nname = \"slug\"\nversion = \"1.0\"\n\n[tool.poetry.dependencies]\npython = \"^3.9\"\nrequests = {version = \"^2.31\", extras = [\"socks\"]}\n\n[tool.poetry.group.test.dependencies]\npytest = \"^8\"\n";
-    assert!(!changes_tests("pyproject.toml", poetry, poetry_add, &[]));
+    assert!(!changes_tests(
+        "pyproject.toml",
+        Some(poetry),
+        poetry_add,
+        &[]
+    ));
     let poetry_cli = format!("{poetry}\n[tool.poetry.scripts]\nslug = \"slug:main\"\n");
-    assert!(!changes_tests("pyproject.toml", poetry, &poetry_cli, &[]));
+    assert!(!changes_tests(
+        "pyproject.toml",
+        Some(poetry),
+        &poetry_cli,
+        &[]
+    ));
     let project_cli = format!("{base}\n[project.scripts]\nslug = \"slug:main\"\n");
-    assert!(!changes_tests("pyproject.toml", base, &project_cli, &[]));
+    assert!(!changes_tests(
+        "pyproject.toml",
+        Some(base),
+        &project_cli,
+        &[]
+    ));
     for new in [
         // The runner's settings, a plugin loaded through them or an entry point.
         base.replace("addopts = \"-q\"", "addopts = \"-q -p fakeplugin\""),
@@ -162,37 +195,50 @@ fn pyproject_dependencies_and_tool_settings_are_not_test_changes() {
         format!("{base}\n[tool.uv.sources]\npytest = {{ path = \"vendor/pytest\" }}\n"),
         "not = [toml".to_owned(),
     ] {
-        assert!(changes_tests("pyproject.toml", base, &new, &[]), "{new}");
+        assert!(
+            changes_tests("pyproject.toml", Some(base), &new, &[]),
+            "{new}"
+        );
     }
     let poetry_path = poetry_add.replace("pytest = \"^8\"", "pytest = {path = \"vendor/pytest\"}");
-    assert!(changes_tests("pyproject.toml", poetry, &poetry_path, &[]));
+    assert!(changes_tests(
+        "pyproject.toml",
+        Some(poetry),
+        &poetry_path,
+        &[]
+    ));
     let poetry_plugin =
         format!("{poetry}\n[tool.poetry.plugins.pytest11]\nfake = \"fakeplugin\"\n");
-    assert!(changes_tests("pyproject.toml", poetry, &poetry_plugin, &[]));
+    assert!(changes_tests(
+        "pyproject.toml",
+        Some(poetry),
+        &poetry_plugin,
+        &[]
+    ));
 }
 
 #[test]
 fn a_setup_py_change_counts_only_where_it_registers_a_pytest_plugin() {
     let base = "from setuptools import setup\n\nsetup(name='slug', py_modules=['slug'])\n";
     let deps = "from setuptools import setup\n\nsetup(\n    name='slug',\n    py_modules=['slug'],\n    install_requires=['text-unidecode==1.3'],\n    entry_points={'console_scripts': ['slug=slug:main']},\n)\n";
-    assert!(!changes_tests("setup.py", base, deps, &[]));
-    assert!(!changes_tests("setup.py", "", base, &[]));
+    assert!(!changes_tests("setup.py", Some(base), deps, &[]));
+    assert!(!changes_tests("setup.py", None, base, &[]));
     let plugin = deps.replace(
         "'console_scripts'",
         "'pytest11': ['fake = fakeplugin'], 'console_scripts'",
     );
-    assert!(changes_tests("setup.py", base, &plugin, &[]));
-    assert!(changes_tests("setup.py", &plugin, deps, &[]));
+    assert!(changes_tests("setup.py", Some(base), &plugin, &[]));
+    assert!(changes_tests("setup.py", Some(&plugin), deps, &[]));
 }
 
 #[test]
 fn setup_cfg_dependencies_and_metadata_are_not_test_changes() {
     let base = "[metadata]\nname = slug\nversion = 1.0\n\n[options]\npy_modules = slug\ninstall_requires =\n    six\n\n[tool:pytest]\naddopts = -q\n";
     let deps = "[metadata]\nname = slug\nversion = 1.1\ndescription = Slugs\n\n[options]\npy_modules = slug\ninstall_requires =\n    six\n    text-unidecode==1.3\n\n[options.extras_require]\ndev = pytest\n\n[flake8]\nmax-line-length = 100\n\n[tool:pytest]\naddopts = -q\n";
-    assert!(!changes_tests("setup.cfg", base, deps, &[]));
+    assert!(!changes_tests("setup.cfg", Some(base), deps, &[]));
     // A command the project gains.
     let cli = format!("{base}\n[options.entry_points]\nconsole_scripts =\n    slug = slug:main\n");
-    assert!(!changes_tests("setup.cfg", base, &cli, &[]));
+    assert!(!changes_tests("setup.cfg", Some(base), &cli, &[]));
     for new in [
         "[metadata]\nname = slug\n\n[options]\npy_modules = slug\ninstall_requires =\n    six\n\n[tool:pytest]\naddopts = -q -p fakeplugin\n",
         "[metadata]\nname = slug\n\n[options]\npy_modules = slug\ninstall_requires =\n    six\n\n[tool:pytest]\naddopts = -q\n\n[options.entry_points]\npytest11 =\n    fake = fakeplugin\n",
@@ -200,6 +246,6 @@ fn setup_cfg_dependencies_and_metadata_are_not_test_changes() {
         "no section = here\n",
         "[metadata]\nthis line has no value\n",
     ] {
-        assert!(changes_tests("setup.cfg", base, new, &[]), "{new}");
+        assert!(changes_tests("setup.cfg", Some(base), new, &[]), "{new}");
     }
 }
