@@ -464,7 +464,9 @@ impl BatchRoom {
                 .collect(),
             cwd: self.tree.clone(),
             stdin: StdinSource::Null,
-            stdio: StdioMode::Captured { limit: 1 << 20 },
+            stdio: StdioMode::Captured {
+                limit: CAPTURE_LIMIT,
+            },
             timeout: Some(self.timeout),
             room: self.room.clone(),
         };
@@ -495,6 +497,9 @@ impl BatchRoom {
     }
 }
 
+/// How much of each of a replayed command's streams is kept.
+const CAPTURE_LIMIT: usize = 1 << 20;
+
 /// Runs one command of a batch and keeps what the replay reports of it.
 async fn launch_one(spec: LaunchSpec, command: String) -> Result<Replayed, ReplayError> {
     let started = Instant::now();
@@ -505,13 +510,14 @@ async fn launch_one(spec: LaunchSpec, command: String) -> Result<Replayed, Repla
             command: command.clone(),
             source,
         })?;
+    let whole = finished.stdout.len() < CAPTURE_LIMIT && finished.stderr.len() < CAPTURE_LIMIT;
     let mut output = String::from_utf8_lossy(&finished.stdout).into_owned();
     output.push_str(&String::from_utf8_lossy(&finished.stderr));
     Ok(Replayed {
+        tests: crate::verify::testcount::tally_check(&command, &output, whole),
         command,
         exit: finished.exit,
         output_tail: tail(&output, 2000),
-        tests: crate::verify::testcount::tally(&output),
         test_ids: crate::verify::testids::collect(&output, &root),
         duration_ms: started.elapsed().as_millis() as u64,
         receipt: finished.receipt,

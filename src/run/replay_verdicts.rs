@@ -228,17 +228,17 @@ pub fn prepare_through(state: &RunState, last: Option<usize>) -> Vec<PrepareStep
         .unwrap_or_default()
 }
 
-/// Whether a replay passed: exit 0, and its runner did not say that no test ran.
+/// Whether a replay passed: exit 0, and its runner neither said that no test ran nor stopped
+/// before its end.
 pub fn passed(r: &ReplayResult) -> bool {
-    r.passed && !r.tests.none_ran()
+    r.passed && !r.tests.shows_nothing()
 }
 
 /// Why a replay did not pass.
 pub fn failure(r: &ReplayResult) -> String {
-    if r.passed && r.tests.none_ran() {
-        crate::verify::NO_TEST_RAN.to_owned()
-    } else {
-        r.detail.clone()
+    match r.tests.why_nothing() {
+        Some(why) if r.passed => why.to_owned(),
+        _ => r.detail.clone(),
     }
 }
 

@@ -85,7 +85,7 @@ pub fn candidates(state: &RunState) -> Vec<String> {
         .filter(|c| {
             v.final_checks
                 .get(c)
-                .is_some_and(|f| f.passed && !f.tests.none_ran())
+                .is_some_and(|f| f.passed && !f.tests.shows_nothing())
         })
         .collect()
 }

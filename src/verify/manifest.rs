@@ -1,6 +1,6 @@
 //! Manifests that hold a project's dependencies beside its test configuration (`package.json`,
-//! `setup.cfg`, `pyproject.toml`, `setup.py`): whether a change to one changes how the tests
-//! run, or only what the project depends on and says about itself.
+//! `setup.cfg`, `pyproject.toml`, `setup.py`, `Makefile`, `.npmrc`): whether a change to one
+//! changes how the tests run, or only what the project depends on and how it builds.
 //!
 //! Such a file configures test collection by its name (`testfiles::configures_tests`), so a
 //! change to it is put back to the base for the replay of the base tests against the result's
@@ -11,13 +11,17 @@
 //! dependency that is not fetched from the registry by name and version (an alias, a path, a git
 //! or tarball URL could put another package, a fake test runner say, in a real one's place). A
 //! `package.json` added where the base had none is read on its own
-//! (`added_package_json_changes_tests`).
+//! (`added_package_json_changes_tests`). A `Makefile`'s recipes are how `make test` runs the
+//! tests and its variables how the code builds (`make`); an `.npmrc`'s settings are where
+//! packages come from unless they change how node or a script runs.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
 use super::shellwords::{split_list, words};
+
+mod make;
 
 /// Whether changing the file `path` from `old` (`None`: the base tree has no such file) to `new`
 /// (empty when deleted) changes how `checks` run their tests. Files other than the manifests
@@ -32,8 +36,66 @@ pub fn changes_tests(path: &str, old: Option<&str>, new: &str, checks: &[String]
         "setup.cfg" => setup_cfg_changes_tests(base, new),
         "pyproject.toml" => pyproject_changes_tests(base, new),
         "setup.py" => plugin_lines(base) != plugin_lines(new),
+        "Makefile" | "makefile" | "GNUmakefile" => make::changes_tests(old, new, checks),
+        ".npmrc" => npmrc_changes_tests(base, new),
         _ => true,
     }
+}
+
+/// `.npmrc` settings that say where packages come from and how the lockfile and the output look:
+/// the registry and its credentials (`registry`, `@scope:registry`, `//host/:_authToken`), the
+/// cache, saving, peer dependencies, audit and funding messages. Any other setting counts
+/// (`node-options` loads code into every node a script starts; `script-shell`,
+/// `ignore-scripts` change what a script does).
+const NPMRC_DEPENDENCY_KEYS: [&str; 24] = [
+    "registry",
+    "cache",
+    "save",
+    "save-exact",
+    "save-prefix",
+    "package-lock",
+    "lockfile-version",
+    "legacy-peer-deps",
+    "strict-peer-deps",
+    "auto-install-peers",
+    "engine-strict",
+    "fund",
+    "audit",
+    "audit-level",
+    "loglevel",
+    "progress",
+    "update-notifier",
+    "prefer-offline",
+    "prefer-online",
+    "offline",
+    "strict-ssl",
+    "cafile",
+    "always-auth",
+    "color",
+];
+
+/// Whether an `.npmrc` change touches a setting other than where packages come from
+/// ([`NPMRC_DEPENDENCY_KEYS`]).
+fn npmrc_changes_tests(old: &str, new: &str) -> bool {
+    let settings = |text: &str| -> BTreeMap<String, String> {
+        text.lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with(';'))
+            .map(|l| match l.split_once('=') {
+                Some((k, v)) => (k.trim().to_owned(), v.trim().to_owned()),
+                None => (l.to_owned(), String::new()),
+            })
+            .collect()
+    };
+    let (old, new) = (settings(old), settings(new));
+    let keys: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+    keys.into_iter().any(|k| {
+        old.get(k) != new.get(k)
+            && !(NPMRC_DEPENDENCY_KEYS.contains(&k.as_str())
+                || k.starts_with("//")
+                || (k.starts_with('@') && k.ends_with(":registry"))
+                || k.starts_with("fetch-"))
+    })
 }
 
 /// Whether a `package.json` the work added where the base tree had none changes how `checks` run

@@ -76,23 +76,21 @@ pub struct BaseCheck {
     pub reused_from: Option<crate::ids::ReplayNo>,
 }
 
-/// Why a check that exited 0 did not pass: its runner says no test ran.
-pub const NO_TEST_RAN: &str = "it exited 0 but its test runner says no test ran (the selection matched nothing): a check that runs no test cannot show that anything holds";
+pub use testcount::{NO_TEST_RAN, RUNNER_CUT_SHORT};
 
 impl BaseCheck {
-    /// Whether the check passed: it exited 0 and its runner did not say that no test ran (a
-    /// check selecting tests the work adds runs none before it: it fails there, as a
-    /// `fail_to_pass` check must).
+    /// Whether the check passed: it exited 0 and its runner did not say that no test ran nor
+    /// stop before its end (a check selecting tests the work adds runs none before it: it fails
+    /// there, as a `fail_to_pass` check must).
     pub fn held(&self) -> bool {
-        self.passed && !self.tests.none_ran()
+        self.passed && !self.tests.shows_nothing()
     }
 
-    /// Why it did not pass (its output's tail, or that no test ran).
+    /// Why it did not pass (its output's tail, or why its runner shows nothing).
     pub fn why_not(&self) -> &str {
-        if self.passed && self.tests.none_ran() {
-            NO_TEST_RAN
-        } else {
-            &self.detail
+        match self.tests.why_nothing() {
+            Some(why) if self.passed => why,
+            _ => &self.detail,
         }
     }
 }

@@ -5,6 +5,15 @@
 //! cargo/libtest and nextest, `node --test` (TAP and spec reporters), go, jest, vitest, mocha,
 //! rspec, minitest, phpunit and ctest. A check no runner summary is found in (a script, `grep`,
 //! an assertion in `python3 -c`) is [`TestTally::Unknown`]: it is judged by its exit status alone.
+//!
+//! A runner that started and never reported its end was cut short ([`TestTally::Unfinished`],
+//! [`tally_check`]): code under test that ends the process with status 0 (`os._exit(0)` when a
+//! test imports it, `std::process::exit(0)` in a tested function) makes the check exit 0 with
+//! no verdict on a single test. Seen where the runner always reports: libtest's `running N
+//! tests` with no `test result:` after it, a cargo test target that printed no libtest header
+//! (a `harness = false` target or a `runner` that did not run the tests), and `unittest` or
+//! `pytest` named by the check and silent about its end. Code that prints a forged summary
+//! before it exits is not seen here.
 
 use std::sync::OnceLock;
 
@@ -20,18 +29,36 @@ pub enum TestTally {
     Unknown,
     /// The runners' summaries, summed over every binary, file and package they report.
     Counted(u64),
+    /// A runner started and did not report its end (see the module's comment).
+    Unfinished,
 }
 
+/// Why a check that exited 0 did not pass: its runner says no test ran.
+pub const NO_TEST_RAN: &str = "it exited 0 but its test runner says no test ran (the selection matched nothing): a check that runs no test cannot show that anything holds";
+
+/// Why a check that exited 0 did not pass: its runner never reported its end.
+pub const RUNNER_CUT_SHORT: &str = "it exited 0 but its test runner never reported its end (no summary after it started: the process was ended before the tests' verdicts, by the code under test or a runner setting): a check cut short cannot show that anything holds";
+
 impl TestTally {
-    /// Whether a runner said that no test ran.
-    pub fn none_ran(self) -> bool {
-        self == TestTally::Counted(0)
+    /// Whether a check that exited 0 with this tally shows nothing: its runner said that no
+    /// test ran, or was cut short.
+    pub fn shows_nothing(self) -> bool {
+        self.why_nothing().is_some()
+    }
+
+    /// Why a check that exited 0 with this tally shows nothing, if it does.
+    pub fn why_nothing(self) -> Option<&'static str> {
+        match self {
+            TestTally::Counted(0) => Some(NO_TEST_RAN),
+            TestTally::Unfinished => Some(RUNNER_CUT_SHORT),
+            TestTally::Unknown | TestTally::Counted(_) => None,
+        }
     }
 
     /// `Counted(n)` as `Some(n)`.
     pub fn count(self) -> Option<u64> {
         match self {
-            TestTally::Unknown => None,
+            TestTally::Unknown | TestTally::Unfinished => None,
             TestTally::Counted(n) => Some(n),
         }
     }
@@ -59,6 +86,9 @@ struct Patterns {
     phpunit_none: Regex,
     ctest: Regex,
     ctest_none: Regex,
+    cargo_target: Regex,
+    libtest_result: Regex,
+    pytest_progress_end: Regex,
 }
 
 fn patterns() -> &'static Patterns {
@@ -87,6 +117,10 @@ fn patterns() -> &'static Patterns {
             phpunit_none: re(r"(?m)^No tests executed!"),
             ctest: re(r"(?m)tests passed, \d+ tests failed out of (\d+)"),
             ctest_none: re(r"(?m)^No tests were found!!!"),
+            // cargo's line before each test target it runs.
+            cargo_target: re(r"(?m)^\s+Running (?:unittests )?(\S+) \(\S+\)$"),
+            libtest_result: re(r"(?m)^test result: "),
+            pytest_progress_end: re(r"(?m)\[100%\]\s*$"),
         }
     })
 }
@@ -183,6 +217,136 @@ pub fn tally(output: &str) -> TestTally {
     }
 }
 
+/// How many tests a check's whole output says ran, and whether a runner it started was cut
+/// short (the module's comment). `output_whole` is false when the output was cut at a capture
+/// limit: an end that is missing may only be beyond it, so nothing is read as cut short.
+pub fn tally_check(command: &str, output: &str, output_whole: bool) -> TestTally {
+    let counted = tally(output);
+    if output_whole && cut_short(command, output) {
+        TestTally::Unfinished
+    } else {
+        counted
+    }
+}
+
+fn cut_short(command: &str, output: &str) -> bool {
+    let p = patterns();
+    let headers = p.cargo.find_iter(output).count();
+    let results = p.libtest_result.find_iter(output).count();
+    // A `benches/` target run in test mode (criterion's own harness) prints no libtest header.
+    let targets = p
+        .cargo_target
+        .captures_iter(output)
+        .filter(|c| !c[1].starts_with("benches/"))
+        .count();
+    if headers > results || targets > headers {
+        return true;
+    }
+    runners_named(command)
+        .into_iter()
+        .any(|runner| match runner {
+            PythonRunner::Unittest => {
+                !p.unittest.is_match(output) && !p.unittest_none.is_match(output)
+            }
+            PythonRunner::Pytest => {
+                !p.pytest_summary.is_match(output)
+                    && !p.pytest_none.is_match(output)
+                    && !p.pytest_progress_end.is_match(output)
+            }
+        })
+}
+
+/// A Python test runner whose end is always in its output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PythonRunner {
+    Unittest,
+    Pytest,
+}
+
+/// The Python test runners a check runs with their output left to the check's own (not piped
+/// into another command, not redirected), and asked to run tests (not `--collect-only`,
+/// `--help`, `--version`, or pytest's terminal reporter turned off).
+fn runners_named(command: &str) -> Vec<PythonRunner> {
+    use super::shellwords::{Op, split_list, words};
+    let list = split_list(command);
+    let mut out = Vec::new();
+    for (i, (_, part, _)) in list.iter().enumerate() {
+        if list.get(i + 1).is_some_and(|(op, _, _)| *op == Op::Pipe) {
+            continue;
+        }
+        let w = words(part);
+        if w.iter().any(|w| w.contains('>')) {
+            continue;
+        }
+        let Some(start) = w.iter().position(|w| {
+            let name = w.rsplit('/').next().unwrap_or(w);
+            name.starts_with("python") || name == "pytest" || name == "py.test"
+        }) else {
+            continue;
+        };
+        // Before it: assignments, `env`, or a runner of tools (`uv run`, `poetry run`, ...).
+        let prefix_ok = w[..start].iter().all(|x| {
+            x.contains('=')
+                || x.starts_with('-')
+                || matches!(
+                    x.as_str(),
+                    "env" | "uv" | "poetry" | "pipenv" | "pdm" | "rye" | "hatch" | "run" | "exec"
+                )
+        });
+        if !prefix_ok {
+            continue;
+        }
+        let name = w[start].rsplit('/').next().unwrap_or(&w[start]);
+        let args = &w[start + 1..];
+        let runner = if name == "pytest" || name == "py.test" {
+            Some((PythonRunner::Pytest, args))
+        } else {
+            python_module(args).and_then(|(module, rest)| match module {
+                "pytest" => Some((PythonRunner::Pytest, rest)),
+                "unittest" => Some((PythonRunner::Unittest, rest)),
+                _ => None,
+            })
+        };
+        let Some((runner, rest)) = runner else {
+            continue;
+        };
+        let runs_no_test = rest.iter().enumerate().any(|(j, a)| {
+            matches!(
+                a.as_str(),
+                "--co"
+                    | "--collect-only"
+                    | "-h"
+                    | "--help"
+                    | "--version"
+                    | "-V"
+                    | "--fixtures"
+                    | "--markers"
+            ) || (a == "-p" && rest.get(j + 1).is_some_and(|n| n == "no:terminal"))
+                || a == "-pno:terminal"
+        });
+        if !runs_no_test {
+            out.push(runner);
+        }
+    }
+    out
+}
+
+/// The module `python -m MODULE` runs and the arguments after it, if the interpreter runs one.
+fn python_module(args: &[String]) -> Option<(&str, &[String])> {
+    let mut i = 0;
+    while let Some(a) = args.get(i) {
+        match a.as_str() {
+            "-m" => return args.get(i + 1).map(|m| (m.as_str(), &args[i + 2..])),
+            "-W" | "-X" => i += 2,
+            "-c" => return None,
+            _ if a.starts_with("-m") => return Some((&a[2..], &args[i + 1..])),
+            _ if a.starts_with('-') => i += 1,
+            _ => return None,
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,7 +371,7 @@ mod tests {
             "No tests were found!!!\n",
         ] {
             assert_eq!(tally(output), TestTally::Counted(0), "{output}");
-            assert!(tally(output).none_ran());
+            assert!(tally(output).shows_nothing());
         }
     }
 
@@ -260,6 +424,78 @@ mod tests {
             "3 passed the vibe check\n",
         ] {
             assert_eq!(tally(output), TestTally::Unknown, "{output}");
+        }
+    }
+
+    #[test]
+    fn a_runner_cut_short_shows_nothing() {
+        let libtest_cut = "   Compiling calc v0.1.0\n     Running tests/add.rs (target/debug/deps/add-1)\n\nrunning 1 test\n";
+        let no_header = "   Compiling calc v0.1.0\n    Finished `test` profile\n     Running tests/add.rs (target/debug/deps/add-1)\n";
+        let unittest_silent = "";
+        let pytest_silent = "============================= test session starts ==============================\ncollected 0 items / 1 error\n";
+        for (command, output) in [
+            ("cargo test --offline --test add", libtest_cut),
+            ("cargo test --offline --test add", no_header),
+            ("python3 -m unittest test_calc", unittest_silent),
+            (
+                "cd sub && .venv/bin/python -X dev -m pytest -q",
+                pytest_silent,
+            ),
+            ("uv run --with pytest pytest tests", ""),
+            (
+                "PYTHONPATH=src python3 -munittest discover -s tests",
+                "...\n",
+            ),
+        ] {
+            let t = tally_check(command, output, true);
+            assert_eq!(t, TestTally::Unfinished, "{command}: {output}");
+            assert_eq!(t.why_nothing(), Some(RUNNER_CUT_SHORT));
+            // An end that may lie beyond the capture limit is not read as missing.
+            assert_ne!(tally_check(command, output, false), TestTally::Unfinished);
+        }
+    }
+
+    #[test]
+    fn a_runner_that_reported_its_end_is_not_cut_short() {
+        let cargo_ok = "     Running unittests src/lib.rs (target/debug/deps/calc-1)\n\nrunning 0 tests\n\ntest result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n\n     Running tests/add.rs (target/debug/deps/add-2)\n\nrunning 1 test\ntest adds ... ok\n\ntest result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n\n   Doc-tests calc\n\nrunning 0 tests\n\ntest result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n";
+        let criterion = "     Running tests/add.rs (target/debug/deps/add-2)\n\nrunning 1 test\ntest adds ... ok\n\ntest result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n\n     Running benches/speed.rs (target/debug/deps/speed-3)\nTesting add\nSuccess\n";
+        let unittest = "..\n----------------------------------------------------------------------\nRan 2 tests in 0.001s\n\nOK\n";
+        let pytest_qq =
+            ".                                                                        [100%]\n";
+        for (command, output, tally) in [
+            ("cargo test --offline", cargo_ok, TestTally::Counted(1)),
+            ("cargo test --all-targets", criterion, TestTally::Counted(1)),
+            (
+                "python3 -m unittest -q test_calc",
+                unittest,
+                TestTally::Counted(2),
+            ),
+            (
+                ".venv/bin/python -m pytest -qq",
+                pytest_qq,
+                TestTally::Unknown,
+            ),
+            // Output the check hides or hands to another command is not the runner's to show.
+            (
+                "python3 -m unittest test_calc 2>/dev/null",
+                "",
+                TestTally::Unknown,
+            ),
+            ("python3 -m pytest -q | tail -1", "", TestTally::Unknown),
+            (
+                "python3 -m pytest --collect-only -q",
+                "3 tests collected in 0.01s\n",
+                TestTally::Unknown,
+            ),
+            ("python3 -c 'import calc'", "", TestTally::Unknown),
+            ("python3 tools/check.py", "", TestTally::Unknown),
+            ("make test", "", TestTally::Unknown),
+        ] {
+            assert_eq!(
+                tally_check(command, output, true),
+                tally,
+                "{command}: {output}"
+            );
         }
     }
 }

@@ -147,25 +147,32 @@ const COLLECTION_FILES: [&str; 10] = [
 ];
 
 /// Whether `path` configures test collection: [`COLLECTION_FILES`], a `.pth` file, or a jest,
-/// vitest, mocha or ava configuration; `package.json` too when a check runs an npm/yarn/pnpm
-/// script (its `scripts.test` is what `npm test` runs).
+/// vitest, mocha or ava configuration; when a check runs a package manager (`npm`, `npx`,
+/// `yarn`, `pnpm`, `bun`), `package.json` too (its `scripts.test` is what `npm test` runs) and
+/// the package managers' own settings (`.npmrc`'s `node-options` loads code into every node the
+/// check starts); a `Makefile` when a check runs `make` (its recipes are how `make test` runs
+/// the tests).
 pub fn configures_tests(path: &str, checks: &[String]) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
-    let runs_script = checks.iter().any(|c| {
-        split_list(c).iter().any(|(_, part, _)| {
-            let w = words(part);
-            matches!(
-                w.first().map(String::as_str),
-                Some("npm" | "yarn" | "pnpm" | "bun")
-            )
+    let runs = |programs: &[&str]| {
+        checks.iter().any(|c| {
+            split_list(c).iter().any(|(_, part, _)| {
+                let w = words(part);
+                let program = w.iter().find(|x| !x.contains('='));
+                program.is_some_and(|p| programs.contains(&p.rsplit('/').next().unwrap_or(p)))
+            })
         })
-    });
+    };
     COLLECTION_FILES.contains(&name)
         || name.ends_with(".pth")
         || ["jest.config.", "vitest.config.", ".mocharc.", "ava.config."]
             .iter()
             .any(|p| name.starts_with(p))
-        || (name == "package.json" && runs_script)
+        || (matches!(
+            name,
+            "package.json" | ".npmrc" | ".yarnrc" | ".yarnrc.yml" | "bunfig.toml" | ".pnpmfile.cjs"
+        ) && runs(&["npm", "npx", "yarn", "pnpm", "bun"]))
+        || (matches!(name, "Makefile" | "makefile" | "GNUmakefile") && runs(&["make", "gmake"]))
 }
 
 /// The Python module name a path provides (`pkg/test_x.py` → `test_x`, `test_x/__init__.py` →
@@ -338,6 +345,21 @@ mod tests {
         assert!(configures_tests("x.pth", &[]));
         assert!(!configures_tests("package.json", &[]));
         assert!(configures_tests("package.json", &["npm test".to_owned()]));
+        assert!(configures_tests(
+            "package.json",
+            &["CI=1 npx jest".to_owned()]
+        ));
+        assert!(configures_tests(".npmrc", &["npm test".to_owned()]));
+        assert!(!configures_tests(
+            ".npmrc",
+            &["python3 -m pytest".to_owned()]
+        ));
+        assert!(configures_tests("Makefile", &["make -s test".to_owned()]));
+        assert!(configures_tests(
+            "sub/GNUmakefile",
+            &["cd sub && make".to_owned()]
+        ));
+        assert!(!configures_tests("Makefile", &["cargo test".to_owned()]));
     }
 
     #[test]

@@ -249,3 +249,29 @@ fn setup_cfg_dependencies_and_metadata_are_not_test_changes() {
         assert!(changes_tests("setup.cfg", Some(base), new, &[]), "{new}");
     }
 }
+
+#[test]
+fn an_npmrc_counts_unless_it_only_says_where_packages_come_from() {
+    let base = "registry=https://registry.npmjs.org/\n";
+    for new in [
+        "registry=https://registry.npmjs.org/\nnode-options=--require ./lib/boot.js\n",
+        "registry=https://registry.npmjs.org/\nscript-shell=./tools/sh\n",
+        "registry=https://registry.npmjs.org/\nignore-scripts=true\n",
+    ] {
+        assert!(
+            changes_tests(".npmrc", Some(base), new, &npm_test()),
+            "{new}"
+        );
+        assert!(changes_tests(".npmrc", None, new, &npm_test()), "{new}");
+    }
+    for new in [
+        "registry=https://registry.example.org/\n",
+        "registry=https://registry.npmjs.org/\n; saved exactly\nsave-exact=true\nfund=false\n",
+        "registry=https://registry.npmjs.org/\n@acme:registry=https://npm.acme.dev/\n//npm.acme.dev/:_authToken=${NPM_TOKEN}\nfetch-retries=5\n",
+    ] {
+        assert!(
+            !changes_tests(".npmrc", Some(base), new, &npm_test()),
+            "{new}"
+        );
+    }
+}
