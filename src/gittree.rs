@@ -72,6 +72,13 @@ const ATTRIBUTES: &str = "* -filter -text -ident -working-tree-encoding\n";
 /// The top-level directory a tree never holds (autocode's state).
 pub const EXCLUDED: &str = ".autocode";
 
+/// Directories an environment puts in the tree, at any depth: a Python virtual environment
+/// (`python3 -m venv .venv` names it `.venv` or `venv`; its interpreter is a symlink out of the
+/// tree), bytecode and pytest's cache. Where no ignore file names them and the repository does
+/// not track them, they are still not the work: a tree under test and the run's commits leave
+/// them out, and a replay's `prepare` steps make them again in its clean copy.
+pub const ENVIRONMENT_DIRS: [&str; 4] = [".venv", "venv", "__pycache__", ".pytest_cache"];
+
 #[derive(Debug, thiserror::Error)]
 pub enum GitTreeError {
     #[error("git {args} failed in {dir}: {detail}")]
@@ -264,9 +271,13 @@ impl GitStore {
         write_if_changed(&dir.join("info/attributes"), ATTRIBUTES.as_bytes())?;
         // autocode's own directory is never part of a tree: excluded here (a pathspec
         // exclusion would make `git add` fail when the user's ignore files name it too), and
-        // removed from a seeded index when the repository tracks it.
+        // removed from a seeded index when the repository tracks it. An environment's
+        // directories are excluded too; a tracked file under one stays in the tree.
         let mut exclude = fs::read(self.repo_common_dir.join("info/exclude")).unwrap_or_default();
         exclude.extend_from_slice(format!("\n/{EXCLUDED}/\n").as_bytes());
+        for dir in ENVIRONMENT_DIRS {
+            exclude.extend_from_slice(format!("{dir}/\n").as_bytes());
+        }
         write_if_changed(&dir.join("info/exclude"), &exclude)?;
         self.odb = odb::Odb::open(dir);
         Ok(self)
@@ -745,6 +756,11 @@ mod tests {
         fs::write(ws.join("target/out"), "built").unwrap();
         fs::create_dir_all(ws.join(".autocode")).unwrap();
         fs::write(ws.join(".autocode/x"), "x").unwrap();
+        // An environment no ignore file names: a virtual environment, bytecode.
+        fs::create_dir_all(ws.join("venv/bin")).unwrap();
+        std::os::unix::fs::symlink("/usr/bin/python3", ws.join("venv/bin/python3")).unwrap();
+        fs::create_dir_all(ws.join("pkg/__pycache__")).unwrap();
+        fs::write(ws.join("pkg/__pycache__/m.pyc"), "pyc").unwrap();
         let store = GitStore::open(&dir.path().join("git"), &ws, &env())
             .await
             .unwrap()

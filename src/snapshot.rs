@@ -1,8 +1,9 @@
 //! Workspace snapshots: what a read-only stage must not change, and what a builder did change.
 //!
 //! A snapshot covers tracked files and untracked files that are not ignored (`git ls-files -co
-//! --exclude-standard`; a plain directory walk outside git), always excluding `.autocode/` and
-//! `.git/`. Content is hashed with sha256, but a [`StatCache`] keyed by (size, mtime, ctime,
+//! --exclude-standard`, and not in an environment's directory such as `.venv/`:
+//! `crate::gittree::ENVIRONMENT_DIRS`; a plain directory walk outside git), always excluding
+//! `.autocode/` and `.git/`. Content is hashed with sha256, but a [`StatCache`] keyed by (size, mtime, ctime,
 //! inode) lets an unchanged large tree be snapshotted again without reading it. A file whose
 //! mtime is too close to the moment it was hashed is not trusted from the cache (the "racy git"
 //! problem: a write in the same timestamp tick would be invisible).
@@ -120,15 +121,18 @@ pub async fn list_files(
         out.sort();
         return Ok(out);
     }
+    // An environment's directories no ignore file names are left out as untracked files
+    // (`crate::gittree::ENVIRONMENT_DIRS`); tracked files under them stay.
+    let environments: Vec<String> = crate::gittree::ENVIRONMENT_DIRS
+        .iter()
+        .map(|dir| format!("--exclude={dir}/"))
+        .collect();
     let mut spec = crate::run::workspace::git_spec(
         root,
-        crate::run::workspace::SAFE_GIT_ARGS.into_iter().chain([
-            "ls-files",
-            "-z",
-            "-c",
-            "-o",
-            "--exclude-standard",
-        ]),
+        crate::run::workspace::SAFE_GIT_ARGS
+            .into_iter()
+            .chain(["ls-files", "-z", "-c", "-o", "--exclude-standard"])
+            .chain(environments.iter().map(String::as_str)),
         env,
     );
     spec.label = "snapshot listing".into();

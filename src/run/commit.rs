@@ -7,7 +7,8 @@
 //! signing (`workspace::SAFE_GIT_ARGS` plus [`COMMIT_ARGS`]). The identity is the user's when
 //! git has one configured (`user.name` and `user.email`), otherwise `autocode
 //! <autocode@localhost>`; `GIT_AUTHOR_*`/`GIT_COMMITTER_*` in the environment win as in git.
-//! What is committed: tracked and untracked-but-not-ignored files, never `.autocode/`.
+//! What is committed: tracked and untracked-but-not-ignored files, never `.autocode/` nor an
+//! environment's directories (`crate::gittree::ENVIRONMENT_DIRS`: `.venv/`, `__pycache__/`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -27,6 +28,15 @@ pub const FALLBACK_EMAIL: &str = "autocode@localhost";
 
 /// The pathspec that keeps autocode's own directory out of every commit, at any depth.
 pub(crate) const NOT_AUTOCODE: &str = ":(glob,exclude)**/.autocode/**";
+
+/// Pathspecs that leave an environment's directories (`crate::gittree::ENVIRONMENT_DIRS`: a
+/// virtual environment, bytecode, test caches) out of a commit, at any depth.
+fn environment_exclusions() -> Vec<String> {
+    crate::gittree::ENVIRONMENT_DIRS
+        .iter()
+        .map(|dir| format!(":(glob,exclude)**/{dir}/**"))
+        .collect()
+}
 
 /// `-c user.name=… -c user.email=…` when the repository (or the user's config) lacks either.
 async fn identity_args(dir: &Path, env: &BTreeMap<String, String>) -> Vec<String> {
@@ -129,7 +139,10 @@ pub async fn commit_stage(
     message: &str,
     env: &BTreeMap<String, String>,
 ) -> Result<Option<String>, WorkspaceError> {
-    git(root, &["add", "--all", "--", ".", NOT_AUTOCODE], env).await?;
+    let environments = environment_exclusions();
+    let mut add = vec!["add", "--all", "--", ".", NOT_AUTOCODE];
+    add.extend(environments.iter().map(String::as_str));
+    git(root, &add, env).await?;
     // Anything under .autocode/ that an earlier index held stays out too. Compared in process
     // where the repository is git's plain case at the work tree's top, else by git.
     let in_process = crate::gitrefs::layout(root, env)
@@ -655,7 +668,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_stage_commit_takes_new_and_changed_files_but_not_ignored_or_autocode() {
+    async fn a_stage_commit_takes_new_and_changed_files_but_not_ignored_autocode_or_environments() {
         let home = tempfile::tempdir().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path();
@@ -675,6 +688,12 @@ mod tests {
         std::fs::write(tree.join(".autocode/evidence/r.json"), "{}").unwrap();
         std::fs::create_dir_all(tree.join("sub/.autocode")).unwrap();
         std::fs::write(tree.join("sub/.autocode/x"), "x").unwrap();
+        // A virtual environment and bytecode no ignore file names.
+        std::fs::create_dir_all(tree.join(".venv/bin")).unwrap();
+        std::fs::write(tree.join(".venv/pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+        std::os::unix::fs::symlink("/usr/bin/python3", tree.join(".venv/bin/python3")).unwrap();
+        std::fs::create_dir_all(tree.join("pkg/__pycache__")).unwrap();
+        std::fs::write(tree.join("pkg/__pycache__/m.cpython-311.pyc"), "pyc").unwrap();
         let commit = commit_stage(&tree, "autocode: milestone 1", &env)
             .await
             .unwrap()

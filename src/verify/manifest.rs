@@ -1,6 +1,7 @@
 //! Manifests that hold a project's dependencies beside its test configuration (`package.json`,
-//! `setup.cfg`, `pyproject.toml`, `setup.py`, `Makefile`, `.npmrc`): whether a change to one
-//! changes how the tests run, or only what the project depends on and how it builds.
+//! `setup.cfg`, `pyproject.toml`, `setup.py`, `Makefile`, `.npmrc`, `Cargo.toml` and
+//! `.cargo/config.toml`): whether a change to one changes how the tests run, or only what the
+//! project depends on and how it builds.
 //!
 //! Such a file configures test collection by its name (`testfiles::configures_tests`), so a
 //! change to it is put back to the base for the replay of the base tests against the result's
@@ -13,7 +14,8 @@
 //! `package.json` added where the base had none is read on its own
 //! (`added_package_json_changes_tests`). A `Makefile`'s recipes are how `make test` runs the
 //! tests and its variables how the code builds (`make`); an `.npmrc`'s settings are where
-//! packages come from unless they change how node or a script runs.
+//! packages come from unless they change how node or a script runs; cargo's manifests are read
+//! in `cargo`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -21,6 +23,7 @@ use serde_json::{Map, Value};
 
 use super::shellwords::{split_list, words};
 
+mod cargo;
 mod make;
 
 /// Whether changing the file `path` from `old` (`None`: the base tree has no such file) to `new`
@@ -38,6 +41,13 @@ pub fn changes_tests(path: &str, old: Option<&str>, new: &str, checks: &[String]
         "setup.py" => plugin_lines(base) != plugin_lines(new),
         "Makefile" | "makefile" | "GNUmakefile" => make::changes_tests(old, new, checks),
         ".npmrc" => npmrc_changes_tests(base, new),
+        "Cargo.toml" => match old {
+            None => cargo::added_cargo_toml_changes_tests(new),
+            Some(old) => cargo::cargo_toml_changes_tests(old, new, checks),
+        },
+        "config.toml" | "config" if super::testfiles::is_cargo_config(path) => {
+            cargo::cargo_config_changes_tests(base, new)
+        }
         _ => true,
     }
 }

@@ -89,6 +89,7 @@ struct Patterns {
     cargo_target: Regex,
     libtest_result: Regex,
     pytest_progress_end: Regex,
+    pytest_sugar: Regex,
 }
 
 fn patterns() -> &'static Patterns {
@@ -121,6 +122,8 @@ fn patterns() -> &'static Patterns {
             cargo_target: re(r"(?m)^\s+Running (?:unittests )?(\S+) \(\S+\)$"),
             libtest_result: re(r"(?m)^test result: "),
             pytest_progress_end: re(r"(?m)\[100%\]\s*$"),
+            // pytest-sugar's end, in place of the summary line.
+            pytest_sugar: re(r"(?m)^Results \(\d+(?:\.\d+)?s\):\s*$"),
         }
     })
 }
@@ -237,7 +240,7 @@ fn cut_short(command: &str, output: &str) -> bool {
     let targets = p
         .cargo_target
         .captures_iter(output)
-        .filter(|c| !c[1].starts_with("benches/"))
+        .filter(|c| !c[1].starts_with("benches/") && !c[1].contains("/benches/"))
         .count();
     if headers > results || targets > headers {
         return true;
@@ -252,6 +255,7 @@ fn cut_short(command: &str, output: &str) -> bool {
                 !p.pytest_summary.is_match(output)
                     && !p.pytest_none.is_match(output)
                     && !p.pytest_progress_end.is_match(output)
+                    && !p.pytest_sugar.is_match(output)
             }
         })
 }
@@ -465,6 +469,16 @@ mod tests {
         for (command, output, tally) in [
             ("cargo test --offline", cargo_ok, TestTally::Counted(1)),
             ("cargo test --all-targets", criterion, TestTally::Counted(1)),
+            (
+                "cargo test --workspace --all-targets",
+                &criterion.replace("benches/speed.rs", "crates/core/benches/speed.rs"),
+                TestTally::Counted(1),
+            ),
+            (
+                "pytest",
+                "test_slug.py ✓                                100% ██████████\n\nResults (0.03s):\n       1 passed\n",
+                TestTally::Unknown,
+            ),
             (
                 "python3 -m unittest -q test_calc",
                 unittest,

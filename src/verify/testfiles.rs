@@ -151,7 +151,7 @@ const COLLECTION_FILES: [&str; 10] = [
 /// `yarn`, `pnpm`, `bun`), `package.json` too (its `scripts.test` is what `npm test` runs) and
 /// the package managers' own settings (`.npmrc`'s `node-options` loads code into every node the
 /// check starts); a `Makefile` when a check runs `make` (its recipes are how `make test` runs
-/// the tests).
+/// the tests); `Cargo.toml` and `.cargo/config.toml` when a check runs `cargo`.
 pub fn configures_tests(path: &str, checks: &[String]) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
     let runs = |programs: &[&str]| {
@@ -173,6 +173,15 @@ pub fn configures_tests(path: &str, checks: &[String]) -> bool {
             "package.json" | ".npmrc" | ".yarnrc" | ".yarnrc.yml" | "bunfig.toml" | ".pnpmfile.cjs"
         ) && runs(&["npm", "npx", "yarn", "pnpm", "bun"]))
         || (matches!(name, "Makefile" | "makefile" | "GNUmakefile") && runs(&["make", "gmake"]))
+        || ((name == "Cargo.toml" || is_cargo_config(path)) && runs(&["cargo"]))
+}
+
+/// Whether `path` is cargo's configuration of a directory (`.cargo/config.toml`, or
+/// `.cargo/config`, its older name).
+pub fn is_cargo_config(path: &str) -> bool {
+    [".cargo/config.toml", ".cargo/config"]
+        .iter()
+        .any(|c| path == *c || path.ends_with(&format!("/{c}")))
 }
 
 /// The Python module name a path provides (`pkg/test_x.py` → `test_x`, `test_x/__init__.py` →
@@ -360,6 +369,20 @@ mod tests {
             &["cd sub && make".to_owned()]
         ));
         assert!(!configures_tests("Makefile", &["cargo test".to_owned()]));
+        assert!(configures_tests(
+            "Cargo.toml",
+            &["cargo test --offline".to_owned()]
+        ));
+        assert!(configures_tests(
+            ".cargo/config.toml",
+            &["cargo test".to_owned()]
+        ));
+        assert!(configures_tests(
+            "crates/a/.cargo/config",
+            &["cargo test".to_owned()]
+        ));
+        assert!(!configures_tests("config.toml", &["cargo test".to_owned()]));
+        assert!(!configures_tests("Cargo.toml", &["make test".to_owned()]));
     }
 
     #[test]

@@ -93,10 +93,15 @@ pub(super) fn changes_tests(old: Option<&str>, new: &str, checks: &[String]) -> 
     {
         return true;
     }
-    // The variables the named targets' recipes use, and those their values use.
+    // The variables the named targets' recipes use, and those their values use: of the goals
+    // the base could run (a goal the work added ran no base test).
+    let base_goals: BTreeSet<&String> = old_goals
+        .iter()
+        .filter(|g| old.rules.get(*g).is_some_and(|r| !r.recipe.is_empty()))
+        .collect();
     let used = |m: &Makefile| -> BTreeSet<String> {
         let mut names = BTreeSet::new();
-        for goal in &new_goals {
+        for &goal in &base_goals {
             for line in m
                 .rules
                 .get(goal)
@@ -209,10 +214,19 @@ fn expand(m: &Makefile, text: &str, depth: usize) -> String {
     }
     let mut out = text.to_owned();
     for name in references(text) {
+        // A definition is kept with its operator (`= x`, `:= x`, `+= x`): the value follows it.
         let value = m
             .variables
             .get(&name)
-            .map(|defs| defs.join(" "))
+            .map(|defs| {
+                defs.iter()
+                    .map(|d| {
+                        let d = d.trim_start_matches([':', '?', '+', '!']);
+                        d.strip_prefix('=').unwrap_or(d).trim()
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
             .unwrap_or_default();
         let value = expand(m, &value, depth + 1);
         out = out

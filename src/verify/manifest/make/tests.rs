@@ -57,7 +57,7 @@ fn a_reached_recipe_changed_is_a_test_change() {
 
 #[test]
 fn sources_flags_new_rules_and_other_targets_are_not() {
-    let make_test = checks(&["make -s test"]);
+    let make_test = checks(&["make -s test", "make check"]);
     for new in [
         // A new source in the list the compile recipe uses, and its own rule.
         BASE.replace(
@@ -74,6 +74,11 @@ fn sources_flags_new_rules_and_other_targets_are_not() {
         ),
         // Comments and layout.
         format!("# build and test calc\n{BASE}\n"),
+        // A new goal the checks name, with its own variable and test program
+        // (`scenarios-real/real-c-make`).
+        BASE.replace(".PHONY: test install", ".PHONY: test install check")
+            + "\nCHECK_BIN = integer_test\n\ncheck: $(CHECK_BIN)\n\t./$(CHECK_BIN)\n\n\
+$(CHECK_BIN): calc.c integer_test.c calc.h\n\t$(CC) $(CFLAGS) -o $@ calc.c integer_test.c\n",
     ] {
         assert!(!changes_tests(Some(BASE), &new, &make_test), "{new}");
     }
@@ -100,5 +105,32 @@ $(CJSON_TEST): $(CJSON_TEST_SRC) cJSON.h\n\t$(CC) $(R_CFLAGS) $(CJSON_TEST_SRC) 
     let goals: BTreeSet<String> = ["test".to_owned()].into();
     let r = reached(&m, &goals);
     assert!(r.contains("tests") && r.contains("cJSON_test"));
+    // A variable's value is what follows its operator.
+    assert!(r.iter().all(|t| !t.contains('=')), "{r:?}");
     assert_eq!(m.rules["cJSON_test"].recipe.len(), 1);
+}
+
+#[test]
+fn the_real_c_make_cases_new_check_target_is_not_a_test_change() {
+    // `scenarios-real/real-c-make`: cJSON's Makefile gains a `check` goal, its variable and its
+    // test program's rule; the base's recipes are untouched.
+    let old = include_str!("../../../../scenarios-real/real-c-make/seed/Makefile");
+    let script: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../../scenarios-real/real-c-make/scripts/scripted-codex.json"
+    ))
+    .unwrap();
+    let new = script["conversation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["name"] == "builder")
+        .flat_map(|c| c["step"].as_array().unwrap())
+        .find(|s| s["kind"] == "write_file" && s["path"] == "Makefile")
+        .and_then(|s| s["content"].as_str())
+        .unwrap();
+    let c = checks(&["make -s test", "make -s check", "make check", "make test"]);
+    assert!(!changes_tests(Some(old), new, &c));
+    // The same file with the test goal's recipe printing a pass is one.
+    let faked = new.replace("\t./$(CJSON_TEST)\n", "\t@echo ok\n");
+    assert!(changes_tests(Some(old), &faked, &c));
 }

@@ -1,0 +1,4 @@
+#[test]
+fn adds() {
+    assert_eq!(calc::add(1, 2), 3);
+}
