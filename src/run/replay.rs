@@ -513,8 +513,11 @@ async fn launch_one(spec: LaunchSpec, command: String) -> Result<Replayed, Repla
     let whole = finished.stdout.len() < CAPTURE_LIMIT && finished.stderr.len() < CAPTURE_LIMIT;
     let mut output = String::from_utf8_lossy(&finished.stdout).into_owned();
     output.push_str(&String::from_utf8_lossy(&finished.stderr));
+    // A runner an npm script starts is the check's runner too (`npm test` → `mocha`).
+    let package_json = std::fs::read_to_string(root.join("package.json")).ok();
+    let runs = crate::verify::manifest::with_scripts_run(&command, package_json.as_deref());
     Ok(Replayed {
-        tests: crate::verify::testcount::tally_check(&command, &output, whole),
+        tests: crate::verify::testcount::tally_check(&runs, &output, whole),
         command,
         exit: finished.exit,
         output_tail: tail(&output, 2000),

@@ -360,6 +360,27 @@ const NPM_SCRIPT_COMMANDS: [&str; 4] = ["start", "stop", "restart", "test"];
 /// Options of the package managers that take the next word as their value.
 const VALUE_OPTIONS: [&str; 6] = ["--prefix", "-C", "--dir", "--cwd", "--filter", "-w"];
 
+/// `command` followed by the text of each `package.json` script it runs through a package
+/// manager (`npm test` → `scripts.test`), a line each: the commands a check really runs, for
+/// reading which test runner it starts (`verify::testcount`). The command alone when it runs no
+/// script or `package_json` is absent or does not parse.
+pub fn with_scripts_run(command: &str, package_json: Option<&str>) -> String {
+    let mut out = command.to_owned();
+    let Some(scripts) = package_json
+        .and_then(|text| serde_json::from_str::<Value>(text).ok())
+        .and_then(|v| v.get("scripts").and_then(Value::as_object).cloned())
+    else {
+        return out;
+    };
+    for name in scripts_named_by(&[command.to_owned()]).unwrap_or_default() {
+        if let Some(text) = scripts.get(&name).and_then(Value::as_str) {
+            out.push('\n');
+            out.push_str(text);
+        }
+    }
+    out
+}
+
 /// The script names `checks` run through a package manager (`npm test`, `npm run build`, `yarn
 /// lint`, `pnpm run e2e`, `bun run x`); `None` when one cannot be read (`npm run "$s"`, `npm run`
 /// alone).

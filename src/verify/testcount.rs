@@ -11,9 +11,9 @@
 //! test imports it, `std::process::exit(0)` in a tested function) makes the check exit 0 with
 //! no verdict on a single test. Seen where the runner always reports: libtest's `running N
 //! tests` with no `test result:` after it, a cargo test target that printed no libtest header
-//! (a `harness = false` target or a `runner` that did not run the tests), and `unittest` or
-//! `pytest` named by the check and silent about its end. Code that prints a forged summary
-//! before it exits is not seen here.
+//! (a `harness = false` target or a `runner` that did not run the tests), and `unittest`,
+//! `pytest` or `mocha` (its own reporter) named by the check and silent about its end. Code
+//! that prints a forged summary before it exits is not seen here.
 
 use std::sync::OnceLock;
 
@@ -248,29 +248,29 @@ fn cut_short(command: &str, output: &str) -> bool {
     runners_named(command)
         .into_iter()
         .any(|runner| match runner {
-            PythonRunner::Unittest => {
-                !p.unittest.is_match(output) && !p.unittest_none.is_match(output)
-            }
-            PythonRunner::Pytest => {
+            Runner::Unittest => !p.unittest.is_match(output) && !p.unittest_none.is_match(output),
+            Runner::Pytest => {
                 !p.pytest_summary.is_match(output)
                     && !p.pytest_none.is_match(output)
                     && !p.pytest_progress_end.is_match(output)
                     && !p.pytest_sugar.is_match(output)
             }
+            Runner::Mocha => !p.mocha.is_match(output),
         })
 }
 
-/// A Python test runner whose end is always in its output.
+/// A test runner whose end is always in its output (mocha's with its own reporter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PythonRunner {
+enum Runner {
     Unittest,
     Pytest,
+    Mocha,
 }
 
-/// The Python test runners a check runs with their output left to the check's own (not piped
-/// into another command, not redirected), and asked to run tests (not `--collect-only`,
-/// `--help`, `--version`, or pytest's terminal reporter turned off).
-fn runners_named(command: &str) -> Vec<PythonRunner> {
+/// The test runners a check runs with their output left to the check's own (not piped into
+/// another command, not redirected), and asked to run tests (not `--collect-only`, `--help`,
+/// `--version`, pytest's terminal reporter turned off, mocha with another reporter).
+fn runners_named(command: &str) -> Vec<Runner> {
     use super::shellwords::{Op, split_list, words};
     let list = split_list(command);
     let mut out = Vec::new();
@@ -284,7 +284,7 @@ fn runners_named(command: &str) -> Vec<PythonRunner> {
         }
         let Some(start) = w.iter().position(|w| {
             let name = w.rsplit('/').next().unwrap_or(w);
-            name.starts_with("python") || name == "pytest" || name == "py.test"
+            name.starts_with("python") || matches!(name, "pytest" | "py.test" | "mocha" | "_mocha")
         }) else {
             continue;
         };
@@ -294,7 +294,18 @@ fn runners_named(command: &str) -> Vec<PythonRunner> {
                 || x.starts_with('-')
                 || matches!(
                     x.as_str(),
-                    "env" | "uv" | "poetry" | "pipenv" | "pdm" | "rye" | "hatch" | "run" | "exec"
+                    "env"
+                        | "uv"
+                        | "poetry"
+                        | "pipenv"
+                        | "pdm"
+                        | "rye"
+                        | "hatch"
+                        | "run"
+                        | "exec"
+                        | "npx"
+                        | "yarn"
+                        | "pnpm"
                 )
         });
         if !prefix_ok {
@@ -302,14 +313,14 @@ fn runners_named(command: &str) -> Vec<PythonRunner> {
         }
         let name = w[start].rsplit('/').next().unwrap_or(&w[start]);
         let args = &w[start + 1..];
-        let runner = if name == "pytest" || name == "py.test" {
-            Some((PythonRunner::Pytest, args))
-        } else {
-            python_module(args).and_then(|(module, rest)| match module {
-                "pytest" => Some((PythonRunner::Pytest, rest)),
-                "unittest" => Some((PythonRunner::Unittest, rest)),
+        let runner = match name {
+            "pytest" | "py.test" => Some((Runner::Pytest, args)),
+            "mocha" | "_mocha" => Some((Runner::Mocha, args)),
+            _ => python_module(args).and_then(|(module, rest)| match module {
+                "pytest" => Some((Runner::Pytest, rest)),
+                "unittest" => Some((Runner::Unittest, rest)),
                 _ => None,
-            })
+            }),
         };
         let Some((runner, rest)) = runner else {
             continue;
@@ -327,12 +338,27 @@ fn runners_named(command: &str) -> Vec<PythonRunner> {
                     | "--markers"
             ) || (a == "-p" && rest.get(j + 1).is_some_and(|n| n == "no:terminal"))
                 || a == "-pno:terminal"
+                || (runner == Runner::Mocha && mocha_reports_otherwise(a, rest.get(j + 1)))
         });
         if !runs_no_test {
             out.push(runner);
         }
     }
     out
+}
+
+/// Mocha's reporters that end with `N passing`.
+const MOCHA_PASSING_REPORTERS: [&str; 7] =
+    ["spec", "dot", "list", "min", "progress", "nyan", "landing"];
+
+/// Whether mocha's argument `arg` (followed by `next`) asks for a reporter that does not end
+/// with `N passing` (`--reporter json`), or for no run (`--list-files`).
+fn mocha_reports_otherwise(arg: &str, next: Option<&String>) -> bool {
+    let reporter = match arg {
+        "-R" | "--reporter" => next.map(String::as_str),
+        _ => arg.strip_prefix("--reporter="),
+    };
+    arg == "--list-files" || reporter.is_some_and(|r| !MOCHA_PASSING_REPORTERS.contains(&r))
 }
 
 /// The module `python -m MODULE` runs and the arguments after it, if the interpreter runs one.
@@ -446,6 +472,9 @@ mod tests {
                 pytest_silent,
             ),
             ("uv run --with pytest pytest tests", ""),
+            ("npx mocha test/", ""),
+            ("./node_modules/.bin/mocha --exit", "\n"),
+            ("npx mocha --check-leaks --reporter dot test/kib.js", ""),
             (
                 "PYTHONPATH=src python3 -munittest discover -s tests",
                 "...\n",
@@ -503,6 +532,13 @@ mod tests {
             ),
             ("python3 -c 'import calc'", "", TestTally::Unknown),
             ("python3 tools/check.py", "", TestTally::Unknown),
+            (
+                "npx mocha",
+                "\n\n  2 passing (4ms)\n\n",
+                TestTally::Counted(2),
+            ),
+            ("npx mocha --reporter json", "{}", TestTally::Unknown),
+            ("npx mocha -R tap", "", TestTally::Unknown),
             ("make test", "", TestTally::Unknown),
         ] {
             assert_eq!(

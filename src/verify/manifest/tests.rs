@@ -275,3 +275,19 @@ fn an_npmrc_counts_unless_it_only_says_where_packages_come_from() {
         );
     }
 }
+
+#[test]
+fn a_check_reads_as_the_scripts_it_runs() {
+    let pkg = r#"{"scripts": {"test": "mocha --exit", "lint": "eslint ."}}"#;
+    assert_eq!(
+        with_scripts_run("npm test", Some(pkg)),
+        "npm test\nmocha --exit"
+    );
+    assert_eq!(
+        with_scripts_run("npm run lint && npm t", Some(pkg)),
+        "npm run lint && npm t\neslint .\nmocha --exit"
+    );
+    assert_eq!(with_scripts_run("make test", Some(pkg)), "make test");
+    assert_eq!(with_scripts_run("npm test", None), "npm test");
+    assert_eq!(with_scripts_run("npm test", Some("{not json")), "npm test");
+}
