@@ -14,6 +14,11 @@
 //! (a `harness = false` target or a `runner` that did not run the tests), and `unittest`,
 //! `pytest` or `mocha` (its own reporter) named by the check and silent about its end. Code
 //! that prints a forged summary before it exits is not seen here.
+//!
+//! A runner that reported failing tests in a check that exited 0 had its exit status changed
+//! after its verdict ([`TestTally::FailuresReported`]: an `atexit` hook calling `os._exit(0)`,
+//! a node `exit` handler setting `process.exitCode`): its summary's failures are read as the
+//! check's, unless the check negates a command (`! pytest test_old.py`).
 
 use std::sync::OnceLock;
 
@@ -31,10 +36,15 @@ pub enum TestTally {
     Counted(u64),
     /// A runner started and did not report its end (see the module's comment).
     Unfinished,
+    /// A runner reported failing tests (the module's comment): whatever the exit status.
+    FailuresReported,
 }
 
 /// Why a check that exited 0 did not pass: its runner says no test ran.
 pub const NO_TEST_RAN: &str = "it exited 0 but its test runner says no test ran (the selection matched nothing): a check that runs no test cannot show that anything holds";
+
+/// Why a check that exited 0 did not pass: its runner reported failing tests.
+pub const FAILURES_REPORTED: &str = "it exited 0 but its test runner reported failing tests (its summary counts failures or errors: the exit status was changed after the runner's verdict, by the code under test or a runner setting): a check whose tests failed shows nothing holds";
 
 /// Why a check that exited 0 did not pass: its runner never reported its end.
 pub const RUNNER_CUT_SHORT: &str = "it exited 0 but its test runner never reported its end (no summary after it started: the process was ended before the tests' verdicts, by the code under test or a runner setting): a check cut short cannot show that anything holds";
@@ -51,6 +61,7 @@ impl TestTally {
         match self {
             TestTally::Counted(0) => Some(NO_TEST_RAN),
             TestTally::Unfinished => Some(RUNNER_CUT_SHORT),
+            TestTally::FailuresReported => Some(FAILURES_REPORTED),
             TestTally::Unknown | TestTally::Counted(_) => None,
         }
     }
@@ -58,7 +69,7 @@ impl TestTally {
     /// `Counted(n)` as `Some(n)`.
     pub fn count(self) -> Option<u64> {
         match self {
-            TestTally::Unknown | TestTally::Unfinished => None,
+            TestTally::Unknown | TestTally::Unfinished | TestTally::FailuresReported => None,
             TestTally::Counted(n) => Some(n),
         }
     }
@@ -90,6 +101,8 @@ struct Patterns {
     libtest_result: Regex,
     pytest_progress_end: Regex,
     pytest_sugar: Regex,
+    failures: Vec<Regex>,
+    pytest_failed: Regex,
 }
 
 fn patterns() -> &'static Patterns {
@@ -124,6 +137,22 @@ fn patterns() -> &'static Patterns {
             pytest_progress_end: re(r"(?m)\[100%\]\s*$"),
             // pytest-sugar's end, in place of the summary line.
             pytest_sugar: re(r"(?m)^Results \(\d+(?:\.\d+)?s\):\s*$"),
+            // Each runner's own words for a run with failing tests.
+            failures: vec![
+                re(r"(?m)^FAILED \((?:failures|errors|unexpected successes)="),
+                re(r"(?m)^test result: FAILED\."),
+                re(r"(?m)^\s*Summary \[.*\] \d+ tests? run: .*\b[1-9]\d* failed"),
+                re(r"(?m)^(?:#|ℹ) fail [1-9]"),
+                re(r"(?m)^--- FAIL: "),
+                re(r"(?m)^Tests:\s+.*\b[1-9]\d* failed"),
+                re(r"(?m)^\s*Tests\s+[1-9]\d* failed"),
+                re(r"(?m)^\s*[1-9]\d* failing\b"),
+                re(r"(?m)^\d+ examples?, [1-9]\d* failures?"),
+                re(r"(?m)^\d+ runs, \d+ assertions, (?:[1-9]\d* failures|\d+ failures, [1-9]\d* errors)"),
+                re(r"(?m)^FAILURES!$"),
+                re(r"(?m)tests passed, [1-9]\d* tests? failed out of \d+"),
+            ],
+            pytest_failed: re(r"\b[1-9]\d* (?:failed|errors?)\b"),
         }
     })
 }
@@ -225,11 +254,30 @@ pub fn tally(output: &str) -> TestTally {
 /// limit: an end that is missing may only be beyond it, so nothing is read as cut short.
 pub fn tally_check(command: &str, output: &str, output_whole: bool) -> TestTally {
     let counted = tally(output);
-    if output_whole && cut_short(command, output) {
+    if failures_reported(command, output) {
+        TestTally::FailuresReported
+    } else if output_whole && cut_short(command, output) {
         TestTally::Unfinished
     } else {
         counted
     }
+}
+
+/// Whether a runner's summary in `output` counts failing tests, in a check that does not ask
+/// for a failure (`! pytest test_old.py`: its exit status is the negation's).
+fn failures_reported(command: &str, output: &str) -> bool {
+    use super::shellwords::split_list;
+    if split_list(command)
+        .iter()
+        .any(|(_, part, _)| part.starts_with('!'))
+    {
+        return false;
+    }
+    let p = patterns();
+    p.failures.iter().any(|re| re.is_match(output))
+        || p.pytest_summary.captures_iter(output).any(|summary| {
+            !summary[0].contains("test result:") && p.pytest_failed.is_match(&summary[1])
+        })
 }
 
 fn cut_short(command: &str, output: &str) -> bool {
@@ -545,6 +593,50 @@ mod tests {
                 tally_check(command, output, true),
                 tally,
                 "{command}: {output}"
+            );
+        }
+    }
+
+    #[test]
+    fn failures_a_runner_reported_are_read_whatever_the_exit_status() {
+        for output in [
+            "F                                                                        [100%]\n=========================== short test summary info ============================\nFAILED test_calc.py::test_add - assert -1 == 3\n1 failed in 0.03s\n",
+            "========================= 1 failed, 4 passed in 0.12s =========================\n",
+            "1 error in 0.05s\n",
+            "F\n======================================================================\nFAIL: test_add (test_calc.AddTest)\n----------------------------------------------------------------------\nRan 1 test in 0.000s\n\nFAILED (failures=1)\n",
+            "running 1 test\ntest adds ... FAILED\n\ntest result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n",
+            "# tests 2\n# pass 1\n# fail 1\n",
+            "  1 passing (3ms)\n  1 failing\n",
+            "Tests:       1 failed, 5 passed, 6 total\n",
+            "3 examples, 1 failure\n",
+        ] {
+            let t = tally_check("the check", output, true);
+            assert_eq!(t, TestTally::FailuresReported, "{output}");
+            assert_eq!(t.why_nothing(), Some(FAILURES_REPORTED));
+        }
+        // A check that asks for the failure.
+        assert_ne!(
+            tally_check(
+                "! python3 -m pytest -q test_old.py",
+                "1 failed in 0.03s\n",
+                true
+            ),
+            TestTally::FailuresReported
+        );
+        // Expected failures, skips and passes are not failures.
+        for output in [
+            "2 passed, 1 xfailed in 0.04s\n",
+            "Ran 3 tests in 0.001s\n\nOK (expected failures=1)\n",
+            "test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n",
+            "# tests 2\n# pass 2\n# fail 0\n",
+            "  2 passing (3ms)\n",
+            "5 examples, 0 failures\n",
+            "100% tests passed, 0 tests failed out of 9\n",
+        ] {
+            assert_ne!(
+                tally_check("the check", output, true),
+                TestTally::FailuresReported,
+                "{output}"
             );
         }
     }
