@@ -9,6 +9,8 @@ use std::collections::BTreeSet;
 
 use toml::{Table, Value};
 
+use super::keys_of;
+
 /// `[package]` keys that change which targets `cargo test` finds or how it builds them.
 const PACKAGE_TEST_KEYS: [&str; 6] = [
     "autotests",
@@ -35,57 +37,52 @@ const TARGET_TEST_KEYS: [&str; 3] = ["test", "harness", "doctest"];
 /// Whether changing `Cargo.toml` from `old` to `new` (either empty when absent) changes how
 /// `checks` build and run the tests. Text that does not parse does.
 pub(super) fn cargo_toml_changes_tests(old: &str, new: &str, checks: &[String]) -> bool {
-    let (Ok(old), Ok(new)) = (old.parse::<Table>(), new.parse::<Table>()) else {
-        return true;
-    };
-    keys_of(&old, &new).into_iter().any(|key| {
-        let (a, b) = (old.get(&key), new.get(&key));
-        a != b
-            && match key.as_str() {
-                "package" => tables(a, b)
-                    .is_none_or(|(a, b)| PACKAGE_TEST_KEYS.iter().any(|k| a.get(*k) != b.get(*k))),
-                "dependencies" | "dev-dependencies" | "build-dependencies" => {
-                    dependencies_change_tests(a, b)
-                }
-                "target" => tables(a, b).is_none_or(|(a, b)| {
-                    keys_of(&a, &b).into_iter().any(|platform| {
-                        let (pa, pb) = (a.get(&platform), b.get(&platform));
-                        pa != pb
-                            && tables(pa, pb).is_none_or(|(pa, pb)| {
-                                keys_of(&pa, &pb).into_iter().any(|k| {
-                                    pa.get(&k) != pb.get(&k)
-                                        && (!k.ends_with("dependencies")
-                                            || dependencies_change_tests(pa.get(&k), pb.get(&k)))
-                                })
-                            })
-                    })
-                }),
-                "lib" => tables(a, b)
-                    .is_none_or(|(a, b)| TARGET_TEST_KEYS.iter().any(|k| a.get(*k) != b.get(*k))),
-                "bin" | "example" => bin_targets_change_tests(a, b),
-                "profile" => tables(a, b).is_none_or(|(a, b)| {
-                    let release = checks.iter().any(|c| {
-                        c.contains("--release") || c.split_whitespace().any(|w| w == "-r")
-                    });
-                    keys_of(&a, &b)
-                        .into_iter()
-                        .any(|p| a.get(&p) != b.get(&p) && (p != "release" || release))
-                }),
-                "workspace" => tables(a, b).is_none_or(|(a, b)| {
-                    keys_of(&a, &b).into_iter().any(|k| {
-                        a.get(&k) != b.get(&k)
-                            && match k.as_str() {
-                                "dependencies" => dependencies_change_tests(a.get(&k), b.get(&k)),
-                                "package" | "metadata" | "lints" | "resolver" => false,
-                                _ => true,
-                            }
-                    })
-                }),
-                "features" | "lints" | "badges" => false,
-                // `[[test]]`, `[[bench]]`, `[patch]`, `[replace]`, `cargo-features` and what
-                // is not known.
-                _ => true,
+    a_table_changes(old, new, |key, a, b| {
+        match key {
+            "package" => tables(a, b)
+                .is_none_or(|(a, b)| PACKAGE_TEST_KEYS.iter().any(|k| a.get(*k) != b.get(*k))),
+            "dependencies" | "dev-dependencies" | "build-dependencies" => {
+                dependencies_change_tests(a, b)
             }
+            "target" => tables(a, b).is_none_or(|(a, b)| {
+                keys_of(&a, &b).into_iter().any(|platform| {
+                    let (pa, pb) = (a.get(&platform), b.get(&platform));
+                    pa != pb
+                        && tables(pa, pb).is_none_or(|(pa, pb)| {
+                            keys_of(&pa, &pb).into_iter().any(|k| {
+                                pa.get(&k) != pb.get(&k)
+                                    && (!k.ends_with("dependencies")
+                                        || dependencies_change_tests(pa.get(&k), pb.get(&k)))
+                            })
+                        })
+                })
+            }),
+            "lib" => tables(a, b)
+                .is_none_or(|(a, b)| TARGET_TEST_KEYS.iter().any(|k| a.get(*k) != b.get(*k))),
+            "bin" | "example" => bin_targets_change_tests(a, b),
+            "profile" => tables(a, b).is_none_or(|(a, b)| {
+                let release = checks
+                    .iter()
+                    .any(|c| c.contains("--release") || c.split_whitespace().any(|w| w == "-r"));
+                keys_of(&a, &b)
+                    .into_iter()
+                    .any(|p| a.get(&p) != b.get(&p) && (p != "release" || release))
+            }),
+            "workspace" => tables(a, b).is_none_or(|(a, b)| {
+                keys_of(&a, &b).into_iter().any(|k| {
+                    a.get(&k) != b.get(&k)
+                        && match k.as_str() {
+                            "dependencies" => dependencies_change_tests(a.get(&k), b.get(&k)),
+                            "package" | "metadata" | "lints" | "resolver" => false,
+                            _ => true,
+                        }
+                })
+            }),
+            "features" | "lints" | "badges" => false,
+            // `[[test]]`, `[[bench]]`, `[patch]`, `[replace]`, `cargo-features` and what
+            // is not known.
+            _ => true,
+        }
     })
 }
 
@@ -109,21 +106,14 @@ const CONFIG_QUIET_BUILD_KEYS: [&str; 3] = ["jobs", "target-dir", "incremental"]
 /// tests build or run: any table but the quiet ones (a `[target.*] runner` runs the test
 /// binaries, `rustflags` and `[env]` change what they are). Text that does not parse does.
 pub(super) fn cargo_config_changes_tests(old: &str, new: &str) -> bool {
-    let (Ok(old), Ok(new)) = (old.parse::<Table>(), new.parse::<Table>()) else {
-        return true;
-    };
-    keys_of(&old, &new).into_iter().any(|key| {
-        let (a, b) = (old.get(&key), new.get(&key));
-        a != b
-            && match key.as_str() {
-                k if CONFIG_QUIET_TABLES.contains(&k) => false,
-                "build" => tables(a, b).is_none_or(|(a, b)| {
-                    keys_of(&a, &b).into_iter().any(|k| {
-                        a.get(&k) != b.get(&k) && !CONFIG_QUIET_BUILD_KEYS.contains(&k.as_str())
-                    })
-                }),
-                _ => true,
-            }
+    a_table_changes(old, new, |key, a, b| match key {
+        k if CONFIG_QUIET_TABLES.contains(&k) => false,
+        "build" => tables(a, b).is_none_or(|(a, b)| {
+            keys_of(&a, &b)
+                .into_iter()
+                .any(|k| a.get(&k) != b.get(&k) && !CONFIG_QUIET_BUILD_KEYS.contains(&k.as_str()))
+        }),
+        _ => true,
     })
 }
 
@@ -209,9 +199,20 @@ fn tables(a: Option<&Value>, b: Option<&Value>) -> Option<(Table, Table)> {
     Some((table(a)?, table(b)?))
 }
 
-/// The keys of two tables, each once, in order.
-fn keys_of(a: &Table, b: &Table) -> BTreeSet<String> {
-    a.keys().chain(b.keys()).cloned().collect()
+/// Whether two TOML texts differ in a top-level table that `touches` says bears on the tests
+/// (given its key and both values, only when they differ). Text that does not parse does.
+fn a_table_changes(
+    old: &str,
+    new: &str,
+    touches: impl Fn(&str, Option<&Value>, Option<&Value>) -> bool,
+) -> bool {
+    let (Ok(old), Ok(new)) = (old.parse::<Table>(), new.parse::<Table>()) else {
+        return true;
+    };
+    keys_of(&old, &new).into_iter().any(|key| {
+        let (a, b) = (old.get(&key), new.get(&key));
+        a != b && touches(&key, a, b)
+    })
 }
 
 #[cfg(test)]
