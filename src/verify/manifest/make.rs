@@ -7,9 +7,11 @@
 //! goal, their prerequisites, and targets their recipes run through `$(MAKE)`) that the base
 //! had and the work changed or removed, a reached recipe of the work that cannot fail
 //! (`@echo all tests passed`: `verify::vacuous_check`), any pattern or suffix rule's recipe,
-//! and the variables the named targets' own recipes use (`./$(TEST_BIN)`). A new rule for a
-//! new file, and the source lists and flags the compile recipes use, do not.
-//! Compile flags that change what a test means (`-DNDEBUG` turns `assert` off) are not seen.
+//! the variables the base's named targets' own recipes use (`./$(TEST_BIN)`), and `-DNDEBUG`
+//! (it turns C's `assert` off) appearing in a reached recipe. A new rule for a new file, and
+//! the source lists and other flags the compile recipes use, do not; a prerequisite's recipe
+//! that only gained arguments does not either. Other compile flags that change what a test
+//! means are not seen.
 
 use std::collections::{BTreeMap, BTreeSet};
 
