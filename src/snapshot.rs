@@ -3,10 +3,10 @@
 //! A snapshot covers tracked files and untracked files that are not ignored (`git ls-files -co
 //! --exclude-standard`, and not in an environment's directory such as `.venv/`:
 //! `crate::gittree::ENVIRONMENT_DIRS`; a plain directory walk outside git), always excluding
-//! `.autocode/` and `.git/`. Content is hashed with sha256, but a [`StatCache`] keyed by (size, mtime, ctime,
-//! inode) lets an unchanged large tree be snapshotted again without reading it. A file whose
-//! mtime is too close to the moment it was hashed is not trusted from the cache (the "racy git"
-//! problem: a write in the same timestamp tick would be invisible).
+//! `.autocode/` and `.git/`. Content is hashed with sha256, but a [`StatCache`] keyed by (size,
+//! mtime, ctime, inode) lets an unchanged large tree be snapshotted again without reading it. A
+//! file whose mtime is too close to the moment it was hashed is not trusted from the cache (the
+//! "racy git" problem: a write in the same timestamp tick would be invisible).
 //!
 //! A [`Snapshotter`] is what the run uses (issue 13): in a git work tree a snapshot is the id of
 //! the tree `git add -A` + `git write-tree` make of it with a private index in autocode's own git

@@ -504,6 +504,10 @@ const CAPTURE_LIMIT: usize = 1 << 20;
 async fn launch_one(spec: LaunchSpec, command: String) -> Result<Replayed, ReplayError> {
     let started = Instant::now();
     let root = spec.cwd.clone();
+    // A runner an npm script starts is the check's runner too (`npm test` → `mocha`): the
+    // scripts as the tree holds them before the check runs (what it runs may rewrite them).
+    let package_json = std::fs::read_to_string(root.join("package.json")).ok();
+    let runs = crate::verify::manifest::with_scripts_run(&command, package_json.as_deref());
     let finished = supervise::run(spec)
         .await
         .map_err(|source| ReplayError::Launch {
@@ -513,9 +517,6 @@ async fn launch_one(spec: LaunchSpec, command: String) -> Result<Replayed, Repla
     let whole = finished.stdout.len() < CAPTURE_LIMIT && finished.stderr.len() < CAPTURE_LIMIT;
     let mut output = String::from_utf8_lossy(&finished.stdout).into_owned();
     output.push_str(&String::from_utf8_lossy(&finished.stderr));
-    // A runner an npm script starts is the check's runner too (`npm test` → `mocha`).
-    let package_json = std::fs::read_to_string(root.join("package.json")).ok();
-    let runs = crate::verify::manifest::with_scripts_run(&command, package_json.as_deref());
     Ok(Replayed {
         tests: crate::verify::testcount::tally_check(&runs, &output, whole),
         command,

@@ -39,7 +39,9 @@ pub fn changes_tests(path: &str, old: Option<&str>, new: &str, checks: &[String]
         "setup.cfg" => setup_cfg_changes_tests(base, new),
         "pyproject.toml" => pyproject_changes_tests(base, new),
         "setup.py" => plugin_lines(base) != plugin_lines(new),
-        "Makefile" | "makefile" | "GNUmakefile" => make::changes_tests(old, new, checks),
+        name if super::testfiles::MAKEFILES.contains(&name) => {
+            make::changes_tests(old, new, checks)
+        }
         ".npmrc" => npmrc_changes_tests(base, new),
         "Cargo.toml" => match old {
             None => cargo::added_cargo_toml_changes_tests(new),

@@ -76,8 +76,6 @@ pub struct BaseCheck {
     pub reused_from: Option<crate::ids::ReplayNo>,
 }
 
-pub use testcount::{NO_TEST_RAN, RUNNER_CUT_SHORT};
-
 impl BaseCheck {
     /// Whether the check passed: it exited 0 and its runner did not say that no test ran nor
     /// stop before its end (a check selecting tests the work adds runs none before it: it fails

@@ -172,9 +172,12 @@ pub fn configures_tests(path: &str, checks: &[String]) -> bool {
             name,
             "package.json" | ".npmrc" | ".yarnrc" | ".yarnrc.yml" | "bunfig.toml" | ".pnpmfile.cjs"
         ) && runs(&["npm", "npx", "yarn", "pnpm", "bun"]))
-        || (matches!(name, "Makefile" | "makefile" | "GNUmakefile") && runs(&["make", "gmake"]))
+        || (MAKEFILES.contains(&name) && runs(&["make", "gmake"]))
         || ((name == "Cargo.toml" || is_cargo_config(path)) && runs(&["cargo"]))
 }
+
+/// The names GNU make reads a directory's rules from.
+pub const MAKEFILES: [&str; 3] = ["GNUmakefile", "makefile", "Makefile"];
 
 /// Whether `path` is cargo's configuration of a directory (`.cargo/config.toml`, or
 /// `.cargo/config`, its older name).
