@@ -222,10 +222,11 @@ pub(super) fn lost_tests(state: &RunState, restored: &[ReplayResult]) -> Vec<Str
 
 /// Test changes (`comparison`: the work tree against the base, `None` when no base was saved):
 /// base tests modified or deleted, added files that shadow a base test or change collection,
-/// inline tests removed or altered, and checks that run fewer tests than on the base tree. The
-/// checks are replayed with the restorable files put back to the base; if they fail, or if a
-/// change cannot be put back alone (inline tests, fewer tests run), a person must accept the new
-/// tests (`Some(pause)`).
+/// inline tests removed or altered, lines that change the test framework (`verify::tamper`), and
+/// checks that run fewer tests than on the base tree. The checks are replayed with the
+/// restorable files put back to the base; if they fail, or if a change cannot be put back alone
+/// (inline tests, tampering, fewer tests run), a person must accept the new tests
+/// (`Some(pause)`).
 pub(super) async fn judge_test_changes<R: StageRunner>(
     run: &mut RunHandle,
     runner: &mut R,
@@ -267,7 +268,11 @@ pub(super) async fn judge_test_changes<R: StageRunner>(
         )?;
     }
     let fewer = lost_tests(&run.state, &replayed);
-    if failing.is_empty() && changes.inline.is_empty() && fewer.is_empty() {
+    if failing.is_empty()
+        && changes.inline.is_empty()
+        && changes.tampering.is_empty()
+        && fewer.is_empty()
+    {
         return Ok(None);
     }
     // Tests no longer run from files that are not tests by name: the person sees every change.
@@ -310,6 +315,12 @@ pub(super) async fn judge_test_changes<R: StageRunner>(
             "The builder removed or altered inline tests in files that also hold code ({}): the original tests cannot be put back without the original code, so a person reviews them.\n",
             changes.inline.join(", ")
         ));
+    }
+    if !changes.tampering.is_empty() {
+        shown.push_str("The work's code changes the test framework's verdicts from inside the process that runs the tests: every check over it passes whatever the code does, so a person reviews these lines:\n");
+        for t in &changes.tampering {
+            shown.push_str(&format!("- {t}\n"));
+        }
     }
     if !fewer.is_empty() {
         shown.push_str("The test runners no longer run tests they ran on the base tree:\n");

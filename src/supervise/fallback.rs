@@ -83,6 +83,11 @@ pub fn has_overlay_xattr(_path: &std::path::Path) -> bool {
     true
 }
 
+/// Overlays are Linux only: no layer is read here.
+pub fn overlay_opaque(_path: &std::path::Path) -> bool {
+    false
+}
+
 /// Overlays are Linux only (`Probe::overlay_missing`): no whiteout is made here.
 pub fn whiteout(_path: &std::path::Path) -> io::Result<()> {
     Err(io::Error::new(

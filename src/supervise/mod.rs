@@ -38,7 +38,7 @@ mod room;
 
 pub use command::supervise_command;
 pub use ledger_file::words_sha256;
-pub use platform::{Probe, has_overlay_xattr, whiteout};
+pub use platform::{Probe, has_overlay_xattr, overlay_opaque, whiteout};
 pub use room::{
     CutArg, LedgerEntry, LedgerExit, Overlay, PrivateViews, RealPath, Room, RoomReceipt,
 };

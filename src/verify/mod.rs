@@ -9,13 +9,16 @@
 //! - [`CheckKind`]: a criterion asks for a change (`fail_to_pass`: its check must fail on the base
 //!   tree) or guards behaviour (`pass_to_pass`); [`BaseCheck`] records the base-tree run.
 //! - Which files of the base tree the builder changed and which are tests: `verify::treediff`;
-//!   whether a manifest's change is a test change or only a dependency: `verify::manifest`.
+//!   whether a manifest's change is a test change or only a dependency: `verify::manifest`;
+//!   code that changes the test framework's verdicts from inside the tests' process:
+//!   `verify::tamper`.
 //! - [`PendingReview`], [`HumanDecision`], [`TestChangeReview`]: what a person was asked, what
 //!   they answered, when, and the exact text they were shown (bound by its sha256).
 
 pub mod manifest;
 pub mod objective;
 pub mod shellwords;
+pub mod tamper;
 pub mod testcount;
 pub mod testfiles;
 pub mod testids;

@@ -38,6 +38,9 @@ pub enum TestTally {
     Unfinished,
     /// A runner reported failing tests (the module's comment): whatever the exit status.
     FailuresReported,
+    /// The check changed test files of the tree while it ran (`run::replay`'s watch): the tests
+    /// it ran are not the tree's.
+    TestsRewritten,
 }
 
 /// Why a check that exited 0 did not pass: its runner says no test ran.
@@ -45,6 +48,9 @@ pub const NO_TEST_RAN: &str = "it exited 0 but its test runner says no test ran 
 
 /// Why a check that exited 0 did not pass: its runner reported failing tests.
 pub const FAILURES_REPORTED: &str = "it exited 0 but its test runner reported failing tests (its summary counts failures or errors: the exit status was changed after the runner's verdict, by the code under test or a runner setting): a check whose tests failed shows nothing holds";
+
+/// Why a check that exited 0 did not pass: it changed the tree's test files while it ran.
+pub const TESTS_REWRITTEN: &str = "it exited 0 but it changed test files of the tree while it ran (written, replaced or removed, by the code under test or a step of the check): the tests it ran are not the tree's, so it cannot show that anything holds";
 
 /// Why a check that exited 0 did not pass: its runner never reported its end.
 pub const RUNNER_CUT_SHORT: &str = "it exited 0 but its test runner never reported its end (no summary after it started: the process was ended before the tests' verdicts, by the code under test or a runner setting): a check cut short cannot show that anything holds";
@@ -62,6 +68,7 @@ impl TestTally {
             TestTally::Counted(0) => Some(NO_TEST_RAN),
             TestTally::Unfinished => Some(RUNNER_CUT_SHORT),
             TestTally::FailuresReported => Some(FAILURES_REPORTED),
+            TestTally::TestsRewritten => Some(TESTS_REWRITTEN),
             TestTally::Unknown | TestTally::Counted(_) => None,
         }
     }
@@ -69,7 +76,10 @@ impl TestTally {
     /// `Counted(n)` as `Some(n)`.
     pub fn count(self) -> Option<u64> {
         match self {
-            TestTally::Unknown | TestTally::Unfinished | TestTally::FailuresReported => None,
+            TestTally::Unknown
+            | TestTally::Unfinished
+            | TestTally::FailuresReported
+            | TestTally::TestsRewritten => None,
             TestTally::Counted(n) => Some(n),
         }
     }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use crate::gittree::{ChangedEntry, GitStore, GitTreeError, Side, TreeId};
 
 pub use super::testfiles::{TestMatcher, looks_like_test};
-use super::{manifest, testfiles};
+use super::{manifest, tamper, testfiles};
 
 /// How a file differs between the base and the final tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,20 +171,31 @@ pub struct TestChanges {
     /// Code files whose inline tests the work removed or altered: code and tests share the file,
     /// so the base tests cannot be put back alone, and a person reviews the change.
     pub inline: Vec<String>,
+    /// Lines the work added that change the test framework's verdicts from inside the process
+    /// that runs the tests (`verify::tamper`): no tree of files put back undoes them, and a
+    /// person reviews the change.
+    pub tampering: Vec<tamper::Tampering>,
 }
 
 impl TestChanges {
     pub fn is_empty(&self) -> bool {
-        self.restorable.is_empty() && self.inline.is_empty()
+        self.restorable.is_empty() && self.inline.is_empty() && self.tampering.is_empty()
     }
 
-    /// Every path, restorable first.
+    /// Every path, restorable first, each once.
     pub fn all(&self) -> Vec<String> {
-        self.restorable
+        let mut all: Vec<String> = self
+            .restorable
             .iter()
             .chain(&self.inline)
             .cloned()
-            .collect()
+            .collect();
+        for t in &self.tampering {
+            if !all.contains(&t.path) {
+                all.push(t.path.clone());
+            }
+        }
+        all
     }
 }
 
@@ -295,11 +306,17 @@ impl Comparison {
 
     /// What the work changed of the tests the runners collect (`verify::testfiles`): base tests
     /// modified or deleted, added files shadowing a base test module, added or changed files that
-    /// configure collection, and code files whose inline tests lost or changed a test.
+    /// configure collection, code files whose inline tests lost or changed a test, and added
+    /// lines that change the test framework (`verify::tamper`).
     pub fn test_changes(&self, checks: &[String]) -> TestChanges {
         let matcher = TestMatcher::new(checks);
         let mut out = TestChanges::default();
         for (rel, change) in &self.changes {
+            if *change != Change::Deleted && tamper::reads(rel) {
+                let (old, new) = self.texts(rel);
+                let old = (*change == Change::Modified).then_some(old.as_str());
+                out.tampering.extend(tamper::find(rel, old, &new));
+            }
             let restorable = (testfiles::configures_tests(rel, checks)
                 && self.manifest_changes_tests(rel, *change, checks))
                 || match change {

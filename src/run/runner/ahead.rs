@@ -145,6 +145,7 @@ impl CliRunner {
             self.replay_timeout,
             confinement(state, allow_connect),
             Some(layer.overlay.clone()),
+            super::trees::tree_files(composed).await,
         )
         .ok()?;
         let steps = prepare.to_vec();

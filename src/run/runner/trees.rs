@@ -405,8 +405,10 @@ impl CliRunner {
             ReplayConfinement::Unconfined => None,
         };
         let base_unclosed = &state.verification.base_unclosed;
+        let files = tree_files(composed).await;
         let checks_in = |report: CopyReport, overlay| {
             let dir = vtree.dir();
+            let files = files.clone();
             async move {
                 replay::refuse_unclosed(report.unclosed, base_unclosed)?;
                 replay::run_batch_in(
@@ -418,6 +420,7 @@ impl CliRunner {
                     timeout,
                     confinement,
                     overlay,
+                    files,
                 )
                 .await
             }
@@ -570,6 +573,25 @@ impl CliRunner {
             confinement,
         )
         .await
+    }
+}
+
+/// The files of the composed tree (its git entries, links and submodules left out), whose tests
+/// a replay's checks must leave as they found them (`replay::TreeFiles`). A tree that cannot be
+/// read watches nothing (the replay runs as before).
+pub(super) async fn tree_files(composed: &Composed) -> replay::TreeFiles {
+    match composed.vtree.store().entries(&composed.target).await {
+        Ok(entries) => replay::TreeFiles::Listed(
+            entries
+                .into_iter()
+                .filter(|e| e.mode.starts_with("100"))
+                .map(|e| e.path)
+                .collect(),
+        ),
+        Err(e) => {
+            tracing::warn!("the replay's tree could not be listed, its tests are not watched: {e}");
+            replay::TreeFiles::Listed(Vec::new())
+        }
     }
 }
 

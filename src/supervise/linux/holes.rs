@@ -523,6 +523,30 @@ pub fn has_overlay_xattr(path: &Path) -> bool {
         .any(|name| name.starts_with(b"user.overlay.") || name.starts_with(b"trusted.overlay."))
 }
 
+/// Whether the directory `path` of an overlay's upper layer is opaque (`user.overlay.opaque` or
+/// `trusted.overlay.opaque` is `y`): what the lower layer holds beneath it is hidden.
+pub fn overlay_opaque(path: &Path) -> bool {
+    let Ok(path) = cstring(path) else {
+        return false;
+    };
+    [c"user.overlay.opaque", c"trusted.overlay.opaque"]
+        .iter()
+        .any(|name| {
+            let mut value = [0u8; 8];
+            // SAFETY: `path` and `name` are valid C strings and `value` a buffer of the length
+            // given.
+            let len = unsafe {
+                libc::lgetxattr(
+                    path.as_ptr(),
+                    name.as_ptr(),
+                    value.as_mut_ptr().cast(),
+                    value.len(),
+                )
+            };
+            len > 0 && value[0] == b'y'
+        })
+}
+
 /// `None` when a room's overlay can be mounted here, else what is missing (tried once per
 /// process: a forked child mounts an overlay of temporary directories, with a whiteout, and
 /// checks what it sees and that its write lands in the upper layer only).

@@ -34,7 +34,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
-pub use holes::{has_overlay_xattr, whiteout};
+pub use holes::{has_overlay_xattr, overlay_opaque, whiteout};
 pub use probe::Probe;
 
 use super::{EndedBy, LaunchError, LaunchSpec, Receipt, RoomReceipt, StdinSource, StdioMode};
