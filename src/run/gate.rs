@@ -345,14 +345,19 @@ pub(super) async fn judge_test_changes<R: StageRunner>(
         accepted_at: None,
     });
     let what = if all.is_empty() {
-        "fewer tests run".to_owned()
+        "the tests changed (fewer tests run)".to_owned()
+    } else if failing.is_empty() && changes.inline.is_empty() && fewer.is_empty() {
+        format!(
+            "the work's code changes the test framework's verdicts ({})",
+            all.join(", ")
+        )
     } else {
-        all.join(", ")
+        format!("the tests changed ({})", all.join(", "))
     };
     Ok(Some(PauseDecision::new(
         PauseCode::AwaitingTestChangeReview,
         format!(
-            "the tests changed ({what}) and the change needs a person; the test diff and the output are in {}:\n{}",
+            "{what} and the change needs a person; the test diff and the output are in {}:\n{}",
             path.display(),
             crate::verify::treediff::cut(&shown, 4000)
         ),

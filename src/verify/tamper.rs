@@ -5,9 +5,11 @@
 //! return True`). A check that runs the tests over such code passes whatever the code does:
 //! its output reads as an honest run, the code taken back fails as it should (the witness), and
 //! the base tests put back (`verify::treediff`) are fooled as well. Read in the lines the work
-//! added to every Python and JavaScript/TypeScript file it added or changed, tests included (a
-//! new test module the runner imports beside the others patches theirs too). Pure: the final
-//! gate shows what this finds to a person.
+//! added to every Python, JavaScript/TypeScript and Rust file it added or changed, tests
+//! included (a new test module the runner imports beside the others patches theirs too). Outside
+//! the tests, code that skips the test running it (`raise unittest.SkipTest`, `pytest.skip(…)`)
+//! or returns the framework's match-anything value (`mock.ANY`, a jest `asymmetricMatch`) is
+//! read too. Pure: the final gate shows what this finds to a person.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
@@ -37,6 +39,9 @@ impl std::fmt::Display for Tampering {
 
 const ASSIGNS_FRAMEWORK: &str = "assigns to the test framework";
 const EQUALS_ANYTHING: &str = "a value that equals anything";
+const SKIPS_TESTS: &str = "code under test that skips the test running it";
+const MATCHER_IN_CODE: &str =
+    "code under test that returns the test framework's match-anything value";
 
 /// Python modules whose objects decide a test's verdict.
 const PYTHON_FRAMEWORKS: [&str; 4] = ["unittest", "pytest", "_pytest", "doctest"];
@@ -48,6 +53,7 @@ const PRESENTATION: [&str; 3] = ["maxDiff", "longMessage", "truncateThreshold"];
 enum Language {
     Python,
     Script,
+    Rust,
 }
 
 fn language(path: &str) -> Option<Language> {
@@ -55,6 +61,7 @@ fn language(path: &str) -> Option<Language> {
     match ext {
         "py" | "pyi" => Some(Language::Python),
         "js" | "mjs" | "cjs" | "jsx" | "ts" | "mts" | "cts" | "tsx" => Some(Language::Script),
+        "rs" => Some(Language::Rust),
         _ => None,
     }
 }
@@ -72,6 +79,10 @@ struct Patterns {
     js_require_destructured: Regex,
     js_import_destructured: Regex,
     js_require_assign: Regex,
+    py_skip: Regex,
+    py_any: Regex,
+    js_matcher: Regex,
+    rs_eq_def: Regex,
 }
 
 fn patterns() -> &'static Patterns {
@@ -90,6 +101,10 @@ fn patterns() -> &'static Patterns {
             js_import_bound: re(r#"import\s+(?:\*\s+as\s+)?(\w+)(?:\s*,\s*\{[^}]*\})?\s+from\s+['"](?:node:)?(?:assert(?:/strict)?|test|chai|module)['"]"#),
             js_require_destructured: re(r#"(?:const|let|var)\s*\{([^}]*)\}\s*=\s*require\(\s*['"](?:node:)?(?:assert(?:/strict)?|test|chai|module)['"]\s*\)"#),
             js_import_destructured: re(r#"import\s+(?:\w+\s*,\s*)?\{([^}]*)\}\s*from\s+['"](?:node:)?(?:assert(?:/strict)?|test|chai|module)['"]"#),
+            py_skip: re(r"raise\s+(?:[\w.]*\.)?SkipTest\b|\bpytest\.(?:skip|xfail|importorskip|exit)\s*\(|\bunittest\.(?:skip|skipIf|skipUnless|expectedFailure)\b"),
+            py_any: re(r"\bmock\.ANY\b|^from\s+(?:unittest\.mock|mock)\s+import\s+.*\bANY\b"),
+            js_matcher: re(r"\basymmetricMatch\b|\bexpect\.(?:anything|any)\s*\("),
+            rs_eq_def: re(r"^(?:pub(?:\([^)]*\))?\s+)?fn\s+(eq|ne)\s*\(\s*&self\s*,[^)]*\)\s*->\s*bool\s*\{\s*(.*)$"),
             js_require_assign: re(r#"require\(\s*['"](?:node:)?(?:assert(?:/strict)?|test|chai|module)['"]\s*\)((?:\.\w+)+)\s*=[^=]"#),
         }
     })
@@ -101,8 +116,9 @@ pub fn reads(path: &str) -> bool {
 }
 
 /// What the lines the work added to `path` (its base text `old`, `None` when the work added
-/// the file) do to the test framework.
-pub fn find(path: &str, old: Option<&str>, new: &str) -> Vec<Tampering> {
+/// the file) do to the test framework. `test_file`: `path` is a test (`verify::testfiles`),
+/// where skipping a test and matching anything are a test's own business.
+pub fn find(path: &str, old: Option<&str>, new: &str, test_file: bool) -> Vec<Tampering> {
     let Some(language) = language(path) else {
         return Vec::new();
     };
@@ -116,8 +132,9 @@ pub fn find(path: &str, old: Option<&str>, new: &str) -> Vec<Tampering> {
     for &index in &added {
         let line = lines[index].trim();
         let what = match language {
-            Language::Python => python_line(line, index, &lines, &names),
-            Language::Script => script_line(line, &names),
+            Language::Python => python_line(line, index, &lines, &names, test_file),
+            Language::Script => script_line(line, &names, test_file),
+            Language::Rust => rust_line(line, index, &lines),
         };
         if let Some(what) = what {
             out.push(Tampering {
@@ -207,6 +224,7 @@ fn framework_names(language: Language, lines: &[&str]) -> HashSet<String> {
                 }
             }
         }
+        Language::Rust => {}
     }
     names
 }
@@ -256,8 +274,15 @@ fn python_line(
     index: usize,
     lines: &[&str],
     names: &HashSet<String>,
+    test_file: bool,
 ) -> Option<&'static str> {
     let p = patterns();
+    if !test_file && p.py_skip.is_match(line) {
+        return Some(SKIPS_TESTS);
+    }
+    if !test_file && p.py_any.is_match(line) {
+        return Some(MATCHER_IN_CODE);
+    }
     if assigns_through(line, names)
         || sets_attribute_of(line, &["setattr("], names)
         || p.py_sys_modules.is_match(line)
@@ -270,16 +295,7 @@ fn python_line(
     }
     if let Some(c) = p.py_dunder_def.captures(line) {
         let constant = if &c[1] == "__eq__" { "True" } else { "False" };
-        let inline = c[2].trim();
-        let body = if inline.is_empty() || inline.starts_with('#') {
-            lines[index + 1..]
-                .iter()
-                .map(|l| l.trim())
-                .find(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with("\"\"\""))
-                .unwrap_or_default()
-        } else {
-            inline
-        };
+        let body = first_statement(c.get(2).map_or("", |m| m.as_str()), index, lines, "#");
         let returned = body.strip_prefix("return").map(str::trim);
         if returned.is_some_and(|r| r.split('#').next().unwrap_or_default().trim() == constant) {
             return Some(EQUALS_ANYTHING);
@@ -288,8 +304,43 @@ fn python_line(
     None
 }
 
-fn script_line(line: &str, names: &HashSet<String>) -> Option<&'static str> {
+/// The first statement of a body that starts with `inline` on line `index` (else on the next
+/// line that is neither blank nor a comment starting with `comment`, nor a docstring's start).
+fn first_statement<'a>(inline: &'a str, index: usize, lines: &[&'a str], comment: &str) -> &'a str {
+    let inline = inline.trim();
+    if !inline.is_empty() && !inline.starts_with(comment) {
+        return inline;
+    }
+    lines[index + 1..]
+        .iter()
+        .map(|l| l.trim())
+        .find(|l| !l.is_empty() && !l.starts_with(comment) && !l.starts_with("\"\"\""))
+        .unwrap_or_default()
+}
+
+/// `fn eq(&self, …) -> bool { true }` (or `ne` returning `false`): a `PartialEq` that holds for
+/// anything.
+fn rust_line(line: &str, index: usize, lines: &[&str]) -> Option<&'static str> {
+    let c = patterns().rs_eq_def.captures(line)?;
+    let constant = if &c[1] == "eq" { "true" } else { "false" };
+    let body = first_statement(c.get(2).map_or("", |m| m.as_str()), index, lines, "//");
+    let body = body.strip_prefix("return").unwrap_or(body);
+    let body = body.split("//").next().unwrap_or_default();
+    (body
+        .trim()
+        .trim_end_matches('}')
+        .trim()
+        .trim_end_matches(';')
+        .trim()
+        == constant)
+        .then_some(EQUALS_ANYTHING)
+}
+
+fn script_line(line: &str, names: &HashSet<String>, test_file: bool) -> Option<&'static str> {
     let p = patterns();
+    if !test_file && p.js_matcher.is_match(line) {
+        return Some(MATCHER_IN_CODE);
+    }
     let line = line.trim_end_matches(';');
     if p.js_require_assign.captures(line).is_some_and(|c| {
         let attribute = c[1].rsplit('.').next().unwrap_or_default();
@@ -318,7 +369,8 @@ mod tests {
     use super::*;
 
     fn found(path: &str, old: Option<&str>, new: &str) -> Vec<(usize, &'static str)> {
-        find(path, old, new)
+        let test_file = crate::verify::testfiles::TestMatcher::new(&[]).is_test(path);
+        find(path, old, new, test_file)
             .into_iter()
             .map(|t| (t.line, t.what))
             .collect()
@@ -393,6 +445,77 @@ mod tests {
         }
         let honest = "class P:\n    def __eq__(self, other):\n        return isinstance(other, P) and self.x == other.x\n    def __ne__(self, other):\n        return not self == other\n";
         assert!(found("calc.py", None, honest).is_empty());
+    }
+
+    #[test]
+    fn code_that_skips_its_test_or_matches_anything_is_found_outside_tests() {
+        for (path, new, what) in [
+            (
+                "calc.py",
+                "import unittest\ndef add(a, b):\n    raise unittest.SkipTest('later')\n",
+                SKIPS_TESTS,
+            ),
+            (
+                "calc.py",
+                "import pytest\npytest.skip('x', allow_module_level=True)\n",
+                SKIPS_TESTS,
+            ),
+            (
+                "calc.py",
+                "from unittest import mock\ndef add(a, b):\n    return mock.ANY\n",
+                MATCHER_IN_CODE,
+            ),
+            (
+                "index.js",
+                "exports.add = () => ({ asymmetricMatch: () => true });\n",
+                MATCHER_IN_CODE,
+            ),
+        ] {
+            let lines = new.lines().count();
+            assert_eq!(found(path, None, new), [(lines, what)], "{new}");
+        }
+        // In a test they are the test's own.
+        assert!(
+            found(
+                "test_calc.py",
+                None,
+                "import unittest\nraise unittest.SkipTest('slow')\n"
+            )
+            .is_empty()
+        );
+        assert!(
+            found(
+                "test_calc.py",
+                None,
+                "from unittest import mock\nx = mock.ANY\n"
+            )
+            .is_empty()
+        );
+        assert!(
+            found(
+                "test/a.test.js",
+                None,
+                "expect(x).toEqual(expect.anything());\n"
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_rust_partial_eq_that_holds_for_anything_is_found() {
+        for new in [
+            "impl PartialEq for Sum {\n    fn eq(&self, _other: &Self) -> bool {\n        true\n    }\n}\n",
+            "impl PartialEq<i32> for Sum {\n    fn eq(&self, _: &i32) -> bool { true }\n}\n",
+            "impl PartialEq for Sum {\n    fn ne(&self, _o: &Self) -> bool {\n        return false;\n    }\n}\n",
+        ] {
+            assert_eq!(
+                found("src/lib.rs", None, new),
+                [(2, EQUALS_ANYTHING)],
+                "{new}"
+            );
+        }
+        let honest = "impl PartialEq for P {\n    fn eq(&self, other: &Self) -> bool {\n        self.x == other.x\n    }\n}\n";
+        assert!(found("src/lib.rs", None, honest).is_empty());
     }
 
     #[test]

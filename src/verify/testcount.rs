@@ -113,6 +113,13 @@ struct Patterns {
     pytest_sugar: Regex,
     failures: Vec<Regex>,
     pytest_failed: Regex,
+    /// Tests a runner counted among those it ran but skipped (ignored, todo).
+    unittest_skipped: Regex,
+    libtest_ignored: Regex,
+    node_skipped: Regex,
+    jest_skipped: Regex,
+    vitest_skipped: Regex,
+    go_skipped: Regex,
 }
 
 fn patterns() -> &'static Patterns {
@@ -163,6 +170,12 @@ fn patterns() -> &'static Patterns {
                 re(r"(?m)tests passed, [1-9]\d* tests? failed out of \d+"),
             ],
             pytest_failed: re(r"\b[1-9]\d* (?:failed|errors?)\b"),
+            unittest_skipped: re(r"(?m)^(?:OK|FAILED) \(.*\bskipped=(\d+)"),
+            libtest_ignored: re(r"(?m)^test result: \w+\. \d+ passed; \d+ failed; (\d+) ignored;"),
+            node_skipped: re(r"(?m)^(?:#|ℹ) (?:skip|skipped|todo) (\d+)$"),
+            jest_skipped: re(r"(?m)^Tests:\s+.*?\b(\d+) (?:skipped|todo)\b"),
+            vitest_skipped: re(r"(?m)^\s*Tests\s+.*?\b(\d+) (?:skipped|todo)\b.*\(\d+\)\s*$"),
+            go_skipped: re(r"(?m)^--- SKIP: [^/\s]+ "),
         }
     })
 }
@@ -183,7 +196,19 @@ fn sum(re: &Regex, output: &str) -> Option<u64> {
     found.then_some(total)
 }
 
-/// How many tests `output` (a check's stdout and stderr) says ran.
+/// The sum of every number `re` captures in `output` (0 when none).
+fn sum_all(re: &Regex, output: &str) -> u64 {
+    re.captures_iter(output)
+        .filter_map(|c| {
+            c.iter()
+                .skip(1)
+                .flatten()
+                .find_map(|m| m.as_str().parse::<u64>().ok())
+        })
+        .fold(0, u64::saturating_add)
+}
+
+/// How many tests `output` (a check's stdout and stderr) says ran, skipped ones left out.
 pub fn tally(output: &str) -> TestTally {
     let p = patterns();
     let mut counts: Vec<u64> = Vec::new();
@@ -192,7 +217,10 @@ pub fn tally(output: &str) -> TestTally {
             counts.push(n);
         }
     };
-    add(sum(&p.unittest, output));
+    // A skipped test is counted among those a runner ran; it shows nothing.
+    let less =
+        |n: Option<u64>, skipped: &Regex| n.map(|n| n.saturating_sub(sum_all(skipped, output)));
+    add(less(sum(&p.unittest, output), &p.unittest_skipped));
     if p.unittest_none.is_match(output) {
         add(Some(0));
     }
@@ -216,14 +244,15 @@ pub fn tally(output: &str) -> TestTally {
     // nextest prints its own summary; libtest's `running N tests` lines are cargo test's.
     match sum(&p.nextest, output) {
         Some(n) => add(Some(n)),
-        None => add(sum(&p.cargo, output)),
+        None => add(less(sum(&p.cargo, output), &p.libtest_ignored)),
     }
-    add(sum(&p.node, output));
+    add(less(sum(&p.node, output), &p.node_skipped));
     // go: `=== RUN` lines under -v; otherwise a package line either says it ran nothing or
     // that it passed (then at least one test ran, the count unknown).
     let go_runs = p.go_run.captures_iter(output).count() as u64;
     if go_runs > 0 {
-        add(Some(go_runs));
+        let skipped = p.go_skipped.find_iter(output).count() as u64;
+        add(Some(go_runs.saturating_sub(skipped)));
     } else {
         let ran_something = p
             .go_ok
@@ -236,11 +265,11 @@ pub fn tally(output: &str) -> TestTally {
             add(Some(0));
         }
     }
-    add(sum(&p.jest, output));
+    add(less(sum(&p.jest, output), &p.jest_skipped));
     if p.jest_none.is_match(output) || output.contains("No test files found, exiting with code") {
         add(Some(0));
     }
-    add(sum(&p.vitest, output));
+    add(less(sum(&p.vitest, output), &p.vitest_skipped));
     add(sum(&p.mocha, output));
     add(sum(&p.rspec, output));
     add(sum(&p.minitest, output));
@@ -438,6 +467,36 @@ fn python_module(args: &[String]) -> Option<(&str, &[String])> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn skipped_tests_are_not_counted_as_run() {
+        for (output, n) in [
+            (
+                "s\n----------------------------------------------------------------------\nRan 1 test in 0.000s\n\nOK (skipped=1)\n",
+                0,
+            ),
+            (
+                ".s\n----------------------------------------------------------------------\nRan 2 tests in 0.000s\n\nOK (skipped=1)\n",
+                1,
+            ),
+            (
+                "running 1 test\ntest adds ... ignored\n\ntest result: ok. 0 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.00s\n",
+                0,
+            ),
+            (
+                "# tests 2\n# suites 0\n# pass 0\n# fail 0\n# cancelled 0\n# skipped 0\n# skip 1\n# todo 1\n",
+                0,
+            ),
+            ("Tests:       1 skipped, 1 passed, 2 total\n", 1),
+            (" Tests  1 passed | 2 skipped (3)\n", 1),
+            (
+                "=== RUN   TestA\n--- SKIP: TestA (0.00s)\n=== RUN   TestB\n--- PASS: TestB (0.00s)\nPASS\n",
+                1,
+            ),
+        ] {
+            assert_eq!(tally(output), TestTally::Counted(n), "{output}");
+        }
+    }
 
     #[test]
     fn runners_that_ran_nothing_say_so() {

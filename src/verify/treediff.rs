@@ -313,9 +313,12 @@ impl Comparison {
         let mut out = TestChanges::default();
         for (rel, change) in &self.changes {
             if *change != Change::Deleted && tamper::reads(rel) {
+                // `conftest.py` and the like configure the tests: the tests' side too.
+                let test_side = matcher.is_test(rel) || testfiles::configures_tests(rel, checks);
                 let (old, new) = self.texts(rel);
                 let old = (*change == Change::Modified).then_some(old.as_str());
-                out.tampering.extend(tamper::find(rel, old, &new));
+                out.tampering
+                    .extend(tamper::find(rel, old, &new, test_side));
             }
             let restorable = (testfiles::configures_tests(rel, checks)
                 && self.manifest_changes_tests(rel, *change, checks))

@@ -1,0 +1,10 @@
+import unittest
+from calc import add
+
+
+class AddTest(unittest.TestCase):
+    def test_add(self):
+        self.assertEqual(add(1, 2), 3)
+
+    def test_zero(self):
+        self.assertEqual(add(0, 0), 0)
