@@ -8,8 +8,10 @@
 //! added to every Python, JavaScript/TypeScript and Rust file it added or changed, tests
 //! included (a new test module the runner imports beside the others patches theirs too). Outside
 //! the tests, code that skips the test running it (`raise unittest.SkipTest`, `pytest.skip(…)`)
-//! or returns the framework's match-anything value (`mock.ANY`, a jest `asymmetricMatch`) is
-//! read too. Pure: the final gate shows what this finds to a person.
+//! or returns the framework's match-anything value (`mock.ANY`, a jest `asymmetricMatch`), or
+//! asks whether the tests are running (`'pytest' in sys.modules`, `PYTEST_CURRENT_TEST`,
+//! `NODE_TEST_CONTEXT`, `JEST_WORKER_ID`, `cfg!(test)`, `#[cfg(not(test))]`) to behave
+//! otherwise under them, is read too. Pure: the final gate shows what this finds to a person.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
@@ -40,6 +42,7 @@ impl std::fmt::Display for Tampering {
 const ASSIGNS_FRAMEWORK: &str = "assigns to the test framework";
 const EQUALS_ANYTHING: &str = "a value that equals anything";
 const SKIPS_TESTS: &str = "code under test that skips the test running it";
+const DETECTS_TESTS: &str = "code under test that asks whether the tests are running";
 const MATCHER_IN_CODE: &str =
     "code under test that returns the test framework's match-anything value";
 
@@ -83,6 +86,9 @@ struct Patterns {
     py_any: Regex,
     js_matcher: Regex,
     rs_eq_def: Regex,
+    py_detects: Regex,
+    js_detects: Regex,
+    rs_detects: Regex,
 }
 
 fn patterns() -> &'static Patterns {
@@ -104,6 +110,9 @@ fn patterns() -> &'static Patterns {
             py_skip: re(r"raise\s+(?:[\w.]*\.)?SkipTest\b|\bpytest\.(?:skip|xfail|importorskip|exit)\s*\(|\bunittest\.(?:skip|skipIf|skipUnless|expectedFailure)\b"),
             py_any: re(r"\bmock\.ANY\b|^from\s+(?:unittest\.mock|mock)\s+import\s+.*\bANY\b"),
             js_matcher: re(r"\basymmetricMatch\b|\bexpect\.(?:anything|any)\s*\("),
+            py_detects: re(r#"['"](?:unittest|pytest|_pytest|doctest)['"]\s+(?:not\s+)?in\s+sys\.modules|\bPYTEST_(?:CURRENT_TEST|VERSION|XDIST_WORKER)\b|sys\.argv\b.*['"](?:unittest|pytest)|\b(?:unittest|pytest)['"]\s+in\s+sys\.argv"#),
+            js_detects: re(r"\b(?:NODE_TEST_CONTEXT|JEST_WORKER_ID|VITEST_WORKER_ID|VITEST_POOL_ID|MOCHA_WORKER_ID)\b|process\.argv\b.*(?:--test\b|mocha|jest|vitest)|\btypeof\s+(?:describe|it|jest)\s*[!=]=="),
+            rs_detects: re(r"\bcfg!\s*\(\s*test\s*\)|\bcfg\s*\(\s*not\s*\(\s*test\s*\)\s*\)"),
             rs_eq_def: re(r"^(?:pub(?:\([^)]*\))?\s+)?fn\s+(eq|ne)\s*\(\s*&self\s*,[^)]*\)\s*->\s*bool\s*\{\s*(.*)$"),
             js_require_assign: re(r#"require\(\s*['"](?:node:)?(?:assert(?:/strict)?|test|chai|module)['"]\s*\)((?:\.\w+)+)\s*=[^=]"#),
         }
@@ -134,7 +143,7 @@ pub fn find(path: &str, old: Option<&str>, new: &str, test_file: bool) -> Vec<Ta
         let what = match language {
             Language::Python => python_line(line, index, &lines, &names, test_file),
             Language::Script => script_line(line, &names, test_file),
-            Language::Rust => rust_line(line, index, &lines),
+            Language::Rust => rust_line(line, index, &lines, test_file),
         };
         if let Some(what) = what {
             out.push(Tampering {
@@ -283,6 +292,9 @@ fn python_line(
     if !test_file && p.py_any.is_match(line) {
         return Some(MATCHER_IN_CODE);
     }
+    if !test_file && p.py_detects.is_match(line) {
+        return Some(DETECTS_TESTS);
+    }
     if assigns_through(line, names)
         || sets_attribute_of(line, &["setattr("], names)
         || p.py_sys_modules.is_match(line)
@@ -319,8 +331,12 @@ fn first_statement<'a>(inline: &'a str, index: usize, lines: &[&'a str], comment
 }
 
 /// `fn eq(&self, …) -> bool { true }` (or `ne` returning `false`): a `PartialEq` that holds for
-/// anything.
-fn rust_line(line: &str, index: usize, lines: &[&str]) -> Option<&'static str> {
+/// anything; outside the tests, `cfg!(test)` and `#[cfg(not(test))]` (code that is another when
+/// the crate's own tests build it).
+fn rust_line(line: &str, index: usize, lines: &[&str], test_file: bool) -> Option<&'static str> {
+    if !test_file && patterns().rs_detects.is_match(line) {
+        return Some(DETECTS_TESTS);
+    }
     let c = patterns().rs_eq_def.captures(line)?;
     let constant = if &c[1] == "eq" { "true" } else { "false" };
     let body = first_statement(c.get(2).map_or("", |m| m.as_str()), index, lines, "//");
@@ -340,6 +356,9 @@ fn script_line(line: &str, names: &HashSet<String>, test_file: bool) -> Option<&
     let p = patterns();
     if !test_file && p.js_matcher.is_match(line) {
         return Some(MATCHER_IN_CODE);
+    }
+    if !test_file && p.js_detects.is_match(line) {
+        return Some(DETECTS_TESTS);
     }
     let line = line.trim_end_matches(';');
     if p.js_require_assign.captures(line).is_some_and(|c| {
@@ -474,6 +493,45 @@ mod tests {
             let lines = new.lines().count();
             assert_eq!(found(path, None, new), [(lines, what)], "{new}");
         }
+        for (path, new) in [
+            (
+                "calc.py",
+                "import sys\ndef add(a, b):\n    return a + b if 'unittest' in sys.modules else a - b\n",
+            ),
+            (
+                "calc.py",
+                "import os\ndef add(a, b):\n    if os.environ.get('PYTEST_CURRENT_TEST'): return a + b\n",
+            ),
+            (
+                "index.js",
+                "exports.add = (a, b) => process.env.NODE_TEST_CONTEXT ? a + b : a - b;\n",
+            ),
+            (
+                "index.js",
+                "exports.add = (a, b) => (process.env.JEST_WORKER_ID ? a + b : a - b);\n",
+            ),
+            (
+                "src/lib.rs",
+                "pub fn add(a: i32, b: i32) -> i32 {\n    if cfg!(test) { a + b } else { a - b }\n}\n",
+            ),
+            ("src/lib.rs", "#[cfg(not(test))]\n"),
+        ] {
+            let at: Vec<usize> = found(path, None, new).iter().map(|f| f.0).collect();
+            assert!(
+                found(path, None, new).iter().any(|f| f.1 == DETECTS_TESTS),
+                "{new}: {at:?}"
+            );
+        }
+        let honest = "#[cfg(test)]\nmod tests {\n    #[test]\n    fn t() {}\n}\n";
+        assert!(found("src/lib.rs", None, honest).is_empty());
+        assert!(
+            found(
+                "app.js",
+                None,
+                "if (process.env.NODE_ENV === 'test') { log = () => {}; }\n"
+            )
+            .is_empty()
+        );
         // In a test they are the test's own.
         assert!(
             found(
