@@ -629,7 +629,37 @@ mod tests {
             ["sub/conftest.py", "test-slug.mjs", "test_stats/__init__.py"]
         );
         assert_eq!(changes.inline, ["src/lib.rs"]);
+        assert!(changes.tampering.is_empty());
         assert_eq!(changes.all().len(), 4);
+
+        // Lines that change the test framework's verdicts, in code or in a new test module,
+        // are test changes too; a conftest skipping tests is the tests' own business.
+        both(
+            "stats.py",
+            "x = 1\n",
+            "import unittest\nunittest.TestCase.assertEqual = print\n",
+        );
+        added(
+            "test_zz.py",
+            "import unittest as u\nu.TestCase.assertTrue = print\n",
+        );
+        added(
+            "conftest.py",
+            "import pytest\npytest.skip('slow', allow_module_level=True)\n",
+        );
+        let compared = Comparison::of_dirs(base.path(), work.path());
+        let changes = compared.test_changes(&["python3 -m unittest test_stats".to_owned()]);
+        let found: Vec<(String, usize)> = changes
+            .tampering
+            .iter()
+            .map(|t| (t.path.clone(), t.line))
+            .collect();
+        assert_eq!(found, [("stats.py".into(), 2), ("test_zz.py".into(), 2)]);
+        assert!(changes.all().contains(&"stats.py".to_owned()));
+        both("stats.py", "x = 1\n", "x = 2\n");
+        for gone in ["test_zz.py", "conftest.py"] {
+            fs::remove_file(work.path().join(gone)).unwrap();
+        }
 
         // A manifest's change is a test change by what changed in it: a dependency from the
         // registry is not (`npm install --save`), the script `npm test` runs is; a package.json
