@@ -77,56 +77,63 @@ struct Patterns {
     py_sys_modules: Regex,
     py_dunder_lambda: Regex,
     py_dunder_def: Regex,
+    py_skip: Regex,
+    py_any: Regex,
+    py_detects: Regex,
     js_require_bound: Regex,
     js_import_bound: Regex,
     js_require_destructured: Regex,
     js_import_destructured: Regex,
     js_require_assign: Regex,
-    py_skip: Regex,
-    py_any: Regex,
     js_matcher: Regex,
-    rs_eq_def: Regex,
-    py_detects: Regex,
     js_detects: Regex,
+    rs_eq_def: Regex,
     rs_detects: Regex,
 }
+
+/// The node modules whose objects decide a test's verdict (or load them), as a regex of the
+/// text `require`/`import` names.
+const SCRIPT_FRAMEWORKS: &str = r"(?:node:)?(?:assert(?:/strict)?|test|chai|module)";
 
 fn patterns() -> &'static Patterns {
     static PATTERNS: OnceLock<Patterns> = OnceLock::new();
     PATTERNS.get_or_init(|| {
         let re = |p: &str| Regex::new(p).expect("a constant regex");
+        let py = PYTHON_FRAMEWORKS.join("|");
+        let js = SCRIPT_FRAMEWORKS;
         Patterns {
-            py_import_as: re(r"^import\s+((?:unittest|pytest|_pytest|doctest)(?:\.\w+)*)(?:\s+as\s+(\w+))?\s*$"),
-            py_from_import: re(r"^from\s+(?:unittest|pytest|_pytest|doctest)(?:\.\w+)*\s+import\s+\(?([\w\s,]+)\)?"),
-            py_dynamic_import: re(r#"^(\w+)\s*=\s*(?:__import__|importlib\.import_module|import_module)\(\s*['"](?:unittest|pytest|_pytest|doctest)\b"#),
+            py_import_as: re(&format!(r"^import\s+(?:{py})(?:\.\w+)*\s+as\s+(\w+)\s*$")),
+            py_from_import: re(&format!(r"^from\s+(?:{py})(?:\.\w+)*\s+import\s+\(?([\w\s,]+)\)?")),
+            py_dynamic_import: re(&format!(r#"^(\w+)\s*=\s*(?:__import__|importlib\.import_module|import_module)\(\s*['"](?:{py})\b"#)),
             py_import_hook: re(r#"^(?:builtins|__builtins__)\.__import__\s*=[^=]|^__builtins__\[\s*['"]__import__['"]\s*\]\s*=[^=]"#),
-            py_sys_modules: re(r#"sys\.modules\[\s*['"](?:unittest|pytest|_pytest|doctest)\b[\w.]*['"]\s*\]\s*=[^=]"#),
+            py_sys_modules: re(&format!(r#"sys\.modules\[\s*['"](?:{py})\b[\w.]*['"]\s*\]\s*=[^=]"#)),
             py_dunder_lambda: re(r"^(__eq__\s*=\s*lambda[^:]*:\s*True|__ne__\s*=\s*lambda[^:]*:\s*False)\b"),
             py_dunder_def: re(r"^def\s+(__eq__|__ne__)\s*\([^)]*\)\s*(?:->\s*\w+\s*)?:\s*(.*)$"),
-            js_require_bound: re(r#"(?:const|let|var)\s+(\w+)\s*=\s*require\(\s*['"](?:node:)?(?:assert(?:/strict)?|test|chai|module)['"]\s*\)"#),
-            js_import_bound: re(r#"import\s+(?:\*\s+as\s+)?(\w+)(?:\s*,\s*\{[^}]*\})?\s+from\s+['"](?:node:)?(?:assert(?:/strict)?|test|chai|module)['"]"#),
-            js_require_destructured: re(r#"(?:const|let|var)\s*\{([^}]*)\}\s*=\s*require\(\s*['"](?:node:)?(?:assert(?:/strict)?|test|chai|module)['"]\s*\)"#),
-            js_import_destructured: re(r#"import\s+(?:\w+\s*,\s*)?\{([^}]*)\}\s*from\s+['"](?:node:)?(?:assert(?:/strict)?|test|chai|module)['"]"#),
             py_skip: re(r"raise\s+(?:[\w.]*\.)?SkipTest\b|\bpytest\.(?:skip|xfail|importorskip|exit)\s*\(|\bunittest\.(?:skip|skipIf|skipUnless|expectedFailure)\b"),
             py_any: re(r"\bmock\.ANY\b|^from\s+(?:unittest\.mock|mock)\s+import\s+.*\bANY\b"),
+            py_detects: re(&format!(r#"['"](?:{py})['"]\s+(?:not\s+)?in\s+sys\.modules|\bPYTEST_(?:CURRENT_TEST|VERSION|XDIST_WORKER)\b|sys\.argv\b.*['"](?:unittest|pytest)|\b(?:unittest|pytest)['"]\s+in\s+sys\.argv"#)),
+            js_require_bound: re(&format!(r#"(?:const|let|var)\s+(\w+)\s*=\s*require\(\s*['"]{js}['"]\s*\)"#)),
+            js_import_bound: re(&format!(r#"import\s+(?:\*\s+as\s+)?(\w+)(?:\s*,\s*\{{[^}}]*\}})?\s+from\s+['"]{js}['"]"#)),
+            js_require_destructured: re(&format!(r#"(?:const|let|var)\s*\{{([^}}]*)\}}\s*=\s*require\(\s*['"]{js}['"]\s*\)"#)),
+            js_import_destructured: re(&format!(r#"import\s+(?:\w+\s*,\s*)?\{{([^}}]*)\}}\s*from\s+['"]{js}['"]"#)),
+            js_require_assign: re(&format!(r#"require\(\s*['"]{js}['"]\s*\)((?:\.\w+)+)\s*=[^=]"#)),
             js_matcher: re(r"\basymmetricMatch\b|\bexpect\.(?:anything|any)\s*\("),
-            py_detects: re(r#"['"](?:unittest|pytest|_pytest|doctest)['"]\s+(?:not\s+)?in\s+sys\.modules|\bPYTEST_(?:CURRENT_TEST|VERSION|XDIST_WORKER)\b|sys\.argv\b.*['"](?:unittest|pytest)|\b(?:unittest|pytest)['"]\s+in\s+sys\.argv"#),
             js_detects: re(r"\b(?:NODE_TEST_CONTEXT|JEST_WORKER_ID|VITEST_WORKER_ID|VITEST_POOL_ID|MOCHA_WORKER_ID)\b|process\.argv\b.*(?:--test\b|mocha|jest|vitest)|\btypeof\s+(?:describe|it|jest)\s*[!=]=="),
-            rs_detects: re(r"\bcfg!\s*\(\s*test\s*\)|\bcfg\s*\(\s*not\s*\(\s*test\s*\)\s*\)"),
             rs_eq_def: re(r"^(?:pub(?:\([^)]*\))?\s+)?fn\s+(eq|ne)\s*\(\s*&self\s*,[^)]*\)\s*->\s*bool\s*\{\s*(.*)$"),
-            js_require_assign: re(r#"require\(\s*['"](?:node:)?(?:assert(?:/strict)?|test|chai|module)['"]\s*\)((?:\.\w+)+)\s*=[^=]"#),
+            rs_detects: re(r"\bcfg!\s*\(\s*test\s*\)|\bcfg\s*\(\s*not\s*\(\s*test\s*\)\s*\)"),
         }
     })
 }
 
-/// Whether [`find`] reads `path` (Python, JavaScript or TypeScript by its extension).
+/// Whether [`find`] reads `path` (Python, JavaScript/TypeScript or Rust, by its extension).
 pub fn reads(path: &str) -> bool {
     language(path).is_some()
 }
 
 /// What the lines the work added to `path` (its base text `old`, `None` when the work added
-/// the file) do to the test framework. `test_file`: `path` is a test (`verify::testfiles`),
-/// where skipping a test and matching anything are a test's own business.
+/// the file) do to the test framework. `test_file`: `path` is a test or configures them
+/// (`verify::testfiles`), where skipping a test, matching anything and knowing that tests run
+/// are the tests' own business.
 pub fn find(path: &str, old: Option<&str>, new: &str, test_file: bool) -> Vec<Tampering> {
     let Some(language) = language(path) else {
         return Vec::new();
@@ -182,8 +189,8 @@ fn added_lines(old: &str, new: &str) -> Vec<usize> {
         .collect()
 }
 
-/// The names the file binds to the test framework: the modules themselves, the names they are
-/// imported as, and what is imported from them (`TestCase`).
+/// The names the file binds to the test framework: the Python modules themselves, the names
+/// they are imported as, and what is imported from them (`TestCase`).
 fn framework_names(language: Language, lines: &[&str]) -> HashSet<String> {
     let p = patterns();
     let mut names = HashSet::new();
@@ -194,10 +201,7 @@ fn framework_names(language: Language, lines: &[&str]) -> HashSet<String> {
                 if let Some(c) = p.py_dynamic_import.captures(line) {
                     names.insert(c[1].to_owned());
                 } else if let Some(c) = p.py_import_as.captures(line) {
-                    names.insert(
-                        c.get(2)
-                            .map_or_else(|| c[1].to_owned(), |a| a.as_str().to_owned()),
-                    );
+                    names.insert(c[1].to_owned());
                 } else if let Some(c) = p.py_from_import.captures(line) {
                     for item in c[1].split(',') {
                         let item: Vec<&str> = item.split_whitespace().collect();
@@ -239,7 +243,7 @@ fn framework_names(language: Language, lines: &[&str]) -> HashSet<String> {
 }
 
 /// Whether `line` assigns to an attribute reached from one of `names` (`x.y.z = …`, not
-/// `x.y == …`), other than how failures are printed; the attribute path is returned.
+/// `x.y == …`), other than how failures are printed.
 fn assigns_through(line: &str, names: &HashSet<String>) -> bool {
     let Some((target, rest)) = line.split_once('=') else {
         return false;

@@ -196,18 +196,6 @@ fn sum(re: &Regex, output: &str) -> Option<u64> {
     found.then_some(total)
 }
 
-/// The sum of every number `re` captures in `output` (0 when none).
-fn sum_all(re: &Regex, output: &str) -> u64 {
-    re.captures_iter(output)
-        .filter_map(|c| {
-            c.iter()
-                .skip(1)
-                .flatten()
-                .find_map(|m| m.as_str().parse::<u64>().ok())
-        })
-        .fold(0, u64::saturating_add)
-}
-
 /// How many tests `output` (a check's stdout and stderr) says ran, skipped ones left out.
 pub fn tally(output: &str) -> TestTally {
     let p = patterns();
@@ -218,8 +206,9 @@ pub fn tally(output: &str) -> TestTally {
         }
     };
     // A skipped test is counted among those a runner ran; it shows nothing.
-    let less =
-        |n: Option<u64>, skipped: &Regex| n.map(|n| n.saturating_sub(sum_all(skipped, output)));
+    let less = |n: Option<u64>, skipped: &Regex| {
+        n.map(|n| n.saturating_sub(sum(skipped, output).unwrap_or(0)))
+    };
     add(less(sum(&p.unittest, output), &p.unittest_skipped));
     if p.unittest_none.is_match(output) {
         add(Some(0));

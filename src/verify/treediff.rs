@@ -312,16 +312,16 @@ impl Comparison {
         let matcher = TestMatcher::new(checks);
         let mut out = TestChanges::default();
         for (rel, change) in &self.changes {
+            let configures = testfiles::configures_tests(rel, checks);
             if *change != Change::Deleted && tamper::reads(rel) {
                 // `conftest.py` and the like configure the tests: the tests' side too.
-                let test_side = matcher.is_test(rel) || testfiles::configures_tests(rel, checks);
+                let test_side = matcher.is_test(rel) || configures;
                 let (old, new) = self.texts(rel);
                 let old = (*change == Change::Modified).then_some(old.as_str());
                 out.tampering
                     .extend(tamper::find(rel, old, &new, test_side));
             }
-            let restorable = (testfiles::configures_tests(rel, checks)
-                && self.manifest_changes_tests(rel, *change, checks))
+            let restorable = (configures && self.manifest_changes_tests(rel, *change, checks))
                 || match change {
                     Change::Added => testfiles::shadows_tests(rel, &self.base_paths, &matcher),
                     Change::Modified | Change::Deleted => matcher.is_test(rel),

@@ -3,15 +3,15 @@
 //! imports it (a module imported by one test file rewriting the next, `build.rs`, a `pretest`
 //! script), or that deletes a test, makes the check run tests that are not the tree's; its output
 //! reads as an honest run, and even a file put back afterwards has been written. So every test
-//! file the tree holds (by its layout or named by the check, `verify::testfiles`) is looked at
-//! before each check and after it, as the check's family saw it: in the tree on disk, or through
-//! the overlay's layers (the upper layer's entry when it has one, a whiteout or an opaque
-//! directory above it hiding the lower layer's); a file removed, or whose size or modification
-//! time moved, is changed. Its mode, inode and change time are not compared: a `chmod +x` of a
-//! test script, or the overlay's copy-up, writes no test. Files the `prepare` steps write are not
-//! the tree's and not watched, nor what a check adds (caches, `__pycache__`, snapshots it writes
-//! anew). Not seen: a file written and put back with its size and modification time restored
-//! (`os.utime`), which only a digest of every test file before each check would see.
+//! file the tree holds (by its layout or named by a check, `verify::testfiles`) is looked at
+//! when the batch's checks start and after each check, as the family saw it: in the tree on
+//! disk, or through the overlay's layers (the upper layer's entry when it has one, a whiteout or
+//! an opaque directory above it hiding the lower layer's); a file removed, or whose size or
+//! modification time moved, is changed. Its mode, inode and change time are not compared: a
+//! `chmod +x` of a test script, or the overlay's copy-up, writes no test. Files the `prepare`
+//! steps write are not the tree's and not watched, nor what a check adds (caches, `__pycache__`,
+//! snapshots it writes anew). Not seen: a file written and put back with its size and
+//! modification time restored (`os.utime`), which only a digest of every test file would see.
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -62,7 +62,7 @@ pub struct TestFileWatch {
     files: Vec<String>,
 }
 
-/// The watched files' states before a check.
+/// The watched files' states when the batch's checks start.
 #[derive(Debug)]
 pub struct Before(Vec<(String, Option<Seen>)>);
 
