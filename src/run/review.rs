@@ -3,7 +3,8 @@
 //! the final message says per criterion how it was verified.
 //!
 //! A criterion needs a person when the plan marks it `human_review`, or when its `fail_to_pass`
-//! check already passed on the base tree (passing it cannot show the change). An acceptance binds
+//! check already passed on the base tree and does not fail against the base code with the work's
+//! tests either (passing it cannot show the change; `run::witness`). An acceptance binds
 //! to the sha256 of the exact text shown; when the work changes, the text changes and the
 //! criterion is asked again.
 
@@ -75,10 +76,10 @@ pub fn why_person(state: &RunState, criterion: &Criterion) -> Option<String> {
             .verification
             .base_checks
             .get(check)
-            .filter(|b| b.held())
+            .filter(|b| b.held() && !state.verification.witnesses.contains(check))
             .map(|_| {
                 format!(
-                    "its fail_to_pass check `{check}` already passes on the base tree, so passing it cannot show the change"
+                    "its fail_to_pass check `{check}` already passes on the base tree and does not fail against the base code with the work's tests (or no code changed), so passing it cannot show the change"
                 )
             }),
         Some(_) => None,
@@ -297,6 +298,9 @@ pub fn verified_summary(state: &RunState) -> Vec<VerifiedCriterion> {
                     (CheckKind::FailToPass, Some(b)) if !b.held() => {
                         "; it ran no test on the base tree"
                     }
+                    (CheckKind::FailToPass, Some(_)) => {
+                        "; it passed on the base tree, which lacked the work's tests, and failed against the base code with them"
+                    }
                     (CheckKind::PassToPass, Some(b)) if b.held() => {
                         "; it also passed on the base tree"
                     }
@@ -468,6 +472,28 @@ mod tests {
         let pending = pending_reviews(&state, None);
         let ids: Vec<&str> = pending.iter().map(|p| p.criterion_id.as_str()).collect();
         assert_eq!(ids, ["AC1", "AC2", "AC4"]);
+    }
+
+    #[test]
+    fn a_fail_to_pass_suite_that_passed_on_the_base_is_shown_by_failing_against_the_base_code() {
+        // `npm test` passes on the base tree, which lacks the test the work adds; with the work's
+        // code taken back it fails (the witness replay): the change is shown, no person asked.
+        let mut state = approved();
+        assert_eq!(
+            super::super::witness::passed_on_base_though_fail_to_pass(&state),
+            ["python3 -c 1"]
+        );
+        state.verification.witnesses = vec!["python3 -c 1".into()];
+        let pending = pending_reviews(&state, None);
+        let ids: Vec<&str> = pending.iter().map(|p| p.criterion_id.as_str()).collect();
+        assert_eq!(ids, ["AC2"]);
+        let summary = verified_summary(&state);
+        assert!(
+            summary[3]
+                .how
+                .contains("failed against the base code with them"),
+            "{summary:?}"
+        );
     }
 
     #[test]

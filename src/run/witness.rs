@@ -1,14 +1,18 @@
 //! Which replayed check shows the change (issue 25): a run whose work changes more than
-//! documentation completes only when at least one check failed on the base tree, passed on the
-//! result having run at least one test, and fails again on the result with its code changes taken
-//! back (the result's tests against the base code). A `pass_to_pass` guard passes on both trees,
-//! so it never shows a change; a check that fails on the base only because its test file did not
-//! exist yet passes against the base code and shows nothing either. When no check shows the
-//! change, a person is asked (`review::pending_reviews`), with why.
+//! documentation completes only when at least one check passed on the result having run at least
+//! one test and fails on the result with its code changes taken back (the result's tests against
+//! the base code). The checks tried so are those that failed on the base tree and the plan's
+//! `fail_to_pass` checks that passed there: a suite (`npm test`, `cargo test`) passes on the base
+//! tree, which lacks the tests the work adds, and fails against the base code with them. A
+//! `pass_to_pass` guard is not tried; a check that fails on the base only because its test file
+//! did not exist yet passes against the base code and shows nothing. When no check shows the
+//! change, a person is asked (`review::pending_reviews`), with why; a `fail_to_pass` check that
+//! passed on the base tree and shows nothing leaves its criterion to a person too.
 
 use super::flow::{criteria_of, milestones};
 use super::state::RunState;
 use crate::verify::treediff::{Comparison, TestMatcher};
+use crate::verify::{BaseCheck, CheckKind};
 
 /// Whether a changed path is documentation (its change cannot alter behaviour).
 pub fn is_documentation(path: &str) -> bool {
@@ -67,20 +71,39 @@ pub fn code_changes(comparison: &Comparison, checks: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// The final gate's checks that failed on the base tree, in the gate's order.
-fn base_failures(state: &RunState) -> Vec<String> {
+/// The plan's `fail_to_pass` checks that passed on the base tree: the base tree alone cannot
+/// show their change, the base code with the result's tests may.
+pub fn passed_on_base_though_fail_to_pass(state: &RunState) -> Vec<String> {
     let v = &state.verification;
-    all_checks(state)
-        .into_iter()
-        .filter(|c| v.base_checks.get(c).is_some_and(|b| !b.held()))
+    milestones(state)
+        .iter()
+        .flat_map(|m| m["acceptance_criteria"].as_array().into_iter().flatten())
+        .filter(|c| {
+            !c["human_review"].as_bool().unwrap_or(false)
+                && CheckKind::of_criterion(c) == CheckKind::FailToPass
+        })
+        .filter_map(|c| c["check"].as_str())
+        .filter(|c| v.base_checks.get(*c).is_some_and(BaseCheck::held))
+        .map(str::to_owned)
         .collect()
 }
 
-/// Checks that failed on the base tree and passed on the final tree having run at least one test
-/// (when their runner says how many): the candidates to show the change.
+/// The final gate's checks to try against the base code with the result's tests, in the gate's
+/// order: those that failed on the base tree, and the `fail_to_pass` ones that passed there.
+fn to_try(state: &RunState) -> Vec<String> {
+    let v = &state.verification;
+    let passed_though = passed_on_base_though_fail_to_pass(state);
+    all_checks(state)
+        .into_iter()
+        .filter(|c| v.base_checks.get(c).is_some_and(|b| !b.held()) || passed_though.contains(c))
+        .collect()
+}
+
+/// The checks to try (`to_try`) that passed on the final tree having run at least one test (when
+/// their runner says how many): the candidates to show the change.
 pub fn candidates(state: &RunState) -> Vec<String> {
     let v = &state.verification;
-    base_failures(state)
+    to_try(state)
         .into_iter()
         .filter(|c| {
             v.final_checks
@@ -90,10 +113,9 @@ pub fn candidates(state: &RunState) -> Vec<String> {
         .collect()
 }
 
-/// The replay the final gate asks for when every check that failed on the base tree passes on
-/// the result (the honest case): the code changes to take back, and those checks. `None` when
-/// the gate would ask for none (documentation only, no check failed on the base, only tests
-/// changed). Run beside the tester's replay, it is the gate's, reused (`super::replay_cache`);
+/// The replay the final gate asks for when every check to try passes on the result (the honest
+/// case): the code changes to take back, and those checks. `None` when the gate would ask for
+/// none (documentation only, no check to try, only tests changed). Run beside the tester's replay, it is the gate's, reused (`super::replay_cache`);
 /// when fewer checks pass, the gate's batch is another and runs.
 pub fn expected_replay(
     state: &RunState,
@@ -102,7 +124,7 @@ pub fn expected_replay(
     if !changes_behaviour(comparison) {
         return None;
     }
-    let checks = base_failures(state);
+    let checks = to_try(state);
     let code = code_changes(comparison, &all_checks(state));
     (!checks.is_empty() && !code.is_empty()).then_some((code, checks))
 }
@@ -120,7 +142,7 @@ pub fn no_candidate_reason(state: &RunState, comparison: &Comparison) -> Option<
         .take(8)
         .collect();
     Some(format!(
-        "the work changes {} but no replayed check failed on the base tree and passed on the result having run a test: a pass_to_pass guard passes on both trees, so it cannot show the change",
+        "the work changes {} but no replayed check that failed on the base tree, or is the plan's fail_to_pass check, passed on the result having run a test: a pass_to_pass guard passes on both trees, so it cannot show the change",
         changed.join(", ")
     ))
 }
@@ -130,7 +152,6 @@ mod tests {
     use super::*;
     use crate::run::flow::tests::new_state;
     use crate::run::flow::{apply_approval, apply_plan};
-    use crate::verify::BaseCheck;
     use crate::verify::testcount::TestTally;
     use serde_json::json;
     use std::fs;
@@ -146,7 +167,7 @@ mod tests {
     }
 
     #[test]
-    fn only_a_check_that_failed_then_passed_having_run_tests_is_a_candidate() {
+    fn a_candidate_failed_on_the_base_or_is_fail_to_pass_and_passed_having_run_tests() {
         let mut state = new_state();
         apply_plan(
             &mut state,
@@ -154,7 +175,8 @@ mod tests {
                 "acceptance_criteria": [
                     {"id": "AC1", "text": "guard", "check": "guard", "human_review": false, "kind": "pass_to_pass"},
                     {"id": "AC2", "text": "empty", "check": "empty", "human_review": false, "kind": "fail_to_pass"},
-                    {"id": "AC3", "text": "real", "check": "real", "human_review": false, "kind": "fail_to_pass"}]}]}),
+                    {"id": "AC3", "text": "real", "check": "real", "human_review": false, "kind": "fail_to_pass"},
+                    {"id": "AC4", "text": "whole suite", "check": "whole", "human_review": false, "kind": "fail_to_pass"}]}]}),
         );
         let token = state.latest_plan().unwrap().token();
         apply_approval(&mut state, &token).unwrap();
@@ -176,6 +198,14 @@ mod tests {
                 run(false, TestTally::Unknown),
                 run(true, TestTally::Unknown),
             ),
+            // The plan's fail_to_pass suite passed on the base tree, which lacked the work's tests:
+            // it is tried against the base code with them.
+            (
+                "whole",
+                run(true, TestTally::Counted(2)),
+                run(true, TestTally::Counted(3)),
+            ),
+            // The objective's suite, which the plan does not name as fail_to_pass: not tried.
             (
                 "suite",
                 run(true, TestTally::Counted(4)),
@@ -195,11 +225,13 @@ mod tests {
         state.verification.required_checks.push("new".into());
         assert_eq!(
             all_checks(&state),
-            ["guard", "empty", "real", "suite", "new"]
+            ["guard", "empty", "real", "whole", "suite", "new"]
         );
-        assert_eq!(candidates(&state), ["real", "new"]);
+        assert_eq!(passed_on_base_though_fail_to_pass(&state), ["whole"]);
+        assert_eq!(candidates(&state), ["real", "whole", "new"]);
         state.verification.final_checks.remove("real");
         state.verification.final_checks.remove("new");
+        state.verification.final_checks.remove("whole");
         state.verification.required_checks.pop();
         assert!(candidates(&state).is_empty());
         let base = tempfile::tempdir().unwrap();
@@ -217,7 +249,7 @@ mod tests {
             expected_replay(&state, &compared),
             Some((
                 vec!["conv.mjs".to_owned()],
-                vec!["empty".to_owned(), "real".to_owned()]
+                vec!["empty".to_owned(), "real".to_owned(), "whole".to_owned()]
             ))
         );
         let why = no_candidate_reason(&state, &compared).unwrap();

@@ -1,0 +1,5 @@
+from ._table import FACTORS
+
+
+def to_base(value, unit):
+    return value * FACTORS[unit]
