@@ -45,11 +45,44 @@ fn test_by_layout(path: &str) -> bool {
                 || in_dir("test")
                 || in_dir("tests")
         }
-        "java" | "kt" => {
+        "java" | "kt" | "kts" | "scala" | "groovy" => {
             path.contains("src/test/")
                 || stem.ends_with("Test")
                 || stem.ends_with("Tests")
                 || stem.ends_with("IT")
+        }
+        // C and C++ (`tests/test_x.c`, googletest's `x_unittest.cc`), Ruby (rspec's `spec/`,
+        // minitest's `test/`), PHP (phpunit's `tests/`, `*Test.php`), .NET (`*Tests.cs`, a
+        // `X.Tests` project), Swift (`Tests/`), shell (`*.bats`, `t/`), Perl's `t/*.t`, and the
+        // `test/` directories of Dart, Elixir, Haskell, Lua, Zig.
+        "c" | "h" | "cc" | "cpp" | "cxx" | "hpp" | "hh" | "hxx" | "m" | "mm" => {
+            in_dir("test")
+                || in_dir("tests")
+                || stem.starts_with("test_")
+                || stem.ends_with("_test")
+                || stem.ends_with("_tests")
+                || stem.ends_with("_unittest")
+        }
+        "rb" => {
+            in_dir("spec")
+                || in_dir("test")
+                || stem.ends_with("_spec")
+                || stem.ends_with("_test")
+                || stem.starts_with("test_")
+        }
+        "php" => in_dir("tests") || in_dir("test") || stem.ends_with("Test"),
+        "cs" | "fs" | "vb" => {
+            stem.ends_with("Test")
+                || stem.ends_with("Tests")
+                || dirs
+                    .iter()
+                    .any(|d| d.ends_with(".Tests") || d.ends_with(".Test") || *d == "tests")
+        }
+        "swift" => in_dir("Tests") || stem.ends_with("Tests"),
+        "bats" => true,
+        "sh" | "bash" | "t" => in_dir("t") || in_dir("test") || in_dir("tests"),
+        "dart" | "ex" | "exs" | "hs" | "lua" | "zig" => {
+            in_dir("test") || in_dir("tests") || in_dir("spec") || stem.ends_with("_test")
         }
         _ => in_dir("testdata") || in_dir("fixtures"),
     }
@@ -298,6 +331,18 @@ mod tests {
             "src/test/java/AppTest.java",
             "src/main/java/FooTest.java",
             "pkg/check_all.py",
+            "tests/test_calc.c",
+            "src/calc_unittest.cc",
+            "test/helpers.h",
+            "spec/models/user_spec.rb",
+            "test/user_test.rb",
+            "tests/Unit/CartTest.php",
+            "App.Tests/CartTests.cs",
+            "Tests/AppTests/CartTests.swift",
+            "test/cli.bats",
+            "t/basic.t",
+            "tests/run.sh",
+            "test/widget_test.dart",
         ] {
             assert!(looks_like_test(path, &checks), "{path}");
         }
@@ -307,6 +352,14 @@ mod tests {
             "main.go",
             "src/app.ts",
             "README.md",
+            "src/calc.c",
+            "include/calc.h",
+            "lib/user.rb",
+            "src/Cart.php",
+            "App/Cart.cs",
+            "Sources/App/Cart.swift",
+            "scripts/build.sh",
+            "lib/widget.dart",
         ] {
             assert!(!looks_like_test(path, &checks), "{path}");
         }
