@@ -4,8 +4,9 @@
 //! A stage's room: writable are the provider's own state paths (`[confine] writable`, expanded
 //! against the agents' environment), a private temporary directory (also `TMPDIR`, outside the
 //! run directory, removed after the stage) and the stage's `outbox/` (where a CLI writes its
-//! report file); the builder also gets the worktree, never its git metadata (in place, the
-//! workspace with `.git` and `.autocode/` as read-only holes); the tester runs in a throwaway copy
+//! report file); the builder also gets the worktree, and its git metadata only through throwaway
+//! layers (in place, the workspace with `.git` as such a layer and `.autocode/` as a read-only
+//! hole); the tester runs in a throwaway copy
 //! of the worktree, which is writable; every other role gets no worktree access. Everything else
 //! — HOME, the user's `.git`, `.autocode/` with the run directory — is read-only, and autocode's
 //! state-key directory is unreadable. A replay's room holds only its copy and a private
@@ -415,7 +416,15 @@ pub fn stage_room(input: &StageRoomInput<'_>, confined: bool) -> (Option<Room>, 
         WorktreeAccess::Write => {
             let (grants, held_back) = builder_grants(input.work_tree, input.isolation);
             writable.extend(grants);
-            read_only = held_back;
+            // A `.git` under a throwaway layer of its own (`StageLayers::add_git_scratch`) is
+            // already kept from the repository: the family's writes land in the layer.
+            read_only = held_back
+                .into_iter()
+                .filter(|path| {
+                    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+                    !input.layers.iter().any(|layer| layer.dir == path)
+                })
+                .collect();
         }
         WorktreeAccess::Copy => writable.push(input.cwd.to_owned()),
         WorktreeAccess::ReadOnly => {}
@@ -577,6 +586,28 @@ impl StageLayers {
         Ok(())
     }
 
+    /// A builder's own git: `git add` writes the index and loose objects, which live outside
+    /// the room (a run's worktree keeps them in the main repository's `.git/worktrees/<name>`
+    /// and `.git/objects`; in place, `.git` is a read-only hole), so staging failed, and a build
+    /// that lists the index (`git ls-files` in a Makefile) could not see a new file. For a
+    /// builder, a throwaway layer over each of them ([`git_scratch_dirs`]): its git stages
+    /// there, and what it writes goes with the stage. The repository is never written; autocode
+    /// commits the work tree itself after the stage.
+    pub fn add_git_scratch(
+        &mut self,
+        role: Role,
+        work_tree: &Path,
+        isolation: &Isolation,
+    ) -> std::io::Result<()> {
+        if WorktreeAccess::for_role(role) != WorktreeAccess::Write {
+            return Ok(());
+        }
+        for dir in git_scratch_dirs(work_tree, isolation) {
+            self.scratch.push(super::layers::ThrowawayLayer::new(&dir)?);
+        }
+        Ok(())
+    }
+
     pub fn overlays(&self) -> Vec<Overlay> {
         self.home
             .iter()
@@ -613,6 +644,34 @@ impl ThrowawayViews {
     pub fn overlays(&self) -> Vec<Overlay> {
         self.layers.iter().map(|l| l.overlay().clone()).collect()
     }
+}
+
+/// The git directories a builder's `git add` writes ([`StageLayers::add_git_scratch`]): in a
+/// run's worktree the metadata its `.git` file names (`gitdir: …/.git/worktrees/<name>`, which
+/// holds the index) and the common directory's `objects/` (its `commondir`); in place, the work
+/// tree's `.git` directory. Canonical, existing directories only.
+pub fn git_scratch_dirs(work_tree: &Path, isolation: &Isolation) -> Vec<PathBuf> {
+    let dirs = match (isolation, GitLink::read(work_tree)) {
+        (Isolation::InPlace, GitLink::Directory) => vec![work_tree.join(".git")],
+        (Isolation::Worktree { .. }, GitLink::File(bytes)) => {
+            let Some(gitdir) = std::str::from_utf8(&bytes)
+                .ok()
+                .and_then(|text| text.trim().strip_prefix("gitdir:"))
+                .map(|dir| work_tree.join(dir.trim()))
+            else {
+                return Vec::new();
+            };
+            let common = std::fs::read_to_string(gitdir.join("commondir"))
+                .map(|text| gitdir.join(text.trim()))
+                .unwrap_or_else(|_| gitdir.clone());
+            vec![gitdir, common.join("objects")]
+        }
+        _ => Vec::new(),
+    };
+    dirs.iter()
+        .filter_map(|dir| std::fs::canonicalize(dir).ok())
+        .filter(|dir| dir.is_dir())
+        .collect()
 }
 
 /// What a work tree's `.git` entry was before a stage (a worktree's link to its metadata).

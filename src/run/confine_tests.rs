@@ -118,6 +118,46 @@ fn an_in_place_builder_gets_the_workspace_but_not_its_git_or_runs() {
 }
 
 #[test]
+fn a_builders_git_writes_go_to_layers_over_the_worktrees_metadata_and_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    let meta = repo.join(".git/worktrees/run-1");
+    std::fs::create_dir_all(&meta).unwrap();
+    std::fs::create_dir_all(repo.join(".git/objects")).unwrap();
+    std::fs::write(meta.join("commondir"), "../..\n").unwrap();
+    let wt = repo.join(".autocode/worktrees/run-1");
+    std::fs::create_dir_all(&wt).unwrap();
+    std::fs::write(wt.join(".git"), format!("gitdir: {}\n", meta.display())).unwrap();
+    let worktree = Isolation::Worktree {
+        path: wt.clone(),
+        branch: "b".into(),
+    };
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap();
+    assert_eq!(
+        git_scratch_dirs(&wt, &worktree),
+        [canonical(&meta), canonical(&repo.join(".git/objects"))]
+    );
+    // In place: the work tree's own `.git`; a layer over it replaces its read-only hole.
+    std::fs::create_dir_all(repo.join(".autocode")).unwrap();
+    assert_eq!(
+        git_scratch_dirs(&repo, &Isolation::InPlace),
+        [canonical(&repo.join(".git"))]
+    );
+    let e = env(&[]);
+    let mut with_layer = input(Role::Builder, &repo, &Isolation::InPlace, &repo, &[], &e);
+    with_layer.layers = vec![crate::supervise::Overlay {
+        dir: canonical(&repo.join(".git")),
+        lower: canonical(&repo.join(".git")),
+        upper: dir.path().join("upper"),
+        work: dir.path().join("work"),
+    }];
+    let (room, _) = stage_room(&with_layer, true);
+    assert_eq!(room.unwrap().read_only, vec![repo.join(".autocode")]);
+    // Not a git work tree: nothing to layer.
+    assert!(git_scratch_dirs(dir.path(), &worktree).is_empty());
+}
+
+#[test]
 fn a_planted_git_entry_is_quarantined_and_the_link_put_back() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");

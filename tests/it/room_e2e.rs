@@ -375,3 +375,62 @@ fn a_path_the_room_refused_is_named_in_the_stages_record() {
         "{record}"
     );
 }
+
+/// A builder's git stages into throwaway layers over the worktree's metadata and the object
+/// store: `git add` works and `git ls-files` sees the new file (a build that lists the index needs
+/// it), while nothing the builder's git wrote reaches the repository.
+#[test]
+fn a_builder_stages_in_layers_of_its_own_and_the_repository_gains_nothing() {
+    let stage = "printf 'staged by the builder only 7d1f\\n' > scratch.txt && git add hello.txt scratch.txt \
+                 && git ls-files | grep -qx scratch.txt && echo staged-ok; \
+                 git rm -q --cached scratch.txt 2>/dev/null; rm -f scratch.txt; \
+                 git commit -qm planted >/dev/null 2>&1 || echo commit-refused";
+    let harness = Harness::new(script_with(&[(
+        "builder",
+        json!([[{"run": BUILD}, {"run": stage}, {"run": CHECK}, build_report()]]),
+    )]));
+    let finished = harness.run(&["--yes"]);
+    finished.assert_complete();
+    let stdout =
+        fs::read_to_string(stage_dir(&finished, "builder").join("stdout.log")).unwrap_or_default();
+    assert!(stdout.contains("staged-ok"), "{stdout}");
+    assert!(stdout.contains("commit-refused"), "{stdout}");
+    let ws = harness.workspace();
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(&ws)
+            .output()
+            .expect("git")
+    };
+    // The blob the builder staged (then unstaged and removed) never reached the object store.
+    let hashed = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "printf 'staged by the builder only 7d1f\\n' | git hash-object --stdin",
+        ])
+        .current_dir(&ws)
+        .output()
+        .expect("hash-object");
+    let id = String::from_utf8_lossy(&hashed.stdout).trim().to_owned();
+    assert_eq!(id.len(), 40, "{hashed:?}");
+    assert!(
+        !git(&["cat-file", "-e", &id]).status.success(),
+        "{id} reached the repository"
+    );
+    // No commit of the builder's: the run branch holds autocode's commit of the work only.
+    let log = git(&["log", "--all", "--format=%s"]);
+    assert!(!String::from_utf8_lossy(&log.stdout).contains("planted"));
+    let room = room_of(&finished, "builder");
+    let layered: Vec<String> = room["views"]["layers"]
+        .as_array()
+        .expect("layers")
+        .iter()
+        .filter_map(|l| l["dir"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        layered.iter().any(|d| d.ends_with("/.git/objects"))
+            && layered.iter().any(|d| d.contains("/.git/worktrees/")),
+        "{room}"
+    );
+}

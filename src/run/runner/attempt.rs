@@ -283,7 +283,11 @@ impl CliRunner {
             .map(|home| loaded_config::reset_judge_layer(home, &loader.home_places(&env.kept)))
             .unwrap_or_default();
         if let Some(layers) = layers.as_mut()
-            && let Err(e) = layers.add_cli_scratch(ctx.plan.role, loader.builtin(), &cwd)
+            && let Err(e) = layers
+                .add_cli_scratch(ctx.plan.role, loader.builtin(), &cwd)
+                .and_then(|()| {
+                    layers.add_git_scratch(ctx.plan.role, &state.work_tree, &state.isolation)
+                })
         {
             return stopped(
                 PauseCode::PausedProviderUncertain,

@@ -192,7 +192,11 @@ impl CliRunner {
                 ctx.plan.role,
                 &env.kept,
                 &[&state.workspace, &state.work_tree, &state.run_dir()],
-            ) {
+            )
+            .and_then(|mut layers| {
+                layers.add_git_scratch(ctx.plan.role, &state.work_tree, &state.isolation)?;
+                Ok(layers)
+            }) {
                 Ok(layers) => Some(layers),
                 Err(e) => {
                     return stopped(
