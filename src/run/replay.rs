@@ -426,6 +426,7 @@ impl BatchRoom {
         files: TreeFiles,
     ) -> Result<BatchRoom, ReplayError> {
         restore(tree, &restored)?;
+        let local_bins = local_bins(tree, &files);
         let watch = watch::TestFileWatch::new(tree, overlay.as_ref(), files);
         let tmpdir = tempfile::Builder::new()
             .prefix("autocode-replay-tmp-")
@@ -453,6 +454,14 @@ impl BatchRoom {
             "TMPDIR".into(),
             tmpdir.path().to_string_lossy().into_owned(),
         );
+        if !local_bins.is_empty() {
+            let path = env.get("PATH").cloned().unwrap_or_default();
+            let mut dirs: Vec<String> = std::env::split_paths(&path)
+                .map(|d| d.to_string_lossy().into_owned())
+                .collect();
+            dirs.extend(local_bins);
+            env.insert("PATH".into(), dirs.join(":"));
+        }
         Ok(BatchRoom {
             tree: tree.to_owned(),
             env,
@@ -520,6 +529,34 @@ impl BatchRoom {
         }
         Ok(checks)
     }
+}
+
+/// The tree's own environments, where a check finds what `prepare` installed when it names a
+/// program as a person would with the environment activated (`pytest` for `.venv/bin/pytest`,
+/// `jest` for `node_modules/.bin/jest`): each of these directories that the tree under test does
+/// not hold (so only a `prepare` step can have made it), appended to `PATH` after every other
+/// directory (a program found elsewhere is found there first). None when the tree's path could
+/// not be a `PATH` entry.
+fn local_bins(tree: &Path, files: &TreeFiles) -> Vec<String> {
+    const ENVIRONMENTS: [(&str, &str); 3] = [
+        (".venv", ".venv/bin"),
+        ("venv", "venv/bin"),
+        ("node_modules", "node_modules/.bin"),
+    ];
+    let Some(root) = tree.to_str().filter(|t| !t.contains(':')) else {
+        return Vec::new();
+    };
+    ENVIRONMENTS
+        .iter()
+        .filter(|(top, _)| match files {
+            TreeFiles::OnDisk => tree.join(top).symlink_metadata().is_err(),
+            TreeFiles::Listed(paths) => !paths.iter().any(|p| {
+                p.strip_prefix(top)
+                    .is_some_and(|rest| rest.starts_with('/'))
+            }),
+        })
+        .map(|(_, bin)| format!("{root}/{bin}"))
+        .collect()
 }
 
 /// How much of each of a replayed command's streams is kept.

@@ -307,3 +307,51 @@ fn tails_respect_char_boundaries() {
     assert_eq!(tail("abc", 5), "abc");
     assert_eq!(tail("ééé", 3), "…é");
 }
+
+#[test]
+fn the_trees_own_environments_come_after_every_other_path_entry() {
+    let tree = Path::new("/v/tree");
+    assert_eq!(
+        local_bins(tree, &TreeFiles::Listed(vec!["src/a.py".into()])),
+        [
+            "/v/tree/.venv/bin",
+            "/v/tree/venv/bin",
+            "/v/tree/node_modules/.bin"
+        ]
+    );
+    // What the tree holds was not made by a `prepare` step: a committed `.venv/bin/pytest` is
+    // never looked up.
+    let held = TreeFiles::Listed(vec![".venv/bin/pytest".into(), "node_modules.txt".into()]);
+    assert_eq!(
+        local_bins(tree, &held),
+        ["/v/tree/venv/bin", "/v/tree/node_modules/.bin"]
+    );
+    assert!(local_bins(Path::new("/v/a:b"), &held).is_empty());
+    let on_disk = tempfile::tempdir().unwrap();
+    fs::create_dir(on_disk.path().join("node_modules")).unwrap();
+    let bins = local_bins(on_disk.path(), &TreeFiles::OnDisk);
+    assert_eq!(bins.len(), 2);
+    assert!(bins.iter().all(|b| !b.contains("node_modules")));
+}
+
+#[tokio::test]
+async fn a_check_finds_what_prepare_installed_in_the_trees_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let ran = run_batch_in(
+        dir.path(),
+        Restore::default(),
+        &[PrepareStep::new(
+            "mkdir -p .venv/bin && printf '#!/bin/sh\\necho venv-tool ran\\n' > .venv/bin/venv-tool && chmod +x .venv/bin/venv-tool",
+        )],
+        &["venv-tool".into(), "command -v sh | grep -v '\\.venv'".into()],
+        &env(),
+        Duration::from_secs(30),
+        ReplayConfinement::Unconfined,
+        None,
+        TreeFiles::OnDisk,
+    )
+    .await
+    .unwrap();
+    assert!(ran.checks.iter().all(|c| c.passed()), "{:?}", ran.checks);
+    assert!(ran.checks[0].output_tail.contains("venv-tool ran"));
+}

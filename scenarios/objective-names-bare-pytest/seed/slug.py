@@ -1,0 +1,2 @@
+def slug(s):
+    return '-'.join(s.lower().split())
