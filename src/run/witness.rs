@@ -115,8 +115,9 @@ pub fn candidates(state: &RunState) -> Vec<String> {
 
 /// The replay the final gate asks for when every check to try passes on the result (the honest
 /// case): the code changes to take back, and those checks. `None` when the gate would ask for
-/// none (documentation only, no check to try, only tests changed). Run beside the tester's replay, it is the gate's, reused (`super::replay_cache`);
-/// when fewer checks pass, the gate's batch is another and runs.
+/// none (documentation only, no check to try, only tests changed). Run beside the tester's
+/// replay, it is the gate's, reused (`super::replay_cache`); when fewer checks pass, the gate's
+/// batch is another and runs.
 pub fn expected_replay(
     state: &RunState,
     comparison: &Comparison,
