@@ -350,10 +350,8 @@ fn private_views(
 /// it).
 fn shown_real(workspace: &Path, work_tree: &Path) -> Vec<PathBuf> {
     let mut shown = vec![workspace.to_owned()];
-    if let GitLink::File(bytes) = GitLink::read(work_tree)
-        && let Ok(text) = std::str::from_utf8(&bytes)
-        && let Some(gitdir) = text.trim().strip_prefix("gitdir:")
-        && let Some((common, _)) = gitdir.trim().split_once("/.git/")
+    if let Some(gitdir) = GitLink::read(work_tree).gitdir()
+        && let Some((common, _)) = gitdir.split_once("/.git/")
     {
         let git = Path::new(common).join(".git");
         if git.is_absolute() && !git.starts_with(workspace) {
@@ -653,12 +651,8 @@ impl ThrowawayViews {
 pub fn git_scratch_dirs(work_tree: &Path, isolation: &Isolation) -> Vec<PathBuf> {
     let dirs = match (isolation, GitLink::read(work_tree)) {
         (Isolation::InPlace, GitLink::Directory) => vec![work_tree.join(".git")],
-        (Isolation::Worktree { .. }, GitLink::File(bytes)) => {
-            let Some(gitdir) = std::str::from_utf8(&bytes)
-                .ok()
-                .and_then(|text| text.trim().strip_prefix("gitdir:"))
-                .map(|dir| work_tree.join(dir.trim()))
-            else {
+        (Isolation::Worktree { .. }, link) => {
+            let Some(gitdir) = link.gitdir().map(|dir| work_tree.join(dir)) else {
                 return Vec::new();
             };
             let common = std::fs::read_to_string(gitdir.join("commondir"))
@@ -724,6 +718,18 @@ impl GitLink {
             (Ok(()), _) => what.push_str("; the link was put back"),
         }
         Some(what)
+    }
+
+    /// The metadata directory a linked worktree's `.git` file names (`gitdir: PATH`), as written.
+    pub fn gitdir(&self) -> Option<&str> {
+        let GitLink::File(bytes) = self else {
+            return None;
+        };
+        std::str::from_utf8(bytes)
+            .ok()?
+            .trim()
+            .strip_prefix("gitdir:")
+            .map(str::trim)
     }
 
     pub fn read(work_tree: &Path) -> Self {

@@ -75,16 +75,11 @@ pub fn code_changes(comparison: &Comparison, checks: &[String]) -> Vec<String> {
 /// show their change, the base code with the result's tests may.
 pub fn passed_on_base_though_fail_to_pass(state: &RunState) -> Vec<String> {
     let v = &state.verification;
-    milestones(state)
-        .iter()
-        .flat_map(|m| m["acceptance_criteria"].as_array().into_iter().flatten())
-        .filter(|c| {
-            !c["human_review"].as_bool().unwrap_or(false)
-                && CheckKind::of_criterion(c) == CheckKind::FailToPass
-        })
-        .filter_map(|c| c["check"].as_str())
-        .filter(|c| v.base_checks.get(*c).is_some_and(BaseCheck::held))
-        .map(str::to_owned)
+    super::review::plan_criteria(state)
+        .into_iter()
+        .filter(|c| c.kind == CheckKind::FailToPass)
+        .filter_map(|c| c.check)
+        .filter(|c| v.base_checks.get(c).is_some_and(BaseCheck::held))
         .collect()
 }
 
