@@ -1,6 +1,6 @@
 //! The direct runtime's tools: what each role is offered ([`tool_specs`]) and how a call runs.
 //!
-//! `shell` runs `sh -c CMD` through the process boundary (`crate::supervise`) inside the stage's
+//! `shell` runs `bash -c CMD` (`sh` where no bash is installed: `verify::check_shell`) through the process boundary (`crate::supervise`) inside the stage's
 //! room, with the agents' environment, a time bound and a capped, marked output. `read_file` and
 //! `write_file` run in autocode itself and are confined to the stage's tree by path resolution:
 //! relative paths only, no `..`, no symlink on the way, never inside `.git`; `write_file` is not
@@ -34,11 +34,11 @@ pub fn tool_specs(kind: ReportKind, writable: bool) -> Vec<ToolSpec> {
         ToolSpec {
             name: SHELL,
             description: if writable {
-                "Run a shell command (`sh -c`) in the stage's directory. Returns its event id, exit code and output (cut at 64 KiB). Cite a check in your report by this event id."
+                "Run a shell command (`bash -c`) in the stage's directory. Returns its event id, exit code and output (cut at 64 KiB). Cite a check in your report by this event id."
             } else {
                 // Measured with a 1.5B model: its planner and plan reviewer used `shell` to do
                 // the objective (`echo … > hello.txt`, `git checkout -f`) before reporting.
-                "Run a shell command (`sh -c`) in the stage's directory to inspect it: this stage reads and does not change files (a later builder stage does the work), so a command that writes fails. Returns its event id, exit code and output (cut at 64 KiB)."
+                "Run a shell command (`bash -c`) in the stage's directory to inspect it: this stage reads and does not change files (a later builder stage does the work), so a command that writes fails. Returns its event id, exit code and output (cut at 64 KiB)."
             },
             parameters: json!({"type": "object", "properties": {
                 "command": {"type": "string", "description": "The command line"}},
@@ -95,7 +95,7 @@ pub struct ShellRun {
 /// What a supervised command runs.
 #[derive(Debug, Clone, Copy)]
 pub enum Argv<'a> {
-    /// `sh -c LINE`.
+    /// `bash -c LINE` (`verify::check_shell`).
     Shell(&'a str),
     /// A program and its arguments, no shell.
     Exec {
@@ -136,7 +136,7 @@ pub async fn start_command(
 ) -> Result<supervise::Running, supervise::LaunchError> {
     let (program, args) = match argv {
         Argv::Shell(line) => (
-            OsString::from("sh"),
+            crate::verify::check_shell(ctx.env.get("PATH").map(String::as_str)).into_os_string(),
             vec![OsString::from("-c"), OsString::from(line)],
         ),
         Argv::Exec { program, args } => (

@@ -25,7 +25,7 @@ pub const NOT_PREPARED: &str = "NOT_PREPARED";
 /// How the detail of a check that did not run begins (a base-tree record keeps only the text).
 pub const COULD_NOT_PREPARE: &str = "could not prepare:";
 
-/// One `prepare` command of the plan (a shell command run with `sh -c` from the tree's root).
+/// One `prepare` command of the plan (a shell command run with `bash -c`, as a check is, from the tree's root).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct PrepareStep(String);

@@ -2,7 +2,8 @@
 //!
 //! The copy holds exactly the files a snapshot covers (tracked and untracked-not-ignored, never
 //! `.autocode/` or `.git/`), so build outputs and caches the agents left behind cannot make a
-//! check pass. Each check runs as `sh -c CHECK` through the boundary, with the credential-free
+//! check pass. Each check runs as `bash -c CHECK` (`verify::check_shell`: the agents' shell, `sh`
+//! where no bash is installed) through the boundary, with the credential-free
 //! environment, a timeout and no stdin, in a room whose only writable places are the copy and a
 //! private temporary directory (`TMPDIR`) unless the run is unconfined. A check passes only if it exits 0 there, whatever the
 //! tester said.
@@ -405,6 +406,8 @@ pub async fn run_batch_in(
 pub struct BatchRoom {
     tree: PathBuf,
     env: BTreeMap<String, String>,
+    /// The shell every step and check runs in (`verify::check_shell`: bash, as the agents').
+    shell: PathBuf,
     timeout: Duration,
     room: Option<crate::supervise::Room>,
     /// The tree's test files, which each check must leave as it found them.
@@ -462,9 +465,11 @@ impl BatchRoom {
             dirs.extend(local_bins);
             env.insert("PATH".into(), dirs.join(":"));
         }
+        let shell = crate::verify::check_shell(env.get("PATH").map(String::as_str));
         Ok(BatchRoom {
             tree: tree.to_owned(),
             env,
+            shell,
             timeout,
             room,
             watch,
@@ -476,7 +481,7 @@ impl BatchRoom {
     async fn launch(&self, label: &'static str, command: &str) -> Result<Replayed, ReplayError> {
         let spec = LaunchSpec {
             label: format!("{label}: {command}"),
-            program: OsString::from("sh"),
+            program: self.shell.clone().into_os_string(),
             args: vec![OsString::from("-c"), OsString::from(command)],
             env: self
                 .env

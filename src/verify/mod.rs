@@ -4,6 +4,7 @@
 //!
 //! - [`vacuous_check`]: a planned check whose exit status cannot depend on the work (`… || true`,
 //!   `…; exit 0`, `true`, a bare `echo`, a `python3 -c "print('ok')"`) is a schema-level problem.
+//! - [`check_shell`]: the shell a check runs in when autocode runs it (bash, as the agents').
 //! - `verify::objective`: every command the objective shows in code formatting, typed by its role
 //!   (a required check the final gate replays whatever the plan says, a setup step, a mention).
 //! - [`CheckKind`]: a criterion asks for a change (`fail_to_pass`: its check must fail on the base
@@ -203,6 +204,29 @@ pub fn shown(text: String) -> (String, String) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The shell of a check.
+
+/// The shell autocode runs a check, a `prepare` step or the direct runtime's shell command in:
+/// the first `bash` on the absolute entries of `path` (the environment's `PATH`), else `sh`.
+///
+/// Every supported CLI runs its model's commands with `/bin/bash` (`report::ledger`), so a check
+/// an agent ran and cited was bash's: `source .venv/bin/activate && pytest`, `[[ -f x ]]`,
+/// `set -o pipefail; … | tee log`, `diff <(…) expected`. Replayed with `sh` (dash on Debian)
+/// they fail where the agent's passed. Only where no bash is installed does `sh` run them.
+pub fn check_shell(path: Option<&str>) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    path.into_iter()
+        .flat_map(|path| std::env::split_paths(path).collect::<Vec<_>>())
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join("bash"))
+        .find(|bash| {
+            std::fs::metadata(bash)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .unwrap_or_else(|| std::path::PathBuf::from("sh"))
+}
+
+// ---------------------------------------------------------------------------------------------
 // Vacuous checks.
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -331,6 +355,72 @@ const STATUS_SINKS: [&str; 9] = [
     "tee", "cat", "head", "tail", "sort", "uniq", "wc", "less", "more",
 ];
 
+/// The shell options that change a list's status, as `set` left them at a point of the list.
+#[derive(Debug, Clone, Copy, Default)]
+struct ShellOptions {
+    /// `set -o pipefail`: a pipeline fails when any of its commands does.
+    pipefail: bool,
+    /// `set -e`: a failing command that is a list of its own ends the script with its status.
+    errexit: bool,
+}
+
+impl ShellOptions {
+    /// `options` after the simple command `words` when it is `set` (`set -euo pipefail`,
+    /// `set -o errexit -o pipefail`, `set +o pipefail`).
+    fn after(mut self, words: &[String]) -> ShellOptions {
+        if words.first().map(String::as_str) != Some("set") {
+            return self;
+        }
+        let mut args = words[1..].iter();
+        while let Some(arg) = args.next() {
+            let on = match arg.chars().next() {
+                Some('-') if arg != "--" && arg != "-" => true,
+                Some('+') => false,
+                _ => break,
+            };
+            for flag in arg[1..].chars() {
+                match flag {
+                    'e' => self.errexit = on,
+                    'o' => match args.next().map(String::as_str) {
+                        Some("pipefail") => self.pipefail = on,
+                        Some("errexit") => self.errexit = on,
+                        _ => {}
+                    },
+                    _ => {}
+                }
+            }
+        }
+        self
+    }
+}
+
+/// Whether `set -e` ends the script when `command` fails: a simple command, not a compound one
+/// (`if`, `while`, `!`…), whose failure `errexit` ignores or whose status it reads otherwise.
+fn errexit_applies(command: &str) -> bool {
+    let first = words(command).into_iter().next().unwrap_or_default();
+    !matches!(
+        first.as_str(),
+        "" | "if"
+            | "then"
+            | "else"
+            | "elif"
+            | "fi"
+            | "while"
+            | "until"
+            | "do"
+            | "done"
+            | "for"
+            | "case"
+            | "esac"
+            | "!"
+            | "function"
+            | "select"
+            | "{"
+            | "}"
+    ) && !first.starts_with('(')
+        && !first.starts_with('{')
+}
+
 fn list_status(command: &str) -> Status {
     let items = split_list(command);
     // Group into pipelines: (operator before the pipeline, commands, backgrounded).
@@ -344,15 +434,42 @@ fn list_status(command: &str) -> Status {
             _ => pipelines.push((op, vec![text], bg)),
         }
     }
+    let mut options = ShellOptions::default();
     let mut status: Option<Status> = None;
+    // An and-or list of one pipeline that depends on the work, run under `set -e` (with
+    // `pipefail` when it pipes): its failure ends the script with that failure, so the script's
+    // status depends on the work whatever follows.
+    let mut ends_on_failure = false;
+    // Pipelines of the current and-or list so far, and whether its one pipeline ends the script.
+    let mut in_list = 0usize;
+    let mut list_guard = false;
     for (op, commands, bg) in pipelines {
+        if matches!(op, Op::Start | Op::Seq) {
+            ends_on_failure |= in_list == 1 && list_guard;
+            in_list = 0;
+        }
+        in_list += 1;
         let (own, ends) = if bg {
             (Status::Zero, false)
         } else if commands.len() > 1 {
+            let is_sink = |command: &str| {
+                words(command)
+                    .first()
+                    .is_some_and(|name| STATUS_SINKS.contains(&name.as_str()))
+            };
             let last = commands.last().cloned().unwrap_or_default();
-            let last_words = words(&last);
-            let name = last_words.first().map(String::as_str).unwrap_or_default();
-            if STATUS_SINKS.contains(&name) {
+            if options.pipefail {
+                // The pipeline fails when any command does; a sink fails only on its own
+                // trouble (a full disk), never because of the work.
+                let depends = commands
+                    .iter()
+                    .any(|c| !is_sink(c) && command_status(c).0 == Status::Depends);
+                if depends {
+                    (Status::Depends, false)
+                } else {
+                    (Status::Zero, false)
+                }
+            } else if is_sink(&last) {
                 (Status::Zero, false)
             } else {
                 command_status(&last)
@@ -360,6 +477,13 @@ fn list_status(command: &str) -> Status {
         } else {
             command_status(&commands[0])
         };
+        list_guard = !bg
+            && own == Status::Depends
+            && options.errexit
+            && commands.iter().all(|c| errexit_applies(c));
+        if !bg && commands.len() == 1 {
+            options = options.after(&words(&commands[0]));
+        }
         status = Some(match (op, status) {
             (Op::Start | Op::Seq | Op::Pipe, _) | (_, None) => own,
             (Op::And, Some(Status::Zero)) => own,
@@ -375,6 +499,9 @@ fn list_status(command: &str) -> Status {
         if ends && matches!(op, Op::Start | Op::Seq) {
             break;
         }
+    }
+    if ends_on_failure {
+        return Status::Depends;
     }
     status.unwrap_or(Status::Zero)
 }
@@ -399,6 +526,41 @@ pub fn vacuous_check(check: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn checks_run_in_the_first_bash_on_path_else_sh() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (empty, with_bash, not_executable) = (
+            dir.path().join("e"),
+            dir.path().join("b"),
+            dir.path().join("n"),
+        );
+        for d in [&empty, &with_bash, &not_executable] {
+            std::fs::create_dir(d).unwrap();
+        }
+        std::fs::write(with_bash.join("bash"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(
+            with_bash.join("bash"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        std::fs::write(not_executable.join("bash"), "").unwrap();
+        let path = |dirs: &[&std::path::Path]| std::env::join_paths(dirs).unwrap();
+        let shell = |p: &std::ffi::OsStr| check_shell(p.to_str());
+        assert_eq!(
+            shell(&path(&[&empty, &not_executable, &with_bash])),
+            with_bash.join("bash")
+        );
+        assert_eq!(
+            shell(&path(&[&empty, &not_executable])),
+            std::path::PathBuf::from("sh")
+        );
+        // A relative entry would depend on the directory the check runs in: never read.
+        let relative = with_bash.strip_prefix("/").unwrap();
+        assert_eq!(shell(relative.as_os_str()), std::path::PathBuf::from("sh"));
+        assert_eq!(check_shell(None), std::path::PathBuf::from("sh"));
+    }
 
     #[test]
     fn vacuous_forms_are_found() {
@@ -443,6 +605,16 @@ mod tests {
             "/bin/sh -c 'cargo test | tail -5'",
             "eval 'go test ./... || true'",
             "env sh -c 'pytest || true'",
+            "set -e; pytest | tee log; echo done",
+            "set -o pipefail; pytest || true",
+            "set -e; pytest || true; echo ok",
+            "set -e; pytest && echo ok; echo done",
+            "set -eo pipefail; if pytest; then :; fi; echo ok",
+            "set -e; ! pytest; echo ok",
+            "set -o pipefail; set +o pipefail; pytest | tee log",
+            "set -e; set +e; pytest; echo ok",
+            "set -o pipefail; true | tee log",
+            "set -e; pytest & echo started",
         ] {
             assert!(vacuous_check(check).is_some(), "{check} should be vacuous");
         }
@@ -479,6 +651,12 @@ mod tests {
             "sh -c 'pytest || true' && pytest",
             "sh run_tests.sh",
             "bash -lc 'npm test'",
+            "set -o pipefail; python3 -m unittest discover 2>&1 | tee test.log",
+            "set -euo pipefail; cargo test | tee log",
+            "set -e; pytest; echo done",
+            "set -eo pipefail; npm test | tail -5; echo finished",
+            "set -o errexit; go test ./...; echo ok",
+            "set -o errexit -o pipefail; pytest | tee log; echo ok",
         ] {
             assert_eq!(vacuous_check(check), None, "{check} is a real check");
         }
