@@ -214,6 +214,19 @@ impl TagKey {
     }
 }
 
+impl TagKey {
+    /// The keyed digest (HMAC-SHA256, hex) of `body` under `context`: a fingerprint of a
+    /// value that must not be guessable from what is written (a credential's), for comparison only.
+    pub fn keyed_digest(&self, context: &str, body: &[u8]) -> String {
+        self.mac(context, body)
+            .finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+}
+
 impl std::fmt::Debug for TagKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("TagKey(..)")

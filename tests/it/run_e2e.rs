@@ -1963,8 +1963,9 @@ fn run_killed_after_a_complete_report_is_judged_interrupted_not_adopted_from_the
 fn run_withholds_credentials_from_agents_and_checks() {
     // The builder records its environment under the ignored build/ directory; the plan's
     // check fails wherever a secret is visible, so the tester and autocode's own replays
-    // prove the check environment is clean too.
-    let env_check = "! env | grep -q e2e-secret";
+    // prove the check environment is clean too, and that a variable the person lets through
+    // (`AUTOCODE_PASS_ENV`, a test's `DATABASE_URL`) reaches the checks as it reaches the agents.
+    let env_check = "! env | grep -q e2e-secret && test -n \"$GITHUB_TOKEN\"";
     let plan = json!([{"report": {
         "summary": "One milestone.",
         "milestones": [{"id": "M1", "title": "Greeting", "description": "",
@@ -2049,6 +2050,21 @@ fn run_withholds_credentials_from_agents_and_checks() {
     assert_eq!(reason("MIRROR").as_deref(), Some("url_with_password"));
     assert_eq!(reason("CONN").as_deref(), Some("credential_value"));
     assert_eq!(reason("PWD"), None);
+    // The replays ran the check (on the base tree, the tester's, the final gate's), and no
+    // record of them holds the passed value (their keys digest it under the run-state key).
+    let replays: Vec<_> = fs::read_dir(run.join("replays"))
+        .expect("replay records")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert!(!replays.is_empty());
+    for path in replays.iter().chain([&run.join("replay-results.json")]) {
+        let text = fs::read_to_string(path).expect("record");
+        assert!(
+            !text.contains("ghp-passed-through"),
+            "{}: {text}",
+            path.display()
+        );
+    }
 }
 
 #[test]

@@ -171,14 +171,47 @@ impl CliRunner {
         env
     }
 
-    /// The environment replayed checks run in: credential-free, no pass-through.
+    /// The environment replayed checks (and their `prepare` steps) run in: the agents' rules,
+    /// credentials withheld except those the person names in `AUTOCODE_PASS_ENV` (a test's
+    /// `DATABASE_URL`), as for the agents that ran the same checks; no provider's `forbid_env`
+    /// (it names billing routes, not what a check may see).
     pub(super) fn check_env(&self) -> BTreeMap<String, String> {
+        let pass = self.env.get(agent_env::PASS_ENV_VAR).cloned();
         agent_env::agent_environment(
             self.env.iter().map(|(k, v)| (k.clone(), v.clone())),
             &[],
-            None,
+            pass.as_deref(),
         )
         .kept
+    }
+
+    /// `env` as a batch key digests it: each value that is there only because
+    /// `AUTOCODE_PASS_ENV` lets it through (a credential) replaced by its keyed digest under the
+    /// run-state key, so the key still changes with it but the record cannot be used to guess
+    /// it; by a fixed word when no key is at hand.
+    pub(super) fn env_for_key(&self, env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+        let unpassed = agent_env::agent_environment(
+            self.env.iter().map(|(k, v)| (k.clone(), v.clone())),
+            &[],
+            None,
+        );
+        let key = crate::run::integrity::process_key().ok();
+        env.iter()
+            .map(|(name, value)| {
+                let value = if unpassed.kept.contains_key(name) {
+                    value.clone()
+                } else {
+                    match key {
+                        Some(key) => format!(
+                            "passed:{}",
+                            key.keyed_digest("check environment value", value.as_bytes())
+                        ),
+                        None => "passed".to_owned(),
+                    }
+                };
+                (name.clone(), value)
+            })
+            .collect()
     }
 
     fn transport_kind(&self, provider: &ResolvedProvider) -> Option<TransportKind> {

@@ -73,7 +73,7 @@ impl CliRunner {
             head,
             refs_sha256,
             prepare: prepare.to_vec(),
-            env_sha256: BatchKey::env_digest(env),
+            env_sha256: BatchKey::env_digest(&self.env_for_key(env)),
             confinement: if state.unconfined {
                 KeyConfinement::Unconfined
             } else {
