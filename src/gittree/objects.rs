@@ -231,6 +231,20 @@ impl GitStore {
         Some(out)
     }
 
+    /// The file at `path` in `tree` (mode, content) when it is read in process (loose objects).
+    pub fn file_at(&self, tree: &TreeId, path: &str) -> Option<(u32, Vec<u8>)> {
+        self.odb.file_at(tree, path)
+    }
+
+    /// The tree `onto` with each `(path, mode, content)` written at its path, in process
+    /// (loose objects); `None` when a tree on the way is not loose.
+    pub fn with_contents(&self, onto: &TreeId, files: &[(String, u32, Vec<u8>)]) -> Option<TreeId> {
+        if files.is_empty() {
+            return Some(onto.clone());
+        }
+        self.odb.with_contents(onto, files)
+    }
+
     /// The tree `onto` with each of `paths` as it is in `from`: its entry there, or removed
     /// when `from` lacks it. `index` is a scratch index file (removed afterwards) when git
     /// composes it; in process (`odb.rs`) when every tree read is loose.
@@ -402,6 +416,41 @@ mod tests {
                 .unwrap(),
             now
         );
+        // A file's content read in process, and a tree with new contents at two paths (one in
+        // a directory it creates), as git reads it back.
+        assert_eq!(
+            store.file_at(&base, "t/test_a.py"),
+            Some((0o100644, b"assert 1\n".to_vec()))
+        );
+        assert_eq!(store.file_at(&base, "t"), None, "a directory is no file");
+        assert_eq!(store.file_at(&now, "gone.txt"), None);
+        let written = store
+            .with_contents(
+                &now,
+                &[
+                    ("t/test_a.py".into(), 0o100755, b"spliced\n".to_vec()),
+                    ("d/e/new.rs".into(), 0o100644, b"fn main() {}\n".to_vec()),
+                ],
+            )
+            .unwrap();
+        let listed = store
+            .git(None, None, &["ls-tree", "-r", written.as_str()], None)
+            .await
+            .unwrap();
+        let listed = String::from_utf8(listed).unwrap();
+        assert!(
+            listed.contains("100755 blob ") && listed.contains("\tt/test_a.py"),
+            "{listed}"
+        );
+        assert!(
+            listed.contains("\td/e/new.rs") && listed.contains("\tnew.txt"),
+            "{listed}"
+        );
+        assert_eq!(
+            store.file_at(&written, "t/test_a.py").unwrap().1,
+            b"spliced\n"
+        );
+        assert_eq!(store.with_contents(&now, &[]), Some(now.clone()));
     }
 
     /// Every answer read or written in process is the one git gives (the git paths are the

@@ -377,6 +377,39 @@ impl Odb {
     }
 }
 
+impl Odb {
+    /// The file at `path` in `tree`: its mode and content. `None`: absent, a tree, or not
+    /// readable in process (packed).
+    pub(super) fn file_at(&self, tree: &TreeId, path: &str) -> Option<(u32, Vec<u8>)> {
+        let (mode, id) = self.lookup(tree.as_str(), path)??;
+        let data = self.read(&id, Kind::Blob)?;
+        Some((mode, data))
+    }
+
+    /// The tree `onto` with each `(path, mode, content)` written as a blob at its path. `None`
+    /// when a tree on the way cannot be read in process.
+    pub(super) fn with_contents(
+        &self,
+        onto: &TreeId,
+        files: &[(String, u32, Vec<u8>)],
+    ) -> Option<TreeId> {
+        let mut root = Node::Stored(onto.as_str().to_owned());
+        for (path, mode, content) in files {
+            let parts: Vec<&str> = path.split('/').collect();
+            if parts
+                .iter()
+                .any(|p| p.is_empty() || *p == "." || *p == "..")
+            {
+                return None;
+            }
+            let id = self.write(Kind::Blob, content).ok()?;
+            root.set(self, &parts, Some((*mode, id)))?;
+        }
+        let id = root.write(self)?;
+        TreeId::parse(&id).ok()
+    }
+}
+
 /// The name git gives an object of `kind` with `data` (SHA-1 of its header and data, in hex).
 pub(super) fn object_id(kind: Kind, data: &[u8]) -> String {
     let header = format!("{} {}\0", kind.word(), data.len());

@@ -490,7 +490,7 @@ pub(super) async fn find_witnesses<R: StageRunner>(
     let replayed = match runner
         .replay(
             &run.state,
-            &ReplayTree::FinalWithBaseFiles(code.clone()),
+            &ReplayTree::FinalWithBaseCode(code.clone()),
             &super::replay_verdicts::prepare_through(&run.state, None),
             &candidates,
         )

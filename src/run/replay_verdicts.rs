@@ -135,11 +135,7 @@ fn gate_replays(state: &RunState, comparison: &Comparison) -> Vec<OwnedReplayAsk
     let prepare = prepare_through(state, None);
     let mut asks = Vec::new();
     if let Some((code, checks)) = super::witness::expected_replay(state, comparison) {
-        asks.push((
-            ReplayTree::FinalWithBaseFiles(code),
-            prepare.clone(),
-            checks,
-        ));
+        asks.push((ReplayTree::FinalWithBaseCode(code), prepare.clone(), checks));
     }
     let commands = super::witness::all_checks(state);
     let restorable = comparison.test_changes(&commands).restorable;

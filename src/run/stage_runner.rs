@@ -92,6 +92,11 @@ pub enum ReplayTree {
     Base,
     /// The work tree with these files restored to their base version (absent there: removed).
     FinalWithBaseFiles(Vec<String>),
+    /// The work tree with these code files taken back to their base version (absent there:
+    /// removed), except that a Rust file keeps the result's top-level `#[cfg(test)]` items (code
+    /// and tests share it: `verify::testfiles::base_code_with_inline_tests`): the base code
+    /// with the result's tests, the witness's tree.
+    FinalWithBaseCode(Vec<String>),
 }
 
 /// Launches and judges attempts. The real runner drives CLIs through the boundary.

@@ -289,6 +289,174 @@ pub fn inline_tests(source: &str) -> Vec<String> {
     out
 }
 
+/// The bytes of a Rust source that shape its items (`{ } ( ) [ ] ; #`), with their offsets,
+/// outside comments, string, byte-string, raw-string and character literals.
+fn rust_structure(source: &str) -> Vec<(usize, u8)> {
+    let b = source.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0usize;
+    let ident = |i: usize| i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_');
+    while i < b.len() {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                i = source[i..].find('\n').map_or(b.len(), |n| i + n);
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                let mut depth = 0usize;
+                while i < b.len() {
+                    if b[i..].starts_with(b"/*") {
+                        depth += 1;
+                        i += 2;
+                    } else if b[i..].starts_with(b"*/") {
+                        depth -= 1;
+                        i += 2;
+                        if depth == 0 {
+                            break;
+                        }
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
+            b'r' if !ident(i)
+                || (i == 1 && b[0] == b'b')
+                || (i > 1 && b[i - 1] == b'b' && !ident(i - 1)) =>
+            {
+                let hashes = b[i + 1..].iter().take_while(|c| **c == b'#').count();
+                if b.get(i + 1 + hashes) == Some(&b'"') {
+                    let close = format!("\"{}", "#".repeat(hashes));
+                    let from = i + 2 + hashes;
+                    i = source[from..]
+                        .find(&close)
+                        .map_or(b.len(), |n| from + n + close.len());
+                } else {
+                    i += 1;
+                }
+            }
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            b'\'' => {
+                // A character literal ('x', '\n', '\u{1F600}', 'é') or a lifetime ('a).
+                if b.get(i + 1) == Some(&b'\\') {
+                    i = source[i + 2..]
+                        .find('\'')
+                        .map_or(b.len(), |n| i + 2 + n + 1);
+                } else if let Some(c) = source[i + 1..].chars().next()
+                    && source[i + 1 + c.len_utf8()..].starts_with('\'')
+                {
+                    i += 2 + c.len_utf8();
+                } else {
+                    i += 1;
+                }
+            }
+            c @ (b'{' | b'}' | b'(' | b')' | b'[' | b']' | b';' | b'#') => {
+                out.push((i, c));
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    out
+}
+
+/// A Rust source split into its items marked `#[cfg(test)]` at the top level of the file (each
+/// from its line's start through its closing `}` or `;` and the rest of that line), and the
+/// source without them. `None` when the file has none or its braces do not balance.
+pub fn rust_test_items(source: &str) -> Option<(String, Vec<String>)> {
+    const MARK: &str = "#[cfg(test)]";
+    let structure = rust_structure(source);
+    let mut depth = 0i64;
+    let mut items: Vec<(usize, usize)> = Vec::new();
+    // The item being read: its start, and whether its body has opened.
+    let mut open: Option<(usize, bool)> = None;
+    let mut skip_until = 0usize;
+    for &(at, c) in &structure {
+        if at < skip_until {
+            continue;
+        }
+        match c {
+            b'#' if depth == 0 && open.is_none() && source[at..].starts_with(MARK) => {
+                let line_start = source[..at].rfind('\n').map_or(0, |n| n + 1);
+                let start = if source[line_start..at].trim().is_empty() {
+                    line_start
+                } else {
+                    at
+                };
+                open = Some((start, false));
+                skip_until = at + MARK.len();
+            }
+            b'{' | b'(' | b'[' => {
+                depth += 1;
+                if c == b'{'
+                    && depth == 1
+                    && let Some((start, false)) = open
+                {
+                    open = Some((start, true));
+                }
+            }
+            b'}' | b')' | b']' => {
+                depth -= 1;
+                if depth < 0 {
+                    return None;
+                }
+                if depth == 0
+                    && c == b'}'
+                    && let Some((start, true)) = open
+                {
+                    items.push((start, at + 1));
+                    open = None;
+                }
+            }
+            b';' if depth == 0 => {
+                if let Some((start, false)) = open {
+                    items.push((start, at + 1));
+                    open = None;
+                }
+            }
+            _ => {}
+        }
+    }
+    if depth != 0 || open.is_some() || items.is_empty() {
+        return None;
+    }
+    let mut rest = String::new();
+    let mut from = 0usize;
+    let mut texts = Vec::new();
+    for (start, end) in items {
+        let end = source[end..]
+            .find('\n')
+            .map_or(source.len(), |n| end + n + 1);
+        rest.push_str(&source[from..start]);
+        texts.push(source[start..end].to_owned());
+        from = end;
+    }
+    rest.push_str(&source[from..]);
+    Some((rest, texts))
+}
+
+/// The Rust source `base` with the top-level `#[cfg(test)]` items of `result` in place of its
+/// own: the base code under the result's inline tests (the witness's "base code with the
+/// work's tests" where code and tests share a file). `None` when `result` has no such item.
+pub fn base_code_with_inline_tests(base: &str, result: &str) -> Option<String> {
+    let (_, tests) = rust_test_items(result)?;
+    let code = match rust_test_items(base) {
+        Some((code, _)) => code,
+        None => base.to_owned(),
+    };
+    let mut out = code.trim_end().to_owned();
+    for test in tests {
+        out.push_str("\n\n");
+        out.push_str(test.trim_end());
+    }
+    out.push('\n');
+    Some(out)
+}
+
 /// Whitespace collapsed.
 fn flat(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -316,6 +484,36 @@ pub fn inline_tests_changed(base: &str, now: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inline_rust_tests_are_split_from_the_code_they_share_a_file_with() {
+        let source = "use std::fmt;\n\n/// Braces in text: \"{\" '}' r#\"}\"# /* } */ // }\npub fn f() -> [u8; 2] {\n    let _s = \"}\";\n    let _c = '{';\n    [0; 2]\n}\n\nfn g<'a>(x: &'a str) -> &'a str { x }\n\n#[cfg(test)]\nmod tests {\n    use super::*;\n    #[test]\n    fn t() { assert_eq!(f(), [0; 2]); let _ = \"}\"; }\n}\n\n#[cfg(test)]\nmod more;\n\npub fn h() {}\n";
+        let (code, tests) = rust_test_items(source).unwrap();
+        assert_eq!(tests.len(), 2);
+        assert!(tests[0].starts_with("#[cfg(test)]\nmod tests {") && tests[0].ends_with("}\n"));
+        assert_eq!(tests[1], "#[cfg(test)]\nmod more;\n");
+        assert!(
+            code.contains("pub fn f()")
+                && code.contains("fn g<'a>")
+                && code.contains("pub fn h() {}")
+        );
+        assert!(!code.contains("mod tests") && !code.contains("mod more"));
+        // Nested test modules stay with their module; a file without any gives `None`.
+        assert!(rust_test_items("mod a {\n    #[cfg(test)]\n    mod tests {}\n}\n").is_none());
+        assert!(rust_test_items("pub fn f() {}\n").is_none());
+        assert!(rust_test_items("#[cfg(test)]\nmod tests {\n").is_none());
+
+        let base = "pub fn f() -> u8 { 1 }\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn one() { assert_eq!(super::f(), 1); }\n}\n";
+        let result = "pub fn f() -> u8 { 1 }\npub fn g() -> u8 { 2 }\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn one() { assert_eq!(super::f(), 1); }\n    #[test]\n    fn two() { assert_eq!(super::g(), 2); }\n}\n";
+        let spliced = base_code_with_inline_tests(base, result).unwrap();
+        assert!(!spliced.contains("pub fn g()"), "{spliced}");
+        assert!(
+            spliced.contains("fn two()") && spliced.contains("fn one()"),
+            "{spliced}"
+        );
+        assert_eq!(spliced.matches("mod tests").count(), 1, "{spliced}");
+        assert!(base_code_with_inline_tests(base, "pub fn f() -> u8 { 1 }\n").is_none());
+    }
 
     #[test]
     fn test_layouts_are_recognised() {

@@ -166,9 +166,9 @@ fn a_prepare_step_runs_before_every_replay_of_the_checks() {
         [
             "base",
             "final",
-            "final_with_base_files",
+            "final_with_base_code",
             "final",
-            "final_with_base_files"
+            "final_with_base_code"
         ],
         "{records:?}"
     );
@@ -262,9 +262,9 @@ fn the_final_gate_reuses_the_testers_replay_of_the_objectives_required_checks() 
         [
             ("base", &json!([REQUIRED, CHECK])),
             ("final", &json!([CHECK, REQUIRED])),
-            ("final_with_base_files", &json!([CHECK, REQUIRED])),
+            ("final_with_base_code", &json!([CHECK, REQUIRED])),
             ("final", &json!([CHECK, REQUIRED])),
-            ("final_with_base_files", &json!([CHECK, REQUIRED])),
+            ("final_with_base_code", &json!([CHECK, REQUIRED])),
         ],
         "{records:?}"
     );
@@ -319,9 +319,9 @@ fn the_replays_prepare_while_the_tester_works() {
             [
                 ("base", true),
                 ("final", true),
-                ("final_with_base_files", true),
+                ("final_with_base_code", true),
                 ("final", false),
-                ("final_with_base_files", false)
+                ("final_with_base_code", false)
             ],
             "{prepare}: {records:?}"
         );
@@ -460,11 +460,11 @@ fn the_gates_replay_with_the_base_tests_restored_prepares_while_the_tester_works
         [
             ("base", true),
             ("final", true),
-            ("final_with_base_files", true),
+            ("final_with_base_code", true),
             ("final_with_base_files", true),
             ("final", false),
             ("final_with_base_files", false),
-            ("final_with_base_files", false)
+            ("final_with_base_code", false)
         ],
         "{records:?}"
     );
@@ -544,9 +544,9 @@ fn what_a_failing_tester_does_not_ask_for_is_not_kept() {
             // The failing tester cited no passing check: nothing of its batch ran.
             ("final", false),
             ("final", true),
-            ("final_with_base_files", true),
+            ("final_with_base_code", true),
             ("final", false),
-            ("final_with_base_files", false)
+            ("final_with_base_code", false)
         ],
         "{records:?}"
     );

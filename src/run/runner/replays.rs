@@ -450,6 +450,7 @@ fn record(
             ReplayTree::Final => "final",
             ReplayTree::Base => "base",
             ReplayTree::FinalWithBaseFiles(_) => "final_with_base_files",
+            ReplayTree::FinalWithBaseCode(_) => "final_with_base_code",
         },
         at: chrono::Utc::now(),
         prepared: Prepared::of(steps),

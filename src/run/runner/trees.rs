@@ -341,16 +341,16 @@ impl CliRunner {
         let mut now = None;
         let target = match tree {
             ReplayTree::Base => base.clone()?,
-            ReplayTree::Final | ReplayTree::FinalWithBaseFiles(_) => {
-                match self.snapshot(state, env).await {
-                    Ok(Taken::Tree(tree)) => {
-                        now = Some(tree.clone());
-                        tree
-                    }
-                    Ok(Taken::Files(_)) => return None,
-                    Err(e) => return Some(Err(other(e))),
+            ReplayTree::Final
+            | ReplayTree::FinalWithBaseFiles(_)
+            | ReplayTree::FinalWithBaseCode(_) => match self.snapshot(state, env).await {
+                Ok(Taken::Tree(tree)) => {
+                    now = Some(tree.clone());
+                    tree
                 }
-            }
+                Ok(Taken::Files(_)) => return None,
+                Err(e) => return Some(Err(other(e))),
+            },
         };
         let target = match (tree, &base) {
             (ReplayTree::FinalWithBaseFiles(files), Some(base)) => {
@@ -363,7 +363,35 @@ impl CliRunner {
                     Err(e) => return Some(Err(other(e))),
                 }
             }
-            (ReplayTree::FinalWithBaseFiles(_), None) => return None,
+            (ReplayTree::FinalWithBaseCode(files), Some(base)) => {
+                let store = vtree.store();
+                let taken = match store
+                    .with_paths_from(&target, base, files, &vtree.scratch_index())
+                    .await
+                {
+                    Ok(taken) => taken,
+                    Err(e) => return Some(Err(other(e))),
+                };
+                // A Rust file keeps the result's inline tests over its base code; where a
+                // side is not loose (packed), it comes back whole.
+                let spliced: Vec<(String, u32, Vec<u8>)> = files
+                    .iter()
+                    .filter(|rel| rel.ends_with(".rs"))
+                    .filter_map(|rel| {
+                        let (mode, base_text) = store.file_at(base, rel)?;
+                        let (_, result_text) = store.file_at(&target, rel)?;
+                        let text = crate::verify::testfiles::base_code_with_inline_tests(
+                            std::str::from_utf8(&base_text).ok()?,
+                            std::str::from_utf8(&result_text).ok()?,
+                        )?;
+                        Some((rel.clone(), mode, text.into_bytes()))
+                    })
+                    .collect();
+                store.with_contents(&taken, &spliced).unwrap_or(taken)
+            }
+            (ReplayTree::FinalWithBaseFiles(_) | ReplayTree::FinalWithBaseCode(_), None) => {
+                return None;
+            }
             _ => target,
         };
         Some(Ok(Composed { vtree, target, now }))
@@ -554,7 +582,8 @@ impl CliRunner {
         let (root, restore) = match tree {
             ReplayTree::Final => (state.work_tree.clone(), Restore::default()),
             ReplayTree::Base => (base.clone(), Restore::default()),
-            ReplayTree::FinalWithBaseFiles(files) => (
+            // Outside git the code files come back whole, their inline tests with them.
+            ReplayTree::FinalWithBaseFiles(files) | ReplayTree::FinalWithBaseCode(files) => (
                 state.work_tree.clone(),
                 Restore {
                     from: Some(&base),
