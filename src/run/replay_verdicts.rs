@@ -400,7 +400,7 @@ mod tests {
             gate_replays(&state, &compared),
             [
                 (
-                    ReplayTree::FinalWithBaseFiles(cited(&["conv.mjs"])),
+                    ReplayTree::FinalWithBaseCode(cited(&["conv.mjs"])),
                     steps.clone(),
                     cited(&["node --test"])
                 ),

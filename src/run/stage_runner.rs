@@ -93,9 +93,9 @@ pub enum ReplayTree {
     /// The work tree with these files restored to their base version (absent there: removed).
     FinalWithBaseFiles(Vec<String>),
     /// The work tree with these code files taken back to their base version (absent there:
-    /// removed), except that a Rust file keeps the result's top-level `#[cfg(test)]` items (code
-    /// and tests share it: `verify::testfiles::base_code_with_inline_tests`): the base code
-    /// with the result's tests, the witness's tree.
+    /// removed), except that a file holding tests beside its code keeps the result's tests over
+    /// its base code (a Rust file's top-level `#[cfg(test)]` items, a Python module's doctests:
+    /// `verify::inline`): the base code with the result's tests, the witness's tree.
     FinalWithBaseCode(Vec<String>),
 }
 

@@ -333,6 +333,11 @@ impl Comparison {
                 if testfiles::inline_tests_changed(&old, &new) {
                     out.inline.push(rel.clone());
                 }
+            } else if *change != Change::Added && rel.ends_with(".py") {
+                let (old, new) = self.texts(rel);
+                if super::inline::doctests_changed(&old, &new) {
+                    out.inline.push(rel.clone());
+                }
             }
         }
         out

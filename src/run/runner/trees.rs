@@ -372,15 +372,17 @@ impl CliRunner {
                     Ok(taken) => taken,
                     Err(e) => return Some(Err(other(e))),
                 };
-                // A Rust file keeps the result's inline tests over its base code; where a
-                // side is not loose (packed), it comes back whole.
+                // A file holding code and tests keeps the result's tests over its base code
+                // (Rust's `#[cfg(test)]` items, Python's doctests); where a side is not loose
+                // (packed), it comes back whole.
                 let spliced: Vec<(String, u32, Vec<u8>)> = files
                     .iter()
-                    .filter(|rel| rel.ends_with(".rs"))
+                    .filter(|rel| rel.ends_with(".rs") || rel.ends_with(".py"))
                     .filter_map(|rel| {
                         let (mode, base_text) = store.file_at(base, rel)?;
                         let (_, result_text) = store.file_at(&target, rel)?;
-                        let text = crate::verify::testfiles::base_code_with_inline_tests(
+                        let text = crate::verify::inline::base_code_with_result_tests(
+                            rel,
                             std::str::from_utf8(&base_text).ok()?,
                             std::str::from_utf8(&result_text).ok()?,
                         )?;

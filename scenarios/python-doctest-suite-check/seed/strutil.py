@@ -1,0 +1,7 @@
+def shout(s):
+    """Shout.
+
+    >>> shout('hi')
+    'HI!'
+    """
+    return s.upper() + '!'

@@ -1,0 +1,394 @@
+//! Tests that share a file with the code they test, and the witness's view of such a file: the
+//! base code under the result's tests (`run::witness`, the replay `final_with_base_code`). A Rust
+//! source's top-level `#[cfg(test)]` items are cut from the code by its braces, read past
+//! comments and literals ([`rust_test_items`]); a Python module's doctests are its triple-quoted
+//! literals holding a `>>>` line, given back to the base code under `__test__`
+//! ([`python_doctests`]). Anything else (a nested test module, a Rust doc-test, an Elixir
+//! doctest) comes back with its file.
+
+/// The bytes of a Rust source that shape its items (`{ } ( ) [ ] ; #`), with their offsets,
+/// outside comments, string, byte-string, raw-string and character literals.
+fn rust_structure(source: &str) -> Vec<(usize, u8)> {
+    let b = source.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0usize;
+    let ident = |i: usize| i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_');
+    while i < b.len() {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                i = source[i..].find('\n').map_or(b.len(), |n| i + n);
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                let mut depth = 0usize;
+                while i < b.len() {
+                    if b[i..].starts_with(b"/*") {
+                        depth += 1;
+                        i += 2;
+                    } else if b[i..].starts_with(b"*/") {
+                        depth -= 1;
+                        i += 2;
+                        if depth == 0 {
+                            break;
+                        }
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
+            b'r' if !ident(i)
+                || (i == 1 && b[0] == b'b')
+                || (i > 1 && b[i - 1] == b'b' && !ident(i - 1)) =>
+            {
+                let hashes = b[i + 1..].iter().take_while(|c| **c == b'#').count();
+                if b.get(i + 1 + hashes) == Some(&b'"') {
+                    let close = format!("\"{}", "#".repeat(hashes));
+                    let from = i + 2 + hashes;
+                    i = source[from..]
+                        .find(&close)
+                        .map_or(b.len(), |n| from + n + close.len());
+                } else {
+                    i += 1;
+                }
+            }
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            b'\'' => {
+                // A character literal ('x', '\n', '\u{1F600}', 'é') or a lifetime ('a).
+                if b.get(i + 1) == Some(&b'\\') {
+                    i = source[i + 2..]
+                        .find('\'')
+                        .map_or(b.len(), |n| i + 2 + n + 1);
+                } else if let Some(c) = source[i + 1..].chars().next()
+                    && source[i + 1 + c.len_utf8()..].starts_with('\'')
+                {
+                    i += 2 + c.len_utf8();
+                } else {
+                    i += 1;
+                }
+            }
+            c @ (b'{' | b'}' | b'(' | b')' | b'[' | b']' | b';' | b'#') => {
+                out.push((i, c));
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    out
+}
+
+/// A Rust source split into its items marked `#[cfg(test)]` at the top level of the file (each
+/// from its line's start through its closing `}` or `;` and the rest of that line), and the
+/// source without them. `None` when the file has none or its braces do not balance.
+pub fn rust_test_items(source: &str) -> Option<(String, Vec<String>)> {
+    const MARK: &str = "#[cfg(test)]";
+    let structure = rust_structure(source);
+    let mut depth = 0i64;
+    let mut items: Vec<(usize, usize)> = Vec::new();
+    // The item being read: its start, and whether its body has opened.
+    let mut open: Option<(usize, bool)> = None;
+    let mut skip_until = 0usize;
+    for &(at, c) in &structure {
+        if at < skip_until {
+            continue;
+        }
+        match c {
+            b'#' if depth == 0 && open.is_none() && source[at..].starts_with(MARK) => {
+                let line_start = source[..at].rfind('\n').map_or(0, |n| n + 1);
+                let start = if source[line_start..at].trim().is_empty() {
+                    line_start
+                } else {
+                    at
+                };
+                open = Some((start, false));
+                skip_until = at + MARK.len();
+            }
+            b'{' | b'(' | b'[' => {
+                depth += 1;
+                if c == b'{'
+                    && depth == 1
+                    && let Some((start, false)) = open
+                {
+                    open = Some((start, true));
+                }
+            }
+            b'}' | b')' | b']' => {
+                depth -= 1;
+                if depth < 0 {
+                    return None;
+                }
+                if depth == 0
+                    && c == b'}'
+                    && let Some((start, true)) = open
+                {
+                    items.push((start, at + 1));
+                    open = None;
+                }
+            }
+            b';' if depth == 0 => {
+                if let Some((start, false)) = open {
+                    items.push((start, at + 1));
+                    open = None;
+                }
+            }
+            _ => {}
+        }
+    }
+    if depth != 0 || open.is_some() || items.is_empty() {
+        return None;
+    }
+    let mut rest = String::new();
+    let mut from = 0usize;
+    let mut texts = Vec::new();
+    for (start, end) in items {
+        let end = source[end..]
+            .find('\n')
+            .map_or(source.len(), |n| end + n + 1);
+        rest.push_str(&source[from..start]);
+        texts.push(source[start..end].to_owned());
+        from = end;
+    }
+    rest.push_str(&source[from..]);
+    Some((rest, texts))
+}
+
+/// The Rust source `base` with the top-level `#[cfg(test)]` items of `result` in place of its
+/// own: the base code under the result's inline tests (the witness's "base code with the
+/// work's tests" where code and tests share a file). `None` when `result` has no such item.
+pub fn base_code_with_inline_tests(base: &str, result: &str) -> Option<String> {
+    let (_, tests) = rust_test_items(result)?;
+    let code = match rust_test_items(base) {
+        Some((code, _)) => code,
+        None => base.to_owned(),
+    };
+    let mut out = code.trim_end().to_owned();
+    for test in tests {
+        out.push_str("\n\n");
+        out.push_str(test.trim_end());
+    }
+    out.push('\n');
+    Some(out)
+}
+
+/// The triple-quoted string literals of a Python source that hold a doctest example (a line
+/// starting `>>>`), each as it is written (prefix and quotes included); f-strings and bytes
+/// are not docstrings and are left out.
+pub fn python_doctests(source: &str) -> Vec<&str> {
+    let b = source.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0usize;
+    while i < b.len() {
+        match b[i] {
+            b'#' => i = source[i..].find('\n').map_or(b.len(), |n| i + n),
+            q @ (b'\'' | b'"') => {
+                let mut start = i;
+                while start > 0 && b"rRbBuUfF".contains(&b[start - 1]) && i - start < 2 {
+                    start -= 1;
+                }
+                if start > 0 && (b[start - 1].is_ascii_alphanumeric() || b[start - 1] == b'_') {
+                    start = i;
+                }
+                let prefix = &source[start..i];
+                let triple = b[i..].starts_with(&[q, q, q]);
+                let mut j = if triple { i + 3 } else { i + 1 };
+                let end = loop {
+                    if j >= b.len() {
+                        break b.len();
+                    }
+                    match b[j] {
+                        b'\\' => j += 2,
+                        c if c == q && (!triple || b[j..].starts_with(&[q, q, q])) => {
+                            break j + if triple { 3 } else { 1 };
+                        }
+                        b'\n' if !triple => break j,
+                        _ => j += 1,
+                    }
+                };
+                let end = end.min(b.len());
+                if triple
+                    && !prefix.contains(['f', 'F', 'b', 'B'])
+                    && source[i..end]
+                        .lines()
+                        .any(|l| l.trim_start().starts_with(">>>"))
+                {
+                    out.push(&source[start..end]);
+                }
+                i = end;
+            }
+            _ => i += 1,
+        }
+    }
+    out
+}
+
+/// The examples of a doctest literal, each its `>>>` line with the `...` lines and expected
+/// output after it (up to a blank line or the next `>>>`), lines trimmed.
+fn doctest_examples(doctest: &str) -> Vec<String> {
+    let mut out: Vec<Vec<&str>> = Vec::new();
+    let mut open = false;
+    for line in doctest.lines().map(str::trim) {
+        if line.starts_with(">>>") {
+            out.push(vec![line]);
+            open = true;
+        } else if line.is_empty() || line.ends_with("\"\"\"") || line.ends_with("'''") {
+            let rest = line.trim_end_matches(['"', '\'']);
+            if open && !rest.is_empty() {
+                out.last_mut().expect("open").push(rest);
+            }
+            open = false;
+        } else if open {
+            out.last_mut().expect("open").push(line);
+        }
+    }
+    out.into_iter().map(|e| e.join("\n")).collect()
+}
+
+/// Whether the work removed or altered a doctest example of a Python module (`base` → `now`):
+/// every example of the base (its input and expected output) must still be in one of the
+/// module's doctests (new examples may be added anywhere).
+pub fn doctests_changed(base: &str, now: &str) -> bool {
+    let now: Vec<String> = python_doctests(now)
+        .into_iter()
+        .map(|d| {
+            d.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .collect();
+    python_doctests(base)
+        .into_iter()
+        .flat_map(doctest_examples)
+        .any(|example| !now.iter().any(|d| d.contains(&example)))
+}
+
+/// The Python source `base` with the doctests of `result` added under `__test__` (which
+/// `doctest` and `pytest --doctest-modules` collect with the module's names): the base code
+/// under the result's doctests. `None` when `result` holds none.
+pub fn base_code_with_doctests(base: &str, result: &str) -> Option<String> {
+    let doctests = python_doctests(result);
+    if doctests.is_empty() {
+        return None;
+    }
+    let mut out = base.trim_end().to_owned();
+    out.push_str("\n\n\n# The work's doctests over the base code (autocode's witness replay).\n");
+    out.push_str("__test__ = {\n    **globals().get(\"__test__\", {}),\n");
+    for (n, doctest) in doctests.iter().enumerate() {
+        out.push_str(&format!("    \"autocode_witness_{n}\": {doctest},\n"));
+    }
+    out.push_str("}\n");
+    Some(out)
+}
+
+/// A code file of the base tree as the witness replay shows it, the base code with the
+/// result's tests where they share the file: a Rust source's top-level `#[cfg(test)]` items,
+/// a Python module's doctests. `None`: the base file comes back whole.
+pub fn base_code_with_result_tests(rel: &str, base: &str, result: &str) -> Option<String> {
+    if rel.ends_with(".rs") {
+        base_code_with_inline_tests(base, result)
+    } else if rel.ends_with(".py") {
+        base_code_with_doctests(base, result)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_doctest_example_altered_or_removed_is_a_test_change() {
+        let base = "def f(x):\n    \"\"\"Double.\n\n    >>> f(2)\n    4\n    >>> f(0)\n    0\n    \"\"\"\n    return 2 * x\n";
+        let added = base.replace("    >>> f(0)", "    >>> f(1)\n    2\n    >>> f(0)");
+        let reworded = base.replace("Double.", "Twice x.");
+        let altered = base.replace("    4\n", "    5\n");
+        let removed = base.replace("    >>> f(0)\n    0\n", "");
+        assert!(!doctests_changed(base, &added));
+        assert!(!doctests_changed(base, &reworded));
+        assert!(!doctests_changed(base, base));
+        assert!(doctests_changed(base, &altered));
+        assert!(doctests_changed(base, &removed));
+        assert!(doctests_changed(base, "def f(x):\n    return 2 * x\n"));
+        assert!(!doctests_changed(
+            "X = 1\n",
+            "def f():\n    \"\"\"\n    >>> 1\n    1\n    \"\"\"\n"
+        ));
+    }
+
+    #[test]
+    fn inline_rust_tests_are_split_from_the_code_they_share_a_file_with() {
+        let source = "use std::fmt;\n\n/// Braces in text: \"{\" '}' r#\"}\"# /* } */ // }\npub fn f() -> [u8; 2] {\n    let _s = \"}\";\n    let _c = '{';\n    [0; 2]\n}\n\nfn g<'a>(x: &'a str) -> &'a str { x }\n\n#[cfg(test)]\nmod tests {\n    use super::*;\n    #[test]\n    fn t() { assert_eq!(f(), [0; 2]); let _ = \"}\"; }\n}\n\n#[cfg(test)]\nmod more;\n\npub fn h() {}\n";
+        let (code, tests) = rust_test_items(source).unwrap();
+        assert_eq!(tests.len(), 2);
+        assert!(tests[0].starts_with("#[cfg(test)]\nmod tests {") && tests[0].ends_with("}\n"));
+        assert_eq!(tests[1], "#[cfg(test)]\nmod more;\n");
+        assert!(
+            code.contains("pub fn f()")
+                && code.contains("fn g<'a>")
+                && code.contains("pub fn h() {}")
+        );
+        assert!(!code.contains("mod tests") && !code.contains("mod more"));
+        // Nested test modules stay with their module; a file without any gives `None`.
+        assert!(rust_test_items("mod a {\n    #[cfg(test)]\n    mod tests {}\n}\n").is_none());
+        assert!(rust_test_items("pub fn f() {}\n").is_none());
+        assert!(rust_test_items("#[cfg(test)]\nmod tests {\n").is_none());
+
+        let base = "pub fn f() -> u8 { 1 }\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn one() { assert_eq!(super::f(), 1); }\n}\n";
+        let result = "pub fn f() -> u8 { 1 }\npub fn g() -> u8 { 2 }\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn one() { assert_eq!(super::f(), 1); }\n    #[test]\n    fn two() { assert_eq!(super::g(), 2); }\n}\n";
+        let spliced = base_code_with_inline_tests(base, result).unwrap();
+        assert!(!spliced.contains("pub fn g()"), "{spliced}");
+        assert!(
+            spliced.contains("fn two()") && spliced.contains("fn one()"),
+            "{spliced}"
+        );
+        assert_eq!(spliced.matches("mod tests").count(), 1, "{spliced}");
+        assert!(base_code_with_inline_tests(base, "pub fn f() -> u8 { 1 }\n").is_none());
+    }
+
+    #[test]
+    fn python_doctests_are_added_to_the_base_code() {
+        let result = r#""""Module doc.
+
+>>> 1 + 1
+2
+"""
+import re  # a ''' comment """
+X = 'it''s' "a\"b"
+F = f""">>> {X}"""
+
+
+def whisper(s):
+    r'''Whisper.
+
+    >>> whisper('HI\n')
+    'hi\n...'
+    '''
+    return s.lower() + '...'
+
+
+def plain():
+    """No example."""
+"#;
+        let found = python_doctests(result);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[0].starts_with("\"\"\"Module doc."));
+        assert!(found[1].starts_with("r'''Whisper.") && found[1].ends_with("'''"));
+        let base = "def shout(s):\n    return s.upper()\n";
+        let spliced = base_code_with_doctests(base, result).unwrap();
+        assert!(spliced.starts_with(base.trim_end()));
+        assert!(!spliced.contains("return s.lower()"), "{spliced}");
+        assert!(
+            spliced.contains("\"autocode_witness_1\": r'''Whisper."),
+            "{spliced}"
+        );
+        let no_example = "def f():\n    \"\"\"Doc.\"\"\"\n";
+        assert_eq!(base_code_with_doctests(base, no_example), None);
+        assert_eq!(base_code_with_result_tests("a.js", base, result), None);
+    }
+}
