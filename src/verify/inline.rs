@@ -4,7 +4,8 @@
 //! comments and literals ([`rust_test_items`]); a Python module's doctests are its triple-quoted
 //! literals holding a `>>>` line, given back to the base code under `__test__`
 //! ([`python_doctests`]). Anything else (a nested test module, a Rust doc-test, an Elixir
-//! doctest) comes back with its file.
+//! doctest) comes back with its file. A doctest of the base altered or removed is a test change
+//! ([`doctests_changed`], [`rust_doctests_changed`]), as an inline Rust test is.
 
 /// The bytes of a Rust source that shape its items (`{ } ( ) [ ] ; #`), with their offsets,
 /// outside comments, string, byte-string, raw-string and character literals.
@@ -174,6 +175,55 @@ pub fn base_code_with_inline_tests(base: &str, result: &str) -> Option<String> {
     Some(out)
 }
 
+/// The doc-tests of a Rust source: each fenced code block of its `///` and `//!` comments that
+/// rustdoc runs (no `ignore`, `text` or other non-Rust info string), its lines trimmed.
+pub fn rust_doctests(source: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut block: Option<Vec<&str>> = None;
+    for line in source.lines().map(str::trim_start) {
+        let Some(doc) = line
+            .strip_prefix("///")
+            .or_else(|| line.strip_prefix("//!"))
+        else {
+            block = None;
+            continue;
+        };
+        let doc = doc.trim();
+        if let Some(info) = doc.strip_prefix("```") {
+            match block.take() {
+                Some(lines) => out.push(lines.join("\n")),
+                None => {
+                    let runs = info.split(',').map(str::trim).all(|word| {
+                        matches!(
+                            word,
+                            "" | "rust"
+                                | "should_panic"
+                                | "no_run"
+                                | "edition2015"
+                                | "edition2018"
+                                | "edition2021"
+                                | "edition2024"
+                        ) || word.starts_with("compile_fail")
+                    });
+                    if runs {
+                        block = Some(Vec::new());
+                    }
+                }
+            }
+        } else if let Some(lines) = block.as_mut() {
+            lines.push(doc);
+        }
+    }
+    out
+}
+
+/// Whether the work removed or altered a doc-test of a Rust source (`base` → `now`): every
+/// doc-test of the base must still be one of the source's (new ones may be added).
+pub fn rust_doctests_changed(base: &str, now: &str) -> bool {
+    let now = rust_doctests(now);
+    rust_doctests(base).iter().any(|test| !now.contains(test))
+}
+
 /// The triple-quoted string literals of a Python source that hold a doctest example (a line
 /// starting `>>>`), each as it is written (prefix and quotes included); f-strings and bytes
 /// are not docstrings and are left out.
@@ -301,6 +351,29 @@ pub fn base_code_with_result_tests(rel: &str, base: &str, result: &str) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rust_doc_test_altered_or_removed_is_a_test_change() {
+        let base = "/// Doubles.\n///\n/// ```\n/// assert_eq!(units::double(2), 4);\n/// ```\n///\n/// ```text\n/// not a test\n/// ```\npub fn double(x: i32) -> i32 {\n    2 * x\n}\n";
+        assert_eq!(rust_doctests(base), ["assert_eq!(units::double(2), 4);"]);
+        let added = base.replace(
+            "pub fn double",
+            "/// ```\n/// assert_eq!(units::double(0), 0);\n/// ```\npub fn double",
+        );
+        let reworded = base.replace("/// Doubles.", "/// Twice x.");
+        let prose = base.replace("/// not a test", "/// still not a test");
+        assert!(!rust_doctests_changed(base, &added));
+        assert!(!rust_doctests_changed(base, &reworded));
+        assert!(!rust_doctests_changed(base, &prose));
+        assert!(rust_doctests_changed(
+            base,
+            &base.replace("(2), 4", "(2), 5")
+        ));
+        assert!(rust_doctests_changed(
+            base,
+            "pub fn double(x: i32) -> i32 {\n    2 * x\n}\n"
+        ));
+    }
 
     #[test]
     fn a_doctest_example_altered_or_removed_is_a_test_change() {

@@ -330,7 +330,9 @@ impl Comparison {
                 out.restorable.push(rel.clone());
             } else if *change != Change::Added && rel.ends_with(".rs") {
                 let (old, new) = self.texts(rel);
-                if testfiles::inline_tests_changed(&old, &new) {
+                if testfiles::inline_tests_changed(&old, &new)
+                    || super::inline::rust_doctests_changed(&old, &new)
+                {
                     out.inline.push(rel.clone());
                 }
             } else if *change != Change::Added && rel.ends_with(".py") {
