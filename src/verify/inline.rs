@@ -61,9 +61,9 @@ fn rust_structure(source: &str) -> Vec<(usize, u8)> {
             b'\'' => {
                 // A character literal ('x', '\n', '\u{1F600}', 'é') or a lifetime ('a).
                 if b.get(i + 1) == Some(&b'\\') {
-                    i = source[i + 2..]
-                        .find('\'')
-                        .map_or(b.len(), |n| i + 2 + n + 1);
+                    // The escaped character is never the closing quote ('\'', '\\').
+                    let from = (i + 3).min(b.len());
+                    i = source[from..].find('\'').map_or(b.len(), |n| from + n + 1);
                 } else if let Some(c) = source[i + 1..].chars().next()
                     && source[i + 1 + c.len_utf8()..].starts_with('\'')
                 {
@@ -396,7 +396,7 @@ mod tests {
 
     #[test]
     fn inline_rust_tests_are_split_from_the_code_they_share_a_file_with() {
-        let source = "use std::fmt;\n\n/// Braces in text: \"{\" '}' r#\"}\"# /* } */ // }\npub fn f() -> [u8; 2] {\n    let _s = \"}\";\n    let _c = '{';\n    [0; 2]\n}\n\nfn g<'a>(x: &'a str) -> &'a str { x }\n\n#[cfg(test)]\nmod tests {\n    use super::*;\n    #[test]\n    fn t() { assert_eq!(f(), [0; 2]); let _ = \"}\"; }\n}\n\n#[cfg(test)]\nmod more;\n\npub fn h() {}\n";
+        let source = "use std::fmt;\n\n/// Braces in text: \"{\" '}' r#\"}\"# /* } */ // }\npub fn f() -> [u8; 2] {\n    let _s = \"}\";\n    let _c = '{';\n    let _q = ['\\'', '\\\\', '}'];\n    [0; 2]\n}\n\nfn g<'a>(x: &'a str) -> &'a str { x }\n\n#[cfg(test)]\nmod tests {\n    use super::*;\n    #[test]\n    fn t() { assert_eq!(f(), [0; 2]); let _ = \"}\"; }\n}\n\n#[cfg(test)]\nmod more;\n\npub fn h() {}\n";
         let (code, tests) = rust_test_items(source).unwrap();
         assert_eq!(tests.len(), 2);
         assert!(tests[0].starts_with("#[cfg(test)]\nmod tests {") && tests[0].ends_with("}\n"));
