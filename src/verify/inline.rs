@@ -335,16 +335,51 @@ pub fn base_code_with_doctests(base: &str, result: &str) -> Option<String> {
     Some(out)
 }
 
+/// The languages whose files may hold tests beside their code, as read here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SharedFile {
+    Rust,
+    Python,
+}
+
+impl SharedFile {
+    fn of(rel: &str) -> Option<SharedFile> {
+        if rel.ends_with(".rs") {
+            Some(SharedFile::Rust)
+        } else if rel.ends_with(".py") {
+            Some(SharedFile::Python)
+        } else {
+            None
+        }
+    }
+}
+
+/// Whether a file at `rel` may hold tests beside its code (a Rust source, a Python module).
+pub fn may_hold_tests(rel: &str) -> bool {
+    SharedFile::of(rel).is_some()
+}
+
 /// A code file of the base tree as the witness replay shows it, the base code with the
 /// result's tests where they share the file: a Rust source's top-level `#[cfg(test)]` items,
 /// a Python module's doctests. `None`: the base file comes back whole.
 pub fn base_code_with_result_tests(rel: &str, base: &str, result: &str) -> Option<String> {
-    if rel.ends_with(".rs") {
-        base_code_with_inline_tests(base, result)
-    } else if rel.ends_with(".py") {
-        base_code_with_doctests(base, result)
-    } else {
-        None
+    match SharedFile::of(rel)? {
+        SharedFile::Rust => base_code_with_inline_tests(base, result),
+        SharedFile::Python => base_code_with_doctests(base, result),
+    }
+}
+
+/// Whether the work removed or altered a test of the base that shares the code file `rel`
+/// (`base` → `now`): a Rust source's `#[cfg(test)]` items, `#[test]` functions and doc-tests
+/// (`verify::testfiles::inline_tests_changed`, [`rust_doctests_changed`]), a Python module's
+/// doctest examples ([`doctests_changed`]).
+pub fn tests_beside_code_changed(rel: &str, base: &str, now: &str) -> bool {
+    match SharedFile::of(rel) {
+        Some(SharedFile::Rust) => {
+            super::testfiles::inline_tests_changed(base, now) || rust_doctests_changed(base, now)
+        }
+        Some(SharedFile::Python) => doctests_changed(base, now),
+        None => false,
     }
 }
 
@@ -463,5 +498,6 @@ def plain():
         let no_example = "def f():\n    \"\"\"Doc.\"\"\"\n";
         assert_eq!(base_code_with_doctests(base, no_example), None);
         assert_eq!(base_code_with_result_tests("a.js", base, result), None);
+        assert!(may_hold_tests("m.py") && may_hold_tests("src/lib.rs") && !may_hold_tests("a.js"));
     }
 }

@@ -215,15 +215,7 @@ pub fn shown(text: String) -> (String, String) {
 /// `set -o pipefail; … | tee log`, `diff <(…) expected`. Replayed with `sh` (dash on Debian)
 /// they fail where the agent's passed. Only where no bash is installed does `sh` run them.
 pub fn check_shell(path: Option<&str>) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    path.into_iter()
-        .flat_map(|path| std::env::split_paths(path).collect::<Vec<_>>())
-        .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join("bash"))
-        .find(|bash| {
-            std::fs::metadata(bash)
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+    path.and_then(|path| crate::provider::probe::resolve_on_path("bash", path.as_ref()))
         .unwrap_or_else(|| std::path::PathBuf::from("sh"))
 }
 

@@ -328,16 +328,9 @@ impl Comparison {
                 };
             if restorable {
                 out.restorable.push(rel.clone());
-            } else if *change != Change::Added && rel.ends_with(".rs") {
+            } else if *change != Change::Added && super::inline::may_hold_tests(rel) {
                 let (old, new) = self.texts(rel);
-                if testfiles::inline_tests_changed(&old, &new)
-                    || super::inline::rust_doctests_changed(&old, &new)
-                {
-                    out.inline.push(rel.clone());
-                }
-            } else if *change != Change::Added && rel.ends_with(".py") {
-                let (old, new) = self.texts(rel);
-                if super::inline::doctests_changed(&old, &new) {
+                if super::inline::tests_beside_code_changed(rel, &old, &new) {
                     out.inline.push(rel.clone());
                 }
             }

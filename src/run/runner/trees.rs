@@ -377,7 +377,7 @@ impl CliRunner {
                 // (packed), it comes back whole.
                 let spliced: Vec<(String, u32, Vec<u8>)> = files
                     .iter()
-                    .filter(|rel| rel.ends_with(".rs") || rel.ends_with(".py"))
+                    .filter(|rel| crate::verify::inline::may_hold_tests(rel))
                     .filter_map(|rel| {
                         let (mode, base_text) = store.file_at(base, rel)?;
                         let (_, result_text) = store.file_at(&target, rel)?;
