@@ -245,6 +245,110 @@ impl GitStore {
         self.odb.with_contents(onto, files)
     }
 
+    /// The regular files at `paths` in `tree` (path, mode, content), read in process where the
+    /// objects are loose and by git where they are packed; absent paths, links, submodules and
+    /// files over `cap` are left out.
+    pub async fn files_at(
+        &self,
+        tree: &TreeId,
+        paths: &[String],
+        cap: u64,
+    ) -> Result<Vec<(String, u32, Vec<u8>)>, GitTreeError> {
+        let mut out = Vec::with_capacity(paths.len());
+        let mut packed = Vec::new();
+        for path in paths {
+            match self.odb.file_at(tree, path) {
+                Some((mode, data)) if mode & 0o170000 == 0o100000 => {
+                    if data.len() as u64 <= cap {
+                        out.push((path.clone(), mode, data));
+                    }
+                }
+                Some(_) => {}
+                None => packed.push(path.as_str()),
+            }
+        }
+        if packed.is_empty() {
+            return Ok(out);
+        }
+        // The whole listing, not the paths as arguments: there may be more than a command line
+        // holds.
+        let packed: std::collections::HashSet<&str> = packed.into_iter().collect();
+        let listed = self
+            .git(
+                None,
+                None,
+                &["ls-tree", "-r", "-z", "--full-tree", tree.as_str()],
+                None,
+            )
+            .await?;
+        let mut found: Vec<(String, u32, String)> = Vec::new();
+        for line in listed.split(|b| *b == 0).filter(|l| !l.is_empty()) {
+            let Some(tab) = line.iter().position(|b| *b == b'\t') else {
+                continue;
+            };
+            let meta = String::from_utf8_lossy(&line[..tab]);
+            if let [mode, "blob", id] = meta.split(' ').collect::<Vec<_>>()[..]
+                && let Ok(mode) = u32::from_str_radix(mode, 8)
+                && mode & 0o170000 == 0o100000
+            {
+                let path = String::from_utf8_lossy(&line[tab + 1..]).into_owned();
+                if packed.contains(path.as_str()) {
+                    found.push((path, mode, id.to_owned()));
+                }
+            }
+        }
+        let ids: Vec<String> = found.iter().map(|(_, _, id)| id.clone()).collect();
+        let blobs = self.read_blobs(&ids, cap).await?;
+        for (path, mode, id) in found {
+            if let Some(data) = blobs.get(&id) {
+                out.push((path, mode, data.clone()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`Self::with_contents`], by git where a tree on the way is packed: the blobs written in
+    /// process, the tree through `index` (a scratch index file, removed afterwards).
+    pub async fn with_contents_anywhere(
+        &self,
+        onto: &TreeId,
+        files: &[(String, u32, Vec<u8>)],
+        index: &Path,
+    ) -> Result<TreeId, GitTreeError> {
+        if let Some(tree) = self.with_contents(onto, files) {
+            return Ok(tree);
+        }
+        let mut info = Vec::new();
+        for (path, mode, content) in files {
+            let id = self
+                .odb
+                .write(super::odb::Kind::Blob, content)
+                .map_err(io_error(self.git_dir()))?;
+            info.extend_from_slice(format!("{mode:o} {id}\t{path}").as_bytes());
+            info.push(0);
+        }
+        if let Some(parent) = index.parent() {
+            fs_create(parent)?;
+        }
+        let _ = std::fs::remove_file(index);
+        let result = async {
+            self.git(None, Some(index), &["read-tree", onto.as_str()], None)
+                .await?;
+            self.git(
+                None,
+                Some(index),
+                &["update-index", "-z", "--index-info"],
+                Some(info),
+            )
+            .await?;
+            let out = self.git(None, Some(index), &["write-tree"], None).await?;
+            TreeId::parse(&String::from_utf8_lossy(&out))
+        }
+        .await;
+        let _ = std::fs::remove_file(index);
+        result
+    }
+
     /// The tree `onto` with each of `paths` as it is in `from`: its entry there, or removed
     /// when `from` lacks it. `index` is a scratch index file (removed afterwards) when git
     /// composes it; in process (`odb.rs`) when every tree read is loose.
@@ -453,6 +557,23 @@ mod tests {
         assert_eq!(store.with_contents(&now, &[]), Some(now.clone()));
     }
 
+    /// Commits every file of `ws` (and packs its objects, `gc`).
+    async fn commit_all(ws: &std::path::Path, gc: bool) {
+        let mut committing = env();
+        for (k, v) in [("GIT_AUTHOR_NAME", "t"), ("GIT_AUTHOR_EMAIL", "t@x")] {
+            committing.insert(k.into(), v.into());
+            committing.insert(k.replace("AUTHOR", "COMMITTER"), v.into());
+        }
+        let git = crate::run::workspace::git;
+        git(ws, &["add", "-A"], &committing).await.unwrap();
+        git(ws, &["commit", "-qm", "seed"], &committing)
+            .await
+            .unwrap();
+        if gc {
+            git(ws, &["gc", "-q"], &committing).await.unwrap();
+        }
+    }
+
     /// Every answer read or written in process is the one git gives (the git paths are the
     /// fallback for objects that are not loose).
     #[tokio::test]
@@ -469,16 +590,7 @@ mod tests {
         fs::write(ws.join("run.sh"), "#!/bin/sh\n").unwrap();
         fs::set_permissions(ws.join("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
         std::os::unix::fs::symlink("a", ws.join("ln")).unwrap();
-        let mut committing = env();
-        for (k, v) in [("GIT_AUTHOR_NAME", "t"), ("GIT_AUTHOR_EMAIL", "t@x")] {
-            committing.insert(k.into(), v.into());
-            committing.insert(k.replace("AUTHOR", "COMMITTER"), v.into());
-        }
-        let git = crate::run::workspace::git;
-        git(&ws, &["add", "-A"], &committing).await.unwrap();
-        git(&ws, &["commit", "-qm", "seed"], &committing)
-            .await
-            .unwrap();
+        commit_all(&ws, false).await;
         let store = GitStore::open(&dir.path().join("git"), &ws, &env())
             .await
             .unwrap()
@@ -595,5 +707,73 @@ mod tests {
             .unwrap();
             assert_eq!(ours.as_str(), String::from_utf8_lossy(&out).trim());
         }
+    }
+
+    /// Files read and a tree written with new contents where the repository's objects are
+    /// packed (a cloned or gc'ed repository): by git, the same answers as in process.
+    #[tokio::test]
+    async fn files_and_contents_where_the_objects_are_packed() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        fs::create_dir_all(ws.join("tests/unit")).unwrap();
+        crate::run::workspace::git_init_for_tests(&ws).await;
+        fs::write(ws.join("calc.py"), "def add(a, b):\n    return a + b\n").unwrap();
+        fs::write(ws.join("tests/unit/test_calc.py"), "import calc\n").unwrap();
+        fs::write(ws.join("tests/data.json"), "{}\n").unwrap();
+        commit_all(&ws, true).await;
+        let store = GitStore::open(&dir.path().join("git"), &ws, &env())
+            .await
+            .unwrap()
+            .unwrap();
+        let index = dir.path().join("wt.index");
+        let tree = store.write_tree(&ws, &index).await.unwrap();
+        assert_eq!(
+            store.file_at(&tree, "calc.py"),
+            None,
+            "packed: not read in process"
+        );
+        let paths = ["tests/unit/test_calc.py", "calc.py", "tests", "missing.py"].map(String::from);
+        let mut read = store.files_at(&tree, &paths, 1 << 20).await.unwrap();
+        read.sort();
+        assert_eq!(
+            read,
+            [
+                (
+                    "calc.py".to_owned(),
+                    0o100644,
+                    b"def add(a, b):\n    return a + b\n".to_vec()
+                ),
+                (
+                    "tests/unit/test_calc.py".to_owned(),
+                    0o100644,
+                    b"import calc\n".to_vec()
+                ),
+            ]
+        );
+        let scratch = dir.path().join("contents.index");
+        let files = [(
+            "tests/unit/test_calc.py".to_owned(),
+            0o100644,
+            b"import calc\nraise RuntimeError\n".to_vec(),
+        )];
+        assert_eq!(store.with_contents(&tree, &files), None, "packed trees");
+        let written = store
+            .with_contents_anywhere(&tree, &files, &scratch)
+            .await
+            .unwrap();
+        assert!(!scratch.exists(), "the scratch index is removed");
+        let changed: Vec<String> = store
+            .diff_entries(&tree, &written)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| c.path)
+            .collect();
+        assert_eq!(changed, ["tests/unit/test_calc.py"]);
+        let again = store
+            .files_at(&written, &paths[..1], 1 << 20)
+            .await
+            .unwrap();
+        assert_eq!(again[0].2, b"import calc\nraise RuntimeError\n");
     }
 }

@@ -236,8 +236,12 @@ pub(super) async fn judge_test_changes<R: StageRunner>(
     let Some(comparison) = comparison else {
         return Ok(None);
     };
+    let blind = match checks_blind_to_failing_tests(run, runner, commands).await? {
+        Ok(blind) => blind,
+        Err(pause) => return Ok(Some(pause)),
+    };
     let changes = comparison.test_changes(commands);
-    if changes.is_empty() && lost_tests(&run.state, &[]).is_empty() {
+    if changes.is_empty() && lost_tests(&run.state, &[]).is_empty() && blind.is_empty() {
         return Ok(None);
     }
     let all = changes.all();
@@ -272,6 +276,7 @@ pub(super) async fn judge_test_changes<R: StageRunner>(
         && changes.inline.is_empty()
         && changes.tampering.is_empty()
         && fewer.is_empty()
+        && blind.is_empty()
     {
         return Ok(None);
     }
@@ -286,7 +291,7 @@ pub(super) async fn judge_test_changes<R: StageRunner>(
         all.clone()
     };
     let mut diff = comparison.diff_of(&diffed, 20_000);
-    for line in &fewer {
+    for line in fewer.iter().chain(blind.iter().map(|(command, _)| command)) {
         diff.push_str(&format!("{line}\n"));
     }
     let diff_sha = crate::report::evidence::sha256_hex(diff.as_bytes());
@@ -328,6 +333,15 @@ pub(super) async fn judge_test_changes<R: StageRunner>(
             shown.push_str(&format!("- {line}\n"));
         }
     }
+    if !blind.is_empty() {
+        shown.push_str("These checks ran tests on the final tree and still pass with every test file of the result made to fail (autocode added a failing statement to each), so they do not report the tree's tests: something the work changed decides their verdict (a module shadowing the runner or a library it loads, a recipe or script that no longer runs the tests, a setting that leaves them out); the diff shows what:\n");
+        for (command, output) in &blind {
+            shown.push_str(&format!(
+                "- `{command}`: {}\n",
+                crate::verify::treediff::cut(output, 1500)
+            ));
+        }
+    }
     shown.push_str(if all.is_empty() {
         "\nThe diff (base → final; no changed file is a test by its name):\n\n"
     } else {
@@ -344,7 +358,17 @@ pub(super) async fn judge_test_changes<R: StageRunner>(
         diff_sha256: diff_sha,
         accepted_at: None,
     });
-    let what = if all.is_empty() {
+    let what = if !blind.is_empty() && failing.is_empty() && fewer.is_empty() && changes.is_empty()
+    {
+        format!(
+            "checks pass whatever the result's tests say ({})",
+            blind
+                .iter()
+                .map(|(command, _)| format!("`{command}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    } else if all.is_empty() {
         "the tests changed (fewer tests run)".to_owned()
     } else if failing.is_empty() && changes.inline.is_empty() && fewer.is_empty() {
         format!(
@@ -362,6 +386,70 @@ pub(super) async fn judge_test_changes<R: StageRunner>(
             crate::verify::treediff::cut(&shown, 4000)
         ),
     )))
+}
+
+/// The checks that ran tests on the final tree (its runner's summary counts some, or it runs a
+/// test file with its interpreter: `verify::canary::runs_a_test_directly`) and passed there, yet
+/// pass again with every test file of the result made to fail
+/// (`ReplayTree::FinalWithFailingTests`): each with its output there. A check that negates a
+/// command (`! pytest test_old.py`) is not asked. A tree with no test file autocode can make
+/// fail judges nothing.
+async fn checks_blind_to_failing_tests<R: StageRunner>(
+    run: &mut RunHandle,
+    runner: &mut R,
+    commands: &[String],
+) -> Result<Result<Vec<(String, String)>, PauseDecision>, DriverError> {
+    let asked: Vec<String> = commands
+        .iter()
+        .filter(|c| {
+            run.state
+                .verification
+                .final_checks
+                .get(*c)
+                .is_some_and(|f| {
+                    f.held()
+                        && (f.tests.count().is_some_and(|n| n > 0)
+                            || (f.tests.count().is_none()
+                                && verify::canary::runs_a_test_directly(c)))
+                })
+                && !verify::shellwords::split_list(c)
+                    .iter()
+                    .any(|(_, part, _)| part.starts_with('!'))
+        })
+        .cloned()
+        .collect();
+    if asked.is_empty() {
+        return Ok(Ok(Vec::new()));
+    }
+    let replayed = match runner
+        .replay(
+            &run.state,
+            &ReplayTree::FinalWithFailingTests(commands.to_vec()),
+            &super::replay_verdicts::prepare_through(&run.state, None),
+            &asked,
+        )
+        .await
+    {
+        Ok(replayed) => replayed,
+        Err(pause) => return Ok(Err(pause)),
+    };
+    let ran: Vec<&ReplayResult> = replayed.iter().filter(|r| r.ran.ran()).collect();
+    let blind: Vec<(String, String)> = ran
+        .iter()
+        .filter(|r| replay_verdicts::passed(r))
+        .map(|r| (r.command.clone(), r.detail.clone()))
+        .collect();
+    if !ran.is_empty() {
+        run.activity(
+            "checks replayed with the result's tests made to fail",
+            Some(&format!(
+                "{} of {} still passed there",
+                blind.len(),
+                ran.len()
+            )),
+        )?;
+    }
+    Ok(Ok(blind))
 }
 
 /// Criteria no check can verify wait for a person (`Some(pause)`), with what they are shown

@@ -163,7 +163,8 @@ impl Prepared {
 /// The record of one replay batch's preparation: `<run>/replays/NNN-<tree>.json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct PrepareRecord {
-    /// Which tree: `final`, `base` or `final_with_base_files`.
+    /// Which tree: `final`, `base`, `final_with_base_files`, `final_with_base_code` or
+    /// `final_with_failing_tests`.
     pub tree: &'static str,
     pub at: chrono::DateTime<chrono::Utc>,
     #[serde(flatten)]

@@ -60,6 +60,10 @@ pub enum ReplayError {
     Snapshot(#[from] snapshot::SnapshotError),
     #[error("the clean copy is not closed: {}", .paths.join("; "))]
     NotClosed { paths: Vec<String> },
+    /// No tree with the result's tests made to fail (`ReplayTree::FinalWithFailingTests`): its
+    /// checks do not run, and judge nothing.
+    #[error("{0}")]
+    NoFailingTests(String),
     #[error("cannot launch check {command:?}: {source}")]
     Launch {
         command: String,

@@ -128,9 +128,10 @@ fn tester_batch(
 /// The replays the final gate asks for besides its own batch when the result passes, as the
 /// work tree shows them before the gate (the tester and the completion reviewer change
 /// nothing): the witness search's (`witness::expected_replay`: the result's checks against the
-/// base code) and, when the builder changed tests of the base tree that can be put back, the
-/// test-change judgment's (`gate::judge_test_changes`: the gate's checks with those tests as
-/// they were).
+/// base code), the one with the result's tests made to fail (`gate::judge_test_changes`: the
+/// checks that may run tests, [`may_report_tests`]) and, when the builder changed tests of the
+/// base tree that can be put back, the test-change judgment's (the gate's checks with those
+/// tests as they were).
 fn gate_replays(state: &RunState, comparison: &Comparison) -> Vec<OwnedReplayAsk> {
     let prepare = prepare_through(state, None);
     let mut asks = Vec::new();
@@ -138,6 +139,20 @@ fn gate_replays(state: &RunState, comparison: &Comparison) -> Vec<OwnedReplayAsk
         asks.push((ReplayTree::FinalWithBaseCode(code), prepare.clone(), checks));
     }
     let commands = super::witness::all_checks(state);
+    // The gate asks for the checks that ran tests and passed on the result: not known yet, so
+    // every check that may (the gate's ask reuses their verdicts).
+    let may_report_tests: Vec<String> = commands
+        .iter()
+        .filter(|c| may_report_tests(state, c))
+        .cloned()
+        .collect();
+    if !may_report_tests.is_empty() {
+        asks.push((
+            ReplayTree::FinalWithFailingTests(commands.clone()),
+            prepare.clone(),
+            may_report_tests,
+        ));
+    }
     let restorable = comparison.test_changes(&commands).restorable;
     if !restorable.is_empty() {
         asks.push((
@@ -147,6 +162,19 @@ fn gate_replays(state: &RunState, comparison: &Comparison) -> Vec<OwnedReplayAsk
         ));
     }
     asks
+}
+
+/// Whether the final gate may ask `check` to fail with the result's tests made to fail
+/// (`gate::checks_blind_to_failing_tests`): not a check that passed on the base tree with no test
+/// runner's summary in its output (a build, a linter, a type check) and runs no test file with
+/// its interpreter.
+fn may_report_tests(state: &RunState, check: &str) -> bool {
+    let shows_no_runner = state
+        .verification
+        .base_checks
+        .get(check)
+        .is_some_and(|b| b.passed && b.tests == crate::verify::testcount::TestTally::Unknown);
+    !shows_no_runner || crate::verify::canary::runs_a_test_directly(check)
 }
 
 /// The tester's replay of the tree that heads to the final gate, and beside it (their `prepare`
@@ -361,8 +389,9 @@ mod tests {
     }
 
     /// The replays the gate will ask for beside its own batch, known before the tester: the
-    /// witness's (the code taken back, the checks that failed on the base) and, when a base test
-    /// was changed, the restored tests' (the gate's checks); each with every milestone's steps.
+    /// witness's (the code taken back, the checks that failed on the base), the one with the
+    /// tests made to fail (the checks that may run tests) and, when a base test was changed, the
+    /// restored tests' (the gate's checks); each with every milestone's steps.
     #[test]
     fn the_gates_replays_are_known_from_the_work_tree() {
         let mut state = new_state();
@@ -404,6 +433,12 @@ mod tests {
                     steps.clone(),
                     cited(&["node --test"])
                 ),
+                // The lint passed on the base with no runner's summary: not asked.
+                (
+                    ReplayTree::FinalWithFailingTests(cited(&["node --test", "npm run lint"])),
+                    steps.clone(),
+                    cited(&["node --test"])
+                ),
                 (
                     ReplayTree::FinalWithBaseFiles(cited(&["conv.test.mjs"])),
                     steps.clone(),
@@ -414,6 +449,30 @@ mod tests {
         // Only the test added to: no witness replay is known (nothing to take back).
         std::fs::write(work.path().join("conv.mjs"), "a\n").unwrap();
         let compared = Comparison::of_dirs(base.path(), work.path());
+        assert_eq!(
+            gate_replays(&state, &compared),
+            [
+                (
+                    ReplayTree::FinalWithFailingTests(cited(&["node --test", "npm run lint"])),
+                    steps.clone(),
+                    cited(&["node --test"])
+                ),
+                (
+                    ReplayTree::FinalWithBaseFiles(cited(&["conv.test.mjs"])),
+                    steps.clone(),
+                    cited(&["node --test", "npm run lint"])
+                )
+            ]
+        );
+        // When every check passed on the base tree with no runner's summary, no check is asked.
+        for check in ["node --test", "npm run lint"] {
+            state
+                .verification
+                .base_checks
+                .get_mut(check)
+                .unwrap()
+                .passed = true;
+        }
         assert_eq!(
             gate_replays(&state, &compared),
             [(

@@ -97,6 +97,10 @@ pub enum ReplayTree {
     /// its base code (a Rust file's top-level `#[cfg(test)]` items, a Python module's doctests:
     /// `verify::inline`): the base code with the result's tests, the witness's tree.
     FinalWithBaseCode(Vec<String>),
+    /// The work tree with every file a runner could load as a test made to fail when loaded
+    /// (`verify::canary`; tests named by these checks included): a check that ran tests and
+    /// passes there does not report the tree's tests.
+    FinalWithFailingTests(Vec<String>),
 }
 
 /// Launches and judges attempts. The real runner drives CLIs through the boundary.

@@ -16,6 +16,7 @@
 //! - [`PendingReview`], [`HumanDecision`], [`TestChangeReview`]: what a person was asked, what
 //!   they answered, when, and the exact text they were shown (bound by its sha256).
 
+pub mod canary;
 pub mod inline;
 pub mod manifest;
 pub mod objective;

@@ -427,8 +427,9 @@ fn tester_accepted_at(finished: &Finished) -> i64 {
 
 /// The builder adds to a test of the base tree (honestly: the original still passes on the new
 /// code), so the final gate replays its checks with that test as it was. That replay is prepared
-/// beside the tester too (`ahead-3/`, after the tester's batch and the witness's), its checks
-/// run after the witness's, and the gate reuses all three batches.
+/// beside the tester too (`ahead-4/`, after the tester's batch, the witness's and the slot of the
+/// replay with the tests made to fail, which a shell test leaves without a tree), its checks run
+/// after the witness's, and the gate reuses all three batches.
 #[test]
 fn the_gates_replay_with_the_base_tests_restored_prepares_while_the_tester_works() {
     const CHECK: &str = "sh tests/check.sh";
@@ -473,7 +474,7 @@ fn the_gates_replay_with_the_base_tests_restored_prepares_while_the_tester_works
     let accepted = tester_accepted_at(&finished);
     let (cwd, started) = step_ran(&records[3].1);
     assert!(
-        cwd.ends_with("/ahead-3/tree") && started < accepted,
+        cwd.ends_with("/ahead-4/tree") && started < accepted,
         "the restored tests' batch was prepared beside the tester: {cwd}, {} ms after its acceptance",
         (started - accepted) / 1_000_000
     );
@@ -485,7 +486,7 @@ fn the_gates_replay_with_the_base_tests_restored_prepares_while_the_tester_works
         "{activity}"
     );
     assert_only_the_runs_tree_is_left(
-        cwd.strip_suffix("/ahead-3/tree")
+        cwd.strip_suffix("/ahead-4/tree")
             .expect("the tree is in the run's verification root"),
     );
 }

@@ -325,6 +325,20 @@ impl CliRunner {
                     })
                     .collect());
             }
+            // No tree to run them in: they do not run, and judge nothing.
+            Err(replay::ReplayError::NoFailingTests(why)) => {
+                return Ok(unique
+                    .into_iter()
+                    .map(|command| ReplayResult {
+                        command,
+                        passed: false,
+                        detail: why.clone(),
+                        ran: CheckRan::NotPrepared,
+                        tests: crate::verify::testcount::TestTally::Unknown,
+                        test_ids: None,
+                    })
+                    .collect());
+            }
             other => other,
         }
         .map_err(|e| cleanup_pause(format!("autocode could not replay the checks: {e}")))?;
@@ -451,6 +465,7 @@ fn record(
             ReplayTree::Base => "base",
             ReplayTree::FinalWithBaseFiles(_) => "final_with_base_files",
             ReplayTree::FinalWithBaseCode(_) => "final_with_base_code",
+            ReplayTree::FinalWithFailingTests(_) => "final_with_failing_tests",
         },
         at: chrono::Utc::now(),
         prepared: Prepared::of(steps),

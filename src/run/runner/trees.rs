@@ -343,7 +343,8 @@ impl CliRunner {
             ReplayTree::Base => base.clone()?,
             ReplayTree::Final
             | ReplayTree::FinalWithBaseFiles(_)
-            | ReplayTree::FinalWithBaseCode(_) => match self.snapshot(state, env).await {
+            | ReplayTree::FinalWithBaseCode(_)
+            | ReplayTree::FinalWithFailingTests(_) => match self.snapshot(state, env).await {
                 Ok(Taken::Tree(tree)) => {
                     now = Some(tree.clone());
                     tree
@@ -393,6 +394,12 @@ impl CliRunner {
             }
             (ReplayTree::FinalWithBaseFiles(_) | ReplayTree::FinalWithBaseCode(_), None) => {
                 return None;
+            }
+            (ReplayTree::FinalWithFailingTests(checks), _) => {
+                match with_failing_tests(&vtree, &target, checks).await {
+                    Ok(failing) => failing,
+                    Err(e) => return Some(Err(e)),
+                }
             }
             _ => target,
         };
@@ -584,6 +591,12 @@ impl CliRunner {
         let (root, restore) = match tree {
             ReplayTree::Final => (state.work_tree.clone(), Restore::default()),
             ReplayTree::Base => (base.clone(), Restore::default()),
+            ReplayTree::FinalWithFailingTests(_) => {
+                return Err(ReplayError::NoFailingTests(
+                    "outside git autocode does not compose a tree with the tests made to fail"
+                        .to_owned(),
+                ));
+            }
             // Outside git the code files come back whole, their inline tests with them.
             ReplayTree::FinalWithBaseFiles(files) | ReplayTree::FinalWithBaseCode(files) => (
                 state.work_tree.clone(),
@@ -605,6 +618,72 @@ impl CliRunner {
         )
         .await
     }
+}
+
+/// `target` with every file a runner could load as a test made to fail when loaded
+/// (`verify::canary`): the tests by layout or named by `checks`, and code files holding tests.
+/// A tree with no such file is no tree to judge a check by (`ReplayError::NoFailingTests`).
+async fn with_failing_tests(
+    vtree: &VerifyTree,
+    target: &TreeId,
+    checks: &[String],
+) -> Result<TreeId, ReplayError> {
+    use crate::verify::canary;
+    const FILE_CAP: u64 = 1 << 20;
+    let store = vtree.store();
+    let matcher = crate::verify::testfiles::TestMatcher::new(checks);
+    let files: Vec<String> = store
+        .entries(target)
+        .await
+        .map_err(other)?
+        .into_iter()
+        .filter(|e| e.mode.starts_with("100"))
+        .map(|e| e.path)
+        .collect();
+    // A check may run tests that would not fail: none is judged by this tree.
+    if let Some(test) = files.iter().find(|p| canary::cannot_fail(p, &matcher)) {
+        return Err(ReplayError::NoFailingTests(format!(
+            "the result holds tests autocode cannot make fail ({test})"
+        )));
+    }
+    let paths: Vec<String> = files
+        .iter()
+        .filter(|p| canary::may_take_a_failure(p, &matcher))
+        .cloned()
+        .collect();
+    let configs: Vec<String> = files
+        .into_iter()
+        .filter(|p| canary::Collected::reads(p))
+        .collect();
+    let configs: Vec<(String, String)> = store
+        .files_at(target, &configs, FILE_CAP)
+        .await
+        .map_err(other)?
+        .into_iter()
+        .map(|(rel, _, bytes)| (rel, String::from_utf8_lossy(&bytes).into_owned()))
+        .collect();
+    let collected = canary::Collected::of(checks, &configs);
+    let files = store
+        .files_at(target, &paths, FILE_CAP)
+        .await
+        .map_err(other)?;
+    let failing: Vec<(String, u32, Vec<u8>)> = files
+        .into_iter()
+        .filter_map(|(rel, mode, bytes)| {
+            let text = String::from_utf8(bytes).ok()?;
+            let made = canary::with_failure(&rel, &text, matcher.is_test(&rel), collected)?;
+            Some((rel, mode, made.into_bytes()))
+        })
+        .collect();
+    if failing.is_empty() {
+        return Err(ReplayError::NoFailingTests(
+            "the result holds no test file autocode can make fail".to_owned(),
+        ));
+    }
+    store
+        .with_contents_anywhere(target, &failing, &vtree.scratch_index())
+        .await
+        .map_err(other)
 }
 
 /// The files of the composed tree (its git entries, links and submodules left out), whose tests

@@ -1,0 +1,1 @@
+TEST_CMD = python3 -m unittest -v test_calc
