@@ -2,7 +2,8 @@
 //! by being named as a test by a check ([`TestMatcher`]), by holding inline tests (a Rust file's
 //! `#[cfg(test)]` module or `#[test]` items, [`inline_tests`]), or by changing what the runners
 //! collect (a file or package added beside an existing test module with the same name, a
-//! `conftest.py`, `sitecustomize.py`, `.pth` file or a runner's configuration: [`shadows_tests`]).
+//! `conftest.py`, `sitecustomize.py`, `.pth` file or a runner's configuration: [`shadows_tests`];
+//! a module named as a test framework's: [`is_a_test_framework`]).
 
 use std::collections::HashSet;
 
@@ -197,6 +198,7 @@ pub fn configures_tests(path: &str, checks: &[String]) -> bool {
         })
     };
     COLLECTION_FILES.contains(&name)
+        || is_a_test_framework(path)
         || name.ends_with(".pth")
         || ["jest.config.", "vitest.config.", ".mocharc.", "ava.config."]
             .iter()
@@ -207,6 +209,48 @@ pub fn configures_tests(path: &str, checks: &[String]) -> bool {
         ) && runs(&["npm", "npx", "yarn", "pnpm", "bun"]))
         || (MAKEFILES.contains(&name) && runs(&["make", "gmake"]))
         || ((name == "Cargo.toml" || is_cargo_config(path)) && runs(&["cargo"]))
+}
+
+/// Whether `path` is a module of a test framework by its name: Python's `unittest`, `pytest`,
+/// `doctest`, `nose`, `hypothesis` (a module or a package of that name, at any depth: its
+/// directory may be on `sys.path`), Perl's `Test::More`, `Test::Simple`, `Test::Builder`,
+/// `Test2::…`. A test file imports the framework by that name, so one the work adds is
+/// imported instead of the real one (its assertions may pass whatever they compare) wherever
+/// its directory comes first: what the runners run changes, as with a `conftest.py`.
+pub fn is_a_test_framework(path: &str) -> bool {
+    const PYTHON: [&str; 8] = [
+        "unittest",
+        "pytest",
+        "_pytest",
+        "doctest",
+        "pluggy",
+        "nose",
+        "nose2",
+        "hypothesis",
+    ];
+    let parts: Vec<&str> = path.split('/').collect();
+    let (dirs, name) = parts.split_at(parts.len().saturating_sub(1));
+    let name = name.first().copied().unwrap_or_default();
+    if let Some(stem) = name.strip_suffix(".py") {
+        // A package of that name is its `__init__.py` (the modules of a test directory called
+        // `unittest/` are tests either way).
+        let package = stem == "__init__" && dirs.last().is_some_and(|d| PYTHON.contains(d));
+        return PYTHON.contains(&stem) || package || dirs.contains(&"_pytest");
+    }
+    if name.ends_with(".pm") {
+        let test_dir = dirs.iter().rposition(|d| *d == "Test" || *d == "Test2");
+        return match test_dir {
+            Some(i) if dirs[i] == "Test2" => true,
+            Some(i) => {
+                let below = &dirs[i + 1..];
+                below.is_empty()
+                    && matches!(name, "More.pm" | "Simple.pm" | "Builder.pm" | "Harness.pm")
+                    || below.first() == Some(&"Builder")
+            }
+            None => false,
+        };
+    }
+    false
 }
 
 /// The names GNU make reads a directory's rules from.
@@ -407,6 +451,27 @@ mod tests {
         assert!(!shadows_tests("vowels/__init__.py", &base, &matcher));
         assert!(!shadows_tests("test_consonants.py", &base, &matcher));
         assert!(configures_tests("sub/conftest.py", &[]));
+        // A module of a test framework, added where a test file would import it.
+        for path in [
+            "unittest.py",
+            "lib/pytest/__init__.py",
+            "_pytest/main.py",
+            "src/doctest.py",
+            "lib/Test/More.pm",
+            "lib/Test/Builder/Module.pm",
+            "lib/Test2/V0.pm",
+        ] {
+            assert!(configures_tests(path, &[]), "{path}");
+        }
+        for path in [
+            "unittest_helpers.py",
+            "tests/test_unittest.py",
+            "tests/unittest/test_calc.py",
+            "lib/Test/Calc.pm",
+            "lib/My/More.pm",
+        ] {
+            assert!(!configures_tests(path, &[]), "{path}");
+        }
         assert!(configures_tests("x.pth", &[]));
         assert!(!configures_tests("package.json", &[]));
         assert!(configures_tests("package.json", &["npm test".to_owned()]));
