@@ -22,22 +22,9 @@ const WHY: &str = "autocode made this test file fail, to see that the check repo
 pub fn may_take_a_failure(path: &str, matcher: &TestMatcher) -> bool {
     match Language::of(path) {
         Some(Language::Rust | Language::Python | Language::Script) => true,
-        Some(Language::Go | Language::Perl) => matcher.is_test(path),
+        Some(_) => matcher.is_test(path),
         None => false,
     }
-}
-
-/// Whether `path` is a test (by its layout or named by a check) in a language with no failure
-/// here (C, Java, Ruby, shell, ...): a check may run it, and it would not fail.
-pub fn cannot_fail(path: &str, matcher: &TestMatcher) -> bool {
-    const SOURCES: [&str; 27] = [
-        "c", "h", "cc", "cpp", "cxx", "hpp", "hh", "hxx", "m", "mm", "java", "kt", "kts", "scala",
-        "groovy", "rb", "php", "cs", "fs", "swift", "sh", "bash", "bats", "ex", "exs", "lua",
-        "dart",
-    ];
-    let name = path.rsplit('/').next().unwrap_or(path);
-    let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or_default();
-    Language::of(path).is_none() && SOURCES.contains(&ext) && matcher.is_test(path)
 }
 
 /// What the runners of a tree's checks collect beyond its test files.
@@ -90,7 +77,7 @@ pub fn with_failure(path: &str, text: &str, is_test: bool, collected: Collected)
                     || patterns().python.is_match(text)
             }
             Language::Script => patterns().script.is_match(text),
-            Language::Go | Language::Perl => false,
+            _ => false,
         };
     if !holds_tests {
         return None;
@@ -130,6 +117,18 @@ pub fn with_failure(path: &str, text: &str, is_test: bool, collected: Collected)
             ));
         }
         Language::Perl => out.push_str(&format!("\ndie \"{WHY}\\n\";\n")),
+        // Before the test compiles, wherever make, CMake or a script builds it.
+        Language::CFamily => out.push_str(&format!("#error \"{WHY}\"\n")),
+        Language::Ruby => out.push_str(&format!("raise \"{WHY}\"\n")),
+        Language::Php if out.trim_end().ends_with("?>") => {
+            out.push_str(&format!("<?php throw new \\Exception(\"{WHY}\");\n"));
+        }
+        Language::Php => out.push_str(&format!("throw new \\Exception(\"{WHY}\");\n")),
+        // The file's status when run, and its sourcing shell's when sourced (`bats` sources
+        // its file for every test).
+        Language::Shell => out.push_str("exit 1\n"),
+        // Words that are no statement of these languages: the test does not compile or load.
+        Language::Unparsed => out.push_str(&format!("{WHY}\n")),
     }
     Some(out)
 }
@@ -314,6 +313,14 @@ enum Language {
     /// JavaScript and TypeScript.
     Script,
     Perl,
+    /// C, C++, Objective-C and their headers.
+    CFamily,
+    Ruby,
+    Php,
+    /// Shell scripts and bats files.
+    Shell,
+    /// Java, Kotlin, Scala, Groovy, C#, F#, Swift, Dart, Elixir, Lua: a line of words fails them.
+    Unparsed,
 }
 
 impl Language {
@@ -330,6 +337,14 @@ impl Language {
                 Some(Language::Script)
             }
             "t" => Some(Language::Perl),
+            "c" | "h" | "cc" | "cpp" | "cxx" | "hpp" | "hh" | "hxx" | "m" | "mm" => {
+                Some(Language::CFamily)
+            }
+            "rb" => Some(Language::Ruby),
+            "php" => Some(Language::Php),
+            "sh" | "bash" | "bats" => Some(Language::Shell),
+            "java" | "kt" | "kts" | "scala" | "groovy" | "cs" | "fs" | "swift" | "dart" | "ex"
+            | "exs" | "lua" => Some(Language::Unparsed),
             _ => None,
         }
     }
@@ -395,11 +410,36 @@ mod tests {
             )
             .is_some()
         );
-        // Tests in a language with no failure here: a check may run them.
-        assert!(cannot_fail("tests/test_calc.c", &m));
-        assert!(cannot_fail("test/calc.bats", &m));
-        assert!(!cannot_fail("tests/fixtures/data.json", &m));
-        assert!(!cannot_fail("src/calc.c", &m));
+        // Tests of other languages fail to compile, raise or exit 1; their code is left alone.
+        for (path, text, failure) in [
+            (
+                "tests/test_calc.c",
+                "int main(void) { return 0; }\n",
+                "#error \"",
+            ),
+            ("spec/calc_spec.rb", "describe Calc do\nend\n", "raise \""),
+            (
+                "tests/CalcTest.php",
+                "<?php\nclass CalcTest {}\n",
+                "throw new \\Exception",
+            ),
+            (
+                "tests/CalcTest.php",
+                "<?php class CalcTest {} ?>\n",
+                "<?php throw new",
+            ),
+            ("test/calc.bats", "@test \"adds\" { true; }\n", "exit 1"),
+            ("src/test/java/CalcTest.java", "class CalcTest {}\n", WHY),
+        ] {
+            assert!(may_take_a_failure(path, &m), "{path}");
+            let made = with_failure(path, text, true, ALL).unwrap();
+            assert!(
+                made.starts_with(text) && made.contains(failure),
+                "{path}: {made}"
+            );
+        }
+        assert!(!may_take_a_failure("src/calc.c", &m));
+        assert!(!may_take_a_failure("tests/fixtures/data.json", &m));
     }
 
     #[test]
