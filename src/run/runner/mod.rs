@@ -17,6 +17,7 @@ mod acp;
 mod ahead;
 mod attempt;
 mod direct;
+mod failing_tree;
 mod foreign;
 mod intake;
 mod judge;
