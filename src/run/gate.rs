@@ -412,9 +412,7 @@ async fn checks_blind_to_failing_tests<R: StageRunner>(
                             || (f.tests.count().is_none()
                                 && verify::canary::runs_a_test_directly(c)))
                 })
-                && !verify::shellwords::split_list(c)
-                    .iter()
-                    .any(|(_, part, _)| part.starts_with('!'))
+                && !verify::testcount::negates_a_command(c)
         })
         .cloned()
         .collect();

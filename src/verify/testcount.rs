@@ -294,11 +294,7 @@ pub fn tally_check(command: &str, output: &str, output_whole: bool) -> TestTally
 /// Whether a runner's summary in `output` counts failing tests, in a check that does not ask
 /// for a failure (`! pytest test_old.py`: its exit status is the negation's).
 fn failures_reported(command: &str, output: &str) -> bool {
-    use super::shellwords::split_list;
-    if split_list(command)
-        .iter()
-        .any(|(_, part, _)| part.starts_with('!'))
-    {
+    if negates_a_command(command) {
         return false;
     }
     let p = patterns();
@@ -306,6 +302,14 @@ fn failures_reported(command: &str, output: &str) -> bool {
         || p.pytest_summary.captures_iter(output).any(|summary| {
             !summary[0].contains("test result:") && p.pytest_failed.is_match(&summary[1])
         })
+}
+
+/// Whether `command` negates one of its commands (`! pytest test_old.py`): its exit status is
+/// the negation's, so a failing runner is what it asks for.
+pub fn negates_a_command(command: &str) -> bool {
+    super::shellwords::split_list(command)
+        .iter()
+        .any(|(_, part, _)| part.starts_with('!'))
 }
 
 fn cut_short(command: &str, output: &str) -> bool {

@@ -28,29 +28,24 @@ pub(super) async fn with_failing_tests(
         .filter(|e| e.mode.starts_with("100"))
         .map(|e| e.path)
         .collect();
-    let paths: Vec<String> = files
-        .iter()
-        .filter(|p| canary::may_take_a_failure(p, &matcher))
-        .cloned()
-        .collect();
-    let configs: Vec<String> = files
+    // One read for the test files and the configurations that say what the runners collect.
+    let read: Vec<String> = files
         .into_iter()
-        .filter(|p| canary::Collected::reads(p))
+        .filter(|p| canary::may_take_a_failure(p, &matcher) || canary::Collected::reads(p))
         .collect();
-    let configs: Vec<(String, String)> = store
-        .files_at(target, &configs, FILE_CAP)
-        .await
-        .map_err(other)?
-        .into_iter()
-        .map(|(rel, _, bytes)| (rel, String::from_utf8_lossy(&bytes).into_owned()))
-        .collect();
-    let collected = canary::Collected::of(checks, &configs);
     let files = store
-        .files_at(target, &paths, FILE_CAP)
+        .files_at(target, &read, FILE_CAP)
         .await
         .map_err(other)?;
+    let configs: Vec<(String, String)> = files
+        .iter()
+        .filter(|(rel, _, _)| canary::Collected::reads(rel))
+        .map(|(rel, _, bytes)| (rel.clone(), String::from_utf8_lossy(bytes).into_owned()))
+        .collect();
+    let collected = canary::Collected::of(checks, &configs);
     let failing: Vec<(String, u32, Vec<u8>)> = files
         .into_iter()
+        .filter(|(rel, _, _)| canary::may_take_a_failure(rel, &matcher))
         .filter_map(|(rel, mode, bytes)| {
             let text = String::from_utf8(bytes).ok()?;
             let made = canary::with_failure(&rel, &text, matcher.is_test(&rel), collected)?;
