@@ -6,7 +6,11 @@
 //! compares the ids a check ran on the base tree with those it runs on the result, so a test that
 //! is no longer run is found whatever file held it and whatever the count does (`run::gate`).
 //!
-//! A test that was skipped or ignored did not run. Durations are cut from names. Ids are taken relative to the tree the check
+//! A test that was skipped or ignored did not run, nor did a runner's stand-in for a file or
+//! fixture that failed before any test (unittest's `_FailedTest` for a module that did not import
+//! and its `setUpModule`/`setUpClass` errors; `node --test`'s failing entry named by the test
+//! file's path): the base tree's fail-to-pass check often names a test module that only the
+//! work makes importable, and its stand-in is no test the result stopped running. Durations are cut from names. Ids are taken relative to the tree the check
 //! ran in (its root is cut from them), and a doc-test's line number is dropped, so code moving in
 //! a file does not rename its tests. Runners that print no names by default (pytest and unittest
 //! without `-v`, go without `-v`) give no ids: the gate then compares counts (`verify::testcount`).
@@ -158,6 +162,7 @@ pub fn collect(output: &str, root: &Path) -> Option<TestIds> {
                 .map(|m| m.as_str().trim())
                 .filter(|n| !n.is_empty())
                 && !skipped
+                && !(&c[2] == "not ok" && names_a_script_file(name))
             {
                 let mut path: Vec<&str> = tap_parents.iter().map(|(_, n)| n.as_str()).collect();
                 path.push(name);
@@ -195,6 +200,9 @@ pub fn collect(output: &str, root: &Path) -> Option<TestIds> {
             } else {
                 format!("{qualified}.{name}")
             };
+            if unittest_stand_in(name, qualified) {
+                continue;
+            }
             if line.contains(" ... ") {
                 if !line.contains(" ... skipped") {
                     add(id);
@@ -215,12 +223,31 @@ pub fn collect(output: &str, root: &Path) -> Option<TestIds> {
             let mark = &c[2];
             let name = p.duration.replace(c[3].trim(), "").into_owned();
             // `-` and `○` are skipped tests (mocha pending, jest skipped); `﹣` is node's skip.
-            if !matches!(mark, "﹣" | "-" | "○") && !name.ends_with("# SKIP") {
+            let failed_file = matches!(mark, "✖" | "✕" | "×") && names_a_script_file(&name);
+            if !matches!(mark, "﹣" | "-" | "○") && !name.ends_with("# SKIP") && !failed_file {
                 add(name);
             }
         }
     }
     (!ids.is_empty() && ids.len() <= MAX_IDS).then_some(TestIds(ids))
+}
+
+/// unittest's stand-ins for what failed before a test ran: a module that did not import
+/// (`unittest.loader._FailedTest`, `ModuleImportFailure` before 3.5) and the module's and class's
+/// fixtures (`setUpModule (test_a) ... ERROR`).
+fn unittest_stand_in(name: &str, qualified: &str) -> bool {
+    qualified.starts_with("unittest.loader.")
+        || matches!(
+            name,
+            "setUpModule" | "tearDownModule" | "setUpClass" | "tearDownClass"
+        )
+}
+
+/// Whether a failing entry's name is a script's path (`test/x.test.js`, the tree's root cut or
+/// not): `node --test` names a test file that failed outside any test by its path.
+fn names_a_script_file(name: &str) -> bool {
+    const SCRIPTS: [&str; 8] = [".js", ".cjs", ".mjs", ".ts", ".cts", ".mts", ".jsx", ".tsx"];
+    !name.contains(char::is_whitespace) && SCRIPTS.iter().any(|ext| name.ends_with(ext))
 }
 
 #[cfg(test)]

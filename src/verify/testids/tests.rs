@@ -116,3 +116,18 @@ fn missing_ids_are_those_of_the_base_no_longer_run() {
     assert_eq!(base.missing_from(&now), ["b"]);
     assert!(now.missing_from(&now).is_empty());
 }
+
+#[test]
+fn stand_ins_for_what_failed_before_any_test_are_not_tests() {
+    // unittest: a module that did not import (the base tree's fail-to-pass check naming a test
+    // module the work adds), and module and class fixtures that raised.
+    let unittest = "test_textstats (unittest.loader._FailedTest.test_textstats) ... ERROR\nsetUpModule (test_a) ... ERROR\nsetUpClass (test_b.B) ... ERROR\ntest_old (test_u.TestB) ... ok\n\nRan 2 tests in 0.000s\n";
+    assert_eq!(ids(unittest), ["test_u.TestB.test_old"]);
+    // node --test: a test file that threw while loading is a failing entry named by its path.
+    let tap = "TAP version 13\n# Subtest: /tmp/vtree-1/test/x.test.js\nnot ok 1 - /tmp/vtree-1/test/x.test.js\n  ---\n  failureType: 'testCodeFailure'\n  ...\n# Subtest: b\nok 2 - b\n1..2\n";
+    assert_eq!(ids(tap), ["b"]);
+    let spec = "✖ /tmp/vtree-1/test/x.test.js (130.03ms)\n  'test failed'\n✔ b (1.75ms)\n";
+    assert_eq!(ids(spec), ["b"]);
+    // A passing test that happens to be named by a path is still a test.
+    assert_eq!(ids("ok 1 - routes/users.js\n"), ["routes/users.js"]);
+}
