@@ -14,6 +14,7 @@ use super::witness;
 use crate::pause::PauseCode;
 use crate::role::Role;
 use crate::verify;
+use crate::verify::testcount::TestTally;
 use crate::verify::treediff::Comparison;
 
 /// Saves the base tree before the first stage, and runs the plan's checks on it before the plan
@@ -173,6 +174,21 @@ pub(super) async fn plan_base_problems<R: StageRunner>(
 /// (`testids`) that it no longer runs. Names are compared with `restored`'s run of the check
 /// when there is one (the result with the base tree's test files put back: the base tests against
 /// the result's code, so a renamed or moved test is not lost), else with the result's.
+/// Whether a check that failed with the base tree's test files put back failed only because it
+/// selects tests the work added (`pytest -k century` after new tests were appended to a test
+/// file of the base tree): its runner says no test ran there, as it said on the base tree. It ran
+/// no test of the base tree in either, so its failure says nothing about the base tests against
+/// the result's code; the checks that run them (the suite's) are judged in the same replay.
+fn runs_only_added_tests(state: &RunState, restored: &ReplayResult) -> bool {
+    let ran_nothing = |tally: TestTally| tally == TestTally::Counted(0);
+    ran_nothing(restored.tests)
+        && state
+            .verification
+            .base_checks
+            .get(&restored.command)
+            .is_some_and(|base| !base.held() && ran_nothing(base.tests))
+}
+
 pub(super) fn lost_tests(state: &RunState, restored: &[ReplayResult]) -> Vec<String> {
     const SHOWN: usize = 10;
     let v = &state.verification;
@@ -263,7 +279,7 @@ pub(super) async fn judge_test_changes<R: StageRunner>(
     };
     let failing: Vec<&ReplayResult> = replayed
         .iter()
-        .filter(|r| !replay_verdicts::passed(r))
+        .filter(|r| !replay_verdicts::passed(r) && !runs_only_added_tests(&run.state, r))
         .collect();
     if !replayed.is_empty() {
         run.activity(
@@ -613,7 +629,6 @@ pub(super) async fn find_witnesses<R: StageRunner>(
 mod tests {
     use super::*;
     use crate::run::flow::tests::new_state;
-    use crate::verify::testcount::TestTally;
 
     #[test]
     fn a_check_that_runs_fewer_tests_than_on_the_base_is_a_test_change() {
@@ -694,5 +709,66 @@ mod tests {
             lost_tests(&state, &[restored(&["src/lib.rs a", "src/lib.rs d"])]).len(),
             2
         );
+    }
+
+    #[test]
+    fn a_check_selecting_only_added_tests_is_no_evidence_against_the_base_tests() {
+        let mut state = new_state();
+        let base = |passed: bool, tests: TestTally| verify::BaseCheck {
+            passed,
+            detail: String::new(),
+            tests,
+            test_ids: None,
+            reused_from: None,
+        };
+        let v = &mut state.verification;
+        v.base_checks.insert(
+            "pytest -k century".into(),
+            base(false, TestTally::Counted(0)),
+        );
+        v.base_checks
+            .insert("pytest".into(), base(true, TestTally::Counted(2)));
+        v.base_checks
+            .insert("pytest -k leap".into(), base(false, TestTally::Counted(1)));
+        let restored = |command: &str, tests: TestTally| ReplayResult {
+            command: command.into(),
+            passed: false,
+            detail: String::new(),
+            ran: super::super::prepare::CheckRan::Ran,
+            tests,
+            test_ids: None,
+        };
+        // Selected nothing there and on the base tree: only the work's new tests match it
+        // (whether the runner exits 0 then, as unittest before 3.12, or not).
+        v.base_checks.insert(
+            "python3 -m unittest -k century".into(),
+            base(true, TestTally::Counted(0)),
+        );
+        assert!(runs_only_added_tests(
+            &state,
+            &restored("python3 -m unittest -k century", TestTally::Counted(0))
+        ));
+        assert!(runs_only_added_tests(
+            &state,
+            &restored("pytest -k century", TestTally::Counted(0))
+        ));
+        // A check that ran tests on the base tree and runs none with them put back is evidence
+        // (what the base tests collect changed), as is one whose base tests failed.
+        assert!(!runs_only_added_tests(
+            &state,
+            &restored("pytest", TestTally::Counted(0))
+        ));
+        assert!(!runs_only_added_tests(
+            &state,
+            &restored("pytest -k leap", TestTally::Counted(1))
+        ));
+        assert!(!runs_only_added_tests(
+            &state,
+            &restored("pytest -k century", TestTally::Counted(1))
+        ));
+        assert!(!runs_only_added_tests(
+            &state,
+            &restored("never run on the base", TestTally::Counted(0))
+        ));
     }
 }

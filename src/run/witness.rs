@@ -60,13 +60,17 @@ pub fn changes_behaviour(comparison: &Comparison) -> bool {
 }
 
 /// The changed paths that are neither tests nor documentation: taking them back gives the base
-/// code with the result's tests.
+/// code with the result's tests. A module a check runs the doctests of is code (its doctests
+/// stay the result's when it is taken back).
 pub fn code_changes(comparison: &Comparison, checks: &[String]) -> Vec<String> {
     let matcher = TestMatcher::new(checks);
     comparison
         .changes()
         .iter()
-        .filter(|(rel, _)| !is_documentation(rel) && !matcher.is_test(rel))
+        .filter(|(rel, _)| {
+            !is_documentation(rel)
+                && (!matcher.is_test(rel) || comparison.is_code_with_doctests(rel))
+        })
         .map(|(rel, _)| rel.clone())
         .collect()
 }

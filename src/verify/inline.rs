@@ -335,6 +335,26 @@ pub fn base_code_with_doctests(base: &str, result: &str) -> Option<String> {
     Some(out)
 }
 
+/// Whether a Python module whose name a check gives (`pytest --doctest-modules textkit.py`)
+/// is code whose doctests are its tests, not a test file: it holds doctest examples (before or
+/// after the work) and no test function or class on either side. Putting it back to its base
+/// version would put back its code too, so its change is judged as tests beside code
+/// ([`tests_beside_code_changed`]: examples lost or altered), not replayed with the file restored.
+pub fn python_code_with_doctests(base: &str, now: &str) -> bool {
+    let holds_test_code = |source: &str| {
+        source.lines().any(|line| {
+            let line = line.trim_start();
+            let line = line.strip_prefix("async ").unwrap_or(line);
+            line.starts_with("def test")
+                || line.starts_with("class Test")
+                || line.contains("TestCase")
+        })
+    };
+    (!python_doctests(base).is_empty() || !python_doctests(now).is_empty())
+        && !holds_test_code(base)
+        && !holds_test_code(now)
+}
+
 /// The languages whose files may hold tests beside their code, as read here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SharedFile {

@@ -19,7 +19,7 @@ pub fn looks_like_test(path: &str, checks: &[String]) -> bool {
 /// patterns (its name, extension and directories): unittest's `test*.py` and packages, pytest's
 /// `test_*.py`/`*_test.py`, node's `**/*.test.?(c|m)js`, `*-test`, `*_test`, `test-*`, `test.js`
 /// and `test/**`, jest's `__tests__`, go's `_test.go`, Rust's `tests/` and `benches/`.
-fn test_by_layout(path: &str) -> bool {
+pub fn test_by_layout(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
     let dirs: Vec<&str> = path.split('/').collect();
     let dirs = &dirs[..dirs.len().saturating_sub(1)];

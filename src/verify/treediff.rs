@@ -324,7 +324,9 @@ impl Comparison {
             let restorable = (configures && self.manifest_changes_tests(rel, *change, checks))
                 || match change {
                     Change::Added => testfiles::shadows_tests(rel, &self.base_paths, &matcher),
-                    Change::Modified | Change::Deleted => matcher.is_test(rel),
+                    Change::Modified | Change::Deleted => {
+                        matcher.is_test(rel) && !self.is_code_with_doctests(rel)
+                    }
                 };
             if restorable {
                 out.restorable.push(rel.clone());
@@ -336,6 +338,17 @@ impl Comparison {
             }
         }
         out
+    }
+
+    /// Whether `rel`, a test only because a check names it, is a Python module whose tests are
+    /// its doctests (`inline::python_code_with_doctests`): judged as tests beside code, and
+    /// taken back by the witness as code (`inline::base_code_with_result_tests`).
+    pub fn is_code_with_doctests(&self, rel: &str) -> bool {
+        if !rel.ends_with(".py") || testfiles::test_by_layout(rel) {
+            return false;
+        }
+        let (old, new) = self.texts(rel);
+        super::inline::python_code_with_doctests(&old, &new)
     }
 
     /// Whether a file that configures test collection, changed, added or deleted, changes how
@@ -687,6 +700,31 @@ mod tests {
                 .restorable
                 .contains(&"vacuous/package.json".to_owned())
         );
+
+        // A module a check runs the doctests of is code: an example added beside the others is
+        // no test change, an altered one is a change of tests beside code; a check-named file
+        // holding test functions is put back as a test file.
+        let doc = ["python3 -m pytest --doctest-modules textkit.py checks_calc.py".to_owned()];
+        let module = "def shout(s):\n    \"\"\"\n    >>> shout('a')\n    'A'\n    \"\"\"\n    return s.upper()\n";
+        both(
+            "textkit.py",
+            module,
+            &format!(
+                "{module}\n\ndef low(s):\n    \"\"\"\n    >>> low('A')\n    'a'\n    \"\"\"\n    return s.lower()\n"
+            ),
+        );
+        both(
+            "checks_calc.py",
+            "def test_a():\n    assert 1\n",
+            "def test_a():\n    assert 1\n\n\ndef test_b():\n    assert 2\n",
+        );
+        let changes = Comparison::of_dirs(base.path(), work.path()).test_changes(&doc);
+        assert!(!changes.all().contains(&"textkit.py".to_owned()));
+        assert!(changes.restorable.contains(&"checks_calc.py".to_owned()));
+        both("textkit.py", module, &module.replace("'A'", "'B'"));
+        let changes = Comparison::of_dirs(base.path(), work.path()).test_changes(&doc);
+        assert!(changes.inline.contains(&"textkit.py".to_owned()));
+        assert!(!changes.restorable.contains(&"textkit.py".to_owned()));
     }
 
     /// The base read from git: a changed test is found, its diff shown, a symlink shown by its
