@@ -88,6 +88,9 @@ impl TestTally {
 struct Patterns {
     unittest: Regex,
     unittest_none: Regex,
+    unittest_stand_in: Regex,
+    unittest_failed: Regex,
+    unittest_failed_field: Regex,
     pytest_summary: Regex,
     pytest_count: Regex,
     pytest_none: Regex,
@@ -129,6 +132,11 @@ fn patterns() -> &'static Patterns {
         Patterns {
             unittest: re(r"(?m)^Ran (\d+) tests? in "),
             unittest_none: re(r"(?m)^NO TESTS RAN\b"),
+            unittest_failed: re(r"(?m)^FAILED \(([^)\n]*)\)"),
+            unittest_failed_field: re(r"(failures|errors|unexpected successes)=(\d+)"),
+            unittest_stand_in: re(
+                r"(?m)^ERROR: \w+ \(unittest\.loader\.(?:_FailedTest|ModuleImportFailure)\b",
+            ),
             pytest_summary: re(r"(?m)^=*\s*(.*\b\d+ (?:passed|failed|skipped|errors?|xfailed|xpassed|deselected|warnings?)\b.*) in \d+(?:\.\d+)?s"),
             pytest_count: re(r"(\d+) (passed|failed|xfailed|xpassed)\b"),
             pytest_none: re(r"(?m)^=*\s*no tests ran\b"),
@@ -156,7 +164,6 @@ fn patterns() -> &'static Patterns {
             pytest_sugar: re(r"(?m)^Results \(\d+(?:\.\d+)?s\):\s*$"),
             // Each runner's own words for a run with failing tests.
             failures: vec![
-                re(r"(?m)^FAILED \((?:failures|errors|unexpected successes)="),
                 re(r"(?m)^test result: FAILED\."),
                 re(r"(?m)^\s*Summary \[.*\] \d+ tests? run: .*\b[1-9]\d* failed"),
                 re(r"(?m)^(?:#|ℹ) fail [1-9]"),
@@ -209,7 +216,10 @@ pub fn tally(output: &str) -> TestTally {
     let less = |n: Option<u64>, skipped: &Regex| {
         n.map(|n| n.saturating_sub(sum(skipped, output).unwrap_or(0)))
     };
-    add(less(sum(&p.unittest, output), &p.unittest_skipped));
+    // unittest counts its stand-in for a name it could not load (`_FailedTest`) among the tests
+    // it ran; no test ran in it (`verify::testids` leaves it out too).
+    let stand_ins = p.unittest_stand_in.find_iter(output).count() as u64;
+    add(less(sum(&p.unittest, output), &p.unittest_skipped).map(|n| n.saturating_sub(stand_ins)));
     if p.unittest_none.is_match(output) {
         add(Some(0));
     }
@@ -298,10 +308,29 @@ fn failures_reported(command: &str, output: &str) -> bool {
         return false;
     }
     let p = patterns();
-    p.failures.iter().any(|re| re.is_match(output))
+    unittest_failures(output)
+        || p.failures.iter().any(|re| re.is_match(output))
         || p.pytest_summary.captures_iter(output).any(|summary| {
             !summary[0].contains("test result:") && p.pytest_failed.is_match(&summary[1])
         })
+}
+
+/// Whether unittest's `FAILED (failures=…, errors=…)` lines count a failing test: its errors
+/// for names it could not load (`_FailedTest`) are not tests (`tally` leaves them out too).
+fn unittest_failures(output: &str) -> bool {
+    let p = patterns();
+    let (mut failing, mut errors) = (0u64, 0u64);
+    for line in p.unittest_failed.captures_iter(output) {
+        for field in p.unittest_failed_field.captures_iter(&line[1]) {
+            let n: u64 = field[2].parse().unwrap_or(u64::MAX);
+            match &field[1] {
+                "errors" => errors = errors.saturating_add(n),
+                _ => failing = failing.saturating_add(n),
+            }
+        }
+    }
+    let stand_ins = p.unittest_stand_in.find_iter(output).count() as u64;
+    failing > 0 || errors > stand_ins
 }
 
 /// Whether `command` negates one of its commands (`! pytest test_old.py`): its exit status is
@@ -513,6 +542,29 @@ mod tests {
             assert_eq!(tally(output), TestTally::Counted(0), "{output}");
             assert!(tally(output).shows_nothing());
         }
+    }
+
+    #[test]
+    fn unittest_stand_ins_for_names_it_could_not_load_are_not_tests() {
+        let by_id = "E\n======================================================================\nERROR: test_century (unittest.loader._FailedTest.test_century)\n----------------------------------------------------------------------\nAttributeError: type object 'Leap' has no attribute 'test_century'\n\n----------------------------------------------------------------------\nRan 1 test in 0.000s\n\nFAILED (errors=1)\n";
+        assert_eq!(tally(by_id), TestTally::Counted(0));
+        let beside = ".E\n======================================================================\nERROR: test_nope (unittest.loader._FailedTest.test_nope)\n----------------------------------------------------------------------\nImportError: Failed to import test module: test_nope\n\n----------------------------------------------------------------------\nRan 2 tests in 0.000s\n\nFAILED (errors=1)\n";
+        assert_eq!(tally(beside), TestTally::Counted(1));
+        // Failing for a stand-in only is no failing test; a real error or failure beside it is.
+        let check = "python3 -m unittest -v test_cal.Leap.test_century";
+        assert_eq!(tally_check(check, by_id, true), TestTally::Counted(0));
+        assert_eq!(
+            tally_check(check, &by_id.replace("errors=1", "errors=2"), true),
+            TestTally::FailuresReported
+        );
+        assert_eq!(
+            tally_check(
+                check,
+                &by_id.replace("errors=1", "failures=1, errors=1"),
+                true
+            ),
+            TestTally::FailuresReported
+        );
     }
 
     #[test]
