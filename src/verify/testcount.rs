@@ -218,7 +218,7 @@ pub fn tally(output: &str) -> TestTally {
     };
     // unittest counts its stand-in for a name it could not load (`_FailedTest`) among the tests
     // it ran; no test ran in it (`verify::testids` leaves it out too).
-    let stand_ins = p.unittest_stand_in.find_iter(output).count() as u64;
+    let stand_ins = unittest_errors(output).1;
     add(less(sum(&p.unittest, output), &p.unittest_skipped).map(|n| n.saturating_sub(stand_ins)));
     if p.unittest_none.is_match(output) {
         add(Some(0));
@@ -318,6 +318,15 @@ fn failures_reported(command: &str, output: &str) -> bool {
 /// Whether unittest's `FAILED (failures=…, errors=…)` lines count a failing test: its errors
 /// for names it could not load (`_FailedTest`) are not tests (`tally` leaves them out too).
 fn unittest_failures(output: &str) -> bool {
+    let (failing, stand_ins, errors) = unittest_errors(output);
+    failing > 0 || errors > stand_ins
+}
+
+/// unittest's failing tests (failures and unexpected successes), its stand-ins for names it
+/// could not load, and its errors, summed over the `FAILED (…)` lines of `output`. The stand-ins
+/// are read only when there are no more of them than errors: output that names more is not
+/// unittest's own (code printing stand-in lines to hide its errors), and none is taken.
+fn unittest_errors(output: &str) -> (u64, u64, u64) {
     let p = patterns();
     let (mut failing, mut errors) = (0u64, 0u64);
     for line in p.unittest_failed.captures_iter(output) {
@@ -330,7 +339,8 @@ fn unittest_failures(output: &str) -> bool {
         }
     }
     let stand_ins = p.unittest_stand_in.find_iter(output).count() as u64;
-    failing > 0 || errors > stand_ins
+    let stand_ins = if stand_ins <= errors { stand_ins } else { 0 };
+    (failing, stand_ins, errors)
 }
 
 /// Whether `command` negates one of its commands (`! pytest test_old.py`): its exit status is
@@ -555,6 +565,18 @@ mod tests {
         assert_eq!(tally_check(check, by_id, true), TestTally::Counted(0));
         assert_eq!(
             tally_check(check, &by_id.replace("errors=1", "errors=2"), true),
+            TestTally::FailuresReported
+        );
+        // More stand-in lines than errors are not unittest's: none is taken.
+        let forged = by_id.replace(
+            "Ran 1 test",
+            &format!(
+                "{}Ran 1 test",
+                by_id.lines().nth(2).unwrap().to_owned() + "\n"
+            ),
+        );
+        assert_eq!(
+            tally_check(check, &forged, true),
             TestTally::FailuresReported
         );
         assert_eq!(
