@@ -201,6 +201,9 @@ fn escaping_links(root: &Path) -> Vec<String> {
 pub struct Restore<'a> {
     pub from: Option<&'a Path>,
     pub files: &'a [String],
+    /// The witness's copy: each name a restored file's result version defines at its top level
+    /// and its base version lacks stands in (`verify::standins`).
+    pub stand_ins: bool,
 }
 
 fn restore(copy: &Path, restore: &Restore<'_>) -> Result<(), ReplayError> {
@@ -210,6 +213,9 @@ fn restore(copy: &Path, restore: &Restore<'_>) -> Result<(), ReplayError> {
     for rel in restore.files {
         let source = from.join(rel);
         let to = copy.join(rel);
+        let result = (restore.stand_ins && crate::verify::standins::may_stand_in(rel))
+            .then(|| fs::read_to_string(&to).ok())
+            .flatten();
         if fs::symlink_metadata(&to).is_ok() {
             fs::remove_file(&to).map_err(ReplayError::Copy)?;
         }
@@ -218,6 +224,23 @@ fn restore(copy: &Path, restore: &Restore<'_>) -> Result<(), ReplayError> {
                 fs::create_dir_all(parent).map_err(ReplayError::Copy)?;
             }
             fs::copy(&source, &to).map_err(ReplayError::Copy)?;
+        }
+        if let Some(result) = result {
+            let base = fs::read_to_string(&source).ok();
+            if source.exists() && base.is_none() {
+                continue;
+            }
+            if let Some(text) = crate::verify::standins::with_stand_ins(
+                rel,
+                base.as_deref(),
+                base.as_deref(),
+                &result,
+            ) {
+                if let Some(parent) = to.parent() {
+                    fs::create_dir_all(parent).map_err(ReplayError::Copy)?;
+                }
+                fs::write(&to, text).map_err(ReplayError::Copy)?;
+            }
         }
     }
     Ok(())

@@ -9,7 +9,7 @@
 
 /// The bytes of a Rust source that shape its items (`{ } ( ) [ ] ; #`), with their offsets,
 /// outside comments, string, byte-string, raw-string and character literals.
-fn rust_structure(source: &str) -> Vec<(usize, u8)> {
+pub(super) fn rust_structure(source: &str) -> Vec<(usize, u8)> {
     let b = source.as_bytes();
     let mut out = Vec::new();
     let mut i = 0usize;
@@ -224,6 +224,29 @@ pub fn rust_doctests_changed(base: &str, now: &str) -> bool {
     rust_doctests(base).iter().any(|test| !now.contains(test))
 }
 
+/// Where the Python string literal opening at the quote `at` ends (past its closing quotes, at
+/// the line's end for an unclosed one-line literal), and whether it is triple-quoted.
+pub(super) fn python_string_end(source: &str, at: usize) -> (usize, bool) {
+    let b = source.as_bytes();
+    let q = b[at];
+    let triple = b[at..].starts_with(&[q, q, q]);
+    let mut j = if triple { at + 3 } else { at + 1 };
+    let end = loop {
+        if j >= b.len() {
+            break b.len();
+        }
+        match b[j] {
+            b'\\' => j += 2,
+            c if c == q && (!triple || b[j..].starts_with(&[q, q, q])) => {
+                break j + if triple { 3 } else { 1 };
+            }
+            b'\n' if !triple => break j,
+            _ => j += 1,
+        }
+    };
+    (end.min(b.len()), triple)
+}
+
 /// The triple-quoted string literals of a Python source that hold a doctest example (a line
 /// starting `>>>`), each as it is written (prefix and quotes included); f-strings and bytes
 /// are not docstrings and are left out.
@@ -234,7 +257,7 @@ pub fn python_doctests(source: &str) -> Vec<&str> {
     while i < b.len() {
         match b[i] {
             b'#' => i = source[i..].find('\n').map_or(b.len(), |n| i + n),
-            q @ (b'\'' | b'"') => {
+            b'\'' | b'"' => {
                 let mut start = i;
                 while start > 0 && b"rRbBuUfF".contains(&b[start - 1]) && i - start < 2 {
                     start -= 1;
@@ -243,22 +266,7 @@ pub fn python_doctests(source: &str) -> Vec<&str> {
                     start = i;
                 }
                 let prefix = &source[start..i];
-                let triple = b[i..].starts_with(&[q, q, q]);
-                let mut j = if triple { i + 3 } else { i + 1 };
-                let end = loop {
-                    if j >= b.len() {
-                        break b.len();
-                    }
-                    match b[j] {
-                        b'\\' => j += 2,
-                        c if c == q && (!triple || b[j..].starts_with(&[q, q, q])) => {
-                            break j + if triple { 3 } else { 1 };
-                        }
-                        b'\n' if !triple => break j,
-                        _ => j += 1,
-                    }
-                };
-                let end = end.min(b.len());
+                let (end, triple) = python_string_end(source, i);
                 if triple
                     && !prefix.contains(['f', 'F', 'b', 'B'])
                     && source[i..end]

@@ -21,6 +21,7 @@ pub mod inline;
 pub mod manifest;
 pub mod objective;
 pub mod shellwords;
+pub mod standins;
 pub mod tamper;
 pub mod testcount;
 pub mod testfiles;

@@ -41,6 +41,7 @@ mod run_integrity;
 mod scenario;
 mod scenario_direct;
 mod scripted_model;
+mod stand_ins;
 mod subreaper_parent;
 mod supervise;
 mod transport_launch;

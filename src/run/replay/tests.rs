@@ -247,6 +247,7 @@ async fn restored_files_replace_the_copy() {
         Restore {
             from: Some(base.path()),
             files: &files,
+            stand_ins: false,
         },
         &[],
         &[],
@@ -259,6 +260,63 @@ async fn restored_files_replace_the_copy() {
     .unwrap()
     .checks;
     assert_eq!(results[0].exit, Exit::Code(3));
+}
+
+/// Outside git the witness's copy has the base code files back, with a stand-in for each
+/// function the result adds (`verify::standins`): a check naming it passes there, one calling
+/// it fails; a file the work added comes back as its stand-ins alone.
+#[tokio::test]
+async fn the_witness_copy_has_the_added_names_standing_in() {
+    let work = tempfile::tempdir().unwrap();
+    let base = tempfile::tempdir().unwrap();
+    fs::write(
+        base.path().join("m.py"),
+        "def shout(s):\n    return s.upper()\n",
+    )
+    .unwrap();
+    fs::write(
+        work.path().join("m.py"),
+        "def shout(s):\n    return s.upper()\n\n\ndef title(s):\n    return s.title()\n",
+    )
+    .unwrap();
+    fs::write(
+        work.path().join("n.py"),
+        "def slug(s):\n    return s.lower()\n",
+    )
+    .unwrap();
+    let files = vec!["m.py".to_owned(), "n.py".to_owned()];
+    let checks = [
+        "python3 -c 'from m import shout, title; from n import slug; assert callable(title) and callable(slug) and shout(\"a\") == \"A\"'",
+        "python3 -c 'from m import title; title(\"a\")'",
+        "python3 -c 'from n import slug; slug(\"A\")'",
+    ]
+    .map(str::to_owned);
+    let results = replay_checks_restoring(
+        work.path(),
+        Restore {
+            from: Some(base.path()),
+            files: &files,
+            stand_ins: true,
+        },
+        &[],
+        &[],
+        &checks,
+        &env(),
+        Duration::from_secs(30),
+        ReplayConfinement::Unconfined,
+    )
+    .await
+    .unwrap()
+    .checks;
+    assert!(results[0].passed(), "{}", results[0].output_tail);
+    for failed in &results[1..] {
+        assert!(!failed.passed(), "{}", failed.output_tail);
+        assert!(
+            failed.output_tail.contains("AutocodeStandIn"),
+            "{}",
+            failed.output_tail
+        );
+    }
 }
 
 /// A check that rewrites a test file of the tree while it runs shows nothing, even when it

@@ -23,6 +23,7 @@ mod intake;
 mod judge;
 mod replays;
 mod trees;
+mod witness_tree;
 
 pub use foreign::status_line as builder_attribution_line;
 

@@ -373,24 +373,16 @@ impl CliRunner {
                     Ok(taken) => taken,
                     Err(e) => return Some(Err(other(e))),
                 };
-                // A file holding code and tests keeps the result's tests over its base code
-                // (Rust's `#[cfg(test)]` items, Python's doctests); where a side is not loose
-                // (packed), it comes back whole.
-                let spliced: Vec<(String, u32, Vec<u8>)> = files
-                    .iter()
-                    .filter(|rel| crate::verify::inline::may_hold_tests(rel))
-                    .filter_map(|rel| {
-                        let (mode, base_text) = store.file_at(base, rel)?;
-                        let (_, result_text) = store.file_at(&target, rel)?;
-                        let text = crate::verify::inline::base_code_with_result_tests(
-                            rel,
-                            std::str::from_utf8(&base_text).ok()?,
-                            std::str::from_utf8(&result_text).ok()?,
-                        )?;
-                        Some((rel.clone(), mode, text.into_bytes()))
-                    })
-                    .collect();
-                store.with_contents(&taken, &spliced).unwrap_or(taken)
+                match super::witness_tree::witness_contents(store, base, &target, files).await {
+                    Ok(contents) => match store
+                        .with_contents_anywhere(&taken, &contents, &vtree.scratch_index())
+                        .await
+                    {
+                        Ok(shown) => shown,
+                        Err(e) => return Some(Err(other(e))),
+                    },
+                    Err(e) => return Some(Err(other(e))),
+                }
             }
             (ReplayTree::FinalWithBaseFiles(_) | ReplayTree::FinalWithBaseCode(_), None) => {
                 return None;
@@ -597,12 +589,22 @@ impl CliRunner {
                         .to_owned(),
                 ));
             }
-            // Outside git the code files come back whole, their inline tests with them.
-            ReplayTree::FinalWithBaseFiles(files) | ReplayTree::FinalWithBaseCode(files) => (
+            // Outside git the code files come back whole, their inline tests with them; the
+            // names the result adds stand in (`verify::standins`).
+            ReplayTree::FinalWithBaseFiles(files) => (
                 state.work_tree.clone(),
                 Restore {
                     from: Some(&base),
                     files,
+                    stand_ins: false,
+                },
+            ),
+            ReplayTree::FinalWithBaseCode(files) => (
+                state.work_tree.clone(),
+                Restore {
+                    from: Some(&base),
+                    files,
+                    stand_ins: true,
                 },
             ),
         };

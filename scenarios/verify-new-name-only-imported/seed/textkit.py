@@ -1,0 +1,3 @@
+def shout(s):
+    """Upper-case."""
+    return s.upper()

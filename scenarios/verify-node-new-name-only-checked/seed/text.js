@@ -1,0 +1,5 @@
+function shout(s) {
+  return s.toUpperCase();
+}
+
+module.exports = { shout };

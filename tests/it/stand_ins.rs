@@ -1,0 +1,120 @@
+//! The stand-ins of the witness replay (`autocode::verify::standins`) run as their languages
+//! run them: Python raises past `except Exception`, node loads them as ES and CommonJS modules
+//! and they throw when called, rustc builds the Rust ones into the base file and a
+//! `#[should_panic]` test of one fails (it aborts).
+
+use autocode::verify::standins::with_stand_ins;
+
+#[test]
+fn the_stand_in_runs_as_python_and_raises_past_except_exception() {
+    let shown = with_stand_ins(
+        "m.py",
+        None,
+        None,
+        "def title_words(t):\n    return t\n\nclass Title:\n    pass\n",
+    )
+    .unwrap();
+    let program = format!(
+        "{shown}\nassert callable(title_words)\nfor f in (title_words, Title):\n    try:\n        try:\n            f('a b')\n        except Exception:\n            print('caught')\n    except BaseException as e:\n        print(type(e).__name__)\n"
+    );
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(program)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "AutocodeStandIn\nAutocodeStandIn\n"
+    );
+}
+
+#[test]
+fn the_stand_ins_load_as_modules_under_node_and_throw_when_called() {
+    let dir = tempfile::tempdir().unwrap();
+    let esm = with_stand_ins(
+        "t.mjs",
+        None,
+        None,
+        "export function titleWords(t) {\n  return t;\n}\nexport class Title {}\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("t.mjs"), esm).unwrap();
+    let cjs_base = "module.exports = { shout: (s) => s };\n";
+    let cjs = with_stand_ins(
+        "c.js",
+        Some(cjs_base),
+        Some(cjs_base),
+        "function titleWords(t) { return t; }\nmodule.exports = { shout: (s) => s, titleWords };\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("c.js"), cjs).unwrap();
+    std::fs::write(
+        dir.path().join("main.mjs"),
+        "import { titleWords, Title } from './t.mjs';\nimport { createRequire } from 'node:module';\nconst c = createRequire(import.meta.url)('./c.js');\nfor (const f of [() => titleWords('a'), () => new Title(), () => c.titleWords('a')]) {\n  try { f(); console.log('ran'); } catch (e) { console.log(e.message.split(':')[0]); }\n}\nconsole.log(c.shout('x'));\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new("node")
+        .arg("main.mjs")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "titleWords\nTitle\ntitleWords\nx\n"
+    );
+}
+
+#[test]
+fn the_rust_stand_ins_build_and_abort_past_should_panic() {
+    let base = "use std::collections::HashMap;\n\n/// Shouts.\npub fn shout(s: &str) -> String {\n    s.to_uppercase()\n}\n";
+    let result = format!(
+        "{base}\n/// Title-cases.\npub fn title_words(s: &str) -> String {{\n    s.to_owned()\n}}\n\npub fn count(words: &[&str]) -> HashMap<String, usize> {{\n    HashMap::new()\n}}\n"
+    );
+    let shown = with_stand_ins("src/lib.rs", Some(base), Some(base), &result).unwrap();
+    // The base builds with them (rustc), and a `#[should_panic]` test of a stand-in fails.
+    let dir = tempfile::tempdir().unwrap();
+    let test = "\n#[cfg(test)]\nmod standin_tests {\n    #[test]\n    #[should_panic]\n    fn expects_a_panic() { super::title_words(\"a b\"); }\n    #[test]\n    fn only_names_it() { let _f: fn(&str) -> String = super::title_words; }\n}\n";
+    std::fs::write(dir.path().join("lib.rs"), format!("{shown}{test}")).unwrap();
+    let built = std::process::Command::new("rustc")
+        .args(["--edition", "2021", "--test", "-o"])
+        .arg(dir.path().join("t"))
+        .arg(dir.path().join("lib.rs"))
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let named = std::process::Command::new(dir.path().join("t"))
+        .arg("only_names_it")
+        .output()
+        .unwrap();
+    assert!(
+        named.status.success(),
+        "{}",
+        String::from_utf8_lossy(&named.stdout)
+    );
+    let called = std::process::Command::new(dir.path().join("t"))
+        .arg("expects_a_panic")
+        .output()
+        .unwrap();
+    assert!(
+        !called.status.success(),
+        "{}",
+        String::from_utf8_lossy(&called.stdout)
+    );
+    assert!(
+        String::from_utf8_lossy(&called.stderr).contains("title_words: autocode witness replay")
+    );
+}
