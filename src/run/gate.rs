@@ -616,7 +616,7 @@ pub(super) async fn find_witnesses<R: StageRunner>(
     )?;
     if witnesses.is_empty() {
         run.state.verification.unwitnessed = Some(format!(
-            "the checks that failed on the base tree or are the plan's fail_to_pass checks, and pass on the result ({}), also pass with the code changes taken back ({}; each function or class the work adds standing in, raising when called): they pass because of the tests the work added or changed, not because of the code",
+            "the checks that failed on the base tree or are the plan's fail_to_pass checks, and pass on the result ({}), also pass with the code changes taken back ({}; the functions and classes the work adds to Python, JavaScript, TypeScript and Rust files standing in, raising when called): they pass because of the tests the work added or changed, not because of the code",
             candidates.join(", "),
             code.join(", ")
         ));

@@ -7,8 +7,10 @@
 //!
 //! A stand-in may only add what the base code lacks: it is written where it cannot break what
 //! loaded or built before (Python: `def name(*args, **kwargs)` raising a `BaseException`, a class
-//! whose constructor raises; JavaScript and TypeScript: the export form the result uses, where the
-//! base file is an ES module or a CommonJS one as the result is; Rust: the result's signature,
+//! whose constructor raises, a method added to a class of the base set on it after the class,
+//! bound as the result binds it, dunders left out; JavaScript and TypeScript: the export form the
+//! result uses, where the base file is an ES module or a CommonJS one as the result is, a method
+//! added to a class of the base set on it by `Object.defineProperty`; Rust: the result's signature,
 //! only where every name in it resolves in the base file, aborting), never for a name the base
 //! file already mentions or may get from a star import. A stand-in that broke the build would
 //! fail every check there, which counts as showing the change. Go and C get none: a Go package
@@ -83,14 +85,45 @@ fn stand_ins(language: Language, base: &str, result: &str) -> Option<String> {
             for (kind, name) in added(python_definitions(result), base) {
                 out.push_str(&python_stand_in(kind, &name));
             }
+            // Methods the result adds to a class of the base file.
+            let base_classes: Vec<String> = python_definitions(base)
+                .into_iter()
+                .filter(|(kind, _)| *kind == Kind::Class)
+                .map(|(_, name)| name)
+                .collect();
+            let mut seen: Vec<(String, String)> = Vec::new();
+            for method in python_methods(result) {
+                let key = (method.class.clone(), method.name.clone());
+                if !base_classes.contains(&method.class)
+                    || mentions(base, &method.name)
+                    || (method.name.starts_with("__") && method.name.ends_with("__"))
+                    || seen.contains(&key)
+                {
+                    continue;
+                }
+                out.push_str(&python_method_stand_in(&method));
+                seen.push(key);
+            }
         }
         Language::JavaScript | Language::TypeScript => {
             if star_import(base, language) {
                 return None;
             }
-            let module = ModuleKind::of(base, result)?;
-            for (kind, name) in added(js_definitions(result, module), base) {
-                out.push_str(&js_stand_in(language, module, kind, &name));
+            if let Some(module) = ModuleKind::of(base, result) {
+                for (kind, name) in added(js_definitions(result, module), base) {
+                    out.push_str(&js_stand_in(language, module, kind, &name));
+                }
+            }
+            // Methods the result adds to a class of the base file, set on the class.
+            let base_classes: Vec<String> = js_methods_and_classes(base).1;
+            let mut seen: Vec<(String, String, JsMember)> = Vec::new();
+            for (class, name, member) in js_methods_and_classes(result).0 {
+                let key = (class.clone(), name.clone(), member);
+                if !base_classes.contains(&class) || mentions(base, &name) || seen.contains(&key) {
+                    continue;
+                }
+                out.push_str(&js_method_stand_in(&class, &name, member));
+                seen.push(key);
             }
         }
         Language::Rust => {
@@ -217,6 +250,89 @@ fn python_definitions(source: &str) -> Vec<(Kind, String)> {
             Some((kind, found[2].to_owned()))
         })
         .collect()
+}
+
+/// A method a top-level class of a Python module defines in its body, with how it is bound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PythonMethod {
+    class: String,
+    name: String,
+    /// `property`, `staticmethod` or `classmethod` when so decorated.
+    wrapper: Option<&'static str>,
+}
+
+/// The methods of a Python module's top-level classes: each `def` at the first indentation of a
+/// class body, with the decorator that binds it (`@property`, `@staticmethod`, `@classmethod`).
+fn python_methods(source: &str) -> Vec<PythonMethod> {
+    static CLASS: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^class[ \t]+([A-Za-z_][A-Za-z0-9_]*)[ \t]*[(:]").expect("a constant regex")
+    });
+    static DEF: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(?:async[ \t]+)?def[ \t]+([A-Za-z_][A-Za-z0-9_]*)[ \t]*\(")
+            .expect("a constant regex")
+    });
+    let mut out = Vec::new();
+    // The class being read, the indentation of its body, the decorator seen last.
+    let mut class: Option<(String, Option<String>)> = None;
+    let mut wrapper: Option<&'static str> = None;
+    for at in python_line_starts(source) {
+        let line = source[at..].lines().next().unwrap_or("");
+        let code = line.trim_start();
+        if code.is_empty() || code.starts_with('#') {
+            continue;
+        }
+        let indent = &line[..line.len() - code.len()];
+        if indent.is_empty() {
+            class = CLASS
+                .captures(line)
+                .map(|found| (found[1].to_owned(), None));
+            wrapper = None;
+            continue;
+        }
+        let Some((name, body)) = &mut class else {
+            continue;
+        };
+        let body = body.get_or_insert_with(|| indent.to_owned());
+        if indent != body.as_str() {
+            continue;
+        }
+        if let Some(decorator) = code.strip_prefix('@') {
+            wrapper = match decorator.trim_end() {
+                "property" => Some("property"),
+                "staticmethod" => Some("staticmethod"),
+                "classmethod" => Some("classmethod"),
+                _ => wrapper,
+            };
+            continue;
+        }
+        if let Some(found) = DEF.captures(code) {
+            out.push(PythonMethod {
+                class: name.clone(),
+                name: found[1].to_owned(),
+                wrapper,
+            });
+        }
+        wrapper = None;
+    }
+    out
+}
+
+/// A method stands in on its base class, set after the class: `Cal.century = …` (wrapped as
+/// the result binds it, so a property raises when read).
+fn python_method_stand_in(method: &PythonMethod) -> String {
+    let PythonMethod {
+        class,
+        name,
+        wrapper,
+    } = method;
+    let helper = format!("_autocode_stand_in_{class}_{name}");
+    let bound = match wrapper {
+        Some(wrapper) => format!("{wrapper}({helper})"),
+        None => helper.clone(),
+    };
+    format!(
+        "def {helper}(*args, **kwargs):\n    raise type(\"AutocodeStandIn\", (BaseException,), {{}})(\"{class}.{name}: {WHY}\")\n\n\n{class}.{name} = {bound}\ndel {helper}\n\n\n"
+    )
 }
 
 fn python_stand_in(kind: Kind, name: &str) -> String {
@@ -358,6 +474,102 @@ fn js_stand_in(language: Language, module: ModuleKind, kind: Kind, name: &str) -
         ModuleKind::Esm => format!("export {definition}\n"),
         ModuleKind::CommonJs => format!("{definition}\nmodule.exports.{name} = {name};\n"),
     }
+}
+
+/// How a JavaScript class member is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JsMember {
+    Method,
+    Static,
+    Getter,
+}
+
+/// The methods of a JavaScript or TypeScript module's top-level classes (each member at the
+/// first indentation of a class body that opens on its `class` line and closes with a `}` at the
+/// first column), and the names of those classes.
+fn js_methods_and_classes(source: &str) -> (Vec<(String, String, JsMember)>, Vec<String>) {
+    static CLASS: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(?:export[ \t]+(?:default[ \t]+)?)?(?:abstract[ \t]+)?class[ \t]+([A-Za-z_$][\w$]*)[^{]*\{[ \t]*$")
+            .expect("a constant regex")
+    });
+    static MEMBER: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(?:(?:public|private|protected|override|abstract|readonly)[ \t]+)*(static[ \t]+)?(?:async[ \t]+)?(get[ \t]+)?\*?[ \t]*([A-Za-z_$][\w$]*)[ \t]*(?:<[^>]*>)?\(")
+            .expect("a constant regex")
+    });
+    const NOT_METHODS: &[&str] = &[
+        "constructor",
+        "if",
+        "for",
+        "while",
+        "switch",
+        "catch",
+        "function",
+        "return",
+        "set",
+    ];
+    let mut methods = Vec::new();
+    let mut classes = Vec::new();
+    let mut class: Option<(String, Option<String>)> = None;
+    for line in source.lines() {
+        let code = line.trim_start();
+        if code.is_empty()
+            || code.starts_with("//")
+            || code.starts_with('*')
+            || code.starts_with("/*")
+        {
+            continue;
+        }
+        let indent = &line[..line.len() - code.len()];
+        if indent.is_empty() {
+            class = CLASS
+                .captures(line)
+                .map(|found| (found[1].to_owned(), None));
+            if let Some((name, _)) = &class {
+                classes.push(name.clone());
+            }
+            continue;
+        }
+        let Some((name, body)) = &mut class else {
+            continue;
+        };
+        if indent != body.get_or_insert_with(|| indent.to_owned()).as_str() {
+            continue;
+        }
+        if let Some(found) = MEMBER.captures(code)
+            && !NOT_METHODS.contains(&&found[3])
+        {
+            let member = match (found.get(1).is_some(), found.get(2).is_some()) {
+                (true, _) => JsMember::Static,
+                (false, true) => JsMember::Getter,
+                (false, false) => JsMember::Method,
+            };
+            methods.push((name.clone(), found[3].to_owned(), member));
+        }
+    }
+    (methods, classes)
+}
+
+/// A method stands in on its base class (`Object.defineProperty`, so a static `name` or a getter
+/// is set too).
+fn js_method_stand_in(class: &str, name: &str, member: JsMember) -> String {
+    let throw = format!("throw new Error({:?});", format!("{class}.{name}: {WHY}"));
+    let (target, descriptor) = match member {
+        JsMember::Method => (
+            "prototype",
+            format!("value: function () {{ {throw} }}, writable: true"),
+        ),
+        JsMember::Static => (
+            "",
+            format!("value: function () {{ {throw} }}, writable: true"),
+        ),
+        JsMember::Getter => ("prototype", format!("get() {{ {throw} }}")),
+    };
+    let on = if target.is_empty() {
+        class.to_owned()
+    } else {
+        format!("{class}.{target}")
+    };
+    format!("Object.defineProperty({on}, {name:?}, {{ {descriptor}, configurable: true }});\n")
 }
 
 /// The functions a Rust source defines at its top level, each with its signature (from its
@@ -615,6 +827,33 @@ mod tests {
             "{shown}"
         );
         assert!(!shown.contains("not_code(*args"), "{shown}");
+        // A method the result adds to a class of the base stands in on it, bound as the
+        // result binds it; dunders, methods of new classes and names the base has do not.
+        let cal = "class Cal:\n    \"\"\"Dates.\"\"\"\n\n    def leap(self, y):\n        return y % 4 == 0\n";
+        let with_methods = "class Cal:\n    \"\"\"Dates.\"\"\"\n\n    def leap(self, y):\n        return y % 4 == 0\n\n    @property\n    def era(self):\n        return 'CE'\n\n    @staticmethod\n    def century(y):\n        return y // 100 + 1\n\n    async def fetch(self):\n        def inner():\n            pass\n\n    def __eq__(self, other):\n        return True\n\n\nclass Other:\n    def fresh(self):\n        pass\n";
+        let shown = with_stand_ins("cal.py", Some(cal), Some(cal), with_methods).unwrap();
+        assert!(
+            shown.contains(
+                "Cal.era = property(_autocode_stand_in_Cal_era)\ndel _autocode_stand_in_Cal_era"
+            ),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("Cal.century = staticmethod(_autocode_stand_in_Cal_century)"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("Cal.fetch = _autocode_stand_in_Cal_fetch\n"),
+            "{shown}"
+        );
+        assert!(
+            !shown.contains("inner") && !shown.contains("__eq__") && !shown.contains("Cal.leap"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("class Other:\n    def __init__") && !shown.contains("Other.fresh"),
+            "{shown}"
+        );
         // A file the work adds is its stand-ins alone; nothing new gives `None`.
         let added = with_stand_ins(
             "titles.py",
@@ -680,6 +919,22 @@ mod tests {
         )
         .unwrap();
         assert!(listed.contains("export function titleCase() {"), "{listed}");
+        let class_base = "export class Cal {\n  leap(y) {\n    return y % 4 === 0;\n  }\n}\n";
+        let class_result = "export class Cal {\n  leap(y) {\n    return y % 4 === 0;\n  }\n\n  century(y) {\n    if (y) {\n      return 1;\n    }\n  }\n\n  static of(y) {\n    return new Cal();\n  }\n\n  get era() {\n    return 'CE';\n  }\n\n  async fetchYear() {}\n}\n";
+        let methods =
+            with_stand_ins("cal.mjs", Some(class_base), Some(class_base), class_result).unwrap();
+        for expected in [
+            "Object.defineProperty(Cal.prototype, \"century\", { value: function () { throw new Error(\"Cal.century: ",
+            "Object.defineProperty(Cal, \"of\", { value: function ()",
+            "Object.defineProperty(Cal.prototype, \"era\", { get() { throw",
+            "Object.defineProperty(Cal.prototype, \"fetchYear\"",
+        ] {
+            assert!(methods.contains(expected), "{expected}: {methods}");
+        }
+        assert!(
+            !methods.contains("\"leap\"") && !methods.contains("\"if\""),
+            "{methods}"
+        );
         let ts = with_stand_ins(
             "src/title.ts",
             Some(base),

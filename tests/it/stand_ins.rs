@@ -1,7 +1,7 @@
 //! The stand-ins of the witness replay (`autocode::verify::standins`) run as their languages
-//! run them: Python raises past `except Exception`, node loads them as ES and CommonJS modules
-//! and they throw when called, rustc builds the Rust ones into the base file and a
-//! `#[should_panic]` test of one fails (it aborts).
+//! run them: Python raises past `except Exception` (a method too), node loads them as ES and
+//! CommonJS modules and they throw when called (a method set on its class too), rustc builds
+//! the Rust ones into the base file and a `#[should_panic]` test of one fails (it aborts).
 
 use autocode::verify::standins::with_stand_ins;
 
@@ -30,6 +30,30 @@ fn the_stand_in_runs_as_python_and_raises_past_except_exception() {
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "AutocodeStandIn\nAutocodeStandIn\n"
+    );
+}
+
+#[test]
+fn python_methods_stand_in_on_their_base_class() {
+    let base = "class Cal:\n    def leap(self, y):\n        return y % 4 == 0\n";
+    let result = "class Cal:\n    def leap(self, y):\n        return y % 4 == 0\n\n    @property\n    def era(self):\n        return 'CE'\n\n    @staticmethod\n    def century(y):\n        return y // 100 + 1\n\n    def name(self, y):\n        return str(y)\n";
+    let shown = with_stand_ins("cal.py", Some(base), Some(base), result).unwrap();
+    let program = format!(
+        "{shown}\nassert hasattr(Cal, 'century') and callable(Cal().name) and Cal().leap(4)\nfor f in (lambda: Cal().era, lambda: Cal.century(1900), lambda: Cal().name(1)):\n    try:\n        try:\n            f()\n        except Exception:\n            print('caught')\n    except BaseException as e:\n        print(str(e).split(':')[0])\n"
+    );
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(program)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Cal.era\nCal.century\nCal.name\n"
     );
 }
 
@@ -71,6 +95,34 @@ fn the_stand_ins_load_as_modules_under_node_and_throw_when_called() {
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "titleWords\nTitle\ntitleWords\nx\n"
+    );
+}
+
+#[test]
+fn javascript_methods_stand_in_on_their_base_class() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = "export class Cal {\n  leap(y) {\n    return y % 4 === 0;\n  }\n}\n";
+    let result = "export class Cal {\n  leap(y) {\n    return y % 4 === 0;\n  }\n\n  century(y) {\n    return Math.floor(y / 100) + 1;\n  }\n\n  static name() {\n    return 'cal';\n  }\n\n  get era() {\n    return 'CE';\n  }\n}\n";
+    let shown = with_stand_ins("cal.mjs", Some(base), Some(base), result).unwrap();
+    std::fs::write(dir.path().join("cal.mjs"), shown).unwrap();
+    std::fs::write(
+        dir.path().join("main.mjs"),
+        "import { Cal } from './cal.mjs';\nconsole.log(typeof Cal.prototype.century, new Cal().leap(4));\nfor (const f of [() => new Cal().century(1900), () => Cal.name(), () => new Cal().era]) {\n  try { f(); console.log('ran'); } catch (e) { console.log(e.message.split(':')[0]); }\n}\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new("node")
+        .arg("main.mjs")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "function true\nCal.century\nCal.name\nCal.era\n"
     );
 }
 
