@@ -17,18 +17,8 @@ fn the_stand_in_runs_as_python_and_raises_past_except_exception() {
     let program = format!(
         "{shown}\nassert callable(title_words)\nfor f in (title_words, Title):\n    try:\n        try:\n            f('a b')\n        except Exception:\n            print('caught')\n    except BaseException as e:\n        print(type(e).__name__)\n"
     );
-    let out = std::process::Command::new("python3")
-        .arg("-c")
-        .arg(program)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
+        python_prints(&program),
         "AutocodeStandIn\nAutocodeStandIn\n"
     );
 }
@@ -41,20 +31,7 @@ fn python_methods_stand_in_on_their_base_class() {
     let program = format!(
         "{shown}\nassert hasattr(Cal, 'century') and callable(Cal().name) and Cal().leap(4)\nfor f in (lambda: Cal().era, lambda: Cal.century(1900), lambda: Cal().name(1)):\n    try:\n        try:\n            f()\n        except Exception:\n            print('caught')\n    except BaseException as e:\n        print(str(e).split(':')[0])\n"
     );
-    let out = std::process::Command::new("python3")
-        .arg("-c")
-        .arg(program)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "Cal.era\nCal.century\nCal.name\n"
-    );
+    assert_eq!(python_prints(&program), "Cal.era\nCal.century\nCal.name\n");
 }
 
 #[test]
@@ -77,23 +54,11 @@ fn the_stand_ins_load_as_modules_under_node_and_throw_when_called() {
     )
     .unwrap();
     std::fs::write(dir.path().join("c.js"), cjs).unwrap();
-    std::fs::write(
-        dir.path().join("main.mjs"),
-        "import { titleWords, Title } from './t.mjs';\nimport { createRequire } from 'node:module';\nconst c = createRequire(import.meta.url)('./c.js');\nfor (const f of [() => titleWords('a'), () => new Title(), () => c.titleWords('a')]) {\n  try { f(); console.log('ran'); } catch (e) { console.log(e.message.split(':')[0]); }\n}\nconsole.log(c.shout('x'));\n",
-    )
-    .unwrap();
-    let out = std::process::Command::new("node")
-        .arg("main.mjs")
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
+        node_prints(
+            dir.path(),
+            "import { titleWords, Title } from './t.mjs';\nimport { createRequire } from 'node:module';\nconst c = createRequire(import.meta.url)('./c.js');\nfor (const f of [() => titleWords('a'), () => new Title(), () => c.titleWords('a')]) {\n  try { f(); console.log('ran'); } catch (e) { console.log(e.message.split(':')[0]); }\n}\nconsole.log(c.shout('x'));\n"
+        ),
         "titleWords\nTitle\ntitleWords\nx\n"
     );
 }
@@ -105,23 +70,11 @@ fn javascript_methods_stand_in_on_their_base_class() {
     let result = "export class Cal {\n  leap(y) {\n    return y % 4 === 0;\n  }\n\n  century(y) {\n    return Math.floor(y / 100) + 1;\n  }\n\n  static name() {\n    return 'cal';\n  }\n\n  get era() {\n    return 'CE';\n  }\n}\n";
     let shown = with_stand_ins("cal.mjs", Some(base), Some(base), result).unwrap();
     std::fs::write(dir.path().join("cal.mjs"), shown).unwrap();
-    std::fs::write(
-        dir.path().join("main.mjs"),
-        "import { Cal } from './cal.mjs';\nconsole.log(typeof Cal.prototype.century, new Cal().leap(4));\nfor (const f of [() => new Cal().century(1900), () => Cal.name(), () => new Cal().era]) {\n  try { f(); console.log('ran'); } catch (e) { console.log(e.message.split(':')[0]); }\n}\n",
-    )
-    .unwrap();
-    let out = std::process::Command::new("node")
-        .arg("main.mjs")
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
+        node_prints(
+            dir.path(),
+            "import { Cal } from './cal.mjs';\nconsole.log(typeof Cal.prototype.century, new Cal().leap(4));\nfor (const f of [() => new Cal().century(1900), () => Cal.name(), () => new Cal().era]) {\n  try { f(); console.log('ran'); } catch (e) { console.log(e.message.split(':')[0]); }\n}\n"
+        ),
         "function true\nCal.century\nCal.name\nCal.era\n"
     );
 }
@@ -169,4 +122,35 @@ fn the_rust_stand_ins_build_and_abort_past_should_panic() {
     assert!(
         String::from_utf8_lossy(&called.stderr).contains("title_words: autocode witness replay")
     );
+}
+
+/// What `python3 -c program` prints, which must exit 0.
+fn python_prints(program: &str) -> String {
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(program)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// What `node main.mjs` prints in `dir` with `main` written there, which must exit 0.
+fn node_prints(dir: &std::path::Path, main: &str) -> String {
+    std::fs::write(dir.join("main.mjs"), main).unwrap();
+    let out = std::process::Command::new("node")
+        .arg("main.mjs")
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
 }
