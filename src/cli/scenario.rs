@@ -74,6 +74,10 @@ pub struct RunArgs {
     /// cases whose outcome can depend on the CLI.
     #[arg(long = "exclude-tag", value_name = "TAG")]
     pub exclude_tags: Vec<String>,
+    /// Run only the cases carrying this tag (repeatable: any of them): `--tag every-cli` runs
+    /// the cases whose outcome turns on a CLI's own conduct.
+    #[arg(long = "tag", value_name = "TAG")]
+    pub tags: Vec<String>,
     /// Run this many jobs at a time, each in a process of its own.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub jobs: u32,
@@ -222,6 +226,23 @@ fn run_cases(args: RunArgs) -> Result<ExitCode, EdgeError> {
             left_out.join(", ")
         );
     }
+    let selected = if args.tags.is_empty() {
+        selected
+    } else {
+        let (selected, left_out) = catalog::with_tags(selected, &args.tags);
+        if selected.is_empty() {
+            return Err(EdgeError::usage(format!(
+                "no selected case carries the tag {}",
+                args.tags.join(" or ")
+            )));
+        }
+        output::say!(
+            "left out, not tagged {}: {} case(s)",
+            args.tags.join(" or "),
+            left_out.len()
+        );
+        selected
+    };
     let profiles: Vec<Profile> = args
         .profiles
         .iter()

@@ -62,7 +62,11 @@ pub fn find(events: &[NormalizedEvent], room: &RoomRecord) -> Vec<RoomRefusal> {
             if !REFUSAL_WORDS.iter().any(|word| lower.contains(word)) {
                 continue;
             }
+            let reporter = reporting_program(line);
             for path in absolute_paths(line) {
+                if reporter.as_ref() == Some(&path) {
+                    continue;
+                }
                 if refused_by(room, &path) && !found.iter().any(|f| f.path == path) {
                     found.push(RoomRefusal {
                         command: command.clone(),
@@ -116,6 +120,20 @@ fn absolute_paths(line: &str) -> Vec<PathBuf> {
             (!text.is_empty()).then(|| PathBuf::from(text))
         })
         .collect()
+}
+
+/// The program a line's message comes from, when the line starts with its absolute path and a
+/// colon (`/usr/bin/bash: line 1: notes.md: Read-only file system`, a shell started by its full
+/// path): the one reporting the refusal, not a path it was refused. Only an executable file is
+/// taken for one, so `/etc/x: Permission denied` still names `/etc/x`.
+fn reporting_program(line: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let (head, _) = line.trim_start().split_once(": ")?;
+    if !head.starts_with('/') || head.contains(char::is_whitespace) {
+        return None;
+    }
+    let meta = std::fs::metadata(head).ok()?;
+    (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then(|| PathBuf::from(head))
 }
 
 /// Whether the room in `room` keeps the family from writing `path` (or reading it, when hidden).
@@ -249,6 +267,41 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("[confine] writable"), "{text}");
+    }
+
+    /// A shell started by its full path prefixes its messages with that path: a read-only
+    /// role's write to the work tree (`/usr/bin/bash: line 1: notes.md: Read-only file system`)
+    /// names no path outside the room, and the shell is never named as one; a path after the
+    /// prefix still is. A leading path that is not a program is the refused one.
+    #[test]
+    fn a_shell_named_by_its_path_is_the_reporter_not_the_refused_path() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let shell = dir.path().join("bash");
+        std::fs::write(&shell, "").unwrap();
+        std::fs::set_permissions(&shell, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let shell = shell.display().to_string();
+        let events = [
+            failed(
+                "cat > notes.md <<'EOF'\nnotes\nEOF\n",
+                &format!("{shell}: line 1: notes.md: Read-only file system"),
+            ),
+            failed(
+                "echo x > /opt/y",
+                &format!("{shell}: line 1: /opt/y: Permission denied"),
+            ),
+            failed("cat /etc/shadow", "/etc/shadow: Permission denied"),
+        ];
+        // A room that lets the family write the tree only, so the shell's own path (in a
+        // temporary directory) is one it refuses.
+        let mut room = room();
+        room.views = None;
+        room.writable = vec!["/w/tree".into()];
+        let found: Vec<String> = find(&events, &room)
+            .iter()
+            .map(|r| r.path.display().to_string())
+            .collect();
+        assert_eq!(found, ["/opt/y", "/etc/shadow"]);
     }
 
     #[test]

@@ -404,6 +404,17 @@ pub fn without_tags<'a>(
     (kept, left_out.into_iter().map(|s| s.name.clone()).collect())
 }
 
+/// `selected` with only the cases that carry any of `tags`, and the names of those left out.
+pub fn with_tags<'a>(
+    selected: Vec<&'a Scenario>,
+    tags: &[String],
+) -> (Vec<&'a Scenario>, Vec<String>) {
+    let (kept, left_out): (Vec<&Scenario>, Vec<&Scenario>) = selected
+        .into_iter()
+        .partition(|s| s.spec.tags.iter().any(|t| tags.contains(t)));
+    (kept, left_out.into_iter().map(|s| s.name.clone()).collect())
+}
+
 /// `--shard I/N`: the I-th of N shards, I counted from 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shard {

@@ -246,6 +246,28 @@ fn autocode(args: &[&str]) -> (Option<i32>, String, String) {
     )
 }
 
+/// A `--tag` no selected case carries runs nothing and says so (a usage error), so a misspelt
+/// tag in CI cannot pass as an empty scorecard.
+#[test]
+fn a_tag_no_case_carries_is_a_usage_error() {
+    let out = tempfile::tempdir().unwrap();
+    let (code, stdout, stderr) = autocode(&[
+        "scenario",
+        "run",
+        "--all",
+        "--tag",
+        "every-cli-misspelt",
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("no selected case carries the tag every-cli-misspelt"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0);
+}
+
 /// `scenario run` of the equivalence test's jobs into `out`, optionally one shard of them.
 fn run_jobs(out: &Path, no_clis: &Path, shard: Option<&str>) {
     let mut args = vec![
@@ -396,6 +418,43 @@ fn excluding_gate_only_cases_keeps_the_ones_a_cli_can_change() {
         "honest-heredoc-node",
         "evidence-shell-quoting",
         "tester-phantom-event",
+    ] {
+        assert!(kept.iter().any(|c| c.name == name), "{name} left out");
+    }
+}
+
+/// `--tag every-cli` (how the README's test command runs OpenCode, whose own start-up costs
+/// seconds of CPU a stage) keeps the cases that turn on a CLI's own conduct: its stream and
+/// shell, its HOME and configuration, its limits, and an honest run and a blocked one. None of
+/// them is gate-only: those run on two transports only.
+#[test]
+fn the_every_cli_tag_keeps_the_cases_a_cli_s_conduct_decides() {
+    let cases = catalog();
+    let all: Vec<&autocode::scenario::catalog::Scenario> = cases.iter().collect();
+    let (kept, left_out) = autocode::scenario::catalog::with_tags(all, &["every-cli".to_owned()]);
+    assert_eq!(kept.len() + left_out.len(), cases.len());
+    assert!(!left_out.is_empty());
+    for case in &kept {
+        assert!(
+            !case.spec.tags.iter().any(|t| t == "gate-only"),
+            "{} is gate-only and every-cli",
+            case.name
+        );
+    }
+    for name in [
+        "tester-stream-injection",
+        "tester-phantom-event",
+        "evidence-shell-quoting",
+        "honest-heredoc-node",
+        "builder-plants-agent-config",
+        "builder-writes-home",
+        "tester-writes-home",
+        "planner-edits-file",
+        "rate-limit-storm",
+        "report-cut-by-output-cap",
+        "builder-daemon",
+        "feature-with-docs",
+        "builder-reports-blocked",
     ] {
         assert!(kept.iter().any(|c| c.name == name), "{name} left out");
     }
