@@ -398,10 +398,8 @@ pub fn without_tags<'a>(
     selected: Vec<&'a Scenario>,
     tags: &[String],
 ) -> (Vec<&'a Scenario>, Vec<String>) {
-    let (left_out, kept): (Vec<&Scenario>, Vec<&Scenario>) = selected
-        .into_iter()
-        .partition(|s| s.spec.tags.iter().any(|t| tags.contains(t)));
-    (kept, left_out.into_iter().map(|s| s.name.clone()).collect())
+    let (tagged, untagged) = split_by_tags(selected, tags);
+    (untagged, names(&tagged))
 }
 
 /// `selected` with only the cases that carry any of `tags`, and the names of those left out.
@@ -409,10 +407,22 @@ pub fn with_tags<'a>(
     selected: Vec<&'a Scenario>,
     tags: &[String],
 ) -> (Vec<&'a Scenario>, Vec<String>) {
-    let (kept, left_out): (Vec<&Scenario>, Vec<&Scenario>) = selected
+    let (tagged, untagged) = split_by_tags(selected, tags);
+    (tagged, names(&untagged))
+}
+
+/// The cases that carry any of `tags`, then those that carry none, each in `selected`'s order.
+fn split_by_tags<'a>(
+    selected: Vec<&'a Scenario>,
+    tags: &[String],
+) -> (Vec<&'a Scenario>, Vec<&'a Scenario>) {
+    selected
         .into_iter()
-        .partition(|s| s.spec.tags.iter().any(|t| tags.contains(t)));
-    (kept, left_out.into_iter().map(|s| s.name.clone()).collect())
+        .partition(|s| s.spec.tags.iter().any(|t| tags.contains(t)))
+}
+
+fn names(cases: &[&Scenario]) -> Vec<String> {
+    cases.iter().map(|s| s.name.clone()).collect()
 }
 
 /// `--shard I/N`: the I-th of N shards, I counted from 1.

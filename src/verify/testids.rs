@@ -8,7 +8,8 @@
 //!
 //! A test that was skipped or ignored did not run, nor did a runner's stand-in for a file or
 //! fixture that failed before any test (unittest's `_FailedTest` for a module that did not import
-//! and its `setUpModule`/`setUpClass` errors; `node --test`'s failing entry named by the test
+//! or a test named by id that the module or class does not have, and its
+//! `setUpModule`/`setUpClass` errors; `node --test`'s failing entry named by the test
 //! file's path): the base tree's fail-to-pass check often names a test module that only the
 //! work makes importable, and its stand-in is no test the result stopped running. Durations are cut from names. Ids are taken relative to the tree the check
 //! ran in (its root is cut from them), and a doc-test's line number is dropped, so code moving in
@@ -232,9 +233,9 @@ pub fn collect(output: &str, root: &Path) -> Option<TestIds> {
     (!ids.is_empty() && ids.len() <= MAX_IDS).then_some(TestIds(ids))
 }
 
-/// unittest's stand-ins for what failed before a test ran: a module that did not import
-/// (`unittest.loader._FailedTest`, `ModuleImportFailure` before 3.5) and the module's and class's
-/// fixtures (`setUpModule (test_a) ... ERROR`).
+/// unittest's stand-ins for what failed before a test ran: a module that did not import or a
+/// test named by id that is not there (`unittest.loader._FailedTest`, `ModuleImportFailure`
+/// before 3.5) and the module's and class's fixtures (`setUpModule (test_a) ... ERROR`).
 fn unittest_stand_in(name: &str, qualified: &str) -> bool {
     qualified.starts_with("unittest.loader.")
         || matches!(
