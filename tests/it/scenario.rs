@@ -233,9 +233,15 @@ async fn a_completion_the_oracle_refutes_is_a_false_complete() {
 
 /// `autocode ARGS…` from the repository root; (exit code, stdout, stderr).
 fn autocode(args: &[&str]) -> (Option<i32>, String, String) {
+    autocode_with_path(args, &std::env::var("PATH").unwrap_or_default())
+}
+
+/// `autocode ARGS…` with `PATH` set to `path`.
+fn autocode_with_path(args: &[&str], path: &str) -> (Option<i32>, String, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_autocode"))
         .args(args)
         .current_dir(root())
+        .env("PATH", path)
         .stdin(std::process::Stdio::null())
         .output()
         .expect("autocode runs");
@@ -289,7 +295,15 @@ fn run_jobs(out: &Path, no_clis: &Path, shard: Option<&str>) {
     if let Some(shard) = shard {
         args.extend(["--shard", shard]);
     }
-    let (code, stdout, stderr) = autocode(&args);
+    // The scripted profiles look in `--cli-bin` first and then on `PATH`: a `PATH` without the
+    // directories that hold the CLIs keeps them missing on a machine that has them installed.
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let path = std::env::join_paths(
+        std::env::split_paths(&path)
+            .filter(|dir| !["codex", "claude"].iter().any(|cli| dir.join(cli).exists())),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = autocode_with_path(&args, path.to_str().unwrap());
     // The missing `codex` makes ERRORs on a scripted profile: the scorecard is written, and the
     // command fails (a scorecard that could not measure is no pass).
     assert_eq!(code, Some(1), "{stdout}\n{stderr}");
